@@ -1,0 +1,38 @@
+# fedspread developer entry points. `make test` and `make demo` set up everything they need.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: test lint typecheck unit crds protos clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## test: install into .venv and run lint, type checks, import contracts and the whole test suite
+test: $(STAMP) lint typecheck
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check federation agents tests bench
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict federation/core federation/api
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+## crds: regenerate crds/ from the pydantic models
+crds: $(STAMP)
+	$(BIN)/fedspread crds --output-dir crds
+
+## protos: regenerate the gRPC code under federation/rpc from its .proto files
+protos: $(STAMP)
+	$(BIN)/python -m federation.rpc.generate
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

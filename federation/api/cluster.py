@@ -1,0 +1,150 @@
+"""The MemberCluster kind and the capacity snapshot agents report.
+
+Why both live here: a MemberCluster is the hub's record of a member (topology labels, cluster-level
+taints such as a cordon, health); the capacity snapshot is the detailed view of its nodes that the
+placement core consumes. `fedspread simulate --clusters CLUSTERS.yaml` reads the snapshot in exactly
+the shape agents report it, so a snapshot captured from a live system can be replayed offline.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from federation.api import common
+from federation.core import quantity
+
+KIND = "MemberCluster"
+PLURAL = "memberclusters"
+
+REGION_LABEL = "topology.fedspread.io/region"
+ZONE_LABEL = "topology.fedspread.io/zone"
+PROVIDER_LABEL = "topology.fedspread.io/provider"
+
+
+def _as_quantity(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    text = str(value).strip()
+    quantity.parse_quantity(text)  # raises ValueError with the reason
+    return text
+
+
+Quantity = Annotated[str, pydantic.BeforeValidator(_as_quantity)]
+ResourceList = dict[str, Quantity]
+
+
+class MemberClusterSpec(common.SpecModel):
+    """What an operator sets on a member cluster."""
+
+    taints: list[common.Taint] = pydantic.Field(
+        default_factory=list,
+        description="Cluster-level taints; NoSchedule or NoExecute (a cordon) stops new placements.",
+    )
+
+
+class CapacitySummary(common.StatusModel):
+    """Totals over a member's nodes, for people reading `kubectl get membercluster -o yaml`."""
+
+    nodes: int = pydantic.Field(default=0, description="Number of nodes.")
+    allocatable: dict[str, str] = pydantic.Field(
+        default_factory=dict, description="Sum of node allocatable resources."
+    )
+    requested: dict[str, str] = pydantic.Field(
+        default_factory=dict, description="Sum of requests of pods bound to nodes."
+    )
+
+
+class MemberClusterStatus(common.StatusModel):
+    """What the coordinator observed of a member through its agent."""
+
+    conditions: list[common.Condition] = pydantic.Field(
+        default_factory=list, description="Ready, and why not."
+    )
+    last_heartbeat_time: datetime.datetime | None = pydantic.Field(
+        default=None, description="When the agent was last heard."
+    )
+    agent_version: str = pydantic.Field(default="", description="Version of the cluster's agent.")
+    capacity: CapacitySummary = pydantic.Field(
+        default_factory=CapacitySummary, description="Capacity summary."
+    )
+
+
+class MemberCluster(pydantic.BaseModel):
+    """A MemberCluster object as stored in the hub (cluster-scoped)."""
+
+    model_config = pydantic.ConfigDict(
+        alias_generator=pydantic.alias_generators.to_camel, populate_by_name=True, extra="forbid"
+    )
+
+    api_version: Literal["fedspread.io/v1alpha1"] = pydantic.Field(
+        default="fedspread.io/v1alpha1", description="fedspread.io/v1alpha1."
+    )
+    kind: Literal["MemberCluster"] = pydantic.Field(
+        default="MemberCluster", description="MemberCluster."
+    )
+    metadata: common.ObjectMeta = pydantic.Field(description="Labels carry the topology.")
+    spec: MemberClusterSpec = pydantic.Field(
+        default_factory=MemberClusterSpec, description="Operator settings."
+    )
+    status: MemberClusterStatus | None = pydantic.Field(default=None, description="Observed state.")
+
+
+class NodePool(common.SpecModel):
+    """Identical nodes grouped together: `count` nodes with the same labels, taints and resources."""
+
+    name: str = pydantic.Field(default="", description="Optional pool name, for explanations.")
+    count: int = pydantic.Field(default=1, ge=0, description="Number of identical nodes.")
+    labels: dict[str, str] = pydantic.Field(default_factory=dict, description="Node labels.")
+    taints: list[common.Taint] = pydantic.Field(default_factory=list, description="Node taints.")
+    allocatable: ResourceList = pydantic.Field(
+        default_factory=dict, description="Allocatable resources per node (cpu, memory, pods, ...)."
+    )
+    requested: ResourceList = pydantic.Field(
+        default_factory=dict, description="Resources already requested per node, including pods."
+    )
+
+
+class ClusterCapacity(common.SpecModel):
+    """One member cluster's state as its agent reports it."""
+
+    name: str = pydantic.Field(min_length=1, description="Member cluster name.")
+    labels: dict[str, str] = pydantic.Field(
+        default_factory=dict, description="MemberCluster labels (topology)."
+    )
+    ready: bool = pydantic.Field(default=True, description="False when the agent is lost.")
+    taints: list[common.Taint] = pydantic.Field(
+        default_factory=list, description="Cluster-level taints from MemberCluster.spec."
+    )
+    node_pools: list[NodePool] = pydantic.Field(
+        default_factory=list, description="The cluster's nodes, grouped into identical pools."
+    )
+
+    @property
+    def cordoned(self) -> bool:
+        """A NoSchedule or NoExecute cluster taint keeps new replicas away."""
+        return any(t.effect in ("NoSchedule", "NoExecute") for t in self.taints)
+
+
+class CapacitySnapshot(common.SpecModel):
+    """Every member cluster's capacity at one moment: the placement core's view of the world."""
+
+    clusters: list[ClusterCapacity] = pydantic.Field(
+        default_factory=list, description="Member clusters."
+    )
+
+    @pydantic.field_validator("clusters")
+    @classmethod
+    def _unique_names(cls, value: list[ClusterCapacity]) -> list[ClusterCapacity]:
+        seen: set[str] = set()
+        for cluster in value:
+            if cluster.name in seen:
+                raise ValueError(f"cluster {cluster.name!r} appears twice")
+            seen.add(cluster.name)
+        return value
+
+    def by_name(self) -> dict[str, ClusterCapacity]:
+        """Clusters keyed by name."""
+        return {c.name: c for c in self.clusters}

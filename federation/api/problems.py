@@ -1,0 +1,120 @@
+"""Turning invalid input into a list of (field path, message) a person can act on.
+
+Why: pydantic's own error text is written for developers. Users of `fedspread simulate`, the
+coordinator's status conditions and the SDK all need the same thing — every problem at once, each
+with the exact camelCase path into the YAML they wrote (`spec.subsets[1].maxReplicas`) — and never
+a traceback. Cross-field rules carry their own paths through the error context (see
+`federation.api.spread.cross_field_problems`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, TypeVar
+
+import pydantic
+import yaml
+
+from federation.api import cluster, spread
+
+ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input: where, and what."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class InvalidInput(ValueError):
+    """Raised with every problem of an input document; `str()` lists them one per line."""
+
+    def __init__(self, what: str, problems: list[Problem]) -> None:
+        self.what = what
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{what} is invalid:\n{lines}")
+
+
+def _join(prefix: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{prefix}[{part}]"
+    return f"{prefix}.{part}" if prefix else part
+
+
+def _path(loc: tuple[str | int, ...]) -> str:
+    path = ""
+    for part in loc:
+        path = _join(path, part)
+    return path
+
+
+def _message(error: Any) -> str:
+    message = str(error["msg"])
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    if error["type"] == "extra_forbidden":
+        message = "unknown field (check its spelling and indentation)"
+    elif error["type"] == "missing":
+        message = "required field is missing"
+    elif error["type"] == "string_pattern_mismatch" and error["loc"][-1] == "name":
+        message = (
+            f"{error['input']!r} is not a DNS label: use lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return message
+
+
+def problems_from(error: pydantic.ValidationError) -> list[Problem]:
+    """Every problem in a pydantic ValidationError, with camelCase paths."""
+    found: list[Problem] = []
+    for item in error.errors():
+        base = _path(tuple(item["loc"]))
+        if item["type"] == "spread_rules":
+            for relative, message in item["ctx"]["problems"]:
+                found.append(Problem(_join(base, relative) if base else relative, message))
+            continue
+        found.append(Problem(base, _message(item)))
+    return found
+
+
+def validate(model: type[ModelT], data: Any, *, what: str) -> ModelT:
+    """Validate `data` as `model`, raising InvalidInput with every problem."""
+    if not isinstance(data, dict):
+        raise InvalidInput(what, [Problem("", f"expected a mapping, got {type(data).__name__}")])
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as error:
+        raise InvalidInput(what, problems_from(error)) from None
+
+
+def read_yaml(path: pathlib.Path | str) -> Any:
+    """Load one YAML document; unreadable files and bad syntax become InvalidInput."""
+    source = pathlib.Path(path)
+    try:
+        text = source.read_text()
+    except OSError as error:
+        raise InvalidInput(str(source), [Problem("", f"cannot read: {error.strerror}")]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        reason = getattr(error, "problem", None) or str(error)
+        raise InvalidInput(str(source), [Problem("", f"{where}not valid YAML ({reason})")]) from None
+
+
+def load_spread(path: pathlib.Path | str) -> spread.FederatedSpread:
+    """Read and validate a FederatedSpread YAML file."""
+    return validate(spread.FederatedSpread, read_yaml(path), what=str(path))
+
+
+def load_snapshot(path: pathlib.Path | str) -> cluster.CapacitySnapshot:
+    """Read and validate a capacity snapshot (CLUSTERS.yaml)."""
+    return validate(cluster.CapacitySnapshot, read_yaml(path), what=str(path))

@@ -1,0 +1,345 @@
+"""The FederatedSpread kind: seed 000's WorkloadSpread, lifted from zones to clusters.
+
+Why it looks like this: a user who knows OpenKruise's WorkloadSpread should recognise every field.
+Subsets are ordered; each names its clusters (explicitly or by a label selector over MemberClusters),
+optionally a node pool inside them, and an optional cap. Cross-field rules (unique names, one kind of
+cap, percentages within 100%) are checked here so that every problem is reported with its own field
+path — see `federation.api.problems` for how they reach the user.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import Any, Literal
+
+import pydantic
+import pydantic_core
+
+from federation.api import common
+
+KIND = "FederatedSpread"
+PLURAL = "federatedspreads"
+
+SUBSET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_PERCENT = re.compile(r"^(\d{1,3})%$")
+
+ClusterSpread = Literal["Fill", "Balance", "Capacity"]
+StrategyType = Literal["Fixed", "Adaptive"]
+
+
+def percent_of(max_replicas: int | str | None) -> int | None:
+    """The percentage of a `"N%"` cap, or None for an integer or absent cap."""
+    if isinstance(max_replicas, str):
+        match = _PERCENT.match(max_replicas)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _check_max_replicas(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("maxReplicas must be a non-negative integer or a percentage like '50%'")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"maxReplicas must not be negative, got {value}")
+        return value
+    if isinstance(value, str):
+        match = _PERCENT.match(value.strip())
+        if not match:
+            raise ValueError(
+                f"maxReplicas {value!r} is neither an integer nor a percentage like '50%'"
+            )
+        pct = int(match.group(1))
+        if pct > 100:
+            raise ValueError(f"maxReplicas percentage must be between 0% and 100%, got {value}")
+        return f"{pct}%"
+    raise ValueError("maxReplicas must be a non-negative integer or a percentage like '50%'")
+
+
+class TargetRef(common.SpecModel):
+    """The hub workload whose replicas are spread."""
+
+    api_version: Literal["apps/v1"] = pydantic.Field(
+        default="apps/v1", description="API version of the target workload; apps/v1."
+    )
+    kind: Literal["Deployment"] = pydantic.Field(
+        default="Deployment", description="Kind of the target workload; Deployment."
+    )
+    name: str = pydantic.Field(
+        min_length=1, description="Name of the Deployment in the spread's namespace on the hub."
+    )
+
+
+class Subset(common.SpecModel):
+    """One ordered place for replicas: a cluster, a region (set of clusters) or a node pool in them."""
+
+    name: str = pydantic.Field(
+        min_length=1,
+        max_length=63,
+        pattern=SUBSET_NAME_PATTERN,
+        description="Unique name of the subset (a DNS label); pods carry it as fedspread.io/subset.",
+    )
+    clusters: list[str] | None = pydantic.Field(
+        default=None,
+        description="Member clusters of this subset by name, in fill order. Exclusive with clusterSelector.",
+    )
+    cluster_selector: common.LabelSelector | None = pydantic.Field(
+        default=None,
+        description="Selects MemberClusters by label (e.g. a region); ordered by name. Exclusive with clusters.",
+    )
+    cluster_spread: ClusterSpread = pydantic.Field(
+        default="Capacity",
+        description=(
+            "How a multi-cluster subset divides its share: Fill (clusters in order), Balance "
+            "(evenly) or Capacity (in proportion to free capacity)."
+        ),
+    )
+    required_node_selector_term: common.NodeSelectorTerm | None = pydantic.Field(
+        default=None,
+        description="Node pool inside each cluster: ANDed into every required node-selector term of the pod.",
+    )
+    preferred_node_selector_terms: list[common.PreferredSchedulingTerm] = pydantic.Field(
+        default_factory=list, description="Preferred node terms appended to the subset's pods."
+    )
+    tolerations: list[common.Toleration] = pydantic.Field(
+        default_factory=list, description="Tolerations appended to the subset's pods."
+    )
+    patch: dict[str, Any] | None = pydantic.Field(
+        default=None, description="Strategic-merge patch applied to the subset's pods."
+    )
+    max_replicas: int | str | None = pydantic.Field(
+        default=None,
+        description="Cap: an integer or a percentage of the total like '50%'; absent means unbounded.",
+    )
+
+    @pydantic.field_validator("max_replicas", mode="before")
+    @classmethod
+    def _valid_cap(cls, value: Any) -> Any:
+        return _check_max_replicas(value)
+
+    @pydantic.field_validator("clusters")
+    @classmethod
+    def _valid_clusters(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("clusters must name at least one cluster")
+        seen: set[str] = set()
+        for name in value:
+            if not name:
+                raise ValueError("cluster names must not be empty")
+            if name in seen:
+                raise ValueError(f"cluster {name!r} is listed twice")
+            seen.add(name)
+        return value
+
+    @property
+    def percent(self) -> int | None:
+        """This subset's percentage cap, if it has one."""
+        return percent_of(self.max_replicas)
+
+
+class AdaptiveStrategy(common.SpecModel):
+    """Tuning of the Adaptive strategy."""
+
+    disable_simulation_schedule: bool = pydantic.Field(
+        default=False,
+        description="Do not limit subsets by simulated node capacity; rely on reschedule only.",
+    )
+    reschedule_critical_seconds: int = pydantic.Field(
+        default=30,
+        description="A pod Pending-Unschedulable this long marks its subset unschedulable in its cluster.",
+    )
+    unschedulable_seconds: int = pydantic.Field(
+        default=300, description="How long an unschedulable mark keeps new replicas away."
+    )
+
+    @pydantic.field_validator("reschedule_critical_seconds", "unschedulable_seconds")
+    @classmethod
+    def _positive(cls, value: int, info: pydantic.ValidationInfo) -> int:
+        if value <= 0:
+            raise ValueError(f"must be greater than 0 seconds, got {value}")
+        return value
+
+
+class ScheduleStrategy(common.SpecModel):
+    """Fixed fills subsets by caps only; Adaptive also respects capacity and overflows."""
+
+    type: StrategyType = pydantic.Field(
+        default="Fixed",
+        description="Fixed: caps only. Adaptive: caps and capacity, overflowing to the next subset.",
+    )
+    adaptive: AdaptiveStrategy | None = pydantic.Field(
+        default=None, description="Settings of the Adaptive strategy."
+    )
+
+    def adaptive_settings(self) -> AdaptiveStrategy:
+        """The adaptive settings, defaulted when absent."""
+        return self.adaptive if self.adaptive is not None else AdaptiveStrategy()
+
+
+class Failover(common.SpecModel):
+    """When a member cluster is considered lost."""
+
+    cluster_lost_seconds: int = pydantic.Field(
+        default=60, gt=0, description="An agent silent this long marks its cluster not ready."
+    )
+
+
+class FederatedSpreadSpec(common.SpecModel):
+    """What a user asks for: which workload, which ordered subsets, which strategy."""
+
+    target_ref: TargetRef = pydantic.Field(description="The hub Deployment to spread.")
+    subsets: list[Subset] = pydantic.Field(
+        min_length=1, description="Ordered subsets; earlier subsets fill first."
+    )
+    schedule_strategy: ScheduleStrategy = pydantic.Field(
+        default_factory=ScheduleStrategy, description="Fixed or Adaptive."
+    )
+    failover: Failover = pydantic.Field(
+        default_factory=Failover, description="Cluster loss detection."
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _cross_field_rules(self) -> FederatedSpreadSpec:
+        problems = cross_field_problems(self)
+        if problems:
+            raise pydantic_core.PydanticCustomError(
+                "spread_rules",
+                "{summary}",
+                {"summary": "; ".join(f"{p}: {m}" for p, m in problems), "problems": problems},
+            )
+        return self
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind == "integer" else f"a {kind}"
+
+
+def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
+    """Rules spanning several fields, as (path relative to the spec, message) pairs."""
+    problems: list[tuple[str, str]] = []
+    first_index: dict[str, int] = {}
+    first_cap_kind: tuple[int, str] | None = None
+    percent_total = 0
+    for index, subset in enumerate(spec.subsets):
+        here = f"subsets[{index}]"
+        if subset.name in first_index:
+            problems.append(
+                (f"{here}.name",
+                 f"duplicate subset name {subset.name!r} (already used by subsets[{first_index[subset.name]}])")
+            )
+        else:
+            first_index[subset.name] = index
+        if (subset.clusters is None) == (subset.cluster_selector is None):
+            both = "both" if subset.clusters is not None else "neither"
+            problems.append(
+                (here, f"set exactly one of clusters or clusterSelector ({both} is set)")
+            )
+        if subset.max_replicas is not None:
+            kind = "percentage" if subset.percent is not None else "integer"
+            if first_cap_kind is None:
+                first_cap_kind = (index, kind)
+            elif first_cap_kind[1] != kind:
+                problems.append(
+                    (f"{here}.maxReplicas",
+                     f"mixes cap kinds: subsets[{first_cap_kind[0]}] has {_article(first_cap_kind[1])} "
+                     f"cap, this one {_article(kind)}; use one kind for all bounded subsets")
+                )
+            if subset.percent is not None:
+                percent_total += subset.percent
+    if percent_total > 100:
+        problems.append(
+            ("subsets", f"percentage maxReplicas sum to {percent_total}%, at most 100% is allowed")
+        )
+    return problems
+
+
+class SubsetUnscheduledStatus(common.StatusModel):
+    """Whether a subset is temporarily skipped because its pods could not schedule."""
+
+    unschedulable: bool = pydantic.Field(default=False, description="True while the subset is skipped.")
+    unscheduled_time: datetime.datetime | None = pydantic.Field(
+        default=None, description="When the subset was last marked unschedulable."
+    )
+    failed_count: int = pydantic.Field(default=0, description="How many times it was marked.")
+
+
+class SubsetStatus(common.StatusModel):
+    """Per-subset bookkeeping, as in WorkloadSpread, with the per-cluster split."""
+
+    name: str = pydantic.Field(description="Subset name.")
+    replicas: int = pydantic.Field(default=0, description="Replicas placed in this subset.")
+    missing_replicas: int = pydantic.Field(
+        default=-1, description="Pods still to create to reach the cap; -1 when unbounded."
+    )
+    clusters: dict[str, int] = pydantic.Field(
+        default_factory=dict, description="Replicas of this subset per cluster."
+    )
+    creating_pods: dict[str, datetime.datetime] = pydantic.Field(
+        default_factory=dict, description="Pods assigned by a webhook, not yet seen by a controller."
+    )
+    deleting_pods: dict[str, datetime.datetime] = pydantic.Field(
+        default_factory=dict, description="Pods being deleted or evicted, not yet gone."
+    )
+    subset_unscheduled_status: SubsetUnscheduledStatus | None = pydantic.Field(
+        default=None, description="Set when the subset could not schedule its pods."
+    )
+
+
+class ClusterPlacementStatus(common.StatusModel):
+    """Replicas assigned to one cluster and how many of them are ready."""
+
+    cluster: str = pydantic.Field(description="Member cluster name.")
+    replicas: int = pydantic.Field(default=0, description="Replicas assigned to the cluster.")
+    ready_replicas: int = pydantic.Field(default=0, description="Of those, ready.")
+
+
+class FederatedSpreadStatus(common.StatusModel):
+    """What the coordinator decided and observed."""
+
+    observed_generation: int | None = pydantic.Field(
+        default=None, description="The spec generation this status reflects."
+    )
+    replicas: int = pydantic.Field(default=0, description="Total replicas requested by the target.")
+    ready_replicas: int = pydantic.Field(default=0, description="Ready replicas across clusters.")
+    unplaced_replicas: int = pydantic.Field(
+        default=0, description="Replicas beyond every cap or with no usable subset."
+    )
+    placement: list[ClusterPlacementStatus] = pydantic.Field(
+        default_factory=list, description="Replicas per cluster."
+    )
+    subset_statuses: list[SubsetStatus] = pydantic.Field(
+        default_factory=list, description="Per-subset status in spec order."
+    )
+    conditions: list[common.Condition] = pydantic.Field(
+        default_factory=list, description="Valid, Placed, CapacityExhausted, ..."
+    )
+
+
+class FederatedSpread(pydantic.BaseModel):
+    """A FederatedSpread object as stored in the hub."""
+
+    model_config = pydantic.ConfigDict(
+        alias_generator=pydantic.alias_generators.to_camel, populate_by_name=True, extra="forbid"
+    )
+
+    api_version: Literal["fedspread.io/v1alpha1"] = pydantic.Field(
+        default="fedspread.io/v1alpha1", description="fedspread.io/v1alpha1."
+    )
+    kind: Literal["FederatedSpread"] = pydantic.Field(
+        default="FederatedSpread", description="FederatedSpread."
+    )
+    metadata: common.ObjectMeta = pydantic.Field(description="Standard object metadata.")
+    spec: FederatedSpreadSpec = pydantic.Field(description="The desired spread.")
+    status: FederatedSpreadStatus | None = pydantic.Field(
+        default=None, description="The observed placement."
+    )
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`, the spread's identity everywhere in fedspread."""
+        return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"

@@ -1,0 +1,74 @@
+"""The `fedspread` command line: one entry point, one small module per command group.
+
+Why a thin module: every command parses flags, calls into `federation.api`/`federation.core` (or a
+client), and prints. Errors a user can cause (a bad file, an invalid spread) are printed as a list of
+problems with field paths and exit code 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import click
+
+from federation.api import crd, problems
+from federation.cli_simulate import simulate_command
+
+EXIT_INVALID = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="fedspread")
+def main() -> None:
+    """fedspread: spread one Kubernetes workload's replicas across many clusters.
+
+    A FederatedSpread lists ordered subsets (a cluster, a region or a node pool), each with an
+    optional cap; replicas fill them in order and, with the Adaptive strategy, overflow to the
+    next subset when one has no room.
+    """
+
+
+main.add_command(simulate_command)
+
+
+@main.command("crds")
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=pathlib.Path),
+    default=pathlib.Path("crds"),
+    show_default=True,
+    help="Directory to write the CustomResourceDefinition YAML files into.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 if the files in --output-dir differ from the models.",
+)
+def crds_command(output_dir: pathlib.Path, check: bool) -> None:
+    """Generate the FederatedSpread and MemberCluster CRDs from the API models.
+
+    The pydantic models in federation.api are the one source of truth; run this after changing
+    them and commit the result (a test fails when crds/ drifts).
+    """
+    if check:
+        stale = crd.stale_files(output_dir)
+        if stale:
+            for name in stale:
+                click.echo(f"out of date: {output_dir / name}", err=True)
+            click.echo("run `fedspread crds` to regenerate", err=True)
+            sys.exit(1)
+        click.echo(f"{output_dir}: up to date")
+        return
+    for path in crd.write_crds(output_dir):
+        click.echo(f"wrote {path}")
+
+
+def fail_with_problems(error: problems.InvalidInput) -> None:
+    """Print every problem of an invalid input and exit 2."""
+    click.echo(str(error), err=True)
+    sys.exit(EXIT_INVALID)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
