@@ -12,10 +12,8 @@ import sys
 
 import click
 
-from federation.api import crd, problems
-from federation.cli_simulate import simulate_command
-
-EXIT_INVALID = 2
+from federation import cli_simulate
+from federation.api import crd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -29,7 +27,7 @@ def main() -> None:
     """
 
 
-main.add_command(simulate_command)
+main.add_command(cli_simulate.simulate_command)
 
 
 @main.command("crds")
@@ -62,12 +60,6 @@ def crds_command(output_dir: pathlib.Path, check: bool) -> None:
         return
     for path in crd.write_crds(output_dir):
         click.echo(f"wrote {path}")
-
-
-def fail_with_problems(error: problems.InvalidInput) -> None:
-    """Print every problem of an invalid input and exit 2."""
-    click.echo(str(error), err=True)
-    sys.exit(EXIT_INVALID)
 
 
 if __name__ == "__main__":  # pragma: no cover

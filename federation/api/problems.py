@@ -94,20 +94,28 @@ def validate(model: type[ModelT], data: Any, *, what: str) -> ModelT:
         raise InvalidInput(what, problems_from(error)) from None
 
 
-def read_yaml(path: pathlib.Path | str) -> Any:
-    """Load one YAML document; unreadable files and bad syntax become InvalidInput."""
+def read_documents(path: pathlib.Path | str) -> list[Any]:
+    """Load every YAML document of a file; unreadable files and bad syntax become InvalidInput."""
     source = pathlib.Path(path)
     try:
         text = source.read_text()
     except OSError as error:
         raise InvalidInput(str(source), [Problem("", f"cannot read: {error.strerror}")]) from None
     try:
-        return yaml.safe_load(text)
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         reason = getattr(error, "problem", None) or str(error)
         raise InvalidInput(str(source), [Problem("", f"{where}not valid YAML ({reason})")]) from None
+
+
+def read_yaml(path: pathlib.Path | str) -> Any:
+    """Load a single-document YAML file (None when empty)."""
+    documents = read_documents(path)
+    if len(documents) > 1:
+        raise InvalidInput(str(path), [Problem("", f"expected one YAML document, found {len(documents)}")])
+    return documents[0] if documents else None
 
 
 def load_spread(path: pathlib.Path | str) -> spread.FederatedSpread:

@@ -1,0 +1,138 @@
+"""`fedspread simulate`: the placement core on files, no cluster needed.
+
+Why: operators want to see what a spread will do before applying it, and a capacity snapshot
+captured from a live federation can be replayed here. The JSON output is the stable shape of
+DESIGN §7 (scripts rely on it); `-o table` is for people and adds the reasons behind each number.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+from typing import Any
+
+import click
+import rich.console
+import rich.table
+
+from federation.api import problems, spread
+from federation.core import fit, placement
+
+EXIT_INVALID = 2
+
+
+def _kind(doc: Any) -> str:
+    return str(doc.get("kind", "")) if isinstance(doc, dict) else ""
+
+
+def load_inputs(
+    spread_file: pathlib.Path, template_file: pathlib.Path | None
+) -> tuple[spread.FederatedSpread, dict[str, Any] | None]:
+    """The spread in SPREAD.yaml and its template Deployment (from --template or the same file)."""
+    docs = problems.read_documents(spread_file)
+    spreads = [d for d in docs if _kind(d) == spread.KIND]
+    if len(spreads) != 1:
+        found = ", ".join(_kind(d) or "?" for d in docs) or "nothing"
+        raise problems.InvalidInput(str(spread_file), [problems.Problem(
+            "", f"expected exactly one FederatedSpread document, found: {found}")])
+    parsed = problems.validate(spread.FederatedSpread, spreads[0], what=str(spread_file))
+    template_docs = problems.read_documents(template_file) if template_file else docs
+    deployments = [d for d in template_docs if _kind(d) == "Deployment"]
+    if template_file and not deployments:
+        raise problems.InvalidInput(str(template_file), [problems.Problem(
+            "", "expected a Deployment document")])
+    return parsed, (deployments[0] if deployments else None)
+
+
+def _replicas(given: int | None, template: dict[str, Any] | None) -> int:
+    if given is not None:
+        return given
+    spec = template.get("spec") if template else None
+    value = spec.get("replicas") if isinstance(spec, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise click.UsageError("give --replicas N, or a template Deployment with spec.replicas")
+
+
+def _current(path: pathlib.Path | None) -> dict[str, dict[str, int]]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {s["name"]: {c: int(n) for c, n in s["clusters"].items()} for s in data["subsets"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise problems.InvalidInput(str(path), [problems.Problem(
+            "", f"not a placement in the `simulate -o json` shape ({error})")]) from None
+
+
+def render_table(result: placement.Placement, spec: spread.FederatedSpreadSpec) -> None:
+    """Print the placement for people: subsets with caps, clusters and reasons, then totals."""
+    console = rich.console.Console()
+    table = rich.table.Table(title=f"{spec.target_ref.name}: {result.replicas} replicas "
+                                   f"({spec.schedule_strategy.type})")
+    for column in ("#", "subset", "cap", "capacity", "replicas", "clusters", "notes"):
+        table.add_column(column, justify="right" if column in ("#", "cap", "capacity", "replicas")
+                         else "left")
+    for index, sub in enumerate(result.subsets):
+        table.add_row(
+            str(index), sub.name, "-" if sub.cap is None else str(sub.cap),
+            "-" if sub.capacity is None else str(sub.capacity), str(sub.replicas),
+            " ".join(f"{c}={n}" for c, n in sub.clusters.items()) or "-",
+            "; ".join(sub.reasons),
+        )
+    console.print(table)
+    console.print("clusters: " + ", ".join(f"{c}={n}" for c, n in result.clusters.items()))
+    console.print(f"placed {result.placed}, unplaced {result.unplaced}, "
+                  f"waiting for capacity {result.capacity_exhausted}")
+
+
+@click.command("simulate")
+@click.option("-f", "--filename", "spread_file", required=True,
+              type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="FederatedSpread YAML (may also hold the target Deployment).")
+@click.option("--clusters", "clusters_file", required=True,
+              type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="Capacity snapshot YAML: clusters with labels, readiness, taints, node pools.")
+@click.option("--replicas", type=click.IntRange(min=0),
+              help="Total replicas (default: the template Deployment's spec.replicas).")
+@click.option("--template", "template_file", type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="Deployment YAML whose pod requests, node selector and tolerations are fitted "
+                   "to nodes. Without it pods request nothing and only the pods limit binds.")
+@click.option("--current", "current_file", type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="A previous `simulate -o json` output: replicas already placed stay put.")
+@click.option("-o", "--output", type=click.Choice(["json", "table"]), default="json",
+              show_default=True, help="json (stable, for scripts) or table (for people).")
+def simulate_command(
+    spread_file: pathlib.Path,
+    clusters_file: pathlib.Path,
+    replicas: int | None,
+    template_file: pathlib.Path | None,
+    current_file: pathlib.Path | None,
+    output: str,
+) -> None:
+    """Show where a FederatedSpread would place its replicas on a capacity snapshot.
+
+    Nothing is applied anywhere. Example:
+
+        fedspread simulate -f examples/prefer-onprem.yaml --clusters clusters.yaml --replicas 40 -o table
+    """
+    try:
+        parsed, template = load_inputs(spread_file, template_file)
+        snapshot = problems.load_snapshot(clusters_file)
+        shape = fit.shape_from_deployment(template)
+        result = placement.place(
+            parsed.spec, replicas=_replicas(replicas, template), snapshot=snapshot,
+            shape=shape, current=_current(current_file),
+        )
+    except problems.InvalidInput as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_INVALID)
+    except ValueError as error:  # e.g. an unparseable quantity in the template
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_INVALID)
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render_table(result, parsed.spec)
+

@@ -1,0 +1,73 @@
+"""Dividing whole replicas in proportion: percentage caps and largest-remainder splits.
+
+Why a module of its own: every proportional split in fedspread (percentage caps, Balance and Capacity
+division inside a region) must sum exactly to what is being split. Kruise rounds each percentage
+subset up on its own, so 34%/33%/33% of 10 becomes 4/4/4 = 12 (kruise#877). Here the percentage
+subsets together get T = round-half-up(Σpct·R), and T is apportioned by the largest-remainder
+method with ties to the earlier entry: 34/33/33 of 10 is 4/3/3, 20/20/60 of 7 is 2/1/4.
+"""
+
+from __future__ import annotations
+
+import fractions
+import math
+from collections.abc import Sequence
+
+from federation.api import spread
+
+Weight = int | fractions.Fraction
+
+
+def round_half_up(value: fractions.Fraction) -> int:
+    """Round to the nearest integer, halves up (2.5 -> 3)."""
+    return math.floor(value + fractions.Fraction(1, 2))
+
+
+def largest_remainder(total: int, weights: Sequence[Weight], *, ties_to_last: bool = False) -> list[int]:
+    """Split `total` in proportion to non-negative `weights`; the sum is exactly `total`.
+
+    Each entry gets the floor of its exact share; the units left go one each to the largest
+    remainders, ties to the earlier entry (or the later one with `ties_to_last`). All-zero weights
+    give all zeros when `total` is 0 and are an error otherwise.
+    """
+    if total < 0:
+        raise ValueError(f"cannot split a negative total {total}")
+    if any(w < 0 for w in weights):
+        raise ValueError("weights must not be negative")
+    weight_sum = sum(weights, start=fractions.Fraction(0))
+    if weight_sum == 0:
+        if total:
+            raise ValueError(f"cannot split {total} over weights that are all zero")
+        return [0] * len(weights)
+    shares = [fractions.Fraction(total) * w / weight_sum for w in weights]
+    result = [math.floor(s) for s in shares]
+    left = total - sum(result)
+    order = sorted(
+        range(len(shares)),
+        key=lambda i: (-(shares[i] - result[i]), -i if ties_to_last else i),
+    )
+    for i in order[:left]:
+        result[i] += 1
+    return result
+
+
+def percent_total(percents: Sequence[int], replicas: int) -> int:
+    """T: the replicas all percentage subsets share, Σpct·R rounded half up."""
+    return round_half_up(fractions.Fraction(sum(percents) * replicas, 100))
+
+
+def subset_caps(subsets: Sequence[spread.Subset], replicas: int) -> list[int | None]:
+    """Each subset's cap for `replicas` total: integer caps as given, percentages apportioned."""
+    percents = [s.percent for s in subsets]
+    bounded = [p for p in percents if p is not None]
+    split = iter(largest_remainder(percent_total(bounded, replicas), bounded) if any(bounded) else
+                 [0] * len(bounded))
+    caps: list[int | None] = []
+    for subset, pct in zip(subsets, percents, strict=True):
+        if pct is not None:
+            caps.append(next(split))
+        elif isinstance(subset.max_replicas, int):
+            caps.append(subset.max_replicas)
+        else:
+            caps.append(None)
+    return caps

@@ -1,0 +1,129 @@
+"""Dividing a subset's replicas among its clusters, and taking them back.
+
+Why separate from placement: a region subset spans several clusters and `clusterSpread` says how
+its share is divided — `Fill` (clusters in order, each up to its room), `Balance` (totals as even
+as room allows; with room to spare this is the largest-remainder even split) or `Capacity` (new
+replicas in proportion to free capacity, Karmada's dynamic weight). Only *new* replicas are divided
+here; replicas already running stay put, which is what makes placement stable. Removal on
+scale-down is the mirror image: Fill empties the last cluster first, Balance trims the largest,
+Capacity trims in proportion to what each cluster holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+
+from federation.api import spread
+from federation.core import apportion
+
+
+def _fill(count: int, clusters: Sequence[str], room: Mapping[str, int | None]) -> dict[str, int]:
+    added = dict.fromkeys(clusters, 0)
+    left = count
+    for name in clusters:
+        limit = room.get(name)
+        take = left if limit is None else min(limit, left)
+        added[name] = take
+        left -= take
+        if not left:
+            break
+    return added
+
+
+def _balance(
+    count: int, clusters: Sequence[str], held: Mapping[str, int], room: Mapping[str, int | None]
+) -> dict[str, int]:
+    added = dict.fromkeys(clusters, 0)
+    heap = [(held.get(name, 0), index, name) for index, name in enumerate(clusters)
+            if room.get(name) is None or (room.get(name) or 0) > 0]
+    heapq.heapify(heap)
+    left = count
+    while left and heap:
+        # One at a time to the lowest total, ties to the earlier cluster: water-filling.
+        total, index, name = heapq.heappop(heap)
+        added[name] += 1
+        left -= 1
+        limit = room.get(name)
+        if limit is None or added[name] < limit:
+            heapq.heappush(heap, (total + 1, index, name))
+    return added
+
+
+def _capacity(
+    count: int,
+    clusters: Sequence[str],
+    held: Mapping[str, int],
+    room: Mapping[str, int | None],
+    weights: Mapping[str, int],
+) -> dict[str, int]:
+    eligible = [n for n in clusters if room.get(n) is None or (room.get(n) or 0) > 0]
+    if not eligible or sum(weights.get(n, 0) for n in eligible) == 0:
+        return _balance(count, clusters, held, room)
+    shares = apportion.largest_remainder(count, [weights.get(n, 0) for n in eligible])
+    added = dict.fromkeys(clusters, 0)
+    spill = 0
+    for name, share in zip(eligible, shares, strict=True):
+        limit = room.get(name)
+        take = share if limit is None else min(share, limit)
+        added[name] = take
+        spill += share - take
+    if spill:
+        rest = {n: (None if room.get(n) is None else (room.get(n) or 0) - added[n]) for n in clusters}
+        for name, extra in _fill(spill, clusters, rest).items():
+            added[name] += extra
+    return added
+
+
+def divide(
+    count: int,
+    *,
+    mode: spread.ClusterSpread,
+    clusters: Sequence[str],
+    held: Mapping[str, int],
+    room: Mapping[str, int | None],
+    weights: Mapping[str, int],
+) -> dict[str, int]:
+    """New replicas per cluster for `count` new replicas of one subset.
+
+    `clusters` are the usable clusters in the subset's order; `held` what each already has; `room`
+    how many more each can take (None: unlimited); `weights` the free capacity used by `Capacity`.
+    The result never exceeds a cluster's room; it sums to `count` when the rooms allow.
+    """
+    if count <= 0 or not clusters:
+        return dict.fromkeys(clusters, 0)
+    if mode == "Fill":
+        return _fill(count, clusters, room)
+    if mode == "Balance":
+        return _balance(count, clusters, held, room)
+    return _capacity(count, clusters, held, room, weights)
+
+
+def remove(
+    count: int, *, mode: spread.ClusterSpread, clusters: Sequence[str], held: Mapping[str, int]
+) -> dict[str, int]:
+    """Replicas to take away per cluster to shrink a subset by `count` (at most what it holds)."""
+    removed = dict.fromkeys(clusters, 0)
+    count = min(count, sum(held.get(n, 0) for n in clusters))
+    if count <= 0:
+        return removed
+    if mode == "Fill":
+        left = count
+        for name in reversed(clusters):
+            take = min(held.get(name, 0), left)
+            removed[name] = take
+            left -= take
+        return removed
+    if mode == "Capacity":
+        shares = apportion.largest_remainder(
+            count, [held.get(n, 0) for n in clusters], ties_to_last=True
+        )
+        return dict(zip(clusters, shares, strict=True))
+    # Balance: trim the largest cluster first, ties to the later cluster.
+    heap = [(-held.get(name, 0), -index, name) for index, name in enumerate(clusters)]
+    heapq.heapify(heap)
+    for _ in range(count):
+        negative, order, name = heapq.heappop(heap)
+        removed[name] += 1
+        heapq.heappush(heap, (negative + 1, order, name))
+    return removed
