@@ -74,9 +74,12 @@ def render_table(result: placement.Placement, spec: spread.FederatedSpreadSpec) 
     for column in ("#", "subset", "cap", "capacity", "replicas", "clusters", "notes"):
         table.add_column(column, justify="right" if column in ("#", "cap", "capacity", "replicas")
                          else "left")
-    for index, sub in enumerate(result.subsets):
+    for index, (sub, wanted) in enumerate(zip(result.subsets, spec.subsets, strict=True)):
+        cap = "-" if sub.cap is None else str(sub.cap)
+        if wanted.percent is not None:
+            cap = f"{cap} ({wanted.percent}%)"
         table.add_row(
-            str(index), sub.name, "-" if sub.cap is None else str(sub.cap),
+            str(index), sub.name, cap,
             "-" if sub.capacity is None else str(sub.capacity), str(sub.replicas),
             " ".join(f"{c}={n}" for c, n in sub.clusters.items()) or "-",
             "; ".join(sub.reasons),

@@ -86,6 +86,8 @@ def problems_from(error: pydantic.ValidationError) -> list[Problem]:
 
 def validate(model: type[ModelT], data: Any, *, what: str) -> ModelT:
     """Validate `data` as `model`, raising InvalidInput with every problem."""
+    if data is None:
+        raise InvalidInput(what, [Problem("", "the document is empty")])
     if not isinstance(data, dict):
         raise InvalidInput(what, [Problem("", f"expected a mapping, got {type(data).__name__}")])
     try:

@@ -88,7 +88,9 @@ class Subset(common.SpecModel):
     )
     cluster_selector: common.LabelSelector | None = pydantic.Field(
         default=None,
-        description="Selects MemberClusters by label (e.g. a region); ordered by name. Exclusive with clusters.",
+        description=(
+            "Selects MemberClusters by label (e.g. a region); ordered by name. Exclusive with clusters."
+        ),
     )
     cluster_spread: ClusterSpread = pydantic.Field(
         default="Capacity",
@@ -228,9 +230,9 @@ def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
     for index, subset in enumerate(spec.subsets):
         here = f"subsets[{index}]"
         if subset.name in first_index:
+            first = first_index[subset.name]
             problems.append(
-                (f"{here}.name",
-                 f"duplicate subset name {subset.name!r} (already used by subsets[{first_index[subset.name]}])")
+                (f"{here}.name", f"duplicate subset name {subset.name!r} (already used by subsets[{first}])")
             )
         else:
             first_index[subset.name] = index

@@ -137,15 +137,11 @@ def deletion_costs(
 def cost_patches(pods: abc.Sequence[PodView], costs: abc.Mapping[str, int]) -> dict[str, int]:
     """The costs to write: pods whose current annotation differs from `costs` (absent = differs)."""
     return {
-        pod.name: costs[pod.name]
-        for pod in pods
-        if pod.name in costs and pod.current_cost != costs[pod.name]
+        pod.name: costs[pod.name] for pod in pods if pod.name in costs and pod.current_cost != costs[pod.name]
     }
 
 
-def replicaset_deletion_order(
-    pods: abc.Sequence[PodView], *, costs: abc.Mapping[str, int]
-) -> list[str]:
+def replicaset_deletion_order(pods: abc.Sequence[PodView], *, costs: abc.Mapping[str, int]) -> list[str]:
     """Model of the >= 1.22 ReplicaSet scale-down ranking; pod names, first-to-delete first.
 
     Mirrors `ActivePodsWithRanks.Less` in pkg/controller/controller_utils.go, applied to the active
@@ -175,9 +171,7 @@ def replicaset_deletion_order(
     return [pod.name for pod in sorted(active, key=functools.cmp_to_key(compare))]
 
 
-def scale_down_victims(
-    pods: abc.Sequence[PodView], *, costs: abc.Mapping[str, int], count: int
-) -> list[str]:
+def scale_down_victims(pods: abc.Sequence[PodView], *, costs: abc.Mapping[str, int], count: int) -> list[str]:
     """The `count` pods the modelled ReplicaSet deletes when scaling down by `count`."""
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")

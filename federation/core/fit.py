@@ -173,7 +173,7 @@ def _tolerations(spec: Mapping[str, Any]) -> tuple[common.Toleration, ...]:
 
 
 def shape_from_pod_spec(pod_spec: Mapping[str, Any] | None) -> PodShape:
-    """The shape of a pod spec (camelCase JSON as in spec.template.spec); ValueError if malformed."""
+    """The shape of a pod spec (camelCase, as in spec.template.spec); ValueError if malformed."""
     spec = _mapping(pod_spec, "pod spec")
     node_selector = {
         str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), "nodeSelector").items()

@@ -1,0 +1,262 @@
+"""Hypothesis strategies for fedspread's API objects: capacity snapshots, spreads and pod shapes.
+
+Why a module of its own: property tests of placement, the simulate CLI and the coordinator all need
+the same random-but-valid inputs. Everything is built through the pydantic models (camelCase dicts
+and `model_validate`), so a generated object is one a user could have written and the validators
+accepted; nothing here bypasses validation.
+
+The world is deliberately small so that collisions are common: clusters `c0`..`c4` in regions
+`r0`/`r1`, node pools labelled `type: a|b`, one node taint key and one cluster cordon taint key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+
+from federation.api import cluster, spread
+from federation.core import fit
+
+CLUSTER_NAMES = ("c0", "c1", "c2", "c3", "c4")
+REGIONS = ("r0", "r1")
+POOL_TYPES = ("a", "b")
+POOL_TYPE_LABEL = "type"
+NODE_TAINT_KEY = "dedicated"
+CORDON_TAINT_KEY = "fedspread.io/cordon"
+UNKNOWN_CLUSTER = "gone"
+"""A cluster name spreads may list that no snapshot from `snapshots()` contains."""
+CPU_REQUESTS = ("0", "500m", "1", "3")
+CLUSTER_SPREADS: tuple[spread.ClusterSpread, ...] = ("Fill", "Balance", "Capacity")
+CAP_KINDS = ("none", "integer", "percent")
+STRATEGY_TYPES: tuple[spread.StrategyType, ...] = ("Fixed", "Adaptive")
+
+_CPU_STEP_MILLI = 250
+
+
+# --- snapshots ------------------------------------------------------------------------------------
+
+
+@st.composite
+def pool_resources(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, str]]:
+    """(allocatable, requested) of one node: cpu 0–16 in quarter cores, pods 0–30, requested ≤ it."""
+    cpu_milli = draw(st.integers(0, 16 * 1000 // _CPU_STEP_MILLI)) * _CPU_STEP_MILLI
+    pods = draw(st.integers(0, 30))
+    used_milli = draw(st.integers(0, cpu_milli // _CPU_STEP_MILLI)) * _CPU_STEP_MILLI
+    used_pods = draw(st.integers(0, pods))
+    return (
+        {"cpu": f"{cpu_milli}m", "pods": str(pods)},
+        {"cpu": f"{used_milli}m", "pods": str(used_pods)},
+    )
+
+
+@st.composite
+def node_pools(draw: st.DrawFn, index: int = 0) -> dict[str, Any]:
+    """One node pool as a camelCase dict: 0–5 nodes of type a/b, sometimes NoSchedule-tainted."""
+    allocatable, requested = draw(pool_resources())
+    pool: dict[str, Any] = {
+        "name": f"pool{index}",
+        "count": draw(st.integers(0, 5)),
+        "labels": {POOL_TYPE_LABEL: draw(st.sampled_from(POOL_TYPES))},
+        "allocatable": allocatable,
+        "requested": requested,
+    }
+    if draw(st.integers(0, 3)) == 0:
+        pool["taints"] = [{"key": NODE_TAINT_KEY, "value": "x", "effect": "NoSchedule"}]
+    return pool
+
+
+@st.composite
+def cluster_dicts(draw: st.DrawFn, name: str, *, usable: bool | None = None) -> dict[str, Any]:
+    """One cluster as a camelCase dict. `usable=True` forces ready and uncordoned, False forces not."""
+    ready = draw(st.integers(0, 4)) > 0 if usable is None else usable
+    cordoned = draw(st.integers(0, 4)) == 0 if usable is None else False
+    if usable is False and draw(st.booleans()):
+        ready, cordoned = True, True
+    taints: list[dict[str, str]] = []
+    if cordoned:
+        taints.append({"key": CORDON_TAINT_KEY, "effect": "NoSchedule"})
+    if draw(st.integers(0, 5)) == 0:
+        # A soft cluster taint that must not count as a cordon.
+        taints.append({"key": "maintenance-soon", "effect": "PreferNoSchedule"})
+    count = draw(st.integers(0, 3))
+    return {
+        "name": name,
+        "labels": {cluster.REGION_LABEL: draw(st.sampled_from(REGIONS))},
+        "ready": ready,
+        "taints": taints,
+        "nodePools": [draw(node_pools(i)) for i in range(count)],
+    }
+
+
+@st.composite
+def snapshots(
+    draw: st.DrawFn,
+    *,
+    min_clusters: int = 1,
+    max_clusters: int = len(CLUSTER_NAMES),
+    usable: bool | None = None,
+) -> cluster.CapacitySnapshot:
+    """A CapacitySnapshot of clusters c0..c(n-1); mostly ready, sometimes cordoned.
+
+    `usable=True` makes every cluster ready and uncordoned (node taints still vary).
+    """
+    n = draw(st.integers(min_clusters, max_clusters))
+    clusters = [draw(cluster_dicts(name, usable=usable)) for name in CLUSTER_NAMES[:n]]
+    return cluster.CapacitySnapshot.model_validate({"clusters": clusters})
+
+
+@st.composite
+def capacity_changes(draw: st.DrawFn, snapshot: cluster.CapacitySnapshot) -> cluster.CapacitySnapshot:
+    """The same snapshot with new per-node allocatable/requested everywhere; nothing else changes.
+
+    Readiness, cluster and node taints, labels and node counts stay as they were.
+    """
+    data = snapshot.model_dump(by_alias=True, mode="json")
+    for entry in data["clusters"]:
+        for pool in entry["nodePools"]:
+            pool["allocatable"], pool["requested"] = draw(pool_resources())
+    return cluster.CapacitySnapshot.model_validate(data)
+
+
+def usable_clusters(snapshot: cluster.CapacitySnapshot) -> set[str]:
+    """Names of snapshot clusters that may take replicas: ready and without a binding cluster taint."""
+    return {
+        c.name for c in snapshot.clusters
+        if c.ready and not any(t.effect in ("NoSchedule", "NoExecute") for t in c.taints)
+    }
+
+
+# --- spreads --------------------------------------------------------------------------------------
+
+
+@st.composite
+def _cluster_choice(
+    draw: st.DrawFn, cluster_names: Sequence[str], *, unknown: bool = True
+) -> dict[str, Any]:
+    """Either `clusters` (a non-empty, shuffled pick, maybe with an unknown name) or a region selector."""
+    pool = [*cluster_names, UNKNOWN_CLUSTER] if unknown or not cluster_names else list(cluster_names)
+    if not cluster_names or draw(st.booleans()):
+        picked = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
+        return {"clusters": picked}
+    region = draw(st.sampled_from(REGIONS))
+    return {"clusterSelector": {"matchLabels": {cluster.REGION_LABEL: region}}}
+
+
+@st.composite
+def _caps(draw: st.DrawFn, count: int, kinds: Sequence[str]) -> list[int | str | None]:
+    """One kind of cap for all bounded subsets: integers 0–20, or percentages summing to ≤ 100."""
+    kind = draw(st.sampled_from(list(kinds)))
+    if kind == "none":
+        return [None] * count
+    if kind == "integer":
+        return [draw(st.none() | st.integers(0, 20)) for _ in range(count)]
+    caps: list[int | str | None] = []
+    budget = 100
+    for _ in range(count):
+        pct = draw(st.none() | st.integers(0, budget))
+        if pct is not None:
+            budget -= pct
+            caps.append(f"{pct}%")
+        else:
+            caps.append(None)
+    return caps
+
+
+@st.composite
+def subset_dicts(
+    draw: st.DrawFn,
+    name: str,
+    cluster_names: Sequence[str],
+    *,
+    cap: int | str | None = None,
+    cluster_spreads: Sequence[spread.ClusterSpread] = CLUSTER_SPREADS,
+    node_terms: bool = True,
+    tolerations: bool = True,
+    unknown: bool = True,
+) -> dict[str, Any]:
+    """One subset as a camelCase dict; `unknown=False` never lists a cluster outside `cluster_names`."""
+    subset: dict[str, Any] = {"name": name, **draw(_cluster_choice(cluster_names, unknown=unknown))}
+    subset["clusterSpread"] = draw(st.sampled_from(list(cluster_spreads)))
+    if node_terms and draw(st.integers(0, 2)) == 0:
+        wanted = draw(st.sampled_from(POOL_TYPES))
+        subset["requiredNodeSelectorTerm"] = {
+            "matchExpressions": [{"key": POOL_TYPE_LABEL, "operator": "In", "values": [wanted]}]
+        }
+    if tolerations and draw(st.integers(0, 2)) == 0:
+        subset["tolerations"] = [{"key": NODE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    if cap is not None:
+        subset["maxReplicas"] = cap
+    return subset
+
+
+@st.composite
+def schedule_strategies(
+    draw: st.DrawFn,
+    *,
+    types: Sequence[spread.StrategyType] = STRATEGY_TYPES,
+    simulation: bool | None = None,
+) -> dict[str, Any]:
+    """`scheduleStrategy` as a camelCase dict; `simulation` forces Adaptive's simulation on or off."""
+    kind = draw(st.sampled_from(list(types)))
+    strategy: dict[str, Any] = {"type": kind}
+    if kind == "Adaptive":
+        disable = draw(st.integers(0, 3)) == 0 if simulation is None else not simulation
+        if disable or draw(st.booleans()):
+            strategy["adaptive"] = {"disableSimulationSchedule": disable}
+    return strategy
+
+
+@st.composite
+def spreads(
+    draw: st.DrawFn,
+    cluster_names: Sequence[str],
+    *,
+    min_subsets: int = 1,
+    max_subsets: int = 4,
+    cap_kinds: Sequence[str] = CAP_KINDS,
+    strategy_types: Sequence[spread.StrategyType] = STRATEGY_TYPES,
+    simulation: bool | None = None,
+    cluster_spreads: Sequence[spread.ClusterSpread] = CLUSTER_SPREADS,
+    unknown: bool = True,
+) -> spread.FederatedSpreadSpec:
+    """A valid FederatedSpreadSpec over `cluster_names` (plus sometimes an unknown cluster).
+
+    `cap_kinds` limits the kinds of caps drawn ("none", "integer", "percent"); `strategy_types` and
+    `simulation` constrain the strategy (see `schedule_strategies`); `unknown=False` lists only
+    clusters from `cluster_names`.
+    """
+    count = draw(st.integers(min_subsets, max_subsets))
+    names = draw(st.lists(
+        st.sampled_from([f"s{i}" for i in range(8)]), min_size=count, max_size=count, unique=True
+    ))
+    caps = draw(_caps(count, cap_kinds))
+    subsets = [
+        draw(subset_dicts(
+            name, cluster_names, cap=cap, cluster_spreads=cluster_spreads, unknown=unknown
+        ))
+        for name, cap in zip(names, caps, strict=True)
+    ]
+    return spread.FederatedSpreadSpec.model_validate({
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "subsets": subsets,
+        "scheduleStrategy": draw(schedule_strategies(types=strategy_types, simulation=simulation)),
+    })
+
+
+# --- pod shapes -----------------------------------------------------------------------------------
+
+
+@st.composite
+def shapes(draw: st.DrawFn, cpu: Sequence[str] = CPU_REQUESTS) -> fit.PodShape:
+    """A PodShape from a one-container pod spec requesting one of `cpu` cpu, or no requests at all."""
+    container: dict[str, Any] = {"name": "app", "image": "web:1"}
+    request = draw(st.none() | st.sampled_from(list(cpu)))
+    if request is not None:
+        container["resources"] = {"requests": {"cpu": request}}
+    return fit.shape_from_pod_spec({"containers": [container]})
+
+
+replica_counts = st.integers(0, 60)
+"""Total replicas R."""

@@ -1,0 +1,98 @@
+"""`fedspread simulate` end to end on files: the stable JSON shape, the table, templates, stability."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+from click import testing
+
+from federation import cli
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "simulate"
+CLUSTERS = str(EXAMPLES / "clusters.yaml")
+
+
+def run(*args: str) -> testing.Result:
+    return testing.CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
+
+
+def simulate_json(*args: str) -> dict[str, object]:
+    result = run("simulate", *args, "-o", "json")
+    assert result.exit_code == 0, result.output
+    data: dict[str, object] = json.loads(result.stdout)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("replicas", "expected"),
+    [(7, [2, 1, 4]), (10, [2, 2, 6]), (5, [1, 1, 3])],
+    ids=["20/20/60 of 7 is 2/1/4", "of 10 is 2/2/6", "of 5 is 1/1/3"],
+)
+def test_percentages_reproduce_design_examples(replicas: int, expected: list[int]) -> None:
+    data = simulate_json("-f", str(EXAMPLES / "ratio-1-1-3.yaml"), "--clusters", CLUSTERS,
+                         "--replicas", str(replicas))
+    assert [s["replicas"] for s in data["subsets"]] == expected  # type: ignore[attr-defined]
+    assert data["unplaced"] == 0
+
+
+def test_template_in_the_same_file_gives_requests_and_replicas() -> None:
+    data = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS)
+    # dc1 has 2 nodes with 6 free cpus each: 12 one-cpu pods; the other 28 overflow to eu 3:1.
+    assert data == {
+        "replicas": 40, "unplaced": 0,
+        "clusters": {"dc1": 12, "aws-eu": 21, "gcp-eu": 7},
+        "subsets": [{"name": "onprem", "replicas": 12, "clusters": {"dc1": 12}},
+                    {"name": "eu", "replicas": 28, "clusters": {"aws-eu": 21, "gcp-eu": 7}}],
+    }
+
+
+def test_separate_template_file_overrides(tmp_path: pathlib.Path) -> None:
+    template = tmp_path / "deploy.yaml"
+    template.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 6\n"
+        "  template:\n    spec:\n      containers:\n      - name: main\n"
+        "        resources: {requests: {cpu: '3'}}\n"
+    )
+    data = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS,
+                         "--template", str(template))
+    # 3-cpu pods: two per dc1 node (6 free cpus), so dc1 takes 4 and eu the remaining 2.
+    assert data["clusters"] == {"dc1": 4, "aws-eu": 2, "gcp-eu": 0}
+
+
+def test_without_template_only_the_pods_limit_binds() -> None:
+    data = simulate_json("-f", str(EXAMPLES / "ratio-1-1-3.yaml"), "--clusters", CLUSTERS, "--replicas", "3")
+    assert data["replicas"] == 3
+
+
+def test_current_placement_is_kept(tmp_path: pathlib.Path) -> None:
+    first = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS)
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(first))
+    down = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS,
+                         "--current", str(current), "--replicas", "20")
+    # Scale-down takes from the last subset first: eu loses 20, on-prem keeps its 12.
+    assert down["clusters"] == {"dc1": 12, "aws-eu": 6, "gcp-eu": 2}
+
+
+def test_table_output_names_caps_and_reasons() -> None:
+    result = run("simulate", "-f", str(EXAMPLES / "ratio-1-1-3.yaml"), "--clusters", CLUSTERS,
+                 "--replicas", "7", "-o", "table")
+    assert result.exit_code == 0, result.output
+    assert "2 (20%)" in result.stdout
+    assert "cap 4 reached" in result.stdout
+    assert "placed 7, unplaced 0" in result.stdout
+
+
+def test_missing_replicas_is_a_usage_error() -> None:
+    result = run("simulate", "-f", str(EXAMPLES / "ratio-1-1-3.yaml"), "--clusters", CLUSTERS)
+    assert result.exit_code == 2
+    assert "--replicas" in result.output
+
+
+@pytest.mark.parametrize("command", [[], ["simulate"], ["crds"]], ids=["top", "simulate", "crds"])
+def test_every_command_has_help(command: list[str]) -> None:
+    result = run(*command, "--help")
+    assert result.exit_code == 0
+    assert "Usage:" in result.output and len(result.output.splitlines()) > 5
