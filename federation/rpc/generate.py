@@ -60,9 +60,13 @@ def absolutize_imports(text: str, modules: Iterable[str]) -> str:
         return text
     bare = re.compile(rf"^(\s*)import ({names})( as \w+)?\s*$", re.MULTILINE)
     relative = re.compile(rf"^(\s*)from \. import ({names})( as \w+)?\s*$", re.MULTILINE)
+
+    def absolute(match: re.Match[str]) -> str:
+        indent, module, alias = match.group(1), match.group(2), match.group(3) or ""
+        return f"{indent}from {PACKAGE} import {module}{alias}"
+
     for pattern in (bare, relative):
-        text = pattern.sub(lambda m: f"{m.group(1)}from {PACKAGE} import {m.group(2)}{m.group(3) or ''}",
-                           text)
+        text = pattern.sub(absolute, text)
     return text
 
 
@@ -72,7 +76,8 @@ def _well_known_include() -> Path:
 
 
 def _run_protoc(protos: Sequence[Path], staging: Path) -> None:
-    from grpc_tools import protoc  # dev-only dependency; imported here so the module loads without it
+    # A dev-only dependency, imported here so that the module loads without it.
+    from grpc_tools import protoc  # type: ignore[import-untyped]
 
     args = [
         "grpc_tools.protoc",

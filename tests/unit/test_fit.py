@@ -534,8 +534,9 @@ def pools(draw: st.DrawFn) -> cluster.NodePool:
     return pool(count=draw(st.integers(0, 50)), allocatable=fmt, requested=used)
 
 
+# Requests as users write them: whole milli-units (every parsed quantity is a whole nano-unit).
 _requests = st.dictionaries(
-    _resources, st.fractions(min_value=0, max_value=8, max_denominator=1000), max_size=3
+    _resources, st.integers(0, 8000).map(lambda milli: Fraction(milli, 1000)), max_size=3
 )
 
 

@@ -28,7 +28,7 @@ def _ts(seconds: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=seconds, nanos=0)
 
 
-# --- generated code ------------------------------------------------------------------------------
+# --- generated code -------------------------------------------------------------------------
 
 
 def test_generated_code_matches_protos() -> None:
@@ -76,7 +76,7 @@ def test_descriptors_live_in_the_fedspread_v1_package() -> None:
     assert common_pb2.DESCRIPTOR.name == "federation/rpc/common.proto"
 
 
-# --- messages round-trip ---------------------------------------------------------------------------
+# --- messages round-trip --------------------------------------------------------------------
 
 
 def _pool() -> common_pb2.NodePool:
@@ -103,7 +103,9 @@ def _placement() -> placement_pb2.Placement:
                 name="onprem",
                 replicas=30,
                 cap="30",
-                clusters=[placement_pb2.ClusterReplicas(cluster="dc1", replicas=30, ready_replicas=29)],
+                clusters=[
+                    placement_pb2.ClusterReplicas(cluster="dc1", replicas=30, ready_replicas=29),
+                ],
             ),
             placement_pb2.SubsetPlacement(
                 name="cloud",
@@ -269,7 +271,9 @@ def test_coordinator_messages_round_trip(msg: agent_pb2.CoordinatorMessage) -> N
 
 
 @pytest.mark.parametrize(
-    "msg", PLACEMENT_MESSAGES, ids=[f"{i}-{type(m).__name__}" for i, m in enumerate(PLACEMENT_MESSAGES)]
+    "msg",
+    PLACEMENT_MESSAGES,
+    ids=[f"{i}-{type(m).__name__}" for i, m in enumerate(PLACEMENT_MESSAGES)],
 )
 def test_placement_messages_round_trip(msg: pb_message.Message) -> None:
     assert _round_trip(msg) == msg
@@ -283,7 +287,7 @@ def test_every_top_level_message_is_covered_by_a_round_trip() -> None:
         for field, value in m.ListFields():
             if field.message_type is None or field.message_type.GetOptions().map_entry:
                 continue
-            for item in value if field.label == field.LABEL_REPEATED else [value]:
+            for item in value if field.is_repeated else [value]:
                 visit(item)
 
     for m in [*AGENT_MESSAGES, *COORDINATOR_MESSAGES, *PLACEMENT_MESSAGES]:
@@ -306,17 +310,18 @@ def test_simulate_replicas_has_presence() -> None:
 
 def test_unknown_fields_survive_an_older_reader() -> None:
     """A newer peer's extra fields are kept, not an error (the compatibility rule relies on it)."""
-    newer = agent_pb2.Heartbeat(sequence=1).SerializeToString() + bytes([0xF8, 0x06, 0x01])  # 111: 1
+    field_111 = bytes([0xF8, 0x06, 0x01])  # varint field number 111, value 1
+    newer = agent_pb2.Heartbeat(sequence=1).SerializeToString() + field_111
     parsed = agent_pb2.Heartbeat.FromString(newer)
     assert parsed.sequence == 1
-    assert parsed.SerializeToString().endswith(bytes([0xF8, 0x06, 0x01]))
+    assert parsed.SerializeToString().endswith(field_111)
 
 
-# --- a real gRPC server ----------------------------------------------------------------------------
+# --- a real gRPC server ---------------------------------------------------------------------
 
 
 class _PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
-    def GetPlacement(  # noqa: N802 - gRPC method name
+    def GetPlacement(
         self, request: placement_pb2.GetPlacementRequest, context: grpc.ServicerContext
     ) -> placement_pb2.Placement:
         if request.spread != "shop/web":
@@ -325,12 +330,13 @@ class _PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
 
 
 class _AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    def Connect(  # noqa: N802 - gRPC method name
+    def Connect(
         self, request_iterator: Iterator[agent_pb2.AgentMessage], context: grpc.ServicerContext
     ) -> Iterator[agent_pb2.CoordinatorMessage]:
         first = next(request_iterator, None)
         if first is None or first.WhichOneof("body") != "hello":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be Hello")
+            return
         hello = first.hello
         yield agent_pb2.CoordinatorMessage(welcome=agent_pb2.Welcome(
             cluster_name=hello.cluster_name,
@@ -340,7 +346,8 @@ class _AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         ))
         for msg in request_iterator:
             if msg.WhichOneof("body") == "heartbeat":
-                yield agent_pb2.CoordinatorMessage(ping=agent_pb2.Ping(nonce=msg.heartbeat.sequence))
+                ping = agent_pb2.Ping(nonce=msg.heartbeat.sequence)
+                yield agent_pb2.CoordinatorMessage(ping=ping)
 
 
 @pytest.fixture

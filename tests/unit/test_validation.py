@@ -350,13 +350,10 @@ def test_every_cross_field_problem_is_reported_at_once() -> None:
 
 
 def test_invalid_input_lists_every_problem_one_per_line() -> None:
-    error = pytest.raises(
-        problems.InvalidInput,
-        problems.validate,
-        spread.FederatedSpread,
-        with_changes({f"{S0}.maxReplicas": -1, "spec.scheduleStrategy.type": "Random"}),
-        what="spread.yaml",
-    ).value
+    doc = with_changes({f"{S0}.maxReplicas": -1, "spec.scheduleStrategy.type": "Random"})
+    with pytest.raises(problems.InvalidInput) as caught:
+        problems.validate(spread.FederatedSpread, doc, what="spread.yaml")
+    error = caught.value
     assert error.what == "spread.yaml"
     assert str(error).splitlines() == [
         "spread.yaml is invalid:",
