@@ -154,9 +154,12 @@ class AdaptiveStrategy(common.SpecModel):
     reschedule_critical_seconds: int = pydantic.Field(
         default=30,
         description="A pod Pending-Unschedulable this long marks its subset unschedulable in its cluster.",
+        json_schema_extra={"exclusiveMinimum": 0},
     )
     unschedulable_seconds: int = pydantic.Field(
-        default=300, description="How long an unschedulable mark keeps new replicas away."
+        default=300,
+        description="How long an unschedulable mark keeps new replicas away.",
+        json_schema_extra={"exclusiveMinimum": 0},
     )
 
     @pydantic.field_validator("reschedule_critical_seconds", "unschedulable_seconds")

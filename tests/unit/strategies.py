@@ -33,61 +33,84 @@ CAP_KINDS = ("none", "integer", "percent")
 STRATEGY_TYPES: tuple[spread.StrategyType, ...] = ("Fixed", "Adaptive")
 
 _CPU_STEP_MILLI = 250
+# Strategies built once: constructing them inside composites on every draw is most of the cost.
+_CPU_STEPS = st.integers(0, 16 * 1000 // _CPU_STEP_MILLI)
+_PODS = st.integers(0, 30)
+_PER_MILLE = st.integers(0, 1000)
+_NODES = st.integers(0, 5)
+_POOLS = st.integers(0, 3)
+_ONE_IN_FOUR = st.integers(0, 3).map(lambda n: n == 0)
+_ONE_IN_FIVE = st.integers(0, 4).map(lambda n: n == 0)
+_ONE_IN_SIX = st.integers(0, 5).map(lambda n: n == 0)
+_ONE_IN_THREE = st.integers(0, 2).map(lambda n: n == 0)
+_POOL_TYPE = st.sampled_from(POOL_TYPES)
+_REGION = st.sampled_from(REGIONS)
+_CAP = st.none() | st.integers(0, 20)
+_COIN = st.booleans()
 
 
-# --- snapshots ------------------------------------------------------------------------------------
+def _pool_resources(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, str]]:
+    cpu_steps = draw(_CPU_STEPS)
+    pods = draw(_PODS)
+    used_steps = cpu_steps * draw(_PER_MILLE) // 1000
+    used_pods = pods * draw(_PER_MILLE) // 1000
+    return (
+        {"cpu": f"{cpu_steps * _CPU_STEP_MILLI}m", "pods": str(pods)},
+        {"cpu": f"{used_steps * _CPU_STEP_MILLI}m", "pods": str(used_pods)},
+    )
+
+
+def _node_pool(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    allocatable, requested = _pool_resources(draw)
+    pool: dict[str, Any] = {
+        "name": f"pool{index}",
+        "count": draw(_NODES),
+        "labels": {POOL_TYPE_LABEL: draw(_POOL_TYPE)},
+        "allocatable": allocatable,
+        "requested": requested,
+    }
+    if draw(_ONE_IN_FOUR):
+        pool["taints"] = [{"key": NODE_TAINT_KEY, "value": "x", "effect": "NoSchedule"}]
+    return pool
+
+
+def _cluster(draw: st.DrawFn, name: str, usable: bool | None) -> dict[str, Any]:
+    ready = not draw(_ONE_IN_FIVE) if usable is None else usable
+    cordoned = draw(_ONE_IN_FIVE) if usable is None else False
+    if usable is False and draw(_COIN):
+        ready, cordoned = True, True
+    taints: list[dict[str, str]] = []
+    if cordoned:
+        taints.append({"key": CORDON_TAINT_KEY, "effect": "NoSchedule"})
+    if draw(_ONE_IN_SIX):
+        # A soft cluster taint that must not count as a cordon.
+        taints.append({"key": "maintenance-soon", "effect": "PreferNoSchedule"})
+    count = draw(_POOLS)
+    return {
+        "name": name,
+        "labels": {cluster.REGION_LABEL: draw(_REGION)},
+        "ready": ready,
+        "taints": taints,
+        "nodePools": [_node_pool(draw, i) for i in range(count)],
+    }
 
 
 @st.composite
 def pool_resources(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, str]]:
     """(allocatable, requested) of one node: cpu 0–16 in quarter cores, pods 0–30, requested ≤ it."""
-    cpu_milli = draw(st.integers(0, 16 * 1000 // _CPU_STEP_MILLI)) * _CPU_STEP_MILLI
-    pods = draw(st.integers(0, 30))
-    used_milli = draw(st.integers(0, cpu_milli // _CPU_STEP_MILLI)) * _CPU_STEP_MILLI
-    used_pods = draw(st.integers(0, pods))
-    return (
-        {"cpu": f"{cpu_milli}m", "pods": str(pods)},
-        {"cpu": f"{used_milli}m", "pods": str(used_pods)},
-    )
+    return _pool_resources(draw)
 
 
 @st.composite
 def node_pools(draw: st.DrawFn, index: int = 0) -> dict[str, Any]:
     """One node pool as a camelCase dict: 0–5 nodes of type a/b, sometimes NoSchedule-tainted."""
-    allocatable, requested = draw(pool_resources())
-    pool: dict[str, Any] = {
-        "name": f"pool{index}",
-        "count": draw(st.integers(0, 5)),
-        "labels": {POOL_TYPE_LABEL: draw(st.sampled_from(POOL_TYPES))},
-        "allocatable": allocatable,
-        "requested": requested,
-    }
-    if draw(st.integers(0, 3)) == 0:
-        pool["taints"] = [{"key": NODE_TAINT_KEY, "value": "x", "effect": "NoSchedule"}]
-    return pool
+    return _node_pool(draw, index)
 
 
 @st.composite
 def cluster_dicts(draw: st.DrawFn, name: str, *, usable: bool | None = None) -> dict[str, Any]:
     """One cluster as a camelCase dict. `usable=True` forces ready and uncordoned, False forces not."""
-    ready = draw(st.integers(0, 4)) > 0 if usable is None else usable
-    cordoned = draw(st.integers(0, 4)) == 0 if usable is None else False
-    if usable is False and draw(st.booleans()):
-        ready, cordoned = True, True
-    taints: list[dict[str, str]] = []
-    if cordoned:
-        taints.append({"key": CORDON_TAINT_KEY, "effect": "NoSchedule"})
-    if draw(st.integers(0, 5)) == 0:
-        # A soft cluster taint that must not count as a cordon.
-        taints.append({"key": "maintenance-soon", "effect": "PreferNoSchedule"})
-    count = draw(st.integers(0, 3))
-    return {
-        "name": name,
-        "labels": {cluster.REGION_LABEL: draw(st.sampled_from(REGIONS))},
-        "ready": ready,
-        "taints": taints,
-        "nodePools": [draw(node_pools(i)) for i in range(count)],
-    }
+    return _cluster(draw, name, usable)
 
 
 @st.composite
@@ -103,7 +126,7 @@ def snapshots(
     `usable=True` makes every cluster ready and uncordoned (node taints still vary).
     """
     n = draw(st.integers(min_clusters, max_clusters))
-    clusters = [draw(cluster_dicts(name, usable=usable)) for name in CLUSTER_NAMES[:n]]
+    clusters = [_cluster(draw, name, usable) for name in CLUSTER_NAMES[:n]]
     return cluster.CapacitySnapshot.model_validate({"clusters": clusters})
 
 
@@ -116,7 +139,7 @@ def capacity_changes(draw: st.DrawFn, snapshot: cluster.CapacitySnapshot) -> clu
     data = snapshot.model_dump(by_alias=True, mode="json")
     for entry in data["clusters"]:
         for pool in entry["nodePools"]:
-            pool["allocatable"], pool["requested"] = draw(pool_resources())
+            pool["allocatable"], pool["requested"] = _pool_resources(draw)
     return cluster.CapacitySnapshot.model_validate(data)
 
 
@@ -131,37 +154,72 @@ def usable_clusters(snapshot: cluster.CapacitySnapshot) -> set[str]:
 # --- spreads --------------------------------------------------------------------------------------
 
 
-@st.composite
-def _cluster_choice(
-    draw: st.DrawFn, cluster_names: Sequence[str], *, unknown: bool = True
-) -> dict[str, Any]:
+_SUBSET_NAMES = tuple(f"s{i}" for i in range(8))
+_CAP_PERCENT = [st.none() | st.integers(0, budget) for budget in range(101)]
+
+
+def _cluster_choice(draw: st.DrawFn, cluster_names: Sequence[str], unknown: bool) -> dict[str, Any]:
     """Either `clusters` (a non-empty, shuffled pick, maybe with an unknown name) or a region selector."""
     pool = [*cluster_names, UNKNOWN_CLUSTER] if unknown or not cluster_names else list(cluster_names)
-    if not cluster_names or draw(st.booleans()):
-        picked = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
-        return {"clusters": picked}
-    region = draw(st.sampled_from(REGIONS))
-    return {"clusterSelector": {"matchLabels": {cluster.REGION_LABEL: region}}}
+    if not cluster_names or draw(_COIN):
+        order = draw(st.permutations(pool))
+        return {"clusters": order[: draw(st.integers(1, len(order)))]}
+    return {"clusterSelector": {"matchLabels": {cluster.REGION_LABEL: draw(_REGION)}}}
 
 
-@st.composite
 def _caps(draw: st.DrawFn, count: int, kinds: Sequence[str]) -> list[int | str | None]:
     """One kind of cap for all bounded subsets: integers 0–20, or percentages summing to ≤ 100."""
-    kind = draw(st.sampled_from(list(kinds)))
+    kind = draw(st.sampled_from(tuple(kinds)))
     if kind == "none":
         return [None] * count
     if kind == "integer":
-        return [draw(st.none() | st.integers(0, 20)) for _ in range(count)]
+        return [draw(_CAP) for _ in range(count)]
     caps: list[int | str | None] = []
     budget = 100
     for _ in range(count):
-        pct = draw(st.none() | st.integers(0, budget))
+        pct = draw(_CAP_PERCENT[budget])
         if pct is not None:
             budget -= pct
             caps.append(f"{pct}%")
         else:
             caps.append(None)
     return caps
+
+
+def _subset(
+    draw: st.DrawFn,
+    name: str,
+    cluster_names: Sequence[str],
+    *,
+    cap: int | str | None,
+    cluster_spreads: Sequence[spread.ClusterSpread],
+    node_terms: bool,
+    tolerations: bool,
+    unknown: bool,
+) -> dict[str, Any]:
+    subset: dict[str, Any] = {"name": name, **_cluster_choice(draw, cluster_names, unknown)}
+    subset["clusterSpread"] = draw(st.sampled_from(tuple(cluster_spreads)))
+    if node_terms and draw(_ONE_IN_THREE):
+        subset["requiredNodeSelectorTerm"] = {
+            "matchExpressions": [{"key": POOL_TYPE_LABEL, "operator": "In", "values": [draw(_POOL_TYPE)]}]
+        }
+    if tolerations and draw(_ONE_IN_THREE):
+        subset["tolerations"] = [{"key": NODE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    if cap is not None:
+        subset["maxReplicas"] = cap
+    return subset
+
+
+def _strategy(
+    draw: st.DrawFn, types: Sequence[spread.StrategyType], simulation: bool | None
+) -> dict[str, Any]:
+    kind = draw(st.sampled_from(tuple(types)))
+    strategy: dict[str, Any] = {"type": kind}
+    if kind == "Adaptive":
+        disable = draw(_ONE_IN_FOUR) if simulation is None else not simulation
+        if disable or draw(_COIN):
+            strategy["adaptive"] = {"disableSimulationSchedule": disable}
+    return strategy
 
 
 @st.composite
@@ -176,19 +234,12 @@ def subset_dicts(
     tolerations: bool = True,
     unknown: bool = True,
 ) -> dict[str, Any]:
-    """One subset as a camelCase dict; `unknown=False` never lists a cluster outside `cluster_names`."""
-    subset: dict[str, Any] = {"name": name, **draw(_cluster_choice(cluster_names, unknown=unknown))}
-    subset["clusterSpread"] = draw(st.sampled_from(list(cluster_spreads)))
-    if node_terms and draw(st.integers(0, 2)) == 0:
-        wanted = draw(st.sampled_from(POOL_TYPES))
-        subset["requiredNodeSelectorTerm"] = {
-            "matchExpressions": [{"key": POOL_TYPE_LABEL, "operator": "In", "values": [wanted]}]
-        }
-    if tolerations and draw(st.integers(0, 2)) == 0:
-        subset["tolerations"] = [{"key": NODE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
-    if cap is not None:
-        subset["maxReplicas"] = cap
-    return subset
+    """One subset as a camelCase dict: explicit clusters or a region selector, maybe a node term
+    on `type` and a toleration of the node taint. `unknown=False` lists only `cluster_names`."""
+    return _subset(
+        draw, name, cluster_names, cap=cap, cluster_spreads=cluster_spreads,
+        node_terms=node_terms, tolerations=tolerations, unknown=unknown,
+    )
 
 
 @st.composite
@@ -199,13 +250,7 @@ def schedule_strategies(
     simulation: bool | None = None,
 ) -> dict[str, Any]:
     """`scheduleStrategy` as a camelCase dict; `simulation` forces Adaptive's simulation on or off."""
-    kind = draw(st.sampled_from(list(types)))
-    strategy: dict[str, Any] = {"type": kind}
-    if kind == "Adaptive":
-        disable = draw(st.integers(0, 3)) == 0 if simulation is None else not simulation
-        if disable or draw(st.booleans()):
-            strategy["adaptive"] = {"disableSimulationSchedule": disable}
-    return strategy
+    return _strategy(draw, types, simulation)
 
 
 @st.composite
@@ -224,24 +269,23 @@ def spreads(
     """A valid FederatedSpreadSpec over `cluster_names` (plus sometimes an unknown cluster).
 
     `cap_kinds` limits the kinds of caps drawn ("none", "integer", "percent"); `strategy_types` and
-    `simulation` constrain the strategy (see `schedule_strategies`); `unknown=False` lists only
-    clusters from `cluster_names`.
+    `simulation` constrain the strategy (`simulation=True`: Adaptive always simulates, False: never);
+    `unknown=False` lists only clusters from `cluster_names`.
     """
     count = draw(st.integers(min_subsets, max_subsets))
-    names = draw(st.lists(
-        st.sampled_from([f"s{i}" for i in range(8)]), min_size=count, max_size=count, unique=True
-    ))
-    caps = draw(_caps(count, cap_kinds))
+    names = draw(st.permutations(_SUBSET_NAMES))[:count]
+    caps = _caps(draw, count, cap_kinds)
     subsets = [
-        draw(subset_dicts(
-            name, cluster_names, cap=cap, cluster_spreads=cluster_spreads, unknown=unknown
-        ))
+        _subset(
+            draw, name, cluster_names, cap=cap, cluster_spreads=cluster_spreads,
+            node_terms=True, tolerations=True, unknown=unknown,
+        )
         for name, cap in zip(names, caps, strict=True)
     ]
     return spread.FederatedSpreadSpec.model_validate({
         "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
         "subsets": subsets,
-        "scheduleStrategy": draw(schedule_strategies(types=strategy_types, simulation=simulation)),
+        "scheduleStrategy": _strategy(draw, strategy_types, simulation),
     })
 
 
@@ -252,7 +296,7 @@ def spreads(
 def shapes(draw: st.DrawFn, cpu: Sequence[str] = CPU_REQUESTS) -> fit.PodShape:
     """A PodShape from a one-container pod spec requesting one of `cpu` cpu, or no requests at all."""
     container: dict[str, Any] = {"name": "app", "image": "web:1"}
-    request = draw(st.none() | st.sampled_from(list(cpu)))
+    request = draw(st.none() | st.sampled_from(tuple(cpu)))
     if request is not None:
         container["resources"] = {"requests": {"cpu": request}}
     return fit.shape_from_pod_spec({"containers": [container]})

@@ -117,6 +117,7 @@ def test_every_replica_is_placed_or_unplaced_and_the_totals_agree(
 ) -> None:
     current = data.draw(st.just({}) | currents(scenario.spec), label="current")
     result = scenario.place(current=current)
+    hypothesis.event("some replicas unplaced" if result.unplaced else "all replicas placed")
 
     assert result.replicas == scenario.replicas
     assert result.unplaced >= 0
@@ -181,6 +182,7 @@ def test_no_subset_exceeds_its_cap(data: st.DataObject, scenario: Scenario) -> N
 def test_adaptive_places_no_more_than_fits_except_what_waits(scenario: Scenario) -> None:
     result = scenario.place()
     waiting = sum(s.waiting for s in result.subsets)
+    hypothesis.event("some replicas wait" if waiting else "nothing waits")
 
     assert result.capacity_exhausted == waiting
     for capacity in scenario.snapshot.clusters:
@@ -239,6 +241,11 @@ def test_clusters_that_become_unusable_lose_their_replicas(
             entry["taints"].append({"key": fs.CORDON_TAINT_KEY, "effect": "NoSchedule"})
     later = dataclasses.replace(scenario, snapshot=cluster.CapacitySnapshot.model_validate(snapshot))
     after = later.place(current=before.counts())
+    moved = any(
+        count and name not in fs.usable_clusters(later.snapshot)
+        for got in before.subsets for name, count in got.clusters.items()
+    )
+    hypothesis.event("replicas on a lost cluster" if moved else "no replicas lost")
 
     _assert_only_usable_clusters_hold(later, after)
     assert after.placed + after.unplaced == scenario.replicas
@@ -272,6 +279,8 @@ def test_a_capacity_change_alone_moves_no_replica(data: st.DataObject, scenario:
     first = scenario.place()
     changed = data.draw(fs.capacity_changes(scenario.snapshot), label="changed snapshot")
     second = scenario.place(snapshot=changed, current=first.counts())
+    fresh = scenario.place(snapshot=changed)
+    hypothesis.event("fresh placement differs" if fresh.counts() != first.counts() else "same either way")
     assert second.counts() == first.counts()
     assert second.unplaced == first.unplaced
 
@@ -290,6 +299,8 @@ def test_scale_down_removes_from_the_lowest_priority_subset_first(
     first = scenario.place()
     fewer = data.draw(st.integers(0, scenario.replicas - 1), label="fewer replicas")
     second = scenario.place(replicas=fewer, current=first.counts())
+    shrunk = sum(was.replicas > now.replicas for was, now in zip(first.subsets, second.subsets, strict=True))
+    hypothesis.event(f"{min(shrunk, 2)} subsets shrank")
 
     assert_le(second.counts(), first.counts())
     assert second.placed + second.unplaced == fewer
@@ -311,6 +322,7 @@ def test_scale_up_keeps_what_is_placed(data: st.DataObject, scenario: Scenario) 
     first = scenario.place()
     more = data.draw(st.integers(scenario.replicas + 1, 60), label="more replicas")
     second = scenario.place(replicas=more, current=first.counts())
+    hypothesis.event("grew" if second.placed > first.placed else "did not grow")
 
     assert_le(first.counts(), second.counts())
     assert second.placed + second.unplaced == more
@@ -349,6 +361,7 @@ def test_balance_splits_evenly_with_the_larger_shares_first(scenario: Scenario) 
     order = fill_order(subset, scenario.snapshot)
     hypothesis.assume(order)
     counts = [result.subsets[0].clusters[name] for name in order]
+    hypothesis.event(f"{min(len(order), 3)} clusters, uneven" if len(set(counts)) > 1 else "even")
 
     assert sum(counts) == scenario.replicas
     assert max(counts) - min(counts) <= 1, counts

@@ -148,11 +148,13 @@ CASES = [
          spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"}),
          BIG, 7, {"eu": {"aws-eu": 3, "azure-eu": 2, "gcp-eu": 2}}),
     Case("Balance respects capacity in Adaptive and gives the rest to the others",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"}, strategy="Adaptive"),
+         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
+              strategy="Adaptive"),
          snapshot(member("aws-eu", pool(1, pods=1), region="eu"), member("gcp-eu", pool(1), region="eu")),
          6, {"eu": {"aws-eu": 1, "gcp-eu": 5}}),
     Case("Capacity splits in proportion to free capacity (30:10 -> 3:1)",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Capacity"}, strategy="Adaptive"),
+         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Capacity"},
+              strategy="Adaptive"),
          snapshot(member("aws-eu", pool(3, pods=10), region="eu"),
                   member("gcp-eu", pool(1, pods=10), region="eu")),
          8, {"eu": {"aws-eu": 6, "gcp-eu": 2}}),
@@ -168,7 +170,8 @@ CASES = [
          snapshot(member("dc1", pool(10), ready=False), member("aws-eu", pool(10))),
          8, {"onprem": {"dc1": 0}, "cloud": {"aws-eu": 8}}),
     Case("a cordoned cluster takes nothing, its region neighbours take its share (Adaptive)",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"}, strategy="Adaptive"),
+         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
+              strategy="Adaptive"),
          snapshot(member("aws-eu", pool(10), region="eu", cordoned=True),
                   member("gcp-eu", pool(10), region="eu")),
          4, {"eu": {"aws-eu": 0, "gcp-eu": 4}}),
@@ -269,7 +272,8 @@ def test_cap_shrink_trims_the_subset_and_refills_below() -> None:
 def test_failover_moves_replicas_off_an_unready_cluster() -> None:
     current = {"eu": {"aws-eu": 3, "gcp-eu": 3}}
     spread_eu = spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"})
-    lost = snapshot(member("aws-eu", pool(1), region="eu", ready=False), member("gcp-eu", pool(1), region="eu"))
+    lost = snapshot(member("aws-eu", pool(1), region="eu", ready=False),
+                    member("gcp-eu", pool(1), region="eu"))
     result = placement.place(spread_eu, replicas=6, snapshot=lost, current=current)
     assert result.counts() == {"eu": {"aws-eu": 0, "gcp-eu": 6}}
     back = snapshot(member("aws-eu", pool(1), region="eu"), member("gcp-eu", pool(1), region="eu"))
