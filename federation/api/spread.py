@@ -122,6 +122,16 @@ class Subset(common.SpecModel):
     def _valid_cap(cls, value: Any) -> Any:
         return _check_max_replicas(value)
 
+    @pydantic.field_validator("required_node_selector_term")
+    @classmethod
+    def _non_empty_term(cls, value: common.NodeSelectorTerm | None) -> common.NodeSelectorTerm | None:
+        if value is not None and not value.match_expressions and not value.match_fields:
+            raise ValueError(
+                "an empty term matches no node; give matchExpressions or matchFields, "
+                "or omit requiredNodeSelectorTerm to use every node"
+            )
+        return value
+
     @pydantic.field_validator("clusters")
     @classmethod
     def _valid_clusters(cls, value: list[str] | None) -> list[str] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -175,9 +176,7 @@ def _tolerations(spec: Mapping[str, Any]) -> tuple[common.Toleration, ...]:
 def shape_from_pod_spec(pod_spec: Mapping[str, Any] | None) -> PodShape:
     """The shape of a pod spec (camelCase, as in spec.template.spec); ValueError if malformed."""
     spec = _mapping(pod_spec, "pod spec")
-    node_selector = {
-        str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), "nodeSelector").items()
-    }
+    node_selector = {str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), "nodeSelector").items()}
     return PodShape(
         requests=_effective_requests(spec),
         node_selector=node_selector,
@@ -224,8 +223,10 @@ def with_subset(shape: PodShape, subset: spread.Subset) -> PodShape:
 # --- pools ----------------------------------------------------------------------------------------
 
 
-def _parse_resources(resources: Mapping[str, str]) -> Resources:
-    return {name: quantity.parse_quantity(text) for name, text in resources.items()}
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> fractions.Fraction:
+    """Pools repeat the same few quantity texts; Fractions are immutable, so cache the parse."""
+    return quantity.parse_quantity(text)
 
 
 def pool_admits(pool: cluster.NodePool, shape: PodShape) -> bool:
@@ -238,28 +239,25 @@ def pool_admits(pool: cluster.NodePool, shape: PodShape) -> bool:
     return not matching.untolerated_taints(shape.tolerations, pool.taints)
 
 
-def _pods_per_node(allocatable: Resources, requested: Resources, shape: PodShape) -> int:
-    zero = fractions.Fraction(0)
-    pods_allocatable = allocatable.get(PODS, fractions.Fraction(DEFAULT_MAX_PODS))
-    fits = math.floor(pods_allocatable - requested.get(PODS, zero))
+def pods_per_node(pool: cluster.NodePool, shape: PodShape) -> int:
+    """How many more pods of the shape fit on one node of the pool by resources and pods limit.
+
+    Ignores labels and taints (see `pool_admits`). A requested resource the node does not offer
+    allows no pod; resources requested at zero never bind. Only the resources that can bind are
+    parsed, each once.
+    """
+    allocatable, requested = pool.allocatable, pool.requested
+    pods_allocatable = _parsed(allocatable[PODS]) if PODS in allocatable else DEFAULT_MAX_PODS
+    pods_requested = _parsed(requested[PODS]) if PODS in requested else 0
+    fits = math.floor(pods_allocatable - pods_requested)
     for name, amount in shape.requests.items():
         if name == PODS or amount <= 0:
             continue
         if name not in allocatable:
             return 0
-        fits = min(fits, math.floor((allocatable[name] - requested.get(name, zero)) / amount))
+        free = _parsed(allocatable[name]) - (_parsed(requested[name]) if name in requested else 0)
+        fits = min(fits, math.floor(free / amount))
     return max(fits, 0)
-
-
-def pods_per_node(pool: cluster.NodePool, shape: PodShape) -> int:
-    """How many more pods of the shape fit on one node of the pool by resources and pods limit.
-
-    Ignores labels and taints (see `pool_admits`). A requested resource the node does not offer
-    allows no pod; resources requested at zero never bind.
-    """
-    return _pods_per_node(
-        _parse_resources(pool.allocatable), _parse_resources(pool.requested), shape
-    )
 
 
 def pool_capacity(pool: cluster.NodePool, shape: PodShape) -> int:
@@ -304,7 +302,7 @@ def deduct(pool: cluster.NodePool, shape: PodShape, *, pods: int) -> cluster.Nod
         if name != PODS and amount > 0:
             additions[name] = amount * share
     for name, extra in additions.items():
-        before = quantity.parse_quantity(requested[name]) if name in requested else 0
+        before = _parsed(requested[name]) if name in requested else 0
         requested[name] = _format_at_least(before + extra, name)
     copy = pool.model_copy(deep=True)
     copy.requested = requested

@@ -34,9 +34,7 @@ def _parse_int64(text: str) -> int | None:
     return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
-def _operator_matches(
-    key: str, operator: str, *, values: Sequence[str], labels: Mapping[str, str]
-) -> bool:
+def _operator_matches(key: str, operator: str, *, values: Sequence[str], labels: Mapping[str, str]) -> bool:
     """One requirement against a label set (apimachinery labels.Requirement.Matches)."""
     present = key in labels
     if operator == "In":
@@ -74,9 +72,7 @@ def _field_matches(req: common.NodeSelectorRequirement, node_name: str) -> bool:
     return equal if req.operator == "In" else not equal
 
 
-def term_matches(
-    term: common.NodeSelectorTerm, labels: Mapping[str, str], *, node_name: str = ""
-) -> bool:
+def term_matches(term: common.NodeSelectorTerm, labels: Mapping[str, str], *, node_name: str = "") -> bool:
     """All expressions and fields hold; an empty term matches no node (k8s semantics)."""
     if not term.match_expressions and not term.match_fields:
         return False
@@ -123,6 +119,5 @@ def untolerated_taints(
     return [
         taint
         for taint in taints
-        if taint.effect in BINDING_TAINT_EFFECTS
-        and not any(tolerates(t, taint) for t in tolerations)
+        if taint.effect in BINDING_TAINT_EFFECTS and not any(tolerates(t, taint) for t in tolerations)
     ]

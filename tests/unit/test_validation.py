@@ -104,6 +104,8 @@ INVALID = [
                  id="both-clusters-and-selector"),
     pytest.param({f"{S0}.clusters": []}, f"{S0}.clusters", "at least one cluster",
                  id="empty-clusters-list"),
+    pytest.param({f"{S0}.requiredNodeSelectorTerm": {}}, f"{S0}.requiredNodeSelectorTerm",
+                 "matches no node", id="empty-required-node-selector-term"),
     pytest.param({f"{S0}.clusters": ["dc1", "dc2", "dc1"]}, f"{S0}.clusters", "listed twice",
                  id="cluster-listed-twice"),
     pytest.param({f"{S0}.clusters": ["dc1", ""]}, f"{S0}.clusters", "must not be empty",
