@@ -97,13 +97,13 @@ def _cluster(draw: st.DrawFn, name: str, usable: bool | None) -> dict[str, Any]:
 
 @st.composite
 def pool_resources(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, str]]:
-    """(allocatable, requested) of one node: cpu 0–16 in quarter cores, pods 0–30, requested ≤ it."""
+    """(allocatable, requested) of one node: cpu 0-16 in quarter cores, pods 0-30, requested ≤ it."""
     return _pool_resources(draw)
 
 
 @st.composite
 def node_pools(draw: st.DrawFn, index: int = 0) -> dict[str, Any]:
-    """One node pool as a camelCase dict: 0–5 nodes of type a/b, sometimes NoSchedule-tainted."""
+    """One node pool as a camelCase dict: 0-5 nodes of type a/b, sometimes NoSchedule-tainted."""
     return _node_pool(draw, index)
 
 
@@ -168,7 +168,7 @@ def _cluster_choice(draw: st.DrawFn, cluster_names: Sequence[str], unknown: bool
 
 
 def _caps(draw: st.DrawFn, count: int, kinds: Sequence[str]) -> list[int | str | None]:
-    """One kind of cap for all bounded subsets: integers 0–20, or percentages summing to ≤ 100."""
+    """One kind of cap for all bounded subsets: integers 0-20, or percentages summing to ≤ 100."""
     kind = draw(st.sampled_from(tuple(kinds)))
     if kind == "none":
         return [None] * count

@@ -16,15 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import hypothesis
+
+# tests/unit has no __init__.py: pytest's default import mode puts this directory on sys.path.
+import strategies as fs
 from hypothesis import strategies as st
 
 from federation.api import cluster, spread
 from federation.core import apportion, fit, placement
-
-try:  # tests/ as packages, or the repository root on sys.path
-    from tests.unit import strategies as fs
-except ImportError:  # pytest's default rootdir-less import puts tests/unit itself on sys.path
-    import strategies as fs  # type: ignore[no-redef]
 
 PROPERTY = hypothesis.settings(
     max_examples=200,
@@ -63,7 +61,7 @@ def scenarios(
 
 @st.composite
 def currents(draw: st.DrawFn, spec: spread.FederatedSpreadSpec) -> dict[str, dict[str, int]]:
-    """An arbitrary `current` placement: any subset (or a stale one), any cluster, 0–10 each."""
+    """An arbitrary `current` placement: any subset (or a stale one), any cluster, 0-10 each."""
     subset_names = [s.name for s in spec.subsets] + ["stale"]
     cluster_names = [*fs.CLUSTER_NAMES, fs.UNKNOWN_CLUSTER]
     return draw(st.dictionaries(
@@ -94,11 +92,12 @@ def cluster_slots(capacity: cluster.ClusterCapacity, shape: fit.PodShape) -> int
     return sum(pool.count * fit.pods_per_node(pool, shape) for pool in capacity.node_pools)
 
 
-def cap_kind(spec: spread.FederatedSpreadSpec) -> str:
-    caps = [s.max_replicas for s in spec.subsets if s.max_replicas is not None]
-    if not caps:
-        return "none"
-    return "percent" if isinstance(caps[0], str) else "integer"
+def assert_accounts(result: placement.Placement, replicas: int) -> None:
+    """Every replica is placed or unplaced, never both, never negative."""
+    assert result.replicas == replicas
+    assert result.unplaced >= 0, result
+    assert result.placed + result.unplaced == replicas, result
+    assert sum(result.clusters.values()) == result.placed, result
 
 
 def assert_le(smaller: Mapping[str, Mapping[str, int]], larger: Mapping[str, Mapping[str, int]]) -> None:
@@ -185,17 +184,43 @@ def test_adaptive_places_no_more_than_fits_except_what_waits(scenario: Scenario)
     hypothesis.event("some replicas wait" if waiting else "nothing waits")
 
     assert result.capacity_exhausted == waiting
+    assert result.unplaced == 0 or all(
+        got.cap is not None and got.replicas >= got.cap
+        for subset, got in zip(scenario.spec.subsets, result.subsets, strict=True)
+        if usable_members(subset, scenario.snapshot)
+    )
     for capacity in scenario.snapshot.clusters:
         placed_here = sum(s.clusters.get(capacity.name, 0) for s in result.subsets)
         assert placed_here <= cluster_slots(capacity, scenario.shape) + waiting, capacity.name
-    for got in result.subsets:
+        # Tighter: only pools that some subset placing here admits (node term, taints) count.
+        admitted = sum(
+            pool.count * fit.pods_per_node(pool, scenario.shape)
+            for pool in capacity.node_pools
+            if any(
+                got.clusters.get(capacity.name, 0)
+                and fit.pool_admits(pool, fit.with_subset(scenario.shape, subset))
+                for subset, got in zip(scenario.spec.subsets, result.subsets, strict=True)
+            )
+        )
+        assert placed_here <= admitted + waiting, capacity.name
+    for subset, got in zip(scenario.spec.subsets, result.subsets, strict=True):
         assert got.capacity is not None
         assert got.replicas - got.waiting <= got.capacity, got
+        subset_shape = fit.with_subset(scenario.shape, subset)
+        slots = sum(
+            fit.pool_capacity(pool, subset_shape)
+            for c in scenario.snapshot.clusters if c.name in usable_members(subset, scenario.snapshot)
+            for pool in c.node_pools
+        )
+        assert got.replicas - got.waiting <= slots, (got, slots)
 
-    # What waits went to the first subset whose cap had room: everything earlier is full.
+    # What fits nowhere waits in the highest-priority subset whose cap allows it (DESIGN §3), so
+    # every usable subset before one that has waiting replicas is at its cap — in particular at
+    # its cap or its capacity.
     for i, got in enumerate(result.subsets):
         if not got.waiting:
             continue
+        assert usable_members(scenario.spec.subsets[i], scenario.snapshot), got
         for j in range(i):
             earlier = result.subsets[j]
             if not usable_members(scenario.spec.subsets[j], scenario.snapshot):
@@ -204,6 +229,7 @@ def test_adaptive_places_no_more_than_fits_except_what_waits(scenario: Scenario)
             assert earlier.capacity is not None
             at_capacity = earlier.replicas - earlier.waiting >= earlier.capacity
             assert at_cap or at_capacity, (j, earlier, i, got)
+            assert at_cap, (j, earlier, i, got)
 
 
 # 4 -------------------------------------------------------------------------------------------------
@@ -248,7 +274,7 @@ def test_clusters_that_become_unusable_lose_their_replicas(
     hypothesis.event("replicas on a lost cluster" if moved else "no replicas lost")
 
     _assert_only_usable_clusters_hold(later, after)
-    assert after.placed + after.unplaced == scenario.replicas
+    assert_accounts(after, scenario.replicas)
 
 
 # 5 -------------------------------------------------------------------------------------------------
@@ -282,6 +308,7 @@ def test_a_capacity_change_alone_moves_no_replica(data: st.DataObject, scenario:
     fresh = scenario.place(snapshot=changed)
     hypothesis.event("fresh placement differs" if fresh.counts() != first.counts() else "same either way")
     assert second.counts() == first.counts()
+    assert_accounts(second, scenario.replicas)
     assert second.unplaced == first.unplaced
 
 
@@ -297,13 +324,15 @@ def test_scale_down_removes_from_the_lowest_priority_subset_first(
     data: st.DataObject, scenario: Scenario
 ) -> None:
     first = scenario.place()
-    fewer = data.draw(st.integers(0, scenario.replicas - 1), label="fewer replicas")
+    # Often a deep cut, so that several subsets shrink.
+    deep = st.integers(0, scenario.replicas // 3)
+    fewer = data.draw(deep | st.integers(0, scenario.replicas - 1), label="fewer replicas")
     second = scenario.place(replicas=fewer, current=first.counts())
     shrunk = sum(was.replicas > now.replicas for was, now in zip(first.subsets, second.subsets, strict=True))
     hypothesis.event(f"{min(shrunk, 2)} subsets shrank")
 
+    assert_accounts(second, fewer)
     assert_le(second.counts(), first.counts())
-    assert second.placed + second.unplaced == fewer
     for i, (was, now) in enumerate(zip(first.subsets, second.subsets, strict=True)):
         if now.replicas < was.replicas:
             for later in second.subsets[i + 1:]:
@@ -324,8 +353,8 @@ def test_scale_up_keeps_what_is_placed(data: st.DataObject, scenario: Scenario) 
     second = scenario.place(replicas=more, current=first.counts())
     hypothesis.event("grew" if second.placed > first.placed else "did not grow")
 
+    assert_accounts(second, more)
     assert_le(first.counts(), second.counts())
-    assert second.placed + second.unplaced == more
 
 
 # 9 -------------------------------------------------------------------------------------------------
