@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: test lint typecheck unit crds protos clean
+.PHONY: test lint typecheck unit integration sandbox-bin crds protos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,9 +12,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## test: install into .venv and run lint, type checks, import contracts and the whole test suite
-test: $(STAMP) lint typecheck
+## test: install into .venv, build (once) the sandbox control plane, run lint, types, import
+## contracts and the whole test suite (unit + integration on real Kubernetes)
+test: $(STAMP) lint typecheck sandbox-bin
 	$(BIN)/pytest
+
+## sandbox-bin: build and cache kube-apiserver/-controller-manager/-scheduler (~6 min, once)
+sandbox-bin: $(STAMP)
+	$(BIN)/fedspread sandbox build
 
 lint: $(STAMP)
 	$(BIN)/ruff check federation agents tests bench
@@ -25,6 +30,9 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
+
+integration: $(STAMP) sandbox-bin
+	$(BIN)/pytest tests/integration
 
 ## crds: regenerate crds/ from the pydantic models
 crds: $(STAMP)

@@ -14,6 +14,7 @@ import click
 
 from federation import cli_simulate
 from federation.api import crd
+from federation.sandbox import cli as sandbox_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -28,6 +29,7 @@ def main() -> None:
 
 
 main.add_command(cli_simulate.simulate_command)
+main.add_command(sandbox_cli.sandbox_group)
 
 
 @main.command("crds")

@@ -1,0 +1,295 @@
+"""Start and stop the sandbox: one etcd, a hub apiserver and N member control planes.
+
+Why this shape (DESIGN §7a): the hub is an apiserver only, like Karmada's control plane, with our
+CRDs; each member is an apiserver, a controller-manager (node-lifecycle off: simulated nodes have
+no kubelet) and a scheduler, plus a node simulator that plays the kubelets. All apiservers share
+one etcd, separated by `--etcd-prefix`, which keeps a 3-member sandbox near 2 GB. Everything binds
+to loopback on free ports, authenticates with one admin token, and serves certificates from the
+sandbox's own CA with SANs for 127.0.0.1 and localhost.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import pathlib
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+
+import yaml
+
+from federation.sandbox import build, nodesim, pki, state
+
+READY_TIMEOUT = 90.0
+Report = Callable[[str], None]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start or is not healthy; the message says which component and why."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _spawn(name: str, argv: Sequence[str], *, directory: pathlib.Path) -> state.Component:
+    log = directory / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            list(argv), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=directory,
+        )
+    started = None
+    for _ in range(50):
+        started = state.process_start_time(process.pid)
+        if started is not None:
+            break
+        time.sleep(0.01)
+    return state.Component(name=name, pid=process.pid, started=started or 0, log=str(log))
+
+
+def _log_tail(component: state.Component, lines: int = 12) -> str:
+    try:
+        text = pathlib.Path(component.log).read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _wait(what: str, check: Callable[[], bool], *, component: state.Component | None,
+          timeout: float = READY_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if component is not None and not component.alive():
+            raise SandboxError(f"{component.name} exited while waiting for {what}; its log ends:\n"
+                               f"{_log_tail(component)}")
+        try:
+            if check():
+                return
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        time.sleep(0.25)
+    detail = f"; {component.name} log ends:\n{_log_tail(component)}" if component else ""
+    raise SandboxError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
+
+
+def _get(url: str, *, token: str, ca_file: str) -> tuple[int, bytes]:
+    context = ssl.create_default_context(cafile=ca_file)
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, b""
+
+
+def kubeconfig(*, name: str, server: str, ca_pem: bytes, token: str) -> dict[str, object]:
+    """A kubeconfig document for one sandbox cluster (admin token, CA embedded)."""
+    import base64
+
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {
+            "server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
+        "users": [{"name": f"{name}-admin", "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
+    }
+
+
+class Launcher:
+    """Brings a sandbox up in `directory` and records it in state.json."""
+
+    def __init__(self, directory: pathlib.Path, tools: build.Toolset, report: Report) -> None:
+        self.directory = directory
+        self.tools = tools
+        self.report = report
+        self.pki_dir = directory / "pki"
+        self.token = secrets.token_hex(16)
+        self.ca = pki.CertificateAuthority.create("fedspread-sandbox-ca")
+        self.state = state.SandboxState(directory=str(directory), etcd_port=free_port(),
+                                        token=self.token, ca_file=str(self.pki_dir / "ca.crt"))
+
+    def _prepare(self) -> None:
+        self.ca.pair().write(self.pki_dir, "ca")
+        pki.service_account_keys().write(self.pki_dir, "sa")
+        tokens = self.pki_dir / "tokens.csv"
+        tokens.write_text(f'{self.token},fedspread-admin,fedspread-admin,"system:masters"\n')
+        tokens.chmod(0o600)
+
+    def _start(self, name: str, argv: Sequence[str]) -> state.Component:
+        component = _spawn(name, argv, directory=self.directory)
+        self.state.components.append(component)
+        self.state.save()
+        return component
+
+    def start_etcd(self) -> None:
+        peer = free_port()
+        port = self.state.etcd_port
+        etcd = self._start("etcd", [
+            str(self.tools.etcd), "--name", "sandbox", "--data-dir", str(self.directory / "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"sandbox=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync", "--log-level", "warn",
+        ])
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                return b'"true"' in response.read()
+
+        _wait("etcd health", healthy, component=etcd)
+
+    def start_apiserver(self, name: str, role: str) -> tuple[state.ClusterRecord, state.Component]:
+        port = free_port()
+        serving = self.ca.issue_server(f"{name}-apiserver", dns_names=("localhost", "kubernetes"),
+                                       ips=("127.0.0.1", "10.96.0.1"))
+        cert, key = serving.write(self.pki_dir, f"{name}-apiserver")
+        config = self.directory / name / "kubeconfig"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        record = state.ClusterRecord(name=name, role=role, port=port, kubeconfig=str(config))
+        config.write_text(yaml.safe_dump(kubeconfig(
+            name=f"sandbox-{name}", server=record.server, ca_pem=self.ca.cert_pem, token=self.token)))
+        component = self._start(f"{name}-apiserver", [
+            str(self.tools.binary("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{self.state.etcd_port}", f"--etcd-prefix=/{name}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+            "--insecure-port=0", f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+            f"--client-ca-file={self.pki_dir / 'ca.crt'}",
+            f"--token-auth-file={self.pki_dir / 'tokens.csv'}", "--authorization-mode=RBAC",
+            "--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={self.pki_dir / 'sa.crt'}",
+            f"--service-account-signing-key-file={self.pki_dir / 'sa.key'}",
+            "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
+            f"--cert-dir={self.directory / name}", "--profiling=false", "--v=1",
+        ])
+        self.state.clusters.append(record)
+        self.state.save()
+        return record, component
+
+    def wait_apiserver(self, record: state.ClusterRecord, component: state.Component) -> None:
+        ca_file = self.state.ca_file
+
+        def ready() -> bool:
+            status, _ = _get(f"{record.server}/readyz", token=self.token, ca_file=ca_file)
+            return status == 200
+
+        def default_namespace() -> bool:
+            status, _ = _get(f"{record.server}/api/v1/namespaces/default", token=self.token, ca_file=ca_file)
+            return status == 200
+
+        _wait(f"{record.name} apiserver /readyz", ready, component=component)
+        _wait(f"{record.name} default namespace", default_namespace, component=component)
+
+    def start_member_controllers(self, record: state.ClusterRecord) -> list[state.Component]:
+        config = record.kubeconfig
+        manager = self._start(f"{record.name}-controller-manager", [
+            str(self.tools.binary("kube-controller-manager")), f"--kubeconfig={config}",
+            "--leader-elect=false", "--port=0", "--secure-port=0", "--controllers=*,-nodelifecycle",
+            f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
+            f"--root-ca-file={self.pki_dir / 'ca.crt'}", "--use-service-account-credentials=false",
+            "--v=1",
+        ])
+        scheduler = self._start(f"{record.name}-scheduler", [
+            str(self.tools.binary("kube-scheduler")), f"--kubeconfig={config}",
+            "--leader-elect=false", "--port=0", "--secure-port=0", "--v=1",
+        ])
+        return [manager, scheduler]
+
+    def start_nodesim(self, record: state.ClusterRecord, groups: Sequence[nodesim.NodeGroup]) -> state.Component:
+        profile = self.directory / record.name / "nodes.json"
+        profile.write_text(nodesim.dump_profile(groups))
+        return self._start(f"{record.name}-nodesim", [
+            sys.executable, "-m", "federation.sandbox.nodesim",
+            "--kubeconfig", record.kubeconfig, "--profile", str(profile),
+        ])
+
+    def wait_member(self, record: state.ClusterRecord, manager: state.Component, nodes: int) -> None:
+        ca_file = self.state.ca_file
+
+        def service_account() -> bool:
+            status, _ = _get(f"{record.server}/api/v1/namespaces/default/serviceaccounts/default",
+                             token=self.token, ca_file=ca_file)
+            return status == 200
+
+        def nodes_ready() -> bool:
+            status, body = _get(f"{record.server}/api/v1/nodes", token=self.token, ca_file=ca_file)
+            return status == 200 and nodesim.count_ready_nodes(body) >= nodes
+
+        _wait(f"{record.name} default service account", service_account, component=manager)
+        _wait(f"{record.name} {nodes} ready nodes", nodes_ready, component=None)
+
+
+def up(
+    directory: pathlib.Path,
+    *,
+    members: Sequence[str],
+    profiles: dict[str, list[nodesim.NodeGroup]],
+    crds: Sequence[pathlib.Path] = (),
+    report: Report,
+) -> state.SandboxState:
+    """Start a sandbox with a hub and `members`; on any failure stop what was started and raise."""
+    if (directory / state.STATE_FILE).exists():
+        previous = state.SandboxState.load(directory)
+        if any(c.alive() for c in previous.components):
+            raise SandboxError(f"a sandbox is already running in {directory}; "
+                               "run `fedspread sandbox down` first")
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    tools = build.ensure(report)
+    launcher = Launcher(directory, tools, report)
+    started = time.monotonic()
+    try:
+        launcher._prepare()
+        launcher.start_etcd()
+        names = [("hub", "hub"), *((m, "member") for m in members)]
+        servers = [launcher.start_apiserver(n, role) for n, role in names]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(servers)) as pool:
+            list(pool.map(lambda pair: launcher.wait_apiserver(*pair), servers))
+        report(f"apiservers ready in {time.monotonic() - started:.1f} s")
+        waits = []
+        for record, _ in servers[1:]:
+            manager, _scheduler = launcher.start_member_controllers(record)
+            launcher.start_nodesim(record, profiles[record.name])
+            waits.append((record, manager, sum(g.count for g in profiles[record.name])))
+        if crds:
+            from federation.sandbox import hubsetup
+
+            hubsetup.install_crds(launcher.state.hub.kubeconfig, crds)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(waits))) as pool:
+            list(pool.map(lambda w: launcher.wait_member(*w), waits))
+    except BaseException:
+        down(directory, remove=False)
+        raise
+    report(f"sandbox ready in {time.monotonic() - started:.1f} s")
+    return launcher.state
+
+
+def down(directory: pathlib.Path, *, remove: bool = True) -> list[str]:
+    """Stop every recorded component (newest first); return their names. Removes the directory."""
+    try:
+        recorded = state.SandboxState.load(directory)
+    except FileNotFoundError:
+        return []
+    stopped = []
+    for component in reversed(recorded.components):
+        if component.alive():
+            component.stop()
+            stopped.append(component.name)
+    if remove:
+        shutil.rmtree(directory, ignore_errors=True)
+    return stopped
