@@ -41,6 +41,7 @@ class Component:
             return
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
+            _reap(self.pid)
             if not self.alive():
                 return
             time.sleep(0.1)
@@ -48,6 +49,16 @@ class Component:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             return
+        time.sleep(0.1)
+        _reap(self.pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our child, so no zombie lingers."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
 
 
 @dataclasses.dataclass

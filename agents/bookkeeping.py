@@ -1,0 +1,252 @@
+"""The agent's shared state: assignments, the pods it has seen, and creatingPods/deletingPods.
+
+Why one lock-guarded object: the webhook decides a pod's subset from the quota table and the
+pods already counted, and two concurrent admissions must never both take a subset's last slot.
+Kruise serialises that through the apiserver (an optimistic-lock update of the CR per pod, seed
+001 §3.1); here the decision is local, so a mutex around "count, choose, record" is the whole
+concurrency story — and it costs microseconds, not a round trip.
+
+Counting follows Kruise: a subset's pods are those the controller's cache has seen (not being
+deleted, not finished) plus `creating` entries the cache has not seen yet; `deleting` entries are
+pods the webhook saw go but the cache still lists. Entries expire (30 s / 15 s) in case the
+create or delete never happened. Quotas are counted per pod-template revision (kruise#834), so a
+rolling update's new pods fill the subsets in order while the old ones drain.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+from agents import assignment as assignment_mod
+from federation.core import quotas
+
+CREATING_TTL = datetime.timedelta(seconds=30)
+DELETING_TTL = datetime.timedelta(seconds=15)
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+Clock = Callable[[], datetime.datetime]
+
+
+def utcnow() -> datetime.datetime:
+    """The current time, timezone-aware."""
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class PodRecord:
+    """What the controller's cache knows about one pod of a spread."""
+
+    name: str
+    subset: str | None
+    revision: str
+    phase: str
+    ready: bool
+    node_name: str
+    created: datetime.datetime
+    deleting: bool = False
+    unschedulable_since: datetime.datetime | None = None
+    current_cost: int | None = None
+    restarts: int = 0
+
+    @property
+    def active(self) -> bool:
+        """Holds quota: not being deleted and not finished."""
+        return not self.deleting and self.phase not in FINISHED_PHASES
+
+
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    """A creatingPods or deletingPods entry."""
+
+    subset: str
+    revision: str
+    since: datetime.datetime
+
+
+@dataclasses.dataclass
+class _SpreadBook:
+    observed: dict[str, PodRecord] = dataclasses.field(default_factory=dict)
+    creating: dict[str, Pending] = dataclasses.field(default_factory=dict)
+    deleting: dict[str, Pending] = dataclasses.field(default_factory=dict)
+    local_marks: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetCounts:
+    """Pods of one subset in this cluster, by state."""
+
+    running: int = 0
+    ready: int = 0
+    pending: int = 0
+    unschedulable: int = 0
+    creating: int = 0
+    deleting: int = 0
+
+
+class Bookkeeping:
+    """Thread-safe assignments and per-spread pod bookkeeping for one member cluster."""
+
+    def __init__(self, clock: Clock = utcnow) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._assignments: dict[str, assignment_mod.Assignment] = {}
+        self._books: dict[str, _SpreadBook] = collections.defaultdict(_SpreadBook)
+
+    # --- assignments (from the link) -----------------------------------------------------------
+
+    def set_assignment(self, value: assignment_mod.Assignment) -> None:
+        """Install or replace a spread's assignment."""
+        with self._lock:
+            self._assignments[value.spread] = value
+
+    def remove_assignment(self, spread: str) -> None:
+        """Forget a spread entirely."""
+        with self._lock:
+            self._assignments.pop(spread, None)
+            self._books.pop(spread, None)
+
+    def assignment(self, spread: str) -> assignment_mod.Assignment | None:
+        """The current assignment of `spread`, if any."""
+        with self._lock:
+            return self._assignments.get(spread)
+
+    def assignments(self) -> list[assignment_mod.Assignment]:
+        """Every current assignment."""
+        with self._lock:
+            return list(self._assignments.values())
+
+    def spread_of(self, namespace: str, labels: Mapping[str, str] | None) -> assignment_mod.Assignment | None:
+        """The assignment a pod belongs to, by its fedspread.io/spread label and namespace."""
+        name = (labels or {}).get(assignment_mod.SPREAD_LABEL)
+        if not name:
+            return None
+        with self._lock:
+            return self._assignments.get(assignment_mod.spread_key(namespace, name))
+
+    # --- webhook ---------------------------------------------------------------------------------
+
+    def _assigned(self, book: _SpreadBook, revision: str) -> dict[str, int]:
+        counts: dict[str, int] = collections.Counter()
+        for pod in book.observed.values():
+            if pod.subset and pod.active and pod.revision == revision and pod.name not in book.deleting:
+                counts[pod.subset] += 1
+        for name, entry in book.creating.items():
+            if name not in book.observed and entry.revision == revision:
+                counts[entry.subset] += 1
+        return counts
+
+    def _blocked(self, spread: assignment_mod.Assignment, book: _SpreadBook,
+                 now: datetime.datetime) -> set[str]:
+        blocked = {r.name for r in spread.subsets if not r.schedulable(now)}
+        blocked |= {s for s, until in book.local_marks.items() if now < until}
+        return blocked
+
+    def admit(self, spread: str, pod_name: str, *, revision: str, dry_run: bool = False
+              ) -> assignment_mod.SubsetRule | None:
+        """Choose the subset for a new pod and, unless dry-run, record it in creatingPods.
+
+        None when the spread is unknown or every subset is full or unschedulable here.
+        """
+        now = self._clock()
+        with self._lock:
+            current = self._assignments.get(spread)
+            if current is None:
+                return None
+            book = self._books[spread]
+            table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
+            chosen = quotas.choose_subset(table, assigned=self._assigned(book, revision),
+                                          unschedulable=self._blocked(current, book, now))
+            if chosen is None:
+                return None
+            if not dry_run:
+                book.creating[pod_name] = Pending(subset=chosen, revision=revision, since=now)
+            return current.rule(chosen)
+
+    def note_deleting(self, spread: str, pod_name: str, *, subset: str | None = None) -> str | None:
+        """Record a pod being deleted or evicted; returns its subset (None if it had none)."""
+        now = self._clock()
+        with self._lock:
+            book = self._books[spread]
+            known = book.observed.get(pod_name)
+            entry = book.creating.get(pod_name)
+            chosen = subset or (known.subset if known else None) or (entry.subset if entry else None)
+            if chosen is None:
+                return None
+            revision = known.revision if known else (entry.revision if entry else "")
+            book.deleting[pod_name] = Pending(subset=chosen, revision=revision, since=now)
+            return chosen
+
+    # --- controller ------------------------------------------------------------------------------
+
+    def observe(self, spread: str, pods: Iterable[PodRecord]) -> None:
+        """Replace what the cache sees of a spread's pods; settles creating/deleting entries."""
+        with self._lock:
+            book = self._books[spread]
+            book.observed = {p.name: p for p in pods}
+            for name in [n for n in book.creating if n in book.observed]:
+                del book.creating[name]
+            for name in [n for n in book.deleting if n not in book.observed]:
+                del book.deleting[name]
+
+    def expire(self) -> int:
+        """Drop creating entries older than 30 s and deleting entries older than 15 s."""
+        now = self._clock()
+        dropped = 0
+        with self._lock:
+            for book in self._books.values():
+                for entries, ttl in ((book.creating, CREATING_TTL), (book.deleting, DELETING_TTL)):
+                    for name in [n for n, e in entries.items() if now - e.since > ttl]:
+                        del entries[name]
+                        dropped += 1
+                for subset in [s for s, until in book.local_marks.items() if now >= until]:
+                    del book.local_marks[subset]
+        return dropped
+
+    def mark_unschedulable(self, spread: str, subset: str, *, until: datetime.datetime) -> None:
+        """Keep new pods out of `subset` here until `until` (before the coordinator echoes it)."""
+        with self._lock:
+            self._books[spread].local_marks[subset] = until
+
+    def marked(self, spread: str) -> dict[str, datetime.datetime]:
+        """Local unschedulable marks of a spread that are still active."""
+        now = self._clock()
+        with self._lock:
+            return {s: u for s, u in self._books[spread].local_marks.items() if now < u}
+
+    def pods(self, spread: str) -> list[PodRecord]:
+        """The observed pods of a spread."""
+        with self._lock:
+            return list(self._books[spread].observed.values())
+
+    def pending_entries(self, spread: str) -> tuple[dict[str, Pending], dict[str, Pending]]:
+        """Copies of (creatingPods, deletingPods) of a spread."""
+        with self._lock:
+            book = self._books[spread]
+            return dict(book.creating), dict(book.deleting)
+
+    def counts(self, spread: str) -> dict[str, SubsetCounts]:
+        """Pods per subset by state (for reports and status)."""
+        with self._lock:
+            book = self._books[spread]
+            current = self._assignments.get(spread)
+            names = [r.name for r in current.subsets] if current else []
+            tally = {n: collections.Counter[str]() for n in names}
+            for pod in book.observed.values():
+                if pod.subset not in tally or not pod.active:
+                    continue
+                bucket = tally[pod.subset]
+                if pod.phase == "Running":
+                    bucket["running"] += 1
+                    bucket["ready"] += int(pod.ready)
+                elif pod.phase == "Pending":
+                    bucket["pending"] += 1
+                    bucket["unschedulable"] += int(pod.unschedulable_since is not None)
+            for entries, key in ((book.creating, "creating"), (book.deleting, "deleting")):
+                for entry in entries.values():
+                    if entry.subset in tally:
+                        tally[entry.subset][key] += 1
+            return {n: SubsetCounts(**tally[n]) for n in names}
