@@ -105,13 +105,13 @@ def test_crashed_component_is_reported(running_sandbox: state.SandboxState) -> N
     directory = pathlib.Path(running_sandbox.directory)
     runner = CliRunner()
     scheduler = next(c for c in running_sandbox.components if c.name == "solo-scheduler")
-    if scheduler.alive():  # this test kills it; a healthy sandbox must report healthy first
-        before = health.check(directory)
-        assert before is not None and before.healthy, before and before.lines()
-        result = runner.invoke(cli.main, ["sandbox", "status", "--dir", str(directory)])
-        assert result.exit_code == 0, result.output
-        assert "EXITED" not in result.output
-        os.kill(scheduler.pid, signal.SIGKILL)
+    before = health.check(directory)
+    assert before is not None and before.healthy, before and before.lines()
+    result = runner.invoke(cli.main, ["sandbox", "status", "--dir", str(directory)])
+    assert result.exit_code == 0, result.output
+    assert "EXITED" not in result.output
+
+    os.kill(scheduler.pid, signal.SIGKILL)
     wait_for(lambda: not scheduler.alive(), timeout=10, message="the SIGKILLed scheduler to exit")
 
     report = health.check(directory)

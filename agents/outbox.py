@@ -1,0 +1,108 @@
+"""Messages from the agent's parts to the coordinator, queued until the link can send them.
+
+Why a queue between them: the controller and reporter must never block on the network (the agent
+keeps enforcing while the coordinator is away — fail static), and the link must be able to resend
+the latest state after a reconnect. Reports are *latest-wins*: only the newest inventory and pod
+counts are kept; unschedulable reports are events and are kept in order (bounded).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import threading
+
+from agents import bookkeeping
+from federation.api import cluster
+from federation.rpc import agent_pb2, common_pb2
+
+MAX_EVENTS = 1000
+
+
+def _stamp(message: object, field: str, when: datetime.datetime) -> None:
+    getattr(message, field).FromDatetime(when)
+
+
+def inventory_message(pools: list[cluster.NodePool], *, sequence: int,
+                      observed_at: datetime.datetime) -> agent_pb2.AgentMessage:
+    """A full InventoryReport of the cluster's node pools."""
+    report = agent_pb2.InventoryReport(full=True, sequence=sequence)
+    _stamp(report, "observed_at", observed_at)
+    for pool in pools:
+        report.node_pools.append(common_pb2.NodePool(
+            name=pool.name, count=pool.count, labels=pool.labels,
+            taints=[common_pb2.Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
+            allocatable=pool.allocatable, requested=pool.requested,
+        ))
+    return agent_pb2.AgentMessage(inventory=report)
+
+
+def counts_message(per_spread: dict[str, dict[str, bookkeeping.SubsetCounts]], *, sequence: int,
+                   generations: dict[str, int], observed_at: datetime.datetime) -> agent_pb2.AgentMessage:
+    """A full PodCountsReport: per spread, per subset, pods by state."""
+    report = agent_pb2.PodCountsReport(full=True, sequence=sequence)
+    _stamp(report, "observed_at", observed_at)
+    for spread, subsets in sorted(per_spread.items()):
+        item = report.spreads.add(spread=spread, generation=generations.get(spread, 0))
+        for name, counts in subsets.items():
+            item.subsets.add(subset=name, counts=agent_pb2.PodCounts(
+                running=counts.running, ready=counts.ready, pending=counts.pending,
+                unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting))
+    return agent_pb2.AgentMessage(pod_counts=report)
+
+
+class Outbox:
+    """Thread-safe: latest inventory and counts, plus ordered events, for the link to drain."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._inventory: agent_pb2.AgentMessage | None = None
+        self._counts: agent_pb2.AgentMessage | None = None
+        self._events: collections.deque[agent_pb2.AgentMessage] = collections.deque(maxlen=MAX_EVENTS)
+        self._dirty = False
+
+    def put_inventory(self, message: agent_pb2.AgentMessage) -> None:
+        """Replace the latest inventory report."""
+        with self._lock:
+            self._inventory = message
+            self._dirty = True
+            self._lock.notify_all()
+
+    def put_counts(self, message: agent_pb2.AgentMessage) -> None:
+        """Replace the latest pod counts report."""
+        with self._lock:
+            self._counts = message
+            self._dirty = True
+            self._lock.notify_all()
+
+    def put_event(self, message: agent_pb2.AgentMessage) -> None:
+        """Queue an event (unschedulable report, ack); the oldest is dropped past 1,000."""
+        with self._lock:
+            self._events.append(message)
+            self._dirty = True
+            self._lock.notify_all()
+
+    def unschedulable(self, *, spread: str, subset: str, since: datetime.datetime, pods: int,
+                      reason: str, generation: int) -> None:
+        """Queue an UnschedulableReport."""
+        report = agent_pb2.UnschedulableReport(spread=spread, subset=subset, pod_count=pods,
+                                               reason=reason, generation=generation)
+        _stamp(report, "since", since)
+        self.put_event(agent_pb2.AgentMessage(unschedulable=report))
+
+    def drain(self, *, timeout: float | None = None) -> list[agent_pb2.AgentMessage]:
+        """Wait up to `timeout` for something new; return events, then the latest reports."""
+        with self._lock:
+            if not self._dirty:
+                self._lock.wait(timeout)
+            out = list(self._events)
+            self._events.clear()
+            if self._dirty:
+                out += [m for m in (self._inventory, self._counts) if m is not None]
+            self._dirty = False
+            return out
+
+    def latest(self) -> list[agent_pb2.AgentMessage]:
+        """The latest reports, for a full resync after reconnecting (events are not repeated)."""
+        with self._lock:
+            return [m for m in (self._inventory, self._counts) if m is not None]
