@@ -210,6 +210,20 @@ class Launcher:
         ])
         return [manager, scheduler]
 
+    def start_hub_controllers(self, record: state.ClusterRecord) -> state.Component:
+        """The hub's controller-manager: only namespace deletion, garbage collection, accounts.
+
+        Like Karmada's control plane: without it a deleted hub namespace stays Terminating.
+        """
+        return self._start(f"{record.name}-controller-manager", [
+            str(self.tools.binary("kube-controller-manager")), f"--kubeconfig={record.kubeconfig}",
+            "--leader-elect=false", "--port=0", "--secure-port=0",
+            "--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,"
+            "clusterrole-aggregation",
+            f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
+            f"--root-ca-file={self.pki_dir / 'ca.crt'}", "--v=1",
+        ])
+
     def start_nodesim(self, record: state.ClusterRecord, groups: Sequence[nodesim.NodeGroup]) -> state.Component:
         profile = self.directory / record.name / "nodes.json"
         profile.write_text(nodesim.dump_profile(groups))
@@ -248,6 +262,8 @@ def up(
         if any(c.alive() for c in previous.components):
             raise SandboxError(f"a sandbox is already running in {directory}; "
                                "run `fedspread sandbox down` first")
+    elif directory.exists() and any(directory.iterdir()):
+        raise SandboxError(f"{directory} is not empty and holds no sandbox; give an empty or new --dir")
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     tools = build.ensure(report)
@@ -261,6 +277,7 @@ def up(
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(servers)) as pool:
             list(pool.map(lambda pair: launcher.wait_apiserver(*pair), servers))
         report(f"apiservers ready in {time.monotonic() - started:.1f} s")
+        launcher.start_hub_controllers(servers[0][0])
         waits = []
         for record, _ in servers[1:]:
             manager, _scheduler = launcher.start_member_controllers(record)

@@ -1,45 +1,55 @@
 """The kubelets of a sandbox member: fake nodes whose pods really become Running and Ready.
 
-Why: the sandbox runs real apiservers, schedulers and controller-managers but no kubelet or
-container runtime. Without something playing the kubelet, nodes stay NotReady (and tainted), bound
-pods stay Pending forever and deletions never finish, so ReplicaSets, garbage collection and
-namespace deletion stall. This process registers nodes from a declarative profile, clears the
-not-ready taint, keeps the nodes' Ready heartbeat, marks bound pods Running/Ready with realistic
-status fields, and completes graceful deletions (grace 0). It watches pods and works through them
-with a small thread pool so that hundreds of pods do not fall behind.
+Why: the sandbox has real control planes but no kubelet or container runtime, so nodes would stay
+NotReady, bound pods Pending and deletions unfinished (stalling ReplicaSets, garbage collection and
+namespace deletion). This process registers nodes from a profile (labels, taints, any allocatable
+resource), clears the not-ready taint, renews their Leases and status, reports bound pods Running
+with kubelet-like status and completes graceful deletions (grace 0). Hundreds of pods must not fall
+behind: one list+watch (resumed from its resourceVersion, relisted only on 410 Gone) feeds a
+de-duplicating work queue drained by a thread pool, with raw JSON on a connection pool of that size
+(the generated client's model decoding cost more CPU than the requests). Apiserver restarts are
+retried with backoff and logged as rate-limited warnings, never fatal.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
+import collections
+import contextlib
+import copy
 import dataclasses
 import datetime
-import ipaddress
+import heapq
 import itertools
 import json
 import logging
+import pathlib
+import queue
 import signal
 import threading
-from collections.abc import Sequence
+import time
+import urllib.parse
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
-HEARTBEAT_SECONDS = 20.0
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+HEARTBEAT_SECONDS = 20.0  # Lease renewal; node status every third beat
+WATCH_SECONDS = 300
+DEFAULT_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
 log = logging.getLogger("fedspread.nodesim")
+Json = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeGroup:
-    """`count` identical nodes named `<prefix>-<i>`."""
+    """`count` identical nodes `<prefix>-<i>`; allocatable extends the defaults (e.g. nvidia.com/gpu)."""
 
     prefix: str
     count: int
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     taints: list[dict[str, str]] = dataclasses.field(default_factory=list)
-    allocatable: dict[str, str] = dataclasses.field(
-        default_factory=lambda: {"cpu": "4", "memory": "16Gi", "pods": "110"}
-    )
+    allocatable: dict[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_ALLOCATABLE))
 
 
 def default_profile(cluster: str, nodes: int) -> list[NodeGroup]:
@@ -64,168 +74,306 @@ def load_profile(text: str) -> list[NodeGroup]:
 
 def count_ready_nodes(node_list_json: bytes) -> int:
     """How many nodes of a NodeList are Ready and carry no not-ready taint."""
-    ready = 0
-    for node in json.loads(node_list_json).get("items", []):
-        conditions = node.get("status", {}).get("conditions", [])
-        taints = node.get("spec", {}).get("taints") or []
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not any(
-            t.get("key") == NOT_READY_TAINT for t in taints
-        ):
-            ready += 1
-    return ready
+    return sum(
+        any(c["type"] == "Ready" and c["status"] == "True"
+            for c in node.get("status", {}).get("conditions", []))
+        and not any(t.get("key") == NOT_READY_TAINT for t in node.get("spec", {}).get("taints") or [])
+        for node in json.loads(node_list_json).get("items", []))
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _stamp(moment: datetime.datetime | None = None, *, micro: bool = False) -> str:
+    moment = moment or datetime.datetime.now(datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_status(pod: Json, *, now: datetime.datetime, pod_ip: str, host_ip: str) -> tuple[Json, float | None]:
+    """What a kubelet reports for a bound pod at `now`, and in how many seconds that next changes:
+    init containers completed; from the pod's start, each container started after its startupProbe's
+    initialDelaySeconds, ready after its readinessProbe's too; the pod Ready when all containers are
+    and all readiness gates' conditions are True. (The apiserver sets qosClass on create.)"""
+    spec, status, uid = pod["spec"], pod.get("status") or {}, pod["metadata"]["uid"]
+    begun = status.get("startTime") if status.get("phase") == "Running" else None
+    start = datetime.datetime.fromisoformat(begun.replace("Z", "+00:00")) if begun else now
+    elapsed, at = (now - start).total_seconds(), _stamp(start)
+    waits: list[float] = []
+
+    def container(c: Json, init: bool) -> Json:
+        image, cid = c.get("image") or "sim", f"sim://{uid}-{c['name']}"
+        startup, readiness = (float((c.get(p) or {}).get("initialDelaySeconds") or 0)
+                              for p in ("startupProbe", "readinessProbe"))
+        if not init:
+            waits.extend(d - elapsed for d in (startup, startup + readiness) if d > elapsed)
+        state = ({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": at, "finishedAt": at,
+                                 "containerID": cid}} if init else {"running": {"startedAt": at}})
+        return {"name": c["name"], "image": image, "imageID": f"sim://{image}", "containerID": cid,
+                "restartCount": 0, "started": not init and elapsed >= startup,
+                "ready": init or elapsed >= startup + readiness, "state": state}
+
+    containers = [container(c, False) for c in spec["containers"]]
+    have = {c["type"]: c for c in status.get("conditions") or []}
+    ok = all(c["ready"] for c in containers)
+    gated = ok and any(have.get(g["conditionType"], {}).get("status") != "True"
+                       for g in spec.get("readinessGates") or [])
+
+    def condition(kind: str, value: bool, reason: str = "") -> Json:
+        text, old = str(value), have.get(kind, {})
+        return {"type": kind, "status": text, "lastProbeTime": None, **({} if value else {"reason": reason}),
+                "lastTransitionTime": old["lastTransitionTime"] if old.get("status") == text else _stamp(now)}
+
+    return {
+        "phase": "Running", "hostIP": host_ip, "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "startTime": at,
+        "conditions": [condition("Initialized", True), condition("PodScheduled", True),
+                       condition("ContainersReady", ok, "ContainersNotReady"),
+                       condition("Ready", ok and not gated,
+                                 "ReadinessGatesNotReady" if gated else "ContainersNotReady")],
+        "containerStatuses": containers,
+        "initContainerStatuses": [container(c, True) for c in spec.get("initContainers") or []],
+    }, min(waits, default=None)
+
+
+def _signature(status: Json) -> tuple[Any, ...]:
+    """The part of a pod status whose change needs a write."""
+    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+    containers = [(c["name"], c.get("started"), c.get("ready")) for c in status.get("containerStatuses", [])]
+    return status.get("phase"), conditions.get("Ready"), conditions.get("ContainersReady"), *containers
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the apiserver (or a watch's ERROR event)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message[:300]}")
+        self.status = status
+
+
+class _Api:
+    """Raw-JSON requests on the kubernetes client's authenticated connection pool."""
+
+    def __init__(self, api: Any, pool_size: int) -> None:
+        from kubernetes import client
+
+        configuration = copy.deepcopy(api.configuration)
+        configuration.connection_pool_maxsize = pool_size
+        self.client = client.ApiClient(configuration)
+        self.host = configuration.host
+
+    def call(self, method: str, path: str, body: Json | None = None, *, stream: bool = False,
+             ok: tuple[int, ...] = (), **query: Any) -> Any:
+        """One request's JSON answer (`stream`: the unread response); None if its error is in `ok`."""
+        headers = {"User-Agent": "fedspread-nodesim", "Accept": "application/json", "Content-Type":
+                   "application/strategic-merge-patch+json" if method == "PATCH" else "application/json"}
+        self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        url = f"{self.host}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        answer = self.client.rest_client.request(method, url, headers=headers, body=body,
+                                                 _request_timeout=(5, WATCH_SECONDS + 30 if stream else 30))
+        if answer.status in ok:
+            return None
+        if not 200 <= answer.status <= 299:
+            raise ApiError(answer.status, answer.read().decode(errors="replace"))
+        return answer.response if stream else json.loads(answer.read() or b"{}")
 
 
 class NodeSimulator:
     """Plays the kubelet for every node of a profile on one member apiserver."""
 
-    def __init__(self, api: Any, groups: Sequence[NodeGroup], *, workers: int = 8) -> None:
-        from kubernetes import client
-
-        self.core = client.CoreV1Api(api)
-        self.groups = list(groups)
-        self.nodes = [f"{g.prefix}-{i}" for g in self.groups for i in range(g.count)]
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
+    def __init__(self, api: Any, groups: Sequence[NodeGroup], *, workers: int = 16) -> None:
+        self.api = _Api(api, pool_size=workers + 4)  # + watch, heartbeat and slack
+        self.groups, self.workers = list(groups), workers
+        self._group = {f"{g.prefix}-{i}": g for g in self.groups for i in range(g.count)}
+        self.nodes = list(self._group)
+        self._index = {name: i for i, name in enumerate(self.nodes)}
+        self._ips = {name: itertools.count() for name in self.nodes}  # next() is atomic
         self.stop = threading.Event()
-        self._ips = (str(ipaddress.ip_address("10.244.0.0") + i) for i in itertools.count(2))
-        self._ip_lock = threading.Lock()
-        self._in_flight: set[str] = set()
-        self._flight_lock = threading.Lock()
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        self._queued: set[str] = set()  # in the queue, not yet taken: never queued twice
+        self._later: list[tuple[float, str]] = []  # (due, key): retries and probe delays
+        self._lock = threading.Lock()
+        self._pods: dict[str, Json] = {}  # newest object seen of each pod bound to our nodes
+        self._written: dict[str, Any] = {}  # pod uid -> signature last written, or "deleted"
+        self._uids: dict[str, str] = {}  # registered nodes
+        self._version: str | None = None  # of the pod watch
+        self._stream: Any = None
+        self._warned: dict[str, float] = {}
 
-    def _node_status(self, group: NodeGroup) -> dict[str, Any]:
-        now = _now()
+    def _warn(self, kind: str, message: str) -> None:
+        """A warning, at most one per kind every 10 s: an apiserver restart is not 300 warnings."""
+        quiet = time.monotonic() - self._warned.get(kind, -10.0) < 10
+        log.log(logging.DEBUG if quiet else logging.WARNING, "%s", message)
+        if not quiet:
+            self._warned[kind] = time.monotonic()
+
+    def _address(self, node: str, host: int | None = None) -> str:
+        i = self._index[node]
+        return f"127.1.{i // 250}.{i % 250 + 1}" if host is None else f"10.{244 + i // 256}.{i % 256}.{host}"
+
+    def _enqueue(self, key: str, delay: float = 0.0) -> None:
+        with self._lock:
+            if delay > 0:
+                heapq.heappush(self._later, (time.monotonic() + delay, key))
+            elif key not in self._queued:
+                self._queued.add(key)
+                self.queue.put(key)
+
+    def _node_status(self, name: str) -> Json:
+        resources, now = {**DEFAULT_ALLOCATABLE, **self._group[name].allocatable}, _stamp()
         return {"status": {
-            "capacity": group.allocatable, "allocatable": group.allocatable,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "fedspread node simulator", "lastHeartbeatTime": now,
-                            "lastTransitionTime": now}],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "nodeInfo": {"kubeletVersion": "v1.20.2-fedspread-sim", "kubeProxyVersion": "",
-                         "operatingSystem": "linux", "architecture": "amd64",
-                         "containerRuntimeVersion": "sim://1", "osImage": "sandbox",
-                         "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
-        }}
+            "capacity": resources, "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message":
+                            "fedspread node simulator", "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "addresses": [{"type": "InternalIP", "address": self._address(name)}],
+            "nodeInfo": {"kubeletVersion": "v1.20.2-fedspread-sim", "containerRuntimeVersion": "sim://1",
+                         "operatingSystem": "linux", "architecture": "amd64", "osImage": "sandbox"}}}
 
-    def register(self) -> None:
-        """Create (or adopt) every node, mark it Ready and drop the not-ready taint."""
-        from kubernetes.client import exceptions
+    def register_node(self, name: str) -> None:
+        """Create (or adopt) one node, report it Ready and drop the not-ready taint."""
+        group, cidr = self._group[name], self._address(name, 0) + "/24"
+        labels = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **group.labels,
+                  "kubernetes.io/hostname": name}
+        self.api.call("POST", "/api/v1/nodes", {"metadata": {"name": name, "labels": labels}, "spec": {
+            "taints": group.taints, "podCIDR": cidr, "podCIDRs": [cidr]}}, ok=(409,))  # 409: adopt it
+        node = self.api.call("PATCH", f"/api/v1/nodes/{name}/status", self._node_status(name))
+        taints = node["spec"].get("taints") or []
+        if (kept := [t for t in taints if t.get("key") != NOT_READY_TAINT]) != taints:
+            self.api.call("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": kept or None}})
+        self._uids[name] = node["metadata"]["uid"]
 
-        for group in self.groups:
-            for index in range(group.count):
-                name = f"{group.prefix}-{index}"
-                body = {"apiVersion": "v1", "kind": "Node", "metadata": {
-                    "name": name, "labels": {**group.labels, "kubernetes.io/hostname": name}},
-                    "spec": {"taints": group.taints}}
-                try:
-                    self.core.create_node(body)
-                except exceptions.ApiException as error:
-                    if error.status != 409:
-                        raise
-                self.core.patch_node_status(name, self._node_status(group))
-                self._clear_not_ready(name, group)
-
-    def _clear_not_ready(self, name: str, group: NodeGroup) -> None:
-        node = self.core.read_node(name)
-        taints = [t for t in (node.spec.taints or []) if t.key != NOT_READY_TAINT]
-        if len(taints) != len(node.spec.taints or []):
-            self.core.patch_node(name, {"spec": {"taints": [
-                {"key": t.key, "value": t.value, "effect": t.effect} for t in taints] or None}})
+    def renew_lease(self, name: str) -> None:
+        """Renew the node's Lease in kube-node-lease (creating it if missing), as a kubelet does."""
+        spec = {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": _stamp(micro=True)}
+        if self.api.call("PATCH", f"{LEASES}/{name}", {"spec": spec}, ok=(404,)) is None:
+            owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": self._uids[name]}
+            self.api.call("POST", LEASES, {"metadata": {"name": name, "ownerReferences": [owner]},
+                                           "spec": spec})
 
     def heartbeat(self) -> None:
-        """Refresh every node's Ready condition until stopped."""
-        by_name = {f"{g.prefix}-{i}": g for g in self.groups for i in range(g.count)}
-        while not self.stop.wait(HEARTBEAT_SECONDS):
-            for name, group in by_name.items():
+        """(Re-)register nodes, then every 20 s renew their Leases, every third time their status."""
+        for beat in itertools.count():
+            alive = {p["metadata"]["uid"] for p in list(self._pods.values())}
+            for uid in set(self._written) - alive:  # a DELETED event can beat a worker's write
+                self._written.pop(uid, None)
+            for name in self.nodes:
                 try:
-                    self.core.patch_node_status(name, self._node_status(group))
-                except Exception as error:  # a restart of the apiserver must not end the loop
-                    log.warning("heartbeat for %s failed: %s", name, error)
-
-    def _run_pod(self, namespace: str, name: str, pod: Any) -> None:
-        now = _now()
-        with self._ip_lock:
-            ip = next(self._ips)
-        containers = [{"name": c.name, "image": c.image or "sim", "imageID": f"sim://{c.image}",
-                       "containerID": f"sim://{namespace}-{name}-{c.name}", "ready": True,
-                       "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}}}
-                      for c in pod.spec.containers]
-        conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
-                      for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
-        self.core.patch_namespaced_pod_status(name, namespace, {"status": {
-            "phase": "Running", "conditions": conditions, "hostIP": "127.0.0.1", "podIP": ip,
-            "podIPs": [{"ip": ip}], "startTime": now, "containerStatuses": containers}})
-
-    def _finish_deletion(self, namespace: str, name: str) -> None:
-        from kubernetes.client import exceptions
-
-        try:
-            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        except exceptions.ApiException as error:
-            if error.status != 404:
-                raise
-
-    def _handle(self, pod: Any) -> None:
-        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        try:
-            if pod.metadata.deletion_timestamp is not None:
-                self._finish_deletion(pod.metadata.namespace, pod.metadata.name)
-            elif pod.spec.node_name in self._node_set and pod.status.phase == "Pending":
-                self._run_pod(pod.metadata.namespace, pod.metadata.name, pod)
-        except Exception as error:
-            log.warning("pod %s: %s", key, error)
-        finally:
-            with self._flight_lock:
-                self._in_flight.discard(key)
-
-    def _submit(self, pod: Any) -> None:
-        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        needs_work = pod.metadata.deletion_timestamp is not None or (
-            pod.spec.node_name in self._node_set and pod.status.phase == "Pending")
-        if not needs_work:
-            return
-        with self._flight_lock:
-            if key in self._in_flight:
+                    if name not in self._uids:
+                        self.register_node(name)
+                    elif beat % 3 == 0:
+                        self.api.call("PATCH", f"/api/v1/nodes/{name}/status", self._node_status(name))
+                    self.renew_lease(name)
+                except Exception as error:
+                    if isinstance(error, ApiError) and error.status == 404:
+                        self._uids.pop(name, None)
+                    self._warn("heartbeat", f"heartbeat of node {name} failed: {error}")
+            if self.stop.wait(1.0 if len(self._uids) < len(self.nodes) else HEARTBEAT_SECONDS):
                 return
-            self._in_flight.add(key)
-        self.pool.submit(self._handle, pod)
+
+    def sync_pod(self, key: str) -> None:
+        """Bring one pod's status, or its deletion, to what a kubelet would have made of it."""
+        if (pod := self._pods.get(key)) is None:
+            return
+        meta, status, node = pod["metadata"], pod.get("status") or {}, pod["spec"]["nodeName"]
+        path, uid = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", meta["uid"]
+        if meta.get("deletionTimestamp"):
+            if self._written.get(uid) != "deleted":
+                self.api.call("DELETE", path, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
+                              ok=(404, 409))  # gone already, or a new pod of that name
+                self._written[uid] = "deleted"
+            return
+        if status.get("phase") not in (None, "Pending", "Running"):
+            return
+        ip = status.get("podIP") or self._address(node, next(self._ips[node]) % 253 + 2)
+        desired, wake = pod_status(pod, now=datetime.datetime.now(datetime.UTC), pod_ip=ip,
+                                   host_ip=self._address(node))
+        if _signature(desired) not in (_signature(status), self._written.get(uid)):
+            self.api.call("PATCH", f"{path}/status", {"status": desired})
+            self._written[uid] = _signature(desired)
+        if wake:
+            self._enqueue(key, wake + 0.05)
+
+    def _work(self) -> None:
+        failures: collections.Counter[str] = collections.Counter()
+        while (key := self.queue.get()) is not None and not self.stop.is_set():
+            with self._lock:
+                self._queued.discard(key)
+            try:
+                self.sync_pod(key)
+                failures.pop(key, None)
+            except Exception as error:
+                failures[key] += 1
+                self._warn("pod", f"pod {key}: {error}; retrying")
+                self._enqueue(key, min(30.0, 0.25 * 2 ** failures[key]))
+
+    def _observe(self, kind: str, pod: Json) -> None:
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        if kind != "DELETED" and pod["spec"].get("nodeName") in self._group:
+            self._pods[key] = pod
+            self._enqueue(key)
+        elif self._pods.pop(key, None) is not None:  # gone, or (never) moved off our nodes
+            self._written.pop(pod["metadata"]["uid"], None)
+
+    def _events(self) -> Iterator[Json]:
+        """With no resourceVersion to resume from, a fresh list (as ADDED events); then a watch."""
+        selector = "spec.nodeName!="
+        if self._version is None:
+            listing = self.api.call("GET", "/api/v1/pods", fieldSelector=selector)
+            for key in set(self._pods) - {f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                                          for p in listing["items"]}:
+                self._pods.pop(key, None)
+            yield from ({"type": "ADDED", "object": p} for p in listing["items"])
+            self._version = listing["metadata"]["resourceVersion"]
+        self._stream = self.api.call("GET", "/api/v1/pods", stream=True, watch="true",
+                                     allowWatchBookmarks="true", resourceVersion=self._version,
+                                     timeoutSeconds=WATCH_SECONDS, fieldSelector=selector)
+        buffer = b""
+        try:
+            for chunk in self._stream.stream(amt=None, decode_content=False):
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for event in (json.loads(line) for line in lines if line.strip()):
+                    yield event
+                    self._version = event["object"]["metadata"]["resourceVersion"]
+        finally:
+            self._stream.close()
+            self._stream.release_conn()
 
     def watch_pods(self) -> None:
-        """List, then watch pods, resuming on resourceVersion and relisting on 410 Gone."""
-        from kubernetes import watch
-        from kubernetes.client import exceptions
-
-        self._node_set = set(self.nodes)
+        """List, then watch pods: resume from the last resourceVersion, relist only on 410 Gone."""
         while not self.stop.is_set():
             try:
-                listing = self.core.list_pod_for_all_namespaces()
-                for pod in listing.items:
-                    self._submit(pod)
-                version = listing.metadata.resource_version
-                stream = watch.Watch()
-                for event in stream.stream(self.core.list_pod_for_all_namespaces,
-                                           resource_version=version, timeout_seconds=60):
-                    if self.stop.is_set():
-                        stream.stop()
-                        break
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._submit(event["object"])
-            except exceptions.ApiException as error:
-                if error.status != 410:
-                    log.warning("pod watch failed: %s", error)
-                    self.stop.wait(1)
+                for event in self._events():
+                    if event["type"] == "ERROR":
+                        raise ApiError(event["object"].get("code") or 500, event["object"].get("message", ""))
+                    if event["type"] != "BOOKMARK":
+                        self._observe(event["type"], event["object"])
             except Exception as error:
-                log.warning("pod watch interrupted: %s", error)
-                self.stop.wait(1)
+                if isinstance(error, ApiError) and error.status == 410:
+                    self._version = None  # too old to resume from: relist
+                elif not self.stop.is_set():
+                    self._warn("watch", f"pod watch interrupted ({error}); resuming")
+                    self.stop.wait(1.0)
+
+    def shutdown(self) -> None:
+        """Stop workers, heartbeat and the watch (whose connection is cut)."""
+        self.stop.set()
+        for _ in range(self.workers):
+            self.queue.put(None)
+        with contextlib.suppress(Exception):
+            self._stream.shutdown()
 
     def run(self) -> None:
-        """Register nodes, then heartbeat and simulate pods until `stop` is set."""
-        self.register()
-        threading.Thread(target=self.heartbeat, name="heartbeat", daemon=True).start()
-        self.watch_pods()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        """Register nodes, simulate their pods and keep them alive until `shutdown`."""
+        targets = [self.heartbeat, self.watch_pods] + [self._work] * self.workers
+        threads = [threading.Thread(target=target, daemon=True) for target in targets]
+        for thread in threads:
+            thread.start()
+        log.info("simulating %d nodes at %s with %d workers", len(self.nodes), self.api.host, self.workers)
+        while not self.stop.wait(0.2):  # a timed wait, so that signals reach the main thread
+            due = []
+            with self._lock:
+                while self._later and self._later[0][0] <= time.monotonic():
+                    due.append(heapq.heappop(self._later)[1])
+            for key in due:
+                self._enqueue(key)
+        self.shutdown()
+        for thread in threads:
+            thread.join(timeout=5)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,17 +381,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Simulate the kubelets of a sandbox member cluster.")
     parser.add_argument("--kubeconfig", required=True, help="kubeconfig of the member apiserver")
     parser.add_argument("--profile", required=True, help="JSON node profile (list of node groups)")
-    parser.add_argument("--workers", type=int, default=8, help="parallel pod updates")
+    parser.add_argument("--workers", type=int, default=16, help="parallel pod updates")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retries are ours to report
     from kubernetes import config
 
-    with open(args.profile) as source:
-        groups = load_profile(source.read())
-    api = config.new_client_from_config(config_file=args.kubeconfig)
-    simulator = NodeSimulator(api, groups, workers=args.workers)
-    signal.signal(signal.SIGTERM, lambda *_: simulator.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: simulator.stop.set())
+    groups = load_profile(pathlib.Path(args.profile).read_text())
+    simulator = NodeSimulator(config.new_client_from_config(config_file=args.kubeconfig), groups,
+                              workers=args.workers)
+    signal.signal(signal.SIGTERM, lambda *_: simulator.shutdown())
+    signal.signal(signal.SIGINT, lambda *_: simulator.shutdown())
     simulator.run()
     return 0
 

@@ -49,8 +49,12 @@ class Component:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             return
-        time.sleep(0.1)
-        _reap(self.pid)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            _reap(self.pid)
+            if not self.alive():
+                return
+            time.sleep(0.05)
 
 
 def _reap(pid: int) -> None:

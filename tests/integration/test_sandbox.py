@@ -115,11 +115,16 @@ def test_valid_federated_spread_is_accepted_and_reads_back(clusters: Clusters, n
     api = clusters.custom("hub")
     body = valid_spread("web")
     created = api.create_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, body)
-    assert created["metadata"]["uid"]
-    stored = api.get_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, "web")
-    assert stored["spec"] == body["spec"], "the hub must store the spec exactly as sent (no pruning)"
-    listed = api.list_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS)
-    assert [item["metadata"]["name"] for item in listed["items"]] == ["web"]
+    try:
+        assert created["metadata"]["uid"]
+        stored = api.get_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, "web")
+        assert stored["spec"] == body["spec"], "the hub must store the spec exactly as sent (no pruning)"
+        listed = api.list_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS)
+        assert [item["metadata"]["name"] for item in listed["items"]] == ["web"]
+    finally:
+        # The hub runs no namespace controller, so deleting the test namespace would leave this
+        # spread behind for later tests that watch every namespace: delete it explicitly.
+        api.delete_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, "web")
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
