@@ -1,0 +1,132 @@
+"""The agent's Prometheus metrics: admission latency, decisions per subset, link state.
+
+Why a registry per agent instead of prometheus_client's global one: tests (and a process that runs
+one agent per member, like the demo) create several agents; metrics registered twice in the global
+registry raise, and metrics shared between agents would mix their numbers. Each `AgentMetrics`
+owns a `CollectorRegistry`, and `serve` exposes exactly that registry.
+
+What is measured and why:
+* `fedspread_agent_admission_seconds` — the webhook runs on every pod create of the cluster that
+  carries the spread label; it must stay in the sub-millisecond range (no network on the path).
+* `fedspread_agent_admission_decisions_total{spread,subset,outcome}` — how pods are being placed:
+  `assigned` (a subset with quota), `no-subset` (every subset full: the pod will go first on
+  scale-down), `passthrough` (not ours), `deleting` (a delete or eviction noted).
+* `fedspread_agent_link_connected` and `fedspread_agent_fail_static` — whether the coordinator is
+  reachable and whether the agent is enforcing its last quotas without it (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Protocol
+
+import prometheus_client
+
+LOG = logging.getLogger(__name__)
+
+# 50 µs .. 100 ms: a local decision is tens of microseconds; anything near 100 ms is a problem
+# (the apiserver gives the webhook 2 s in total, for every webhook of the request).
+LATENCY_BUCKETS = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+)
+ASSIGNED = "assigned"
+NO_SUBSET = "no-subset"
+PASSTHROUGH = "passthrough"
+DELETING = "deleting"
+OUTCOMES = (ASSIGNED, NO_SUBSET, PASSTHROUGH, DELETING)
+
+
+class Stoppable(Protocol):
+    """What `serve` returns: the metrics HTTP server, to shut down."""
+
+    server_port: int
+
+    def shutdown(self) -> None:
+        """Stop serving."""
+
+    def server_close(self) -> None:
+        """Close the listening socket."""
+
+
+class AgentMetrics:
+    """The metrics of one agent, in their own registry."""
+
+    def __init__(self, *, cluster: str = "") -> None:
+        self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
+        self.cluster = cluster
+        self.admission_latency = prometheus_client.Histogram(
+            "fedspread_agent_admission_seconds",
+            "Time the webhook took to answer one AdmissionReview (parse to response).",
+            ["operation"], buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.decisions = prometheus_client.Counter(
+            "fedspread_agent_admission_decisions",
+            "Admission decisions by spread, subset and outcome.",
+            ["spread", "subset", "outcome"], registry=self.registry,
+        )
+        self.rejected = prometheus_client.Counter(
+            "fedspread_agent_admission_rejected",
+            "Requests to the webhook answered with an HTTP error, by status code.",
+            ["code"], registry=self.registry,
+        )
+        self.link_connected = prometheus_client.Gauge(
+            "fedspread_agent_link_connected",
+            "1 while the stream to the coordinator is up, 0 otherwise.",
+            registry=self.registry,
+        )
+        self.fail_static = prometheus_client.Gauge(
+            "fedspread_agent_fail_static",
+            "1 while the agent enforces its last quotas without a coordinator.",
+            registry=self.registry,
+        )
+        self._lock = threading.Lock()
+        self._server: Stoppable | None = None
+
+    def observe_admission(self, operation: str, seconds: float) -> None:
+        """Record one admission's latency."""
+        self.admission_latency.labels(operation=operation).observe(seconds)
+
+    def decision(self, *, spread: str, subset: str | None, outcome: str) -> None:
+        """Count one admission decision (`subset` None for pods given no subset)."""
+        self.decisions.labels(spread=spread, subset=subset or "", outcome=outcome).inc()
+
+    def decision_count(self, *, spread: str, subset: str | None, outcome: str) -> float:
+        """How many decisions of that kind were counted (for tests and the status command)."""
+        value = self.registry.get_sample_value(
+            "fedspread_agent_admission_decisions_total",
+            {"spread": spread, "subset": subset or "", "outcome": outcome},
+        )
+        return value or 0.0
+
+    def http_error(self, code: int) -> None:
+        """Count a request answered with HTTP `code`."""
+        self.rejected.labels(code=str(code)).inc()
+
+    def set_link(self, *, connected: bool) -> None:
+        """The link went up (fail static ends) or down (fail static begins)."""
+        self.link_connected.set(1 if connected else 0)
+        self.fail_static.set(0 if connected else 1)
+
+    def serve(self, port: int, *, addr: str = "0.0.0.0") -> int:
+        """Expose /metrics on `port` (plain HTTP, as Prometheus scrapes in-cluster); the bound port."""
+        with self._lock:
+            if self._server is not None:
+                raise RuntimeError("metrics are already served")
+            server, _thread = prometheus_client.start_http_server(port, addr=addr, registry=self.registry)
+            self._server = server
+            bound = int(server.server_port)
+        LOG.info("metrics served on %s:%d", addr, bound)
+        return bound
+
+    def stop(self) -> None:
+        """Stop serving /metrics (no-op when not serving)."""
+        with self._lock:
+            server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+    def exposition(self) -> bytes:
+        """The current metrics in the Prometheus text format."""
+        return prometheus_client.generate_latest(self.registry)

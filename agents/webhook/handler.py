@@ -1,0 +1,187 @@
+"""The admission decision: which subset a new pod of a spread gets, and which pods are going away.
+
+Why here and not in the server: the HTTP shell only moves bytes; this is where DESIGN §4 happens,
+and it is tested directly with a real `Bookkeeping` and hand-made assignments, including real
+concurrency. The path makes no network call — the quota table is local, pushed by the coordinator —
+and a pod of no spread returns at once, untouched, so that the webhook costs nothing to the rest of
+the cluster.
+
+* Pod CREATE of a spread: `Bookkeeping.admit` chooses the first subset in spec order with quota
+  left for the pod's template revision (kruise#834) and records it in creatingPods under the pod's
+  name — generated here from `generateName` when the pod has none, as Kruise does, so that the
+  controller can later match the pod it sees with the entry. The answer is the JSONPatch of
+  `mutation.mutate_pod`. No subset left: the pod is allowed untouched (its deletion cost will make
+  it the first to go).
+* Pod DELETE, and CREATE of pods/eviction (which names the pod but carries no labels): the pod goes
+  into deletingPods. Deletions are never blocked.
+* Dry-run requests get the same answer and leave the bookkeeping alone (the configuration says
+  sideEffects None).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agents import assignment, bookkeeping, metrics
+from agents.webhook import review
+from federation.core import mutation
+
+LOG = logging.getLogger(__name__)
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+TokenSource = Callable[[], str]
+
+
+def _pod_metadata(pod: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The pod's metadata with labels, annotations, name and generateName type-checked."""
+    meta: dict[str, Any] = review.field(pod, "metadata", dict, where, default={})
+    path = f"{where}.metadata"
+    review.string_map(meta, "labels", path)
+    review.string_map(meta, "annotations", path)
+    review.field(meta, "name", str, path)
+    review.field(meta, "generateName", str, path)
+    return meta
+
+
+def _check_injectable(pod: Mapping[str, Any]) -> None:
+    """ReviewError unless the fields the injection touches have the shapes of a core/v1 Pod.
+
+    Checked before the bookkeeping records anything, so that a malformed pod never holds quota.
+    """
+    spec: dict[str, Any] = review.field(pod, "spec", dict, "request.object", default={})
+    review.field(spec, "tolerations", list, "request.object.spec")
+    affinity: dict[str, Any] = review.field(spec, "affinity", dict, "request.object.spec", default={})
+    node: dict[str, Any] = review.field(affinity, "nodeAffinity", dict, "spec.affinity", default={})
+    review.field(node, _PREFERRED, list, "spec.affinity.nodeAffinity")
+    required: dict[str, Any] = review.field(node, _REQUIRED, dict, "spec.affinity.nodeAffinity", default={})
+    terms: list[Any] = review.field(required, "nodeSelectorTerms", list, f"nodeAffinity.{_REQUIRED}",
+                                    default=[])
+    for i, term in enumerate(terms):
+        if not isinstance(term, dict):
+            raise review.ReviewError(f"nodeSelectorTerms[{i}] must be object")
+        for key in ("matchExpressions", "matchFields"):
+            review.field(term, key, list, f"nodeSelectorTerms[{i}]")
+
+
+class AdmissionHandler:
+    """Answers AdmissionReviews from the local bookkeeping (thread-safe, no I/O)."""
+
+    def __init__(self, book: bookkeeping.Bookkeeping, agent_metrics: metrics.AgentMetrics, *,
+                 token_source: TokenSource = secrets.token_hex) -> None:
+        self.book = book
+        self.metrics = agent_metrics
+        self._token = token_source
+
+    # --- entry points -----------------------------------------------------------------------------
+
+    def respond(self, body: bytes, *, max_body: int = review.MAX_BODY) -> bytes:
+        """Parse a request body, decide, and encode the response; ReviewError for bad input."""
+        started = time.perf_counter()
+        parsed = review.parse(body, max_body=max_body)
+        answer = review.encode(self.handle(parsed))
+        self.metrics.observe_admission(parsed.operation, time.perf_counter() - started)
+        return answer
+
+    def handle(self, request: review.Review) -> dict[str, Any]:
+        """The response AdmissionReview for a parsed request."""
+        if request.is_resource("pods"):
+            if request.operation == "CREATE":
+                return self._create(request)
+            if request.operation == "DELETE":
+                return self._delete(request)
+        elif request.is_resource("pods", sub_resource="eviction") and request.operation == "CREATE":
+            return self._evict(request)
+        return review.allow(request.uid)
+
+    # --- pod CREATE -------------------------------------------------------------------------------
+
+    def _create(self, request: review.Review) -> dict[str, Any]:
+        pod = request.object
+        if pod is None:
+            raise review.ReviewError("request.object is required for a pod CREATE")
+        meta = _pod_metadata(pod, "request.object")
+        labels = meta.get("labels") or {}
+        spread = self.book.spread_of(request.namespace, labels)
+        if spread is None:
+            self.metrics.decision(spread="", subset=None, outcome=metrics.PASSTHROUGH)
+            return review.allow(request.uid)
+        _check_injectable(pod)
+        name = meta.get("name") or request.name
+        generated = None
+        if not name:
+            base = meta.get("generateName")
+            if not base:
+                raise review.ReviewError("the pod has neither metadata.name nor metadata.generateName")
+            name = generated = mutation.generated_name(base, token=self._token())
+        rule = self.book.admit(spread.spread, name, revision=labels.get(assignment.REVISION_LABEL, ""),
+                               dry_run=request.dry_run)
+        if rule is None:
+            self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.NO_SUBSET)
+            LOG.debug("pod %s/%s of %s: every subset is full here", request.namespace, name, spread.spread)
+            return review.allow(request.uid)
+        try:
+            mutated = mutation.mutate_pod(
+                pod, subset=rule.name, required_term=rule.required_term,
+                preferred_terms=rule.preferred_terms, tolerations=rule.tolerations, patch=rule.patch,
+                name=generated,
+            )
+        except ValueError as error:
+            # The pod's shape was checked above, so this is the subset's patch not fitting the pod:
+            # a configuration problem, not the requester's. Let the pod in unplaced and say so; its
+            # creatingPods entry settles when the controller sees the pod (without a subset).
+            LOG.error("spread %s subset %s cannot be injected into pod %s/%s: %s",
+                      spread.spread, rule.name, request.namespace, name, error)
+            self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.NO_SUBSET)
+            warning = f"fedspread: subset {rule.name} not injected: {error}"
+            return review.allow(request.uid, warnings=[warning])
+        self.metrics.decision(spread=spread.spread, subset=rule.name, outcome=metrics.ASSIGNED)
+        return review.allow(request.uid, patch=mutation.json_patch(pod, mutated))
+
+    # --- pod DELETE and eviction ------------------------------------------------------------------
+
+    def _delete(self, request: review.Review) -> dict[str, Any]:
+        old = request.old_object
+        meta = _pod_metadata(old, "request.oldObject") if old is not None else {}
+        name = meta.get("name") or request.name
+        subset = (meta.get("annotations") or {}).get(assignment.SUBSET_ANNOTATION) or None
+        spread = self.book.spread_of(request.namespace, meta.get("labels"))
+        key = spread.spread if spread is not None else None
+        if key is None and (subset is not None or old is None) and name:
+            key = self._find_spread(request.namespace, name)
+        if key is not None and name:
+            self._note_deleting(key, name, subset=subset, dry_run=request.dry_run)
+        return review.allow(request.uid)
+
+    def _evict(self, request: review.Review) -> dict[str, Any]:
+        # The Eviction object carries the pod's name but none of its labels: look the pod up.
+        name = request.name
+        if not name and request.object is not None:
+            name = review.field(_pod_metadata(request.object, "request.object"), "name", str,
+                                "request.object.metadata", default="")
+        key = self._find_spread(request.namespace, name) if name else None
+        if key is not None:
+            self._note_deleting(key, name, subset=None, dry_run=request.dry_run)
+        return review.allow(request.uid)
+
+    def _note_deleting(self, spread: str, name: str, *, subset: str | None, dry_run: bool) -> None:
+        if dry_run:
+            return
+        chosen = self.book.note_deleting(spread, name, subset=subset)
+        if chosen is not None:
+            self.metrics.decision(spread=spread, subset=chosen, outcome=metrics.DELETING)
+
+    def _find_spread(self, namespace: str, name: str) -> str | None:
+        """The spread whose bookkeeping knows pod `namespace/name` (observed or being created)."""
+        for current in self.book.assignments():
+            if current.spread.partition("/")[0] != namespace:
+                continue
+            creating, _ = self.book.pending_entries(current.spread)
+            if name in creating or any(p.name == name for p in self.book.pods(current.spread)):
+                return current.spread
+        return None
