@@ -1,0 +1,262 @@
+"""A watch-fed cache of the member cluster's nodes, pods and fedspread Deployments, kept compact.
+
+Why a cache: the controller recounts every spread's pods each second, the inventory reporter folds
+every node and bound pod into pools, and workload sync compares every Deployment it owns with its
+assignment. Asking the apiserver each time would cost a list of 20,000 pods per second on a big
+cluster; a list-then-watch per resource (client-go's reflector) costs one stream.
+
+Why compact: a Pod object is a few kilobytes of JSON, a `V1Pod` model many times that. The cache
+keeps, per object, only what its readers use, converted once when the event arrives (by
+`agents.controller.views`):
+
+* nodes — `inventory.NodeView` (labels, taints, allocatable, cordon, Ready);
+* pods bound to a node and not finished — `inventory.PodUsage` (node, effective requests computed
+  once per pod with `fit.shape_from_pod_spec`; identical request sets are shared);
+* pods labelled `fedspread.io/spread` — `SpreadPod` (a `bookkeeping.PodRecord` and what deletion
+  cost needs besides), indexed by spread (all phases, bound or not: Pending pods matter here);
+* Deployments labelled `fedspread.io/spread` — `DeploymentView` (replicas, fedspread annotations).
+
+Responses are read as raw JSON (`_preload_content=False`): building client models for every pod on
+every event is what makes the generated client slow, not the network.
+
+Readers wait on `wait_for_change` (a change counter under a condition variable) instead of polling
+blindly. The streams themselves live in `agents.controller.reflector`.
+"""
+
+from __future__ import annotations
+
+import fractions
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+from agents import assignment
+from agents.controller import reflector, views
+from federation.core import inventory
+
+LOG = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+V = TypeVar("V")
+Requests = Mapping[str, fractions.Fraction]
+
+NODES, USAGE, SPREAD_PODS, DEPLOYMENTS = "nodes", "usage", "spread-pods", "deployments"
+BOUND_ACTIVE_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+"""The pods that take node resources, as kube-scheduler counts them."""
+MAX_INTERNED = 10_000
+"""Distinct request sets shared between pods (a workload's pods all request the same)."""
+
+
+class _Store(Generic[V]):
+    """Compact values by object key, optionally indexed; guarded by the cache's lock.
+
+    Each index group carries a version, unique across the store's life, that changes whenever a
+    member of the group does: readers can skip work for groups that did not change.
+    """
+
+    def __init__(self, convert: Callable[[Json, V | None], V | None],
+                 index: Callable[[V], str] | None = None) -> None:
+        self.convert = convert
+        self.index = index
+        self.items: dict[str, V] = {}
+        self.by_index: dict[str, dict[str, V]] = {}
+        self.group_versions: dict[str, int] = {}
+        self._counter = itertools.count(1)
+
+    def put(self, key: str, value: V | None) -> None:
+        old = self.items.pop(key, None)
+        if old is not None and self.index is not None:
+            name = self.index(old)
+            group = self.by_index.get(name, {})
+            group.pop(key, None)
+            self.group_versions[name] = next(self._counter)
+            if not group:
+                self.by_index.pop(name, None)
+                self.group_versions.pop(name, None)
+        if value is not None:
+            self.items[key] = value
+            if self.index is not None:
+                name = self.index(value)
+                self.by_index.setdefault(name, {})[key] = value
+                self.group_versions[name] = next(self._counter)
+
+
+class Cache:
+    """Nodes, pods and fedspread Deployments of one member cluster, fed by four watches."""
+
+    def __init__(self, core_api: Any, apps_api: Any, *, watch_seconds: int = 300,
+                 page_size: int = 500) -> None:
+        self._cond = threading.Condition()
+        self._changes = 0
+        self._versions = {NODES: 0, USAGE: 0, SPREAD_PODS: 0, DEPLOYMENTS: 0}
+        self._interned: dict[tuple[tuple[str, fractions.Fraction], ...], Requests] = {}
+        self._stores: dict[str, _Store[Any]] = {
+            NODES: _Store[inventory.NodeView](lambda obj, _: views.node_view(obj)),
+            USAGE: _Store[tuple[str, inventory.PodUsage]](self._usage),
+            SPREAD_PODS: _Store[views.SpreadPod](lambda obj, _: views.spread_pod(obj),
+                                                 index=lambda p: p.spread),
+            DEPLOYMENTS: _Store[views.DeploymentView](lambda obj, _: views.deployment_view(obj)),
+        }
+        self._stop = threading.Event()
+
+        def watch(kind: str, lister: Callable[..., Any], **selectors: str) -> reflector.Reflector:
+            return reflector.Reflector(kind, lister, sink=self._sink(kind), stop=self._stop,
+                                       watch_seconds=watch_seconds, page_size=page_size, **selectors)
+
+        spread = assignment.SPREAD_LABEL
+        self._reflectors = [
+            watch(NODES, core_api.list_node),
+            watch(USAGE, core_api.list_pod_for_all_namespaces, field_selector=BOUND_ACTIVE_PODS),
+            watch(SPREAD_PODS, core_api.list_pod_for_all_namespaces, label_selector=spread),
+            watch(DEPLOYMENTS, apps_api.list_deployment_for_all_namespaces, label_selector=spread),
+        ]
+        self._threads: list[threading.Thread] = []
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start one list+watch thread per resource."""
+        for item in self._reflectors:
+            thread = threading.Thread(target=item.run, name=f"cache-{item.kind}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every watch (their connections are cut) and wait for the threads."""
+        self._stop.set()
+        for item in self._reflectors:
+            item.close()
+        for thread in self._threads:
+            thread.join(timeout)
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """True once every resource has been listed once; False after `timeout` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: all(r.synced for r in self._reflectors), timeout)
+
+    @property
+    def synced(self) -> bool:
+        """Every resource has been listed at least once."""
+        return all(r.synced for r in self._reflectors)
+
+    # --- change notification ----------------------------------------------------------------------
+
+    def version(self, *kinds: str) -> int:
+        """A number that grows whenever one of `kinds` (all kinds if none) changes."""
+        with self._cond:
+            return self._current(kinds)
+
+    def wait_for_change(self, since: int, *, timeout: float, kinds: tuple[str, ...] = ()) -> int:
+        """Wait until `version(*kinds)` differs from `since` (or `timeout`, or stop); return it."""
+        with self._cond:
+            def changed() -> bool:
+                return self._current(kinds) != since or self._stop.is_set()
+
+            self._cond.wait_for(changed, timeout)
+            return self._current(kinds)
+
+    def _current(self, kinds: tuple[str, ...]) -> int:
+        return sum(self._versions[k] for k in kinds) if kinds else self._changes
+
+    # --- readers ----------------------------------------------------------------------------------
+
+    def spread_pods(self, spread: str) -> list[views.SpreadPod]:
+        """The pods of spread key `spread`."""
+        with self._cond:
+            return list(self._stores[SPREAD_PODS].by_index.get(spread, {}).values())
+
+    def spread_snapshot(self, spread: str) -> tuple[int, list[views.SpreadPod]]:
+        """(version, pods) of `spread`; the version changes whenever one of its pods does."""
+        with self._cond:
+            store = self._stores[SPREAD_PODS]
+            return store.group_versions.get(spread, 0), list(store.by_index.get(spread, {}).values())
+
+    def spreads(self) -> list[str]:
+        """Spread keys that have pods in this cluster."""
+        with self._cond:
+            return list(self._stores[SPREAD_PODS].by_index)
+
+    def nodes(self) -> list[inventory.NodeView]:
+        """Every node."""
+        with self._cond:
+            return list(self._stores[NODES].items.values())
+
+    def usage(self) -> list[inventory.PodUsage]:
+        """What every bound, unfinished pod takes from its node."""
+        with self._cond:
+            return [usage for _, usage in self._stores[USAGE].items.values()]
+
+    def deployments(self) -> list[views.DeploymentView]:
+        """Every Deployment labelled fedspread.io/spread."""
+        with self._cond:
+            return list(self._stores[DEPLOYMENTS].items.values())
+
+    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+        """One Deployment labelled fedspread.io/spread, if cached."""
+        with self._cond:
+            value: views.DeploymentView | None = self._stores[DEPLOYMENTS].items.get(f"{namespace}/{name}")
+            return value
+
+    # --- writers (reflector threads) ---------------------------------------------------------------
+
+    def _usage(self, pod: Json, previous: tuple[str, inventory.PodUsage] | None
+               ) -> tuple[str, inventory.PodUsage] | None:
+        """(uid, usage); a pod's requests are computed once, not on each of its status updates."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if previous is not None and previous[0] == uid and previous[1].node_name == node:
+            return previous
+        requests = views.pod_requests(pod)
+        key = tuple(sorted(requests.items()))
+        shared = self._interned.get(key)
+        if shared is None:
+            shared = dict(requests)
+            if len(self._interned) < MAX_INTERNED:
+                self._interned[key] = shared
+        return uid, inventory.PodUsage(node_name=node, requests=shared)
+
+    def _sink(self, kind: str) -> reflector.Sink:
+        store = self._stores[kind]
+
+        def replace(objects: Iterator[Json]) -> None:
+            with self._cond:
+                previous = dict(store.items)
+            fresh = {}
+            for obj in objects:
+                key = views.object_key(obj)
+                fresh[key] = store.convert(obj, previous.get(key))
+            with self._cond:
+                changed = set(store.items) != set(fresh)
+                for key in set(store.items) - set(fresh):
+                    store.put(key, None)
+                for key, value in fresh.items():
+                    changed = changed or store.items.get(key) != value
+                    store.put(key, value)
+                if changed:
+                    self._bump(kind)
+
+        def apply(event: str, obj: Json) -> None:
+            key = views.object_key(obj)
+            with self._cond:
+                previous = store.items.get(key)
+            value = None if event == "DELETED" else store.convert(obj, previous)
+            if value == previous:  # a heartbeat or a status detail the views do not keep
+                return
+            with self._cond:
+                store.put(key, value)
+                self._bump(kind)
+
+        return reflector.Sink(replace=replace, apply=apply, synced=self._notify)
+
+    def _bump(self, kind: str) -> None:
+        self._versions[kind] += 1
+        self._changes += 1
+        self._cond.notify_all()
+
+    def _notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()

@@ -1,0 +1,273 @@
+"""The controller loop: recount pods, keep deletion costs, reschedule stuck pods, report counts.
+
+Why one loop for these: they all start from the same snapshot of the cache (a spread's pods) and
+run on the same beat (a second, or sooner when pods change). Each round, per assigned spread:
+
+1. recount — the cached pods become `PodRecord`s handed to `Bookkeeping.observe`, which settles
+   the webhook's creatingPods/deletingPods; then `Bookkeeping.expire` drops stale entries and
+   local unschedulable marks whose time is up;
+2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (per pod-template
+   revision, as quotas are counted, kruise#834); only pods whose annotation differs are patched,
+   with a one-key merge patch on metadata.annotations;
+3. adaptive reschedule (Adaptive strategy) — `federation.core.reschedule` finds subsets whose
+   pods waited longer than rescheduleCriticalSeconds; the subset is marked unschedulable here for
+   unschedulableSeconds, reported once per mark, and those pods are deleted (their ReplicaSet
+   recreates them and the webhook now skips the subset);
+4. pod counts — sent to the outbox when they changed, and at least every heartbeat.
+
+The arithmetic lives in federation.core; this module fetches from the cache, calls it, and writes.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tenacity
+from kubernetes.client import exceptions
+
+from agents import assignment, bookkeeping, outbox
+from agents.controller import cache as cache_mod
+from agents.controller import views
+from federation.core import deletion_cost, reschedule
+
+LOG = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+REWRITE_AFTER = 10.0
+"""Seconds during which a cost just written is not written again while the cache catches up."""
+
+
+# --- pure helpers --------------------------------------------------------------------------------
+
+
+def pod_view(pod: views.SpreadPod) -> deletion_cost.PodView:
+    """What deletion cost reads of a cached pod."""
+    r = pod.record
+    return deletion_cost.PodView(
+        name=r.name, subset=r.subset, phase=r.phase, ready=r.ready, node_name=r.node_name,
+        created=r.created, deleting=r.deleting, restarts=r.restarts, ready_since=pod.ready_since,
+        current_cost=r.current_cost,
+    )
+
+
+def subset_order(value: assignment.Assignment) -> list[str]:
+    """Subset names by spec index, `subset_count` long; indices the assignment omits get a
+    placeholder no pod can carry, so n and i in the cost formula stay the spread's own."""
+    names = [f"\x00absent-{i}" for i in range(max(value.subset_count, len(value.subsets)))]
+    for rule in value.subsets:
+        if 0 <= rule.index < len(names):
+            names[rule.index] = rule.name
+    return names
+
+
+def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod]) -> dict[str, int]:
+    """Deletion cost of every pod of a spread, by pod name; quotas apply per template revision."""
+    groups: dict[str, list[deletion_cost.PodView]] = collections.defaultdict(list)
+    for pod in pods:
+        groups[pod.record.revision].append(pod_view(pod))
+    order, quotas = subset_order(value), value.quotas()
+    costs: dict[str, int] = {}
+    for group in groups.values():
+        costs.update(deletion_cost.deletion_costs(group, subsets=order, quotas=quotas))
+    return costs
+
+
+def blocked_subsets(value: assignment.Assignment, marks: Mapping[str, datetime.datetime],
+                    now: datetime.datetime) -> set[str]:
+    """Subsets kept out of this cluster now: local marks and the coordinator's echo of them."""
+    return set(marks) | {r.name for r in value.subsets if not r.schedulable(now)}
+
+
+@dataclasses.dataclass
+class Round:
+    """What one reconcile round did."""
+
+    patched: int = 0
+    deleted: int = 0
+    reported: int = 0
+    counts_sent: bool = False
+
+
+def _retriable(error: BaseException) -> bool:
+    status = getattr(error, "status", None)
+    return isinstance(error, exceptions.ApiException) and isinstance(status, int) and (
+        status == 429 or status >= 500)
+
+
+_RETRY = tenacity.retry(
+    retry=tenacity.retry_if_exception(_retriable),
+    stop=tenacity.stop_after_attempt(4),
+    wait=tenacity.wait_random_exponential(multiplier=0.2, max=3.0),
+    reraise=True,
+)
+
+
+# --- the loop --------------------------------------------------------------------------------------
+
+
+class Reconciler:
+    """One member cluster's controller rounds over every assigned spread."""
+
+    def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox,
+                 cache: cache_mod.Cache, *, clock: bookkeeping.Clock = bookkeeping.utcnow,
+                 heartbeat_seconds: float = 10.0) -> None:
+        self._core = core_api
+        self._books = books
+        self._outbox = box
+        self._cache = cache
+        self._clock = clock
+        self.heartbeat_seconds = heartbeat_seconds
+        self._written: dict[tuple[str, str], tuple[int, float]] = {}
+        self._costs_done: dict[str, tuple[assignment.Assignment, int]] = {}
+        """Per spread: the assignment and pods version whose costs are all written (skip until
+        either changes: sorting 20,000 pods every second would be wasted)."""
+        self._last_counts: dict[str, dict[str, bookkeeping.SubsetCounts]] | None = None
+        self._last_sent = float("-inf")
+        self._sequence = 0
+        self.rounds = 0
+        """Completed rounds (for status and for tests that wait for a round to pass)."""
+
+    def reconcile_once(self) -> Round:
+        """One round over every assignment; errors on one spread do not stop the others."""
+        done = Round()
+        current = self._books.assignments()
+        versions, snapshot = {}, {}
+        for value in current:
+            versions[value.spread], snapshot[value.spread] = self._cache.spread_snapshot(value.spread)
+            self._books.observe(value.spread, [p.record for p in snapshot[value.spread]])
+        self._books.expire()
+        for spread in set(self._costs_done) - set(snapshot):
+            del self._costs_done[spread]
+        for value in current:
+            try:
+                costed = self._costs_done.get(value.spread)
+                if costed is None or costed[0] is not value or costed[1] != versions[value.spread]:
+                    done.patched += self._write_costs(value, snapshot[value.spread])
+                    self._costs_done[value.spread] = (value, versions[value.spread])
+                if value.strategy.adaptive:
+                    self._reschedule(value, snapshot[value.spread], done)
+            except Exception as error:
+                LOG.warning("reconcile failed spread=%s error=%s", value.spread, str(error)[:300])
+        self._forget_written(snapshot)
+        done.counts_sent = self._send_counts(current)
+        self.rounds += 1
+        return done
+
+    # --- deletion cost -----------------------------------------------------------------------------
+
+    def _write_costs(self, value: assignment.Assignment, pods: Sequence[views.SpreadPod]) -> int:
+        costs = desired_costs(value, pods)
+        active = [pod_view(p) for p in pods if p.record.active]
+        now = time.monotonic()
+        patched = 0
+        by_name = {p.record.name: p for p in pods}
+        for pod in pods:  # the cache caught up with what we wrote: a later change is someone else's
+            key = (pod.namespace, pod.record.name)
+            if key in self._written and self._written[key][0] == pod.record.current_cost:
+                del self._written[key]
+        for name, cost in deletion_cost.cost_patches(active, costs).items():
+            key = (by_name[name].namespace, name)
+            written = self._written.get(key)
+            if written is not None and written[0] == cost and now - written[1] < REWRITE_AFTER:
+                continue  # written already; the cache has not caught up yet
+            if self._patch_cost(by_name[name].namespace, name, cost):
+                self._written[key] = (cost, now)
+                patched += 1
+        return patched
+
+    @_RETRY
+    def _patch_cost(self, namespace: str, name: str, cost: int) -> bool:
+        body = {"metadata": {"annotations": {deletion_cost.ANNOTATION: str(cost)}}}
+        try:
+            self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
+                                            _preload_content=False)
+        except exceptions.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        LOG.debug("deletion cost pod=%s/%s cost=%d", namespace, name, cost)
+        return True
+
+    def _forget_written(self, snapshot: dict[str, list[views.SpreadPod]]) -> None:
+        alive = {(p.namespace, p.record.name) for pods in snapshot.values() for p in pods}
+        for key in set(self._written) - alive:
+            del self._written[key]
+
+    # --- adaptive reschedule ----------------------------------------------------------------------
+
+    def _reschedule(self, value: assignment.Assignment, pods: Sequence[views.SpreadPod],
+                    done: Round) -> None:
+        now = self._clock()
+        stuck = reschedule.stuck_subsets(
+            [p.record for p in pods], now=now, critical_seconds=value.strategy.reschedule_critical_seconds,
+            order=subset_order(value))
+        if not stuck:
+            return
+        blocked = blocked_subsets(value, self._books.marked(value.spread), now)
+        until = reschedule.blocked_until(now, unschedulable_seconds=value.strategy.unschedulable_seconds)
+        for item in reschedule.to_report(stuck, blocked=blocked):
+            self._books.mark_unschedulable(value.spread, item.subset, until=until)
+            self._outbox.unschedulable(
+                spread=value.spread, subset=item.subset, since=item.since, pods=len(item.pods),
+                reason=f"Unschedulable for more than {value.strategy.reschedule_critical_seconds}s",
+                generation=value.generation)
+            done.reported += 1
+            LOG.info("subset unschedulable spread=%s subset=%s pods=%d until=%s",
+                     value.spread, item.subset, len(item.pods), until.isoformat())
+        uids = {p.record.name: (p.namespace, p.uid) for p in pods}
+        for item in stuck:
+            for name in item.pods:
+                namespace, uid = uids[name]
+                if self._delete_pod(namespace, name, uid=uid):
+                    self._books.note_deleting(value.spread, name, subset=item.subset)
+                    done.deleted += 1
+
+    @_RETRY
+    def _delete_pod(self, namespace: str, name: str, *, uid: str) -> bool:
+        options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+        try:
+            self._core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False)
+        except exceptions.ApiException as error:
+            if error.status == 404 or (error.status == 409 and uid):  # gone, or a new pod of that name
+                return False
+            raise
+        LOG.info("pod rescheduled pod=%s/%s", namespace, name)
+        return True
+
+    # --- pod counts --------------------------------------------------------------------------------
+
+    def _send_counts(self, current: Sequence[assignment.Assignment]) -> bool:
+        per_spread = {a.spread: self._books.counts(a.spread) for a in current}
+        now = time.monotonic()
+        if per_spread == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
+            return False
+        self._sequence += 1
+        self._outbox.put_counts(outbox.counts_message(
+            per_spread, sequence=self._sequence, generations={a.spread: a.generation for a in current},
+            observed_at=self._clock()))
+        self._last_counts, self._last_sent = per_spread, now
+        return True
+
+    def run(self, stop: threading.Event, *, interval: float = 1.0, min_gap: float = 0.5) -> None:
+        """Reconcile until `stop`: after a change of the spreads' pods, or every `interval` s.
+
+        `min_gap` seconds separate rounds, so a busy cluster's stream of pod events (our own
+        patches among them) batches into rounds instead of spinning.
+        """
+        while not stop.is_set():
+            seen = self._cache.version(cache_mod.SPREAD_PODS)
+            try:
+                self.reconcile_once()
+            except Exception as error:  # one bad round must not end the loop
+                LOG.warning("reconcile round failed error=%s", str(error)[:300])
+            if stop.wait(min_gap):
+                break
+            self._cache.wait_for_change(seen, timeout=max(0.0, interval - min_gap),
+                                        kinds=(cache_mod.SPREAD_PODS,))

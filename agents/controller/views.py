@@ -1,0 +1,167 @@
+"""Kubernetes JSON to the compact views the agent's cache keeps: pods of spreads, nodes, usage.
+
+Why separate from the cache: these conversions are pure and decide what the controller believes
+(a pod's subset, template revision, readiness, since when it is unschedulable, its current
+deletion cost), so they are unit-tested row by row; the cache only stores what they return.
+
+Each view keeps just what its readers use, so a 20,000-pod cluster costs a few hundred bytes per
+pod instead of a full object: a Pod object is kilobytes of JSON and a client model many times that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import fractions
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from agents import assignment, bookkeeping
+from federation.core import deletion_cost, fit, inventory
+
+LOG = logging.getLogger(__name__)
+
+FEDSPREAD_PREFIX = "fedspread.io/"
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpreadPod:
+    """One pod of a spread, as the controller reads it."""
+
+    namespace: str
+    spread: str
+    """The spread key, `namespace/name` (from the fedspread.io/spread label)."""
+    uid: str
+    record: bookkeeping.PodRecord
+    ready_since: datetime.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DeploymentView:
+    """One Deployment labelled fedspread.io/spread, as workload sync reads it."""
+
+    namespace: str
+    name: str
+    uid: str
+    spread_label: str
+    replicas: int | None
+    annotations: Mapping[str, str]
+    """Only the fedspread.io/ annotations."""
+
+
+def parse_time(text: Any) -> datetime.datetime | None:
+    """An RFC 3339 timestamp as an aware datetime; None when absent or malformed."""
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        value = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return condition
+    return {}
+
+
+def unschedulable_since(pod: Mapping[str, Any]) -> datetime.datetime | None:
+    """When an unbound Pending pod became PodScheduled=False/Unschedulable (else None).
+
+    Timed from the condition's lastTransitionTime (DESIGN §4); the pod's creation time stands in
+    when the scheduler left the time out.
+    """
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if spec.get("nodeName") or (status.get("phase") or "Pending") != "Pending":
+        return None
+    scheduled = _condition(status, "PodScheduled")
+    if scheduled.get("status") != "False" or scheduled.get("reason") != "Unschedulable":
+        return None
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return parse_time(scheduled.get("lastTransitionTime")) or created or EPOCH
+
+
+def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
+    """The compact view of a spread's pod; None for a pod without the fedspread.io/spread label."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    spread_name = labels.get(assignment.SPREAD_LABEL)
+    if not spread_name:
+        return None
+    annotations = meta.get("annotations") or {}
+    status = pod.get("status") or {}
+    ready_condition = _condition(status, "Ready")
+    ready = ready_condition.get("status") == "True"
+    restarts = [int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or ()]
+    namespace = str(meta.get("namespace") or "")
+    record = bookkeeping.PodRecord(
+        name=str(meta.get("name") or ""),
+        subset=annotations.get(assignment.SUBSET_ANNOTATION) or None,
+        revision=str(labels.get(assignment.REVISION_LABEL) or ""),
+        phase=str(status.get("phase") or "Pending"),
+        ready=ready,
+        node_name=str((pod.get("spec") or {}).get("nodeName") or ""),
+        created=parse_time(meta.get("creationTimestamp")) or EPOCH,
+        deleting=meta.get("deletionTimestamp") is not None,
+        unschedulable_since=unschedulable_since(pod),
+        current_cost=deletion_cost.parse_cost(annotations.get(deletion_cost.ANNOTATION)),
+        restarts=max(restarts, default=0),
+    )
+    return SpreadPod(
+        namespace=namespace, spread=assignment.spread_key(namespace, spread_name),
+        uid=str(meta.get("uid") or ""), record=record,
+        ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
+    )
+
+
+def node_view(node: Mapping[str, Any]) -> inventory.NodeView:
+    """The compact view of a Node."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    taints = tuple(
+        {field: str(t.get(field) or "") for field in ("key", "value", "effect")}
+        for t in spec.get("taints") or () if isinstance(t, Mapping)
+    )
+    return inventory.NodeView(
+        name=str(meta.get("name") or ""),
+        labels=dict(meta.get("labels") or {}),
+        taints=taints,
+        allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=_condition(status, "Ready").get("status") == "True",
+    )
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Mapping[str, fractions.Fraction]:
+    """The pod's effective requests as the scheduler counts them (empty if its spec is malformed)."""
+    try:
+        return fit.shape_from_pod_spec(pod.get("spec") or {}).requests
+    except ValueError as error:
+        meta = pod.get("metadata") or {}
+        LOG.warning("pod requests unreadable pod=%s/%s error=%s",
+                    meta.get("namespace"), meta.get("name"), error)
+        return {}
+
+
+def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
+    """The compact view of a fedspread Deployment."""
+    meta = deployment.get("metadata") or {}
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    return DeploymentView(
+        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        spread_label=str((meta.get("labels") or {}).get(assignment.SPREAD_LABEL) or ""),
+        replicas=replicas if isinstance(replicas, int) else None,
+        annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items()
+                     if k.startswith(FEDSPREAD_PREFIX)},
+    )
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))

@@ -1,0 +1,283 @@
+"""Workload sync: the member Deployment of each assigned spread, with this cluster's replicas.
+
+Why the agent writes the Deployment (and not the coordinator): the member's own ReplicaSet
+controller then creates and deletes pods, the webhook places each one, and the workload keeps
+running exactly as last assigned while the coordinator is away (fail static, DESIGN §4).
+
+What is written: the hub Deployment's selector, pod template and rollout settings, with
+`spec.replicas` = this cluster's share, the label `fedspread.io/spread` on the Deployment and on
+its pod template (so the webhook's objectSelector sees the pods), and annotations for the
+spread's generation, its key, and a hash of everything we set. Minimal writes: when the cached
+Deployment carries the desired hash and replicas, nothing is sent; otherwise the live object is
+read fresh and compared again before any write, so a lagging cache costs a read, never a write.
+Conflicts (409) and server errors are retried with tenacity (bounded, jittered).
+
+Removal: `remove(spread)` for an explicit SpreadRemoval (`release(spread)` when the removal
+orphans the workload: it keeps running, unmanaged); `sync_once` also deletes Deployments it
+created (annotated with a spread key) whose assignment is gone — but only once the link has
+received a full set of assignments (`synced`), never from the empty state of a fresh start.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import tenacity
+from kubernetes.client import exceptions
+
+from agents import assignment, bookkeeping
+from agents.controller import cache as cache_mod
+
+LOG = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+HASH_ANNOTATION = "fedspread.io/desired-hash"
+SPREAD_KEY_ANNOTATION = "fedspread.io/spread-key"
+KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
+                    "progressDeadlineSeconds", "paused")
+KEPT_POD_METADATA = ("labels", "annotations")
+CREATED, UPDATED, UNCHANGED, DELETED, FAILED = "created", "updated", "unchanged", "deleted", "failed"
+FAILURE_PAUSE = 30.0
+"""Seconds before a desired Deployment the apiserver refused (422, say) is tried again."""
+
+
+# --- rendering (pure) ----------------------------------------------------------------------------
+
+
+def desired_hash(body: Mapping[str, Any]) -> str:
+    """A stable hash of a rendered Deployment (without its hash annotation)."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def render(value: assignment.Assignment) -> Json:
+    """The member Deployment for an assignment, hash annotation included."""
+    source = value.template or {}
+    source_meta, source_spec = source.get("metadata") or {}, source.get("spec") or {}
+    spec: Json = {k: copy.deepcopy(source_spec[k]) for k in KEPT_SPEC_FIELDS if k in source_spec}
+    spec["replicas"] = value.replicas
+    pod_template = spec.setdefault("template", {})
+    pod_meta = {k: v for k, v in (pod_template.get("metadata") or {}).items() if k in KEPT_POD_METADATA and v}
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), assignment.SPREAD_LABEL: value.name}
+    pod_template["metadata"] = pod_meta
+    body: Json = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {
+            "name": value.workload, "namespace": value.namespace,
+            "labels": {**(source_meta.get("labels") or {}), assignment.SPREAD_LABEL: value.name},
+            "annotations": {assignment.GENERATION_ANNOTATION: str(value.generation),
+                            SPREAD_KEY_ANNOTATION: value.spread},
+        },
+        "spec": spec,
+    }
+    body["metadata"]["annotations"][HASH_ANNOTATION] = desired_hash(body)
+    return body
+
+
+def is_current(*, annotations: Mapping[str, str] | None, replicas: Any, desired: Mapping[str, Any]) -> bool:
+    """True when a live Deployment already is `desired`: same hash and same replicas.
+
+    Replicas are compared too because they are what someone is most likely to change by hand
+    (kubectl scale); the rest is trusted to the hash.
+    """
+    wanted = desired["metadata"]["annotations"][HASH_ANNOTATION]
+    same_hash = (annotations or {}).get(HASH_ANNOTATION) == wanted
+    return bool(same_hash and replicas == desired["spec"]["replicas"])
+
+
+def merged(live: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
+    """The body for a replace: the live object with our labels, annotations and spec."""
+    body = copy.deepcopy(dict(live))
+    body.pop("status", None)
+    meta = body.setdefault("metadata", {})
+    meta.pop("managedFields", None)
+    for field in ("labels", "annotations"):
+        meta[field] = {**(meta.get(field) or {}), **desired["metadata"][field]}
+    body["spec"] = copy.deepcopy(desired["spec"])
+    body["apiVersion"], body["kind"] = desired["apiVersion"], desired["kind"]
+    return body
+
+
+def _retriable(error: BaseException) -> bool:
+    status = getattr(error, "status", None)
+    return isinstance(error, exceptions.ApiException) and isinstance(status, int) and (
+        status in (409, 429) or status >= 500)
+
+
+_RETRY = tenacity.retry(
+    retry=tenacity.retry_if_exception(_retriable),
+    stop=tenacity.stop_after_attempt(5),
+    wait=tenacity.wait_random_exponential(multiplier=0.2, max=5.0),
+    reraise=True,
+)
+
+
+# --- the sync --------------------------------------------------------------------------------------
+
+
+class WorkloadSync:
+    """Creates, updates and removes the member Deployments of assigned spreads."""
+
+    def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
+                 synced: threading.Event | None = None) -> None:
+        self._apps = apps_api
+        self._books = books
+        self._cache = cache
+        self.synced = synced if synced is not None else threading.Event()
+        """Set (by the link) once a full set of assignments has arrived: pruning is allowed."""
+        self._rendered: dict[str, tuple[assignment.Assignment, Json]] = {}
+        self._failed: dict[str, tuple[str, float]] = {}
+        self.rounds = 0
+        """Completed `sync_once` rounds (for status and for tests that wait for a round to pass)."""
+
+    def desired(self, value: assignment.Assignment) -> Json:
+        """The rendered Deployment of an assignment (memoised per assignment object)."""
+        memo = self._rendered.get(value.spread)
+        if memo is not None and memo[0] is value:
+            return memo[1]
+        body = render(value)
+        self._rendered[value.spread] = (value, body)
+        return body
+
+    def apply(self, value: assignment.Assignment) -> str:
+        """Bring one spread's Deployment to its assignment: CREATED, UPDATED or UNCHANGED."""
+        body = self.desired(value)
+        view = self._cache.deployment(value.namespace, value.workload)
+        if view is not None and is_current(annotations=view.annotations, replicas=view.replicas,
+                                           desired=body):
+            return UNCHANGED
+        return self._write(body)
+
+    @_RETRY
+    def _write(self, body: Json) -> str:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False)
+            live = json.loads(response.data)
+        except exceptions.ApiException as error:
+            if error.status != 404:
+                raise
+            self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+            LOG.info("deployment created deployment=%s/%s replicas=%s",
+                     namespace, name, body["spec"]["replicas"])
+            return CREATED
+        meta = live.get("metadata") or {}
+        if is_current(annotations=meta.get("annotations"), replicas=(live.get("spec") or {}).get("replicas"),
+                      desired=body):
+            return UNCHANGED
+        if SPREAD_KEY_ANNOTATION not in (meta.get("annotations") or {}):
+            LOG.info("taking over deployment=%s/%s", namespace, name)
+        self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False)
+        LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
+        return UPDATED
+
+    def sync_once(self) -> dict[str, int]:
+        """Apply every assignment, then prune orphans if allowed; outcome counts."""
+        outcomes: dict[str, int] = {}
+        current = self._books.assignments()
+        now = time.monotonic()
+        for value in current:
+            body = self.desired(value)
+            digest = body["metadata"]["annotations"][HASH_ANNOTATION]
+            failed = self._failed.get(value.spread)
+            if failed is not None and failed[0] == digest and now < failed[1]:
+                continue
+            try:
+                outcome = self.apply(value)
+                self._failed.pop(value.spread, None)
+            except Exception as error:
+                outcome = FAILED
+                self._failed[value.spread] = (digest, now + FAILURE_PAUSE)
+                LOG.warning("deployment sync failed spread=%s error=%s", value.spread, _reason(error))
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        for spread in set(self._rendered) - {v.spread for v in current}:
+            self._rendered.pop(spread, None)
+        if self.synced.is_set() and self._cache.synced:
+            wanted = {(v.namespace, v.workload) for v in current}
+            orphans = [v for v in self._cache.deployments()
+                       if SPREAD_KEY_ANNOTATION in v.annotations and (v.namespace, v.name) not in wanted]
+            for view in orphans:
+                if self._delete(view.namespace, view.name, uid=view.uid):
+                    outcomes[DELETED] = outcomes.get(DELETED, 0) + 1
+        self.rounds += 1
+        return outcomes
+
+    def remove(self, spread: str) -> int:
+        """Delete the Deployments this agent made for `spread` (a SpreadRemoval); how many.
+
+        Call after `Bookkeeping.remove_assignment`, or the next round recreates them.
+        """
+        self._rendered.pop(spread, None)
+        self._failed.pop(spread, None)
+        keep = {(v.namespace, v.workload) for v in self._books.assignments() if v.spread != spread}
+        return sum(int(self._delete(namespace, name, uid=uid))
+                   for namespace, name, uid in self._owned(spread) if (namespace, name) not in keep)
+
+    def release(self, spread: str) -> int:
+        """Stop managing `spread`'s Deployments but leave them running (a SpreadRemoval that
+        orphans its workload): our spread-key and hash annotations are removed, so neither
+        pruning nor `remove` will touch them again. How many were released."""
+        self._rendered.pop(spread, None)
+        self._failed.pop(spread, None)
+        released = 0
+        for namespace, name, _ in self._owned(spread):
+            patch = {"metadata": {"annotations": {SPREAD_KEY_ANNOTATION: None, HASH_ANNOTATION: None}}}
+            try:
+                self._apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
+                                                       _content_type="application/merge-patch+json")
+            except exceptions.ApiException as error:
+                if error.status == 404:
+                    continue
+                raise
+            LOG.info("deployment released deployment=%s/%s", namespace, name)
+            released += 1
+        return released
+
+    def _owned(self, spread: str) -> list[tuple[str, str, str]]:
+        """(namespace, name, uid) of the Deployments made for `spread`, from the apiserver (a
+        removal is rare and must not depend on the cache being current)."""
+        label = f"{assignment.SPREAD_LABEL}={spread.partition('/')[2]}"
+        listing = json.loads(self._apps.list_deployment_for_all_namespaces(
+            label_selector=label, _preload_content=False).data)
+        owned = []
+        for item in listing.get("items") or ():
+            meta = item.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(SPREAD_KEY_ANNOTATION) == spread:
+                owned.append((str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")))
+        return owned
+
+    @_RETRY
+    def _delete(self, namespace: str, name: str, *, uid: str) -> bool:
+        options: Json = {"propagationPolicy": "Background"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        try:
+            self._apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False)
+        except exceptions.ApiException as error:
+            if error.status == 404 or (error.status == 409 and uid):  # gone, or replaced meanwhile
+                return False
+            raise
+        LOG.info("deployment deleted deployment=%s/%s", namespace, name)
+        return True
+
+    def run(self, stop: threading.Event, *, interval: float = 1.0) -> None:
+        """`sync_once` every `interval` seconds until `stop` is set."""
+        while not stop.is_set():
+            try:
+                self.sync_once()
+            except Exception as error:  # one bad round must not end the loop
+                LOG.warning("workload sync round failed error=%s", _reason(error))
+            stop.wait(interval)
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, exceptions.ApiException):
+        return f"{error.status} {str(error.body or error.reason)[:300]}"
+    return str(error)[:300]

@@ -1,0 +1,305 @@
+"""Pure parts of the agent's controller: pod/node JSON to compact views, Deployment rendering, costs.
+
+These are the conversions the integration tests rely on without seeing them: a pod's JSON becomes
+the PodRecord the bookkeeping counts (subset, revision, readiness, unschedulable time, current
+cost), an assignment becomes the member Deployment (and its hash decides whether anything is
+written), and a spread's pods get their deletion costs per template revision.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from agents import assignment, bookkeeping
+from agents.controller import reconciler, reflector, views, workload
+
+T0 = "2024-05-01T12:00:00Z"
+T1 = "2024-05-01T12:00:07Z"
+AT0 = datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.UTC)
+AT1 = datetime.datetime(2024, 5, 1, 12, 0, 7, tzinfo=datetime.UTC)
+
+
+def pod(name: str = "web-1", *, labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None, node: str = "", phase: str = "Pending",
+        conditions: list[dict[str, Any]] | None = None, deleting: bool = False,
+        restarts: tuple[int, ...] = ()) -> dict[str, Any]:
+    if labels is None:
+        labels = {assignment.SPREAD_LABEL: "web", assignment.REVISION_LABEL: "rev1"}
+    meta: dict[str, Any] = {
+        "name": name, "namespace": "shop", "uid": f"uid-{name}", "creationTimestamp": T0,
+        "labels": labels,
+        "annotations": annotations or {},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = T1
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "250m"}}}]},
+        "status": {"phase": phase, "conditions": conditions or [], "containerStatuses": [
+            {"name": f"c{i}", "restartCount": n} for i, n in enumerate(restarts)]},
+    }
+
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "lastTransitionTime": T1}
+READY = {"type": "Ready", "status": "True", "lastTransitionTime": T1}
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param(
+            pod(annotations={"fedspread.io/subset": "a", "controller.kubernetes.io/pod-deletion-cost": "200"},
+                node="n1", phase="Running", conditions=[READY], restarts=(1, 4)),
+            {"subset": "a", "revision": "rev1", "phase": "Running", "ready": True, "node_name": "n1",
+             "current_cost": 200, "restarts": 4, "unschedulable_since": None, "deleting": False},
+            id="running, ready, with subset and cost"),
+        pytest.param(
+            pod(conditions=[UNSCHEDULABLE]),
+            {"subset": None, "phase": "Pending", "ready": False, "unschedulable_since": AT1},
+            id="unschedulable: timed from lastTransitionTime"),
+        pytest.param(
+            pod(conditions=[{**UNSCHEDULABLE, "lastTransitionTime": None}]),
+            {"unschedulable_since": AT0},
+            id="unschedulable without a time: creation time"),
+        pytest.param(
+            pod(node="n1", conditions=[UNSCHEDULABLE]),
+            {"unschedulable_since": None, "node_name": "n1"},
+            id="bound since: stale condition ignored"),
+        pytest.param(
+            pod(conditions=[{**UNSCHEDULABLE, "reason": "SchedulerError"}]),
+            {"unschedulable_since": None},
+            id="not scheduled for another reason"),
+        pytest.param(
+            pod(annotations={"controller.kubernetes.io/pod-deletion-cost": "1e3"}, deleting=True),
+            {"current_cost": None, "deleting": True},
+            id="malformed cost, being deleted"),
+        pytest.param(
+            pod(labels={assignment.SPREAD_LABEL: "web"}),
+            {"revision": ""},
+            id="bare pod: no template revision"),
+    ],
+)
+def test_spread_pod_from_json(source: dict[str, Any], expected: dict[str, Any]) -> None:
+    view = views.spread_pod(source)
+    assert view is not None
+    identity = (view.spread, view.namespace, view.uid, view.record.name)
+    assert identity == ("shop/web", "shop", "uid-web-1", "web-1")
+    assert view.record.created == AT0
+    assert {k: getattr(view.record, k) for k in expected} == expected
+
+
+def test_spread_pod_ready_since_and_no_label() -> None:
+    ready = views.spread_pod(pod(node="n1", phase="Running", conditions=[READY]))
+    assert ready is not None and ready.ready_since == AT1
+    assert views.spread_pod(pod(labels={"app": "web"})) is None
+
+
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        pytest.param(
+            {"metadata": {"name": "n1", "labels": {"zone": "a"}},
+             "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule", "timeAdded": T0}]},
+             "status": {"allocatable": {"cpu": "4", "pods": "110"},
+                        "conditions": [{"type": "Ready", "status": "True"}]}},
+            {"labels": {"zone": "a"}, "taints": ({"key": "gpu", "value": "", "effect": "NoSchedule"},),
+             "allocatable": {"cpu": "4", "pods": "110"}, "unschedulable": False, "ready": True},
+            id="ready tainted node"),
+        pytest.param(
+            {"metadata": {"name": "n2"}, "spec": {"unschedulable": True},
+             "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},
+            {"labels": {}, "taints": (), "allocatable": {}, "unschedulable": True, "ready": False},
+            id="cordoned, not ready"),
+    ],
+)
+def test_node_view(node: dict[str, Any], expected: dict[str, Any]) -> None:
+    view = views.node_view(node)
+    assert {k: getattr(view, k) for k in expected} == expected
+
+
+def test_pod_requests_and_malformed_spec() -> None:
+    assert {k: str(v) for k, v in views.pod_requests(pod()).items()} == {"cpu": "1/4"}
+    broken = pod()
+    broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    assert views.pod_requests(broken) == {}
+
+
+# --- workload rendering ------------------------------------------------------------------------------
+
+HUB_DEPLOYMENT: dict[str, Any] = {
+    "apiVersion": "apps/v1", "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "shop", "uid": "hub-uid", "resourceVersion": "77",
+                 "generation": 3, "labels": {"app": "web"},
+                 "annotations": {"deployment.kubernetes.io/revision": "2"},
+                 "creationTimestamp": T0, "managedFields": [{"manager": "kubectl"}]},
+    "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "web"}},
+             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
+             "template": {"metadata": {"labels": {"app": "web"}, "creationTimestamp": None},
+                          "spec": {"containers": [{"name": "c", "image": "web:1"}]}}},
+    "status": {"replicas": 10, "readyReplicas": 10},
+}
+
+
+def assigned(*, replicas: int = 4, generation: int = 3, template: dict[str, Any] | None = None
+             ) -> assignment.Assignment:
+    return assignment.Assignment(
+        spread="shop/web-spread", generation=generation, namespace="shop", workload="web", replicas=replicas,
+        template=HUB_DEPLOYMENT if template is None else template, template_revision="r",
+        subsets=(assignment.SubsetRule(name="a", index=0, quota=3),
+                 assignment.SubsetRule(name="b", index=1, quota=1)),
+        subset_count=2)
+
+
+def test_render_keeps_workload_fields_and_drops_hub_state() -> None:
+    body = workload.render(assigned())
+    meta = body["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("web", "shop")
+    assert meta["labels"] == {"app": "web", "fedspread.io/spread": "web-spread"}
+    assert meta["annotations"] == {
+        "fedspread.io/generation": "3", "fedspread.io/spread-key": "shop/web-spread",
+        workload.HASH_ANNOTATION: meta["annotations"][workload.HASH_ANNOTATION]}
+    assert set(meta) == {"name", "namespace", "labels", "annotations"}
+    assert "status" not in body
+    spec = body["spec"]
+    assert spec["replicas"] == 4
+    assert spec["selector"] == {"matchLabels": {"app": "web"}}
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 1}
+    assert spec["template"]["metadata"] == {"labels": {"app": "web", "fedspread.io/spread": "web-spread"}}
+    assert HUB_DEPLOYMENT["spec"]["template"]["metadata"]["labels"] == {"app": "web"}, "template mutated"
+
+
+@pytest.mark.parametrize(
+    ("change", "same_hash"),
+    [
+        pytest.param({}, True, id="same assignment"),
+        pytest.param({"replicas": 5}, False, id="replicas"),
+        pytest.param({"generation": 4}, False, id="generation"),
+        pytest.param({"template": {**HUB_DEPLOYMENT, "status": {"replicas": 3}}}, True, id="hub status only"),
+        pytest.param({"template": {**HUB_DEPLOYMENT, "metadata": {**HUB_DEPLOYMENT["metadata"],
+                                                                  "resourceVersion": "78"}}},
+                     True, id="hub resourceVersion only"),
+    ],
+)
+def test_hash_follows_what_is_written(change: dict[str, Any], same_hash: bool) -> None:
+    first = workload.render(assigned())
+    second = workload.render(assigned(**change))
+    key = workload.HASH_ANNOTATION
+    assert (first["metadata"]["annotations"][key] == second["metadata"]["annotations"][key]) is same_hash
+
+
+@pytest.mark.parametrize(
+    ("hash_ok", "replicas", "current"),
+    [(True, 4, True), (True, 6, False), (False, 4, False)],
+)
+def test_is_current(hash_ok: bool, replicas: int, current: bool) -> None:
+    desired = workload.render(assigned())
+    digest = desired["metadata"]["annotations"][workload.HASH_ANNOTATION] if hash_ok else "other"
+    assert workload.is_current(annotations={workload.HASH_ANNOTATION: digest}, replicas=replicas,
+                               desired=desired) is current
+
+
+def test_merged_keeps_live_identity_and_foreign_annotations() -> None:
+    live = copy.deepcopy(HUB_DEPLOYMENT)
+    desired = workload.render(assigned(replicas=2))
+    body = workload.merged(live, desired)
+    assert body["metadata"]["resourceVersion"] == "77"
+    assert body["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+    assert body["metadata"]["annotations"]["fedspread.io/spread-key"] == "shop/web-spread"
+    assert body["spec"] == desired["spec"]
+    assert "status" not in body and "managedFields" not in body["metadata"]
+
+
+# --- deletion cost inputs ----------------------------------------------------------------------------
+
+
+def test_subset_order_fills_missing_indices() -> None:
+    value = assignment.Assignment(
+        spread="shop/s", generation=1, namespace="shop", workload="w", replicas=1, template={},
+        template_revision="", subsets=(assignment.SubsetRule(name="c", index=2, quota=1),), subset_count=3)
+    order = reconciler.subset_order(value)
+    assert len(order) == 3 and order[2] == "c"
+    assert len(set(order)) == 3
+
+
+def spread_pod(name: str, subset: str | None, *, revision: str = "rev1", created: int = 0) -> views.SpreadPod:
+    record = bookkeeping.PodRecord(
+        name=name, subset=subset, revision=revision, phase="Running", ready=True, node_name="n1",
+        created=AT0 + datetime.timedelta(seconds=created))
+    return views.SpreadPod(namespace="shop", spread="shop/web-spread", uid=f"uid-{name}", record=record)
+
+
+def test_desired_costs_count_quotas_per_revision() -> None:
+    # Quotas a=3, b=1, n=2. Revision rev1 has 2 in a and 2 in b: one b pod is over quota.
+    # Revision rev2 (a rolling update's new pods) is counted separately: its b pod is in quota.
+    pods = [spread_pod("a1", "a"), spread_pod("a2", "a"), spread_pod("b1", "b"),
+            spread_pod("b2", "b", created=5), spread_pod("n1", None),
+            spread_pod("new-b", "b", revision="rev2")]
+    assert reconciler.desired_costs(assigned(), pods) == {
+        "a1": 200, "a2": 200, "b1": 100, "b2": -200, "n1": -300, "new-b": 100}
+
+
+# --- reflector stream handling (fake lister: the list/watch state machine only) ----------------------
+
+
+class FakeResponse:
+    def __init__(self, body: dict[str, Any] | None = None,
+                 events: list[dict[str, Any]] | None = None) -> None:
+        self.data = json.dumps(body or {}).encode()
+        self._events = events or []
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
+        text = b"".join(json.dumps(e).encode() + b"\n" for e in self._events)
+        yield from (text[i:i + 7] for i in range(0, len(text), 7))  # chunks split lines anywhere
+
+    def release_conn(self) -> None:
+        pass
+
+
+def obj(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version}}
+
+
+def test_reflector_resumes_from_last_version_and_relists_only_on_gone() -> None:
+    stop = threading.Event()
+    calls: list[tuple[str, Any]] = []
+    script = [
+        FakeResponse({"items": [obj("a", "1")], "metadata": {"resourceVersion": "1", "continue": "t"}}),
+        FakeResponse({"items": [obj("b", "1")], "metadata": {"resourceVersion": "1"}}),
+        FakeResponse(events=[{"type": "ADDED", "object": obj("c", "2")},
+                             {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}}]),
+        FakeResponse(events=[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]),
+        FakeResponse({"items": [obj("c", "5")], "metadata": {"resourceVersion": "5"}}),
+        FakeResponse(events=[{"type": "DELETED", "object": obj("c", "6")}]),
+    ]
+
+    def lister(**query: Any) -> FakeResponse:
+        calls.append(("watch" if query.get("watch") else "list",
+                      query.get("resource_version") if query.get("watch") else query.get("_continue")))
+        if len(calls) > len(script):
+            stop.set()
+            raise AssertionError("the reflector asked for more than the script has")
+        return script[len(calls) - 1]
+
+    seen: list[tuple[str, list[str]]] = []
+
+    def apply(kind: str, item: dict[str, Any]) -> None:
+        seen.append((kind, [item["metadata"]["name"]]))
+        if kind == "DELETED":
+            stop.set()  # the end of the script
+
+    sink = reflector.Sink(
+        replace=lambda objects: seen.append(("replace", [o["metadata"]["name"] for o in objects])),
+        apply=apply, synced=lambda: seen.append(("synced", [])))
+    reflector.Reflector("pods", lister, sink=sink, stop=stop).run()
+
+    assert calls == [("list", None), ("list", "t"), ("watch", "1"), ("watch", "3"), ("list", None),
+                     ("watch", "5")]
+    assert seen == [("replace", ["a", "b"]), ("synced", []), ("ADDED", ["c"]), ("replace", ["c"]),
+                    ("DELETED", ["c"])]
