@@ -135,7 +135,7 @@ class Bookkeeping:
             if pod.subset and pod.active and pod.revision == revision and pod.name not in book.deleting:
                 counts[pod.subset] += 1
         for name, entry in book.creating.items():
-            if name not in book.observed and entry.revision == revision:
+            if name not in book.observed and name not in book.deleting and entry.revision == revision:
                 counts[entry.subset] += 1
         return counts
 

@@ -1,0 +1,165 @@
+"""`fedspread agent`: run the member agent against one cluster and one coordinator.
+
+Why a separate module: the `fedspread` group (federation/cli.py) only registers commands; the
+agent's flags, its logging setup and its one-line startup errors live next to the agent. Logging
+is quiet and structured: one line per event, `key=value` pairs after the message, INFO by default
+(connections, Deployments written, outages), and the Kubernetes client's own chatter muted.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import sys
+from typing import NoReturn
+
+import click
+
+from agents import main as agent_main
+
+# Attributes every LogRecord has; anything else on a record came in through `extra=`.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class KeyValueFormatter(logging.Formatter):
+    """`time LEVEL logger message key=value ...` (extras from `log.info(..., extra={...})`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = [f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and v is not None]
+        return f"{line} {' '.join(extras)}" if extras else line
+
+
+def configure_logging(level: str) -> None:
+    """Structured lines on stderr; library loggers only speak up for real problems."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("urllib3", "kubernetes", "grpc"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`key=value` strings as a dict; ValueError naming the bad one."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{pair!r} is not key=value")
+        out[key] = value
+    return out
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+@click.command("agent")
+@click.option("--cluster", required=True, metavar="NAME",
+              help="This member cluster's name, as in its MemberCluster object in the hub.")
+@click.option("--kubeconfig", required=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="Kubeconfig of the member cluster the agent manages.")
+@click.option("--coordinator", required=True, metavar="HOST:PORT",
+              help="Address of the coordinator's gRPC AgentService.")
+@click.option("--webhook-port", default=9443, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the HTTPS admission webhook (0: any free port).")
+@click.option("--webhook-url-host", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="Host the apiserver uses to reach the webhook (goes into the registered URL and, "
+                   "without --tls-cert, into the generated certificate).")
+@click.option("--webhook-service", metavar="NAMESPACE/NAME",
+              help="Register the webhook behind this in-cluster Service (port 443 to --webhook-port) "
+                   "instead of by URL; the generated certificate then names the Service.")
+@click.option("--register-webhook/--no-register-webhook", default=True, show_default=True,
+              help="Create or replace the MutatingWebhookConfiguration at startup.")
+@click.option("--deregister-on-exit", is_flag=True,
+              help="Delete the MutatingWebhookConfiguration when the agent stops.")
+@click.option("--webhook-name", default="fedspread-agent", show_default=True, metavar="NAME",
+              help="Name of the MutatingWebhookConfiguration (change it to run two agents on one "
+                   "cluster, e.g. in tests).")
+@click.option("--webhook-namespace-label", "namespace_labels", multiple=True, metavar="KEY=VALUE",
+              help="Only handle pods in namespaces with this label (repeatable; default: all).")
+@click.option("--metrics-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the Prometheus /metrics endpoint (0: off).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Topology label reported to the coordinator, e.g. "
+                   "topology.fedspread.io/region=eu-west (repeatable).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+              help="Webhook serving certificate (PEM). Without it the agent makes one, signed by a "
+                   "CA held only in memory, and registers that CA.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+              help="Private key of --tls-cert (PEM).")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+              help="CA certificate the apiserver should trust for --tls-cert "
+                   "(default: --tls-cert itself, right for a self-signed certificate).")
+@click.option("--insecure/--no-insecure", default=True, show_default=True,
+              help="Plaintext gRPC to the coordinator. The only mode for now: mTLS between agents "
+                   "and the coordinator arrives with issue 8.")
+@click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 300),
+              help="How often heartbeats and unchanged reports are sent to the coordinator.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              help="Least severe log level printed.")
+def agent_command(*, cluster: str, kubeconfig: pathlib.Path, coordinator: str, webhook_port: int,
+                  webhook_url_host: str, webhook_service: str | None, register_webhook: bool,
+                  deregister_on_exit: bool, webhook_name: str, namespace_labels: tuple[str, ...],
+                  metrics_port: int, labels: tuple[str, ...], tls_cert: pathlib.Path | None,
+                  tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None, insecure: bool,
+                  heartbeat_seconds: float, log_level: str) -> None:
+    """Run the member agent: enforce this cluster's share of every spread, report what it has.
+
+    \b
+    The agent
+      * keeps one gRPC stream to the coordinator, which sends this cluster's quotas per spread;
+      * creates the member Deployment of each spread with this cluster's replica count;
+      * serves the admission webhook that places each new pod into a subset (node affinity,
+        tolerations, patch) from the local quota table - no network call on that path;
+      * keeps deletion costs, reschedules pods stuck Pending (Adaptive), and reports nodes and
+        pod counts.
+    If the coordinator is unreachable the agent keeps enforcing its last quotas (fail static)
+    and retries forever with jittered backoff. Stop it with SIGTERM or Ctrl-C.
+
+    \b
+    Example, against the sandbox (`fedspread sandbox up`):
+      fedspread agent --cluster member-1 --kubeconfig ~/.cache/fedspread/sandbox/member-1/kubeconfig \\
+          --coordinator 127.0.0.1:7443
+    """
+    configure_logging(log_level)
+    if (tls_cert is None) != (tls_key is None):
+        _fail("--tls-cert and --tls-key go together")
+    if not insecure:
+        _fail("only --insecure is supported for now: mTLS to the coordinator arrives with issue 8")
+    host, sep, port = coordinator.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        _fail(f"--coordinator {coordinator!r} is not HOST:PORT")
+    service = None
+    if webhook_service is not None:
+        namespace, _, name = webhook_service.partition("/")
+        if not namespace or not name:
+            _fail(f"--webhook-service {webhook_service!r} is not NAMESPACE/NAME")
+        service = (namespace, name)
+    try:
+        topology = label_pairs(labels)
+        namespace_selector = label_pairs(namespace_labels) or None
+    except ValueError as error:
+        _fail(f"--label/--webhook-namespace-label: {error}")
+    settings = agent_main.AgentConfig(
+        cluster=cluster, kubeconfig=kubeconfig, coordinator=coordinator, labels=topology,
+        webhook_port=webhook_port, webhook_url_host=webhook_url_host, webhook_name=webhook_name,
+        webhook_namespace_selector=namespace_selector, webhook_service=service,
+        register_webhook=register_webhook, deregister_on_exit=deregister_on_exit,
+        metrics_port=metrics_port, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
+        heartbeat_seconds=heartbeat_seconds)
+    try:
+        agent = agent_main.Agent(settings)
+    except agent_main.AgentError as error:
+        _fail(str(error))
+    try:
+        agent.start()
+    except agent_main.AgentError as error:
+        agent.stop()
+        _fail(str(error))
+    agent.run()

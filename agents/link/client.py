@@ -1,0 +1,378 @@
+"""The agent's one bidirectional gRPC stream to the coordinator (AgentService.Connect).
+
+Why it looks like this:
+
+- **Fail static.** The webhook decides from the local quota table, so losing the coordinator must
+  not lose the table: a broken stream never clears the bookkeeping, it only flips the link metrics
+  and logs one WARNING per outage. Enforcement continues with the last quotas received.
+- **Reconnect forever.** An agent is long-running; giving up would leave a cluster unmanaged. The
+  loop is a tenacity `Retrying` with no stop condition, but every wait is jittered and capped
+  (`wait_random_exponential`, cap ~5 s) so a restarted coordinator is not stampeded. Refusals that
+  need a human (PERMISSION_DENIED, INVALID_ARGUMENT, UNAUTHENTICATED, ...) are logged as ERROR with
+  the coordinator's reason and retried slowly, so fixing the coordinator side heals the link.
+- **Full resync on every connect.** Hello lists the spreads applied (spread, generation, template
+  revision) so the coordinator re-sends only what changed; after Welcome the latest full inventory
+  and pod counts go out before anything else, since a restarted coordinator holds nothing.
+- **One writer per stream** (agents.link.stream): reports, events, acks, ping answers and
+  heartbeats go through one queue, numbered per stream as agent.proto asks.
+- **End of resync.** Hello advertises `resync-complete`; a coordinator that understands it sends a
+  Notice `ResyncComplete` after re-sending assignments, and the link sets `synced`: only then is
+  the set of assignments known complete (workload sync may prune orphaned Deployments).
+
+Callbacks run on the link thread and should be quick (enqueue work, do not call the apiserver).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import grpc
+import tenacity
+
+from agents import assignment as assignment_mod
+from agents import bookkeeping as bookkeeping_mod
+from agents import outbox as outbox_mod
+from agents.link import stream as stream_mod
+from federation.rpc import agent_pb2, agent_pb2_grpc
+
+log = logging.getLogger("fedspread.agent.link")
+
+FAIL_STATIC_MESSAGE = "coordinator unreachable; enforcing last quotas (fail static)"
+# Refusals a retry cannot fix by itself: somebody must change a certificate or the coordinator.
+MISCONFIGURED = frozenset({
+    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNIMPLEMENTED,
+    grpc.StatusCode.FAILED_PRECONDITION,
+})
+# Hello capability and Notice code: the coordinator marks the end of a resync's assignments, after
+# which the agent's set of assignments is complete and orphaned Deployments may be pruned.
+RESYNC_COMPLETE_CAPABILITY = "resync-complete"
+RESYNC_COMPLETE_CODE = "ResyncComplete"
+
+
+class LinkMetrics(Protocol):
+    """What the link needs of agents.metrics.AgentMetrics (link-connected and fail-static gauges)."""
+
+    def set_link(self, *, connected: bool) -> None:
+        """Record whether the coordinator stream is up (and so whether the agent is fail static)."""
+
+
+def agent_version() -> str:
+    """The installed fedspread version ("0+unknown" when running from an uninstalled tree)."""
+    try:
+        return importlib.metadata.version("fedspread")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def utcnow() -> datetime.datetime:
+    """The current time, timezone-aware."""
+    return datetime.datetime.now(datetime.UTC)
+
+
+class StreamEnded(Exception):
+    """One Connect stream is over; `code` is None when the coordinator closed it cleanly."""
+
+    def __init__(self, code: grpc.StatusCode | None, details: str, *, welcomed: bool) -> None:
+        super().__init__(f"{code.name if code else 'END'}: {details}")
+        self.code = code
+        self.details = details
+        self.welcomed = welcomed
+
+
+class Link:
+    """Keeps one AgentService.Connect stream up, applies what arrives, sends what the agent reports."""
+
+    def __init__(
+        self, target: str, *, cluster: str, bookkeeping: bookkeeping_mod.Bookkeeping,
+        outbox: outbox_mod.Outbox, labels: Mapping[str, str] | None = None,
+        metrics: LinkMetrics | None = None, credentials: grpc.ChannelCredentials | None = None,
+        heartbeat_seconds: float = 10.0,
+        on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
+        on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
+        clock: Callable[[], datetime.datetime] = utcnow,
+        backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
+        misconfigured_backoff_seconds: float = 15.0, welcome_timeout_seconds: float = 30.0,
+    ) -> None:
+        self.target = target
+        self.cluster = cluster
+        self._labels = dict(labels or {})
+        self._bookkeeping = bookkeeping
+        self._outbox = outbox
+        self._metrics = metrics
+        self._credentials = credentials
+        self._heartbeat_seconds = heartbeat_seconds
+        self._on_assignment = on_assignment
+        self._on_removal = on_removal
+        self.synced = synced if synced is not None else threading.Event()
+        self._clock = clock
+        self._started_at = clock()
+        self._fast_wait = tenacity.wait_random_exponential(multiplier=backoff_initial_seconds,
+                                                           max=backoff_cap_seconds)
+        self._slow_wait = tenacity.wait_random(misconfigured_backoff_seconds,
+                                               2 * misconfigured_backoff_seconds)
+        self._initial = backoff_initial_seconds
+        self._cap = backoff_cap_seconds
+        self._welcome_timeout = welcome_timeout_seconds
+        self._stop = threading.Event()
+        self._connected = threading.Event()
+        self._lock = threading.Lock()
+        self._call: Any = None
+        self._stream: stream_mod.Outgoing | None = None
+        self._thread: threading.Thread | None = None
+        self._resume_token = ""
+        self._outage_logged = False
+        self._last_refusal = ""
+        self._down_since: float | None = None
+        self.connects = 0  # Welcomes received, for status and tests
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """True while a stream is up and welcomed."""
+        return self._connected.is_set()
+
+    @property
+    def running(self) -> bool:
+        """True while the link thread runs (between start() and stop())."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Block until welcomed (or `timeout` seconds); returns `connected`."""
+        return self._connected.wait(timeout)
+
+    def start(self) -> None:
+        """Run the link in a daemon thread."""
+        self._set_connected(False)
+        self._thread = threading.Thread(target=self._run, name=f"link-{self.cluster}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel the stream and end the thread; the bookkeeping is left as it is."""
+        self._stop.set()
+        with self._lock:
+            call, stream = self._call, self._stream
+        if call is not None:
+            call.cancel()
+        if stream is not None:
+            stream.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._connected.clear()
+
+    # --- reconnect loop ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            retrying = tenacity.Retrying(
+                retry=tenacity.retry_if_exception(self._should_retry), wait=self._wait,
+                sleep=self._sleep, before_sleep=self._before_sleep, reraise=True)
+            try:
+                retrying(self._session)
+            except StreamEnded:
+                # A welcomed stream ended (or we are stopping): start a fresh backoff sequence,
+                # after a short jittered pause so that many agents do not reconnect in lockstep.
+                self._stop.wait(random.uniform(0, self._initial))
+            except Exception:  # a bug must not end enforcement or the link: log, back off, go on
+                log.exception("link loop failed", extra={"cluster": self.cluster})
+                self._stop.wait(self._cap)
+
+    def _sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)  # interrupted by stop()
+
+    def _should_retry(self, error: BaseException) -> bool:
+        return isinstance(error, StreamEnded) and not error.welcomed and not self._stop.is_set()
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, StreamEnded) and error.code in MISCONFIGURED:
+            return float(self._slow_wait(state))
+        return float(self._fast_wait(state))
+
+    def _before_sleep(self, state: tenacity.RetryCallState) -> None:
+        wait = state.next_action.sleep if state.next_action else 0.0
+        log.debug("link retry", extra={"cluster": self.cluster, "attempt": state.attempt_number,
+                                       "wait_s": round(wait, 2)})
+
+    def _session(self) -> None:
+        """One Connect stream, from Hello to its end; always raises StreamEnded."""
+        if self._stop.is_set():
+            raise StreamEnded(grpc.StatusCode.CANCELLED, "link stopped", welcomed=True)
+        stream = stream_mod.Outgoing(self.hello, outbox=self._outbox, clock=self._clock,
+                                     heartbeat_seconds=self._heartbeat_seconds, name=self.cluster)
+        channel = (grpc.insecure_channel(self.target) if self._credentials is None
+                   else grpc.secure_channel(self.target, self._credentials))
+        watchdog: threading.Timer | None = None
+        try:
+            stub = agent_pb2_grpc.AgentServiceStub(channel)
+            call = stub.Connect(stream.messages())
+            with self._lock:
+                self._call, self._stream = call, stream
+            if self._stop.is_set():
+                call.cancel()
+            # A coordinator that accepts the stream but never welcomes us must not hang the link.
+            watchdog = threading.Timer(self._welcome_timeout, self._no_welcome, args=(call, stream))
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                for message in call:
+                    self._handle(message, stream)
+                error = StreamEnded(None, "coordinator closed the stream", welcomed=stream.welcomed)
+            except grpc.RpcError as failure:
+                code, details = failure.code(), failure.details() or ""
+                if stream.timed_out:
+                    code, details = grpc.StatusCode.DEADLINE_EXCEEDED, (
+                        f"no Welcome within {self._welcome_timeout:g} s")
+                error = StreamEnded(code, details, welcomed=stream.welcomed)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            self._end_stream(stream)
+            channel.close()
+        self._lost(error)
+        raise error
+
+    def _no_welcome(self, call: Any, stream: stream_mod.Outgoing) -> None:
+        if not stream.welcomed and not stream.done.is_set():
+            stream.timed_out = True
+            call.cancel()
+
+    def _end_stream(self, stream: stream_mod.Outgoing) -> None:
+        stream.close()
+        with self._lock:
+            self._call, self._stream = None, None
+
+    def _lost(self, error: StreamEnded) -> None:
+        self._set_connected(False)
+        if self._stop.is_set():
+            return
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        if error.code in MISCONFIGURED:
+            refusal = f"{error.code.name}: {error.details}" if error.code else error.details
+            if refusal != self._last_refusal:
+                log.error("coordinator refused the agent; fix the configuration, retrying slowly",
+                          extra={"cluster": self.cluster, "coordinator": self.target,
+                                 "reason": refusal})
+                self._last_refusal = refusal
+        if not self._outage_logged:
+            log.warning(FAIL_STATIC_MESSAGE, extra={"cluster": self.cluster, "coordinator": self.target,
+                                                    "reason": str(error)})
+            self._outage_logged = True
+
+    def _set_connected(self, connected: bool) -> None:
+        if connected:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        if self._metrics is not None:
+            self._metrics.set_link(connected=connected)
+
+    # --- outgoing ------------------------------------------------------------------------------
+
+    def hello(self) -> agent_pb2.AgentMessage:
+        """The Hello that opens every stream: identity plus what is enforced right now."""
+        hello = agent_pb2.Hello(cluster_name=self.cluster, agent_version=agent_version(),
+                                topology_labels=self._labels, resume_token=self._resume_token,
+                                capabilities=[RESYNC_COMPLETE_CAPABILITY])
+        hello.started_at.FromDatetime(self._started_at)
+        for current in sorted(self._bookkeeping.assignments(), key=lambda a: a.spread):
+            hello.applied.add(spread=current.spread, generation=current.generation,
+                              template_revision=current.template_revision)
+        return agent_pb2.AgentMessage(hello=hello)
+
+    # --- incoming ------------------------------------------------------------------------------
+
+    def _handle(self, message: agent_pb2.CoordinatorMessage, stream: stream_mod.Outgoing) -> None:
+        kind = message.WhichOneof("body")
+        if kind == "welcome":
+            self._welcome(message.welcome, stream)
+        elif kind == "assignment":
+            self._assignment(message.assignment, stream)
+        elif kind == "removal":
+            self._removal(message.removal, stream)
+        elif kind == "ping":
+            stream.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(ping_nonce=message.ping.nonce)))
+        elif kind == "resync":
+            stream.resend(inventory=message.resync.inventory, pod_counts=message.resync.pod_counts)
+        elif kind == "notice":
+            self._notice(message.notice)
+        else:
+            log.debug("unknown coordinator message ignored", extra={"cluster": self.cluster})
+
+    def _welcome(self, welcome: agent_pb2.Welcome, stream: stream_mod.Outgoing) -> None:
+        beat = self._heartbeat_seconds
+        if welcome.heartbeat_interval_seconds > 0:
+            beat = min(beat, welcome.heartbeat_interval_seconds)
+        self._resume_token = welcome.resume_token
+        stream.welcomed_now(heartbeat_seconds=beat)
+        self.connects += 1
+        outage = None if self._down_since is None else round(time.monotonic() - self._down_since, 1)
+        log.info("connected to coordinator", extra={
+            "cluster": self.cluster, "coordinator": self.target,
+            "coordinator_id": welcome.coordinator_id, "outage_s": outage})
+        self._outage_logged, self._last_refusal, self._down_since = False, "", None
+        self._set_connected(True)
+
+    def _assignment(self, message: agent_pb2.SpreadAssignment, stream: stream_mod.Outgoing) -> None:
+        error = ""
+        try:
+            decoded = assignment_mod.from_proto(message)
+        except (ValueError, TypeError) as failure:
+            error = f"not applied, previous assignment kept: {failure}"
+            log.error("bad assignment", extra={"cluster": self.cluster, "spread": message.spread,
+                                               "generation": message.generation, "error": str(failure)})
+        else:
+            current = self._bookkeeping.assignment(decoded.spread)
+            if current is not None and current.generation > decoded.generation:
+                error = f"stale generation {decoded.generation}; generation {current.generation} kept"
+            else:
+                self._bookkeeping.set_assignment(decoded)
+                log.debug("assignment applied", extra={"cluster": self.cluster, "spread": decoded.spread,
+                                                       "generation": decoded.generation})
+                error = self._callback(self._on_assignment, decoded, what="workload sync")
+        stream.send(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
+            spread=message.spread, generation=message.generation, error=error)))
+
+    def _removal(self, message: agent_pb2.SpreadRemoval, stream: stream_mod.Outgoing) -> None:
+        current = self._bookkeeping.assignment(message.spread)
+        error = ""
+        if current is not None and current.generation > message.generation:
+            error = f"stale removal generation {message.generation}; generation {current.generation} kept"
+        else:
+            self._bookkeeping.remove_assignment(message.spread)
+            log.info("spread removed", extra={"cluster": self.cluster, "spread": message.spread,
+                                              "orphan": message.orphan, "reason": message.reason})
+            error = self._callback(self._on_removal, message.spread, message.orphan, what="removal")
+        stream.send(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
+            spread=message.spread, generation=message.generation, error=error)))
+
+    def _callback(self, callback: Callable[..., None] | None, *args: Any, what: str) -> str:
+        if callback is None:
+            return ""
+        try:
+            callback(*args)
+        except Exception as failure:  # the quotas are applied; report the rest, keep the link up
+            log.exception(f"{what} callback failed", extra={"cluster": self.cluster})
+            return f"quotas applied; {what} failed: {failure}"
+        return ""
+
+    def _notice(self, notice: agent_pb2.Notice) -> None:
+        if notice.code == RESYNC_COMPLETE_CODE:
+            if not self.synced.is_set():
+                log.info("assignments complete", extra={"cluster": self.cluster,
+                                                        "spreads": len(self._bookkeeping.assignments())})
+            self.synced.set()
+            return
+        level = {agent_pb2.Notice.SEVERITY_ERROR: logging.ERROR,
+                 agent_pb2.Notice.SEVERITY_WARNING: logging.WARNING}.get(notice.severity, logging.INFO)
+        log.log(level, "coordinator notice", extra={"cluster": self.cluster, "code": notice.code,
+                                                    "spread": notice.spread, "detail": notice.message})

@@ -1,0 +1,199 @@
+"""The member agent, wired in one place: cache, controller loops, webhook, metrics and link.
+
+Why one module: every part shares the same Bookkeeping (the quota table) and Outbox (reports to the
+coordinator); seeing them connected here is the quickest way to understand the agent. Start order
+follows dependencies: the cache starts first (the loops read it), the webhook is serving before it
+is registered (the apiserver may call it at once), the link starts last (assignments then find
+everything ready). Stop runs in reverse, and the link stopping never clears the bookkeeping.
+Startup steps that can fail on user input (kubeconfig, certificates) live in agents.bootstrap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pathlib
+import queue
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+
+import grpc
+from kubernetes import client
+
+from agents import bookkeeping, bootstrap, metrics, outbox
+from agents.controller import cache, reconciler, workload
+from agents.inventory import reporter
+from agents.link import client as link_client
+from agents.webhook import handler, registration, server
+
+log = logging.getLogger("fedspread.agent")
+
+AgentError = bootstrap.AgentError
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentConfig:
+    """Everything `fedspread agent` takes from its command line."""
+
+    cluster: str
+    kubeconfig: pathlib.Path
+    coordinator: str
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    webhook_port: int = 9443
+    webhook_url_host: str = "127.0.0.1"
+    webhook_name: str = registration.NAME
+    webhook_namespace_selector: Mapping[str, str] | None = None
+    webhook_service: tuple[str, str] | None = None  # (namespace, name): in-cluster, behind a Service
+    register_webhook: bool = True
+    deregister_on_exit: bool = False
+    metrics_port: int = 9090
+    tls_cert: pathlib.Path | None = None
+    tls_key: pathlib.Path | None = None
+    tls_ca: pathlib.Path | None = None
+    credentials: grpc.ChannelCredentials | None = None  # None: plaintext gRPC (mTLS is issue 8)
+    heartbeat_seconds: float = 10.0
+
+
+class Agent:
+    """One member cluster's agent; `start()` then `run()` (until a signal) or `stop()`."""
+
+    def __init__(self, settings: AgentConfig) -> None:
+        self.settings = settings
+        self.stopping = threading.Event()
+        self.bookkeeping = bookkeeping.Bookkeeping()
+        self.outbox = outbox.Outbox()
+        self.metrics = metrics.AgentMetrics(cluster=settings.cluster)
+        self._tmp = pathlib.Path(tempfile.mkdtemp(prefix="fedspread-agent-"))
+        self._threads: list[threading.Thread] = []
+        self._wake = threading.Event()
+        self._removals: queue.Queue[tuple[str, bool]] = queue.Queue()
+        self._registered = False
+        try:
+            self.api = bootstrap.api_client(settings.kubeconfig)
+            self.serving = bootstrap.serving_certificate(
+                self._tmp, cluster=settings.cluster, url_host=settings.webhook_url_host,
+                service=settings.webhook_service, cert=settings.tls_cert, key=settings.tls_key,
+                ca=settings.tls_ca)
+            self.webhook = server.WebhookServer(
+                handler.AdmissionHandler(self.bookkeeping, self.metrics), port=settings.webhook_port,
+                cert_file=self.serving.cert_file, key_file=self.serving.key_file)
+        except (OSError, ValueError) as error:  # unreadable or mismatched certificate files
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise AgentError(f"webhook serving certificate: {error}") from None
+        except Exception:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise
+        core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
+        self.cache = cache.Cache(core, apps)
+        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache)
+        self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
+                                                heartbeat_seconds=settings.heartbeat_seconds)
+        self.reporter = reporter.InventoryReporter(self.cache, self.outbox,
+                                                   heartbeat_seconds=settings.heartbeat_seconds)
+        self.link = link_client.Link(
+            settings.coordinator, cluster=settings.cluster, labels=settings.labels,
+            bookkeeping=self.bookkeeping, outbox=self.outbox, metrics=self.metrics,
+            credentials=settings.credentials, heartbeat_seconds=settings.heartbeat_seconds,
+            on_assignment=lambda _value: self._wake.set(), on_removal=self._removed,
+            synced=self.workload.synced)
+
+    def start(self) -> None:
+        """Start every part; AgentError when a port is taken or the registration is refused."""
+        chosen = self.settings
+        if chosen.metrics_port:
+            try:
+                self.metrics.serve(chosen.metrics_port)
+            except OSError as error:
+                raise AgentError(f"metrics port {chosen.metrics_port}: {error.strerror}") from None
+        try:
+            self.webhook.start()
+        except OSError as error:
+            raise AgentError(f"webhook port {chosen.webhook_port}: {error.strerror}") from None
+        self.cache.start()
+        self._spawn("workload", self._workload_loop)
+        self._spawn("reconciler", lambda: self.reconciler.run(self.stopping))
+        self._spawn("reporter", lambda: self.reporter.run(self.stopping))
+        if chosen.register_webhook:
+            self._register()
+        self.link.start()
+        log.info("agent started", extra={"cluster": chosen.cluster, "coordinator": chosen.coordinator,
+                                         "webhook_port": self.webhook.port})
+
+    def _register(self) -> None:
+        chosen = self.settings
+        if chosen.webhook_service is not None:
+            namespace, name = chosen.webhook_service
+            where = registration.service_client_config(namespace=namespace, name=name,
+                                                       ca_pem=self.serving.ca_pem)
+        else:
+            url = f"https://{chosen.webhook_url_host}:{self.webhook.port}{server.MUTATE_PATH}"
+            where = registration.url_client_config(url, ca_pem=self.serving.ca_pem)
+        selector = ({"matchLabels": dict(chosen.webhook_namespace_selector)}
+                    if chosen.webhook_namespace_selector else None)
+        body = registration.configuration(where, name=chosen.webhook_name, namespace_selector=selector)
+        try:
+            registration.apply_registration(self.api, body)
+        except Exception as error:  # RBAC, a conflicting object, the apiserver away
+            reason = f"{error.status} {error.reason}" if isinstance(error, client.ApiException) else error
+            raise AgentError(f"cannot register webhook {chosen.webhook_name}: {reason}") from None
+        self._registered = True
+
+    def run(self) -> None:
+        """Block until SIGTERM or SIGINT (or `stopping` is set elsewhere), then stop cleanly."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stopping.set())
+        self.stopping.wait()
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop in reverse order; safe to call twice and after a failed start."""
+        self.stopping.set()
+        self._wake.set()
+        self.link.stop()
+        if self._registered and self.settings.deregister_on_exit:
+            try:
+                registration.remove_registration(self.api, self.settings.webhook_name)
+            except Exception as error:  # exiting anyway: say so, do not hide the rest of the stop
+                log.warning("webhook deregistration failed", extra={"error": str(error)[:200]})
+            self._registered = False
+        self.webhook.stop()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.cache.stop()
+        self.metrics.stop()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        log.info("agent stopped", extra={"cluster": self.settings.cluster})
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _removed(self, spread: str, orphan: bool) -> None:
+        if orphan:
+            log.info("spread orphaned: its Deployment stays", extra={"spread": spread})
+        self._removals.put((spread, orphan))
+        self._wake.set()
+
+    def _workload_loop(self) -> None:
+        while not self.stopping.is_set():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            removal: tuple[str, bool] | None = None
+            try:
+                while not self._removals.empty():
+                    removal = self._removals.get_nowait()
+                    spread, orphan = removal
+                    # An orphaned workload keeps running, unmanaged; otherwise it is deleted.
+                    (self.workload.release if orphan else self.workload.remove)(spread)
+                    removal = None
+                self.workload.sync_once()
+            except Exception as error:  # the next round retries; the webhook enforces meanwhile
+                if removal is not None:
+                    self._removals.put(removal)
+                log.warning("workload sync failed",
+                            extra={"spread": removal[0] if removal else None, "error": str(error)[:300]})
+
