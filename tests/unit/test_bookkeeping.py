@@ -1,0 +1,80 @@
+"""The agent's local quota accounting: creatingPods/deletingPods settle and expire as Kruise's do."""
+
+from __future__ import annotations
+
+import datetime
+
+from agents import assignment, bookkeeping
+
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+
+def book_with(quotas: dict[str, int], clock: Clock) -> bookkeeping.Bookkeeping:
+    book = bookkeeping.Bookkeeping(clock=clock)
+    rules = tuple(assignment.SubsetRule(name=n, index=i, quota=q) for i, (n, q) in enumerate(quotas.items()))
+    book.set_assignment(assignment.Assignment(
+        spread="ns/web", generation=1, namespace="ns", workload="web", replicas=sum(quotas.values()),
+        template={}, template_revision="r1", subsets=rules, subset_count=len(rules)))
+    return book
+
+
+def chosen(book: bookkeeping.Bookkeeping, pod: str, revision: str = "") -> str | None:
+    rule = book.admit("ns/web", pod, revision=revision)
+    return rule.name if rule else None
+
+
+def test_subsets_fill_in_order_then_none() -> None:
+    book = book_with({"a": 2, "b": 1}, Clock())
+    assert [chosen(book, f"p{i}") for i in range(4)] == ["a", "a", "b", None]
+
+
+def test_a_pod_deleted_before_the_cache_saw_it_frees_its_quota() -> None:
+    book = book_with({"a": 2, "b": 1}, Clock())
+    assert [chosen(book, p) for p in ("p1", "p2", "p3")] == ["a", "a", "b"]
+    assert book.note_deleting("ns/web", "p3") == "b"
+    assert chosen(book, "p4") == "b"
+
+
+def test_creating_entries_settle_when_observed_and_expire_after_30_seconds() -> None:
+    clock = Clock()
+    book = book_with({"a": 1}, clock)
+    assert chosen(book, "p1") == "a"
+    assert chosen(book, "p2") is None
+    clock.now = T0 + datetime.timedelta(seconds=31)
+    assert book.expire() == 1
+    assert chosen(book, "p2") == "a"
+    record = bookkeeping.PodRecord(name="p2", subset="a", revision="", phase="Running", ready=True,
+                                   node_name="n1", created=T0)
+    book.observe("ns/web", [record])
+    creating, _ = book.pending_entries("ns/web")
+    assert creating == {}
+    assert chosen(book, "p3") is None
+
+
+def test_dry_run_records_nothing() -> None:
+    book = book_with({"a": 1}, Clock())
+    assert book.admit("ns/web", "p1", revision="", dry_run=True) is not None
+    assert chosen(book, "p2") == "a"
+
+
+def test_each_revision_fills_the_subsets_from_the_first() -> None:
+    book = book_with({"a": 1, "b": 1}, Clock())
+    assert [chosen(book, p, "old") for p in ("o1", "o2")] == ["a", "b"]
+    assert [chosen(book, p, "new") for p in ("n1", "n2")] == ["a", "b"]
+
+
+def test_local_unschedulable_mark_skips_the_subset_until_it_expires() -> None:
+    clock = Clock()
+    book = book_with({"a": 5, "b": 5}, clock)
+    book.mark_unschedulable("ns/web", "a", until=T0 + datetime.timedelta(seconds=10))
+    assert chosen(book, "p1") == "b"
+    clock.now = T0 + datetime.timedelta(seconds=11)
+    assert chosen(book, "p2") == "a"
