@@ -38,13 +38,20 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(error).__name__
 
 
-def api_client(kubeconfig: pathlib.Path, *, pool_size: int = 16) -> client.ApiClient:
-    """A client for the member cluster, checked to reach the apiserver (AgentError otherwise)."""
+def api_client(kubeconfig: pathlib.Path | None, *, pool_size: int = 16) -> client.ApiClient:
+    """A client for the member cluster, checked to reach the apiserver (AgentError otherwise).
+
+    Without a kubeconfig the pod's in-cluster service account is used.
+    """
     settings = client.Configuration()
     try:
-        config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
+        if kubeconfig is None:
+            config.load_incluster_config(client_configuration=settings)
+        else:
+            config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
     except Exception as error:  # missing file, YAML error, no context: all the user's to fix
-        raise AgentError(f"cannot use kubeconfig {kubeconfig}: {_first_line(error)}") from None
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "the in-cluster service account"
+        raise AgentError(f"cannot use {where}: {_first_line(error)} (give --kubeconfig)") from None
     settings.connection_pool_maxsize = pool_size  # four watches, the loops and the registration
     api = client.ApiClient(settings)
     try:

@@ -60,9 +60,10 @@ def _fail(message: str) -> NoReturn:
 @click.command("agent")
 @click.option("--cluster", required=True, metavar="NAME",
               help="This member cluster's name, as in its MemberCluster object in the hub.")
-@click.option("--kubeconfig", required=True, metavar="FILE",
+@click.option("--kubeconfig", metavar="FILE", default=None,
               type=click.Path(dir_okay=False, path_type=pathlib.Path),
-              help="Kubeconfig of the member cluster the agent manages.")
+              help="Kubeconfig of the member cluster the agent manages (default: the in-cluster "
+                   "service account, when the agent runs in a pod of that cluster).")
 @click.option("--coordinator", required=True, metavar="HOST:PORT",
               help="Address of the coordinator's gRPC AgentService.")
 @click.option("--webhook-port", default=9443, show_default=True, type=click.IntRange(0, 65535),
@@ -103,7 +104,7 @@ def _fail(message: str) -> NoReturn:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
               help="Least severe log level printed.")
-def agent_command(*, cluster: str, kubeconfig: pathlib.Path, coordinator: str, webhook_port: int,
+def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, coordinator: str, webhook_port: int,
                   webhook_url_host: str, webhook_service: str | None, register_webhook: bool,
                   deregister_on_exit: bool, webhook_name: str, namespace_labels: tuple[str, ...],
                   metrics_port: int, labels: tuple[str, ...], tls_cert: pathlib.Path | None,

@@ -39,7 +39,7 @@ class AgentConfig:
     """Everything `fedspread agent` takes from its command line."""
 
     cluster: str
-    kubeconfig: pathlib.Path
+    kubeconfig: pathlib.Path | None
     coordinator: str
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     webhook_port: int = 9443
