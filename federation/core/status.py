@@ -1,0 +1,369 @@
+"""What the hub shows: FederatedSpread status, MemberCluster Ready, the hub Deployment's status.
+
+Why a pure module: the status is how a person learns what the coordinator decided and why (DESIGN
+§2). It is arithmetic over a `placement.Placement`, the pod counts agents report and the
+unschedulable marks, plus Kubernetes' condition conventions (`lastTransitionTime` moves only when
+a condition's status flips). Keeping it free of clients lets the status writer stay a thin shell
+that writes only when `status_changed` says so, and lets the messages be tested word for word.
+
+`creatingPods` / `deletingPods` stay empty here: each agent keeps those maps for its own webhook
+(a pod name and a timestamp per admission, expiring in seconds); the hub gets their counts through
+`missingReplicas` instead of a copy that would be stale on arrival.
+
+Times are written with whole seconds, as Kubernetes does, so a status read back compares equal;
+pass timezone-aware datetimes (UTC), as the hub returns them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import pydantic
+
+from federation.api import common, spread
+from federation.core import placement
+
+UNASSIGNED = ""
+"""Report key for pods of the workload in no subset: counted as ready, in no subset's status."""
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterPods:
+    """One subset's pods of one spread in one cluster, as the cluster's agent counted them."""
+
+    running: int = 0
+    ready: int = 0
+    pending: int = 0
+    unschedulable: int = 0
+    creating: int = 0
+    deleting: int = 0
+
+    @property
+    def active(self) -> int:
+        """Pods that exist or are about to: running + pending + creating - deleting."""
+        return self.running + self.pending + self.creating - self.deleting
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadStatus:
+    """The member Deployment's `status` as its agent reported it."""
+
+    replicas: int = 0
+    ready: int = 0
+    available: int = 0
+    updated: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterReport:
+    """Everything one cluster's agent reported for one spread: pods per subset, its Deployment."""
+
+    pods: Mapping[str, ClusterPods] = dataclasses.field(default_factory=dict)
+    workload: WorkloadStatus | None = None
+
+
+def pods_by_cluster(reports: Mapping[str, ClusterReport]) -> dict[str, Mapping[str, ClusterPods]]:
+    """Cluster -> subset -> pods, the shape `spread_status` reads."""
+    return {name: report.pods for name, report in reports.items()}
+
+
+def workloads_by_cluster(reports: Mapping[str, ClusterReport]) -> dict[str, WorkloadStatus]:
+    """Cluster -> member Deployment status, for clusters that reported one."""
+    return {name: r.workload for name, r in reports.items() if r.workload is not None}
+
+
+def _seconds(at: datetime.datetime) -> datetime.datetime:
+    return at.replace(microsecond=0)
+
+
+def _condition(
+    kind: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    *,
+    previous: Sequence[common.Condition],
+    now: datetime.datetime,
+    generation: int | None = None,
+) -> common.Condition:
+    """A condition whose lastTransitionTime moves only when its status changes."""
+    since = _seconds(now)
+    for old in previous:
+        if old.type == kind and old.status == status and old.last_transition_time is not None:
+            since = old.last_transition_time
+    return common.Condition(
+        type=kind, status=status, reason=reason, message=message,
+        last_transition_time=since, observed_generation=generation,
+    )
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _capped(subset: placement.SubsetPlacement) -> bool:
+    return subset.cap is not None and subset.replicas >= subset.cap
+
+
+def _blockers(subset: placement.SubsetPlacement) -> list[str]:
+    """The subset's reasons about its clusters (not ready, cordoned, ...), not about caps/capacity."""
+    return [
+        r for r in subset.reasons
+        if not r.startswith(("cap ", "capacity:")) and "waiting:" not in r
+    ]
+
+
+def _placed_condition(result: placement.Placement, **common_args: Any) -> common.Condition:
+    if not result.unplaced:
+        return _condition(
+            "Placed", "True", "AllPlaced",
+            f"all {_plural(result.replicas, 'replica')} are placed", **common_args,
+        )
+    capped = [f"subset {s.name} is capped at {s.cap}" for s in result.subsets if _capped(s)]
+    unusable = [
+        f"subset {s.name} has no usable cluster ({'; '.join(_blockers(s)) or 'none selected'})"
+        for s in result.subsets if not _capped(s)
+    ]
+    advice = []
+    if capped:
+        advice.append("raise maxReplicas or add a subset without a cap")
+    if unusable:
+        advice.append("bring its clusters back (Ready, not cordoned) or change the subset's clusters")
+    reason = "NoUsableCluster" if unusable else "BeyondCaps"
+    message = (
+        f"{_plural(result.unplaced, 'replica')} of {result.replicas} could not be placed: "
+        f"{', '.join(capped + unusable)}; {' or '.join(advice)}"
+    )
+    return _condition("Placed", "False", reason, message, **common_args)
+
+
+def _capacity_condition(
+    result: placement.Placement, spec: spread.FederatedSpreadSpec, **common_args: Any
+) -> common.Condition:
+    strategy = spec.schedule_strategy
+    if strategy.type != "Adaptive" or strategy.adaptive_settings().disable_simulation_schedule:
+        return _condition(
+            "CapacityExhausted", "False", "NotSimulated",
+            "capacity is not simulated (Fixed strategy or disableSimulationSchedule); "
+            "pods that cannot schedule stay Pending where they were placed", **common_args,
+        )
+    if not result.capacity_exhausted:
+        return _condition(
+            "CapacityExhausted", "False", "CapacityAvailable",
+            "every placed replica fits the clusters' free capacity", **common_args,
+        )
+    where = ", ".join(f"{s.waiting} in {s.name}" for s in result.subsets if s.waiting)
+    causes = []
+    for s in result.subsets:
+        if s.cap is not None and s.replicas - s.waiting >= s.cap:
+            causes.append(f"subset {s.name} is capped at {s.cap}")
+        else:
+            blocked = _blockers(s)
+            causes.append(f"{s.name} has no free capacity" + (f" ({'; '.join(blocked)})" if blocked else ""))
+    message = (
+        f"{_plural(result.capacity_exhausted, 'replica')} wait Pending for capacity ({where}): "
+        f"{' and '.join(causes)}; add nodes or raise maxReplicas"
+    )
+    return _condition("CapacityExhausted", "True", "NoCapacity", message, **common_args)
+
+
+def _ready_condition(
+    result: placement.Placement, reports: Mapping[str, Mapping[str, ClusterPods]], **common_args: Any
+) -> common.Condition:
+    every = [pods for subsets in reports.values() for pods in subsets.values()]
+    ready = sum(p.ready for p in every)
+    if ready == result.replicas:
+        return _condition(
+            "Ready", "True", "AllReady", f"{ready} of {result.replicas} replicas are ready", **common_args
+        )
+    if ready > result.replicas:
+        return _condition(
+            "Ready", "False", "ScalingDown",
+            f"{ready} replicas are ready for {result.replicas} wanted; the surplus is being removed",
+            **common_args,
+        )
+    pending = sum(p.pending for p in every)
+    unschedulable = sum(p.unschedulable for p in every)
+    lagging = []
+    for name in sorted(set(result.clusters) | set(reports)):
+        want = result.clusters.get(name, 0)
+        have = sum(p.ready for p in reports.get(name, {}).values())
+        if have < want:
+            lagging.append(f"{name} {have}/{want}")
+    message = f"{ready} of {result.replicas} replicas are ready"
+    if lagging:
+        message += f" ({', '.join(lagging)})"
+    if pending:
+        message += f"; {pending} pending, {unschedulable} of them unschedulable"
+        if unschedulable:
+            message += " (they move to the next subset after rescheduleCriticalSeconds)"
+    return _condition("Ready", "False", "ReplicasNotReady", message, **common_args)
+
+
+def _unscheduled(
+    name: str,
+    marks: Sequence[placement.UnschedulableMark],
+    *,
+    window: datetime.timedelta,
+    previous: spread.SubsetUnscheduledStatus | None,
+    now: datetime.datetime,
+) -> spread.SubsetUnscheduledStatus | None:
+    """The subset's marks folded into previous: a mark is new when later than the last one seen."""
+    mine = [m for m in marks if m.subset == name]
+    if not mine and previous is None:
+        return None
+    last = previous.unscheduled_time if previous is not None else None
+    count = previous.failed_count if previous is not None else 0
+    count += sum(1 for m in mine if last is None or _seconds(m.since) > last)
+    times = [_seconds(m.since) for m in mine] + ([last] if last is not None else [])
+    return spread.SubsetUnscheduledStatus(
+        unschedulable=any(now < m.since + window for m in mine),
+        unscheduled_time=max(times) if times else None,
+        failed_count=count,
+    )
+
+
+def spread_status(
+    *,
+    placement: placement.Placement,
+    spec: spread.FederatedSpreadSpec,
+    generation: int | None,
+    reports: Mapping[str, Mapping[str, ClusterPods]],
+    marks: Sequence[placement.UnschedulableMark],
+    previous: spread.FederatedSpreadStatus | None,
+    now: datetime.datetime,
+) -> spread.FederatedSpreadStatus:
+    """The FederatedSpread status for a placement, the agents' pod counts and the marks.
+
+    `reports` is cluster -> subset -> pods (`UNASSIGNED` for pods of no subset); `previous` carries
+    condition transition times and each subset's failedCount.
+    """
+    result = placement
+    ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
+    empty = ClusterPods()
+    reported = {name for name, subsets in reports.items() if any(p != empty for p in subsets.values())}
+    shown = sorted({n for n, count in result.clusters.items() if count} | reported)
+    cluster_statuses = [
+        spread.ClusterPlacementStatus(
+            cluster=name, replicas=result.clusters.get(name, 0), ready_replicas=ready_of.get(name, 0)
+        )
+        for name in shown
+    ]
+    by_name = {s.name: s for s in result.subsets}
+    before = {s.name: s for s in previous.subset_statuses} if previous is not None else {}
+    window = datetime.timedelta(seconds=spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
+    subset_statuses = []
+    for subset in spec.subsets:
+        placed = by_name.get(subset.name)
+        cap = placed.cap if placed is not None else None
+        active = sum(subsets[subset.name].active for subsets in reports.values() if subset.name in subsets)
+        old = before.get(subset.name)
+        subset_statuses.append(spread.SubsetStatus(
+            name=subset.name,
+            replicas=placed.replicas if placed is not None else 0,
+            missing_replicas=-1 if cap is None else max(0, cap - active),
+            clusters=dict(placed.clusters) if placed is not None else {},
+            subset_unscheduled_status=_unscheduled(
+                subset.name, marks, window=window,
+                previous=old.subset_unscheduled_status if old is not None else None, now=now,
+            ),
+        ))
+    common_args: dict[str, Any] = {
+        "previous": previous.conditions if previous is not None else [], "now": now,
+        "generation": generation,
+    }
+    conditions = [
+        _condition("Valid", "True", "SpecValid", "the spec passed validation", **common_args),
+        _placed_condition(result, **common_args),
+        _capacity_condition(result, spec, **common_args),
+        _ready_condition(result, reports, **common_args),
+    ]
+    return spread.FederatedSpreadStatus(
+        observed_generation=generation,
+        replicas=result.replicas,
+        ready_replicas=sum(ready_of.values()),
+        unplaced_replicas=result.unplaced,
+        placement=cluster_statuses,
+        subset_statuses=subset_statuses,
+        conditions=conditions,
+    )
+
+
+def member_cluster_conditions(
+    *,
+    ready: bool,
+    last_heartbeat: datetime.datetime | None,
+    lost_after: datetime.timedelta,
+    previous: Sequence[common.Condition],
+    now: datetime.datetime,
+) -> list[common.Condition]:
+    """The MemberCluster's conditions: `Ready` recomputed, other types from `previous` kept."""
+    limit = int(lost_after.total_seconds())
+    if ready:
+        ago = "" if last_heartbeat is None else f" {int((now - last_heartbeat).total_seconds())} s ago"
+        verdict = _condition(
+            "Ready", "True", "AgentHeartbeat",
+            f"the agent was heard{ago} (limit {limit} s)", previous=previous, now=now,
+        )
+    elif last_heartbeat is None:
+        verdict = _condition(
+            "Ready", "False", "AgentNeverConnected",
+            "no agent has connected for this cluster yet; it takes no replicas until "
+            "`fedspread agent --cluster <name>` runs in it and reaches the coordinator",
+            previous=previous, now=now,
+        )
+    else:
+        silent = int((now - last_heartbeat).total_seconds())
+        verdict = _condition(
+            "Ready", "False", "AgentLost",
+            f"no heartbeat for {silent} s (limit {limit} s); its replicas are being moved",
+            previous=previous, now=now,
+        )
+    return [verdict] + [c for c in previous if c.type != "Ready"]
+
+
+def deployment_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:
+    """The hub Deployment's `status` fields summed over the member Deployments.
+
+    `replicas` is the hub's `spec.replicas`: `unavailableReplicas` counts against it, as the
+    Deployment controller does. All keys are always present so a merge patch resets stale values.
+    """
+    available = sum(r.available for r in reports.values())
+    return {
+        "replicas": sum(r.replicas for r in reports.values()),
+        "readyReplicas": sum(r.ready for r in reports.values()),
+        "availableReplicas": available,
+        "updatedReplicas": sum(r.updated for r in reports.values()),
+        "unavailableReplicas": max(0, replicas - available),
+    }
+
+
+_ORDER_KEYS = ("type", "cluster")
+"""List items keyed by one of these (conditions, placement) compare regardless of order."""
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
+        return _seconds(aware.astimezone(datetime.UTC))
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_normal(v) for v in value]
+        for key in _ORDER_KEYS:
+            if items and all(isinstance(i, dict) and key in i for i in items):
+                return sorted(items, key=lambda i: str(i[key]))
+        return items
+    return value
+
+
+def status_changed(old: pydantic.BaseModel | None, new: pydantic.BaseModel) -> bool:
+    """Whether `new` differs from `old` in anything but order of conditions/placement and sub-second time."""
+    if old is None:
+        return True
+    return bool(_normal(old.model_dump()) != _normal(new.model_dump()))
