@@ -224,7 +224,9 @@ class Launcher:
             f"--root-ca-file={self.pki_dir / 'ca.crt'}", "--v=1",
         ])
 
-    def start_nodesim(self, record: state.ClusterRecord, groups: Sequence[nodesim.NodeGroup]) -> state.Component:
+    def start_nodesim(
+        self, record: state.ClusterRecord, groups: Sequence[nodesim.NodeGroup]
+    ) -> state.Component:
         profile = self.directory / record.name / "nodes.json"
         profile.write_text(nodesim.dump_profile(groups))
         return self._start(f"{record.name}-nodesim", [

@@ -8,6 +8,7 @@ never killed), each cluster with its port and kubeconfig.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -59,10 +60,8 @@ class Component:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if the process is our child, so no zombie lingers."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 @dataclasses.dataclass
