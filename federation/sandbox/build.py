@@ -114,16 +114,19 @@ def _installed(package: str) -> bool:
     return result.returncode == 0 and "install ok installed" in result.stdout
 
 
-def source_entries() -> str:
-    """deb-src entries derived from the machine's own Debian sources (deb822 or one-line)."""
-    if DEBIAN_SOURCES.exists():
-        text = DEBIAN_SOURCES.read_text()
-        return re.sub(r"(?m)^Types:\s*deb\s*$", "Types: deb-src", text)
-    if DEBIAN_SOURCES_LIST.exists():
-        lines = [line.replace("deb ", "deb-src ", 1) for line in DEBIAN_SOURCES_LIST.read_text().splitlines()
-                 if line.startswith("deb ")]
-        return "\n".join(lines) + "\n"
-    raise BuildError(f"no Debian sources file ({DEBIAN_SOURCES} or {DEBIAN_SOURCES_LIST}) to derive deb-src from")
+def source_entries(path: pathlib.Path | None = None) -> str:
+    """deb-src entries derived from a Debian sources file: `path` (deb822 if it ends in .sources,
+    else one-line), by default the machine's own."""
+    if path is None:
+        path = next((p for p in (DEBIAN_SOURCES, DEBIAN_SOURCES_LIST) if p.exists()), None)
+    if path is None or not path.exists():
+        raise BuildError(f"no Debian sources file ({path or f'{DEBIAN_SOURCES} or {DEBIAN_SOURCES_LIST}'}) "
+                         "to derive deb-src from")
+    if path.suffix == ".sources":
+        return re.sub(r"(?m)^Types:\s*deb\s*$", "Types: deb-src", path.read_text())
+    lines = [line.replace("deb ", "deb-src ", 1) for line in path.read_text().splitlines()
+             if line.startswith("deb ")]
+    return "\n".join(lines) + "\n"
 
 
 def _apt_options(workdir: pathlib.Path) -> list[str]:

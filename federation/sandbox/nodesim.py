@@ -1,14 +1,13 @@
 """The kubelets of a sandbox member: fake nodes whose pods really become Running and Ready.
 
-Why: the sandbox has real control planes but no kubelet or container runtime, so nodes would stay
-NotReady, bound pods Pending and deletions unfinished (stalling ReplicaSets, garbage collection and
-namespace deletion). This process registers nodes from a profile (labels, taints, any allocatable
-resource), clears the not-ready taint, renews their Leases and status, reports bound pods Running
-with kubelet-like status and completes graceful deletions (grace 0). Hundreds of pods must not fall
-behind: one list+watch (resumed from its resourceVersion, relisted only on 410 Gone) feeds a
-de-duplicating work queue drained by a thread pool, with raw JSON on a connection pool of that size
-(the generated client's model decoding cost more CPU than the requests). Apiserver restarts are
-retried with backoff and logged as rate-limited warnings, never fatal.
+Why: the sandbox has real control planes but no kubelet, so nodes would stay NotReady, bound pods
+Pending and deletions unfinished (stalling ReplicaSets, garbage collection, namespace deletion).
+This process registers nodes from a profile (labels, taints, any allocatable resource), renews
+their Leases and status, reports bound pods Running with kubelet-like status and completes graceful
+deletions (grace 0). Hundreds of pods must not fall behind: one list+watch (resumed from its
+resourceVersion, relisted only on 410 Gone) feeds a de-duplicating work queue and a thread pool
+using raw JSON on a connection pool of its size (the generated client's model decoding cost more
+CPU than the requests). Apiserver restarts are retried and logged as rate-limited warnings.
 """
 
 from __future__ import annotations
@@ -117,7 +116,7 @@ def pod_status(pod: Json, *, now: datetime.datetime, pod_ip: str, host_ip: str) 
 
     def condition(kind: str, value: bool, reason: str = "") -> Json:
         text, old = str(value), have.get(kind, {})
-        return {"type": kind, "status": text, "lastProbeTime": None, **({} if value else {"reason": reason}),
+        return {"type": kind, "status": text, "lastProbeTime": None, "reason": None if value else reason,
                 "lastTransitionTime": old["lastTransitionTime"] if old.get("status") == text else _stamp(now)}
 
     return {
@@ -154,23 +153,24 @@ class _Api:
 
         configuration = copy.deepcopy(api.configuration)
         configuration.connection_pool_maxsize = pool_size
-        self.client = client.ApiClient(configuration)
-        self.host = configuration.host
+        self.client, self.host = client.ApiClient(configuration), configuration.host
 
     def call(self, method: str, path: str, body: Json | None = None, *, stream: bool = False,
-             ok: tuple[int, ...] = (), **query: Any) -> Any:
-        """One request's JSON answer (`stream`: the unread response); None if its error is in `ok`."""
+             ok: tuple[int, ...] = (), decode: bool = True, **query: Any) -> Any:
+        """One request's JSON answer (`stream`: the unread response); None if its error is in `ok`
+        or if not `decode` (a pod's JSON costs more CPU to decode than its request)."""
         headers = {"User-Agent": "fedspread-nodesim", "Accept": "application/json", "Content-Type":
                    "application/strategic-merge-patch+json" if method == "PATCH" else "application/json"}
         self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
         url = f"{self.host}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
         answer = self.client.rest_client.request(method, url, headers=headers, body=body,
                                                  _request_timeout=(5, WATCH_SECONDS + 30 if stream else 30))
-        if answer.status in ok:
-            return None
-        if not 200 <= answer.status <= 299:
-            raise ApiError(answer.status, answer.read().decode(errors="replace"))
-        return answer.response if stream else json.loads(answer.read() or b"{}")
+        if stream and 200 <= answer.status <= 299:
+            return answer.response
+        data = answer.read()  # all of it, or the connection does not go back to the pool
+        if answer.status not in ok and not 200 <= answer.status <= 299:
+            raise ApiError(answer.status, data.decode(errors="replace"))
+        return json.loads(data or b"{}") if decode and answer.status not in ok else None
 
 
 class NodeSimulator:
@@ -185,7 +185,7 @@ class NodeSimulator:
         self._ips = {name: itertools.count() for name in self.nodes}  # next() is atomic
         self.stop = threading.Event()
         self.queue: queue.Queue[str | None] = queue.Queue()
-        self._queued: set[str] = set()  # in the queue, not yet taken: never queued twice
+        self._queued: set[str] = set()  # queued or being worked on: never twice
         self._later: list[tuple[float, str]] = []  # (due, key): retries and probe delays
         self._lock = threading.Lock()
         self._pods: dict[str, Json] = {}  # newest object seen of each pod bound to our nodes
@@ -197,10 +197,9 @@ class NodeSimulator:
 
     def _warn(self, kind: str, message: str) -> None:
         """A warning, at most one per kind every 10 s: an apiserver restart is not 300 warnings."""
-        quiet = time.monotonic() - self._warned.get(kind, -10.0) < 10
-        log.log(logging.DEBUG if quiet else logging.WARNING, "%s", message)
-        if not quiet:
+        if time.monotonic() - self._warned.get(kind, -10.0) >= 10:
             self._warned[kind] = time.monotonic()
+            log.warning("%s", message)
 
     def _address(self, node: str, host: int | None = None) -> str:
         i = self._index[node]
@@ -220,9 +219,9 @@ class NodeSimulator:
             "capacity": resources, "allocatable": resources,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message":
                             "fedspread node simulator", "lastHeartbeatTime": now, "lastTransitionTime": now}],
-            "addresses": [{"type": "InternalIP", "address": self._address(name)}],
-            "nodeInfo": {"kubeletVersion": "v1.20.2-fedspread-sim", "containerRuntimeVersion": "sim://1",
-                         "operatingSystem": "linux", "architecture": "amd64", "osImage": "sandbox"}}}
+            "addresses": [{"type": "InternalIP", "address": self._address(name)}], "nodeInfo": {
+                "kubeletVersion": "v1.20.2-fedspread-sim", "containerRuntimeVersion": "sim://1",
+                "operatingSystem": "linux", "architecture": "amd64", "osImage": "sandbox"}}}
 
     def register_node(self, name: str) -> None:
         """Create (or adopt) one node, report it Ready and drop the not-ready taint."""
@@ -248,9 +247,8 @@ class NodeSimulator:
     def heartbeat(self) -> None:
         """(Re-)register nodes, then every 20 s renew their Leases, every third time their status."""
         for beat in itertools.count():
-            alive = {p["metadata"]["uid"] for p in list(self._pods.values())}
-            for uid in set(self._written) - alive:  # a DELETED event can beat a worker's write
-                self._written.pop(uid, None)
+            alive = {p["metadata"]["uid"] for p in list(self._pods.values())}  # forget what a worker
+            self._written = {u: w for u, w in list(self._written.items()) if u in alive}  # wrote late
             for name in self.nodes:
                 try:
                     if name not in self._uids:
@@ -274,7 +272,7 @@ class NodeSimulator:
         if meta.get("deletionTimestamp"):
             if self._written.get(uid) != "deleted":
                 self.api.call("DELETE", path, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
-                              ok=(404, 409))  # gone already, or a new pod of that name
+                              ok=(404, 409), decode=False)  # 404: gone already; 409: a new pod
                 self._written[uid] = "deleted"
             return
         if status.get("phase") not in (None, "Pending", "Running"):
@@ -283,7 +281,7 @@ class NodeSimulator:
         desired, wake = pod_status(pod, now=datetime.datetime.now(datetime.UTC), pod_ip=ip,
                                    host_ip=self._address(node))
         if _signature(desired) not in (_signature(status), self._written.get(uid)):
-            self.api.call("PATCH", f"{path}/status", {"status": desired})
+            self.api.call("PATCH", f"{path}/status", {"status": desired}, decode=False)
             self._written[uid] = _signature(desired)
         if wake:
             self._enqueue(key, wake + 0.05)
@@ -291,8 +289,7 @@ class NodeSimulator:
     def _work(self) -> None:
         failures: collections.Counter[str] = collections.Counter()
         while (key := self.queue.get()) is not None and not self.stop.is_set():
-            with self._lock:
-                self._queued.discard(key)
+            pod = self._pods.get(key)
             try:
                 self.sync_pod(key)
                 failures.pop(key, None)
@@ -300,6 +297,11 @@ class NodeSimulator:
                 failures[key] += 1
                 self._warn("pod", f"pod {key}: {error}; retrying")
                 self._enqueue(key, min(30.0, 0.25 * 2 ** failures[key]))
+            finally:  # a key stays queued while a worker has it; newer news of it queue it again
+                with self._lock:
+                    self._queued.discard(key)
+                if self._pods.get(key) is not pod:
+                    self._enqueue(key)
 
     def _observe(self, kind: str, pod: Json) -> None:
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -314,9 +316,8 @@ class NodeSimulator:
         selector = "spec.nodeName!="
         if self._version is None:
             listing = self.api.call("GET", "/api/v1/pods", fieldSelector=selector)
-            for key in set(self._pods) - {f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-                                          for p in listing["items"]}:
-                self._pods.pop(key, None)
+            keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in listing["items"]}
+            self._pods = {key: pod for key, pod in self._pods.items() if key in keys}
             yield from ({"type": "ADDED", "object": p} for p in listing["items"])
             self._version = listing["metadata"]["resourceVersion"]
         self._stream = self.api.call("GET", "/api/v1/pods", stream=True, watch="true",
@@ -365,10 +366,9 @@ class NodeSimulator:
             thread.start()
         log.info("simulating %d nodes at %s with %d workers", len(self.nodes), self.api.host, self.workers)
         while not self.stop.wait(0.2):  # a timed wait, so that signals reach the main thread
-            due = []
-            with self._lock:
-                while self._later and self._later[0][0] <= time.monotonic():
-                    due.append(heapq.heappop(self._later)[1])
+            now = time.monotonic()
+            with self._lock:  # the heap pops the due keys first
+                due = [heapq.heappop(self._later)[1] for _ in range(sum(t <= now for t, _ in self._later))]
             for key in due:
                 self._enqueue(key)
         self.shutdown()

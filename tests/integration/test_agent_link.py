@@ -15,6 +15,7 @@ What it proves, end to end through the command line:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import pathlib
 import signal
 import socket
@@ -255,3 +256,59 @@ def test_startup_errors_are_one_line(sandbox: state.SandboxState, tmp_path: path
 
     result = run_cli("--cluster", MEMBER, "--kubeconfig", str(bad), "--coordinator", "nowhere")
     assert result.returncode == 1 and "is not HOST:PORT" in result.stderr
+
+
+def adaptive_assignment(namespace: str, *, replicas: int) -> assignment.Assignment:
+    """Spread `namespace/web`, Adaptive: subset "big" asks 64 cpu per pod (fits no node), then "small"."""
+    labels = {"app": "web"}
+    container = {"name": "app", "image": "registry.example/app:1", "resources": {"requests": {"cpu": "10m"}}}
+    template = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": namespace, "labels": labels},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}
+    big = assignment.SubsetRule(name="big", index=0, quota=2, patch={"spec": {"containers": [
+        {"name": "app", "resources": {"requests": {"cpu": "64"}}}]}})
+    small = zone_rule("small", 1, 2, f"{MEMBER}-b")
+    return assignment.Assignment(
+        spread=f"{namespace}/web", generation=1, namespace=namespace, workload="web",
+        replicas=replicas, template=template, template_revision="t1", subsets=(big, small), subset_count=2,
+        strategy=assignment.Strategy(type="Adaptive", reschedule_critical_seconds=3,
+                                     unschedulable_seconds=12))
+
+
+def probe_subset(clusters: Clusters, namespace: str) -> str | None:
+    """The subset the webhook gives a new pod of the spread right now (dry-run: nothing recorded)."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "probe", "labels": {assignment.SPREAD_LABEL: "web", "app": "probe"}},
+           "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}
+    created = clusters.core(MEMBER).create_namespaced_pod(namespace, pod, dry_run="All")
+    return (created.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)
+
+
+def test_adaptive_reschedule_moves_stuck_pods_to_the_next_subset(
+        agent: AgentProcess, standin: standin_coordinator.StandinCoordinator, clusters: Clusters,
+        namespace: str) -> None:
+    standin.wait_message(MEMBER, "hello", timeout=WAIT)
+    standin.assign(MEMBER, adaptive_assignment(namespace, replicas=0))
+    standin.wait_message(MEMBER, "ack", timeout=WAIT, where=lambda a: not a.error)
+    wait_for(lambda: probe_subset(clusters, namespace) == "big", timeout=WAIT,
+             message=lambda: f"the apiserver never called the agent's webhook; agent log:\n{agent.output()}")
+
+    mark = standin.mark(MEMBER)
+    standin.assign(MEMBER, dataclasses.replace(adaptive_assignment(namespace, replicas=2), generation=2))
+
+    # Pods first go to "big", stay Pending/Unschedulable, are deleted after rescheduleCriticalSeconds
+    # and come back in "small", where they run.
+    def settled_in_small() -> bool:
+        pods = web_pods(clusters, namespace)
+        return subsets_of(pods) == {"small": 2} and all(p.status.phase == "Running" for p in pods)
+    wait_for(settled_in_small, timeout=WAIT, message=lambda: (
+        f"pods by subset: {subsets_of(web_pods(clusters, namespace))}\n{agent.decisions()}"))
+    report = standin.wait_message(MEMBER, "unschedulable", since=mark, timeout=WAIT)
+    assert (report.spread, report.subset) == (f"{namespace}/web", "big")
+    assert report.pod_count >= 1
+    assert probe_subset(clusters, namespace) == "small", "the subset stays marked for unschedulableSeconds"
+
+    # After unschedulableSeconds the mark expires and "big" takes new pods again.
+    wait_for(lambda: probe_subset(clusters, namespace) == "big", timeout=WAIT,
+             message="subset big never became usable again after unschedulableSeconds")

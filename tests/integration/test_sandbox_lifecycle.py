@@ -54,8 +54,8 @@ def test_down_stops_every_process(tmp_path: pathlib.Path) -> None:
     started = start_sandbox(directory, members=MEMBERS)
     try:
         names = {c.name for c in started.components}
-        assert names == {"etcd", "hub-apiserver", "solo-apiserver", "solo-controller-manager",
-                         "solo-scheduler", "solo-nodesim"}
+        assert names == {"etcd", "hub-apiserver", "hub-controller-manager", "solo-apiserver",
+                         "solo-controller-manager", "solo-scheduler", "solo-nodesim"}
         assert all(c.alive() for c in started.components)
         running = processes_mentioning(directory)
         assert {c.pid for c in started.components} <= set(running), \
