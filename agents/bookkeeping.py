@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 
 from agents import assignment as assignment_mod
-from federation.core import quotas
+from federation.core import quotas, status
 
 CREATING_TTL = datetime.timedelta(seconds=30)
 DELETING_TTL = datetime.timedelta(seconds=15)
@@ -75,16 +75,8 @@ class _SpreadBook:
     local_marks: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True)
-class SubsetCounts:
-    """Pods of one subset in this cluster, by state."""
-
-    running: int = 0
-    ready: int = 0
-    pending: int = 0
-    unschedulable: int = 0
-    creating: int = 0
-    deleting: int = 0
+SubsetCounts = status.ClusterPods
+"""Pods of one subset in this cluster, by state (the same record the coordinator reads)."""
 
 
 class Bookkeeping:

@@ -29,10 +29,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import tenacity
 from kubernetes.client import exceptions
 
-from agents import assignment, bookkeeping, outbox
+from agents import assignment, bookkeeping, outbox, retries
 from agents.controller import cache as cache_mod
 from agents.controller import views
 from federation.core import deletion_cost, reschedule
@@ -95,18 +94,7 @@ class Round:
     counts_sent: bool = False
 
 
-def _retriable(error: BaseException) -> bool:
-    status = getattr(error, "status", None)
-    return isinstance(error, exceptions.ApiException) and isinstance(status, int) and (
-        status == 429 or status >= 500)
-
-
-_RETRY = tenacity.retry(
-    retry=tenacity.retry_if_exception(_retriable),
-    stop=tenacity.stop_after_attempt(4),
-    wait=tenacity.wait_random_exponential(multiplier=0.2, max=3.0),
-    reraise=True,
-)
+_RETRY = retries.kube_retry(conflicts=False, attempts=4, max_wait=3.0)
 
 
 # --- the loop --------------------------------------------------------------------------------------

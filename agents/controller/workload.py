@@ -29,10 +29,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import tenacity
 from kubernetes.client import exceptions
 
-from agents import assignment, bookkeeping
+from agents import assignment, bookkeeping, retries
 from agents.controller import cache as cache_mod
 
 LOG = logging.getLogger(__name__)
@@ -105,18 +104,7 @@ def merged(live: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
     return body
 
 
-def _retriable(error: BaseException) -> bool:
-    status = getattr(error, "status", None)
-    return isinstance(error, exceptions.ApiException) and isinstance(status, int) and (
-        status in (409, 429) or status >= 500)
-
-
-_RETRY = tenacity.retry(
-    retry=tenacity.retry_if_exception(_retriable),
-    stop=tenacity.stop_after_attempt(5),
-    wait=tenacity.wait_random_exponential(multiplier=0.2, max=5.0),
-    reraise=True,
-)
+_RETRY = retries.kube_retry(conflicts=True, attempts=5, max_wait=5.0)
 
 
 # --- the sync --------------------------------------------------------------------------------------
