@@ -1,0 +1,399 @@
+"""The coordinator's placement loop over event sequences, with an injected clock (DESIGN §3, §5).
+
+Each test plays hub and agent events (spreads, `kubectl scale`, inventories, pod counts, heartbeats,
+marks) into a `world.World`, runs the loop, and checks placements and what the agents would receive.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from agents import assignment as agent_assignment
+from federation.api import cluster, common
+from federation.api import spread as spread_api
+from federation.coordinator import assignments, loop, world
+from federation.core import status
+
+T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += datetime.timedelta(seconds=seconds)
+
+
+def make_spread(
+    name: str = "web", *, subsets: list[dict[str, Any]], strategy: str = "Fixed",
+    lost_seconds: int = 60, generation: int | None = None,
+) -> spread_api.FederatedSpread:
+    return spread_api.FederatedSpread.model_validate({
+        "metadata": {"name": name, "namespace": "shop", "generation": generation},
+        "spec": {
+            "targetRef": {"name": name},
+            "subsets": subsets,
+            "scheduleStrategy": {"type": strategy},
+            "failover": {"clusterLostSeconds": lost_seconds},
+        },
+    })
+
+
+def deployment(name: str = "web", *, cpu: str = "1") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "shop", "uid": "u-1", "resourceVersion": "7"},
+        "spec": {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": cpu}}},
+        ]}}},
+        "status": {"replicas": 0},
+    }
+
+
+def pools(nodes: int, *, cpu: str = "4") -> list[cluster.NodePool]:
+    return [cluster.NodePool(name="std", count=nodes, allocatable={"cpu": cpu, "pods": "110"})]
+
+
+TWO_SUBSETS: list[dict[str, Any]] = [
+    {"name": "onprem", "clusters": ["dc1"], "maxReplicas": 3},
+    {"name": "cloud", "clusters": ["aws"]},
+]
+
+REGION: list[dict[str, Any]] = [
+    {"name": "eu", "clusterSelector": {"matchLabels": {cluster.REGION_LABEL: "eu"}}},
+]
+TINY_THEN_BIG: list[dict[str, Any]] = [
+    {"name": "small", "clusters": ["tiny"]}, {"name": "rest", "clusters": ["big"]},
+]
+
+
+def new_world(clock: Clock, clusters: dict[str, int]) -> world.World:
+    """A world whose clusters have `nodes` 4-cpu nodes each and have just been heard."""
+    model = world.World(clock)
+    for name, nodes in clusters.items():
+        model.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
+        model.inventory(name, pools(nodes))
+        model.heartbeat(name)
+    return model
+
+
+def add_spread(
+    model: world.World, item: spread_api.FederatedSpread, *, replicas: int, cpu: str = "1"
+) -> set[str]:
+    return model.upsert_spread(item) | model.set_target(
+        item.key, replicas=replicas, template=deployment(item.metadata.name, cpu=cpu)
+    )
+
+
+def run(model: world.World, keys: Iterable[str], clock: Clock) -> loop.Round:
+    return loop.recompute(model, keys, now=clock())
+
+
+def sent(model: world.World, key: str, clock: Clock) -> dict[str, Any]:
+    entry = model.spread(key)
+    assert entry is not None
+    return assignments.for_clusters(
+        entry, model.placements[key], marks=model.marks_for(key), now=clock()
+    )
+
+
+# --- create, scale, edit, delete ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("replicas", "expected"), [
+    pytest.param(5, {"onprem": {"dc1": 3}, "cloud": {"aws": 2}}, id="cap-3-then-rest"),
+    pytest.param(2, {"onprem": {"dc1": 2}, "cloud": {"aws": 0}}, id="all-in-first-subset"),
+    pytest.param(0, {"onprem": {"dc1": 0}, "cloud": {"aws": 0}}, id="zero-replicas"),
+])
+def test_create_places_the_spread(replicas: int, expected: dict[str, dict[str, int]]) -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=replicas)
+    assert keys == {"shop/web"}
+    result = run(model, keys, clock)
+    assert model.placements["shop/web"].counts() == expected
+    assert result.placements["shop/web"].placed == replicas
+
+
+def test_spread_without_a_target_waits_and_is_placed_when_the_deployment_arrives() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = model.upsert_spread(make_spread(subsets=TWO_SUBSETS))
+    first = run(model, keys, clock)
+    assert first.waiting_for_target == ("shop/web",) and not first.placements
+    keys = model.set_target("shop/web", replicas=4, template=deployment())
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 3, "aws": 1}
+
+
+def test_target_seen_before_the_spread_is_remembered() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    assert model.set_target("shop/web", replicas=4, template=deployment()) == set()
+    keys = model.upsert_spread(make_spread(subsets=TWO_SUBSETS))
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 3, "aws": 1}
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    pytest.param(4, 9, id="scale-up"),
+    pytest.param(9, 4, id="scale-down"),
+])
+def test_kubectl_scale_moves_only_the_delta(before: int, after: int) -> None:
+    clock = Clock()
+    model = new_world(clock, {"eu1": 2, "eu2": 2})
+    region = REGION
+    keys = add_spread(model, make_spread(subsets=region, strategy="Adaptive"), replicas=before)
+    run(model, keys, clock)
+    old = model.placements["shop/web"].clusters
+    model.inventory("eu2", pools(6))  # capacity changed: only new replicas may follow it
+    keys = model.set_target("shop/web", replicas=after, template=deployment())
+    new = run(model, keys, clock).placements["shop/web"].clusters
+    assert sum(new.values()) == after
+    moved = sum(abs(new[n] - old[n]) for n in old)
+    assert moved == abs(after - before)
+
+
+def test_capacity_change_alone_moves_nothing() -> None:
+    clock = Clock()
+    model = new_world(clock, {"eu1": 2, "eu2": 2})
+    region = REGION
+    keys = add_spread(model, make_spread(subsets=region, strategy="Adaptive"), replicas=6)
+    run(model, keys, clock)
+    old = model.placements["shop/web"].clusters
+    keys = model.inventory("eu2", pools(8))
+    assert keys == {"shop/web"}
+    assert run(model, keys, clock).placements["shop/web"].clusters == old
+
+
+def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2, "gcp": 2})
+    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS, generation=1), replicas=5)
+    run(model, keys, clock)
+    before = sent(model, "shop/web", clock)
+    edited = [{**TWO_SUBSETS[0], "maxReplicas": 1}, TWO_SUBSETS[1]]
+    keys = model.upsert_spread(make_spread(subsets=edited, generation=2))
+    assert keys == {"shop/web"}
+    run(model, keys, clock)
+    assert model.placements["shop/web"].counts() == {"onprem": {"dc1": 1}, "cloud": {"aws": 4}}
+    delta = assignments.changed(before, sent(model, "shop/web", clock))
+    assert sorted(delta) == ["aws", "dc1"]
+    assert all(m is not None and m.generation == 2 for m in delta.values())
+
+
+def test_delete_sends_a_removal_to_every_cluster() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
+    run(model, keys, clock)
+    before = sent(model, "shop/web", clock)
+    keys = model.delete_spread("shop/web")
+    result = run(model, keys, clock)
+    assert result.removed == ("shop/web",) and "shop/web" not in model.placements
+    assert assignments.changed(before, {}) == {"dc1": None, "aws": None}
+    message = assignments.removal("shop/web", generation=3, orphan=True, reason="spread deleted")
+    assert (message.spread, message.generation, message.orphan) == ("shop/web", 3, True)
+
+
+def test_unrelated_cluster_events_affect_no_spread() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
+    run(model, keys, clock)
+    assert model.inventory("elsewhere", pools(3)) == set()
+    assert model.upsert_cluster("other", labels={"x": "y"}) == set()
+    assert model.inventory("dc1", pools(2)) == set()  # same report again: nothing changed
+    written = make_spread(subsets=TWO_SUBSETS).model_copy(
+        update={"status": spread_api.FederatedSpreadStatus(replicas=2)}
+    )
+    assert model.upsert_spread(written) == set()  # our own status write: nothing to recompute
+
+
+# --- overcommit --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("replicas_a", "replicas_b"), [
+    pytest.param(3, 3, id="3+3-on-4-slots"),
+    pytest.param(4, 4, id="4+4-on-4-slots"),
+    pytest.param(1, 5, id="1+5-on-4-slots"),
+])
+def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_b: int) -> None:
+    clock = Clock()
+    model = new_world(clock, {"tiny": 1, "big": 10})  # tiny: one 4-cpu node = 4 one-cpu pods
+    subsets = TINY_THEN_BIG
+    keys = add_spread(model, make_spread("a", subsets=subsets, strategy="Adaptive"), replicas=replicas_a)
+    keys |= add_spread(model, make_spread("b", subsets=subsets, strategy="Adaptive"), replicas=replicas_b)
+    result = run(model, keys, clock)
+    on_tiny = sum(p.clusters["tiny"] for p in result.placements.values())
+    assert on_tiny == min(4, replicas_a + replicas_b)
+    assert all(p.placed == p.replicas for p in result.placements.values())
+
+
+def test_running_pods_are_not_deducted_twice() -> None:
+    clock = Clock()
+    model = new_world(clock, {"tiny": 1, "big": 10})
+    subsets = TINY_THEN_BIG
+    keys = add_spread(model, make_spread("a", subsets=subsets, strategy="Adaptive"), replicas=2)
+    run(model, keys, clock)
+    # a's two pods now run: the inventory counts them, pod counts say so; b sees 2 free slots.
+    model.inventory("tiny", [cluster.NodePool(
+        name="std", count=1, allocatable={"cpu": "4", "pods": "110"}, requested={"cpu": "2", "pods": "2"},
+    )])
+    model.pod_counts("tiny", {"shop/a": {"small": status.ClusterPods(running=2, ready=2)}})
+    keys = add_spread(model, make_spread("b", subsets=subsets, strategy="Adaptive"), replicas=3)
+    assert run(model, keys, clock).placements["shop/b"].clusters == {"tiny": 2, "big": 1}
+
+
+# --- failover ----------------------------------------------------------------------------------
+
+
+def failover_world(clock: Clock) -> world.World:
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS, lost_seconds=30), replicas=5)
+    run(model, keys, clock)
+    return model
+
+
+@pytest.mark.parametrize(("silent", "moved"), [
+    pytest.param(29, False, id="29s-not-yet"),
+    pytest.param(30, False, id="30s-at-the-limit"),
+    pytest.param(31, True, id="31s-lost"),
+])
+def test_silent_agent_fails_over_only_after_cluster_lost_seconds(silent: int, moved: bool) -> None:
+    clock = Clock()
+    model = failover_world(clock)
+    clock.advance(silent)
+    model.heartbeat("aws")
+    lost = loop.failover(model)
+    assert lost.clusters == (("dc1",) if moved else ())
+    assert lost.keys == ({"shop/web"} if moved else frozenset())
+    run(model, lost.keys, clock)
+    expected = {"dc1": 0, "aws": 5} if moved else {"dc1": 3, "aws": 2}
+    assert model.placements["shop/web"].clusters == expected
+
+
+def test_lost_is_reported_once_and_a_longer_limit_moves_later() -> None:
+    clock = Clock()
+    model = failover_world(clock)
+    keys = add_spread(model, make_spread("slow", subsets=TWO_SUBSETS, lost_seconds=90), replicas=2)
+    run(model, keys, clock)
+    clock.advance(31)
+    model.heartbeat("aws")
+    first = loop.failover(model)
+    assert first.clusters == ("dc1",) and first.keys == {"shop/web"}
+    run(model, first.keys, clock)
+    assert loop.failover(model) == loop.Lost(clusters=(), keys=frozenset())
+    clock.advance(60)
+    model.heartbeat("aws")
+    later = loop.failover(model)
+    assert later.clusters == () and later.keys == {"shop/slow"}
+    assert run(model, later.keys, clock).placements["shop/slow"].clusters == {"dc1": 0, "aws": 2}
+
+
+def test_returning_cluster_does_not_flap_back_until_scale_up() -> None:
+    clock = Clock()
+    model = failover_world(clock)
+    clock.advance(31)
+    model.heartbeat("aws")
+    run(model, loop.failover(model).keys, clock)
+    assert model.placements["shop/web"].clusters == {"dc1": 0, "aws": 5}
+    before = sent(model, "shop/web", clock)
+    keys = model.heartbeat("dc1")
+    assert keys == {"shop/web"}
+    keys |= loop.failover(model).keys
+    run(model, keys, clock)
+    assert model.placements["shop/web"].clusters == {"dc1": 0, "aws": 5}
+    assert assignments.changed(before, sent(model, "shop/web", clock)) == {}
+    keys = model.set_target("shop/web", replicas=7, template=deployment())
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 2, "aws": 5}
+
+
+# --- unschedulable marks ---------------------------------------------------------------------
+
+
+def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 4, "aws": 4})
+    subsets = [{"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws"]}]
+    keys = add_spread(model, make_spread(subsets=subsets, strategy="Adaptive"), replicas=4)
+    run(model, keys, clock)
+    assert model.placements["shop/web"].clusters == {"dc1": 4, "aws": 0}
+    model.pod_counts("dc1", {"shop/web": {"onprem": status.ClusterPods(running=1, pending=3)}})
+    keys = model.unschedulable("dc1", spread="shop/web", subset="onprem", since=clock())
+    assert keys == {"shop/web"}
+    run(model, keys, clock)
+    assert model.placements["shop/web"].clusters == {"dc1": 1, "aws": 3}
+    rule = agent_assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem")
+    assert rule is not None
+    assert rule.unschedulable_until == T0 + datetime.timedelta(seconds=300)
+    clock.advance(301)
+    assert agent_assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem") == \
+        agent_assignment.SubsetRule(name="onprem", index=0, quota=1)
+
+
+# --- assignments ------------------------------------------------------------------------------
+
+
+def test_assignments_round_trip_through_the_agent_decoder() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2, "gcp": 2})
+    subsets: list[dict[str, Any]] = [
+        {**TWO_SUBSETS[0],
+         "requiredNodeSelectorTerm": {"matchExpressions": [
+             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5"]}]},
+         "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+         "patch": {"metadata": {"labels": {"tier": "onprem"}}}},
+        {"name": "cloud", "clusters": ["aws", "gcp"], "clusterSpread": "Balance"},
+    ]
+    keys = add_spread(model, make_spread(subsets=subsets, generation=4), replicas=7)
+    run(model, keys, clock)
+    messages = sent(model, "shop/web", clock)
+    assert sorted(messages) == ["aws", "dc1", "gcp"]
+    result = model.placements["shop/web"]
+    for name, message in messages.items():
+        decoded = agent_assignment.from_proto(message)
+        assert decoded.quotas() == {s.name: s.clusters.get(name, 0) for s in result.subsets}
+        assert decoded.replicas == result.clusters[name]
+        assert (decoded.spread, decoded.generation, decoded.namespace, decoded.workload) == \
+            ("shop/web", 4, "shop", "web")
+        assert decoded.subset_count == 2 and decoded.strategy == agent_assignment.Strategy()
+        assert decoded.template["metadata"] == {"name": "web", "namespace": "shop"}
+        assert "status" not in decoded.template
+    onprem = agent_assignment.from_proto(messages["aws"]).rule("onprem")
+    assert onprem is not None and onprem.quota == 0
+    assert onprem.required_term == {"matchFields": [], "matchExpressions": [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5"]}]}
+    assert onprem.tolerations == ({"key": "spot", "operator": "Exists", "value": "", "effect": "NoSchedule"},)
+    assert onprem.patch == {"metadata": {"labels": {"tier": "onprem"}}}
+
+
+def test_identical_recompute_changes_nothing() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=5)
+    run(model, keys, clock)
+    first = sent(model, "shop/web", clock)
+    assert assignments.changed({}, first) == first
+    clock.advance(5)
+    run(model, {"shop/web"}, clock)
+    assert assignments.changed(first, sent(model, "shop/web", clock)) == {}
+
+
+def test_cluster_taint_cordons() -> None:
+    clock = Clock()
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
+    keys |= model.upsert_cluster(
+        "dc1", labels={cluster.REGION_LABEL: "eu"},
+        taints=[common.Taint(key="cordon", effect="NoSchedule")],
+    )
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 0, "aws": 2}
