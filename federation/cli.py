@@ -13,7 +13,7 @@ import sys
 import click
 
 from agents import cli as agent_cli
-from federation import cli_simulate
+from federation import cli_get, cli_simulate
 from federation.api import crd
 from federation.sandbox import cli as sandbox_cli
 
@@ -32,6 +32,7 @@ def main() -> None:
 main.add_command(cli_simulate.simulate_command)
 main.add_command(sandbox_cli.sandbox_group)
 main.add_command(agent_cli.agent_command)
+main.add_command(cli_get.get_group)
 
 
 @main.command("crds")

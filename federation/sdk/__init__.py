@@ -1,0 +1,37 @@
+"""The fedspread Python SDK: ask the coordinator where replicas are and would go.
+
+This package re-exports its public names (the one place in fedspread that does) so that users
+write `from federation.sdk import PlacementClient, SpreadNotFound`.
+"""
+
+from federation.sdk.client import PlacementClient
+from federation.sdk.types import (
+    ClusterExplanation,
+    ClusterInfo,
+    Condition,
+    CoordinatorUnavailable,
+    Explanation,
+    FedspreadError,
+    InvalidRequest,
+    Problem,
+    SpreadNotFound,
+    SpreadPlacement,
+    SubsetExplanation,
+    SubsetPlacement,
+)
+
+__all__ = [
+    "ClusterExplanation",
+    "ClusterInfo",
+    "Condition",
+    "CoordinatorUnavailable",
+    "Explanation",
+    "FedspreadError",
+    "InvalidRequest",
+    "PlacementClient",
+    "Problem",
+    "SpreadNotFound",
+    "SpreadPlacement",
+    "SubsetExplanation",
+    "SubsetPlacement",
+]

@@ -1,0 +1,138 @@
+"""`fedspread get placement|clusters`: what the running coordinator decided, from the command line.
+
+Why through the SDK: the command line is the SDK's first user, so it exercises the same typed
+results and errors scripts get. `-o json` prints DESIGN §7's stable shape (the `simulate -o json`
+shape plus `"ready"`); `-o table` is for people. Every error — an unknown spread, a bad key, an
+unreachable coordinator — is one line on stderr and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+import rich.console
+import rich.table
+
+from federation import sdk
+
+DEFAULT_COORDINATOR = "127.0.0.1:7443"
+EXIT_ERROR = 1
+
+T = TypeVar("T")
+
+_coordinator_option = click.option(
+    "--coordinator", envvar="FEDSPREAD_COORDINATOR", default=DEFAULT_COORDINATOR, show_default=True,
+    metavar="HOST:PORT", help="The coordinator's PlacementService address (env FEDSPREAD_COORDINATOR).",
+)
+_output_option = click.option(
+    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
+    help="table (for people) or json (stable, for scripts).",
+)
+_timeout_option = click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+    help="Seconds to wait for the coordinator.",
+)
+
+
+def _ask(coordinator: str, timeout: float, question: Callable[[sdk.PlacementClient], T]) -> T:
+    """Run one query; SDK errors become one line on stderr and exit 1."""
+    try:
+        with sdk.PlacementClient(coordinator, timeout=timeout) as client:
+            return question(client)
+    except sdk.InvalidRequest as error:
+        click.echo(f"error: {str(error).splitlines()[0]}", err=True)
+    except sdk.FedspreadError as error:
+        click.echo(f"error: {error}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _cap(subset: sdk.SubsetPlacement) -> str:
+    return subset.cap or "-"
+
+
+def render_placement(result: sdk.SpreadPlacement) -> None:
+    """Print a live placement for people: subsets with caps and ready/placed per cluster, totals."""
+    console = rich.console.Console()
+    title = f"{result.spread}: {result.replicas} replicas"
+    if result.generation:
+        title += f" (generation {result.generation})"
+    table = rich.table.Table(title=title)
+    for column in ("#", "subset", "cap", "replicas", "waiting", "clusters (ready/placed)"):
+        table.add_column(column, justify="right" if column in ("#", "cap", "replicas", "waiting")
+                         else "left")
+    for index, sub in enumerate(result.subsets):
+        clusters = " ".join(f"{c}={sub.ready.get(c, 0)}/{n}" for c, n in sub.clusters.items())
+        table.add_row(str(index), sub.name, _cap(sub), str(sub.replicas), str(sub.waiting),
+                      clusters or "-")
+    console.print(table)
+    console.print("clusters: " + (", ".join(
+        f"{c}={result.ready.get(c, 0)}/{n}" for c, n in result.clusters.items()) or "-"))
+    console.print(f"placed {result.placed}, unplaced {result.unplaced}, "
+                  f"waiting for capacity {result.capacity_exhausted}")
+    for condition in result.conditions:
+        line = f"{condition.type}={condition.status}"
+        if condition.reason:
+            line += f" {condition.reason}"
+        if condition.message:
+            line += f": {condition.message}"
+        console.print(line, markup=False)
+
+
+def render_clusters(found: list[sdk.ClusterInfo]) -> None:
+    """Print member clusters for people: health, cordon, size and agent."""
+    console = rich.console.Console()
+    table = rich.table.Table(title=f"{len(found)} member clusters")
+    for column in ("name", "ready", "cordoned", "nodes", "cpu (req/alloc)", "memory (req/alloc)",
+                   "agent", "last heartbeat"):
+        table.add_column(column, justify="right" if column == "nodes" else "left")
+    for item in found:
+        def used(resource: str, info: sdk.ClusterInfo = item) -> str:
+            return f"{info.requested.get(resource, '0')}/{info.allocatable.get(resource, '0')}"
+
+        table.add_row(
+            item.name, "yes" if item.ready else "NO", "yes" if item.cordoned else "no",
+            str(item.node_count), used("cpu"), used("memory"), item.agent_version or "-",
+            item.last_heartbeat.isoformat(timespec="seconds") if item.last_heartbeat else "never",
+        )
+    console.print(table)
+
+
+@click.group("get")
+def get_group() -> None:
+    """Show what the running coordinator decided (live, read-only)."""
+
+
+@get_group.command("placement")
+@click.argument("key", metavar="NS/NAME")
+@_output_option
+@_coordinator_option
+@_timeout_option
+def placement_command(key: str, output: str, coordinator: str, timeout: float) -> None:
+    """Show where the replicas of FederatedSpread NS/NAME are placed, and how many are ready.
+
+    Example:
+
+        fedspread get placement shop/web -o json
+    """
+    result = _ask(coordinator, timeout, lambda client: client.placement(key))
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render_placement(result)
+
+
+@get_group.command("clusters")
+@_output_option
+@_coordinator_option
+@_timeout_option
+def clusters_command(output: str, coordinator: str, timeout: float) -> None:
+    """List member clusters: ready, cordoned, nodes, requested/allocatable, agent, heartbeat."""
+    found = _ask(coordinator, timeout, lambda client: client.clusters())
+    if output == "json":
+        click.echo(json.dumps({"clusters": [c.to_json() for c in found]}, indent=2))
+    else:
+        render_clusters(found)

@@ -1,0 +1,230 @@
+"""Pure conversions from the coordinator's model to PlacementService messages.
+
+Why a module of its own: the servicer should only validate requests and map errors, and the world
+model should not know the wire format. Everything here is a function of plain data (core
+placements, API models, datetimes) to protobuf messages, so it is tested without a server and any
+source of placements (the in-memory one, the live world model) renders identically.
+
+`PlacementRecord` and `ClusterRecord` are what a placement source hands the servicer: a core
+`Placement` plus what only the live coordinator knows (ready counts, conditions, generation,
+unschedulable marks), and a member cluster's registration plus its agent's latest inventory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import fractions
+from collections.abc import Mapping, Sequence
+
+from google.protobuf import timestamp_pb2
+
+from federation.api import cluster, common, spread
+from federation.core import placement, quantity
+from federation.rpc import common_pb2, placement_pb2
+
+UNKNOWN = -1  # capacity / free capacity on the wire when unknown or unbounded
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementRecord:
+    """One spread's live placement and what the coordinator knows around it."""
+
+    key: str
+    placement: placement.Placement
+    spec: spread.FederatedSpreadSpec | None = None
+    ready: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    conditions: Sequence[common.Condition] = ()
+    generation: int = 0
+    computed_at: datetime.datetime | None = None
+    unschedulable_until: Mapping[tuple[str, str], datetime.datetime] = dataclasses.field(
+        default_factory=dict
+    )
+
+    def ready_by_cluster(self) -> dict[str, int]:
+        """Ready replicas per cluster summed over subsets; every placed cluster appears."""
+        totals = dict.fromkeys(self.placement.clusters, 0)
+        for per_cluster in self.ready.values():
+            for name, count in per_cluster.items():
+                totals[name] = totals.get(name, 0) + count
+        return totals
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterRecord:
+    """A member cluster: MemberCluster registration plus its agent's latest report."""
+
+    name: str
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    ready: bool = True
+    taints: Sequence[common.Taint] = ()
+    last_heartbeat: datetime.datetime | None = None
+    agent_version: str = ""
+    node_pools: Sequence[cluster.NodePool] = ()
+    conditions: Sequence[common.Condition] = ()
+
+    @property
+    def cordoned(self) -> bool:
+        """A NoSchedule or NoExecute cluster taint keeps new replicas away."""
+        return any(t.effect in ("NoSchedule", "NoExecute") for t in self.taints)
+
+    def to_capacity(self) -> cluster.ClusterCapacity:
+        """The placement core's view of this cluster."""
+        return cluster.ClusterCapacity(
+            name=self.name, labels=dict(self.labels), ready=self.ready,
+            taints=list(self.taints), node_pools=list(self.node_pools),
+        )
+
+    @classmethod
+    def from_capacity(cls, capacity: cluster.ClusterCapacity) -> ClusterRecord:
+        """A record for a cluster known only from a capacity snapshot (tests, the what-if)."""
+        return cls(
+            name=capacity.name, labels=dict(capacity.labels), ready=capacity.ready,
+            taints=tuple(capacity.taints), node_pools=tuple(capacity.node_pools),
+        )
+
+
+def timestamp(at: datetime.datetime | None) -> timestamp_pb2.Timestamp | None:
+    """A protobuf Timestamp (naive datetimes are taken as UTC); None stays unset."""
+    if at is None:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=datetime.UTC)
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(at)
+    return stamp
+
+
+def cap_as_written(max_replicas: int | str | None) -> str:
+    """The cap as the spec writes it: "" (unbounded), "30" or "50%"."""
+    return "" if max_replicas is None else str(max_replicas)
+
+
+def _caps(record: PlacementRecord) -> list[str]:
+    if record.spec is not None and len(record.spec.subsets) == len(record.placement.subsets):
+        return [cap_as_written(s.max_replicas) for s in record.spec.subsets]
+    return [cap_as_written(s.cap) for s in record.placement.subsets]
+
+
+def condition_to_pb(condition: common.Condition) -> common_pb2.Condition:
+    """An API condition as a wire condition."""
+    return common_pb2.Condition(
+        type=condition.type, status=condition.status, reason=condition.reason,
+        message=condition.message, last_transition_time=timestamp(condition.last_transition_time),
+    )
+
+
+def taint_to_pb(taint: common.Taint) -> common_pb2.Taint:
+    """An API taint as a wire taint."""
+    return common_pb2.Taint(key=taint.key, value=taint.value or "", effect=taint.effect)
+
+
+def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
+    """The wire Placement: the DESIGN §7 shape plus ready counts, caps, conditions, generation."""
+    result = record.placement
+    subsets = []
+    for sub, cap in zip(result.subsets, _caps(record), strict=True):
+        ready = record.ready.get(sub.name, {})
+        subsets.append(placement_pb2.SubsetPlacement(
+            name=sub.name, replicas=sub.replicas, cap=cap, waiting=sub.waiting,
+            clusters=[
+                placement_pb2.ClusterReplicas(cluster=name, replicas=count,
+                                              ready_replicas=ready.get(name, 0))
+                for name, count in sub.clusters.items()
+            ],
+        ))
+    return placement_pb2.Placement(
+        spread=record.key, replicas=result.replicas, unplaced=result.unplaced,
+        capacity_exhausted=result.capacity_exhausted, clusters=dict(result.clusters),
+        ready=record.ready_by_cluster() if record.ready else {}, subsets=subsets,
+        conditions=[condition_to_pb(c) for c in record.conditions],
+        observed_generation=record.generation, computed_at=timestamp(record.computed_at),
+    )
+
+
+def _cluster_reasons(reasons: Sequence[str], name: str) -> list[str]:
+    prefix = f"{name}: "
+    return [r[len(prefix):] for r in reasons if r.startswith(prefix)]
+
+
+def _spread_reasons(result: placement.Placement) -> list[str]:
+    found = []
+    if result.unplaced:
+        found.append(f"{result.unplaced} replicas beyond every cap or without a usable subset: "
+                     "placed nowhere")
+    if result.capacity_exhausted:
+        found.append(f"{result.capacity_exhausted} replicas fit nowhere and wait Pending "
+                     "(capacity exhausted)")
+    return found
+
+
+def explanation_to_pb(
+    record: PlacementRecord, *, clusters: Sequence[ClusterRecord] = ()
+) -> placement_pb2.Explanation:
+    """Why each subset got what it got, from the core's reasons, caps and capacities.
+
+    `clusters` supplies readiness and cordons; a cluster it does not list counts as not ready.
+    """
+    known = {c.name: c for c in clusters}
+    subsets = []
+    for sub, cap in zip(record.placement.subsets, _caps(record), strict=True):
+        own = {f"{name}: " for name in sub.clusters}
+        general = [r for r in sub.reasons if not any(r.startswith(p) for p in own)]
+        if sub.cap is not None:
+            general.insert(0, f"cap {cap} = {sub.cap} of {record.placement.replicas}"
+                           if cap.endswith("%") else f"cap {sub.cap}")
+        explained = []
+        for name, count in sub.clusters.items():
+            member = known.get(name)
+            until = record.unschedulable_until.get((sub.name, name))
+            reasons = _cluster_reasons(sub.reasons, name)
+            explained.append(placement_pb2.ClusterExplanation(
+                cluster=name, ready=member is not None and member.ready,
+                cordoned=member is not None and member.cordoned,
+                unschedulable=until is not None or any(r.startswith("unschedulable") for r in reasons),
+                unschedulable_until=timestamp(until), free_capacity=UNKNOWN, replicas=count,
+                reasons=reasons,
+            ))
+        subsets.append(placement_pb2.SubsetExplanation(
+            name=sub.name, cap=cap, capacity=UNKNOWN if sub.capacity is None else sub.capacity,
+            replicas=sub.replicas, reasons=general, clusters=explained,
+        ))
+    return placement_pb2.Explanation(
+        spread=record.key, placement=placement_to_pb(record), subsets=subsets,
+        reasons=_spread_reasons(record.placement),
+    )
+
+
+def _sum_resources(pools: Sequence[cluster.NodePool], field: str) -> dict[str, str]:
+    totals: dict[str, fractions.Fraction] = {}
+    for pool in pools:
+        for resource, amount in getattr(pool, field).items():
+            totals[resource] = totals.get(resource, fractions.Fraction(0)) + (
+                quantity.parse_quantity(amount) * pool.count
+            )
+    return {r: quantity.format_quantity(a, resource=r) for r, a in sorted(totals.items())}
+
+
+def node_pool_to_pb(pool: cluster.NodePool) -> common_pb2.NodePool:
+    """An API node pool as a wire node pool."""
+    return common_pb2.NodePool(
+        name=pool.name, count=pool.count, labels=dict(pool.labels),
+        taints=[taint_to_pb(t) for t in pool.taints],
+        allocatable=dict(pool.allocatable), requested=dict(pool.requested),
+    )
+
+
+def cluster_info_to_pb(
+    record: ClusterRecord, *, include_node_pools: bool = False
+) -> placement_pb2.ClusterInfo:
+    """A member cluster as ClusterInfo: readiness, cordon, heartbeat and capacity totals."""
+    return placement_pb2.ClusterInfo(
+        name=record.name, labels=dict(record.labels), ready=record.ready, cordoned=record.cordoned,
+        taints=[taint_to_pb(t) for t in record.taints],
+        last_heartbeat=timestamp(record.last_heartbeat), agent_version=record.agent_version,
+        node_count=sum(p.count for p in record.node_pools),
+        allocatable=_sum_resources(record.node_pools, "allocatable"),
+        requested=_sum_resources(record.node_pools, "requested"),
+        conditions=[condition_to_pb(c) for c in record.conditions],
+        node_pools=[node_pool_to_pb(p) for p in record.node_pools] if include_node_pools else [],
+    )

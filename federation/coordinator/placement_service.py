@@ -1,0 +1,343 @@
+"""PlacementService: read-only placement questions over gRPC, for the SDK and `fedspread get`.
+
+Why a `PlacementSource` protocol: the servicer must not care whether placements come from the live
+world model (sharded, fed by the hub watcher and agents) or from a plain dictionary in a test. It
+validates requests, asks the source, converts with `federation.coordinator.convert`, and maps
+every failure to a status code a client can act on — NOT_FOUND, INVALID_ARGUMENT (with every
+problem's field path, one per line, and as JSON in the `fedspread-problems` trailer),
+FAILED_PRECONDITION — and never UNKNOWN: anything unexpected is logged and answered INTERNAL.
+
+Watching uses a version counter with a condition variable rather than per-watcher queues: a
+watcher that falls behind simply sees the latest placements (latest wins, like a Kubernetes
+watch after a relist), and a vanished client leaves nothing behind to clean up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import grpc
+import yaml
+
+from federation.api import cluster, problems, spread
+from federation.coordinator import convert
+from federation.core import fit, placement
+from federation.rpc import placement_pb2, placement_pb2_grpc
+
+LOG = logging.getLogger(__name__)
+PROBLEMS_TRAILER = "fedspread-problems"
+WATCH_POLL_SECONDS = 0.25
+
+T = TypeVar("T")
+
+
+class PlacementSource(Protocol):
+    """Where the servicer reads placements and clusters; every method must be thread-safe."""
+
+    def get(self, key: str) -> convert.PlacementRecord | None:
+        """The live placement of `namespace/name`, or None when the spread is unknown."""
+
+    def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
+        """Every live placement (of one namespace when given), in any order."""
+
+    def clusters(self) -> list[convert.ClusterRecord]:
+        """Every member cluster."""
+
+    def simulate(
+        self, spec: spread.FederatedSpreadSpec, *, replicas: int | None,
+        template: Mapping[str, Any] | None, snapshot: cluster.CapacitySnapshot | None,
+    ) -> placement.Placement:
+        """What-if placement; `snapshot` None means the live capacity. Raises InvalidInput."""
+
+    @property
+    def version(self) -> int:
+        """A counter that grows whenever any placement changes."""
+
+    def wait_for_change(self, version: int, *, timeout: float) -> int:
+        """Block until `version` is outdated or `timeout` passes; return the current version."""
+
+
+class ServiceError(Exception):
+    """A domain error with the gRPC status code it maps to."""
+
+    def __init__(
+        self, code: grpc.StatusCode, message: str, *, problem_list: Sequence[problems.Problem] = ()
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.problems = list(problem_list)
+
+
+class InMemorySource:
+    """A thread-safe PlacementSource holding placements and clusters in dictionaries.
+
+    Used by tests, and by the coordinator until the world model serves placements itself.
+    """
+
+    def __init__(self, *, clusters: list[convert.ClusterRecord] | None = None) -> None:
+        self._cond = threading.Condition()
+        self._records: dict[str, convert.PlacementRecord] = {}
+        self._clusters = {c.name: c for c in clusters or []}
+        self._version = 0
+
+    def put(self, key: str, record: convert.PlacementRecord) -> None:
+        """Store (or replace) a spread's placement and wake watchers."""
+        with self._cond:
+            self._records[key] = record if record.key == key else dataclasses.replace(record, key=key)
+            self._version += 1
+            self._cond.notify_all()
+
+    def remove(self, key: str) -> None:
+        """Forget a spread (watchers see it deleted)."""
+        with self._cond:
+            if self._records.pop(key, None) is not None:
+                self._version += 1
+                self._cond.notify_all()
+
+    def put_cluster(self, record: convert.ClusterRecord) -> None:
+        """Store (or replace) a member cluster."""
+        with self._cond:
+            self._clusters[record.name] = record
+
+    def get(self, key: str) -> convert.PlacementRecord | None:
+        with self._cond:
+            return self._records.get(key)
+
+    def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
+        with self._cond:
+            return [r for k, r in self._records.items()
+                    if not namespace or k.split("/", 1)[0] == namespace]
+
+    def clusters(self) -> list[convert.ClusterRecord]:
+        with self._cond:
+            return list(self._clusters.values())
+
+    def simulate(
+        self, spec: spread.FederatedSpreadSpec, *, replicas: int | None,
+        template: Mapping[str, Any] | None, snapshot: cluster.CapacitySnapshot | None,
+    ) -> placement.Placement:
+        if replicas is None:
+            raise problems.InvalidInput("simulation", [problems.Problem(
+                "replicas", "give replicas, or a template Deployment with spec.replicas")])
+        if snapshot is None:
+            snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in self.clusters()])
+        return placement.place(spec, replicas=replicas, snapshot=snapshot,
+                               shape=fit.shape_from_deployment(template))
+
+    @property
+    def version(self) -> int:
+        with self._cond:
+            return self._version
+
+    def wait_for_change(self, version: int, *, timeout: float) -> int:
+        with self._cond:
+            self._cond.wait_for(lambda: self._version != version, timeout=timeout)
+            return self._version
+
+
+def check_key(key: str, *, field: str = "spread") -> str:
+    """Validate a spread key "namespace/name"; INVALID_ARGUMENT naming the expected form."""
+    namespace, slash, name = key.partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"{field}: {key!r} is not a spread key; expected \"namespace/name\"")
+    return key
+
+
+def _invalid(error: problems.InvalidInput) -> ServiceError:
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, str(error), problem_list=error.problems)
+
+
+def _load_json(text: str, *, field: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise problems.InvalidInput(field, [problems.Problem(field, f"not valid JSON ({error})")]) from None
+
+
+def parse_spread(text: str) -> spread.FederatedSpreadSpec:
+    """A FederatedSpread (whole object or just its spec) from YAML or JSON; InvalidInput if bad."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise problems.InvalidInput("spread", [problems.Problem(
+            "", f"not valid YAML ({getattr(error, 'problem', None) or error})")]) from None
+    if isinstance(doc, dict) and ("kind" in doc or "metadata" in doc):
+        return problems.validate(spread.FederatedSpread, doc, what="spread").spec
+    return problems.validate(spread.FederatedSpreadSpec, doc, what="spread spec")
+
+
+def _template_replicas(template: Mapping[str, Any] | None) -> int | None:
+    spec = template.get("spec") if template else None
+    value = spec.get("replicas") if isinstance(spec, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _handled(method: Callable[..., T]) -> Callable[..., T]:
+    """Map ServiceError to its status, anything unexpected to INTERNAL (logged), never UNKNOWN."""
+
+    @functools.wraps(method)
+    def wrapper(self: PlacementServicer, request: Any, context: grpc.ServicerContext) -> T:
+        try:
+            return method(self, request, context)
+        except ServiceError as error:
+            if error.problems:
+                context.set_trailing_metadata([(PROBLEMS_TRAILER, json.dumps(
+                    [{"path": p.path, "message": p.message} for p in error.problems]))])
+            context.abort(error.code, str(error))
+        except Exception:
+            LOG.exception("PlacementService.%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL,
+                          f"{method.__name__} failed inside the coordinator; see its log")
+        raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
+
+    return wrapper
+
+
+class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
+    """Every PlacementService RPC over a PlacementSource."""
+
+    def __init__(self, source: PlacementSource, *, watch_poll_seconds: float = WATCH_POLL_SECONDS) -> None:
+        self._source = source
+        self._poll = watch_poll_seconds
+
+    def _record(self, key: str) -> convert.PlacementRecord:
+        record = self._source.get(check_key(key))
+        if record is None:
+            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no spread {key}")
+        return record
+
+    @_handled
+    def GetPlacement(self, request: placement_pb2.GetPlacementRequest,
+                     context: grpc.ServicerContext) -> placement_pb2.Placement:
+        return convert.placement_to_pb(self._record(request.spread))
+
+    @_handled
+    def ListPlacements(self, request: placement_pb2.ListPlacementsRequest,
+                       context: grpc.ServicerContext) -> placement_pb2.ListPlacementsResponse:
+        if request.page_size < 0:
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "page_size must not be negative")
+        records = sorted(self._source.placements(request.namespace or None), key=lambda r: r.key)
+        records = [r for r in records if r.key > request.page_token]
+        token = ""
+        if request.page_size and len(records) > request.page_size:
+            records = records[:request.page_size]
+            token = records[-1].key
+        return placement_pb2.ListPlacementsResponse(
+            placements=[convert.placement_to_pb(r) for r in records], next_page_token=token)
+
+    @_handled
+    def ListClusters(self, request: placement_pb2.ListClustersRequest,
+                     context: grpc.ServicerContext) -> placement_pb2.ListClustersResponse:
+        found = sorted(self._source.clusters(), key=lambda c: c.name)
+        return placement_pb2.ListClustersResponse(clusters=[
+            convert.cluster_info_to_pb(c, include_node_pools=request.include_node_pools) for c in found])
+
+    def _simulate(self, request: placement_pb2.SimulateRequest) -> convert.PlacementRecord:
+        try:
+            spec = parse_spread(request.spread_yaml)
+            template = _load_json(request.template_json, field="templateJson") \
+                if request.template_json else None
+            if template is not None and not isinstance(template, dict):
+                raise problems.InvalidInput("template", [problems.Problem(
+                    "templateJson", "expected a Deployment object")])
+            snapshot = problems.validate(
+                cluster.CapacitySnapshot, _load_json(request.clusters_json, field="clustersJson"),
+                what="clusters snapshot") if request.clusters_json else None
+            replicas = request.replicas if request.HasField("replicas") else _template_replicas(template)
+            if replicas is not None and replicas < 0:
+                raise problems.InvalidInput("simulation", [problems.Problem(
+                    "replicas", f"must not be negative, got {replicas}")])
+            result = self._source.simulate(spec, replicas=replicas, template=template, snapshot=snapshot)
+        except problems.InvalidInput as error:
+            raise _invalid(error) from None
+        except ValueError as error:  # e.g. an unparseable quantity in the template
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"simulation is invalid: {error}") from None
+        return convert.PlacementRecord(key="", placement=result, spec=spec)
+
+    @_handled
+    def Simulate(self, request: placement_pb2.SimulateRequest,
+                 context: grpc.ServicerContext) -> placement_pb2.Placement:
+        return convert.placement_to_pb(self._simulate(request))
+
+    @_handled
+    def Explain(self, request: placement_pb2.ExplainRequest,
+                context: grpc.ServicerContext) -> placement_pb2.Explanation:
+        clusters = self._source.clusters()
+        target = request.WhichOneof("target")
+        if target == "spread":
+            return convert.explanation_to_pb(self._record(request.spread), clusters=clusters)
+        if target == "simulation":
+            return convert.explanation_to_pb(self._simulate(request.simulation), clusters=clusters)
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "give a spread key \"namespace/name\" or a simulation to explain")
+
+    def WatchPlacement(self, request: placement_pb2.WatchPlacementRequest,
+                       context: grpc.ServicerContext) -> Iterator[placement_pb2.PlacementEvent]:
+        try:
+            if request.spread:
+                self._record(request.spread)  # NOT_FOUND / INVALID_ARGUMENT before streaming
+        except ServiceError as error:
+            context.abort(error.code, str(error))
+        try:
+            yield from self._watch(request, context)
+        except Exception:
+            LOG.exception("PlacementService.WatchPlacement failed")
+            context.abort(grpc.StatusCode.INTERNAL,
+                          "WatchPlacement failed inside the coordinator; see its log")
+
+    def _snapshot(self, request: placement_pb2.WatchPlacementRequest) -> dict[str, placement_pb2.Placement]:
+        if request.spread:
+            record = self._source.get(request.spread)
+            records = [] if record is None else [record]
+        else:
+            records = self._source.placements(request.namespace or None)
+        return {r.key: convert.placement_to_pb(r) for r in records}
+
+    def _watch(self, request: placement_pb2.WatchPlacementRequest,
+               context: grpc.ServicerContext) -> Iterator[placement_pb2.PlacementEvent]:
+        kind = placement_pb2.PlacementEvent
+        version = self._source.version
+        seen = self._snapshot(request)
+        for key in sorted(seen):
+            yield _event(kind.TYPE_INITIAL, key, seen[key])
+        while context.is_active():
+            latest = self._source.wait_for_change(version, timeout=self._poll)
+            if latest == version:
+                continue
+            version = latest
+            now = self._snapshot(request)
+            for key in sorted(set(seen) | set(now)):
+                if key not in now:
+                    yield _event(kind.TYPE_DELETED, key, seen[key])
+                elif key not in seen:
+                    yield _event(kind.TYPE_ADDED, key, now[key])
+                elif now[key] != seen[key]:
+                    yield _event(kind.TYPE_MODIFIED, key, now[key])
+            seen = now
+            if request.spread and request.spread not in now:
+                return
+
+
+def _event(
+    kind: placement_pb2.PlacementEvent.Type, key: str, message: placement_pb2.Placement
+) -> placement_pb2.PlacementEvent:
+    return placement_pb2.PlacementEvent(
+        type=kind, spread=key, placement=message,
+        observed_at=convert.timestamp(datetime.datetime.now(datetime.UTC)))
+
+
+def add_to_server(server: grpc.Server, source: PlacementSource) -> PlacementServicer:
+    """Register a PlacementServicer over `source` on `server`; returns the servicer."""
+    servicer = PlacementServicer(source)
+    placement_pb2_grpc.add_PlacementServiceServicer_to_server(servicer, server)
+    return servicer

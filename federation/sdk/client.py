@@ -1,0 +1,167 @@
+"""`PlacementClient`: the synchronous Python SDK for the coordinator's PlacementService.
+
+Why a wrapper over the generated stub: callers want typed results (`federation.sdk.types`) and
+errors named for what went wrong — `SpreadNotFound`, `InvalidRequest` with every problem's field
+path, `CoordinatorUnavailable` naming the address — instead of `grpc.RpcError` and status codes.
+Every call has a deadline (the client's `timeout`), so a dead coordinator fails fast rather than
+hanging a script.
+
+    with PlacementClient("127.0.0.1:7443") as client:
+        print(client.placement("shop/web").to_json())
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import grpc
+
+from federation.api import cluster, spread
+from federation.rpc import placement_pb2, placement_pb2_grpc
+from federation.sdk import types
+
+PROBLEMS_TRAILER = "fedspread-problems"  # set by the coordinator with INVALID_ARGUMENT
+
+T = TypeVar("T")
+SpreadInput = str | Mapping[str, Any] | spread.FederatedSpread | spread.FederatedSpreadSpec
+
+
+def _problems(error: grpc.RpcError) -> list[types.Problem]:
+    for key, value in error.trailing_metadata() or ():
+        if key == PROBLEMS_TRAILER:
+            try:
+                return [types.Problem(str(p["path"]), str(p["message"])) for p in json.loads(value)]
+            except (ValueError, KeyError, TypeError):
+                return []
+    return []
+
+
+def _as_json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, spread.FederatedSpread | spread.FederatedSpreadSpec | cluster.CapacitySnapshot):
+        return value.model_dump_json(by_alias=True, exclude_none=True)
+    return json.dumps(value)
+
+
+class PlacementClient:
+    """A connection to the coordinator's PlacementService; use as a context manager or `close()`."""
+
+    def __init__(
+        self, target: str, *, credentials: grpc.ChannelCredentials | None = None, timeout: float = 10.0
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        if credentials is None:
+            self._channel = grpc.insecure_channel(target)
+        else:
+            self._channel = grpc.secure_channel(target, credentials)
+        self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)
+
+    def __enter__(self) -> PlacementClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel; further calls fail."""
+        self._channel.close()
+
+    # --- errors ---------------------------------------------------------------------------------
+
+    def _error(self, error: grpc.RpcError, *, spread_key: str = "") -> types.FedspreadError:
+        code = error.code()
+        details = error.details() or code.name
+        name = code.name
+        if code == grpc.StatusCode.NOT_FOUND:
+            return types.SpreadNotFound(f"no spread {spread_key}" if spread_key else details, code=name)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            return types.InvalidRequest(details, code=name, problems=_problems(error))
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return types.CoordinatorUnavailable(
+                f"coordinator at {self.target} is unreachable: {details}", code=name)
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return types.CoordinatorUnavailable(
+                f"coordinator at {self.target} did not answer within {self.timeout:g}s", code=name)
+        return types.FedspreadError(f"coordinator at {self.target} answered {name}: {details}", code=name)
+
+    def _call(self, method: Callable[..., T], request: Any, *, spread_key: str = "") -> T:
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise self._error(error, spread_key=spread_key) from None
+
+    # --- queries --------------------------------------------------------------------------------
+
+    def placement(self, key: str) -> types.SpreadPlacement:
+        """The live placement of spread `namespace/name`; SpreadNotFound if the coordinator has none."""
+        message = self._call(self._stub.GetPlacement, placement_pb2.GetPlacementRequest(spread=key),
+                             spread_key=key)
+        return types.placement_from_pb(message)
+
+    def placements(self, namespace: str | None = None) -> list[types.SpreadPlacement]:
+        """Every live placement (of one namespace when given), ordered by spread key."""
+        found: list[types.SpreadPlacement] = []
+        token = ""
+        while True:
+            page = self._call(self._stub.ListPlacements, placement_pb2.ListPlacementsRequest(
+                namespace=namespace or "", page_token=token))
+            found.extend(types.placement_from_pb(p) for p in page.placements)
+            token = page.next_page_token
+            if not token:
+                return found
+
+    def watch(self, key: str, *, timeout: float | None = None) -> Iterator[types.SpreadPlacement]:
+        """The current placement of `key`, then each new one, until the spread is deleted, `timeout`
+        seconds pass (then the iteration just ends) or the caller stops iterating."""
+        call = self._stub.WatchPlacement(placement_pb2.WatchPlacementRequest(spread=key), timeout=timeout)
+        try:
+            for event in call:
+                if event.type == placement_pb2.PlacementEvent.TYPE_DELETED:
+                    return
+                yield types.placement_from_pb(event.placement)
+        except grpc.RpcError as error:
+            if error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+                return
+            raise self._error(error, spread_key=key) from None
+        finally:
+            call.cancel()
+
+    def clusters(self, *, include_node_pools: bool = False) -> list[types.ClusterInfo]:
+        """Member clusters as the coordinator sees them, ordered by name."""
+        answer = self._call(self._stub.ListClusters,
+                            placement_pb2.ListClustersRequest(include_node_pools=include_node_pools))
+        return [types.cluster_from_pb(c) for c in answer.clusters]
+
+    @staticmethod
+    def _simulation(
+        spread_input: SpreadInput, *, replicas: int | None, template: Mapping[str, Any] | str | None,
+        clusters: cluster.CapacitySnapshot | Mapping[str, Any] | None,
+    ) -> placement_pb2.SimulateRequest:
+        request = placement_pb2.SimulateRequest(spread_yaml=_as_json(spread_input))
+        if replicas is not None:
+            request.replicas = replicas
+        if template is not None:
+            request.template_json = _as_json(template)
+        if clusters is not None:
+            request.clusters_json = _as_json(clusters)
+        return request
+
+    def simulate(
+        self, spread_input: SpreadInput, *, replicas: int | None = None,
+        template: Mapping[str, Any] | str | None = None,
+        clusters: cluster.CapacitySnapshot | Mapping[str, Any] | None = None,
+    ) -> types.SpreadPlacement:
+        """What-if: where `spread_input` (YAML/JSON text, a mapping or a model) would place
+        `replicas` on the live capacity, or on `clusters` (a CLUSTERS.yaml-shaped snapshot).
+        Nothing is applied. InvalidRequest lists every problem of an invalid spread."""
+        request = self._simulation(spread_input, replicas=replicas, template=template, clusters=clusters)
+        return types.placement_from_pb(self._call(self._stub.Simulate, request))
+
+    def explain(self, key: str) -> types.Explanation:
+        """Why spread `namespace/name` is placed as it is: caps, capacities, reasons per subset."""
+        message = self._call(self._stub.Explain, placement_pb2.ExplainRequest(spread=key), spread_key=key)
+        return types.explanation_from_pb(message)

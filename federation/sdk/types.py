@@ -1,0 +1,290 @@
+"""Typed results and errors of the placement SDK, and their construction from wire messages.
+
+Why plain dataclasses instead of handing out protobuf messages: callers should get Python values
+(dicts, datetimes, None for "unknown") with stable names, and the JSON a script sees from
+`SpreadPlacement.to_json()` must be exactly DESIGN §7's shape (`fedspread get placement -o json`),
+whatever the wire format becomes. Errors are exceptions named for what went wrong, so a caller can
+`except SpreadNotFound` without knowing gRPC.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+
+from federation.rpc import common_pb2, placement_pb2
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class FedspreadError(Exception):
+    """Base of every SDK error; `code` is the gRPC status name ("NOT_FOUND", ...) when from one."""
+
+    def __init__(self, message: str, *, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SpreadNotFound(FedspreadError):
+    """The coordinator knows no spread by that key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a request: the field path and what is wrong there."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class InvalidRequest(FedspreadError):
+    """The request was malformed (a bad key, an invalid spread); `problems` lists every problem."""
+
+    def __init__(self, message: str, *, code: str = "", problems: list[Problem] | None = None) -> None:
+        super().__init__(message, code=code)
+        self.problems = problems or []
+
+
+class CoordinatorUnavailable(FedspreadError):
+    """The coordinator could not be reached or did not answer in time."""
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """A status condition (Kubernetes convention)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetPlacement:
+    """One subset's share: replicas per cluster (every cluster it selects), its cap as written."""
+
+    name: str
+    replicas: int
+    clusters: dict[str, int]
+    cap: str = ""
+    waiting: int = 0
+    ready: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpreadPlacement:
+    """A spread's placement (live, or simulated when `spread` is empty)."""
+
+    spread: str
+    replicas: int
+    unplaced: int
+    capacity_exhausted: int
+    clusters: dict[str, int]
+    ready: dict[str, int]
+    subsets: list[SubsetPlacement]
+    conditions: list[Condition] = dataclasses.field(default_factory=list)
+    generation: int = 0
+    computed_at: datetime.datetime | None = None
+
+    @property
+    def placed(self) -> int:
+        """Replicas assigned to some (subset, cluster)."""
+        return sum(s.replicas for s in self.subsets)
+
+    def to_json(self, *, include_ready: bool = True) -> dict[str, Any]:
+        """DESIGN §7's shape; with `"ready"` (as `fedspread get placement -o json`) unless told not."""
+        shape: dict[str, Any] = {
+            "replicas": self.replicas,
+            "unplaced": self.unplaced,
+            "clusters": dict(self.clusters),
+            "subsets": [
+                {"name": s.name, "replicas": s.replicas, "clusters": dict(s.clusters)}
+                for s in self.subsets
+            ],
+        }
+        if include_ready:
+            shape["ready"] = {name: self.ready.get(name, 0) for name in self.clusters}
+        return shape
+
+
+@dataclasses.dataclass(frozen=True)
+class Taint:
+    """A cluster or node taint."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePool:
+    """Identical nodes of a cluster (per-node resources)."""
+
+    name: str
+    count: int
+    labels: dict[str, str]
+    taints: list[Taint]
+    allocatable: dict[str, str]
+    requested: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    """A member cluster as the coordinator sees it."""
+
+    name: str
+    labels: dict[str, str]
+    ready: bool
+    cordoned: bool
+    taints: list[Taint]
+    last_heartbeat: datetime.datetime | None
+    agent_version: str
+    node_count: int
+    allocatable: dict[str, str]
+    requested: dict[str, str]
+    conditions: list[Condition] = dataclasses.field(default_factory=list)
+    node_pools: list[NodePool] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping (camelCase, as the CLUSTERS.yaml and MemberCluster shapes)."""
+        return {
+            "name": self.name, "labels": dict(self.labels), "ready": self.ready,
+            "cordoned": self.cordoned, "taints": [dataclasses.asdict(t) for t in self.taints],
+            "lastHeartbeat": self.last_heartbeat.isoformat() if self.last_heartbeat else None,
+            "agentVersion": self.agent_version, "nodes": self.node_count,
+            "allocatable": dict(self.allocatable), "requested": dict(self.requested),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterExplanation:
+    """Why a subset got what it got in one cluster."""
+
+    cluster: str
+    ready: bool
+    cordoned: bool
+    unschedulable: bool
+    unschedulable_until: datetime.datetime | None
+    free_capacity: int | None
+    replicas: int
+    reasons: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetExplanation:
+    """Why a subset got what it got: its cap, capacity (None: unknown/unbounded) and reasons."""
+
+    name: str
+    cap: str
+    capacity: int | None
+    replicas: int
+    reasons: list[str]
+    clusters: list[ClusterExplanation]
+
+
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    """A placement with the reasons behind each subset's share."""
+
+    spread: str
+    placement: SpreadPlacement
+    subsets: list[SubsetExplanation]
+    reasons: list[str]
+
+
+# --- from the wire ------------------------------------------------------------------------------
+
+
+def _time(message: Any, field: str) -> datetime.datetime | None:
+    if not message.HasField(field):
+        return None
+    stamp: timestamp_pb2.Timestamp = getattr(message, field)
+    return stamp.ToDatetime(tzinfo=datetime.UTC)
+
+
+def _known(value: int) -> int | None:
+    return None if value < 0 else value
+
+
+def condition_from_pb(message: common_pb2.Condition) -> Condition:
+    """A wire condition as a Condition."""
+    return Condition(type=message.type, status=message.status, reason=message.reason,
+                     message=message.message,
+                     last_transition_time=_time(message, "last_transition_time"))
+
+
+def taint_from_pb(message: common_pb2.Taint) -> Taint:
+    """A wire taint as a Taint."""
+    return Taint(key=message.key, value=message.value, effect=message.effect)
+
+
+def placement_from_pb(message: placement_pb2.Placement) -> SpreadPlacement:
+    """A wire Placement as a SpreadPlacement (subset clusters keep the subset's order)."""
+    return SpreadPlacement(
+        spread=message.spread, replicas=message.replicas, unplaced=message.unplaced,
+        capacity_exhausted=message.capacity_exhausted,
+        clusters=dict(sorted(message.clusters.items())), ready=dict(sorted(message.ready.items())),
+        subsets=[
+            SubsetPlacement(
+                name=s.name, replicas=s.replicas, cap=s.cap, waiting=s.waiting,
+                clusters={c.cluster: c.replicas for c in s.clusters},
+                ready={c.cluster: c.ready_replicas for c in s.clusters},
+            )
+            for s in message.subsets
+        ],
+        conditions=[condition_from_pb(c) for c in message.conditions],
+        generation=message.observed_generation, computed_at=_time(message, "computed_at"),
+    )
+
+
+def cluster_from_pb(message: placement_pb2.ClusterInfo) -> ClusterInfo:
+    """A wire ClusterInfo as a ClusterInfo."""
+    return ClusterInfo(
+        name=message.name, labels=dict(message.labels), ready=message.ready,
+        cordoned=message.cordoned, taints=[taint_from_pb(t) for t in message.taints],
+        last_heartbeat=_time(message, "last_heartbeat"), agent_version=message.agent_version,
+        node_count=message.node_count, allocatable=dict(message.allocatable),
+        requested=dict(message.requested),
+        conditions=[condition_from_pb(c) for c in message.conditions],
+        node_pools=[
+            NodePool(name=p.name, count=p.count, labels=dict(p.labels),
+                     taints=[taint_from_pb(t) for t in p.taints],
+                     allocatable=dict(p.allocatable), requested=dict(p.requested))
+            for p in message.node_pools
+        ],
+    )
+
+
+def explanation_from_pb(message: placement_pb2.Explanation) -> Explanation:
+    """A wire Explanation as an Explanation (-1 capacities become None)."""
+    return Explanation(
+        spread=message.spread, placement=placement_from_pb(message.placement),
+        reasons=list(message.reasons),
+        subsets=[
+            SubsetExplanation(
+                name=s.name, cap=s.cap, capacity=_known(s.capacity), replicas=s.replicas,
+                reasons=list(s.reasons),
+                clusters=[
+                    ClusterExplanation(
+                        cluster=c.cluster, ready=c.ready, cordoned=c.cordoned,
+                        unschedulable=c.unschedulable,
+                        unschedulable_until=_time(c, "unschedulable_until"),
+                        free_capacity=_known(c.free_capacity), replicas=c.replicas,
+                        reasons=list(c.reasons),
+                    )
+                    for c in s.clusters
+                ],
+            )
+            for s in message.subsets
+        ],
+    )
