@@ -1,0 +1,365 @@
+"""AgentService: the coordinator's end of each member cluster's agent stream (plan item 4).
+
+Why it is shaped like this:
+
+- **A facade, not Ray.** `Coordinator` holds the pure `world.World`, one lock and the streams; the
+  servicer only validates and converts wire messages. The Ray shards (or a test) drive the same
+  facade: `publish(keys)` recomputes through `loop.recompute` and pushes to each connected agent
+  only what differs (`assignments.changed`) from what that agent last received; `tick()` is the
+  failover timer's entry point (`loop.failover`, then publish).
+- **Full resync on every stream, deltas after.** A (re)connecting agent may have missed anything,
+  and a restarted coordinator holds nothing: after Welcome it gets every assignment for its
+  cluster, a `SpreadRemoval` for every spread its Hello lists as applied that no longer concerns
+  it, then `Notice{code: "ResyncComplete"}` (the agent prunes orphans only after that notice).
+  The full set is queued under the same lock as publish, so no delta can overtake it.
+- **No removal before the hub is known.** After a coordinator restart the world is empty until the
+  hub watcher has listed everything; removing "unknown" spreads then would delete live workloads.
+  With `hub_synced=False`, streams are welcomed but their resync waits for `mark_hub_synced()`.
+- **Hello labels only register unknown clusters.** The MemberCluster in the hub is authoritative
+  for labels and taints (agent.proto); a Hello only seeds a cluster the world has never seen.
+  `on_cluster_hello` lets the shell create or update the MemberCluster object itself.
+- **Duplicate streams: the newer wins.** A second stream for the same cluster replaces the first,
+  which is ended with ALREADY_EXISTS (the old agent's link reconnects, which is right after a
+  network flap; two agents fighting for one name keep replacing each other and say so in logs).
+- **Errors.** A stream not starting with Hello, or with an empty cluster name, ends with
+  INVALID_ARGUMENT. A message that cannot be applied is logged and answered with a `Notice`
+  (BadReport); it never ends the stream or the server.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+
+import grpc
+
+from federation.api import cluster, common
+from federation.coordinator import assignments, loop
+from federation.coordinator import world as world_model
+from federation.core import status
+from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
+
+log = logging.getLogger("fedspread.coordinator.agents")
+
+RESYNC_COMPLETE_CAPABILITY = "resync-complete"
+RESYNC_COMPLETE_CODE = "ResyncComplete"
+_END = object()
+_SUPERSEDED = object()
+
+Clock = Callable[[], datetime.datetime]
+
+
+class AgentStream:
+    """One welcomed stream: the queue its writer drains, and per-stream report state."""
+
+    def __init__(self, cluster_name: str, *, applied: Iterable[str] = ()) -> None:
+        self.cluster = cluster_name
+        self.applied = tuple(applied)  # the Hello's applied spreads, for the (possibly later) resync
+        self.outgoing: queue.Queue[object] = queue.Queue()
+        self.resynced = False
+        self.inventory_sequence = 0
+        self.pools: dict[str, cluster.NodePool] = {}
+        self.counts: dict[str, dict[str, status.ClusterPods]] = {}
+
+    def send(self, **body: object) -> None:
+        """Queue one CoordinatorMessage, e.g. `send(assignment=...)`."""
+        self.outgoing.put(agent_pb2.CoordinatorMessage(**body))  # type: ignore[arg-type]
+
+
+class Coordinator:
+    """The world, its lock and the connected agents; everything the servicer changes goes through here."""
+
+    def __init__(
+        self, world: world_model.World, *, clock: Clock, coordinator_id: str | None = None,
+        hub_synced: bool = True,
+    ) -> None:
+        self.world = world
+        self.clock = clock
+        self.coordinator_id = coordinator_id or uuid.uuid4().hex[:12]
+        self.lock = threading.RLock()
+        self._hub_synced = hub_synced
+        self._streams: dict[str, AgentStream] = {}
+        self._sent: dict[str, dict[str, agent_pb2.SpreadAssignment]] = {}
+
+    # --- streams -------------------------------------------------------------------------------
+
+    def connected(self) -> list[str]:
+        """Clusters with a stream, by name."""
+        with self.lock:
+            return sorted(self._streams)
+
+    def attach(self, hello: agent_pb2.Hello, *, heartbeat_seconds: int) -> AgentStream:
+        """A welcomed Hello: replace any older stream, register, queue Welcome and the full resync."""
+        name = hello.cluster_name
+        stream = AgentStream(name, applied=[a.spread for a in hello.applied])
+        with self.lock:
+            previous = self._streams.get(name)
+            if previous is not None:
+                previous.outgoing.put(_SUPERSEDED)
+                log.warning("newer stream replaces the old one", extra={"cluster": name})
+            self._streams[name] = stream
+            affected: set[str] = set()
+            if name not in self.world.cluster_names():
+                affected |= self.world.upsert_cluster(name, labels=dict(hello.topology_labels))
+            affected |= self.world.heartbeat(name)
+            stream.send(welcome=self._welcome(name, heartbeat_seconds=heartbeat_seconds))
+            if self._hub_synced:
+                self._resync(stream)
+            self.publish(affected)
+        return stream
+
+    def detach(self, stream: AgentStream) -> None:
+        """The stream ended; forget what it was sent (the next one gets a full resync)."""
+        with self.lock:
+            if self._streams.get(stream.cluster) is stream:
+                del self._streams[stream.cluster]
+                self._sent.pop(stream.cluster, None)
+
+    def mark_hub_synced(self) -> None:
+        """The hub watcher listed everything: resync the streams that were waiting for it."""
+        with self.lock:
+            self._hub_synced = True
+            for stream in self._streams.values():
+                if not stream.resynced:
+                    self._resync(stream)
+
+    def _welcome(self, name: str, *, heartbeat_seconds: int) -> agent_pb2.Welcome:
+        welcome = agent_pb2.Welcome(
+            cluster_name=name, coordinator_id=self.coordinator_id, full_resync=True,
+            heartbeat_interval_seconds=heartbeat_seconds, resume_token=self.coordinator_id,
+            capabilities=[RESYNC_COMPLETE_CAPABILITY],
+        )
+        welcome.server_time.FromDatetime(self.clock())
+        return welcome
+
+    def _resync(self, stream: AgentStream) -> None:
+        """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
+        name, sent = stream.cluster, {}
+        for key in sorted(self.world.placements):
+            message = self._assignments_for(key).get(name)
+            if message is not None:
+                sent[key] = message
+                stream.send(assignment=message)
+        removed = 0
+        for key in sorted(set(stream.applied) - set(sent)):
+            entry = self.world.spread(key)
+            if entry is not None and key not in self.world.placements:
+                continue  # known but not placed yet (waiting for its Deployment): keep the agent's
+            stream.send(removal=assignments.removal(
+                key, generation=(entry.generation if entry else 0) + 1,
+                reason="spread deleted" if entry is None else "cluster no longer selected"))
+            removed += 1
+        self._sent[name] = sent
+        stream.resynced = True
+        stream.send(notice=agent_pb2.Notice(
+            severity=agent_pb2.Notice.SEVERITY_INFO, code=RESYNC_COMPLETE_CODE,
+            message=f"{len(sent)} assignments, {removed} removals"))
+        log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed})
+
+    def _assignments_for(self, key: str) -> dict[str, agent_pb2.SpreadAssignment]:
+        entry, result = self.world.spread(key), self.world.placements.get(key)
+        if entry is None or result is None:
+            return {}
+        now = self.clock()
+        messages = assignments.for_clusters(entry, result, marks=self.world.marks_for(key), now=now)
+        for message in messages.values():
+            message.issued_at.FromDatetime(now)
+        return messages
+
+    # --- placement -----------------------------------------------------------------------------
+
+    def publish(self, keys: Iterable[str]) -> loop.Round:
+        """Recompute `keys` and send each resynced agent what changed for it."""
+        with self.lock:
+            result = loop.recompute(self.world, keys, now=self.clock())
+            for key in sorted(result.placements):
+                new = self._assignments_for(key)
+                for name, stream in sorted(self._streams.items()):
+                    if stream.resynced:
+                        self._deliver(stream, key, new.get(name))
+            for key in result.removed:
+                for _name, stream in sorted(self._streams.items()):
+                    if stream.resynced:
+                        self._deliver(stream, key, None, reason="spread deleted")
+            return result
+
+    def _deliver(
+        self, stream: AgentStream, key: str, new: agent_pb2.SpreadAssignment | None, *,
+        reason: str = "cluster no longer selected",
+    ) -> None:
+        sent = self._sent.setdefault(stream.cluster, {})
+        old = sent.get(key)
+        delta = assignments.changed({stream.cluster: old} if old else {},
+                                    {stream.cluster: new} if new else {})
+        if stream.cluster not in delta:
+            return
+        if new is None:
+            assert old is not None
+            del sent[key]
+            stream.send(removal=assignments.removal(key, generation=old.generation + 1, reason=reason))
+        else:
+            sent[key] = new
+            stream.send(assignment=new)
+
+    def tick(self) -> loop.Lost:
+        """The failover timer: clusters silent past clusterLostSeconds lose their replicas."""
+        with self.lock:
+            lost = loop.failover(self.world)
+            if lost.clusters:
+                log.warning("clusters lost", extra={"clusters": list(lost.clusters)})
+            self.publish(lost.keys)
+            return lost
+
+    # --- reports -------------------------------------------------------------------------------
+
+    def receive(self, stream: AgentStream, message: agent_pb2.AgentMessage) -> None:
+        """Apply one message from `stream`'s agent (ValueError/TypeError: a bad report)."""
+        kind, name = message.WhichOneof("body"), stream.cluster
+        with self.lock:
+            if kind == "heartbeat":
+                self.publish(self.world.heartbeat(name))
+            elif kind == "inventory":
+                self._inventory(stream, message.inventory)
+            elif kind == "pod_counts":
+                self._pod_counts(stream, message.pod_counts)
+            elif kind == "unschedulable":
+                report = message.unschedulable
+                if not report.spread or not report.subset:
+                    raise ValueError("UnschedulableReport needs spread and subset")
+                since = report.since.ToDatetime(tzinfo=datetime.UTC)
+                self.publish(self.world.unschedulable(name, spread=report.spread, subset=report.subset,
+                                                      since=since))
+            elif kind == "ack":
+                if message.ack.error:
+                    log.warning("agent could not apply", extra={
+                        "cluster": name, "spread": message.ack.spread,
+                        "generation": message.ack.generation, "error": message.ack.error})
+            elif kind == "hello":
+                raise ValueError("Hello is only valid as the first message of a stream")
+
+    def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
+        pools = {p.name: _pool(p) for p in report.node_pools}
+        if report.full:
+            stream.pools = pools
+        elif report.base_sequence != stream.inventory_sequence:
+            stream.send(resync=agent_pb2.ResyncRequest(
+                inventory=True, reason=f"delta on {report.base_sequence}, "
+                                       f"coordinator holds {stream.inventory_sequence}"))
+            return
+        else:
+            stream.pools.update(pools)
+            for gone in report.removed_pools:
+                stream.pools.pop(gone, None)
+        stream.inventory_sequence = report.sequence
+        self.publish(self.world.inventory(stream.cluster, [stream.pools[k] for k in sorted(stream.pools)]))
+
+    def _pod_counts(self, stream: AgentStream, report: agent_pb2.PodCountsReport) -> None:
+        counts = {
+            item.spread: {s.subset: _pods(s.counts) for s in item.subsets}
+            for item in report.spreads
+        }
+        stream.counts = counts if report.full else {**stream.counts, **counts}
+        self.publish(self.world.pod_counts(stream.cluster, stream.counts))
+
+
+def _pool(pool: common_pb2.NodePool) -> cluster.NodePool:
+    return cluster.NodePool(
+        name=pool.name, count=pool.count, labels=dict(pool.labels),
+        taints=[common.Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
+        allocatable=dict(pool.allocatable), requested=dict(pool.requested),
+    )
+
+
+def _pods(counts: agent_pb2.PodCounts) -> status.ClusterPods:
+    return status.ClusterPods(
+        running=counts.running, ready=counts.ready, pending=counts.pending,
+        unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting,
+    )
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    """AgentService.Connect over a `Coordinator`: validation, a reader thread, a writer with Pings."""
+
+    def __init__(
+        self, coordinator: Coordinator, *, clock: Clock, heartbeat_seconds: float,
+        on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None,
+    ) -> None:
+        self.coordinator = coordinator
+        self.clock = clock
+        self.heartbeat_seconds = heartbeat_seconds
+        self.on_cluster_hello = on_cluster_hello
+        self._nonces = itertools.count(1)
+
+    def Connect(
+        self, request_iterator: Iterator[agent_pb2.AgentMessage], context: grpc.ServicerContext
+    ) -> Iterator[agent_pb2.CoordinatorMessage]:
+        first = next(request_iterator, None)
+        if first is None or first.WhichOneof("body") != "hello":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a stream must be Hello")
+            return
+        hello = first.hello
+        if not hello.cluster_name:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.cluster_name is empty")
+            return
+        if self.on_cluster_hello is not None:
+            try:
+                self.on_cluster_hello(hello)
+            except Exception:  # registering the MemberCluster may fail; the stream still serves
+                log.exception("on_cluster_hello failed", extra={"cluster": hello.cluster_name})
+        stream = self.coordinator.attach(hello, heartbeat_seconds=max(1, round(self.heartbeat_seconds)))
+        context.add_callback(lambda: stream.outgoing.put(_END))
+        threading.Thread(target=self._read, args=(stream, request_iterator), daemon=True,
+                         name=f"agent-read-{stream.cluster}").start()
+        log.info("agent connected", extra={"cluster": stream.cluster,
+                                           "agent_version": hello.agent_version,
+                                           "applied": len(hello.applied)})
+        try:
+            yield from self._write(stream, context)
+        finally:
+            self.coordinator.detach(stream)
+            log.info("agent stream ended", extra={"cluster": stream.cluster})
+
+    def _write(
+        self, stream: AgentStream, context: grpc.ServicerContext
+    ) -> Iterator[agent_pb2.CoordinatorMessage]:
+        next_ping = time.monotonic() + self.heartbeat_seconds
+        while context.is_active():
+            try:
+                item = stream.outgoing.get(timeout=max(0.0, min(next_ping - time.monotonic(), 0.5)))
+            except queue.Empty:
+                if time.monotonic() >= next_ping:
+                    ping = agent_pb2.Ping(nonce=next(self._nonces))
+                    ping.sent_at.FromDatetime(self.clock())
+                    next_ping = time.monotonic() + self.heartbeat_seconds
+                    yield agent_pb2.CoordinatorMessage(ping=ping)
+                continue
+            if item is _END:
+                return
+            if item is _SUPERSEDED:
+                context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                              f"a newer stream for cluster {stream.cluster} replaced this one")
+            assert isinstance(item, agent_pb2.CoordinatorMessage)
+            yield item
+
+    def _read(self, stream: AgentStream, requests: Iterator[agent_pb2.AgentMessage]) -> None:
+        try:
+            for message in requests:
+                try:
+                    self.coordinator.receive(stream, message)
+                except Exception as failure:  # one bad report must not end the stream or server
+                    log.warning("bad agent message", extra={
+                        "cluster": stream.cluster, "kind": message.WhichOneof("body"),
+                        "error": str(failure)})
+                    stream.send(notice=agent_pb2.Notice(
+                        severity=agent_pb2.Notice.SEVERITY_WARNING, code="BadReport",
+                        message=str(failure)[:500]))
+        except grpc.RpcError:
+            pass  # the stream broke; the writer ends through _END
+        finally:
+            stream.outgoing.put(_END)
