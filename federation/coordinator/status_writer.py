@@ -1,0 +1,176 @@
+"""Writing what the coordinator decided back to the hub: spread, member and Deployment statuses.
+
+Why its own module: status writes are the coordinator's only writes to the hub, and they must be
+cheap and safe under churn.
+
+* Writes only when something changed: the current status is read first and compared with
+  `status.status_changed` (order of conditions and sub-second times do not count), so a steady
+  federation costs reads, not writes, and does not wake every watcher of the object.
+* Optimistic concurrency: every patch carries the resourceVersion it was computed from, so a
+  concurrent change (a user editing labels, another writer) yields 409 and the write is re-read
+  and re-applied instead of silently racing. 409, 429 and 5xx are retried with tenacity, bounded
+  attempts and jittered exponential backoff; anything else (404: the object is gone) is raised.
+* Merge patches (RFC 7386) computed as a diff against what was read, so fields that disappeared
+  from the new status are removed (null) rather than left behind.
+* The hub has no Deployment controller, so the hub Deployment's status is ours to write: the
+  aggregate of the members' Deployments, so `kubectl get deploy` on the hub tells the truth.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pydantic
+import tenacity
+from kubernetes import client
+from kubernetes.client import exceptions
+
+from federation.api import cluster as cluster_api
+from federation.api import common
+from federation.api import spread as spread_api
+from federation.core import status as status_core
+
+LOG = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+DEPLOYMENT_FIELDS = ("replicas", "readyReplicas", "availableReplicas", "updatedReplicas",
+                     "unavailableReplicas")
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch turning `old` into `new` (removed keys become None)."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return new
+    patch: Json = {k: None for k in old if k not in new}
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+        elif old[key] != value:
+            patch[key] = merge_patch(old[key], value)
+    return patch
+
+
+def _retriable(error: BaseException) -> bool:
+    status = getattr(error, "status", None)
+    if not isinstance(error, exceptions.ApiException) or not isinstance(status, int):
+        return False
+    return status in (409, 429) or status >= 500
+
+
+class StatusWriter:
+    """Writes statuses to the hub only when they changed, retrying conflicts by re-reading."""
+
+    def __init__(self, api_client: client.ApiClient, *, attempts: int = 10, max_wait: float = 2.0) -> None:
+        self._custom = client.CustomObjectsApi(api_client)
+        self._apps = client.AppsV1Api(api_client)
+        self._attempts = attempts
+        self._max_wait = max_wait
+        self.writes: collections.Counter[str] = collections.Counter()
+        """Patches applied, by kind ("spread", "cluster", "deployment")."""
+        self.skips: collections.Counter[str] = collections.Counter()
+        """Writes skipped because nothing changed, by kind."""
+        self.retries: collections.Counter[str] = collections.Counter()
+        """Attempts repeated after 409/429/5xx, by kind."""
+
+    # --- public writes -------------------------------------------------------------------------
+
+    def write_spread(self, key: str, status: spread_api.FederatedSpreadStatus) -> bool:
+        """Set a FederatedSpread's status (`namespace/name`); True when a patch was applied."""
+        namespace, _, name = key.partition("/")
+        args = (common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, name)
+
+        def read() -> Json:
+            return self._raw(self._custom.get_namespaced_custom_object_status(*args, _preload_content=False))
+
+        def patch(body: Json) -> None:
+            self._custom.patch_namespaced_custom_object_status(*args, body, _content_type=MERGE_PATCH)
+
+        return self._write_model("spread", key, read=read, patch=patch, new=status)
+
+    def write_member_cluster(self, name: str, status: cluster_api.MemberClusterStatus) -> bool:
+        """Set a MemberCluster's status; True when a patch was applied."""
+        args = (common.API_GROUP, common.API_VERSION, cluster_api.PLURAL, name)
+
+        def read() -> Json:
+            return self._raw(self._custom.get_cluster_custom_object_status(*args, _preload_content=False))
+
+        def patch(body: Json) -> None:
+            self._custom.patch_cluster_custom_object_status(*args, body, _content_type=MERGE_PATCH)
+
+        return self._write_model("cluster", name, read=read, patch=patch, new=status)
+
+    def write_deployment_status(self, namespace: str, name: str, fields: Mapping[str, int]) -> bool:
+        """Set the hub Deployment's replica counts (and observedGeneration); True when patched."""
+        unknown = set(fields) - set(DEPLOYMENT_FIELDS)
+        if unknown:
+            raise ValueError(f"not Deployment status replica fields: {sorted(unknown)}")
+
+        def attempt() -> bool:
+            response = self._apps.read_namespaced_deployment_status(name, namespace, _preload_content=False)
+            obj = self._raw(response)
+            old = obj.get("status") or {}
+            wanted: Json = {k: int(v) for k, v in fields.items()}
+            generation = (obj.get("metadata") or {}).get("generation")
+            if isinstance(generation, int):
+                wanted["observedGeneration"] = generation
+            if all(old.get(k, 0) == v for k, v in wanted.items()):
+                self.skips["deployment"] += 1
+                return False
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": wanted}
+            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH)
+            self.writes["deployment"] += 1
+            return True
+
+        return self._retrying("deployment", f"{namespace}/{name}", attempt)
+
+    # --- internals -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _raw(response: Any) -> Json:
+        body: Json = json.loads(response.data)
+        return body
+
+    def _write_model(self, kind: str, key: str, *, read: Callable[[], Json], patch: Callable[[Json], None],
+                     new: pydantic.BaseModel) -> bool:
+        wanted: Json = new.model_dump(mode="json", by_alias=True, exclude_none=True)
+        model = type(new)
+
+        def attempt() -> bool:
+            obj = read()
+            raw_old = obj.get("status")
+            try:
+                old = model.model_validate(raw_old) if isinstance(raw_old, dict) else None
+            except pydantic.ValidationError:
+                old = None  # unreadable: overwrite it
+            if not status_core.status_changed(old, new):
+                self.skips[kind] += 1
+                return False
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                    "status": merge_patch(raw_old if isinstance(raw_old, dict) else {}, wanted)}
+            patch(body)
+            self.writes[kind] += 1
+            return True
+
+        return self._retrying(kind, key, attempt)
+
+    def _retrying(self, kind: str, key: str, attempt: Callable[[], bool]) -> bool:
+        def note(state: tenacity.RetryCallState) -> None:
+            self.retries[kind] += 1
+            error = state.outcome.exception() if state.outcome else None
+            LOG.debug("status write retry kind=%s key=%s attempt=%d status=%s", kind, key,
+                      state.attempt_number, getattr(error, "status", None))
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_retriable),
+            stop=tenacity.stop_after_attempt(self._attempts),
+            wait=tenacity.wait_random_exponential(multiplier=0.05, max=self._max_wait),
+            before_sleep=note,
+            reraise=True,
+        )
+        result: bool = retrying(attempt)
+        return result
