@@ -15,6 +15,7 @@ import click
 from agents import cli as agent_cli
 from federation import cli_get, cli_simulate
 from federation.api import crd
+from federation.coordinator import cli as coordinator_cli
 from federation.sandbox import cli as sandbox_cli
 
 
@@ -33,6 +34,7 @@ main.add_command(cli_simulate.simulate_command)
 main.add_command(sandbox_cli.sandbox_group)
 main.add_command(agent_cli.agent_command)
 main.add_command(cli_get.get_group)
+main.add_command(coordinator_cli.coordinator_command)
 
 
 @main.command("crds")

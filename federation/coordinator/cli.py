@@ -1,0 +1,101 @@
+"""`fedspread coordinator`: run the coordinator against a hub cluster.
+
+Why a separate module: the `fedspread` group (federation/cli.py) only registers commands; the
+coordinator's flags, logging setup and one-line startup errors live next to the coordinator.
+Logging is quiet and structured like the agent's (`key=value` after the message, INFO by default,
+the Kubernetes and gRPC libraries muted); the small formatter is restated here because federation
+must not import the agents package.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import sys
+from typing import NoReturn
+
+import click
+
+from federation.coordinator import main as coordinator_main
+
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class KeyValueFormatter(logging.Formatter):
+    """`time LEVEL logger message key=value ...` (extras from `log.info(..., extra={...})`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = [f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and v is not None]
+        return f"{line} {' '.join(extras)}" if extras else line
+
+
+def configure_logging(level: str) -> None:
+    """Structured lines on stderr; library loggers only speak up for real problems."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("urllib3", "kubernetes", "grpc"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)  # retry chatter; we report
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+@click.command("coordinator")
+@click.option("--hub-kubeconfig", required=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="Kubeconfig of the hub cluster, where FederatedSpreads, MemberClusters and the "
+                   "target Deployments live (the sandbox writes one: `fedspread sandbox up`).")
+@click.option("--ray-address", metavar="ADDRESS", default=None,
+              help="Join an existing Ray cluster (e.g. ray://head:10001). Not wired yet: accepted, "
+                   "and placement runs in this process.")
+@click.option("--listen", default="0.0.0.0:7443", show_default=True, metavar="HOST:PORT",
+              help="Address of the gRPC server agents (AgentService) and `fedspread get` / the SDK "
+                   "(PlacementService) connect to.")
+@click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.5, 300),
+              help="How often each agent stream is pinged, and the heartbeat interval agents are told.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              help="Least severe log level printed.")
+def coordinator_command(*, hub_kubeconfig: pathlib.Path, ray_address: str | None, listen: str,
+                        heartbeat_seconds: float, log_level: str) -> None:
+    """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
+
+    \b
+    The coordinator
+      * watches the hub for FederatedSpreads, MemberClusters and their target Deployments;
+      * places every spread's replicas over its ordered subsets, on the capacity agents report;
+      * sends each member cluster's agent its share (one gRPC stream per agent);
+      * moves replicas away from clusters whose agent stays silent (failover);
+      * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
+      * answers placement questions (`fedspread get placement`, the Python SDK).
+    Stop it with SIGTERM or Ctrl-C.
+
+    \b
+    Example, against the sandbox (`fedspread sandbox up`):
+      fedspread coordinator --hub-kubeconfig ~/.cache/fedspread/sandbox/hub/kubeconfig \\
+          --listen 127.0.0.1:7443
+    """
+    configure_logging(log_level)
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        _fail(f"--listen {listen!r} is not HOST:PORT")
+    settings = coordinator_main.CoordinatorConfig(
+        hub_kubeconfig=hub_kubeconfig, listen=listen, ray_address=ray_address,
+        heartbeat_seconds=heartbeat_seconds)
+    try:
+        process = coordinator_main.CoordinatorProcess(settings)
+    except coordinator_main.CoordinatorError as error:
+        _fail(str(error))
+    try:
+        process.start()
+    except coordinator_main.CoordinatorError as error:
+        process.stop()
+        _fail(str(error))
+    process.run()

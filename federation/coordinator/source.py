@@ -1,0 +1,131 @@
+"""A `PlacementSource` over the live coordinator: the World behind the `Coordinator` facade's lock.
+
+Why it reads instead of being told: placements change from three places (hub events, agent
+reports, the failover tick), all through `Coordinator.publish`, which knows nothing of the
+PlacementService. Rather than hooking every caller, the source compares the World's placements
+with what it last saw whenever someone asks for the version (watchers poll through
+`wait_for_change`), and bumps its counter on a difference. A watcher therefore sees the latest
+placement within one poll interval, and nothing has to remember to notify it.
+
+Everything is read under `coordinator.lock`, the same lock every writer of the World holds, and
+converted to immutable records before the lock is released.
+
+Seam: placement runs in-process (`loop.place_one` for what-ifs, `loop.recompute` in the facade);
+when the sharded Ray backend lands it should answer `simulate` too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from federation.api import cluster, common, problems
+from federation.api import spread as spread_api
+from federation.coordinator import agent_service, convert, loop
+from federation.core import fit, overcommit, placement
+
+POLL_SECONDS = 0.2
+
+Conditions = Callable[[str], list[common.Condition]]
+
+
+class WorldSource:
+    """The PlacementService's view of the coordinator's World (thread-safe)."""
+
+    def __init__(self, coordinator: agent_service.Coordinator, *,
+                 conditions: Conditions | None = None,
+                 agent_versions: Mapping[str, str] | None = None) -> None:
+        self._coordinator = coordinator
+        self._conditions = conditions
+        self._agent_versions = agent_versions if agent_versions is not None else {}
+        self._seen_lock = threading.Lock()
+        self._seen: dict[str, placement.Placement] = {}
+        self._version = 0
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def get(self, key: str) -> convert.PlacementRecord | None:
+        with self._coordinator.lock:
+            return self._record(key)
+
+    def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
+        with self._coordinator.lock:
+            keys = [k for k in sorted(self._coordinator.world.placements)
+                    if not namespace or k.partition("/")[0] == namespace]
+            return [r for r in (self._record(k) for k in keys) if r is not None]
+
+    def clusters(self) -> list[convert.ClusterRecord]:
+        with self._coordinator.lock:
+            world = self._coordinator.world
+            after = datetime.timedelta(seconds=world.min_lost_seconds())
+            records = []
+            for capacity in world.snapshot_for("").clusters:
+                name = capacity.name
+                records.append(convert.ClusterRecord(
+                    name=name, labels=dict(capacity.labels), ready=world.ready(name, after=after),
+                    taints=tuple(capacity.taints), last_heartbeat=world.tracker.last(name),
+                    agent_version=self._agent_versions.get(name, ""),
+                    node_pools=tuple(capacity.node_pools),
+                ))
+            return records
+
+    def simulate(
+        self, spec: spread_api.FederatedSpreadSpec, *, replicas: int | None,
+        template: Mapping[str, Any] | None, snapshot: cluster.CapacitySnapshot | None,
+    ) -> placement.Placement:
+        """What-if on the live capacity (every placed spread's pending pods deducted), nothing stored."""
+        if replicas is None:
+            raise problems.InvalidInput("simulation", [problems.Problem(
+                "replicas", "give replicas, or a template Deployment with spec.replicas")])
+        with self._coordinator.lock:
+            world = self._coordinator.world
+            now = self._coordinator.clock()
+            if snapshot is None:
+                snapshot = overcommit.deduct_pending(
+                    world.snapshot_for(""), loop.pending_of_others(world, ""))
+        return placement.place(spec, replicas=replicas, snapshot=snapshot,
+                               shape=fit.shape_from_deployment(template), now=now)
+
+    # --- change detection ------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        with self._coordinator.lock:
+            current = dict(self._coordinator.world.placements)
+        with self._seen_lock:
+            if current != self._seen:
+                self._seen = current
+                self._version += 1
+            return self._version
+
+    def wait_for_change(self, version: int, *, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            current = self.version
+            remaining = deadline - time.monotonic()
+            if current != version or remaining <= 0:
+                return current
+            time.sleep(min(POLL_SECONDS, remaining))
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _record(self, key: str) -> convert.PlacementRecord | None:
+        world = self._coordinator.world
+        entry, result = world.spread(key), world.placements.get(key)
+        if entry is None or result is None:
+            return None
+        ready: dict[str, dict[str, int]] = {
+            subset: {name: pods.ready for name, pods in per_cluster.items()}
+            for subset, per_cluster in world.pods_for(key).items()
+        }
+        window = datetime.timedelta(
+            seconds=entry.spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
+        until = {(m.subset, m.cluster): m.since + window for m in world.marks_for(key)}
+        return convert.PlacementRecord(
+            key=key, placement=result, spec=entry.spec, ready=ready,
+            conditions=tuple(self._conditions(key)) if self._conditions else (),
+            generation=entry.generation, unschedulable_until=until,
+        )

@@ -1,0 +1,116 @@
+"""The Ray wrapper without Ray: LocalBackend answers, shard routing, and the unit-test Ray guard."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from federation.api import cluster
+from federation.api import spread as spread_api
+from federation.coordinator import loop, routing, shards, world
+from federation.core import fit, placement
+
+NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
+ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
+
+
+def snapshot() -> cluster.CapacitySnapshot:
+    def member(name: str, nodes: int) -> dict[str, Any]:
+        return {"name": name, "labels": {cluster.REGION_LABEL: "eu"}, "nodePools": [
+            {"count": nodes, "allocatable": {"cpu": "4", "pods": 110}, "requested": {"cpu": "0"}}]}
+    return cluster.CapacitySnapshot.model_validate(
+        {"clusters": [member("dc1", 2), member("aws", 3), member("gcp", 5)]}
+    )
+
+
+def spec(index: int) -> spread_api.FederatedSpreadSpec:
+    return spread_api.FederatedSpreadSpec.model_validate({
+        "targetRef": {"name": f"web-{index}"},
+        "subsets": [{"name": "onprem", "clusters": ["dc1"], "maxReplicas": index % 4},
+                    {"name": "cloud", "clusters": ["aws", "gcp"]}],
+        "scheduleStrategy": {"type": "Adaptive" if index % 2 else "Fixed"},
+    })
+
+
+def requests(count: int = 12) -> list[shards.PlaceRequest]:
+    snap = snapshot()
+    out = []
+    for i in range(count):
+        marks = (placement.UnschedulableMark("cloud", "aws", NOW),) if i % 5 == 0 else ()
+        out.append(shards.PlaceRequest(
+            key=f"shop/web-{i}", spec=spec(i), replicas=3 + i, snapshot=snap,
+            shape=ONE_CPU if i % 3 else None, current={"onprem": {"dc1": 1}} if i % 2 else None,
+            running={"onprem": {"dc1": 1}} if i % 2 else None, marks=marks, now=NOW,
+        ))
+    return out
+
+
+def test_local_backend_gives_exactly_placement_place_answers_in_order() -> None:
+    batch = requests()
+    expected = [
+        placement.place(r.spec, replicas=r.replicas, snapshot=r.snapshot, shape=r.shape, current=r.current,
+                        running=r.running, unschedulable=r.marks, now=r.now)
+        for r in batch
+    ]
+    backend = shards.LocalBackend()
+    assert backend.place_batch(batch) == expected
+    assert backend.simulate_many(batch) == expected
+    assert backend.place_batch([]) == []
+    backend.close()
+
+
+def test_a_request_from_the_world_is_what_the_loop_would_place() -> None:
+    model = world.World(lambda: NOW)
+    for name, nodes in {"dc1": 1, "aws": 2}.items():
+        model.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
+        pool = cluster.NodePool(name="std", count=nodes, allocatable={"cpu": "4", "pods": "110"})
+        model.inventory(name, [pool])
+        model.heartbeat(name)
+    template = {"spec": {"replicas": 1, "template": {"spec": {"containers": [
+        {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]}}}}
+    keys = []
+    for name in ("a", "b"):
+        item = spread_api.FederatedSpread.model_validate({
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"targetRef": {"name": name}, "scheduleStrategy": {"type": "Adaptive"},
+                     "subsets": [{"name": "onprem", "clusters": ["dc1"]},
+                                 {"name": "cloud", "clusters": ["aws"]}]},
+        })
+        model.upsert_spread(item)
+        model.set_target(item.key, replicas=5, template=template)
+        keys.append(item.key)
+    loop.recompute(model, keys[:1], now=NOW)  # "a" placed: its pending pods are deducted for "b"
+    entry = model.spread(keys[1])
+    assert entry is not None
+    request = shards.request_for(model, entry, replicas=5, now=NOW)
+    assert request.key == keys[1]
+    assert shards.LocalBackend().place_batch([request]) == [loop.place_one(model, entry, replicas=5, now=NOW)]
+
+
+@pytest.mark.parametrize("count", [3, 4, 7])
+def test_requests_are_routed_to_the_shard_that_owns_their_key(count: int) -> None:
+    keys = [f"ns-{i % 3}/spread-{i}" for i in range(40)]
+    groups = shards.group_by_shard(keys, shards=count)
+    assert len(groups) == count
+    assert sorted(i for g in groups for i in g) == list(range(len(keys)))
+    for shard, indices in enumerate(groups):
+        assert indices == sorted(indices)
+        assert all(routing.shard_of(keys[i], shards=count) == shard for i in indices)
+
+
+def test_one_shard_owns_everything_and_zero_shards_is_refused() -> None:
+    assert shards.group_by_shard(["a/b", "c/d"], shards=1) == [[0, 1]]
+    with pytest.raises(ValueError, match="shards must be at least 1"):
+        shards.group_by_shard(["a/b"], shards=0)
+
+
+def test_the_autouse_guard_forbids_starting_ray() -> None:
+    import ray
+
+    with pytest.raises(RuntimeError, match="unit tests must not start Ray; use LocalBackend"):
+        ray.init()
+    with pytest.raises(RuntimeError, match="unit tests must not start Ray"):
+        shards.RayBackend(shards=2)
+    assert not ray.is_initialized()
