@@ -50,8 +50,10 @@ def api_client(kubeconfig: pathlib.Path | None, *, pool_size: int = 16) -> clien
         else:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
     except Exception as error:  # missing file, YAML error, no context: all the user's to fix
-        where = f"kubeconfig {kubeconfig}" if kubeconfig else "the in-cluster service account"
-        raise AgentError(f"cannot use {where}: {_first_line(error)} (give --kubeconfig)") from None
+        if kubeconfig is None:
+            raise AgentError(f"cannot use the in-cluster service account: {_first_line(error)} "
+                             "(outside a pod, give --kubeconfig)") from None
+        raise AgentError(f"cannot use kubeconfig {kubeconfig}: {_first_line(error)}") from None
     settings.connection_pool_maxsize = pool_size  # four watches, the loops and the registration
     api = client.ApiClient(settings)
     try:

@@ -8,7 +8,6 @@ is quiet and structured: one line per event, `key=value` pairs after the message
 
 from __future__ import annotations
 
-import logging
 import pathlib
 import sys
 from typing import NoReturn
@@ -16,29 +15,7 @@ from typing import NoReturn
 import click
 
 from agents import main as agent_main
-
-# Attributes every LogRecord has; anything else on a record came in through `extra=`.
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
-
-
-class KeyValueFormatter(logging.Formatter):
-    """`time LEVEL logger message key=value ...` (extras from `log.info(..., extra={...})`)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        extras = [f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and v is not None]
-        return f"{line} {' '.join(extras)}" if extras else line
-
-
-def configure_logging(level: str) -> None:
-    """Structured lines on stderr; library loggers only speak up for real problems."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    for noisy in ("urllib3", "kubernetes", "grpc"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+from federation import logs
 
 
 def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -128,7 +105,7 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, coordinator:
       fedspread agent --cluster member-1 --kubeconfig ~/.cache/fedspread/sandbox/member-1/kubeconfig \\
           --coordinator 127.0.0.1:7443
     """
-    configure_logging(log_level)
+    logs.configure(log_level)
     if (tls_cert is None) != (tls_key is None):
         _fail("--tls-cert and --tls-key go together")
     if not insecure:

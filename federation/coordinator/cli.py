@@ -2,44 +2,19 @@
 
 Why a separate module: the `fedspread` group (federation/cli.py) only registers commands; the
 coordinator's flags, logging setup and one-line startup errors live next to the coordinator.
-Logging is quiet and structured like the agent's (`key=value` after the message, INFO by default,
-the Kubernetes and gRPC libraries muted); the small formatter is restated here because federation
-must not import the agents package.
+Logging is quiet and structured like the agent's (`federation.logs`).
 """
 
 from __future__ import annotations
 
-import logging
 import pathlib
 import sys
 from typing import NoReturn
 
 import click
 
+from federation import logs
 from federation.coordinator import main as coordinator_main
-
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
-
-
-class KeyValueFormatter(logging.Formatter):
-    """`time LEVEL logger message key=value ...` (extras from `log.info(..., extra={...})`)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        extras = [f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and v is not None]
-        return f"{line} {' '.join(extras)}" if extras else line
-
-
-def configure_logging(level: str) -> None:
-    """Structured lines on stderr; library loggers only speak up for real problems."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    for noisy in ("urllib3", "kubernetes", "grpc"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)  # retry chatter; we report
 
 
 def _fail(message: str) -> NoReturn:
@@ -82,7 +57,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path, ray_address: str | None
       fedspread coordinator --hub-kubeconfig ~/.cache/fedspread/sandbox/hub/kubeconfig \\
           --listen 127.0.0.1:7443
     """
-    configure_logging(log_level)
+    logs.configure(log_level)
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         _fail(f"--listen {listen!r} is not HOST:PORT")
