@@ -4,6 +4,10 @@ Why a queue between them: the controller and reporter must never block on the ne
 keeps enforcing while the coordinator is away — fail static), and the link must be able to resend
 the latest state after a reconnect. Reports are *latest-wins*: only the newest inventory and pod
 counts are kept; unschedulable reports are events and are kept in order (bounded).
+
+A PodCountsReport also carries, per spread, the member Deployment's status: the coordinator adds
+those up into the hub Deployment's status, and the latest-wins report is already resent on every
+reconnect, so the status needs no message of its own.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from __future__ import annotations
 import collections
 import datetime
 import threading
+from collections.abc import Mapping
 
 from agents import bookkeeping
+from agents.controller import views
 from federation.api import cluster
 from federation.rpc import agent_pb2, common_pb2
 
@@ -37,9 +43,20 @@ def inventory_message(pools: list[cluster.NodePool], *, sequence: int,
     return agent_pb2.AgentMessage(inventory=report)
 
 
-def counts_message(per_spread: dict[str, dict[str, bookkeeping.SubsetCounts]], *, sequence: int,
-                   generations: dict[str, int], observed_at: datetime.datetime) -> agent_pb2.AgentMessage:
-    """A full PodCountsReport: per spread, per subset, pods by state."""
+def workload_status(status: views.DeploymentStatus) -> agent_pb2.WorkloadStatus:
+    """The member Deployment's status as agent.proto carries it."""
+    return agent_pb2.WorkloadStatus(
+        observed_generation=status.observed_generation, replicas=status.replicas,
+        ready_replicas=status.ready_replicas, updated_replicas=status.updated_replicas,
+        available_replicas=status.available_replicas, unavailable_replicas=status.unavailable_replicas)
+
+
+def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCounts]], *, sequence: int,
+                   generations: Mapping[str, int], observed_at: datetime.datetime,
+                   workloads: Mapping[str, views.DeploymentStatus | None] | None = None
+                   ) -> agent_pb2.AgentMessage:
+    """A full PodCountsReport: per spread, per subset, pods by state, and the member Deployment's
+    status (`workload` left unset for a spread without one in `workloads`)."""
     report = agent_pb2.PodCountsReport(full=True, sequence=sequence)
     _stamp(report, "observed_at", observed_at)
     for spread, subsets in sorted(per_spread.items()):
@@ -48,6 +65,9 @@ def counts_message(per_spread: dict[str, dict[str, bookkeeping.SubsetCounts]], *
             item.subsets.add(subset=name, counts=agent_pb2.PodCounts(
                 running=counts.running, ready=counts.ready, pending=counts.pending,
                 unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting))
+        status = (workloads or {}).get(spread)
+        if status is not None:
+            item.workload.CopyFrom(workload_status(status))
     return agent_pb2.AgentMessage(pod_counts=report)
 
 

@@ -14,27 +14,31 @@ keeps, per object, only what its readers use, converted once when the event arri
   once per pod with `fit.shape_from_pod_spec`; identical request sets are shared);
 * pods labelled `fedspread.io/spread` — `SpreadPod` (a `bookkeeping.PodRecord` and what deletion
   cost needs besides), indexed by spread (all phases, bound or not: Pending pods matter here);
-* Deployments labelled `fedspread.io/spread` — `DeploymentView` (replicas, fedspread annotations).
+* Deployments labelled `fedspread.io/spread` — `DeploymentView` (replicas, fedspread annotations,
+  status counters).
 
 Responses are read as raw JSON (`_preload_content=False`): building client models for every pod on
 every event is what makes the generated client slow, not the network.
 
 Readers wait on `wait_for_change` (a change counter under a condition variable) instead of polling
-blindly. The streams themselves live in `agents.controller.reflector`.
+blindly. The streams themselves live in `federation.kube.reflector`, which delivers lists and
+watch events alike as ADDED/MODIFIED/DELETED changes.
 """
 
 from __future__ import annotations
 
 import fractions
+import functools
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from agents import assignment
-from agents.controller import reflector, views
+from agents.controller import views
 from federation.core import inventory
+from federation.kube import reflector
 
 LOG = logging.getLogger(__name__)
 
@@ -102,8 +106,9 @@ class Cache:
         self._stop = threading.Event()
 
         def watch(kind: str, lister: Callable[..., Any], **selectors: str) -> reflector.Reflector:
-            return reflector.Reflector(kind, lister, sink=self._sink(kind), stop=self._stop,
-                                       watch_seconds=watch_seconds, page_size=page_size, **selectors)
+            return reflector.Reflector(kind, lister, emit=functools.partial(self._apply, kind),
+                                       stop=self._stop, watch_seconds=watch_seconds, page_size=page_size,
+                                       **selectors)
 
         spread = assignment.SPREAD_LABEL
         self._reflectors = [
@@ -136,12 +141,12 @@ class Cache:
     def wait_synced(self, timeout: float) -> bool:
         """True once every resource has been listed once; False after `timeout` seconds."""
         with self._cond:
-            return self._cond.wait_for(lambda: all(r.synced for r in self._reflectors), timeout)
+            return self._cond.wait_for(lambda: all(r.synced.is_set() for r in self._reflectors), timeout)
 
     @property
     def synced(self) -> bool:
         """Every resource has been listed at least once."""
-        return all(r.synced for r in self._reflectors)
+        return all(r.synced.is_set() for r in self._reflectors)
 
     # --- change notification ----------------------------------------------------------------------
 
@@ -219,44 +224,24 @@ class Cache:
                 self._interned[key] = shared
         return uid, inventory.PodUsage(node_name=node, requests=shared)
 
-    def _sink(self, kind: str) -> reflector.Sink:
+    def _apply(self, kind: str, event: reflector.EventType, obj: Json) -> None:
+        """One change from the `kind` reflector: convert it and store it if its view changed."""
+        if event == "SYNCED":
+            with self._cond:
+                self._cond.notify_all()  # wake wait_synced
+            return
         store = self._stores[kind]
-
-        def replace(objects: Iterator[Json]) -> None:
-            with self._cond:
-                previous = dict(store.items)
-            fresh = {}
-            for obj in objects:
-                key = views.object_key(obj)
-                fresh[key] = store.convert(obj, previous.get(key))
-            with self._cond:
-                changed = set(store.items) != set(fresh)
-                for key in set(store.items) - set(fresh):
-                    store.put(key, None)
-                for key, value in fresh.items():
-                    changed = changed or store.items.get(key) != value
-                    store.put(key, value)
-                if changed:
-                    self._bump(kind)
-
-        def apply(event: str, obj: Json) -> None:
-            key = views.object_key(obj)
-            with self._cond:
-                previous = store.items.get(key)
-            value = None if event == "DELETED" else store.convert(obj, previous)
-            if value == previous:  # a heartbeat or a status detail the views do not keep
-                return
-            with self._cond:
-                store.put(key, value)
-                self._bump(kind)
-
-        return reflector.Sink(replace=replace, apply=apply, synced=self._notify)
+        key = reflector.key(obj)  # the key the reflector names vanished objects by
+        with self._cond:
+            previous = store.items.get(key)
+        value = None if event == "DELETED" else store.convert(obj, previous)
+        if value == previous:  # a heartbeat or a status detail the views do not keep
+            return
+        with self._cond:
+            store.put(key, value)
+            self._bump(kind)
 
     def _bump(self, kind: str) -> None:
         self._versions[kind] += 1
         self._changes += 1
         self._cond.notify_all()
-
-    def _notify(self) -> None:
-        with self._cond:
-            self._cond.notify_all()

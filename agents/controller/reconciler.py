@@ -13,7 +13,11 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    pods waited longer than rescheduleCriticalSeconds; the subset is marked unschedulable here for
    unschedulableSeconds, reported once per mark, and those pods are deleted (their ReplicaSet
    recreates them and the webhook now skips the subset);
-4. pod counts — sent to the outbox when they changed, and at least every heartbeat.
+4. pod counts — with each spread's member Deployment status (from the cached Deployment; none
+   while it does not exist), sent to the outbox when either changed, and at least every heartbeat.
+
+Rounds run every second, or sooner when the spreads' pods or the fedspread Deployments change in
+the cache: a Deployment whose readyReplicas went up is reported at once, not at the next beat.
 
 The arithmetic lives in federation.core; this module fetches from the cache, calls it, and writes.
 """
@@ -41,6 +45,9 @@ LOG = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 REWRITE_AFTER = 10.0
 """Seconds during which a cost just written is not written again while the cache catches up."""
+WAKE_KINDS = (cache_mod.SPREAD_PODS, cache_mod.DEPLOYMENTS)
+"""Cache changes that start a round early: the spreads' pods, and the member Deployments (whose
+status goes into the pod counts report)."""
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -78,6 +85,15 @@ def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod])
     return costs
 
 
+def member_status(value: assignment.Assignment, view: views.DeploymentView | None
+                  ) -> views.DeploymentStatus | None:
+    """The status of the spread's member Deployment; None when the cache has no Deployment of that
+    name labelled for this spread (not created yet, or someone else's)."""
+    if view is None or view.spread_label != value.name:
+        return None
+    return view.status
+
+
 def blocked_subsets(value: assignment.Assignment, marks: Mapping[str, datetime.datetime],
                     now: datetime.datetime) -> set[str]:
     """Subsets kept out of this cluster now: local marks and the coordinator's echo of them."""
@@ -93,6 +109,9 @@ class Round:
     reported: int = 0
     counts_sent: bool = False
 
+
+Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None]]
+"""What a PodCountsReport says, per spread: pods per subset, and the member Deployment's status."""
 
 _RETRY = retries.kube_retry(conflicts=False, attempts=4, max_wait=3.0)
 
@@ -116,7 +135,8 @@ class Reconciler:
         self._costs_done: dict[str, tuple[assignment.Assignment, int]] = {}
         """Per spread: the assignment and pods version whose costs are all written (skip until
         either changes: sorting 20,000 pods every second would be wasted)."""
-        self._last_counts: dict[str, dict[str, bookkeeping.SubsetCounts]] | None = None
+        self._last_counts: Report | None = None
+        """The pod counts and member Deployment statuses last sent."""
         self._last_sent = float("-inf")
         self._sequence = 0
         self.rounds = 0
@@ -232,30 +252,35 @@ class Reconciler:
     # --- pod counts --------------------------------------------------------------------------------
 
     def _send_counts(self, current: Sequence[assignment.Assignment]) -> bool:
-        per_spread = {a.spread: self._books.counts(a.spread) for a in current}
+        """Queue a PodCountsReport if counts or a member Deployment's status changed, or a beat is due."""
+        report: Report = (
+            {a.spread: self._books.counts(a.spread) for a in current},
+            {a.spread: member_status(a, self._cache.deployment(a.namespace, a.workload)) for a in current},
+        )
         now = time.monotonic()
-        if per_spread == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
+        if report == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
             return False
         self._sequence += 1
+        per_spread, workloads = report
         self._outbox.put_counts(outbox.counts_message(
             per_spread, sequence=self._sequence, generations={a.spread: a.generation for a in current},
-            observed_at=self._clock()))
-        self._last_counts, self._last_sent = per_spread, now
+            observed_at=self._clock(), workloads=workloads))
+        self._last_counts, self._last_sent = report, now
         return True
 
     def run(self, stop: threading.Event, *, interval: float = 1.0, min_gap: float = 0.5) -> None:
-        """Reconcile until `stop`: after a change of the spreads' pods, or every `interval` s.
+        """Reconcile until `stop`: after a change of the spreads' pods or of a fedspread Deployment
+        (its status included), or every `interval` s.
 
         `min_gap` seconds separate rounds, so a busy cluster's stream of pod events (our own
         patches among them) batches into rounds instead of spinning.
         """
         while not stop.is_set():
-            seen = self._cache.version(cache_mod.SPREAD_PODS)
+            seen = self._cache.version(*WAKE_KINDS)
             try:
                 self.reconcile_once()
             except Exception as error:  # one bad round must not end the loop
                 LOG.warning("reconcile round failed error=%s", str(error)[:300])
             if stop.wait(min_gap):
                 break
-            self._cache.wait_for_change(seen, timeout=max(0.0, interval - min_gap),
-                                        kinds=(cache_mod.SPREAD_PODS,))
+            self._cache.wait_for_change(seen, timeout=max(0.0, interval - min_gap), kinds=WAKE_KINDS)

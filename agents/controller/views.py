@@ -2,7 +2,8 @@
 
 Why separate from the cache: these conversions are pure and decide what the controller believes
 (a pod's subset, template revision, readiness, since when it is unschedulable, its current
-deletion cost), so they are unit-tested row by row; the cache only stores what they return.
+deletion cost, the member Deployment's status the coordinator adds up into the hub's), so they
+are unit-tested row by row; the cache only stores what they return.
 
 Each view keeps just what its readers use, so a 20,000-pod cluster costs a few hundred bytes per
 pod instead of a full object: a Pod object is kilobytes of JSON and a client model many times that.
@@ -39,8 +40,20 @@ class SpreadPod:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeploymentStatus:
+    """A Deployment's apps/v1 `status` counters (agent.proto WorkloadStatus), 0 when unset."""
+
+    observed_generation: int = 0
+    replicas: int = 0
+    ready_replicas: int = 0
+    updated_replicas: int = 0
+    available_replicas: int = 0
+    unavailable_replicas: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class DeploymentView:
-    """One Deployment labelled fedspread.io/spread, as workload sync reads it."""
+    """One Deployment labelled fedspread.io/spread, as workload sync and the pod counts read it."""
 
     namespace: str
     name: str
@@ -49,6 +62,9 @@ class DeploymentView:
     replicas: int | None
     annotations: Mapping[str, str]
     """Only the fedspread.io/ annotations."""
+    status: DeploymentStatus = DeploymentStatus()
+    """Kept so that a status change alone (readyReplicas going up) is a cache change the
+    reconciler wakes for and reports."""
 
 
 def parse_time(text: Any) -> datetime.datetime | None:
@@ -146,6 +162,22 @@ def pod_requests(pod: Mapping[str, Any]) -> Mapping[str, fractions.Fraction]:
         return {}
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def deployment_status(status: Mapping[str, Any]) -> DeploymentStatus:
+    """A Deployment's `status` counters; absent or malformed fields read as 0, as apps/v1 omits zeros."""
+    return DeploymentStatus(
+        observed_generation=_count(status.get("observedGeneration")),
+        replicas=_count(status.get("replicas")),
+        ready_replicas=_count(status.get("readyReplicas")),
+        updated_replicas=_count(status.get("updatedReplicas")),
+        available_replicas=_count(status.get("availableReplicas")),
+        unavailable_replicas=_count(status.get("unavailableReplicas")),
+    )
+
+
 def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
     """The compact view of a fedspread Deployment."""
     meta = deployment.get("metadata") or {}
@@ -157,11 +189,6 @@ def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
         replicas=replicas if isinstance(replicas, int) else None,
         annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items()
                      if k.startswith(FEDSPREAD_PREFIX)},
+        status=deployment_status(deployment.get("status") or {}),
     )
 
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    """`namespace/name`, or `name` for cluster-scoped objects."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))

@@ -18,6 +18,12 @@ Why it looks like this:
 - **End of resync.** Hello advertises `resync-complete`; a coordinator that understands it sends a
   Notice `ResyncComplete` after re-sending assignments, and the link sets `synced`: only then is
   the set of assignments known complete (workload sync may prune orphaned Deployments).
+- **Stale generations, per stream.** Generations are the hub FederatedSpread's
+  metadata.generation, which starts again at 1 when a spread is deleted and re-created under the
+  same name (and a restarted coordinator may number removals afresh). So an assignment or removal
+  is refused as stale only against what arrived earlier on the *same* stream (a coordinator that
+  reorders its own messages); after Welcome's full resync the coordinator is authoritative, and
+  comparing with the generation applied on an earlier stream would wedge the spread forever.
 
 Callbacks run on the link thread and should be quick (enqueue work, do not call the apiserver).
 """
@@ -131,6 +137,9 @@ class Link:
         self._outage_logged = False
         self._last_refusal = ""
         self._down_since: float | None = None
+        self._received: dict[str, int] = {}
+        """Per spread: the generation last applied on the current stream (emptied for each stream;
+        read and written on the link thread only)."""
         self.connects = 0  # Welcomes received, for status and tests
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -208,6 +217,7 @@ class Link:
             raise StreamEnded(grpc.StatusCode.CANCELLED, "link stopped", welcomed=True)
         stream = stream_mod.Outgoing(self.hello, outbox=self._outbox, clock=self._clock,
                                      heartbeat_seconds=self._heartbeat_seconds, name=self.cluster)
+        self._received = {}  # a new stream: the coordinator's Welcome resync decides afresh
         channel = (grpc.insecure_channel(self.target) if self._credentials is None
                    else grpc.secure_channel(self.target, self._credentials))
         watchdog: threading.Timer | None = None
@@ -323,6 +333,7 @@ class Link:
         self._set_connected(True)
 
     def _assignment(self, message: agent_pb2.SpreadAssignment, stream: stream_mod.Outgoing) -> None:
+        """Apply an assignment unless malformed or older than one applied on this stream; Ack it."""
         error = ""
         try:
             decoded = assignment_mod.from_proto(message)
@@ -331,11 +342,14 @@ class Link:
             log.error("bad assignment", extra={"cluster": self.cluster, "spread": message.spread,
                                                "generation": message.generation, "error": str(failure)})
         else:
-            current = self._bookkeeping.assignment(decoded.spread)
-            if current is not None and current.generation > decoded.generation:
-                error = f"stale generation {decoded.generation}; generation {current.generation} kept"
+            # Only this stream's history counts: a generation applied on an earlier stream may
+            # belong to a since deleted spread of the same name (module docstring).
+            seen = self._received.get(decoded.spread)
+            if seen is not None and seen > decoded.generation:
+                error = f"stale generation {decoded.generation}; generation {seen} kept"
             else:
                 self._bookkeeping.set_assignment(decoded)
+                self._received[decoded.spread] = decoded.generation
                 log.debug("assignment applied", extra={"cluster": self.cluster, "spread": decoded.spread,
                                                        "generation": decoded.generation})
                 error = self._callback(self._on_assignment, decoded, what="workload sync")
@@ -343,12 +357,16 @@ class Link:
             spread=message.spread, generation=message.generation, error=error)))
 
     def _removal(self, message: agent_pb2.SpreadRemoval, stream: stream_mod.Outgoing) -> None:
-        current = self._bookkeeping.assignment(message.spread)
+        """Forget a spread unless an assignment newer than the removal was applied on this stream;
+        Ack it. Afterwards the spread has no history on this stream: a re-created spread of the
+        same name starts again at generation 1."""
+        seen = self._received.get(message.spread)
         error = ""
-        if current is not None and current.generation > message.generation:
-            error = f"stale removal generation {message.generation}; generation {current.generation} kept"
+        if seen is not None and seen > message.generation:
+            error = f"stale removal generation {message.generation}; generation {seen} kept"
         else:
             self._bookkeeping.remove_assignment(message.spread)
+            self._received.pop(message.spread, None)
             log.info("spread removed", extra={"cluster": self.cluster, "spread": message.spread,
                                               "orphan": message.orphan, "reason": message.reason})
             error = self._callback(self._on_removal, message.spread, message.orphan, what="removal")

@@ -12,9 +12,12 @@ Why it is shaped like this:
   cluster, a `SpreadRemoval` for every spread its Hello lists as applied that no longer concerns
   it, then `Notice{code: "ResyncComplete"}` (the agent prunes orphans only after that notice).
   The full set is queued under the same lock as publish, so no delta can overtake it.
-- **No removal before the hub is known.** After a coordinator restart the world is empty until the
-  hub watcher has listed everything; removing "unknown" spreads then would delete live workloads.
-  With `hub_synced=False`, streams are welcomed but their resync waits for `mark_hub_synced()`.
+- **Nothing before the hub is known.** After a coordinator restart the world is empty until the
+  hub watcher has listed everything; removing "unknown" spreads then would delete live workloads,
+  and placing a spread before its clusters are listed would move its replicas. With
+  `hub_synced=False`, streams are welcomed but nothing is placed and no stream is resynced until
+  `mark_hub_synced()`, which places every spread (from the placements their hub statuses
+  recorded) and then resyncs.
 - **Hello labels only register unknown clusters.** The MemberCluster in the hub is authoritative
   for labels and taints (agent.proto); a Hello only seeds a cluster the world has never seen.
   `on_cluster_hello` lets the shell create or update the MemberCluster object itself.
@@ -40,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 import grpc
 
 from federation.api import cluster, common
-from federation.coordinator import assignments, loop
+from federation.coordinator import assignments, loop, shards
 from federation.coordinator import world as world_model
 from federation.core import status
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
@@ -66,6 +69,7 @@ class AgentStream:
         self.inventory_sequence = 0
         self.pools: dict[str, cluster.NodePool] = {}
         self.counts: dict[str, dict[str, status.ClusterPods]] = {}
+        self.workloads: dict[str, status.WorkloadStatus] = {}
 
     def send(self, **body: object) -> None:
         """Queue one CoordinatorMessage, e.g. `send(assignment=...)`."""
@@ -77,10 +81,11 @@ class Coordinator:
 
     def __init__(
         self, world: world_model.World, *, clock: Clock, coordinator_id: str | None = None,
-        hub_synced: bool = True,
+        hub_synced: bool = True, backend: shards.PlacementBackend | None = None,
     ) -> None:
         self.world = world
         self.clock = clock
+        self.backend: shards.PlacementBackend = backend if backend is not None else shards.LocalBackend()
         self.coordinator_id = coordinator_id or uuid.uuid4().hex[:12]
         self.lock = threading.RLock()
         self._hub_synced = hub_synced
@@ -125,6 +130,7 @@ class Coordinator:
         """The hub watcher listed everything: resync the streams that were waiting for it."""
         with self.lock:
             self._hub_synced = True
+            self.publish(entry.key for entry in self.world.spreads())
             for stream in self._streams.values():
                 if not stream.resynced:
                     self._resync(stream)
@@ -175,9 +181,16 @@ class Coordinator:
     # --- placement -----------------------------------------------------------------------------
 
     def publish(self, keys: Iterable[str]) -> loop.Round:
-        """Recompute `keys` and send each resynced agent what changed for it."""
+        """Recompute `keys` and send each resynced agent what changed for it.
+
+        Before the hub is listed nothing is placed: a spread seen before the clusters it uses (or
+        before its recorded placement) would be placed on a partial world. `mark_hub_synced`
+        places every spread once everything is known.
+        """
         with self.lock:
-            result = loop.recompute(self.world, keys, now=self.clock())
+            if not self._hub_synced:
+                return loop.Round(placements={})
+            result = loop.recompute(self.world, keys, now=self.clock(), place_batch=self.backend.place_batch)
             for key in sorted(result.placements):
                 new = self._assignments_for(key)
                 for name, stream in sorted(self._streams.items()):
@@ -257,15 +270,20 @@ class Coordinator:
             for gone in report.removed_pools:
                 stream.pools.pop(gone, None)
         stream.inventory_sequence = report.sequence
-        self.publish(self.world.inventory(stream.cluster, [stream.pools[k] for k in sorted(stream.pools)]))
+        latest = [stream.pools[k] for k in sorted(stream.pools)]
+        self.backend.report_inventory(stream.cluster, latest)
+        self.publish(self.world.inventory(stream.cluster, latest))
 
     def _pod_counts(self, stream: AgentStream, report: agent_pb2.PodCountsReport) -> None:
         counts = {
             item.spread: {s.subset: _pods(s.counts) for s in item.subsets}
             for item in report.spreads
         }
+        workloads = {item.spread: _workload(item.workload) for item in report.spreads
+                     if item.HasField("workload")}
         stream.counts = counts if report.full else {**stream.counts, **counts}
-        self.publish(self.world.pod_counts(stream.cluster, stream.counts))
+        stream.workloads = workloads if report.full else {**stream.workloads, **workloads}
+        self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads))
 
 
 def _pool(pool: common_pb2.NodePool) -> cluster.NodePool:
@@ -274,6 +292,11 @@ def _pool(pool: common_pb2.NodePool) -> cluster.NodePool:
         taints=[common.Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
         allocatable=dict(pool.allocatable), requested=dict(pool.requested),
     )
+
+
+def _workload(found: agent_pb2.WorkloadStatus) -> status.WorkloadStatus:
+    return status.WorkloadStatus(replicas=found.replicas, ready=found.ready_replicas,
+                                 available=found.available_replicas, updated=found.updated_replicas)
 
 
 def _pods(counts: agent_pb2.PodCounts) -> status.ClusterPods:

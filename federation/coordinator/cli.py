@@ -28,8 +28,15 @@ def _fail(message: str) -> NoReturn:
               help="Kubeconfig of the hub cluster, where FederatedSpreads, MemberClusters and the "
                    "target Deployments live (the sandbox writes one: `fedspread sandbox up`).")
 @click.option("--ray-address", metavar="ADDRESS", default=None,
-              help="Join an existing Ray cluster (e.g. ray://head:10001). Not wired yet: accepted, "
-                   "and placement runs in this process.")
+              help="Join an existing Ray cluster (e.g. ray://head:10001 for KubeRay, or a head's "
+                   "host:6379) instead of starting a local Ray in this process.")
+@click.option("--no-ray", is_flag=True,
+              help="Place in this process, without Ray: for a laptop, or a federation of a few spreads.")
+@click.option("--spread-shards", default=2, show_default=True, type=click.IntRange(1, 256),
+              help="SpreadShard actors placements are computed on (each is one ~90 MB process); "
+                   "spreads are hashed onto them.")
+@click.option("--cluster-shards", default=1, show_default=True, type=click.IntRange(1, 256),
+              help="ClusterShard actors holding the node inventories for capacity simulations.")
 @click.option("--listen", default="0.0.0.0:7443", show_default=True, metavar="HOST:PORT",
               help="Address of the gRPC server agents (AgentService) and `fedspread get` / the SDK "
                    "(PlacementService) connect to.")
@@ -38,14 +45,16 @@ def _fail(message: str) -> NoReturn:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
               help="Least severe log level printed.")
-def coordinator_command(*, hub_kubeconfig: pathlib.Path, ray_address: str | None, listen: str,
-                        heartbeat_seconds: float, log_level: str) -> None:
+def coordinator_command(*, hub_kubeconfig: pathlib.Path, ray_address: str | None, no_ray: bool,
+                        spread_shards: int, cluster_shards: int, listen: str, heartbeat_seconds: float,
+                        log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
     The coordinator
       * watches the hub for FederatedSpreads, MemberClusters and their target Deployments;
-      * places every spread's replicas over its ordered subsets, on the capacity agents report;
+      * places every spread's replicas over its ordered subsets, on the capacity agents report
+        (on Ray shard actors: a local Ray unless --ray-address or --no-ray);
       * sends each member cluster's agent its share (one gRPC stream per agent);
       * moves replicas away from clusters whose agent stays silent (failover);
       * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
@@ -61,9 +70,11 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path, ray_address: str | None
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         _fail(f"--listen {listen!r} is not HOST:PORT")
+    if no_ray and ray_address:
+        _fail("--no-ray and --ray-address contradict each other; give one")
     settings = coordinator_main.CoordinatorConfig(
-        hub_kubeconfig=hub_kubeconfig, listen=listen, ray_address=ray_address,
-        heartbeat_seconds=heartbeat_seconds)
+        hub_kubeconfig=hub_kubeconfig, listen=listen, use_ray=not no_ray, ray_address=ray_address,
+        spread_shards=spread_shards, cluster_shards=cluster_shards, heartbeat_seconds=heartbeat_seconds)
     try:
         process = coordinator_main.CoordinatorProcess(settings)
     except coordinator_main.CoordinatorError as error:

@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import fractions
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from google.protobuf import timestamp_pb2
 
@@ -40,6 +41,10 @@ class PlacementRecord:
     unschedulable_until: Mapping[tuple[str, str], datetime.datetime] = dataclasses.field(
         default_factory=dict
     )
+    template: Mapping[str, Any] | None = None
+    """The Deployment whose pod requests sized the placement (None: pods request nothing)."""
+    free_capacity: Mapping[tuple[str, str], int | None] = dataclasses.field(default_factory=dict)
+    """More pods of the template that fit per (subset, cluster); filled for Explain only."""
 
     def ready_by_cluster(self) -> dict[str, int]:
         """Ready replicas per cluster summed over subsets; every placed cluster appears."""
@@ -93,6 +98,10 @@ def timestamp(at: datetime.datetime | None) -> timestamp_pb2.Timestamp | None:
     stamp = timestamp_pb2.Timestamp()
     stamp.FromDatetime(at)
     return stamp
+
+
+def _known(value: int | None) -> int:
+    return UNKNOWN if value is None else value
 
 
 def cap_as_written(max_replicas: int | str | None) -> str:
@@ -182,8 +191,9 @@ def explanation_to_pb(
                 cluster=name, ready=member is not None and member.ready,
                 cordoned=member is not None and member.cordoned,
                 unschedulable=until is not None or any(r.startswith("unschedulable") for r in reasons),
-                unschedulable_until=timestamp(until), free_capacity=UNKNOWN, replicas=count,
-                reasons=reasons,
+                unschedulable_until=timestamp(until),
+                free_capacity=_known(record.free_capacity.get((sub.name, name))),
+                replicas=count, reasons=reasons,
             ))
         subsets.append(placement_pb2.SubsetExplanation(
             name=sub.name, cap=cap, capacity=UNKNOWN if sub.capacity is None else sub.capacity,

@@ -10,6 +10,12 @@ Each spread has its own `clusterLostSeconds`, so the limit is an argument of eve
 than a property of the tracker. Edge-triggered reports (`newly_lost`, `returned`) use the limit
 of the call that asked; the coordinator passes its global limit there.
 
+A restarted coordinator has heard nobody yet. Counting every cluster as lost until its agent
+reconnects would move every replica at startup, so a tracker made with `grace_from` (the
+coordinator's start) treats a cluster it has never heard as ready until the limit has passed
+since then — exactly as if its agent had beaten at the start. Agents reconnect within seconds;
+one that does not is failed over one `clusterLostSeconds` after the start, not never.
+
 Thread-safe: the gRPC servicer threads beat while the placement loop reads. Pure: no I/O.
 """
 
@@ -23,8 +29,11 @@ from collections.abc import Callable, Iterable
 class HeartbeatTracker:
     """Last heartbeat per cluster, and the clusters reported lost that have not beaten since."""
 
-    def __init__(self, clock: Callable[[], datetime.datetime]) -> None:
+    def __init__(
+        self, clock: Callable[[], datetime.datetime], *, grace_from: datetime.datetime | None = None
+    ) -> None:
         self._clock = clock
+        self._grace_from = grace_from
         self._lock = threading.Lock()
         self._last: dict[str, datetime.datetime] = {}
         self._reported_lost: set[str] = set()
@@ -62,9 +71,11 @@ class HeartbeatTracker:
         return None if last is None else self._clock() - last
 
     def lost(self, cluster: str, *, after: datetime.timedelta) -> bool:
-        """Silent for longer than `after`, or never heard."""
+        """Silent for longer than `after`; never heard counts as heard at `grace_from`, if given."""
         silent = self.silent_for(cluster)
-        return silent is None or silent > after
+        if silent is None:
+            return self._grace_from is None or self._clock() - self._grace_from > after
+        return silent > after
 
     def ready_clusters(self, names: Iterable[str], *, after: datetime.timedelta) -> list[str]:
         """Those of `names` heard within `after`, in the given order."""

@@ -1,13 +1,10 @@
 """Watching the hub: FederatedSpreads, MemberClusters and Deployments, as typed events.
 
 Why: the coordinator's World must follow the hub without missing a change and without a restart
-losing anything. Each resource is listed, then watched from the list's resourceVersion (bookmarks
-keep it fresh, so a stream timeout or a dropped connection costs nothing); only `410 Gone` forces a
-relist, and a relist reports the objects that vanished meanwhile as DELETED. Other errors
-(apiserver restart, network) are retried forever with capped, jittered backoff and logged quietly.
-
-The pattern is the agent's reflector (`agents/controller/reflector.py`); federation may not import
-agents, so it is restated here, smaller, around one emit function.
+losing anything. Each resource is followed by a `federation.kube.reflector.Reflector`, the one the
+agent's cache uses too: listed, then watched from the list's resourceVersion; only `410 Gone`
+forces a relist, which reports the objects that vanished meanwhile as DELETED; other errors
+(apiserver restart, network) are retried forever with capped, jittered backoff.
 
 Events are emitted under one lock, so a consumer sees them in one order across the three streams;
 `on_event` should be quick (enqueue). A spread that fails our validation (the CRD schema cannot
@@ -20,12 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal
 
 from kubernetes import client
@@ -35,18 +30,13 @@ from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import assignments
 from federation.coordinator import world as world_model
+from federation.kube import reflector
 
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 Kind = Literal["spread", "cluster", "deployment"]
-EventType = Literal["ADDED", "MODIFIED", "DELETED", "SYNCED"]
-BACKOFF_BASE = 0.5
-BACKOFF_MAX = 30.0
-CONNECT_TIMEOUT = 10.0
-LIST_TIMEOUT = 120.0
-QUICK_END = 1.0
-"""A watch ending sooner than this without any event counts as a failure (backoff)."""
+EventType = reflector.EventType
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,149 +84,10 @@ class HubEvent:
         return not self.problems
 
 
-def backoff(failures: int) -> float:
-    """Seconds to wait after `failures` consecutive failures: capped exponential, jittered."""
-    ceiling: float = min(BACKOFF_MAX, BACKOFF_BASE * 2.0 ** min(failures - 1, 16))
-    return ceiling * random.uniform(0.5, 1.0)
-
-
-def _key(obj: Json) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
-
-
-class _Gone(Exception):
-    """The resourceVersion fell out of the apiserver's window (HTTP 410): list again."""
-
-
-class _Stream:
-    """List, then watch, one resource; delivers (type, object) pairs to `emit`."""
-
-    def __init__(self, kind: Kind, lister: Callable[..., Any], *, emit: Callable[[Kind, str, Json], None],
-                 stop: threading.Event, watch_seconds: int) -> None:
-        self.kind = kind
-        self._lister = lister
-        self._emit = emit
-        self._stop = stop
-        self._watch_seconds = watch_seconds
-        self._version: str | None = None
-        self._known: dict[str, str] = {}  # key -> resourceVersion
-        self._response: Any = None
-        self.synced = threading.Event()
-
-    def run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                if self._version is None:
-                    self._relist()
-                started = time.monotonic()
-                if self._watch() or time.monotonic() - started >= QUICK_END:
-                    failures = 0
-                else:  # ended at once with nothing: do not spin on it
-                    failures += 1
-                    self._stop.wait(backoff(failures))
-            except _Gone:
-                LOG.info("watch expired, relisting kind=%s", self.kind)
-                self._version = None
-            except Exception as error:
-                if self._stop.is_set():
-                    break
-                if getattr(error, "status", None) == 410:
-                    self._version = None
-                    continue
-                failures += 1
-                if failures & (failures - 1) == 0:  # 1st, 2nd, 4th, 8th ... failure only
-                    LOG.warning("hub watch interrupted kind=%s failures=%d error=%s",
-                                self.kind, failures, str(error)[:300])
-                self._stop.wait(backoff(failures))
-
-    def close(self) -> None:
-        response = self._response
-        if response is not None:
-            try:
-                response.shutdown()
-            except Exception as error:  # already closed
-                LOG.debug("closing hub watch kind=%s error=%s", self.kind, error)
-
-    def _relist(self) -> None:
-        seen: set[str] = set()
-        for obj in self._pages():
-            key, version = _key(obj), str((obj.get("metadata") or {}).get("resourceVersion"))
-            seen.add(key)
-            old = self._known.get(key)
-            if old != version:
-                self._known[key] = version
-                self._emit(self.kind, "ADDED" if old is None else "MODIFIED", obj)
-        for key in set(self._known) - seen:
-            del self._known[key]
-            namespace, _, name = key.rpartition("/")
-            gone: Json = {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
-            self._emit(self.kind, "DELETED", gone)
-        if not self.synced.is_set():
-            self.synced.set()
-            self._emit(self.kind, "SYNCED", {})
-        LOG.debug("listed kind=%s version=%s objects=%d", self.kind, self._version, len(seen))
-
-    def _pages(self) -> Iterator[Json]:
-        token: str | None = None
-        version = ""
-        while True:
-            response = self._lister(limit=500, _continue=token, _preload_content=False,
-                                    _request_timeout=(CONNECT_TIMEOUT, LIST_TIMEOUT))
-            body = json.loads(response.data)
-            yield from body.get("items") or ()
-            meta = body.get("metadata") or {}
-            version = str(meta.get("resourceVersion") or version)
-            token = meta.get("continue") or None
-            if not token:
-                break
-        self._version = version
-
-    def _watch(self) -> int:
-        response = self._lister(
-            watch=True, resource_version=self._version, allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_seconds, _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT, self._watch_seconds + 30))
-        self._response = response
-        received = 0
-        try:
-            buffer = b""
-            for chunk in response.stream(amt=None, decode_content=False):
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in filter(bytes.strip, lines):
-                    received += 1
-                    self._event(json.loads(line))
-                if self._stop.is_set():
-                    break
-            return received
-        finally:
-            self._response = None
-            response.release_conn()
-
-    def _event(self, event: Json) -> None:
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise _Gone()
-            raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
-        version = (obj.get("metadata") or {}).get("resourceVersion")
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
-            key = _key(obj)
-            if kind == "DELETED":
-                self._known.pop(key, None)
-            else:
-                self._known[key] = str(version)
-            self._emit(self.kind, str(kind), obj)
-        if version:
-            self._version = str(version)
-
-
 def parse_spread(obj: Json) -> tuple[spread_api.FederatedSpread | None, tuple[problems.Problem, ...]]:
     """The validated spread, or None and every problem with it."""
     try:
-        return problems.validate(spread_api.FederatedSpread, obj, what=_key(obj)), ()
+        return problems.validate(spread_api.FederatedSpread, obj, what=reflector.key(obj)), ()
     except problems.InvalidInput as error:
         return None, tuple(error.problems)
 
@@ -244,7 +95,7 @@ def parse_spread(obj: Json) -> tuple[spread_api.FederatedSpread | None, tuple[pr
 def parse_cluster(obj: Json) -> tuple[ClusterInfo | None, tuple[problems.Problem, ...]]:
     """Name, labels and taints of a MemberCluster, or None and its problems."""
     try:
-        member = problems.validate(cluster_api.MemberCluster, obj, what=_key(obj))
+        member = problems.validate(cluster_api.MemberCluster, obj, what=reflector.key(obj))
     except problems.InvalidInput as error:
         return None, tuple(error.problems)
     return ClusterInfo(member.metadata.name, dict(member.metadata.labels), tuple(member.spec.taints)), ()
@@ -281,7 +132,8 @@ class HubWatcher:
                                          common.API_VERSION, cluster_api.PLURAL),
             "deployment": apps.list_deployment_for_all_namespaces,
         }
-        self._streams = [_Stream(kind, lister, emit=self._emit, stop=self._stop, watch_seconds=watch_seconds)
+        self._streams = [reflector.Reflector(kind, lister, emit=functools.partial(self._emit, kind),
+                                             stop=self._stop, watch_seconds=watch_seconds)
                          for kind, lister in listers.items()]
         self._threads: list[threading.Thread] = []
 
@@ -310,7 +162,7 @@ class HubWatcher:
         """Every watch thread is running."""
         return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
-    def _emit(self, kind: Kind, type_: str, obj: Json) -> None:
+    def _emit(self, kind: Kind, type_: EventType, obj: Json) -> None:
         with self._lock:
             event = self._convert(kind, type_, obj)
             try:
@@ -319,29 +171,28 @@ class HubWatcher:
                 self.errors += 1
                 LOG.exception("hub event handler failed kind=%s type=%s key=%s", kind, type_, event.key)
 
-    def _convert(self, kind: Kind, type_: str, obj: Json) -> HubEvent:
-        event_type: EventType = type_  # type: ignore[assignment]
+    def _convert(self, kind: Kind, type_: EventType, obj: Json) -> HubEvent:
         if type_ == "SYNCED":
-            return HubEvent(kind, event_type)
-        key = _key(obj)
+            return HubEvent(kind, type_)
+        key = reflector.key(obj)
         if kind == "deployment":
             info = parse_deployment(obj)
             if type_ == "DELETED":
                 self._deployments.pop(key, None)
             else:
                 self._deployments[key] = info
-            return HubEvent(kind, event_type, key, deployment=info)
+            return HubEvent(kind, type_, key, deployment=info)
         if type_ == "DELETED":
-            return HubEvent(kind, event_type, key)
+            return HubEvent(kind, type_, key)
         if kind == "cluster":
             member, found = parse_cluster(obj)
-            return HubEvent(kind, event_type, key, cluster=member, problems=found)
+            return HubEvent(kind, type_, key, cluster=member, problems=found)
         item, found = parse_spread(obj)
         generation = (obj.get("metadata") or {}).get("generation")
         target_name = item.spec.target_ref.name if item is not None else None
         namespace = key.partition("/")[0]
         target = self._deployments.get(f"{namespace}/{target_name}") if target_name else None
-        return HubEvent(kind, event_type, key, spread=item, problems=found,
+        return HubEvent(kind, type_, key, spread=item, problems=found,
                         generation=generation if isinstance(generation, int) else None, target=target)
 
 

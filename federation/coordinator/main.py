@@ -15,8 +15,9 @@ understand the coordinator. The threads, and why each exists:
   `core.status`, written by `StatusWriter` (which skips unchanged ones), outside the lock.
 - **gRPC** — AgentService and PlacementService on one server (`--listen`).
 
-Seam: `ray_address` is accepted and stored, but placement runs in-process through
-`loop.recompute` (inside `Coordinator.publish`) until `shards.py`'s backend is wired in here.
+Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
+default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
+process (`shards.LocalBackend`), for a laptop or a federation of a few spreads.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import datetime
-import functools
 import logging
 import pathlib
 import queue
@@ -39,9 +39,16 @@ from kubernetes import client, config
 from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, hub, placement_service, source, status_writer
+from federation.coordinator import (
+    agent_service,
+    hub,
+    placement_service,
+    shards,
+    source,
+    status_writer,
+    statuses,
+)
 from federation.coordinator import world as world_model
-from federation.core import status as status_core
 from federation.rpc import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("fedspread.coordinator")
@@ -60,7 +67,11 @@ class CoordinatorConfig:
 
     hub_kubeconfig: pathlib.Path
     listen: str = "0.0.0.0:7443"
-    ray_address: str | None = None  # SEAM: stored only; placement runs in-process for now
+    use_ray: bool = True
+    ray_address: str | None = None
+    """Join this Ray cluster; None starts a local one (when `use_ray`)."""
+    spread_shards: int = 2
+    cluster_shards: int = 1
     heartbeat_seconds: float = 10.0
     tick_seconds: float = 1.0
     status_seconds: float = 2.0
@@ -84,6 +95,22 @@ def hub_client(kubeconfig: pathlib.Path) -> client.ApiClient:
         raise CoordinatorError(f"hub kubeconfig {kubeconfig}: {first[:200]}") from None
 
 
+def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
+    """Ray shards (local Ray, or the cluster at `ray_address`), or in-process with `use_ray=False`."""
+    if not settings.use_ray:
+        return shards.LocalBackend()
+    where = settings.ray_address or "a local Ray"
+    log.info("starting placement shards", extra={"ray": where, "spread_shards": settings.spread_shards,
+                                                 "cluster_shards": settings.cluster_shards})
+    try:
+        return shards.RayBackend(
+            shards=settings.spread_shards, cluster_shards=settings.cluster_shards,
+            address=settings.ray_address, init_options={"log_to_driver": False})
+    except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError... all "cannot start"
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CoordinatorError(f"cannot start Ray placement shards on {where}: {first[:200]}") from None
+
+
 def probe_hub(api: client.ApiClient) -> None:
     """One cheap list, so an unreachable hub or missing CRDs fail at startup with a clear line."""
     host = api.configuration.host
@@ -104,25 +131,29 @@ def probe_hub(api: client.ApiClient) -> None:
 class CoordinatorProcess:
     """The coordinator; `start()` then `run()` (until a signal) or `stop()`."""
 
-    def __init__(self, settings: CoordinatorConfig, *, api: client.ApiClient | None = None) -> None:
+    def __init__(
+        self, settings: CoordinatorConfig, *, api: client.ApiClient | None = None,
+        backend: shards.PlacementBackend | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = utcnow
         self.api = api if api is not None else hub_client(settings.hub_kubeconfig)
-        self.world = world_model.World(self.clock)
-        self.coordinator = agent_service.Coordinator(self.world, clock=self.clock, hub_synced=False)
-        self.writer = status_writer.StatusWriter(self.api)
+        self.world = world_model.World(self.clock, grace_from=self.clock())
+        self._owns_backend = backend is None
+        self.backend = backend if backend is not None else placement_backend(settings)
+        self.coordinator = agent_service.Coordinator(self.world, clock=self.clock, hub_synced=False,
+                                                     backend=self.backend)
         self.stopping = threading.Event()
         self.hub_synced = threading.Event()
         self.port = 0
         self._custom = client.CustomObjectsApi(self.api)
         self._events: queue.Queue[hub.HubEvent | None] = queue.Queue()
         self._synced_kinds: set[str] = set()
-        self._members: set[str] = set()  # MemberClusters seen on the hub
         self._agent_versions: dict[str, str] = {}
-        self._spread_status: dict[str, spread_api.FederatedSpreadStatus] = {}
-        self._member_status: dict[str, tuple[cluster_api.MemberClusterStatus, datetime.datetime]] = {}
-        self._status_lock = threading.Lock()
-        self.source = source.WorldSource(self.coordinator, conditions=self._conditions,
+        self.statuses = statuses.StatusPass(
+            self.coordinator, status_writer.StatusWriter(self.api), agent_versions=self._agent_versions,
+            member_status_seconds=settings.member_status_seconds)
+        self.source = source.WorldSource(self.coordinator, conditions=self.statuses.conditions,
                                          agent_versions=self._agent_versions)
         self.agents = agent_service.AgentServicer(
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
@@ -153,10 +184,8 @@ class CoordinatorProcess:
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
         self._spawn("status", self._status_loop)
-        if self.settings.ray_address:
-            log.warning("--ray-address is not wired yet; placement runs in this process",
-                        extra={"ray_address": self.settings.ray_address})
         log.info("coordinator started", extra={"listen": self.settings.listen, "port": port,
+                                               "placement": type(self.backend).__name__,
                                                "hub": self.api.configuration.host,
                                                "coordinator_id": self.coordinator.coordinator_id})
 
@@ -179,6 +208,9 @@ class CoordinatorProcess:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
+        if self._owns_backend:
+            self._owns_backend = False
+            self.backend.close()
         if started:
             log.info("coordinator stopped")
 
@@ -204,9 +236,15 @@ class CoordinatorProcess:
         """Apply one hub event to the World and publish what it changed."""
         if event.kind == "cluster" and event.key:
             if event.type == "DELETED":
-                self._members.discard(event.key)
+                self.statuses.members.discard(event.key)
+                self.backend.forget_cluster(event.key)
             else:
-                self._members.add(event.key)
+                self.statuses.members.add(event.key)
+        elif event.kind == "spread" and event.key:
+            if event.type == "DELETED":
+                self.statuses.spread_deleted(event.key)
+            else:
+                self.statuses.spread_seen(event.key, generation=event.generation, found=event.problems)
         with self.coordinator.lock:
             self.coordinator.publish(hub.apply_to_world(self.world, event))
         if event.type == "SYNCED":
@@ -220,7 +258,7 @@ class CoordinatorProcess:
         """Remember the agent's version; create its MemberCluster (topology labels) if missing."""
         name = hello.cluster_name
         self._agent_versions[name] = hello.agent_version
-        if name in self._members:
+        if name in self.statuses.members:
             return
         body = {"apiVersion": f"{common.API_GROUP}/{common.API_VERSION}", "kind": "MemberCluster",
                 "metadata": {"name": name, "labels": dict(hello.topology_labels)}, "spec": {}}
@@ -259,11 +297,6 @@ class CoordinatorProcess:
 
     # --- statuses ------------------------------------------------------------------------------
 
-    def _conditions(self, key: str) -> list[common.Condition]:
-        with self._status_lock:
-            written = self._spread_status.get(key)
-        return list(written.conditions) if written is not None else []
-
     def _status_loop(self) -> None:
         while not self.stopping.wait(self.settings.status_seconds):
             try:
@@ -272,91 +305,5 @@ class CoordinatorProcess:
                 log.exception("status pass failed")
 
     def write_statuses(self) -> None:
-        """One pass: compute every status under the lock, write them outside it."""
-        now = self.clock()
-        with self.coordinator.lock:
-            spreads = [self._spread_job(key, now=now) for key in sorted(self.world.placements)]
-            members = [self._member_job(name, now=now) for name in self.world.cluster_names()
-                       if name in self._members]
-        with self._status_lock:
-            for gone in set(self._spread_status) - {job[0] for job in spreads}:
-                del self._spread_status[gone]
-        for key, new, target in spreads:
-            if self._write(functools.partial(self.writer.write_spread, key, new), what="spread", key=key):
-                with self._status_lock:
-                    self._spread_status[key] = new
-            if target is not None:
-                namespace, name, fields = target
-                self._write(functools.partial(self.writer.write_deployment_status, namespace, name, fields),
-                            what="deployment", key=f"{namespace}/{name}")
-        for job in members:
-            if job is None:
-                continue
-            name, member = job
-            if self._write(functools.partial(self.writer.write_member_cluster, name, member),
-                           what="cluster", key=name):
-                self._member_status[name] = (member, now)
-
-    def _spread_job(self, key: str, *, now: datetime.datetime) -> tuple[
-            str, spread_api.FederatedSpreadStatus, tuple[str, str, dict[str, int]] | None]:
-        entry, result = self.world.spread(key), self.world.placements[key]
-        assert entry is not None  # placements of deleted spreads are dropped by the same publish
-        reports: dict[str, dict[str, status_core.ClusterPods]] = {}
-        for subset, per_cluster in self.world.pods_for(key).items():
-            for name, pods in per_cluster.items():
-                reports.setdefault(name, {})[subset] = pods
-        with self._status_lock:
-            previous = self._spread_status.get(key)
-        new = status_core.spread_status(
-            placement=result, spec=entry.spec, generation=entry.spread.metadata.generation,
-            reports=reports, marks=self.world.marks_for(key), previous=previous, now=now)
-        target = None
-        if entry.replicas is not None:
-            # The facade keeps pod counts, not the member Deployments' status (SpreadPodCounts.
-            # workload): derive each member's from its pods until it does.
-            workloads = {
-                name: status_core.WorkloadStatus(
-                    replicas=sum(p.active for p in pods.values()),
-                    ready=sum(p.ready for p in pods.values()),
-                    available=sum(p.ready for p in pods.values()),
-                    updated=sum(p.active for p in pods.values()))
-                for name, pods in reports.items()
-            }
-            fields = status_core.deployment_status(workloads, replicas=entry.replicas)
-            target = (key.partition("/")[0], entry.spec.target_ref.name, fields)
-        return key, new, target
-
-    def _member_job(self, name: str, *, now: datetime.datetime) -> tuple[
-            str, cluster_api.MemberClusterStatus] | None:
-        lost_after = datetime.timedelta(seconds=self.world.min_lost_seconds())
-        ready = self.world.ready(name, after=lost_after)
-        last = self.world.tracker.last(name)
-        old, written_at = self._member_status.get(name, (None, None))
-        previous = list(old.conditions) if old is not None else []
-        was_ready = any(c.type == "Ready" and c.status == "True" for c in previous)
-        if written_at is not None and was_ready == ready and \
-                now - written_at < datetime.timedelta(seconds=self.settings.member_status_seconds):
-            return None
-        pools = self.world.snapshot_for("").clusters
-        nodes = sum(p.count for c in pools if c.name == name for p in c.node_pools)
-        conditions = status_core.member_cluster_conditions(
-            ready=ready, last_heartbeat=last, lost_after=lost_after, previous=previous, now=now)
-        return name, cluster_api.MemberClusterStatus(
-            conditions=conditions, last_heartbeat_time=last,
-            agent_version=self._agent_versions.get(name, ""),
-            capacity=cluster_api.CapacitySummary(nodes=nodes))
-
-    def _write(self, write: Callable[[], bool], *, what: str, key: str) -> bool:
-        """Run one status write; False (logged, quietly for a vanished object) when it failed."""
-        try:
-            write()
-            return True
-        except client.ApiException as error:
-            if error.status == 404:
-                log.debug("status target gone", extra={"kind": what, "key": key})
-            else:
-                log.warning("status write failed", extra={"kind": what, "key": key,
-                                                          "status": error.status, "reason": error.reason})
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            log.warning("status write failed", extra={"kind": what, "key": key, "error": str(error)[:200]})
-        return False
+        """One status pass (`statuses.StatusPass.run`)."""
+        self.statuses.run(self.clock())

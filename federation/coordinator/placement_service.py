@@ -27,7 +27,7 @@ import grpc
 import yaml
 
 from federation.api import cluster, problems, spread
-from federation.coordinator import convert
+from federation.coordinator import capacity, convert
 from federation.core import fit, placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
 
@@ -55,6 +55,12 @@ class PlacementSource(Protocol):
         template: Mapping[str, Any] | None, snapshot: cluster.CapacitySnapshot | None,
     ) -> placement.Placement:
         """What-if placement; `snapshot` None means the live capacity. Raises InvalidInput."""
+
+    def free_capacity(
+        self, record: convert.PlacementRecord, *, snapshot: cluster.CapacitySnapshot | None
+    ) -> dict[tuple[str, str], int | None]:
+        """More pods of the record's template that fit per (subset, cluster) it uses; `snapshot`
+        None means the live capacity."""
 
     @property
     def version(self) -> int:
@@ -130,6 +136,17 @@ class InMemorySource:
             snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in self.clusters()])
         return placement.place(spec, replicas=replicas, snapshot=snapshot,
                                shape=fit.shape_from_deployment(template))
+
+    def free_capacity(
+        self, record: convert.PlacementRecord, *, snapshot: cluster.CapacitySnapshot | None
+    ) -> dict[tuple[str, str], int | None]:
+        if record.spec is None:
+            return {}
+        if snapshot is None:
+            snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in self.clusters()])
+        queries = capacity.queries_for(record.spec, record.placement,
+                                       shape=fit.shape_from_deployment(record.template))
+        return dict(zip(queries, capacity.answer_on(snapshot, list(queries.values())), strict=True))
 
     @property
     def version(self) -> int:
@@ -242,7 +259,10 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         return placement_pb2.ListClustersResponse(clusters=[
             convert.cluster_info_to_pb(c, include_node_pools=request.include_node_pools) for c in found])
 
-    def _simulate(self, request: placement_pb2.SimulateRequest) -> convert.PlacementRecord:
+    def _simulate(
+        self, request: placement_pb2.SimulateRequest
+    ) -> tuple[convert.PlacementRecord, cluster.CapacitySnapshot | None]:
+        """The what-if's record, and the snapshot it was given (None: live capacity)."""
         try:
             spec = parse_spread(request.spread_yaml)
             template = _load_json(request.template_json, field="templateJson") \
@@ -262,22 +282,23 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             raise _invalid(error) from None
         except ValueError as error:  # e.g. an unparseable quantity in the template
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"simulation is invalid: {error}") from None
-        return convert.PlacementRecord(key="", placement=result, spec=spec)
+        return convert.PlacementRecord(key="", placement=result, spec=spec, template=template), snapshot
 
     @_handled
     def Simulate(self, request: placement_pb2.SimulateRequest,
                  context: grpc.ServicerContext) -> placement_pb2.Placement:
-        return convert.placement_to_pb(self._simulate(request))
+        return convert.placement_to_pb(self._simulate(request)[0])
 
     @_handled
     def Explain(self, request: placement_pb2.ExplainRequest,
                 context: grpc.ServicerContext) -> placement_pb2.Explanation:
-        clusters = self._source.clusters()
         target = request.WhichOneof("target")
-        if target == "spread":
-            return convert.explanation_to_pb(self._record(request.spread), clusters=clusters)
-        if target == "simulation":
-            return convert.explanation_to_pb(self._simulate(request.simulation), clusters=clusters)
+        if target in ("spread", "simulation"):
+            record, snapshot = (self._record(request.spread), None) if target == "spread" \
+                else self._simulate(request.simulation)
+            free = self._source.free_capacity(record, snapshot=snapshot)
+            return convert.explanation_to_pb(dataclasses.replace(record, free_capacity=free),
+                                             clusters=self._source.clusters())
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
                            "give a spread key \"namespace/name\" or a simulation to explain")
 

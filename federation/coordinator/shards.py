@@ -1,77 +1,36 @@
-"""The one Ray wrapper: placement requests answered by `SpreadShard` actors, or in-process.
+"""The one Ray wrapper: placements on `SpreadShard` actors, inventories on `ClusterShard` actors.
 
 Why it is shaped like this (DESIGN §5): a Ray actor is a whole worker process (~90 MB here), so
-actors are *shards*, not one per object — a fixed number of `SpreadShard` actors, and each spread
-key is routed to `routing.shard_of(key)`. Everything the placement needs travels in the request
-(`PlaceRequest`: the pure inputs of `placement.place`, plain picklable data), so the placement logic
-is tested without Ray through `LocalBackend`, and Ray is an execution detail behind
-`PlacementBackend`. Nothing else in the project imports `ray`; this module imports it lazily, only
-when a `RayBackend` is built.
+actors are *shards*, not one per object — a fixed number of each kind, with spread keys and
+cluster names routed by `routing.shard_of`. Everything a placement needs travels in the request
+(`loop.PlaceRequest`: plain picklable data), so the placement logic is tested without Ray through
+`LocalBackend`, and Ray is an execution detail behind `PlacementBackend`. Nothing else in the
+project imports `ray`; this module imports it lazily, only when a `RayBackend` is built.
 
-The rebuild story: the coordinator's `World` (spreads, clusters, last placements) lives in the
-coordinator process and is itself rebuilt from the hub and agent resync after a restart. A shard
-actor holds no state at all — every request carries its spec, snapshot, current placement, running
-counts and marks — so an actor that dies is restarted by Ray (`max_restarts=-1`), its in-flight
-calls are retried (`max_task_retries`), and the restarted actor simply keeps serving: there is
-nothing to rebuild and no answer changes.
-
-Heavy what-if batches (`simulate_many`) run as plain Ray tasks, not on the shard actors, so a big
-simulation never queues behind the live placement loop.
-
-Not here yet: `ClusterShard` actors holding inventories (the loop deducts other spreads' pending
-replicas in the coordinator process, `request_for`, before a request is sent).
+- **SpreadShard** holds nothing: an actor that dies is restarted by Ray (`max_restarts=-1`), its
+  in-flight calls are retried (`max_task_retries`), and the new process answers exactly as before.
+- **ClusterShard** holds the node inventories of its clusters (as agents last reported them) and
+  answers capacity simulations: how many more pods of a shape fit in a cluster once the pods
+  placed there but not yet running are counted. It *has* state, so each actor carries an
+  incarnation id; when an answer comes from an incarnation the backend has not loaded, the actor
+  was restarted empty, and the backend reloads it from its ledger of the latest reports (the
+  coordinator's own copy, itself rebuilt from agent resync after a coordinator restart) and asks
+  again. Reports are fire-and-forget calls; Ray runs one caller's calls to an actor in order.
+- Heavy what-if batches (`simulate_many`) run as plain Ray tasks, not on the shard actors, so a
+  big simulation never queues behind the live placement loop.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import os
+import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from federation.api import cluster, spread
-from federation.coordinator import loop, routing
-from federation.coordinator import world as world_model
-from federation.core import fit, overcommit, placement
-
-
-@dataclasses.dataclass(frozen=True)
-class PlaceRequest:
-    """The pure inputs of one `placement.place` call, for spread `key` ("namespace/name")."""
-
-    key: str
-    spec: spread.FederatedSpreadSpec
-    replicas: int
-    snapshot: cluster.CapacitySnapshot
-    shape: fit.PodShape | None = None
-    current: Mapping[str, Mapping[str, int]] | None = None
-    running: Mapping[str, Mapping[str, int]] | None = None
-    marks: tuple[placement.UnschedulableMark, ...] = ()
-    now: datetime.datetime | None = None
-
-
-def place(request: PlaceRequest) -> placement.Placement:
-    """`placement.place` on a request's inputs."""
-    return placement.place(
-        request.spec, replicas=request.replicas, snapshot=request.snapshot, shape=request.shape,
-        current=request.current, running=request.running, unschedulable=request.marks,
-        now=request.now,
-    )
-
-
-def request_for(
-    world: world_model.World, entry: world_model.SpreadEntry, *, replicas: int, now: datetime.datetime
-) -> PlaceRequest:
-    """The request `loop.place_one` would answer: the world's inputs, others' pending deducted."""
-    snapshot = overcommit.deduct_pending(
-        world.snapshot_for(entry.key), loop.pending_of_others(world, entry.key)
-    )
-    return PlaceRequest(
-        key=entry.key, spec=entry.spec, replicas=replicas, snapshot=snapshot,
-        shape=loop.shape_of(entry), current=world.current_for(entry.key),
-        running=world.running_for(entry.key), marks=tuple(world.marks_for(entry.key)), now=now,
-    )
+from federation.api import cluster
+from federation.coordinator import capacity, loop, routing
+from federation.core import placement
 
 
 def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
@@ -83,14 +42,26 @@ def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
 
 
 class PlacementBackend(Protocol):
-    """Where placements are computed: in-process or on Ray shard actors."""
+    """Where placements and capacity simulations are computed: in-process or on Ray actors."""
 
-    def place_batch(self, requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
+    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One placement per request, in request order."""
         ...
 
-    def simulate_many(self, requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
+    def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """What-if placements (nothing stored), in request order."""
+        ...
+
+    def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
+        """Cluster `name`'s agent reported these node pools (latest wins)."""
+        ...
+
+    def forget_cluster(self, name: str) -> None:
+        """Cluster `name` is gone; drop its inventory."""
+        ...
+
+    def free_capacity(self, queries: Sequence[capacity.CapacityQuery]) -> list[int | None]:
+        """One answer per query, in query order."""
         ...
 
     def close(self) -> None:
@@ -99,23 +70,39 @@ class PlacementBackend(Protocol):
 
 
 class LocalBackend:
-    """`placement.place` in this process: unit tests, and the coordinator when Ray is off."""
+    """Everything in this process: unit tests, and `fedspread coordinator --no-ray`."""
 
-    def place_batch(self, requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
-        return [place(r) for r in requests]
+    def __init__(self) -> None:
+        self._pools: dict[str, list[cluster.NodePool]] = {}
+        self._lock = threading.Lock()
 
-    def simulate_many(self, requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
-        return self.place_batch(requests)
+    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        return loop.answer_all(requests)
+
+    def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        return loop.answer_all(requests)
+
+    def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
+        with self._lock:
+            self._pools[name] = list(pools)
+
+    def forget_cluster(self, name: str) -> None:
+        with self._lock:
+            self._pools.pop(name, None)
+
+    def free_capacity(self, queries: Sequence[capacity.CapacityQuery]) -> list[int | None]:
+        with self._lock:
+            return [capacity.free_capacity(self._pools.get(q.cluster), q) for q in queries]
 
     def close(self) -> None:
         return None
 
 
 class SpreadShard:
-    """The actor body: stateless, so a restarted actor answers exactly as before."""
+    """The placement actor body: stateless, so a restarted actor answers exactly as before."""
 
-    def place_batch(self, requests: list[PlaceRequest]) -> list[placement.Placement]:
-        return [place(r) for r in requests]
+    def place_batch(self, requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
+        return loop.answer_all(requests)
 
     def ping(self) -> str:
         return "ok"
@@ -125,25 +112,56 @@ class SpreadShard:
         return os.getpid()
 
 
-def _place_many(requests: list[PlaceRequest]) -> list[placement.Placement]:
-    return [place(r) for r in requests]
+class ClusterShard:
+    """The inventory actor body: node pools of the clusters routed here, and capacity answers."""
+
+    def __init__(self) -> None:
+        self.incarnation = uuid.uuid4().hex
+        self._pools: dict[str, list[cluster.NodePool]] = {}
+
+    def report(self, name: str, pools: list[cluster.NodePool]) -> None:
+        self._pools[name] = pools
+
+    def forget(self, name: str) -> None:
+        self._pools.pop(name, None)
+
+    def load(self, inventories: dict[str, list[cluster.NodePool]]) -> str:
+        """Replace everything (a reload after a restart); returns this incarnation."""
+        self._pools = dict(inventories)
+        return self.incarnation
+
+    def free_capacity(self, queries: list[capacity.CapacityQuery]) -> tuple[str, list[int | None]]:
+        """The answers, with the incarnation that gave them."""
+        return self.incarnation, [capacity.free_capacity(self._pools.get(q.cluster), q) for q in queries]
+
+    def clusters(self) -> list[str]:
+        return sorted(self._pools)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _simulate_task(requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
+    return loop.answer_all(requests)
 
 
 _remote_cache: dict[str, Any] = {}
 
 
-def _remotes() -> tuple[Any, Any]:
-    """The Ray actor class and task, built once, on first use (importing this module needs no Ray)."""
+def _remotes() -> tuple[Any, Any, Any]:
+    """The Ray actor classes and task, built once, on first use (importing this module needs no Ray)."""
     if not _remote_cache:
         import ray
 
-        _remote_cache["actor"] = ray.remote(max_restarts=-1, max_task_retries=2, num_cpus=0)(SpreadShard)
-        _remote_cache["task"] = ray.remote(num_cpus=0)(_place_many)
-    return _remote_cache["actor"], _remote_cache["task"]
+        restartable = ray.remote(max_restarts=-1, max_task_retries=2, num_cpus=0)
+        _remote_cache["spread"] = restartable(SpreadShard)
+        _remote_cache["cluster"] = restartable(ClusterShard)
+        _remote_cache["task"] = ray.remote(num_cpus=0)(_simulate_task)
+    return _remote_cache["spread"], _remote_cache["cluster"], _remote_cache["task"]
 
 
 class RayBackend:
-    """`shards` SpreadShard actors; each request goes to the shard owning its key.
+    """`shards` SpreadShard and `cluster_shards` ClusterShard actors; thread-safe.
 
     Joins the Ray cluster at `address` when given (e.g. KubeRay), otherwise starts a local one —
     unless Ray is already initialised in this process, which is then used as is. `close()` kills
@@ -151,46 +169,57 @@ class RayBackend:
     """
 
     def __init__(
-        self, *, shards: int, address: str | None = None, init_options: Mapping[str, Any] | None = None
+        self, *, shards: int, cluster_shards: int = 1, address: str | None = None,
+        init_options: Mapping[str, Any] | None = None,
     ) -> None:
-        if shards < 1:
-            raise ValueError(f"shards must be at least 1, got {shards}")
+        if shards < 1 or cluster_shards < 1:
+            raise ValueError(f"shard counts must be at least 1, got {shards} and {cluster_shards}")
         import ray
 
         self._ray = ray
-        self.shards = shards
+        self.shards, self.cluster_shards = shards, cluster_shards
         self._owns_ray = False
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False}
             options.update(init_options or {})
             ray.init(address=address, **options)
             self._owns_ray = True
-        actor_class, self._task = _remotes()
-        self.actors: list[Any] = [actor_class.remote() for _ in range(shards)]
+        spread_class, cluster_class, self._task = _remotes()
+        self.actors: list[Any] = [spread_class.remote() for _ in range(shards)]
+        self.cluster_actors: list[Any] = [cluster_class.remote() for _ in range(cluster_shards)]
+        self._lock = threading.Lock()
+        self._ledger: list[dict[str, list[cluster.NodePool]]] = [{} for _ in range(cluster_shards)]
+        self._loaded: list[str | None] = [None] * cluster_shards
+        self.reloads = 0
 
     def shard_for(self, key: str) -> int:
-        """The shard owning spread `key`."""
+        """The SpreadShard owning spread `key`."""
         return routing.shard_of(key, shards=self.shards)
 
-    def place_batch(self, requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
+    def cluster_shard_for(self, name: str) -> int:
+        """The ClusterShard owning cluster `name`."""
+        return routing.shard_of(name, shards=self.cluster_shards)
+
+    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One remote call per shard with its part of the batch, in parallel; results in request order."""
         items = list(requests)
+        if not items:
+            return []
         groups = group_by_shard([r.key for r in items], shards=self.shards)
         calls = [
             (indices, self.actors[shard].place_batch.remote([items[i] for i in indices]))
             for shard, indices in enumerate(groups) if indices
         ]
-        answers = self._ray.get([ref for _, ref in calls])
         results: list[placement.Placement | None] = [None] * len(items)
-        for (indices, _), answer in zip(calls, answers, strict=True):
-            for index, result in zip(indices, answer, strict=True):
+        for (indices, _), answers in zip(calls, self._ray.get([ref for _, ref in calls]), strict=True):
+            for index, result in zip(indices, answers, strict=True):
                 results[index] = result
         missing = [i for i, r in enumerate(results) if r is None]
         if missing:
             raise RuntimeError(f"shards answered no placement for requests {missing}")
         return [r for r in results if r is not None]
 
-    def simulate_many(self, requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
+    def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """What-if placements as Ray tasks, one per chunk of requests (two chunks per shard count)."""
         items = list(requests)
         if not items:
@@ -200,11 +229,55 @@ class RayBackend:
         refs = [self._task.remote(items[i:i + size]) for i in range(0, len(items), size)]
         return [result for answer in self._ray.get(refs) for result in answer]
 
+    def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
+        """Record the report in the ledger and send it to the owning ClusterShard (no wait)."""
+        shard = self.cluster_shard_for(name)
+        with self._lock:
+            self._ledger[shard][name] = list(pools)
+            self.cluster_actors[shard].report.remote(name, list(pools))
+
+    def forget_cluster(self, name: str) -> None:
+        """Drop the cluster from the ledger and its ClusterShard (no wait)."""
+        shard = self.cluster_shard_for(name)
+        with self._lock:
+            self._ledger[shard].pop(name, None)
+            self.cluster_actors[shard].forget.remote(name)
+
+    def free_capacity(self, queries: Sequence[capacity.CapacityQuery]) -> list[int | None]:
+        """Ask each owning ClusterShard; a shard restarted since its last load is reloaded first."""
+        items = list(queries)
+        results: list[int | None] = [None] * len(items)
+        groups = group_by_shard([q.cluster for q in items], shards=self.cluster_shards)
+        for shard, indices in enumerate(groups):
+            if not indices:
+                continue
+            asked = [items[i] for i in indices]
+            for _attempt in range(3):
+                incarnation, answers = self._ray.get(
+                    self.cluster_actors[shard].free_capacity.remote(asked))
+                if incarnation == self._loaded[shard]:
+                    break
+                self._reload(shard)
+            else:
+                raise RuntimeError(f"cluster shard {shard} keeps restarting; no capacity answer")
+            for index, value in zip(indices, answers, strict=True):
+                results[index] = value
+        return results
+
+    def _reload(self, shard: int) -> None:
+        """Load the ledger into a ClusterShard that answered from an incarnation not loaded yet."""
+        with self._lock:
+            inventories = {name: list(pools) for name, pools in self._ledger[shard].items()}
+            loaded = self._ray.get(self.cluster_actors[shard].load.remote(inventories))
+            if self._loaded[shard] is not None:
+                self.reloads += 1  # a restart, not the first load
+            self._loaded[shard] = loaded
+
     def close(self) -> None:
         """Kill the shard actors (no restart); shut Ray down if this backend started it."""
-        for actor in self.actors:
+        for actor in [*self.actors, *self.cluster_actors]:
             self._ray.kill(actor, no_restart=True)
-        self.actors = []
+        self.actors, self.cluster_actors = [], []
         if self._owns_ray:
             self._ray.shutdown()
             self._owns_ray = False

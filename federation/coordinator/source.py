@@ -10,8 +10,8 @@ placement within one poll interval, and nothing has to remember to notify it.
 Everything is read under `coordinator.lock`, the same lock every writer of the World holds, and
 converted to immutable records before the lock is released.
 
-Seam: placement runs in-process (`loop.place_one` for what-ifs, `loop.recompute` in the facade);
-when the sharded Ray backend lands it should answer `simulate` too.
+What-ifs (`simulate`) run on the facade's backend (a Ray task with the Ray shards), and live
+free capacity is asked of the ClusterShards, which hold the inventories.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from federation.api import cluster, common, problems
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, convert, loop
+from federation.coordinator import agent_service, capacity, convert, loop
 from federation.core import fit, overcommit, placement
 
 POLL_SECONDS = 0.2
@@ -86,8 +86,25 @@ class WorldSource:
             if snapshot is None:
                 snapshot = overcommit.deduct_pending(
                     world.snapshot_for(""), loop.pending_of_others(world, ""))
-        return placement.place(spec, replicas=replicas, snapshot=snapshot,
-                               shape=fit.shape_from_deployment(template), now=now)
+        request = loop.PlaceRequest(key="", spec=spec, replicas=replicas, snapshot=snapshot,
+                                    shape=fit.shape_from_deployment(template), now=now)
+        return self._coordinator.backend.simulate_many([request])[0]
+
+    def free_capacity(
+        self, record: convert.PlacementRecord, *, snapshot: cluster.CapacitySnapshot | None
+    ) -> dict[tuple[str, str], int | None]:
+        """Per (subset, cluster): on the given snapshot, or asked of the ClusterShards (live)."""
+        if record.spec is None:
+            return {}
+        shape = fit.shape_from_deployment(record.template)
+        if snapshot is not None:
+            queries = capacity.queries_for(record.spec, record.placement, shape=shape)
+            return dict(zip(queries, capacity.answer_on(snapshot, list(queries.values())), strict=True))
+        with self._coordinator.lock:
+            pending = loop.pending_of_others(self._coordinator.world, "")  # every spread's, its own too
+        queries = capacity.queries_for(record.spec, record.placement, shape=shape, pending=pending)
+        answers = self._coordinator.backend.free_capacity(list(queries.values()))
+        return dict(zip(queries, answers, strict=True))
 
     # --- change detection ------------------------------------------------------------------
 
@@ -127,5 +144,5 @@ class WorldSource:
         return convert.PlacementRecord(
             key=key, placement=result, spec=entry.spec, ready=ready,
             conditions=tuple(self._conditions(key)) if self._conditions else (),
-            generation=entry.generation, unschedulable_until=until,
+            generation=entry.generation, unschedulable_until=until, template=entry.template,
         )

@@ -67,9 +67,13 @@ class _Target:
 class World:
     """Spreads, targets, clusters, inventories, pod counts, marks, heartbeats and last placements."""
 
-    def __init__(self, clock: Callable[[], datetime.datetime]) -> None:
+    def __init__(
+        self, clock: Callable[[], datetime.datetime], *, grace_from: datetime.datetime | None = None
+    ) -> None:
         self.clock = clock
-        self.tracker = failover.HeartbeatTracker(clock)
+        self.tracker = failover.HeartbeatTracker(clock, grace_from=grace_from)
+        self.seeded: dict[str, dict[str, dict[str, int]]] = {}
+        """Per spread, the placement its hub status recorded: `current` until the first recompute."""
         self.placements: dict[str, placement.Placement] = {}
         self.placed_ready: dict[str, frozenset[str]] = {}
         self._spreads: dict[str, SpreadEntry] = {}
@@ -77,6 +81,7 @@ class World:
         self._members: dict[str, _Member] = {}
         self._pools: dict[str, list[cluster.NodePool]] = {}
         self._pods: dict[str, dict[str, dict[str, status.ClusterPods]]] = {}
+        self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
         self._marks: dict[tuple[str, str, str], datetime.datetime] = {}
         self._counter = itertools.count(1)
 
@@ -89,6 +94,10 @@ class World:
         if old is not None and old.spread.spec == item.spec:
             old.spread = item
             return set()
+        if old is None and key not in self.placements and item.status is not None:
+            recorded = {s.name: dict(s.clusters) for s in item.status.subset_statuses if s.clusters}
+            if recorded:
+                self.seeded[key] = recorded
         target = self._targets.get(key)
         self._spreads[key] = SpreadEntry(
             spread=item,
@@ -100,6 +109,7 @@ class World:
 
     def delete_spread(self, key: str) -> set[str]:
         """A FederatedSpread was deleted (its placement is dropped by the next recompute)."""
+        self.seeded.pop(key, None)
         if self._spreads.pop(key, None) is None:
             return set()
         self._marks = {k: v for k, v in self._marks.items() if k[0] != key}
@@ -137,6 +147,7 @@ class World:
         self._members.pop(name, None)
         self._pools.pop(name, None)
         self._pods.pop(name, None)
+        self._workloads.pop(name, None)
         self._marks = {k: v for k, v in self._marks.items() if k[2] != name}
         self.tracker.forget(name)
         return affected
@@ -149,13 +160,16 @@ class World:
         return self._selecting(name)
 
     def pod_counts(
-        self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]]
+        self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]], *,
+        workloads: Mapping[str, status.WorkloadStatus] | None = None,
     ) -> set[str]:
         """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins).
 
         Affects the spreads whose counts changed and, through overcommit protection, every spread
-        that can use the cluster.
+        that can use the cluster. `workloads` (the member Deployments' status per spread) feeds
+        the hub Deployment's status only, so it affects no placement.
         """
+        self._workloads[name] = dict(workloads or {})
         new = {key: dict(per_subset) for key, per_subset in counts.items()}
         old = self._pods.get(name, {})
         if old == new:
@@ -238,6 +252,10 @@ class World:
                 found.setdefault(subset, {})[name] = pods
         return found
 
+    def workloads_for(self, key: str) -> dict[str, status.WorkloadStatus]:
+        """Spread `key`'s member Deployment status per cluster, as agents last reported it."""
+        return {name: found[key] for name, found in sorted(self._workloads.items()) if key in found}
+
     def running_for(self, key: str) -> dict[str, dict[str, int]]:
         """Spread `key`'s running pods per subset per cluster."""
         return {
@@ -246,9 +264,12 @@ class World:
         }
 
     def current_for(self, key: str) -> dict[str, dict[str, int]]:
-        """Spread `key`'s last placement per subset per cluster (empty before the first)."""
+        """Spread `key`'s last placement per subset per cluster; before the first, what its hub
+        status recorded (a restarted coordinator keeps what the last one placed), else empty."""
         last = self.placements.get(key)
-        return last.counts() if last is not None else {}
+        if last is not None:
+            return last.counts()
+        return {subset: dict(counts) for subset, counts in self.seeded.get(key, {}).items()}
 
     def min_lost_seconds(self) -> int:
         """The smallest clusterLostSeconds among spreads (the default when there are none)."""

@@ -294,6 +294,32 @@ def spread_status(
     )
 
 
+MAX_PROBLEMS_SHOWN = 10
+
+
+def invalid_spread_status(
+    base: spread.FederatedSpreadStatus | None, *, generation: int | None, problems: Sequence[str],
+    now: datetime.datetime,
+) -> spread.FederatedSpreadStatus:
+    """`base` (the status of the last valid spec, or an empty one) with `Valid=False` and the problems.
+
+    The placement, counts and other conditions stay those of the last valid spec, which is what
+    is still enforced; `observedGeneration` stays with it too. Only the Valid condition names the
+    rejected `generation`, so `kubectl wait --for=condition=Valid` sees the rejection.
+    """
+    current = base if base is not None else spread.FederatedSpreadStatus()
+    shown = list(problems[:MAX_PROBLEMS_SHOWN])
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        shown.append(f"and {len(problems) - MAX_PROBLEMS_SHOWN} more")
+    kept = "the last valid spec stays in force" if base is not None else "nothing is placed"
+    valid = _condition(
+        "Valid", "False", "InvalidSpec", f"{'; '.join(shown)} ({kept} until the spec is fixed)",
+        previous=current.conditions, now=now, generation=generation,
+    )
+    others = [c for c in current.conditions if c.type != "Valid"]
+    return current.model_copy(update={"conditions": [valid, *others]})
+
+
 def member_cluster_conditions(
     *,
     ready: bool,

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import ray
 from kubernetes import client, config
 
 from federation.sandbox import hubsetup, launcher, nodesim, state
@@ -92,3 +93,14 @@ def namespace(clusters: Clusters) -> Iterator[str]:
     yield name
     for cluster in clusters.names:
         clusters.core(cluster).delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[str]:
+    """One small local Ray for the session (its GCS address, for coordinators that join it)."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        address: str = ray.get_runtime_context().gcs_address
+        yield address
+    finally:
+        ray.shutdown()

@@ -312,3 +312,41 @@ def test_adaptive_reschedule_moves_stuck_pods_to_the_next_subset(
     # After unschedulableSeconds the mark expires and "big" takes new pods again.
     wait_for(lambda: probe_subset(clusters, namespace) == "big", timeout=WAIT,
              message="subset big never became usable again after unschedulableSeconds")
+
+
+def web_workload(namespace: str, *, ready: int) -> Any:
+    """A predicate on PodCountsReports: spread `namespace/web` reports its member Deployment with
+    `ready` ready replicas."""
+    def holds(report: Any) -> bool:
+        web = [s for s in report.spreads if s.spread == f"{namespace}/web"]
+        return bool(web) and web[0].HasField("workload") and web[0].workload.ready_replicas == ready
+    return holds
+
+
+def test_pod_counts_carry_the_member_deployment_status(
+        agent: AgentProcess, standin: standin_coordinator.StandinCoordinator, clusters: Clusters,
+        namespace: str) -> None:
+    standin.wait_message(MEMBER, "hello", timeout=WAIT)
+    standin.assign(MEMBER, web_assignment(namespace, generation=1, replicas=0))
+    standin.wait_message(MEMBER, "ack", timeout=WAIT, where=lambda a: a.generation == 1 and not a.error)
+    wait_for(lambda: webhook_answers(clusters, namespace), timeout=WAIT,
+             message=lambda: f"the apiserver never called the agent's webhook; agent log:\n{agent.output()}")
+
+    mark = standin.mark(MEMBER)
+    standin.assign(MEMBER, web_assignment(namespace, generation=2, replicas=3))
+    report = standin.wait_message(MEMBER, "pod_counts", since=mark, timeout=WAIT,
+                                  where=web_workload(namespace, ready=3))
+    web = next(s for s in report.spreads if s.spread == f"{namespace}/web")
+    assert web.generation == 2
+    assert sum(s.counts.ready for s in web.subsets) == 3, "the member Deployment's pods are the spread's"
+
+    live = clusters.apps(MEMBER).read_namespaced_deployment("web", namespace)
+    assert live.status.ready_replicas == 3
+    assert (web.workload.replicas, web.workload.updated_replicas, web.workload.available_replicas,
+            web.workload.unavailable_replicas) == (3, 3, 3, 0)
+    assert web.workload.observed_generation == live.metadata.generation == live.status.observed_generation
+
+    # Before its pods were Ready the Deployment was reported too, with fewer ready replicas.
+    earlier = [s.workload.ready_replicas for m in standin.messages(MEMBER, "pod_counts", since=mark)
+               for s in m.pod_counts.spreads if s.spread == f"{namespace}/web" and s.HasField("workload")]
+    assert earlier[0] < 3, f"ready replicas reported: {earlier}"

@@ -3,104 +3,39 @@
 Why: every coordinator part is tested alone; this test checks the wiring in `main.py` — hub events
 reach the agent stream, a `kubectl scale` on the hub follows through to the agent's assignment,
 statuses come back to the hub, the PlacementService answers from the same World, and a deleted
-spread is removed from the agent. The agent side is a real `agents.link.client.Link` with real
-bookkeeping, so no member cluster is needed.
+spread is removed from the agent. Placement runs on Ray shard actors (the session's local Ray).
+The agent side is a real `agents.link.client.Link` with real bookkeeping
+(`tests/support/standin_agent.py`), so no member cluster is needed.
 """
 
 from __future__ import annotations
 
-import datetime
-import pathlib
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import conftest
+import hubside
 import pytest
 import waiting
 from kubernetes import client
 
-from agents import bookkeeping as bookkeeping_mod
-from agents import outbox as outbox_mod
-from agents.link import client as link_mod
 from federation import sdk
 from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import main as coordinator_main
+from tests.support import standin_agent
 
-HUB = "hub"
 MEMBER = "member-1"
 GROUP, VERSION = common.API_GROUP, common.API_VERSION
 TIMEOUT = 30.0
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def delete_member_cluster(custom: client.CustomObjectsApi) -> None:
-    try:
-        custom.delete_cluster_custom_object(GROUP, VERSION, cluster.PLURAL, MEMBER)
-    except client.ApiException as error:
-        if error.status != 404:
-            raise
-
-
-class StandInAgent:
-    """A real Link + Bookkeeping + Outbox for one cluster, with one 3-node pool in its inventory."""
-
-    def __init__(self, target: str) -> None:
-        self.bookkeeping = bookkeeping_mod.Bookkeeping()
-        self.outbox = outbox_mod.Outbox()
-        self.link = link_mod.Link(
-            target, cluster=MEMBER, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            labels={cluster.REGION_LABEL: "eu"}, heartbeat_seconds=0.5,
-            backoff_initial_seconds=0.05, backoff_cap_seconds=0.5)
-        self.outbox.put_inventory(outbox_mod.inventory_message(
-            [cluster.NodePool(name="std", count=3, allocatable={"cpu": "4", "pods": "110"})],
-            sequence=1, observed_at=datetime.datetime.now(datetime.UTC)))
-
-    def replicas(self, key: str) -> int | None:
-        current = self.bookkeeping.assignment(key)
-        return None if current is None else current.replicas
-
-
 @pytest.fixture
-def coordinator(sandbox: Any, clusters: conftest.Clusters) -> Iterator[coordinator_main.CoordinatorProcess]:
-    """A CoordinatorProcess on the sandbox hub, listening on a free local port."""
-    delete_member_cluster(clusters.custom(HUB))
-    settings = coordinator_main.CoordinatorConfig(
-        hub_kubeconfig=pathlib.Path(sandbox.hub.kubeconfig), listen=f"127.0.0.1:{free_port()}",
-        heartbeat_seconds=1.0, status_seconds=0.5)
-    process = coordinator_main.CoordinatorProcess(settings)
-    try:
-        process.start()
+def coordinator(sandbox: Any, clusters: conftest.Clusters,
+                local_ray: str) -> Iterator[coordinator_main.CoordinatorProcess]:
+    """A CoordinatorProcess on the sandbox hub, listening on a free local port, placing on Ray."""
+    with hubside.running_coordinator(sandbox, clusters, members=[MEMBER]) as process:
         yield process
-    finally:
-        process.stop()
-        delete_member_cluster(clusters.custom(HUB))
-
-
-def deployment(name: str, replicas: int) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [{"name": "app", "image": "nginx",
-                                                       "resources": {"requests": {"cpu": "100m"}}}]}}},
-    }
-
-
-def spread_body(name: str, *, target: str) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "FederatedSpread", "metadata": {"name": name},
-        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-                 "subsets": [{"name": "one", "clusters": [MEMBER]}]},
-    }
 
 
 def test_coordinator_drives_an_agent_from_the_hub(
@@ -108,9 +43,8 @@ def test_coordinator_drives_an_agent_from_the_hub(
         namespace: str) -> None:
     key = f"{namespace}/spread"
     target = f"127.0.0.1:{coordinator.port}"
-    custom, apps = clusters.custom(HUB), clusters.apps(HUB)
-    agent = StandInAgent(target)
-    agent.link.start()
+    custom, apps = clusters.custom(hubside.HUB), clusters.apps(hubside.HUB)
+    agent = standin_agent.StandInAgent(target, name=MEMBER).start()
     try:
         assert agent.link.wait_connected(TIMEOUT), "the stand-in agent never got a Welcome"
         waiting.wait_for(lambda: coordinator.hub_synced.is_set(), timeout=TIMEOUT,
@@ -130,9 +64,9 @@ def test_coordinator_drives_an_agent_from_the_hub(
                                       message="no MemberCluster member-1 after the agent's Hello")
         assert registered["metadata"]["labels"] == {cluster.REGION_LABEL: "eu"}
 
-        apps.create_namespaced_deployment(namespace, deployment("web", 4))
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, spread_api.PLURAL,
-                                               spread_body("spread", target="web"))
+        apps.create_namespaced_deployment(namespace, hubside.deployment("web", 4))
+        body = hubside.spread_body("spread", target="web", subsets=[{"name": "one", "clusters": [MEMBER]}])
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, spread_api.PLURAL, body)
         waiting.wait_for(lambda: agent.replicas(key) == 4, timeout=TIMEOUT,
                          message=lambda: f"agent never got 4 replicas; has {agent.replicas(key)}")
 
@@ -166,4 +100,4 @@ def test_coordinator_drives_an_agent_from_the_hub(
         waiting.wait_for(lambda: agent.bookkeeping.assignment(key) is None, timeout=TIMEOUT,
                          message="the agent still holds the deleted spread's assignment")
     finally:
-        agent.link.stop()
+        agent.stop()

@@ -305,6 +305,7 @@ def test_resync_waits_for_the_hub_and_removes_stale_spreads() -> None:
     stream = coordinator.attach(hello, heartbeat_seconds=1)
     kinds = [stream.outgoing.get_nowait().WhichOneof("body")]  # type: ignore[attr-defined]
     assert kinds == ["welcome"] and stream.outgoing.empty()
+    assert coordinator.publish(["shop/anything"]).placements == {}  # nothing is placed before the hub
     coordinator.mark_hub_synced()
     removal = stream.outgoing.get_nowait().removal  # type: ignore[attr-defined]
     assert (removal.spread, removal.reason) == ("shop/gone", "spread deleted")

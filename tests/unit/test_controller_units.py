@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import copy
 import datetime
-import json
-import threading
 from typing import Any
 
 import pytest
 
 from agents import assignment, bookkeeping
-from agents.controller import reconciler, reflector, views, workload
+from agents.controller import reconciler, views, workload
 
 T0 = "2024-05-01T12:00:00Z"
 T1 = "2024-05-01T12:00:07Z"
@@ -243,63 +241,3 @@ def test_desired_costs_count_quotas_per_revision() -> None:
             spread_pod("new-b", "b", revision="rev2")]
     assert reconciler.desired_costs(assigned(), pods) == {
         "a1": 200, "a2": 200, "b1": 100, "b2": -200, "n1": -300, "new-b": 100}
-
-
-# --- reflector stream handling (fake lister: the list/watch state machine only) ----------------------
-
-
-class FakeResponse:
-    def __init__(self, body: dict[str, Any] | None = None,
-                 events: list[dict[str, Any]] | None = None) -> None:
-        self.data = json.dumps(body or {}).encode()
-        self._events = events or []
-
-    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
-        text = b"".join(json.dumps(e).encode() + b"\n" for e in self._events)
-        yield from (text[i:i + 7] for i in range(0, len(text), 7))  # chunks split lines anywhere
-
-    def release_conn(self) -> None:
-        pass
-
-
-def obj(name: str, version: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version}}
-
-
-def test_reflector_resumes_from_last_version_and_relists_only_on_gone() -> None:
-    stop = threading.Event()
-    calls: list[tuple[str, Any]] = []
-    script = [
-        FakeResponse({"items": [obj("a", "1")], "metadata": {"resourceVersion": "1", "continue": "t"}}),
-        FakeResponse({"items": [obj("b", "1")], "metadata": {"resourceVersion": "1"}}),
-        FakeResponse(events=[{"type": "ADDED", "object": obj("c", "2")},
-                             {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}}]),
-        FakeResponse(events=[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]),
-        FakeResponse({"items": [obj("c", "5")], "metadata": {"resourceVersion": "5"}}),
-        FakeResponse(events=[{"type": "DELETED", "object": obj("c", "6")}]),
-    ]
-
-    def lister(**query: Any) -> FakeResponse:
-        calls.append(("watch" if query.get("watch") else "list",
-                      query.get("resource_version") if query.get("watch") else query.get("_continue")))
-        if len(calls) > len(script):
-            stop.set()
-            raise AssertionError("the reflector asked for more than the script has")
-        return script[len(calls) - 1]
-
-    seen: list[tuple[str, list[str]]] = []
-
-    def apply(kind: str, item: dict[str, Any]) -> None:
-        seen.append((kind, [item["metadata"]["name"]]))
-        if kind == "DELETED":
-            stop.set()  # the end of the script
-
-    sink = reflector.Sink(
-        replace=lambda objects: seen.append(("replace", [o["metadata"]["name"] for o in objects])),
-        apply=apply, synced=lambda: seen.append(("synced", [])))
-    reflector.Reflector("pods", lister, sink=sink, stop=stop).run()
-
-    assert calls == [("list", None), ("list", "t"), ("watch", "1"), ("watch", "3"), ("list", None),
-                     ("watch", "5")]
-    assert seen == [("replace", ["a", "b"]), ("synced", []), ("ADDED", ["c"]), ("replace", ["c"]),
-                    ("DELETED", ["c"])]

@@ -7,7 +7,7 @@ marks) into a `world.World`, runs the loop, and checks placements and what the a
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from agents import assignment as agent_assignment
 from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import assignments, loop, world
-from federation.core import status
+from federation.core import placement, status
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
@@ -238,6 +238,35 @@ def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_
     assert all(p.placed == p.replicas for p in result.placements.values())
 
 
+@pytest.mark.parametrize(("replicas_a", "replicas_b", "replaced"), [
+    pytest.param(3, 3, 1, id="competing-b-is-placed-again"),
+    pytest.param(0, 3, 0, id="a-places-nothing-b-keeps-its-answer"),
+])
+def test_a_parallel_round_equals_placing_one_spread_after_the_other(
+    replicas_a: int, replicas_b: int, replaced: int
+) -> None:
+    clock = Clock()
+    together, one_by_one = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
+    batches: list[list[str]] = []
+
+    def parallel(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        batches.append([r.key for r in requests])  # every request built on the world before the round
+        return loop.answer_all(requests)
+
+    keys: set[str] = set()
+    for model in (together, one_by_one):
+        keys = add_spread(model, make_spread("a", subsets=TINY_THEN_BIG, strategy="Adaptive"),
+                          replicas=replicas_a)
+        keys |= add_spread(model, make_spread("b", subsets=TINY_THEN_BIG, strategy="Adaptive"),
+                           replicas=replicas_b)
+    result = loop.recompute(together, keys, now=clock(), place_batch=parallel)
+    for key in sorted(keys):
+        loop.recompute(one_by_one, [key], now=clock())
+    assert batches == [["shop/a", "shop/b"]]
+    assert result.replaced == replaced
+    assert together.placements == one_by_one.placements
+
+
 def test_running_pods_are_not_deducted_twice() -> None:
     clock = Clock()
     model = new_world(clock, {"tiny": 1, "big": 10})
@@ -397,3 +426,37 @@ def test_cluster_taint_cordons() -> None:
         taints=[common.Taint(key="cordon", effect="NoSchedule")],
     )
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 0, "aws": 2}
+
+
+# --- restart ----------------------------------------------------------------------------------------
+
+
+def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None:
+    clock = Clock()
+    before = new_world(clock, {"aws": 2})
+    before.upsert_cluster("dc1", labels={cluster.REGION_LABEL: "eu"})
+    before.inventory("dc1", pools(1, cpu="1"))  # room for one one-cpu pod
+    before.heartbeat("dc1")
+    spread = make_spread(subsets=TWO_SUBSETS, strategy="Adaptive")
+    keys = add_spread(before, spread, replicas=4)
+    run(before, keys, clock)
+    placed = before.placements["shop/web"].counts()
+    assert placed == {"onprem": {"dc1": 1}, "cloud": {"aws": 3}}
+    written = status.spread_status(placement=before.placements["shop/web"], spec=spread.spec, generation=1,
+                                   reports={}, marks=[], previous=None, now=clock())
+
+    clock.advance(30)  # the coordinator restarts; meanwhile dc1 grew to two 4-cpu nodes
+    after = world.World(clock, grace_from=clock())
+    for name, nodes in {"dc1": 2, "aws": 2}.items():  # listed and reported; no heartbeat yet
+        after.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
+        after.inventory(name, pools(nodes))
+    add_spread(after, spread.model_copy(update={"status": written}), replicas=4)
+    assert after.current_for("shop/web") == placed
+    result = run(after, {"shop/web"}, clock)
+    assert result.placements["shop/web"].counts() == placed  # nothing moves: dc1 would now take 3
+    assert after.seeded == {}
+    fresh = new_world(clock, {"dc1": 2, "aws": 2})
+    run(fresh, add_spread(fresh, spread, replicas=4), clock)
+    assert fresh.placements["shop/web"].counts() != placed  # what forgetting would have done
+    clock.advance(61)  # no agent came back within clusterLostSeconds of the restart
+    assert loop.failover(after).keys == {"shop/web"}

@@ -122,6 +122,89 @@ def test_stale_generation_is_refused_and_the_newer_kept(standin: standin_coordin
     assert agent.bookkeeping.assignment("shop/web").generation == 5  # type: ignore[union-attr]
 
 
+def test_stale_removal_on_the_same_stream_is_refused(standin: standin_coordinator.StandinCoordinator,
+                                                     agent: Agent) -> None:
+    standin.assign(CLUSTER, make_assignment(generation=5))
+    standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 5)
+    standin.send(CLUSTER, agent_pb2.CoordinatorMessage(removal=agent_pb2.SpreadRemoval(
+        spread="shop/web", generation=3)))
+    stale = standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 3)
+    assert stale.error == "stale removal generation 3; generation 5 kept"
+    assert agent.bookkeeping.assignment("shop/web").generation == 5  # type: ignore[union-attr]
+    assert agent.removed == []
+
+
+def test_spread_recreated_on_the_same_stream_after_its_removal_is_accepted(
+        standin: standin_coordinator.StandinCoordinator, agent: Agent) -> None:
+    standin.assign(CLUSTER, make_assignment(generation=5))
+    standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 5)
+    removal = standin.remove(CLUSTER, "shop/web")
+    assert standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == removal).error == ""
+    standin.assign(CLUSTER, make_assignment(generation=1, quotas=(4,)))  # a new object, same name
+    assert standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 1).error == ""
+    assert agent.bookkeeping.assignment("shop/web").quotas() == {"s0": 4}  # type: ignore[union-attr]
+
+
+def reconnect(standin: standin_coordinator.StandinCoordinator, agent: Agent) -> int:
+    """Stop the stand-in until the link notices, start it again; the mark before the new stream."""
+    standin.stop()
+    wait_until(standin, lambda: not agent.link.connected, "the link to notice the coordinator is gone")
+    return standin.mark(CLUSTER)
+
+
+def wait_acks(standin: standin_coordinator.StandinCoordinator, since: int, *, generation: int,
+              count: int) -> list[Any]:
+    """The first `count` Acks of `generation` after message index `since`."""
+    def probe() -> list[Any] | None:
+        acks = [m.ack for m in standin.messages(CLUSTER, "ack", since=since)
+                if m.ack.generation == generation]
+        return acks[:count] if len(acks) >= count else None
+    return standin.wait_for(probe, timeout=DEADLINE, what=f"{count} acks of generation {generation}")
+
+
+def test_spread_recreated_while_away_is_accepted_at_a_lower_generation(
+        standin: standin_coordinator.StandinCoordinator, agent: Agent) -> None:
+    standin.assign(CLUSTER, make_assignment(generation=5))
+    standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 5)
+    mark = reconnect(standin, agent)
+    # Deleted and re-created under the same name while the agent was away: generation 1 again.
+    standin.assign(CLUSTER, make_assignment(generation=1, quotas=(1,)))
+    standin.start()
+    hello = standin.wait_message(CLUSTER, "hello", since=mark)
+    assert [(a.spread, a.generation) for a in hello.applied] == [("shop/web", 5)]
+    ack = standin.wait_message(CLUSTER, "ack", since=mark, where=lambda a: a.spread == "shop/web")
+    assert (ack.generation, ack.error) == (1, "")
+    applied = agent.bookkeeping.assignment("shop/web")
+    assert applied is not None and (applied.generation, applied.quotas()) == (1, {"s0": 1})
+    assert [a.generation for a in agent.synced] == [5, 1]
+
+    # Within the new stream the guard holds again: 2 applied, then 1 is stale.
+    standin.assign(CLUSTER, make_assignment(generation=2, quotas=(2,)))
+    assert standin.wait_message(CLUSTER, "ack", since=mark, where=lambda a: a.generation == 2).error == ""
+    standin.send(CLUSTER, agent_pb2.CoordinatorMessage(
+        assignment=assignment_mod.to_proto(make_assignment(generation=1, quotas=(9,)))))
+    acks = wait_acks(standin, mark, generation=1, count=2)
+    assert acks[1].error == "stale generation 1; generation 2 kept"
+    assert agent.bookkeeping.assignment("shop/web").quotas() == {"s0": 2}  # type: ignore[union-attr]
+
+
+def test_removal_at_a_lower_generation_after_reconnect_is_accepted(
+        standin: standin_coordinator.StandinCoordinator, agent: Agent) -> None:
+    standin.assign(CLUSTER, make_assignment(generation=5))
+    standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 5)
+    mark = reconnect(standin, agent)
+    agent.link.synced.clear()
+    standin.start()
+    wait_until(standin, agent.link.synced.is_set, "ResyncComplete after the reconnect")
+    # A restarted coordinator that no longer knows the spread numbers its removal from 0 + 1.
+    standin.send(CLUSTER, agent_pb2.CoordinatorMessage(removal=agent_pb2.SpreadRemoval(
+        spread="shop/web", generation=1, reason="spread deleted")))
+    ack = standin.wait_message(CLUSTER, "ack", since=mark, where=lambda a: a.spread == "shop/web")
+    assert (ack.generation, ack.error) == (1, "")
+    assert agent.bookkeeping.assignment("shop/web") is None
+    assert agent.removed == [("shop/web", False)]
+
+
 def test_removal_forgets_the_spread(standin: standin_coordinator.StandinCoordinator, agent: Agent) -> None:
     standin.assign(CLUSTER, make_assignment())
     standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 1)

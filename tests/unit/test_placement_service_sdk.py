@@ -161,7 +161,9 @@ def test_explain_gives_caps_capacities_and_reasons(client: sdk.PlacementClient) 
     assert any("capacity" in r for r in onprem.reasons)
     gcp = next(c for c in eu.clusters if c.cluster == "gcp-eu")
     assert not gcp.ready and gcp.cordoned and gcp.reasons == ["not ready"]
-    assert gcp.free_capacity is None
+    assert gcp.free_capacity == 0  # its snapshot has no nodes
+    aws = next(c for c in eu.clusters if c.cluster == "aws-eu")
+    assert aws.free_capacity == 20  # 2 nodes x 10 pod slots, nothing requested yet
     assert why.reasons == []
 
 

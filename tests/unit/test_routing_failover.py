@@ -127,6 +127,16 @@ def test_never_heard_clusters_are_lost(tracker: failover.HeartbeatTracker) -> No
     assert tracker.newly_lost(after=LIMIT) == []  # nothing to move: it never had replicas
 
 
+def test_a_restarted_coordinator_counts_unheard_clusters_ready_for_one_limit(clock: Clock) -> None:
+    tracker = failover.HeartbeatTracker(clock, grace_from=clock())
+    clock.advance(60)
+    assert not tracker.lost("gcp-eu", after=LIMIT)  # as if it had beaten at the start
+    clock.advance(0.5)
+    assert tracker.lost("gcp-eu", after=LIMIT)  # its agent never came back: now it is lost
+    tracker.beat("gcp-eu")
+    assert not tracker.lost("gcp-eu", after=LIMIT)
+
+
 def test_each_spread_may_have_its_own_limit(clock: Clock, tracker: failover.HeartbeatTracker) -> None:
     tracker.beat("dc1")
     clock.advance(90)

@@ -34,12 +34,12 @@ def spec(index: int) -> spread_api.FederatedSpreadSpec:
     })
 
 
-def requests(count: int = 12) -> list[shards.PlaceRequest]:
+def requests(count: int = 12) -> list[loop.PlaceRequest]:
     snap = snapshot()
     out = []
     for i in range(count):
         marks = (placement.UnschedulableMark("cloud", "aws", NOW),) if i % 5 == 0 else ()
-        out.append(shards.PlaceRequest(
+        out.append(loop.PlaceRequest(
             key=f"shop/web-{i}", spec=spec(i), replicas=3 + i, snapshot=snap,
             shape=ONE_CPU if i % 3 else None, current={"onprem": {"dc1": 1}} if i % 2 else None,
             running={"onprem": {"dc1": 1}} if i % 2 else None, marks=marks, now=NOW,
@@ -84,7 +84,7 @@ def test_a_request_from_the_world_is_what_the_loop_would_place() -> None:
     loop.recompute(model, keys[:1], now=NOW)  # "a" placed: its pending pods are deducted for "b"
     entry = model.spread(keys[1])
     assert entry is not None
-    request = shards.request_for(model, entry, replicas=5, now=NOW)
+    request = loop.request_for(model, entry, replicas=5, now=NOW)
     assert request.key == keys[1]
     assert shards.LocalBackend().place_batch([request]) == [loop.place_one(model, entry, replicas=5, now=NOW)]
 

@@ -1,0 +1,186 @@
+"""One status pass: FederatedSpread, hub Deployment and MemberCluster statuses from the World.
+
+Why a module of its own: the statuses are what a person sees with `kubectl get` on the hub, and
+each has its own rules — computed under the facade's lock (so they describe one consistent
+World), written outside it (a slow apiserver must not stall placement), only when changed
+(`StatusWriter` compares first). The rules:
+
+- **FederatedSpread**: `core.status.spread_status` from the last placement, the agents' pod
+  counts and unschedulable marks. A spread whose latest spec failed validation keeps the
+  placement of its last valid spec (the World never saw the bad one) and shows `Valid=False`
+  with every problem, so the fix is one `kubectl describe` away.
+- **hub Deployment**: `status.replicas/readyReplicas/availableReplicas/updatedReplicas` summed over
+  the member Deployments as their agents report them (pod counts stand in for an agent that
+  reports none); a lost cluster counts for nothing, nobody can vouch for its pods.
+- **MemberCluster**: the Ready condition and heartbeat; rewritten when readiness changes, else at
+  most every `member_status_seconds` (heartbeats arrive every few seconds).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+import urllib3
+from kubernetes import client
+
+from federation.api import cluster as cluster_api
+from federation.api import common, problems
+from federation.api import spread as spread_api
+from federation.coordinator import agent_service, status_writer
+from federation.core import status as status_core
+
+log = logging.getLogger("fedspread.coordinator.status")
+
+Target = tuple[str, str, dict[str, int]]
+
+
+class StatusPass:
+    """Computes and writes statuses; remembers what it wrote (thread-safe)."""
+
+    def __init__(
+        self, coordinator: agent_service.Coordinator, writer: status_writer.StatusWriter, *,
+        agent_versions: Mapping[str, str], member_status_seconds: float,
+    ) -> None:
+        self.coordinator = coordinator
+        self.world = coordinator.world
+        self.writer = writer
+        self.agent_versions = agent_versions
+        self.member_status_seconds = member_status_seconds
+        self.members: set[str] = set()  # MemberClusters seen on the hub
+        self._lock = threading.Lock()
+        self._spread_status: dict[str, spread_api.FederatedSpreadStatus] = {}
+        self._member_status: dict[str, tuple[cluster_api.MemberClusterStatus, datetime.datetime]] = {}
+        self._invalid: dict[str, tuple[int | None, tuple[problems.Problem, ...]]] = {}
+
+    # --- what the hub watcher tells it -------------------------------------------------------
+
+    def spread_seen(self, key: str, *, generation: int | None, found: tuple[problems.Problem, ...]) -> None:
+        """A spread event: remember its problems (or that it has none now)."""
+        with self._lock:
+            if found:
+                self._invalid[key] = (generation, found)
+            else:
+                self._invalid.pop(key, None)
+
+    def spread_deleted(self, key: str) -> None:
+        """The spread is gone: forget its problems and what was written."""
+        with self._lock:
+            self._invalid.pop(key, None)
+            self._spread_status.pop(key, None)
+
+    def conditions(self, key: str) -> list[common.Condition]:
+        """The conditions last written for spread `key` (for the PlacementService)."""
+        with self._lock:
+            written = self._spread_status.get(key)
+        return list(written.conditions) if written is not None else []
+
+    # --- one pass -------------------------------------------------------------------------------
+
+    def run(self, now: datetime.datetime) -> None:
+        """Compute every status under the facade's lock, write them outside it."""
+        with self.coordinator.lock:
+            spreads = [self._spread_job(key, now=now) for key in sorted(self.world.placements)]
+            members = [self._member_job(name, now=now) for name in self.world.cluster_names()
+                       if name in self.members]
+        with self._lock:
+            invalid = dict(self._invalid)
+            placed = {key for key, _, _ in spreads}
+            for gone in set(self._spread_status) - placed - set(invalid):
+                del self._spread_status[gone]
+            previous = dict(self._spread_status)
+        jobs = {key: (new, target) for key, new, target in spreads}
+        for key, (generation, found) in invalid.items():
+            base, target = jobs.get(key, (previous.get(key), None))
+            jobs[key] = (status_core.invalid_spread_status(
+                base, generation=generation, problems=[str(p) for p in found], now=now), target)
+        for key in sorted(jobs):
+            new, target = jobs[key]
+            assert new is not None
+            if self._write(functools.partial(self.writer.write_spread, key, new), what="spread", key=key):
+                with self._lock:
+                    self._spread_status[key] = new
+            if target is not None:
+                namespace, name, fields = target
+                self._write(functools.partial(self.writer.write_deployment_status, namespace, name, fields),
+                            what="deployment", key=f"{namespace}/{name}")
+        for job in members:
+            if job is not None:
+                name, member = job
+                if self._write(functools.partial(self.writer.write_member_cluster, name, member),
+                               what="cluster", key=name):
+                    self._member_status[name] = (member, now)
+
+    def _spread_job(self, key: str, *, now: datetime.datetime) -> tuple[
+            str, spread_api.FederatedSpreadStatus, Target | None]:
+        entry, result = self.world.spread(key), self.world.placements[key]
+        assert entry is not None  # placements of deleted spreads are dropped by the same publish
+        reports: dict[str, dict[str, status_core.ClusterPods]] = {}
+        for subset, per_cluster in self.world.pods_for(key).items():
+            for name, pods in per_cluster.items():
+                reports.setdefault(name, {})[subset] = pods
+        with self._lock:
+            previous = self._spread_status.get(key)
+        new = status_core.spread_status(
+            placement=result, spec=entry.spec, generation=entry.spread.metadata.generation,
+            reports=reports, marks=self.world.marks_for(key), previous=previous, now=now)
+        target = None
+        if entry.replicas is not None:
+            fields = status_core.deployment_status(
+                self._member_workloads(key, reports, lost_after=entry.lost_after), replicas=entry.replicas)
+            target = (key.partition("/")[0], entry.spec.target_ref.name, fields)
+        return key, new, target
+
+    def _member_workloads(
+        self, key: str, reports: dict[str, dict[str, status_core.ClusterPods]], *,
+        lost_after: datetime.timedelta,
+    ) -> dict[str, status_core.WorkloadStatus]:
+        """Each ready cluster's member Deployment status for spread `key` (pod counts stand in)."""
+        reported = self.world.workloads_for(key)
+        found: dict[str, status_core.WorkloadStatus] = {}
+        for name in sorted(set(reported) | set(reports)):
+            if not self.world.ready(name, after=lost_after):
+                continue
+            pods = reports.get(name, {}).values()
+            found[name] = reported.get(name) or status_core.WorkloadStatus(
+                replicas=sum(p.active for p in pods), ready=sum(p.ready for p in pods),
+                available=sum(p.ready for p in pods), updated=sum(p.active for p in pods))
+        return found
+
+    def _member_job(self, name: str, *, now: datetime.datetime) -> tuple[
+            str, cluster_api.MemberClusterStatus] | None:
+        lost_after = datetime.timedelta(seconds=self.world.min_lost_seconds())
+        ready = self.world.ready(name, after=lost_after)
+        last = self.world.tracker.last(name)
+        old, written_at = self._member_status.get(name, (None, None))
+        previous = list(old.conditions) if old is not None else []
+        was_ready = any(c.type == "Ready" and c.status == "True" for c in previous)
+        if written_at is not None and was_ready == ready and \
+                now - written_at < datetime.timedelta(seconds=self.member_status_seconds):
+            return None
+        pools = self.world.snapshot_for("").clusters
+        nodes = sum(p.count for c in pools if c.name == name for p in c.node_pools)
+        conditions = status_core.member_cluster_conditions(
+            ready=ready, last_heartbeat=last, lost_after=lost_after, previous=previous, now=now)
+        return name, cluster_api.MemberClusterStatus(
+            conditions=conditions, last_heartbeat_time=last,
+            agent_version=self.agent_versions.get(name, ""),
+            capacity=cluster_api.CapacitySummary(nodes=nodes))
+
+    def _write(self, write: Callable[[], bool], *, what: str, key: str) -> bool:
+        """Run one status write; False (logged, quietly for a vanished object) when it failed."""
+        try:
+            write()
+            return True
+        except client.ApiException as error:
+            if error.status == 404:
+                log.debug("status target gone", extra={"kind": what, "key": key})
+            else:
+                log.warning("status write failed", extra={"kind": what, "key": key,
+                                                          "status": error.status, "reason": error.reason})
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            log.warning("status write failed", extra={"kind": what, "key": key, "error": str(error)[:200]})
+        return False

@@ -1,0 +1,1 @@
+"""Kubernetes plumbing shared by the coordinator and the agents (no fedspread logic)."""

@@ -1,0 +1,149 @@
+"""What coordinator tests do on the sandbox hub: Deployments, spreads, statuses, a coordinator.
+
+Why a module: the coordinator's tests all play the user's side of the hub (create a Deployment and
+a FederatedSpread, `kubectl scale`, edit, delete, read the status back) and run a coordinator
+process next to stand-in agents; one copy of those steps keeps each test about its scenario.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import socket
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import conftest
+from kubernetes import client
+
+from federation.api import cluster, common
+from federation.api import spread as spread_api
+from federation.coordinator import main as coordinator_main
+
+GROUP, VERSION = common.API_GROUP, common.API_VERSION
+HUB = "hub"
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def deployment(name: str, replicas: int, *, cpu: str = "100m") -> dict[str, Any]:
+    """A hub Deployment whose pods request `cpu`."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "app", "image": "nginx",
+                                                       "resources": {"requests": {"cpu": cpu}}}]}}},
+    }
+
+
+def spread_body(name: str, *, target: str, subsets: Sequence[dict[str, Any]], strategy: str = "Fixed",
+                lost_seconds: int | None = None) -> dict[str, Any]:
+    """A FederatedSpread for Deployment `target`."""
+    spec: dict[str, Any] = {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                            "subsets": list(subsets), "scheduleStrategy": {"type": strategy}}
+    if lost_seconds is not None:
+        spec["failover"] = {"clusterLostSeconds": lost_seconds}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "FederatedSpread", "metadata": {"name": name},
+            "spec": spec}
+
+
+class Hub:
+    """The user's side of the hub, in one namespace."""
+
+    def __init__(self, clusters: conftest.Clusters, namespace: str) -> None:
+        self.namespace = namespace
+        self.custom = clusters.custom(HUB)
+        self.apps = clusters.apps(HUB)
+
+    def create(self, deployment_body: dict[str, Any], spread: dict[str, Any]) -> str:
+        """Create the Deployment and the spread; returns the spread key."""
+        self.apps.create_namespaced_deployment(self.namespace, deployment_body)
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, spread_api.PLURAL, spread)
+        return f"{self.namespace}/{spread['metadata']['name']}"
+
+    def scale(self, name: str, replicas: int) -> None:
+        """`kubectl scale deploy/NAME --replicas=N` on the hub."""
+        self.apps.patch_namespaced_deployment_scale(name, self.namespace, {"spec": {"replicas": replicas}})
+
+    def patch_spread(self, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of the spread (an edit)."""
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, spread_api.PLURAL, name, patch,
+            _content_type="application/merge-patch+json")
+
+    def delete_spread(self, name: str) -> None:
+        """Delete the spread."""
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, spread_api.PLURAL, name)
+
+    def spread_status(self, name: str) -> dict[str, Any]:
+        """The spread's status as written ({} before the first write)."""
+        obj = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, spread_api.PLURAL, name)
+        assert isinstance(obj, dict)
+        found: dict[str, Any] = obj.get("status") or {}
+        return found
+
+    def condition(self, name: str, kind: str) -> dict[str, Any]:
+        """The spread's condition `kind` ({} when absent)."""
+        for item in self.spread_status(name).get("conditions") or []:
+            if item.get("type") == kind:
+                return dict(item)
+        return {}
+
+    def deployment_status(self, name: str) -> dict[str, Any]:
+        """The hub Deployment's status fields (snake_case, as the client models name them)."""
+        read = self.apps.read_namespaced_deployment_status(name, self.namespace)
+        found: dict[str, Any] = read.status.to_dict()
+        return found
+
+
+def member_ready(custom: client.CustomObjectsApi, name: str) -> str | None:
+    """The MemberCluster's Ready condition status ("True"/"False"), None when absent."""
+    try:
+        obj = custom.get_cluster_custom_object(GROUP, VERSION, cluster.PLURAL, name)
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item.get("type") == "Ready":
+            return str(item.get("status"))
+    return None
+
+
+def delete_member_clusters(custom: client.CustomObjectsApi, names: Sequence[str]) -> None:
+    """Delete MemberClusters a test registered (absent ones are fine)."""
+    for name in names:
+        try:
+            custom.delete_cluster_custom_object(GROUP, VERSION, cluster.PLURAL, name)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+
+
+@contextlib.contextmanager
+def running_coordinator(
+    sandbox: Any, clusters: conftest.Clusters, *, members: Sequence[str], **settings: Any
+) -> Iterator[coordinator_main.CoordinatorProcess]:
+    """A CoordinatorProcess (Ray shards on the session's Ray) on the sandbox hub, on a free port;
+    the `members` MemberClusters are deleted before and after."""
+    custom = clusters.custom(HUB)
+    delete_member_clusters(custom, members)
+    config = coordinator_main.CoordinatorConfig(
+        hub_kubeconfig=pathlib.Path(sandbox.hub.kubeconfig), listen=f"127.0.0.1:{free_port()}",
+        **{"heartbeat_seconds": 1.0, "status_seconds": 0.5, "tick_seconds": 0.25, **settings})
+    process = coordinator_main.CoordinatorProcess(config)
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+        delete_member_clusters(custom, members)
