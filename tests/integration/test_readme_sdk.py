@@ -1,0 +1,66 @@
+"""The README's SDK example runs as written against a live coordinator.
+
+Why: an example that drifted from the SDK is worse than none. The test takes the python block that
+follows `<!-- sdk-example -->` in README.md, substitutes only the coordinator's address and the
+spread's namespace (the sandbox hub is shared, so each test has its own namespace), runs it, and
+checks what it printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pathlib
+import re
+from typing import Any
+
+import conftest
+import hubside
+import waiting
+
+from tests.support import standin_agent
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+MARKER = "<!-- sdk-example -->"
+
+
+def sdk_example() -> str:
+    text = README.read_text()
+    assert MARKER in text, "README.md lost its SDK example marker"
+    found = re.search(r"```python\n(.*?)```", text[text.index(MARKER):], re.DOTALL)
+    assert found, "no python block after the SDK example marker"
+    return found.group(1)
+
+
+def test_the_readme_sdk_example_runs_as_written(
+        sandbox: Any, clusters: conftest.Clusters, namespace: str, local_ray: str) -> None:
+    members = [f"readme-{i}" for i in (1, 2)]
+    with hubside.running_coordinator(sandbox, clusters, members=members) as process:
+        target = f"127.0.0.1:{process.port}"
+        agents = [standin_agent.StandInAgent(target, name=name).start() for name in members]
+        try:
+            for agent in agents:
+                waiting.wait_for(agent.link.synced.is_set, timeout=60, message=f"{agent.name} not synced")
+            hub = hubside.Hub(clusters, namespace)
+            key = hub.create(hubside.deployment("web", 4), hubside.spread_body(
+                "web", target="web", subsets=[{"name": "first", "clusters": [members[0]], "maxReplicas": 3},
+                                              {"name": "rest", "clusters": [members[1]]}]))
+            waiting.wait_for(lambda: [a.replicas(key) for a in agents] == [3, 1], timeout=30,
+                             message=lambda: f"agents hold {[a.replicas(key) for a in agents]}")
+
+            code = sdk_example().replace("127.0.0.1:7443", target).replace('"shop/', f'"{namespace}/')
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(compile(code, "README.md (sdk example)", "exec"), {"__name__": "readme"})
+        finally:
+            for agent in agents:
+                agent.stop()
+    lines = printed.getvalue().splitlines()
+    assert lines[0] == f"{key}: 4 replicas {{'{members[0]}': 3, '{members[1]}': 1}}"
+    assert lines[1].startswith("first 3 3 ") and lines[3].startswith("rest no cap 1 ")
+    # 3 nodes x 40 pods of 100m cpu, less the 3 placed there and not running yet
+    assert f"    {members[0]} free capacity: 117" in lines
+    assert f"{members[0]} ready 3 nodes" in lines and f"{members[1]} ready 3 nodes" in lines
+    assert any(line.startswith("12 replicas over every cluster:") for line in lines)
+    assert f"now: {{'{members[0]}': 3, '{members[1]}': 1}}" in lines
+    assert lines[-1].startswith("not found:") and f"{namespace}/missing" in lines[-1]
