@@ -88,7 +88,7 @@ class Agent:
             raise
         core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
         self.cache = cache.Cache(core, apps)
-        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache)
+        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
                                                 heartbeat_seconds=settings.heartbeat_seconds)
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox,

@@ -19,7 +19,8 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        extras = [f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and v is not None]
+        extras = [f"{k}={v}" for k, v in vars(record).items()
+                  if k not in _STANDARD and not k.startswith("_") and v is not None]  # "_": libraries' own
         return f"{line} {' '.join(extras)}" if extras else line
 
 

@@ -12,6 +12,9 @@ Deployment carries the desired hash and replicas, nothing is sent; otherwise the
 read fresh and compared again before any write, so a lagging cache costs a read, never a write.
 Conflicts (409) and server errors are retried with tenacity (bounded, jittered).
 
+A spread's namespace that does not exist in the member is created (labelled
+`fedspread.io/created-by=agent`), as Karmada propagates namespaces; the agent never deletes one.
+
 Removal: `remove(spread)` for an explicit SpreadRemoval (`release(spread)` when the removal
 orphans the workload: it keeps running, unmanaged); `sync_once` also deletes Deployments it
 created (annotated with a spread key) whose assignment is gone — but only once the link has
@@ -39,6 +42,8 @@ LOG = logging.getLogger(__name__)
 Json = dict[str, Any]
 HASH_ANNOTATION = "fedspread.io/desired-hash"
 SPREAD_KEY_ANNOTATION = "fedspread.io/spread-key"
+NAMESPACE_LABEL = "fedspread.io/created-by"
+"""On namespaces the agent created for a spread's workload; they are never deleted by it."""
 KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
                     "progressDeadlineSeconds", "paused")
 KEPT_POD_METADATA = ("labels", "annotations")
@@ -114,8 +119,9 @@ class WorkloadSync:
     """Creates, updates and removes the member Deployments of assigned spreads."""
 
     def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
-                 synced: threading.Event | None = None) -> None:
+                 synced: threading.Event | None = None, core_api: Any = None) -> None:
         self._apps = apps_api
+        self._core = core_api  # creates a missing namespace when given
         self._books = books
         self._cache = cache
         self.synced = synced if synced is not None else threading.Event()
@@ -152,7 +158,7 @@ class WorkloadSync:
         except exceptions.ApiException as error:
             if error.status != 404:
                 raise
-            self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+            self._create(namespace, body)
             LOG.info("deployment created deployment=%s/%s replicas=%s",
                      namespace, name, body["spec"]["replicas"])
             return CREATED
@@ -165,6 +171,23 @@ class WorkloadSync:
         self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False)
         LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
         return UPDATED
+
+    def _create(self, namespace: str, body: Json) -> None:
+        """Create the Deployment; a namespace the member lacks is created first (as Karmada does)."""
+        try:
+            self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+            return
+        except exceptions.ApiException as error:
+            if error.status != 404 or self._core is None:
+                raise
+        try:
+            meta = {"name": namespace, "labels": {NAMESPACE_LABEL: "agent"}}
+            self._core.create_namespace({"metadata": meta}, _preload_content=False)
+            LOG.info("namespace created namespace=%s", namespace)
+        except exceptions.ApiException as error:
+            if error.status != 409:  # 409: created meanwhile
+                raise
+        self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
 
     def sync_once(self) -> dict[str, int]:
         """Apply every assignment, then prune orphans if allowed; outcome counts."""

@@ -21,6 +21,7 @@ import dataclasses
 import fractions
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -85,7 +86,7 @@ def agent(clusters: Clusters) -> Iterator[Agent]:
         clusters=clusters, books=books, box=box, cache=feed,
         reconciler=reconciler.Reconciler(core, books, box, feed, heartbeat_seconds=5.0),
         reporter=reporter.InventoryReporter(feed, box, heartbeat_seconds=5.0),
-        sync=workload.WorkloadSync(apps, books, feed), stop=threading.Event())
+        sync=workload.WorkloadSync(apps, books, feed, core_api=core), stop=threading.Event())
     try:
         assert feed.wait_synced(WAIT), "the cache never finished its first list of member-1"
         running.start("reconciler", running.reconciler.run)
@@ -241,6 +242,23 @@ def test_workload_sync_creates_updates_skips_and_removes(agent: Agent, namespace
     assert agent.sync.remove(web.spread) == 1
     wait_for(lambda: read_deployment(agent, namespace, "web") is None, timeout=WAIT,
              message="the removed spread's Deployment still exists")
+
+
+def test_workload_sync_creates_the_namespace_the_member_lacks(agent: Agent) -> None:
+    missing = f"t-{uuid.uuid4().hex[:10]}"  # exists in no cluster
+    core = agent.clusters.core(MEMBER)
+    web = spread_of(missing, "web", {"a": 1}, template=hub_deployment("web"))
+    agent.books.set_assignment(web)
+    agent.start_workload_sync()
+    try:
+        wait_for(lambda: read_deployment(agent, missing, "web"), timeout=WAIT,
+                 message=f"no Deployment web in the namespace {missing} the member lacked")
+        labels = core.read_namespace(missing).metadata.labels
+        assert labels[workload.NAMESPACE_LABEL] == "agent"
+    finally:
+        agent.books.remove_assignment(web.spread)
+        agent.sync.remove(web.spread)
+        core.delete_namespace(missing, propagation_policy="Background")
 
 
 def test_orphan_deployment_kept_until_assignments_synced(agent: Agent, namespace: str) -> None:
