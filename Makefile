@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: test lint typecheck unit integration sandbox-bin crds protos clean
+.PHONY: test demo lint typecheck unit integration sandbox-bin crds protos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml
 ## contracts and the whole test suite (unit + integration on real Kubernetes)
 test: $(STAMP) lint typecheck sandbox-bin
 	$(BIN)/pytest
+
+## demo: install, build the sandbox binaries the first time, run `fedspread demo` (a hub, dc1,
+## aws-eu, gcp-eu, the coordinator and an agent each). Options: make demo ARGS="--keep"
+demo: $(STAMP) sandbox-bin
+	$(BIN)/fedspread demo $(ARGS)
 
 ## sandbox-bin: build and cache kube-apiserver/-controller-manager/-scheduler (~6 min, once)
 sandbox-bin: $(STAMP)

@@ -16,6 +16,7 @@ from agents import cli as agent_cli
 from federation import cli_get, cli_simulate
 from federation.api import crd
 from federation.coordinator import cli as coordinator_cli
+from federation.demo import cli as demo_cli
 from federation.sandbox import cli as sandbox_cli
 
 
@@ -35,6 +36,7 @@ main.add_command(sandbox_cli.sandbox_group)
 main.add_command(agent_cli.agent_command)
 main.add_command(cli_get.get_group)
 main.add_command(coordinator_cli.coordinator_command)
+main.add_command(demo_cli.demo_command)
 
 
 @main.command("crds")

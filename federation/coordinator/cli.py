@@ -23,10 +23,12 @@ def _fail(message: str) -> NoReturn:
 
 
 @click.command("coordinator")
-@click.option("--hub-kubeconfig", required=True, metavar="FILE",
+@click.option("--hub-kubeconfig", metavar="FILE", default=None,
               type=click.Path(dir_okay=False, path_type=pathlib.Path),
               help="Kubeconfig of the hub cluster, where FederatedSpreads, MemberClusters and the "
-                   "target Deployments live (the sandbox writes one: `fedspread sandbox up`).")
+                   "target Deployments live (the sandbox writes one: `fedspread sandbox up`). "
+                   "Default: the in-cluster service account, when the coordinator runs in a pod "
+                   "of the hub (deploy/coordinator).")
 @click.option("--ray-address", metavar="ADDRESS", default=None,
               help="Join an existing Ray cluster (e.g. ray://head:10001 for KubeRay, or a head's "
                    "host:6379) instead of starting a local Ray in this process.")
@@ -45,7 +47,7 @@ def _fail(message: str) -> NoReturn:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
               help="Least severe log level printed.")
-def coordinator_command(*, hub_kubeconfig: pathlib.Path, ray_address: str | None, no_ray: bool,
+def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, ray_address: str | None, no_ray: bool,
                         spread_shards: int, cluster_shards: int, listen: str, heartbeat_seconds: float,
                         log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
@@ -65,6 +67,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path, ray_address: str | None
     Example, against the sandbox (`fedspread sandbox up`):
       fedspread coordinator --hub-kubeconfig ~/.cache/fedspread/sandbox/hub/kubeconfig \\
           --listen 127.0.0.1:7443
+    In a pod of the hub (deploy/coordinator), leave out --hub-kubeconfig: the pod's
+    service account is used.
     """
     logs.configure(log_level)
     host, sep, port = listen.rpartition(":")

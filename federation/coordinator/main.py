@@ -65,7 +65,8 @@ class CoordinatorError(Exception):
 class CoordinatorConfig:
     """Everything `fedspread coordinator` takes from its command line."""
 
-    hub_kubeconfig: pathlib.Path
+    hub_kubeconfig: pathlib.Path | None
+    """None: the pod's in-cluster service account (the coordinator runs in the hub)."""
     listen: str = "0.0.0.0:7443"
     use_ray: bool = True
     ray_address: str | None = None
@@ -84,8 +85,19 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def hub_client(kubeconfig: pathlib.Path) -> client.ApiClient:
-    """An ApiClient for the hub; CoordinatorError naming the file when it cannot be loaded."""
+def hub_client(kubeconfig: pathlib.Path | None) -> client.ApiClient:
+    """An ApiClient for the hub from `kubeconfig`, or without one from the pod's service account
+    (deploy/coordinator runs the coordinator in the hub); CoordinatorError saying what failed."""
+    if kubeconfig is None:
+        settings = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=settings)
+        except Exception as error:  # not in a pod, or its token/CA files are missing
+            why = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            raise CoordinatorError(
+                f"no --hub-kubeconfig given and no in-cluster service account to use instead "
+                f"({why}); outside a pod of the hub, give --hub-kubeconfig FILE") from None
+        return client.ApiClient(settings)
     if not kubeconfig.is_file():
         raise CoordinatorError(f"hub kubeconfig {kubeconfig}: no such file")
     try:

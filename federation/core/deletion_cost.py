@@ -32,8 +32,10 @@ import functools
 import re
 from collections import abc
 
+from federation.api import common
+
 ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-SUBSET_ANNOTATION = "fedspread.io/subset"
+SUBSET_ANNOTATION = common.SUBSET_ANNOTATION
 
 # Phases the ReplicaSet controller does not count as active replicas (FilterActivePods).
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

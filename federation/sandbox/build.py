@@ -8,6 +8,12 @@ so it is replaced by Debian's packaged copy. The build takes minutes, once; the 
 under ~/.cache/fedspread/kube-<version>/ and every later run is instant. `FEDSPREAD_KUBE_BIN`
 points at binaries from anywhere else (envtest's, say) and skips all of this.
 
+kubectl comes from the same place for the same reason: the tests render `deploy/` with
+`kubectl kustomize` and must not depend on a kubectl somebody installed by hand (or on its
+kustomize version). Debian's `kubernetes-client` binary package of the same version is downloaded
+(not installed) and its `usr/bin/kubectl` extracted into the cache next to the control plane; a
+cache built before kubectl was added only gets kubectl, without a rebuild.
+
 The apt source entries are derived from the machine's own Debian sources file in a private apt
 configuration, so nothing of the host's apt setup changes and no mirror host name is in our files.
 """
@@ -27,6 +33,8 @@ import time
 from collections.abc import Callable, Sequence
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+KUBECTL = "kubectl"
+CLIENT_PACKAGE = "kubernetes-client"
 APT_PACKAGES = ("golang-go", "etcd-server", "golang-github-modern-go-reflect2-dev", "dpkg-dev", "rsync")
 DEBIAN_SOURCES = pathlib.Path("/etc/apt/sources.list.d/debian.sources")
 DEBIAN_SOURCES_LIST = pathlib.Path("/etc/apt/sources.list")
@@ -114,14 +122,19 @@ def _installed(package: str) -> bool:
     return result.returncode == 0 and "install ok installed" in result.stdout
 
 
-def source_entries(path: pathlib.Path | None = None) -> str:
-    """deb-src entries derived from a Debian sources file: `path` (deb822 if it ends in .sources,
-    else one-line), by default the machine's own."""
+def _sources_file(path: pathlib.Path | None, what: str) -> pathlib.Path:
     if path is None:
         path = next((p for p in (DEBIAN_SOURCES, DEBIAN_SOURCES_LIST) if p.exists()), None)
     if path is None or not path.exists():
         raise BuildError(f"no Debian sources file ({path or f'{DEBIAN_SOURCES} or {DEBIAN_SOURCES_LIST}'}) "
-                         "to derive deb-src from")
+                         f"to derive {what} from")
+    return path
+
+
+def source_entries(path: pathlib.Path | None = None) -> str:
+    """deb-src entries derived from a Debian sources file: `path` (deb822 if it ends in .sources,
+    else one-line), by default the machine's own."""
+    path = _sources_file(path, "deb-src")
     if path.suffix == ".sources":
         return re.sub(r"(?m)^Types:\s*deb\s*$", "Types: deb-src", path.read_text())
     lines = [line.replace("deb ", "deb-src ", 1) for line in path.read_text().splitlines()
@@ -129,12 +142,25 @@ def source_entries(path: pathlib.Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _apt_options(workdir: pathlib.Path) -> list[str]:
-    parts = workdir / "apt"
+def binary_entries(path: pathlib.Path | None = None) -> str:
+    """deb (binary package) entries of a Debian sources file, by default the machine's own: the
+    same archives as `source_entries`, for `apt-get download`."""
+    path = _sources_file(path, "deb entries")
+    if path.suffix == ".sources":
+        return re.sub(r"(?m)^Types:.*$", "Types: deb", path.read_text())
+    lines = [line for line in path.read_text().splitlines() if line.startswith("deb ")]
+    return "\n".join(lines) + "\n"
+
+
+def _apt_options(workdir: pathlib.Path, *, binary: bool = False) -> list[str]:
+    """apt-get options for a private configuration under `workdir`: deb-src entries, or with
+    `binary` deb entries, derived from the machine's sources; the host's apt state is not touched."""
+    parts = workdir / ("apt-bin" if binary else "apt")  # apart: an update drops the other's lists
     for sub in ("sources.list.d", "lists/partial", "cache/archives/partial"):
         (parts / sub).mkdir(parents=True, exist_ok=True)
     suffix = ".sources" if DEBIAN_SOURCES.exists() else ".list"
-    (parts / "sources.list.d" / f"fedspread-src{suffix}").write_text(source_entries())
+    entries = binary_entries() if binary else source_entries()
+    (parts / "sources.list.d" / f"fedspread-{'bin' if binary else 'src'}{suffix}").write_text(entries)
     return [
         "-o", "Dir::Etc::SourceList=/dev/null",
         "-o", f"Dir::Etc::SourceParts={parts / 'sources.list.d'}",
@@ -200,8 +226,62 @@ def compile_binaries(tree: pathlib.Path, report: Report, *, log: pathlib.Path) -
     return tree / "_output" / "bin"
 
 
+def _client_binary(unpacked: pathlib.Path) -> pathlib.Path:
+    """usr/bin/kubectl inside an extracted package, following a symlink inside the tree."""
+    found = unpacked / "usr" / "bin" / KUBECTL
+    seen = 0
+    while found.is_symlink() and seen < 8:
+        link = pathlib.Path(os.readlink(found))
+        found = unpacked / link.relative_to("/") if link.is_absolute() else found.parent / link
+        seen += 1
+    if not found.is_file():
+        raise BuildError(f"Debian's {CLIENT_PACKAGE} package holds no usr/bin/{KUBECTL}")
+    return found
+
+
+def fetch_kubectl(target: pathlib.Path, report: Report, *, version: str | None = None) -> pathlib.Path:
+    """Put kubectl from Debian's kubernetes-client package (`version` when the archive still has
+    it, else its current one) into the directory `target`; return its path. Nothing is installed:
+    the package is downloaded through the private apt configuration and extracted."""
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fedspread-kubectl-", dir=cache_root()) as scratch:
+        workdir = pathlib.Path(scratch)
+        options = _apt_options(workdir, binary=True)
+        report(f"fetching kubectl from Debian's {CLIENT_PACKAGE} package (about 8 MB)")
+        _run(["apt-get", *options, "update", "-qq"], what="apt-get update (deb)")
+        download = workdir / "download"
+        download.mkdir()
+        wanted = [f"{CLIENT_PACKAGE}={version}", CLIENT_PACKAGE] if version else [CLIENT_PACKAGE]
+        for spec in wanted:
+            try:
+                _run(["apt-get", *options, "download", spec], cwd=download, what=f"apt-get download {spec}")
+                break
+            except BuildError:
+                if spec == wanted[-1]:
+                    raise
+                report(f"{spec} is no longer in the archive; taking its current {CLIENT_PACKAGE}")
+        deb = next(download.glob(f"{CLIENT_PACKAGE}_*.deb"), None)
+        if deb is None:
+            raise BuildError(f"apt-get download gave no {CLIENT_PACKAGE} .deb file")
+        unpacked = workdir / "unpacked"
+        _run(["dpkg-deb", "-x", str(deb), str(unpacked)], what=f"dpkg-deb -x {deb.name}")
+        target.mkdir(parents=True, exist_ok=True)
+        partial = target / f"{KUBECTL}.partial"
+        shutil.copyfile(_client_binary(unpacked), partial)
+        partial.chmod(0o755)
+        partial.replace(target / KUBECTL)
+    report(f"kubectl {deb.name.split('_')[1]} cached in {target}")
+    return target / KUBECTL
+
+
+def _version_of(kube_bin: pathlib.Path) -> str | None:
+    """The Debian version a cached build came from (its directory is kube-<version>/bin)."""
+    name = kube_bin.parent.name
+    return name.removeprefix("kube-") if name.startswith("kube-") else None
+
+
 def build(report: Report) -> pathlib.Path:
-    """Build the binaries into the cache and return the cache's bin directory."""
+    """Build the binaries (and fetch kubectl) into the cache and return the cache's bin directory."""
     _check_host()
     ensure_packages(report)
     cache_root().mkdir(parents=True, exist_ok=True)
@@ -216,6 +296,7 @@ def build(report: Report) -> pathlib.Path:
         staging.mkdir(parents=True)
         for name in BINARIES:
             shutil.copy2(built / name, staging / name)
+        fetch_kubectl(staging, report, version=version)
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     report(f"cached in {target}")
@@ -229,9 +310,15 @@ def _etcd() -> pathlib.Path:
     return pathlib.Path(found)
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def ensure(report: Report | None = None) -> Toolset:
-    """The sandbox's executables: FEDSPREAD_KUBE_BIN, else the cache, else a fresh build."""
-    say: Report = report or (lambda line: print(line, file=sys.stderr, flush=True))
+    """The sandbox's executables: FEDSPREAD_KUBE_BIN, else the cache, else a fresh build.
+
+    A cached build without kubectl (made before kubectl was cached) gets kubectl only."""
+    say: Report = report or _stderr
     given = os.environ.get(ENV_BIN)
     if given:
         directory = pathlib.Path(given)
@@ -239,10 +326,34 @@ def ensure(report: Report | None = None) -> Toolset:
             raise BuildError(f"{ENV_BIN}={given} must hold executable {', '.join(BINARIES)}")
         return Toolset(kube_bin=directory, etcd=_etcd())
     cached = cached_binaries()
-    if cached is not None and shutil.which("etcd"):
-        return Toolset(kube_bin=cached, etcd=_etcd())
     if cached is None:
         cached = build(say)
-    else:
+    elif not shutil.which("etcd"):
         ensure_packages(say)
+    if not os.access(cached / KUBECTL, os.X_OK):
+        _check_host()
+        fetch_kubectl(cached, say, version=_version_of(cached))
     return Toolset(kube_bin=cached, etcd=_etcd())
+
+
+def kubectl(report: Report | None = None) -> pathlib.Path:
+    """The kubectl fedspread runs (tests render deploy/ with it; never one found on PATH).
+
+    `FEDSPREAD_KUBE_BIN`'s kubectl when that is set; else the cached one, fetched into the cached
+    build if missing. Without a cached build it does not start a build behind the caller's back:
+    BuildError says to run `fedspread sandbox build` (`make test` does)."""
+    given = os.environ.get(ENV_BIN)
+    if given:
+        path = pathlib.Path(given) / KUBECTL
+        if not os.access(path, os.X_OK):
+            raise BuildError(f"{ENV_BIN}={given} holds no executable {KUBECTL} "
+                             "(envtest's binaries include one; or put Kubernetes' own there)")
+        return path
+    cached = cached_binaries()
+    if cached is None:
+        raise BuildError(f"no cached Kubernetes build with {KUBECTL} under {cache_root()}: run "
+                         f"`fedspread sandbox build` once (`make test` does), or set {ENV_BIN}")
+    if not os.access(cached / KUBECTL, os.X_OK):
+        _check_host()
+        fetch_kubectl(cached, report or _stderr, version=_version_of(cached))
+    return cached / KUBECTL

@@ -1,0 +1,111 @@
+"""`fedspread demo`: the whole federation on this machine, and the story of one workload on it.
+
+Why a command and not a script: `make demo` is the first thing a newcomer runs, on a fresh
+machine; it must build what is missing (the sandbox binaries, with progress), start every part as
+its own process, show what happens, and leave nothing behind — also after Ctrl-C or a failure.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import signal
+import sys
+import threading
+from typing import NoReturn
+
+import click
+
+from federation import logs
+from federation.demo import environment, story, view
+from federation.sandbox import launcher
+
+DEFAULT_DIR = pathlib.Path.home() / ".cache" / "fedspread" / "demo"
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def _usage(federation: environment.Federation) -> str:
+    hub = federation.kubeconfig("hub")
+    lines = [
+        "The federation keeps running. Try, in another terminal:",
+        f"  export KUBECONFIG={hub}",
+        f"  kubectl get federatedspreads,deployments -n {story.NAMESPACE}",
+        f"  kubectl scale deployment/{story.NAME} -n {story.NAMESPACE} --replicas=9",
+        f"  fedspread get placement {story.KEY} --coordinator {federation.coordinator_address}",
+        f"  fedspread get clusters --coordinator {federation.coordinator_address}",
+        "  python - <<'EOF'",
+        "  from federation.sdk import PlacementClient",
+        f"  with PlacementClient(\"{federation.coordinator_address}\") as client:",
+        f"      print(client.placement(\"{story.KEY}\").clusters)",
+        "  EOF",
+        *(f"  KUBECONFIG={federation.kubeconfig(m.name)} kubectl get pods -n {story.NAMESPACE}   # {m.name}"
+          for m in federation.members),
+        f"Logs: {federation.logs}. Press Ctrl-C to tear everything down.",
+    ]
+    return "\n".join(lines)
+
+
+@click.command("demo")
+@click.option("--members", default=3, show_default=True, type=click.IntRange(2, environment.MAX_MEMBERS),
+              help="Member clusters: dc1 (on-premises, small) and the eu clusters aws-eu, gcp-eu, ...")
+@click.option("--non-interactive", is_flag=True,
+              help="Print each step as one JSON line on stdout (progress on stderr) instead of live tables.")
+@click.option("--keep", is_flag=True,
+              help="After the story, keep the federation running and print how to use kubectl and the "
+                   "SDK against it; Ctrl-C tears it down.")
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True,
+              type=click.Path(file_okay=False, path_type=pathlib.Path),
+              help="Where the sandbox state and every process's log go (emptied first).")
+def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: pathlib.Path) -> None:
+    """Run the whole federation on this machine and show one workload spreading over it.
+
+    \b
+    Starts a sandbox hub and member clusters (real kube-apiserver, controller-manager and
+    scheduler; simulated nodes), the coordinator with a local Ray, and one agent per member, each
+    its own process. Then, with examples/demo/web.yaml:
+      1. applies the spread: dc1 first (at most 6 replicas), then the eu region, Adaptive;
+      2. scales the hub Deployment to 12: dc1 fills up, the rest overflows to eu;
+      3. scales down to 5: the eu replicas go first;
+      4. stops one eu agent: after 10 s its replicas fail over to the other eu clusters.
+    and tears everything down (unless --keep). The first run builds the sandbox binaries
+    (several minutes, with progress).
+    """
+    logs.configure("warning")
+    shown: view.View = view.JsonLinesView() if non_interactive else view.TerminalView()
+    signal.signal(signal.SIGTERM, _interrupt)
+    launcher.down(directory / "sandbox", remove=True)  # a previous demo's leftovers, if any
+    federation = environment.Federation(directory, members=members, report=shown.note)
+    failure = ""
+    try:
+        federation.start()
+        shown.note(f"federation up: hub + {', '.join(m.name for m in federation.members)}; "
+                   f"coordinator at {federation.coordinator_address}")
+        told = story.Story(federation)
+        try:
+            for done in told.steps(shown.progress):
+                shown.step(done)
+        finally:
+            told.close()
+        if keep:
+            shown.close()
+            shown.note(_usage(federation))
+            threading.Event().wait()
+    except KeyboardInterrupt:
+        failure = "interrupted"
+    except (environment.DemoError, launcher.SandboxError, TimeoutError) as error:
+        failure = str(error)
+    finally:
+        shown.close()
+        shown.note("tearing down")
+        federation.close()
+    if failure:
+        _fail(f"{failure} (everything was stopped; logs in {federation.logs})")
+    shown.note("done: every process stopped")
+
+
+def _interrupt(*_: object) -> NoReturn:
+    """SIGTERM behaves as Ctrl-C: tear down, then exit."""
+    raise KeyboardInterrupt

@@ -1,0 +1,236 @@
+"""A whole federation on this machine: sandbox control planes, the coordinator, an agent per member.
+
+Why a module of its own: `fedspread demo`, the end-to-end tests and the examples test all need the
+same federation a user would run — every part its own process, talking over the real wire — and
+all need it torn down completely, also after Ctrl-C or a failed step. `Federation` starts it in
+order (sandbox, coordinator, agents; each waited for), remembers every process it started, and
+`close()` stops them in reverse order. Agents can be stopped and started again (failover).
+
+The members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then `aws-eu`,
+`gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from federation.api import cluster
+from federation.sandbox import hubsetup, launcher, nodesim, state
+
+Report = Callable[[str], None]
+EU_NAMES = ("aws-eu", "gcp-eu", "azure-eu", "ovh-eu", "ionos-eu")
+MAX_MEMBERS = 1 + len(EU_NAMES)
+START_TIMEOUT = 120.0
+
+
+class DemoError(RuntimeError):
+    """The federation could not start; the message says which part and where its log is."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberPlan:
+    """One member cluster of the demo: its name, region and nodes."""
+
+    name: str
+    region: str
+    nodes: int
+    cpu: str
+
+    def profile(self) -> list[nodesim.NodeGroup]:
+        """The node simulator's profile: `nodes` identical nodes labelled with the region."""
+        allocatable = {"cpu": self.cpu, "memory": "16Gi", "pods": "110"}
+        return [nodesim.NodeGroup(prefix=f"{self.name}-node", count=self.nodes, allocatable=allocatable,
+                                  labels={"type": "worker", "topology.kubernetes.io/region": self.region})]
+
+
+def plan(members: int) -> list[MemberPlan]:
+    """dc1 and `members - 1` eu clusters."""
+    if not 2 <= members <= MAX_MEMBERS:
+        raise ValueError(f"the demo runs 2 to {MAX_MEMBERS} members, not {members}")
+    return [MemberPlan("dc1", "onprem", nodes=2, cpu="2"),
+            *(MemberPlan(name, "eu", nodes=3, cpu="4") for name in EU_NAMES[:members - 1])]
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def fedspread_command(*args: str) -> list[str]:
+    """`fedspread ARGS` with this interpreter (works without the console script on PATH)."""
+    return [sys.executable, "-m", "federation.cli", *args]
+
+
+class Process:
+    """One child process, its output in a log file, stopped with SIGTERM (then SIGKILL)."""
+
+    def __init__(self, name: str, argv: Sequence[str], *, log: pathlib.Path) -> None:
+        self.name, self.argv, self.log = name, list(argv), log
+        with log.open("ab") as out:
+            self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 15) -> str:
+        """The last lines of its log."""
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, *, timeout: float = 20.0) -> None:
+        """SIGTERM, wait, then SIGKILL the whole process group."""
+        if self.popen.poll() is not None:
+            return
+        try:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
+        except ProcessLookupError:
+            pass
+
+
+class Federation:
+    """Sandbox + coordinator + agents under `directory`; use as a context manager or call close()."""
+
+    def __init__(self, directory: pathlib.Path, *, members: int = 3, report: Report = lambda _: None,
+                 heartbeat_seconds: float = 1.0) -> None:
+        self.directory = directory
+        self.members = plan(members)
+        self.report = report
+        self.heartbeat_seconds = heartbeat_seconds
+        self.sandbox: state.SandboxState | None = None
+        self.coordinator: Process | None = None
+        self.coordinator_address = f"127.0.0.1:{free_port()}"
+        self.agents: dict[str, Process] = {}
+        self.stopped: set[str] = set()
+        """Members whose agent was stopped on purpose (`stop_agent`)."""
+        self.logs = directory / "logs"
+
+    def __enter__(self) -> Federation:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- start ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Sandbox, then the coordinator, then every agent; DemoError (everything stopped) on failure."""
+        try:
+            self.logs.mkdir(parents=True, exist_ok=True)
+            self.sandbox = launcher.up(
+                self.directory / "sandbox", members=[m.name for m in self.members],
+                profiles={m.name: m.profile() for m in self.members}, crds=hubsetup.bundled_crds(),
+                report=self.report)
+            self.report("starting the coordinator (and a local Ray)")
+            self.coordinator = Process("coordinator", fedspread_command(
+                "coordinator", "--hub-kubeconfig", self.sandbox.hub.kubeconfig,
+                "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds)),
+                log=self.logs / "coordinator.log")
+            self._wait_serving()
+            for member in self.members:
+                self.start_agent(member.name)
+            self._wait_agents()
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_serving(self) -> None:
+        """Until the coordinator answers ListClusters (Ray started, hub listed)."""
+        from federation import sdk
+
+        assert self.coordinator is not None
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self.coordinator.alive():
+                raise DemoError(f"the coordinator exited; its log ({self.coordinator.log}) ends:\n"
+                                f"{self.coordinator.tail()}")
+            try:
+                with sdk.PlacementClient(self.coordinator_address, timeout=2.0) as client:
+                    client.clusters()
+                return
+            except sdk.CoordinatorUnavailable:
+                time.sleep(0.5)
+        raise DemoError(f"the coordinator did not serve within {START_TIMEOUT:.0f} s; "
+                        f"see {self.coordinator.log}")
+
+    def _wait_agents(self) -> None:
+        """Until the coordinator hears every agent and holds its inventory (nodes)."""
+        from federation import sdk
+
+        deadline = time.monotonic() + START_TIMEOUT
+        wanted = {m.name: m.nodes for m in self.members}
+        with sdk.PlacementClient(self.coordinator_address, timeout=5.0) as client:
+            while time.monotonic() < deadline:
+                heard = {c.name: c.node_count for c in client.clusters() if c.ready}
+                if heard == wanted:
+                    return
+                failed = self.failed()
+                if failed:
+                    raise DemoError("an agent exited:\n" + "\n".join(failed))
+                time.sleep(0.5)
+        raise DemoError(f"not every agent connected within {START_TIMEOUT:.0f} s; see {self.logs}")
+
+    def member(self, name: str) -> MemberPlan:
+        """The member called `name`."""
+        return next(m for m in self.members if m.name == name)
+
+    def start_agent(self, name: str) -> None:
+        """Start (or restart) the agent of member `name`."""
+        assert self.sandbox is not None
+        member, record = self.member(name), self.sandbox.cluster(name)
+        self.report(f"starting the agent of {name}")
+        self.stopped.discard(name)
+        self.agents[name] = Process(f"agent-{name}", fedspread_command(
+            "agent", "--cluster", name, "--kubeconfig", record.kubeconfig,
+            "--coordinator", self.coordinator_address, "--webhook-port", "0", "--metrics-port", "0",
+            "--label", f"{cluster.REGION_LABEL}={member.region}",
+            "--heartbeat-seconds", str(self.heartbeat_seconds), "--deregister-on-exit"),
+            log=self.logs / f"agent-{name}.log")
+
+    def stop_agent(self, name: str) -> None:
+        """Stop member `name`'s agent (its cluster goes silent)."""
+        agent = self.agents.get(name)
+        if agent is not None:
+            self.report(f"stopping the agent of {name}")
+            self.stopped.add(name)
+            agent.stop()
+
+    def kubeconfig(self, name: str) -> str:
+        """The kubeconfig of cluster `name` ("hub" or a member)."""
+        assert self.sandbox is not None
+        return self.sandbox.cluster(name).kubeconfig
+
+    def failed(self) -> list[str]:
+        """Processes that exited on their own, with the end of their logs."""
+        running = [a for name, a in self.agents.items() if name not in self.stopped]
+        found = [p for p in [self.coordinator, *running] if p is not None and not p.alive()]
+        return [f"{p.name} exited ({p.log}):\n{p.tail()}" for p in found]
+
+    # --- stop ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the agents, the coordinator (and its Ray), then the sandbox. Safe to call twice."""
+        for agent in self.agents.values():
+            agent.stop()
+        if self.coordinator is not None:
+            self.coordinator.stop(timeout=30.0)
+        if (self.directory / "sandbox" / state.STATE_FILE).exists():
+            launcher.down(self.directory / "sandbox", remove=False)
