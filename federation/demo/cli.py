@@ -69,7 +69,8 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
       1. applies the spread: dc1 first (at most 6 replicas), then the eu region, Adaptive;
       2. scales the hub Deployment to 12: dc1 fills up, the rest overflows to eu;
       3. scales down to 5: the eu replicas go first;
-      4. stops one eu agent: after 10 s its replicas fail over to the other eu clusters.
+      4. stops one eu agent: after 10 s its replicas fail over to the other eu clusters;
+      5. starts that agent again: its old pods go, nothing flaps back;
     and tears everything down (unless --keep). The first run builds the sandbox binaries
     (several minutes, with progress).
     """

@@ -199,3 +199,10 @@ class Story:
         yield step(4, f"the agent of {victim} stops",
                    f"after clusterLostSeconds (10 s) {victim} is not ready and its replicas move to the "
                    f"other eu clusters (its old pods keep running until its agent returns).", seen)
+
+        self.federation.start_agent(victim)
+        seen = self.wait(lambda o: o.ready.get(victim, False) and o.settled(replicas=5),
+                         what=f"{victim} back", observer=observer)
+        yield step(5, f"the agent of {victim} returns",
+                   f"{victim} is ready again; its agent scales its old pods away and nothing flaps back: "
+                   "new replicas would go to it first again only when the spread's order says so.", seen)

@@ -14,6 +14,7 @@ import pytest
 import ray
 from kubernetes import client, config
 
+from federation.demo import environment
 from federation.sandbox import hubsetup, launcher, nodesim, state
 
 MEMBERS = ("member-1", "member-2")
@@ -104,3 +105,12 @@ def local_ray() -> Iterator[str]:
         yield address
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[environment.Federation]:
+    """The demo's federation — hub, dc1, aws-eu, gcp-eu, the coordinator and an agent per member,
+    each its own process — for end-to-end tests. Tests leave it as they found it: every agent
+    running, their own workloads deleted."""
+    with environment.Federation(tmp_path_factory.mktemp("federation"), members=3, report=_say) as started:
+        yield started

@@ -1,0 +1,141 @@
+"""End to end: the demo's story on the demo's federation, every part a real process.
+
+Why: every piece is tested alone and the coordinator with stand-in agents; only this test runs the
+story a user sees — `fedspread coordinator` on a local Ray, a real `fedspread agent` (webhook,
+controller, reporter) in each member, the member clusters' own controllers and scheduler — and
+checks it from every side: the steps' placements and pods, the hub's FederatedSpread status and
+its printer columns (what `kubectl get federatedspreads` shows), the hub Deployment's status
+aggregated from the members, pod-deletion-cost on member pods, MemberCluster readiness, and the
+SDK's answers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import waiting
+from kubernetes import client, config
+
+from federation import sdk
+from federation.api import cluster, common
+from federation.api import spread as spread_api
+from federation.demo import environment, story
+
+TIMEOUT = 60.0
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+@pytest.fixture
+def told(federation: environment.Federation) -> Iterator[story.Story]:
+    """The story on the session federation; its workload deleted afterwards, every agent running."""
+    running = story.Story(federation)
+    try:
+        yield running
+    finally:
+        for name in list(federation.stopped):
+            federation.start_agent(name)
+        hub_apps = client.AppsV1Api(running.hub)
+        custom = client.CustomObjectsApi(running.hub)
+        spread_path = (common.API_GROUP, common.API_VERSION, story.NAMESPACE, spread_api.PLURAL, story.NAME)
+        for delete in (lambda: custom.delete_namespaced_custom_object(*spread_path),
+                       lambda: hub_apps.delete_namespaced_deployment(story.NAME, story.NAMESPACE)):
+            try:
+                delete()
+            except client.ApiException as error:
+                if error.status != 404:
+                    raise
+        waiting.wait_for(lambda: not running.observe().rows, timeout=TIMEOUT,
+                         message=lambda: f"demo pods still exist: {running.observe().to_json()}")
+        running.close()
+
+
+TABLE = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+
+
+def spreads_table(hub: client.ApiClient) -> dict[str, dict[str, Any]]:
+    """What `kubectl get federatedspreads -n demo` prints (the Table API, as kubectl asks)."""
+    return rows(client.CustomObjectsApi(hub).list_namespaced_custom_object(
+        common.API_GROUP, common.API_VERSION, story.NAMESPACE, spread_api.PLURAL,
+        _headers=TABLE, _preload_content=False))
+
+
+def deployments_table(hub: client.ApiClient) -> dict[str, dict[str, Any]]:
+    """What `kubectl get deployments -n demo` prints on the hub."""
+    return rows(client.AppsV1Api(hub).list_namespaced_deployment(
+        story.NAMESPACE, _headers=TABLE, _preload_content=False))
+
+
+def rows(response: Any) -> dict[str, dict[str, Any]]:
+    """A Table response's rows by name, cells by column name."""
+    found = json.loads(response.data)
+    names = [c["name"] for c in found["columnDefinitions"]]
+    return {row["cells"][0]: dict(zip(names, row["cells"], strict=True)) for row in found["rows"]}
+
+
+def member_costs(federation: environment.Federation, name: str) -> dict[str, set[str]]:
+    """Pod-deletion-cost values on member `name`'s demo pods, per subset."""
+    core = client.CoreV1Api(config.new_client_from_config(config_file=federation.kubeconfig(name)))
+    found: dict[str, set[str]] = {}
+    pods = core.list_namespaced_pod(story.NAMESPACE, label_selector=f"{common.SPREAD_LABEL}={story.NAME}")
+    for pod in pods.items:
+        annotations = pod.metadata.annotations or {}
+        found.setdefault(annotations.get(common.SUBSET_ANNOTATION, "-"), set()).add(
+            annotations.get(DELETION_COST, "unset"))
+    return found
+
+
+def test_the_demo_story_from_every_side(federation: environment.Federation, told: story.Story) -> None:
+    hub = told.hub
+    steps = told.steps(lambda what, seen: None)
+    eu = [m.name for m in federation.members if m.region == "eu"]
+
+    first = next(steps)
+    assert first.observation.desired("dc1") == first.observation.running("dc1") == 2
+    assert first.observation.desired(subset="eu") == 0
+
+    second = next(steps)
+    seen = second.observation
+    assert seen.desired("dc1") == 4  # two 2-CPU nodes, one-CPU pods: full below its cap of 6
+    assert seen.desired(subset="eu") == 8 and all(seen.desired(name) >= 1 for name in eu)
+    assert seen.running() == 12
+    columns = waiting.wait_for(
+        lambda: (row := spreads_table(hub).get(story.NAME)) and row.get("Ready") == 12 and row,
+        timeout=TIMEOUT, message="`kubectl get federatedspreads` never showed 12 ready")
+    assert (columns["Target"], columns["Replicas"], columns["Unplaced"]) == ("web", 12, 0)
+    deployment = waiting.wait_for(
+        lambda: (row := deployments_table(hub).get(story.NAME)) and row.get("Ready") == "12/12" and row,
+        timeout=TIMEOUT,
+        message="`kubectl get deployments` on the hub never showed 12/12 (aggregated from the members)")
+    assert deployment["Available"] == 12
+    with sdk.PlacementClient(federation.coordinator_address) as placements:
+        answer = placements.placement(story.KEY)
+        assert answer.clusters == {r.cluster: r.desired for r in seen.rows}
+        why = placements.explain(story.KEY)
+        assert [s.name for s in why.subsets] == ["onprem", "eu"] and why.subsets[0].cap == "6"
+
+    third = next(steps)
+    seen = third.observation
+    assert (seen.desired("dc1"), seen.desired(subset="eu"), seen.running()) == (4, 1, 5)  # eu gave back
+    # Deletion cost: first subset of two: 100 * (2 - 0) = 200; the eu pods 100, so they go first.
+    assert waiting.wait_for(lambda: member_costs(federation, "dc1") == {"onprem": {"200"}}, timeout=TIMEOUT,
+                            message=lambda: f"dc1 costs: {member_costs(federation, 'dc1')}")
+    holder = next(name for name in eu if seen.desired(name))
+    assert waiting.wait_for(lambda: member_costs(federation, holder) == {"eu": {"100"}}, timeout=TIMEOUT,
+                            message=lambda: f"{holder} costs: {member_costs(federation, holder)}")
+
+    fourth = next(steps)
+    seen = fourth.observation
+    victim = next(name for name in eu if not seen.ready[name])
+    assert victim == holder and seen.desired(victim) == 0 and seen.desired(subset="eu") == 1
+    members = client.CustomObjectsApi(hub)
+    ready = members.get_cluster_custom_object(common.API_GROUP, common.API_VERSION, cluster.PLURAL, victim)
+    assert any(c["type"] == "Ready" and c["status"] == "False" for c in ready["status"]["conditions"])
+
+    fifth = next(steps)
+    seen = fifth.observation
+    assert seen.ready[victim] and seen.desired(victim) == 0 and seen.running(victim) == 0  # no flap back
+    assert seen.running() == 5
+    assert next(steps, None) is None
