@@ -45,10 +45,27 @@ class MemberPlan:
     cpu: str
 
     def profile(self) -> list[nodesim.NodeGroup]:
-        """The node simulator's profile: `nodes` identical nodes labelled with the region."""
+        """The node simulator's profile: `nodes` nodes labelled with the region, `cpu` CPUs each.
+
+        Two members have node variety for examples/ (per-architecture patches, node pools):
+        aws-eu's nodes are arm64 (`kubernetes.io/arch`, Graviton-like), and gcp-eu has two node
+        pools (`cloud.google.com/gke-nodepool`): `general` (all nodes but one, 16Gi) and `highmem`
+        (one node, 64Gi). Every node of a member has the same CPUs, so CPU-bound pods fit exactly as
+        on identical nodes (the demo's story depends on that, and on dc1's two 2-CPU nodes).
+        """
         allocatable = {"cpu": self.cpu, "memory": "16Gi", "pods": "110"}
+        labels = {"type": "worker", "topology.kubernetes.io/region": self.region}
+        if self.name == "aws-eu":
+            labels["kubernetes.io/arch"] = "arm64"
+        if self.name == "gcp-eu" and self.nodes > 1:
+            pool = "cloud.google.com/gke-nodepool"
+            return [nodesim.NodeGroup(prefix=f"{self.name}-node", count=self.nodes - 1,
+                                      allocatable=allocatable, labels={**labels, pool: "general"}),
+                    nodesim.NodeGroup(prefix=f"{self.name}-highmem", count=1,
+                                      allocatable={**allocatable, "memory": "64Gi"},
+                                      labels={**labels, pool: "highmem"})]
         return [nodesim.NodeGroup(prefix=f"{self.name}-node", count=self.nodes, allocatable=allocatable,
-                                  labels={"type": "worker", "topology.kubernetes.io/region": self.region})]
+                                  labels=labels)]
 
 
 def plan(members: int) -> list[MemberPlan]:

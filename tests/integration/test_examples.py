@@ -1,0 +1,386 @@
+"""Every example in examples/ applied to the demo's federation, and its documented placement checked.
+
+Why: an example is a promise — apply this file, get that placement. Each file's header comment says
+what to expect on the demo's federation (dc1, aws-eu, gcp-eu: federation/demo/environment.py);
+this test applies the file to the hub in a fresh namespace of its own (examples carry no namespace:
+the user picks one with `kubectl apply -n`) and, step by step (apply, scale, stop or start an
+agent), waits until the coordinator's placement (through the SDK) and the member pods (Running, per
+subset annotation and cluster) are exactly what the comment says; then it checks what the example
+is about on the pods themselves (the subset's patch, node affinity and the node each pod landed
+on). CASES must name every example file, so a new example without a case fails here.
+
+Every case leaves the shared federation as it found it: spread, Deployment and namespaces deleted,
+its member pods gone (dc1 holds only four 1-CPU pods, and Adaptive examples count on that room),
+every agent running and heard by the coordinator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import waiting
+import yaml
+from click import testing
+from kubernetes import client, config
+
+from federation import cli, sdk
+from federation.api import cluster, common
+from federation.api import spread as spread_api
+from federation.core import quantity
+from federation.demo import environment
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+SNAPSHOT = EXAMPLES / "simulate" / "demo-federation.yaml"
+TIMEOUT = 60.0
+ARCH, POOL = "kubernetes.io/arch", "cloud.google.com/gke-nodepool"
+ARCH_LABEL = "example.fedspread.io/arch"
+
+Placement = dict[str, dict[str, int]]
+"""Replicas per subset, per cluster (every cluster the subset selects, zeros included)."""
+
+
+def example_files() -> list[str]:
+    """The ready-to-apply examples: examples/*.yaml (simulate/ and demo/ have their own users)."""
+    return sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+
+
+# --- what the federation shows -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """One observation: the coordinator's placement and readiness, the spread's pods per member."""
+
+    placement: Placement | None
+    unplaced: int
+    ready: dict[str, bool]
+    pods: dict[str, list[client.V1Pod]]
+    """Live (not deleting) pods of the spread, per member whose agent runs."""
+    nodes: dict[str, dict[str, dict[str, str]]]
+    """Node labels per member, per node name."""
+
+    def counts(self, member: str) -> dict[str, int]:
+        """Running pods per subset annotation in `member` ("-" for pods without a subset)."""
+        found: dict[str, int] = {}
+        for pod in self.pods.get(member, []):
+            subset = (pod.metadata.annotations or {}).get(common.SUBSET_ANNOTATION, "-")
+            found[subset] = found.get(subset, 0) + 1
+        return found
+
+    def pending(self) -> list[str]:
+        """Pods not Running, as "member/pod"."""
+        return [f"{member}/{pod.metadata.name}" for member, pods in self.pods.items() for pod in pods
+                if (pod.status.phase if pod.status else None) != "Running"]
+
+    def describe(self) -> str:
+        return (f"placement {self.placement} (unplaced {self.unplaced}), ready {self.ready}, running pods "
+                f"per member and subset { {m: self.counts(m) for m in self.pods} }, "
+                f"not running {self.pending()}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """An action on the federation and the placement it must lead to."""
+
+    what: str
+    placement: Placement
+    scale: int | None = None
+    stop_agent: str | None = None
+    start_agent: str | None = None
+    not_before: float = 0.0
+    """The placement must not be reached sooner than this many seconds after the action."""
+    pods: Callable[[Seen], None] | None = None
+    """Further checks on the member pods once the placement is reached."""
+
+
+# --- checks on pods ----------------------------------------------------------------------------
+
+
+def required_expressions(pod: client.V1Pod) -> list[list[tuple[str, str, tuple[str, ...]]]]:
+    """The pod's required node-selector terms, each as (key, operator, values) expressions."""
+    affinity = pod.spec.affinity
+    node = affinity.node_affinity if affinity else None
+    required = node.required_during_scheduling_ignored_during_execution if node else None
+    return [[(e.key, e.operator, tuple(e.values or ())) for e in term.match_expressions or []]
+            for term in (required.node_selector_terms if required else [])]
+
+
+def check_node_label(seen: Seen, key: str) -> None:
+    """Every pod requires node label `key` = its subset's name, and runs on such a node."""
+    for member, pods in seen.pods.items():
+        for pod in pods:
+            subset = pod.metadata.annotations[common.SUBSET_ANNOTATION]
+            terms = required_expressions(pod)
+            assert terms and all((key, "In", (subset,)) in term for term in terms), (pod.metadata.name, terms)
+            node = seen.nodes[member][pod.spec.node_name]
+            assert node.get(key) == subset, f"{member}/{pod.metadata.name} of {subset} runs on {node}"
+
+
+def check_arch_patches(seen: Seen) -> None:
+    """per-arch-patches.yaml: each subset's label and limits on its pods, on nodes of its arch."""
+    limits = {"arm64": {"cpu": "300m", "memory": "600Mi"}, "amd64": {"cpu": "500m", "memory": "800Mi"}}
+    check_node_label(seen, ARCH)
+    for pods in seen.pods.values():
+        for pod in pods:
+            subset = pod.metadata.annotations[common.SUBSET_ANNOTATION]
+            assert pod.metadata.labels[ARCH_LABEL] == subset
+            main = next(c for c in pod.spec.containers if c.name == "main")
+            assert main.resources.limits == limits[subset]
+            assert main.resources.requests == {"cpu": "200m", "memory": "256Mi"}  # the template's
+
+
+def check_pools(seen: Seen) -> None:
+    """node-pool.yaml: highmem pods on the highmem node, general pods on general nodes."""
+    check_node_label(seen, POOL)
+    used = {seen.nodes["gcp-eu"][p.spec.node_name][POOL] for p in seen.pods["gcp-eu"]}
+    assert used == {"highmem", "general"}
+
+
+# --- the cases: what each example's comment documents ------------------------------------------
+
+
+def eu(aws: int, gcp: int) -> dict[str, int]:
+    return {"aws-eu": aws, "gcp-eu": gcp}
+
+
+CASES: dict[str, list[Step]] = {
+    "capped-onprem.yaml": [
+        Step("apply (5 replicas)", {"onprem": {"dc1": 3}, "eu": eu(1, 1)}),
+        Step("scale to 3: eu gives back first", {"onprem": {"dc1": 3}, "eu": eu(0, 0)}, scale=3),
+    ],
+    "prefer-onprem.yaml": [
+        Step("apply (6 replicas): dc1 full at 4, overflow to eu", {"onprem": {"dc1": 4}, "eu": eu(1, 1)}),
+        Step("scale to 4: eu gives back first", {"onprem": {"dc1": 4}, "eu": eu(0, 0)}, scale=4),
+    ],
+    "ratio-1-1-3.yaml": [
+        Step("apply (5 replicas)", {"dc1": {"dc1": 1}, "aws": {"aws-eu": 1}, "gcp": {"gcp-eu": 3}}),
+        Step("scale to 10", {"dc1": {"dc1": 2}, "aws": {"aws-eu": 2}, "gcp": {"gcp-eu": 6}}, scale=10),
+    ],
+    "per-arch-patches.yaml": [
+        Step("apply (4 replicas)", {"arm64": {"aws-eu": 2}, "amd64": {"gcp-eu": 2}}, pods=check_arch_patches),
+    ],
+    "region-fill.yaml": [
+        Step("apply (8 two-CPU replicas)", {"eu": eu(6, 2)}),
+    ],
+    "region-balance.yaml": [
+        Step("apply (5 replicas)", {"eu": eu(3, 2)}),
+        Step("scale to 4: the larger cluster gives back", {"eu": eu(2, 2)}, scale=4),
+    ],
+    "region-capacity.yaml": [
+        Step("apply (7 one-CPU replicas)", {"everywhere": {"aws-eu": 3, "dc1": 1, "gcp-eu": 3}}),
+    ],
+    "node-pool.yaml": [
+        Step("apply (6 replicas)", {"highmem": {"gcp-eu": 4}, "general": {"gcp-eu": 2}}, pods=check_pools),
+    ],
+    "failover.yaml": [
+        Step("apply (3 replicas)", {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}),
+        Step("aws-eu's agent stops: after clusterLostSeconds its replicas move",
+             {"primary": {"aws-eu": 0}, "standby": {"gcp-eu": 3}}, stop_agent="aws-eu", not_before=8.0),
+        Step("aws-eu's agent returns: nothing flaps back, its old pods go",
+             {"primary": {"aws-eu": 0}, "standby": {"gcp-eu": 3}}, start_agent="aws-eu"),
+    ],
+}
+
+
+# --- fixtures and helpers ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Apis:
+    """Clients for the hub and every member of the federation."""
+
+    federation: environment.Federation
+    placements: sdk.PlacementClient
+    api: dict[str, client.ApiClient]
+
+    @property
+    def members(self) -> list[str]:
+        return [m.name for m in self.federation.members]
+
+    def core(self, name: str) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api[name])
+
+    def apps(self, name: str) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api[name])
+
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api["hub"])
+
+
+@pytest.fixture(scope="module")
+def apis(federation: environment.Federation) -> Iterator[Apis]:
+    names = ["hub", *(m.name for m in federation.members)]
+    with sdk.PlacementClient(federation.coordinator_address, timeout=5.0) as placements:
+        yield Apis(federation, placements,
+                   {n: config.new_client_from_config(config_file=federation.kubeconfig(n)) for n in names})
+
+
+def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The example's Deployment and FederatedSpread, checked to be a well-formed pair."""
+    text = (EXAMPLES / name).read_text()
+    assert text.startswith("# "), f"{name} must start with a comment saying what it shows and expects"
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert [d["kind"] for d in docs] == ["Deployment", spread_api.KIND], name
+    deployment, spread = docs
+    assert all("namespace" not in d["metadata"] for d in docs), f"{name}: examples carry no namespace"
+    spread_api.FederatedSpreadSpec.model_validate(spread["spec"])
+    assert spread["spec"]["targetRef"]["name"] == deployment["metadata"]["name"]
+    return deployment, spread
+
+
+def idle(apis: Apis) -> bool:
+    """Every member ready, its inventory reported, and no CPU or memory requested on any node."""
+    found = apis.placements.clusters(include_node_pools=True)
+    return {c.name for c in found if c.ready and c.node_pools} == set(apis.members) and all(
+        quantity.parse_quantity(pool.requested.get(resource, "0")) == 0
+        for c in found for pool in c.node_pools for resource in ("cpu", "memory"))
+
+
+def observe(apis: Apis, key: str, label: str) -> Seen:
+    namespace = key.partition("/")[0]
+    try:
+        placed = apis.placements.placement(key)
+        placement: Placement | None = {s.name: dict(s.clusters) for s in placed.subsets}
+        unplaced = placed.unplaced
+    except sdk.SpreadNotFound:
+        placement, unplaced = None, 0
+    pods: dict[str, list[client.V1Pod]] = {}
+    nodes: dict[str, dict[str, dict[str, str]]] = {}
+    for member in apis.members:
+        if member in apis.federation.stopped:
+            continue
+        found = apis.core(member).list_namespaced_pod(namespace, label_selector=label).items
+        pods[member] = [p for p in found if p.metadata.deletion_timestamp is None]
+        listed = apis.core(member).list_node().items
+        nodes[member] = {n.metadata.name: n.metadata.labels or {} for n in listed}
+    ready = {c.name: c.ready for c in apis.placements.clusters()}
+    return Seen(placement, unplaced, ready, pods, nodes)
+
+
+def reached(seen: Seen, want: Placement, stopped: set[str]) -> bool:
+    """The placement is `want`, every pod runs where it says, readiness matches the agents."""
+    if seen.placement != want or seen.unplaced or seen.pending():
+        return False
+    if any(seen.ready.get(member) != (member not in stopped) for member in seen.ready):
+        return False
+    return all(seen.counts(member) == {s: n for s, where in want.items() if (n := where.get(member, 0))}
+               for member in seen.pods)
+
+
+def delete_quietly(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def clean_up(apis: Apis, namespace: str, deployment: str, spread: str) -> None:
+    """Every agent back, the example's objects deleted, its member pods and Deployments gone, the
+    namespaces deleted (the hub has no namespace controller: its namespace stays Terminating)."""
+    for name in sorted(apis.federation.stopped):
+        apis.federation.start_agent(name)
+    delete_quietly(lambda: apis.custom().delete_namespaced_custom_object(
+        common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread))
+    delete_quietly(lambda: apis.apps("hub").delete_namespaced_deployment(deployment, namespace))
+
+    def leftovers() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for m in apis.members:
+            pods = apis.core(m).list_namespaced_pod(namespace).items
+            deployments = apis.apps(m).list_namespaced_deployment(namespace).items
+            if items := [f"pod/{p.metadata.name}" for p in pods] + [f"deployment/{d.metadata.name}"
+                                                                   for d in deployments]:
+                found[m] = items
+        return found
+
+    waiting.wait_for(lambda: not leftovers() and idle(apis), timeout=TIMEOUT,
+                     message=lambda: f"left in {namespace}: {leftovers()}; clusters idle: {idle(apis)}")
+    for name in ["hub", *apis.members]:
+        delete_quietly(lambda name=name: apis.core(name).delete_namespace(namespace))
+
+
+# --- the tests ---------------------------------------------------------------------------------
+
+
+def test_every_example_has_a_case() -> None:
+    assert set(CASES) == set(example_files())
+
+
+@pytest.mark.parametrize("name", example_files())
+def test_example_places_as_documented(name: str, apis: Apis) -> None:
+    if name not in CASES:
+        pytest.fail(f"examples/{name} has no case in CASES: add the placements its comment documents")
+    deployment, spread = load(name)
+    namespace = f"ex-{pathlib.Path(name).stem}-{uuid.uuid4().hex[:6]}"
+    key = f"{namespace}/{spread['metadata']['name']}"
+    label = f"{common.SPREAD_LABEL}={spread['metadata']['name']}"
+    waiting.wait_for(lambda: idle(apis), timeout=TIMEOUT, message=lambda: "the federation is not idle: "
+                     f"{apis.placements.clusters(include_node_pools=True)}")
+    apis.core("hub").create_namespace({"metadata": {"name": namespace}})
+    try:
+        apis.apps("hub").create_namespaced_deployment(namespace, deployment)
+        apis.custom().create_namespaced_custom_object(
+            common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
+        for step in CASES[name]:
+            started = time.monotonic()
+            if step.scale is not None:
+                apis.apps("hub").patch_namespaced_deployment_scale(
+                    deployment["metadata"]["name"], namespace, {"spec": {"replicas": step.scale}})
+            if step.stop_agent:
+                apis.federation.stop_agent(step.stop_agent)
+            if step.start_agent:
+                apis.federation.start_agent(step.start_agent)
+            last: list[Seen] = []
+
+            def probe(step: Step = step, last: list[Seen] = last) -> Seen | None:
+                last[:] = [observe(apis, key, label)]
+                return last[0] if reached(last[0], step.placement, apis.federation.stopped) else None
+
+            def told(step: Step = step, last: list[Seen] = last) -> str:
+                return (f"{name}, step {step.what!r}: wanted {step.placement}; "
+                        f"last seen {last[0].describe() if last else 'nothing'}")
+
+            seen = waiting.wait_for(probe, timeout=TIMEOUT, interval=0.5, message=told)
+            took = time.monotonic() - started
+            assert took >= step.not_before, f"{name}, step {step.what!r}: reached after {took:.1f} s"
+            if step.pods is not None:
+                step.pods(seen)
+    finally:
+        clean_up(apis, namespace, deployment["metadata"]["name"], spread["metadata"]["name"])
+
+
+@pytest.mark.parametrize("name", example_files())
+def test_simulate_previews_the_first_placement(name: str) -> None:
+    """`fedspread simulate` on the demo's snapshot gives each example's documented first placement
+    (no cluster needed: a reader can preview every example offline)."""
+    if name not in CASES:
+        pytest.fail(f"examples/{name} has no case in CASES")
+    result = testing.CliRunner().invoke(cli.main, ["simulate", "-f", str(EXAMPLES / name), "--clusters",
+                                                   str(SNAPSHOT), "-o", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(result.stdout)
+    assert {s["name"]: s["clusters"] for s in data["subsets"]} == CASES[name][0].placement
+    assert data["unplaced"] == 0
+
+
+def test_the_demo_snapshot_is_the_demo_federation(apis: Apis) -> None:
+    """examples/simulate/demo-federation.yaml is what the agents report (requests aside), so
+    `fedspread simulate -f examples/X.yaml --clusters examples/simulate/demo-federation.yaml`
+    previews each example's first placement offline."""
+
+    def pools(pools: list[Any]) -> list[tuple[int, dict[str, str], dict[str, Any]]]:
+        shape = [(p.count, dict(p.labels), {k: quantity.parse_quantity(v) for k, v in p.allocatable.items()})
+                 for p in pools]
+        return sorted(shape, key=repr)
+
+    snapshot = cluster.CapacitySnapshot.model_validate(yaml.safe_load(SNAPSHOT.read_text()))
+    reported = apis.placements.clusters(include_node_pools=True)
+    live = {c.name: (dict(c.labels), pools(c.node_pools)) for c in reported}
+    assert {c.name: (dict(c.labels), pools(c.node_pools)) for c in snapshot.clusters} == live
