@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: test demo lint typecheck unit integration sandbox-bin crds protos clean
+.PHONY: test demo bench bench-quick lint typecheck unit integration sandbox-bin crds protos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,14 @@ test: $(STAMP) lint typecheck sandbox-bin
 ## aws-eu, gcp-eu, the coordinator and an agent each). Options: make demo ARGS="--keep"
 demo: $(STAMP) sandbox-bin
 	$(BIN)/fedspread demo $(ARGS)
+
+## bench: every benchmark at full size (bench/README.md); writes bench/results/latest.json
+bench: $(STAMP) sandbox-bin
+	$(BIN)/python -m bench.run
+
+## bench-quick: the same at small sizes (< 10 minutes on 2 cores)
+bench-quick: $(STAMP) sandbox-bin
+	$(BIN)/python -m bench.run --quick
 
 ## sandbox-bin: build and cache kube-apiserver/-controller-manager/-scheduler (~6 min, once)
 sandbox-bin: $(STAMP)

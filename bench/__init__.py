@@ -1,0 +1,1 @@
+"""fedspread's benchmarks (`make bench`, `make bench-quick`): each module measures one claim."""
