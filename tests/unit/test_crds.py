@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from federation import cli
 from federation.api import crd, spread
+from federation.sandbox import hubsetup
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
@@ -70,6 +71,19 @@ def test_committed_crds_match_the_models() -> None:
         assert (CRDS / name).read_text() == crd.render(definition), (
             f"crds/{name} is out of date with federation/api; run `fedspread crds` and commit it"
         )
+    assert (CRDS / crd.KUSTOMIZATION).read_text() == crd.generated_files()[crd.KUSTOMIZATION], (
+        f"crds/{crd.KUSTOMIZATION} is out of date; run `fedspread crds` and commit it"
+    )
+
+
+def test_kustomization_lists_every_crd_and_is_not_taken_for_one() -> None:
+    listed = yaml.safe_load(crd.generated_files()[crd.KUSTOMIZATION])
+    assert listed == {"resources": sorted(crd.generate_crds())}
+    # `kubectl apply -f crds/` and the sandbox (hubsetup.bundled_crds) take every *.yaml as a CRD.
+    assert not crd.KUSTOMIZATION.endswith((".yaml", ".yml", ".json"))
+    bundled = hubsetup.bundled_crds()
+    assert [p.name for p in bundled] == sorted(crd.generate_crds())
+    assert all(yaml.safe_load(p.read_text())["kind"] == "CustomResourceDefinition" for p in bundled)
 
 
 def test_cli_check_passes_on_the_committed_crds() -> None:
@@ -86,12 +100,12 @@ def test_cli_writes_then_check_passes(tmp_path: pathlib.Path) -> None:
     assert "run `fedspread crds`" in failed.output
     written = runner.invoke(cli.main, ["crds", "--output-dir", str(out)])
     assert written.exit_code == 0, written.output
-    assert sorted(p.name for p in out.iterdir()) == [SPREADS, CLUSTERS]
+    assert sorted(p.name for p in out.iterdir()) == [crd.KUSTOMIZATION, SPREADS, CLUSTERS]
     assert runner.invoke(cli.main, ["crds", "--check", "--output-dir", str(out)]).exit_code == 0
 
 
 def test_stale_files_finds_missing_changed_and_leftover_files(tmp_path: pathlib.Path) -> None:
-    assert crd.stale_files(tmp_path / "absent") == [SPREADS, CLUSTERS]
+    assert crd.stale_files(tmp_path / "absent") == [crd.KUSTOMIZATION, SPREADS, CLUSTERS]
     crd.write_crds(tmp_path)
     assert crd.stale_files(tmp_path) == []
     (tmp_path / CLUSTERS).write_text((tmp_path / CLUSTERS).read_text() + "# edited\n")
@@ -100,6 +114,8 @@ def test_stale_files_finds_missing_changed_and_leftover_files(tmp_path: pathlib.
     handwritten = tmp_path / "kustomization.yaml"
     handwritten.write_text("resources: []\n")
     assert crd.stale_files(tmp_path) == [CLUSTERS, leftover.name]
+    (tmp_path / crd.KUSTOMIZATION).write_text("resources: []\n")
+    assert crd.stale_files(tmp_path) == [crd.KUSTOMIZATION, CLUSTERS, leftover.name]
     crd.write_crds(tmp_path)
     assert crd.stale_files(tmp_path) == []
     assert not leftover.exists()

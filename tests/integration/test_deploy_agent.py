@@ -1,0 +1,510 @@
+"""deploy/agent's rights are exactly enough: the real agent, as the rendered ServiceAccount, on member-1.
+
+What it proves, with the manifests rendered by the build's kubectl (`kubectl kustomize`):
+
+* the rendered Namespace, ServiceAccount, ClusterRole and ClusterRoleBinding are applied to
+  member-1 (under unique names), a token is requested for that ServiceAccount, and the real
+  `fedspread agent` runs with the rendered Deployment's arguments (its `--no-register-webhook`,
+  the overlay's cluster name and topology labels) and a kubeconfig holding only that token,
+  against the stand-in coordinator;
+* the rendered MutatingWebhookConfiguration is applied with its clientConfig switched from the
+  in-cluster Service to the agent's local URL (the sandbox has no pod network) and the caBundle
+  of the certificate the agent serves (given with the rendered --tls-cert/--tls-key flags);
+* with exactly those rights the agent reports its inventory, creates, updates and deletes the
+  member Deployment, the apiserver's pods are placed by its webhook (`fedspread.io/subset`), it
+  patches their deletion costs, deletes pods stuck unschedulable (Adaptive), creates a spread's
+  namespace the member lacks, and no call of it is ever refused;
+* and the ServiceAccount can do nothing more: SelfSubjectAccessReviews (and `kubectl auth can-i`)
+  say no to secrets, node writes, webhook configurations, RBAC, ...; a real read of secrets is 403;
+* every rendered object of deploy/agent and deploy/coordinator (but the CRDs and the RayCluster,
+  whose operator the sandbox lacks) passes a server-side dry-run apply on a member and the hub.
+
+Isolation in the shared sandbox: cluster-scoped names get a unique suffix, the agent's namespace
+is unique, and the webhook configuration gets a namespaceSelector for this module's namespace only
+(other tests' pods carry the same `fedspread.io/spread` label).
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import contextlib
+import copy
+import dataclasses
+import json
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import yaml
+from conftest import Clusters
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from waiting import wait_for
+
+from agents import assignment
+from federation.sandbox import build, pki, state
+from tests.support import standin_coordinator
+
+pytestmark = pytest.mark.integration
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+OVERLAY = REPO / "deploy" / "agent" / "overlays" / "example"
+MEMBER = "member-1"
+ZONE = "topology.kubernetes.io/zone"
+COST = "controller.kubernetes.io/pod-deletion-cost"
+WAIT = 90.0  # generous: the sandbox shares 2 cores with other work
+FEDSPREAD = str(pathlib.Path(sys.executable).parent / "fedspread")
+TEST_LABEL = "fedspread-test/deploy"
+
+Doc = dict[str, Any]
+
+
+# --- rendering and relocating ------------------------------------------------------------------
+
+
+def render(directory: pathlib.Path) -> list[Doc]:
+    """`kubectl kustomize directory` with the build's kubectl, parsed."""
+    result = subprocess.run([str(build.kubectl()), "kustomize", str(directory)], capture_output=True,
+                            text=True, check=False, timeout=60)
+    assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def one(docs: Sequence[Doc], kind: str) -> Doc:
+    (found,) = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+def relocate(docs: Sequence[Doc], *, namespace: str, suffix: str) -> list[Doc]:
+    """The rendered objects in `namespace`, cluster-scoped names suffixed, references kept."""
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+    moved = []
+    for original in docs:
+        doc = copy.deepcopy(original)
+        meta = doc["metadata"]
+        if doc["kind"] == "Namespace":
+            meta["name"] = namespace
+        elif doc["kind"] in cluster_scoped:
+            meta["name"] = f"{meta['name']}-{suffix}"
+        elif "namespace" in meta:
+            meta["namespace"] = namespace
+        if doc["kind"] == "ClusterRoleBinding":
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
+            for subject in doc["subjects"]:
+                subject["namespace"] = namespace
+        if doc["kind"] == "MutatingWebhookConfiguration":
+            for hook in doc["webhooks"]:
+                hook["clientConfig"]["service"]["namespace"] = namespace
+        moved.append(doc)
+    return moved
+
+
+def resolved_env(main: Doc, config_maps: Sequence[Doc]) -> dict[str, str]:
+    """The container's env as the kubelet resolves it (literal values and ConfigMap keys)."""
+    maps = {c["metadata"]["name"]: c["data"] for c in config_maps}
+    env = {}
+    for item in main["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            ref = item["valueFrom"]["configMapKeyRef"]
+            env[item["name"]] = maps[ref["name"]][ref["key"]]
+    return env
+
+
+def local_command(docs: Sequence[Doc], *, replace: dict[str, str], extra: Sequence[str]) -> list[str]:
+    """The rendered agent container's command line, runnable here: $(VAR)s expanded, the flags in
+    `replace` given local values (each must be in the rendered args), `extra` appended."""
+    main = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = resolved_env(main, [d for d in docs if d["kind"] == "ConfigMap"])
+    args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in main["args"]]
+    flags = [a.partition("=")[0] for a in args]
+    missing = set(replace) - set(flags)
+    assert not missing, f"the rendered agent has no {missing}"
+    args = [f"{a.partition('=')[0]}={replace[a.partition('=')[0]]}" if a.partition("=")[0] in replace else a
+            for a in args]
+    assert main["command"][0] == "fedspread"
+    return [FEDSPREAD, *main["command"][1:], *args, *extra]
+
+
+def arg_value(command: Sequence[str], flag: str) -> str:
+    (value,) = [a.partition("=")[2] for a in command if a.partition("=")[0] == flag]
+    return value
+
+
+# --- the installation ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def service_account_kubeconfig(record: state.ClusterRecord, token: str, path: pathlib.Path) -> pathlib.Path:
+    """A kubeconfig holding nothing but the ServiceAccount's token (and the cluster's CA)."""
+    admin = yaml.safe_load(pathlib.Path(record.kubeconfig).read_text())
+    ca_data = admin["clusters"][0]["cluster"]["certificate-authority-data"]
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "agent",
+        "clusters": [{"name": record.name, "cluster": {"server": record.server,
+                                                       "certificate-authority-data": ca_data}}],
+        "users": [{"name": "agent", "user": {"token": token}}],
+        "contexts": [{"name": "agent", "context": {"cluster": record.name, "user": "agent"}}],
+    }))
+    path.chmod(0o600)
+    return path
+
+
+@dataclasses.dataclass
+class Installed:
+    """The rendered agent, installed under unique names and running as its ServiceAccount."""
+
+    docs: list[Doc]                  # the relocated render
+    namespace: str                   # the agent's namespace (the rendered Namespace, renamed)
+    workload_namespace: str          # where the test's spreads live (the webhook's namespaceSelector)
+    cluster: str                     # the overlay's cluster name
+    labels: dict[str, str]           # the overlay's topology labels
+    kubeconfig: pathlib.Path         # the ServiceAccount's
+    service_account: client.ApiClient
+    command: list[str]
+    log: pathlib.Path
+    process: subprocess.Popen[bytes]
+    standin: standin_coordinator.StandinCoordinator
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def never_refused(self) -> None:
+        """No API call of the agent was refused: its rights were enough for everything it did."""
+        refused = [line for line in self.output().splitlines()
+                   if re.search(r"\(403\)|\bforbidden\b", line, flags=re.IGNORECASE)]
+        assert not refused, "the agent was refused:\n" + "\n".join(refused[:10])
+
+
+@pytest.fixture(scope="module")
+def installed(sandbox: state.SandboxState, clusters: Clusters,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    suffix = uuid.uuid4().hex[:8]
+    work = tmp_path_factory.mktemp("deploy-agent")
+    docs = relocate(render(OVERLAY), namespace=f"fedspread-deploy-{suffix}", suffix=suffix)
+    core, rbac = clusters.core(MEMBER), client.RbacAuthorizationV1Api(clusters.api(MEMBER))
+    admission = clusters.admission(MEMBER)
+    namespace = one(docs, "Namespace")["metadata"]["name"]
+    account = one(docs, "ServiceAccount")
+    with contextlib.ExitStack() as cleanup:
+        # The rendered identity and rights, exactly as rendered (but for the unique names).
+        core.create_namespace(one(docs, "Namespace"))
+        cleanup.callback(core.delete_namespace, namespace, propagation_policy="Background")
+        core.create_namespaced_service_account(namespace, account)
+        role = rbac.create_cluster_role(one(docs, "ClusterRole"))
+        cleanup.callback(rbac.delete_cluster_role, role.metadata.name)
+        binding = rbac.create_cluster_role_binding(one(docs, "ClusterRoleBinding"))
+        cleanup.callback(rbac.delete_cluster_role_binding, binding.metadata.name)
+        token = core.create_namespaced_service_account_token(
+            account["metadata"]["name"], namespace,
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": 3600}}).status.token
+        kubeconfig = service_account_kubeconfig(sandbox.cluster(MEMBER), token, work / "agent.kubeconfig")
+        service_account = config.new_client_from_config(config_file=str(kubeconfig))
+
+        # The namespace the test's spreads live in; only its pods reach this module's webhook.
+        workload_namespace = f"t-deploy-{suffix}"
+        core.create_namespace({"metadata": {"name": workload_namespace, "labels": {TEST_LABEL: suffix}}})
+        cleanup.callback(core.delete_namespace, workload_namespace, propagation_policy="Background")
+
+        # The webhook's serving certificate, as an installer's CA would issue it.
+        authority = pki.CertificateAuthority.create(f"fedspread-deploy-test {suffix}")
+        cert, key = authority.issue_server("fedspread-agent", ips=("127.0.0.1",)).write(work, "webhook")
+
+        standin = standin_coordinator.StandinCoordinator(heartbeat_interval_seconds=1).start()
+        cleanup.callback(standin.stop)
+        webhook_port = free_port()
+        command = local_command(docs, replace={
+            "--coordinator": standin.target, "--tls-cert": str(cert), "--tls-key": str(key),
+            "--webhook-port": str(webhook_port), "--metrics-port": str(free_port()),
+        }, extra=["--kubeconfig", str(kubeconfig), "--heartbeat-seconds", "1"])
+        assert "--no-register-webhook" in command
+        log = work / "agent.log"
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+        run = Installed(
+            docs=docs, namespace=namespace, workload_namespace=workload_namespace,
+            cluster=arg_value(command, "--cluster"),
+            labels=dict(a.partition("=")[2].split("=", 1) for a in command if a.startswith("--label=")),
+            kubeconfig=kubeconfig, service_account=service_account, command=command, log=log,
+            process=process, standin=standin)
+        cleanup.callback(stop_agent, run)
+
+        # The rendered registration, pointed at the agent here instead of the in-cluster Service.
+        webhook = one(docs, "MutatingWebhookConfiguration")
+        for hook in webhook["webhooks"]:
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{webhook_port}/mutate",
+                                    "caBundle": base64.b64encode(authority.cert_pem).decode()}
+            hook["namespaceSelector"] = {"matchLabels": {TEST_LABEL: suffix}}
+        created = admission.create_mutating_webhook_configuration(webhook)
+        cleanup.callback(admission.delete_mutating_webhook_configuration, created.metadata.name)
+        assert created.metadata.namespace is None, "the apiserver drops kustomize's namespace"
+
+        try:
+            standin.wait_message(run.cluster, "hello", timeout=WAIT)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\nagent ({' '.join(command)}):\n{run.output()}") from None
+        yield run
+
+
+def stop_agent(run: Installed) -> None:
+    if run.process.poll() is None:
+        run.process.send_signal(signal.SIGTERM)
+        try:
+            run.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            run.process.kill()
+            run.process.wait()
+    print(run.output())
+
+
+# --- spreads -------------------------------------------------------------------------------------
+
+
+def zone_rule(name: str, index: int, quota: int, zone: str) -> assignment.SubsetRule:
+    return assignment.SubsetRule(name=name, index=index, quota=quota, required_term={
+        "matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]})
+
+
+def spread(namespace: str, name: str, *, generation: int, replicas: int,
+           rules: Sequence[assignment.SubsetRule],
+           strategy: assignment.Strategy | None = None) -> assignment.Assignment:
+    labels = {"app": name}
+    container = {"name": "app", "image": "registry.example/app:1", "resources": {"requests": {"cpu": "10m"}}}
+    template = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                "spec": {"replicas": 99, "selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}
+    return assignment.Assignment(
+        spread=f"{namespace}/{name}", generation=generation, namespace=namespace, workload=name,
+        replicas=replicas, template=template, template_revision="t1", subsets=tuple(rules),
+        subset_count=len(rules), strategy=strategy or assignment.Strategy())
+
+
+def live_pods(clusters: Clusters, namespace: str, app: str) -> list[Any]:
+    pods = clusters.core(MEMBER).list_namespaced_pod(namespace, label_selector=f"app={app}").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def pod_name(pod: Any) -> str:
+    return str(pod.metadata.name)
+
+
+def deletion_cost(pod: Any) -> str | None:
+    return (pod.metadata.annotations or {}).get(COST)
+
+
+def by_subset(pods: Sequence[Any], read: Callable[[Any], str | None]) -> dict[str | None, list[str | None]]:
+    grouped: dict[str | None, list[str | None]] = collections.defaultdict(list)
+    for pod in pods:
+        grouped[(pod.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)].append(read(pod))
+    return {k: sorted(v, key=str) for k, v in grouped.items()}
+
+
+def placed(clusters: Clusters, namespace: str, app: str) -> dict[str | None, list[str | None]]:
+    """Names of the live pods of `app`, by the subset the webhook gave them."""
+    return by_subset(live_pods(clusters, namespace, app), pod_name)
+
+
+def deployment(clusters: Clusters, namespace: str, name: str) -> Any | None:
+    try:
+        return clusters.apps(MEMBER).read_namespaced_deployment(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def webhook_answers(clusters: Clusters, namespace: str, app: str) -> bool:
+    """A dry-run pod of the spread comes back with a subset: the apiserver calls the agent."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "probe", "labels": {assignment.SPREAD_LABEL: app, "app": "probe"}},
+           "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}
+    created = clusters.core(MEMBER).create_namespaced_pod(namespace, pod, dry_run="All")
+    return assignment.SUBSET_ANNOTATION in (created.metadata.annotations or {})
+
+
+# --- the tests -------------------------------------------------------------------------------------
+
+
+def test_agent_works_with_exactly_the_rendered_rights(installed: Installed, clusters: Clusters) -> None:
+    standin, cluster, namespace = installed.standin, installed.cluster, installed.workload_namespace
+    hello = standin.wait_message(cluster, "hello", timeout=WAIT)
+    assert dict(hello.topology_labels) == installed.labels == {
+        "topology.fedspread.io/region": "eu-west", "topology.fedspread.io/zone": "eu-west-1a",
+        "topology.fedspread.io/provider": "onprem"}, "the overlay's labels reach the coordinator"
+    inventory = standin.wait_message(cluster, "inventory", timeout=WAIT,
+                                     where=lambda r: len(r.node_pools) > 0)
+    assert sum(pool.count for pool in inventory.node_pools) >= 3, "nodes listed and watched"
+
+    rules = (zone_rule("a", 0, 2, f"{MEMBER}-a"), zone_rule("b", 1, 1, f"{MEMBER}-b"))
+    standin.assign(cluster, spread(namespace, "web", generation=1, replicas=0, rules=rules))
+    standin.wait_message(cluster, "ack", timeout=WAIT, where=lambda a: a.generation == 1 and not a.error)
+    wait_for(lambda: webhook_answers(clusters, namespace, "web"), timeout=WAIT,
+             message=lambda: f"the apiserver never got a subset from the agent; log:\n{installed.output()}")
+
+    # Deployment created (deployments create), pods placed by the webhook.
+    standin.assign(cluster, spread(namespace, "web", generation=2, replicas=3, rules=rules))
+    wait_for(lambda: {k: len(v) for k, v in placed(clusters, namespace, "web").items()}
+             == {"a": 2, "b": 1}, timeout=WAIT,
+             message=lambda: f"pods by subset: {placed(clusters, namespace, 'web')}")
+    made = deployment(clusters, namespace, "web")
+    assert made is not None and made.spec.replicas == 3
+    assert made.metadata.labels[assignment.SPREAD_LABEL] == "web"
+
+    # Deletion costs patched (pods patch): in quota 100·(n-i) with n = 2 subsets.
+    def costs() -> dict[str | None, list[str | None]]:
+        return by_subset(live_pods(clusters, namespace, "web"), deletion_cost)
+
+    wait_for(lambda: costs() == {"a": ["200", "200"], "b": ["100"]}, timeout=WAIT,
+             message=lambda: f"deletion costs by subset: {costs()}")
+
+    def counted(report: Any) -> bool:
+        web = [s for s in report.spreads if s.spread == f"{namespace}/web"]
+        return bool(web) and {s.subset: s.counts.running + s.counts.pending for s in web[0].subsets} == {
+            "a": 2, "b": 1}
+
+    standin.wait_message(cluster, "pod_counts", timeout=WAIT, where=counted)
+
+    # Scaled (deployments update), then removed (deployments delete).
+    standin.assign(cluster, spread(namespace, "web", generation=3, replicas=2, rules=rules))
+    wait_for(lambda: (deployment(clusters, namespace, "web") or made).spec.replicas == 2, timeout=WAIT,
+             message="the member Deployment was not scaled to 2")
+    standin.remove(cluster, f"{namespace}/web")
+    wait_for(lambda: deployment(clusters, namespace, "web") is None, timeout=WAIT,
+             message="the removed spread's Deployment still exists")
+    installed.never_refused()
+
+
+def test_agent_reschedules_and_creates_namespaces_with_the_rendered_rights(
+        installed: Installed, clusters: Clusters) -> None:
+    standin, cluster, namespace = installed.standin, installed.cluster, installed.workload_namespace
+    # Subset "nowhere" matches no node: its pod stays Unschedulable and is deleted (pods delete),
+    # the replacement goes to "a".
+    adaptive = assignment.Strategy(type="Adaptive", reschedule_critical_seconds=2, unschedulable_seconds=300)
+    rules = (zone_rule("nowhere", 0, 1, "no-such-zone"), zone_rule("a", 1, 1, f"{MEMBER}-a"))
+    standin.assign(cluster, spread(namespace, "stuck", generation=1, replicas=1, rules=rules,
+                                   strategy=adaptive))
+    first = wait_for(lambda: placed(clusters, namespace, "stuck").get("nowhere"),
+                     timeout=WAIT, message=lambda: f"no pod in subset nowhere; log:\n{installed.output()}")
+    report = standin.wait_message(cluster, "unschedulable", timeout=WAIT,
+                                  where=lambda r: r.spread == f"{namespace}/stuck")
+    assert report.subset == "nowhere"
+    wait_for(lambda: placed(clusters, namespace, "stuck").keys() == {"a"}, timeout=WAIT,
+             message=lambda: f"pods by subset: {placed(clusters, namespace, 'stuck')}")
+    assert not set(first) & {p.metadata.name for p in live_pods(clusters, namespace, "stuck")}
+    standin.remove(cluster, f"{namespace}/stuck")
+
+    # A spread in a namespace the member lacks: the agent creates it (namespaces create).
+    missing = f"{namespace}-new"
+    core = clusters.core(MEMBER)
+    rule = (zone_rule("a", 0, 1, f"{MEMBER}-a"),)
+    standin.assign(cluster, spread(missing, "ghost", generation=1, replicas=0, rules=rule))
+    try:
+        wait_for(lambda: deployment(clusters, missing, "ghost"), timeout=WAIT,
+                 message=lambda: f"no Deployment in the new namespace; log:\n{installed.output()}")
+        assert core.read_namespace(missing).metadata.labels["fedspread.io/created-by"] == "agent"
+    finally:
+        standin.remove(cluster, f"{missing}/ghost")
+        with contextlib.suppress(ApiException):
+            core.delete_namespace(missing, propagation_policy="Background")
+    wait_for(lambda: deployment(clusters, namespace, "stuck") is None, timeout=WAIT,
+             message="the stuck spread's Deployment still exists")
+    installed.never_refused()
+
+
+# Rights the agent must not have; every one of them is refused.
+DENIED = [
+    ("", "secrets", "get"), ("", "secrets", "list"), ("", "secrets", "watch"),
+    ("", "configmaps", "get"), ("", "serviceaccounts", "create"), ("", "serviceaccounts/token", "create"),
+    ("", "nodes", "delete"), ("", "nodes", "update"), ("", "nodes", "patch"), ("", "nodes", "create"),
+    ("", "nodes/status", "patch"), ("", "pods", "create"), ("", "pods", "update"),
+    ("", "pods/eviction", "create"), ("", "pods/exec", "create"),
+    ("", "namespaces", "delete"), ("", "namespaces", "get"), ("", "namespaces", "update"),
+    ("apps", "deployments/status", "patch"), ("apps", "daemonsets", "create"),
+    ("apps", "statefulsets", "delete"), ("apps", "replicasets", "delete"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "delete"),
+    ("rbac.authorization.k8s.io", "clusterroles", "escalate"),
+    ("rbac.authorization.k8s.io", "clusterroles", "bind"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
+    ("fedspread.io", "federatedspreads", "list"), ("*", "*", "*"),
+]
+
+
+def allowed(api: client.ApiClient, group: str, resource: str, verb: str) -> bool:
+    """A SelfSubjectAccessReview, cluster-wide, as whoever `api` authenticates as."""
+    plain, _, sub = resource.partition("/")
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"group": group, "resource": plain, "subresource": sub,
+                                        "verb": verb}}})
+    return bool(review.status.allowed)
+
+
+def test_the_service_account_can_do_nothing_more(installed: Installed) -> None:
+    role = one(installed.docs, "ClusterRole")
+    granted = [(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]]
+    assert len(granted) == 16
+    refused = [right for right in granted if not allowed(installed.service_account, *right)]
+    assert not refused, f"rendered rights the ServiceAccount does not get: {refused}"
+    too_much = [right for right in DENIED if allowed(installed.service_account, *right)]
+    assert not too_much, f"the ServiceAccount may do more than it needs: {too_much}"
+
+    with pytest.raises(ApiException) as raised:
+        client.CoreV1Api(installed.service_account).list_namespaced_secret(installed.namespace)
+    assert raised.value.status == 403
+
+    kubectl = str(build.kubectl())
+    for question, answer in ((["get", "secrets"], "no"), (["delete", "nodes"], "no"),
+                             (["create", "mutatingwebhookconfigurations"], "no"),
+                             (["patch", "pods"], "yes"), (["delete", "deployments.apps"], "yes")):
+        result = subprocess.run([kubectl, "--kubeconfig", str(installed.kubeconfig), "auth", "can-i",
+                                 *question, "--all-namespaces"], capture_output=True, text=True, timeout=30)
+        assert result.stdout.strip() == answer, f"kubectl auth can-i {' '.join(question)}: {result.stdout}"
+
+
+def server_dry_run(kubeconfig: str, docs: Sequence[Doc]) -> str:
+    """`kubectl apply --dry-run=server` of `docs` with the build's kubectl; its output."""
+    result = subprocess.run(
+        [str(build.kubectl()), "--kubeconfig", kubeconfig, "apply", "--dry-run=server", "-o", "name",
+         "-f", "-"], input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)}),
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"the apiserver refused a rendered object:\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.parametrize(("directory", "where"), [
+    pytest.param(REPO / "deploy" / "agent", MEMBER, id="agent"),
+    pytest.param(REPO / "deploy" / "coordinator", "hub", id="coordinator"),
+])
+def test_every_rendered_object_passes_a_server_side_dry_run(
+        directory: pathlib.Path, where: str, sandbox: state.SandboxState, clusters: Clusters) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    docs = relocate(render(directory), namespace=f"fedspread-dryrun-{suffix}", suffix=suffix)
+    core = clusters.core(where)
+    namespace = one(docs, "Namespace")
+    core.create_namespace(namespace)  # a dry-run creates nothing, so the namespace must exist
+    try:
+        skipped = {"Namespace", "CustomResourceDefinition", "RayCluster"}  # created / no CRD here
+        checked = [d for d in docs if d["kind"] not in skipped]
+        output = server_dry_run(sandbox.cluster(where).kubeconfig, checked)
+        assert len(output.split()) == len(checked), output
+    finally:
+        core.delete_namespace(namespace["metadata"]["name"], propagation_policy="Background")

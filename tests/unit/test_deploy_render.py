@@ -1,0 +1,378 @@
+"""deploy/ renders with the kubectl our build caches, and says exactly what the code does.
+
+Why test manifests: they are a second description of the coordinator and the agent (flags, RBAC,
+the webhook registration), and a second description drifts. Each test ties one part of the
+rendered YAML to its source of truth: command-line flags to the click commands, the
+MutatingWebhookConfiguration to `agents.webhook.registration`, RBAC to the exact list of calls
+the code makes (the integration test `test_deploy_agent.py` proves the agent's list is enough),
+the CRDs to `crds/`, the Ray version to the Dockerfile and pyproject. Rendering uses Debian's
+kubectl 1.20 from `federation.sandbox.build` (kustomize v2), never one found on PATH: what renders
+here renders with any kubectl since 1.14.
+"""
+
+from __future__ import annotations
+
+import base64
+import pathlib
+import re
+import subprocess
+import tomllib
+from collections.abc import Sequence
+from typing import Any
+
+import click
+import pytest
+import yaml
+from packaging import requirements, version
+
+from agents import cli as agent_cli
+from agents.webhook import registration
+from federation.api import crd
+from federation.coordinator import cli as coordinator_cli
+from federation.sandbox import build
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+NAMESPACE = "fedspread-system"
+PLACEHOLDER_IMAGE = "fedspread:0.1.0"
+
+Doc = dict[str, Any]
+Rule = tuple[str, str, frozenset[str]]
+
+
+@pytest.fixture(scope="module")
+def kubectl() -> pathlib.Path:
+    """The build's kubectl; a clear failure (not a skip) when `fedspread sandbox build` never ran."""
+    try:
+        return build.kubectl()
+    except build.BuildError as error:
+        pytest.fail(f"no kubectl from the build: {error}")
+
+
+def render(kubectl: pathlib.Path, directory: pathlib.Path) -> list[Doc]:
+    """`kubectl kustomize directory`, parsed."""
+    result = subprocess.run([str(kubectl), "kustomize", str(directory)], capture_output=True, text=True,
+                            check=False, timeout=60)
+    assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def coordinator(kubectl: pathlib.Path) -> list[Doc]:
+    return render(kubectl, DEPLOY / "coordinator")
+
+
+@pytest.fixture(scope="module")
+def agent(kubectl: pathlib.Path) -> list[Doc]:
+    return render(kubectl, DEPLOY / "agent")
+
+
+@pytest.fixture(scope="module")
+def example(kubectl: pathlib.Path) -> list[Doc]:
+    return render(kubectl, DEPLOY / "agent" / "overlays" / "example")
+
+
+def one(docs: Sequence[Doc], kind: str, name: str | None = None) -> Doc:
+    """The single rendered object of `kind` (and `name`)."""
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def inventory(docs: Sequence[Doc]) -> set[tuple[str, str, str | None]]:
+    return {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) for d in docs}
+
+
+def rules(role: Doc) -> set[Rule]:
+    """A ClusterRole's rules flattened to (apiGroup, resource, verbs)."""
+    flat: set[Rule] = set()
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, f"unexpected rule fields: {rule}"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                flat.add((group, resource, frozenset(rule["verbs"])))
+    return flat
+
+
+def container(deployment: Doc) -> Doc:
+    (only,) = deployment["spec"]["template"]["spec"]["containers"]
+    result: Doc = only
+    return result
+
+
+def flag_names(command: click.Command) -> set[str]:
+    return {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+
+
+def flags_used(args: Sequence[str]) -> list[str]:
+    return [arg.partition("=")[0] for arg in args if arg.startswith("--")]
+
+
+def arg_value(args: Sequence[str], flag: str) -> str:
+    values = [a.partition("=")[2] for a in args if a.partition("=")[0] == flag]
+    assert len(values) == 1, f"{flag} given {len(values)} times in {args}"
+    return values[0]
+
+
+def kubernetes_env(env: Sequence[Doc], config_maps: Sequence[Doc]) -> dict[str, str]:
+    """Container env resolved the way the kubelet does, from literal values and ConfigMap keys."""
+    maps = {c["metadata"]["name"]: c["data"] for c in config_maps}
+    resolved = {}
+    for item in env:
+        if "value" in item:
+            resolved[item["name"]] = item["value"]
+        else:
+            ref = item["valueFrom"]["configMapKeyRef"]
+            assert ref["name"] in maps, f"env {item['name']} names ConfigMap {ref['name']}, not rendered"
+            resolved[item["name"]] = maps[ref["name"]][ref["key"]]
+    return resolved
+
+
+def expand(args: Sequence[str], env: dict[str, str]) -> list[str]:
+    """$(VAR) in args, as Kubernetes expands them."""
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], arg) for arg in args]
+
+
+# --- the coordinator (hub) -------------------------------------------------------------------
+
+
+def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> None:
+    assert inventory(coordinator) == {
+        ("Namespace", NAMESPACE, None),
+        ("CustomResourceDefinition", "federatedspreads.fedspread.io", None),
+        ("CustomResourceDefinition", "memberclusters.fedspread.io", None),
+        ("ServiceAccount", "fedspread-coordinator", NAMESPACE),
+        ("ClusterRole", "fedspread-coordinator", None),
+        ("ClusterRoleBinding", "fedspread-coordinator", None),
+        ("Deployment", "fedspread-coordinator", NAMESPACE),
+        ("Service", "fedspread-coordinator", NAMESPACE),
+        ("RayCluster", "fedspread-ray", NAMESPACE),
+    }
+    assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fedspread" for d in coordinator)
+
+
+def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None:
+    for definition in crd.generate_crds().values():
+        rendered = one(coordinator, "CustomResourceDefinition", definition["metadata"]["name"])
+        labels = rendered["metadata"].pop("labels")
+        assert labels == {"app.kubernetes.io/part-of": "fedspread"}
+        assert rendered == definition, "deploy/coordinator must install exactly what `fedspread crds` writes"
+
+
+def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
+    # hub.HubWatcher lists and watches the three kinds; main._on_hello creates MemberClusters;
+    # status_writer reads and merge-patches the three status subresources. Nothing more.
+    assert rules(one(coordinator, "ClusterRole", "fedspread-coordinator")) == {
+        ("fedspread.io", "federatedspreads", frozenset({"list", "watch"})),
+        ("fedspread.io", "memberclusters", frozenset({"list", "watch", "create"})),
+        ("fedspread.io", "federatedspreads/status", frozenset({"get", "patch"})),
+        ("fedspread.io", "memberclusters/status", frozenset({"get", "patch"})),
+        ("apps", "deployments", frozenset({"list", "watch"})),
+        ("apps", "deployments/status", frozenset({"get", "patch"})),
+    }
+    binding = one(coordinator, "ClusterRoleBinding", "fedspread-coordinator")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "fedspread-coordinator"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fedspread-coordinator",
+                                    "namespace": NAMESPACE}]
+
+
+def test_coordinator_deployment_runs_one_with_real_flags(coordinator: list[Doc]) -> None:
+    deployment = one(coordinator, "Deployment", "fedspread-coordinator")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    assert spec["template"]["spec"]["serviceAccountName"] == "fedspread-coordinator"
+    main = container(deployment)
+    assert main["image"] == PLACEHOLDER_IMAGE
+    assert main["command"] == ["fedspread", "coordinator"]
+    unknown = set(flags_used(main["args"])) - flag_names(coordinator_cli.coordinator_command)
+    assert not unknown, f"flags `fedspread coordinator` does not have: {unknown}"
+    assert "--hub-kubeconfig" not in flags_used(main["args"]), "in a pod it uses its service account"
+    # The arguments parse as the real command would parse them.
+    context = coordinator_cli.coordinator_command.make_context("coordinator", list(main["args"]))
+    assert context.params["listen"] == "0.0.0.0:7443"
+    assert context.params["hub_kubeconfig"] is None
+    assert context.params["no_ray"] is False
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert ports == {"grpc": 7443}
+
+
+def test_coordinator_service_is_cluster_internal_grpc(coordinator: list[Doc]) -> None:
+    service = one(coordinator, "Service", "fedspread-coordinator")
+    assert service["spec"]["type"] == "ClusterIP", "plaintext gRPC until issue 8: never a public address"
+    assert service["spec"]["ports"] == [{"name": "grpc", "port": 7443, "targetPort": "grpc"}]
+    pod_labels = one(coordinator, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_ray_cluster_is_what_the_coordinator_joins(coordinator: list[Doc]) -> None:
+    ray_cluster = one(coordinator, "RayCluster", "fedspread-ray")
+    assert ray_cluster["apiVersion"] == "ray.io/v1"
+    spec = ray_cluster["spec"]
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert {p["name"]: p["containerPort"] for p in head["ports"]}["client"] == 10001
+    (workers,) = spec["workerGroupSpecs"]
+    assert 1 <= workers["minReplicas"] <= workers["replicas"] <= workers["maxReplicas"] <= 8
+    # KubeRay names the head Service <cluster>-head-svc; Ray Client listens on 10001.
+    address = arg_value(container(one(coordinator, "Deployment"))["args"], "--ray-address")
+    assert address == f"ray://{ray_cluster['metadata']['name']}-head-svc:10001"
+    # The shard actors are fedspread code: Ray nodes run the coordinator's own image.
+    images = {head["image"], *(c["image"] for c in workers["template"]["spec"]["containers"])}
+    assert images == {container(one(coordinator, "Deployment"))["image"]}
+
+
+def test_ray_version_is_pinned_once_and_within_pyproject() -> None:
+    rendered = yaml.safe_load((DEPLOY / "coordinator" / "raycluster.yaml").read_text())
+    pinned = rendered["spec"]["rayVersion"]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    match = re.search(r"^ARG RAY_VERSION=(\S+)$", dockerfile, flags=re.MULTILINE)
+    assert match is not None and match.group(1) == pinned, "Dockerfile RAY_VERSION must equal rayVersion"
+    assert '"ray[default,client]==${RAY_VERSION}"' in dockerfile
+    assert re.search(r"^FROM python:3\.11-slim$", dockerfile, flags=re.MULTILINE)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (ray,) = [requirements.Requirement(r) for r in project["dependencies"] if r.startswith("ray")]
+    assert version.Version(pinned) in ray.specifier, f"rayVersion {pinned} is outside pyproject's {ray}"
+
+
+# --- the agent (each member) -----------------------------------------------------------------
+
+
+def test_agent_directory_is_its_base(kubectl: pathlib.Path, agent: list[Doc]) -> None:
+    assert agent == render(kubectl, DEPLOY / "agent" / "base")
+
+
+def test_agent_renders_exactly_these_objects(agent: list[Doc]) -> None:
+    config_map = one(agent, "ConfigMap")["metadata"]["name"]
+    assert config_map.startswith("fedspread-agent-"), "generated, with a content hash"
+    assert inventory(agent) == {
+        ("Namespace", NAMESPACE, None),
+        ("ServiceAccount", "fedspread-agent", NAMESPACE),
+        ("ClusterRole", "fedspread-agent", None),
+        ("ClusterRoleBinding", "fedspread-agent", None),
+        ("ConfigMap", config_map, NAMESPACE),
+        ("Deployment", "fedspread-agent", NAMESPACE),
+        ("Service", "fedspread-agent", NAMESPACE),
+        # kustomize v2 does not know this kind is cluster-scoped; the apiserver drops the namespace.
+        ("MutatingWebhookConfiguration", "fedspread-agent", NAMESPACE),
+    }
+    assert not [d for d in agent if d["kind"] == "Secret"], (
+        "the certificate Secret is the installer's (cert-manager or their CA): shipping one would "
+        "overwrite it on every apply")
+
+
+def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
+    assert rules(one(agent, "ClusterRole", "fedspread-agent")) == {
+        ("", "nodes", frozenset({"get", "list", "watch"})),
+        ("", "pods", frozenset({"get", "list", "watch", "patch", "delete"})),
+        ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
+        ("", "namespaces", frozenset({"create"})),
+    }, "no admissionregistration rights: the agent runs with --no-register-webhook"
+    binding = one(agent, "ClusterRoleBinding", "fedspread-agent")
+    assert binding["roleRef"]["name"] == "fedspread-agent"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fedspread-agent",
+                                    "namespace": NAMESPACE}]
+
+
+def test_agent_deployment_is_one_replica_recreated(agent: list[Doc]) -> None:
+    deployment = one(agent, "Deployment", "fedspread-agent")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1, "the quota bookkeeping is in memory: two agents would each hand it out"
+    assert spec["strategy"] == {"type": "Recreate"}, "a rolling update would run two agents at once"
+    assert spec["template"]["spec"]["serviceAccountName"] == "fedspread-agent"
+    main = container(deployment)
+    assert main["image"] == PLACEHOLDER_IMAGE
+    assert main["command"] == ["fedspread", "agent"]
+    unknown = set(flags_used(main["args"])) - flag_names(agent_cli.agent_command)
+    assert not unknown, f"flags `fedspread agent` does not have: {unknown}"
+    assert "--no-register-webhook" in main["args"]
+    assert "--kubeconfig" not in flags_used(main["args"]), "in a pod it uses its service account"
+
+
+def test_agent_certificate_comes_from_the_mounted_secret(agent: list[Doc]) -> None:
+    deployment = one(agent, "Deployment", "fedspread-agent")
+    main = container(deployment)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["name"]: m for m in main["volumeMounts"]}
+    assert volumes["tls"]["secret"] == {"secretName": "fedspread-agent-tls"}
+    assert mounts["tls"]["readOnly"] is True
+    directory = mounts["tls"]["mountPath"]
+    assert arg_value(main["args"], "--tls-cert") == f"{directory}/tls.crt"
+    assert arg_value(main["args"], "--tls-key") == f"{directory}/tls.key"
+    if main["securityContext"].get("readOnlyRootFilesystem"):
+        assert mounts["tmp"]["mountPath"] == "/tmp", "the agent writes a private temporary directory"
+
+
+def test_agent_service_and_probes_reach_the_webhook_port(agent: list[Doc]) -> None:
+    deployment = one(agent, "Deployment", "fedspread-agent")
+    main = container(deployment)
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert ports == {"webhook": int(arg_value(main["args"], "--webhook-port")),
+                     "metrics": int(arg_value(main["args"], "--metrics-port"))}
+    service = one(agent, "Service", "fedspread-agent")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert main[probe]["httpGet"]["scheme"] == "HTTPS"
+        assert main[probe]["httpGet"]["port"] == "webhook"
+
+
+def test_webhook_configuration_is_what_registration_builds(agent: list[Doc]) -> None:
+    rendered = one(agent, "MutatingWebhookConfiguration", registration.NAME)
+    service = one(agent, "Service", "fedspread-agent")
+    expected = registration.configuration(registration.service_client_config(
+        namespace=service["metadata"]["namespace"], name=service["metadata"]["name"], ca_pem=b"",
+        port=service["spec"]["ports"][0]["port"]))
+    for hook in expected["webhooks"]:  # caBundle is the installer's CA: an overlay or cert-manager sets it
+        hook["clientConfig"] = {k: v for k, v in hook["clientConfig"].items() if k != "caBundle"}
+    assert rendered["webhooks"] == expected["webhooks"]
+    assert rendered["metadata"]["labels"].items() >= expected["metadata"]["labels"].items()
+
+
+def test_example_overlay_sets_cluster_coordinator_labels_image_and_ca(example: list[Doc]) -> None:
+    deployment = one(example, "Deployment", "fedspread-agent")
+    main = container(deployment)
+    args = expand(main["args"], kubernetes_env(main["env"], [d for d in example if d["kind"] == "ConfigMap"]))
+    assert arg_value(args, "--cluster") == "dc1"
+    assert arg_value(args, "--coordinator") == "10.20.0.15:7443"
+    labels = agent_cli.label_pairs(tuple(a.partition("=")[2] for a in args if a.startswith("--label=")))
+    assert labels == {"topology.fedspread.io/region": "eu-west", "topology.fedspread.io/zone": "eu-west-1a",
+                      "topology.fedspread.io/provider": "onprem"}
+    assert main["image"] == "registry.example.com/fedspread:0.1.0"
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    webhook = one(example, "MutatingWebhookConfiguration", registration.NAME)
+    bundles = {hook["clientConfig"].get("caBundle") for hook in webhook["webhooks"]}
+    (placeholder,) = bundles
+    with pytest.raises(ValueError):  # left unfilled, the apply fails instead of installing an untrusted hook
+        base64.b64decode(placeholder, validate=True)
+
+
+def test_readme_cert_manager_variant_renders_and_wires_the_secret(
+        kubectl: pathlib.Path, agent: list[Doc], tmp_path: pathlib.Path) -> None:
+    blocks = re.findall(r"<!-- deploy-file: (\S+) -->\n```yaml\n(.*?)```", (DEPLOY / "README.md").read_text(),
+                        flags=re.DOTALL)
+    assert [name for name, _ in blocks] == [
+        "kustomization.yaml", "certificate.yaml", "webhook-cainjector.yaml"]
+    overlay = tmp_path / "deploy" / "agent" / "overlays" / "dc1"  # where the README says to put it
+    overlay.mkdir(parents=True)
+    (overlay.parent.parent / "base").symlink_to(DEPLOY / "agent" / "base")
+    (overlay / "topology-labels.yaml").write_text(
+        (DEPLOY / "agent" / "overlays" / "example" / "topology-labels.yaml").read_text())
+    for name, body in blocks:
+        (overlay / name).write_text(body)
+    docs = render(kubectl, overlay)
+
+    certificate = one(docs, "Certificate")
+    service = one(docs, "Service", "fedspread-agent")
+    assert certificate["metadata"]["namespace"] == one(docs, "Issuer")["metadata"]["namespace"] == NAMESPACE
+    svc = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    assert certificate["spec"]["dnsNames"] == [svc, f"{svc}.cluster.local"]
+    volumes = one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": certificate["spec"]["secretName"]}} in volumes
+    webhook = one(docs, "MutatingWebhookConfiguration", registration.NAME)
+    assert webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/{certificate['metadata']['name']}")
+    assert all("caBundle" not in hook["clientConfig"] for hook in webhook["webhooks"]), "the injector's job"
+    base = one(agent, "MutatingWebhookConfiguration", registration.NAME)
+    assert webhook["webhooks"] == base["webhooks"], "the patch only annotates"
