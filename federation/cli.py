@@ -14,7 +14,7 @@ import click
 
 from agents import cli as agent_cli
 from federation import cli_get, cli_simulate
-from federation.api import crd
+from federation.api import crd, reference
 from federation.coordinator import cli as coordinator_cli
 from federation.demo import cli as demo_cli
 from federation.sandbox import cli as sandbox_cli
@@ -48,27 +48,38 @@ main.add_command(demo_cli.demo_command)
     help="Directory to write the CustomResourceDefinition YAML files into.",
 )
 @click.option(
+    "--reference", "reference_file",
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    default=pathlib.Path("docs/api.md"),
+    show_default=True,
+    help="The API reference (Markdown) generated from the same models.",
+)
+@click.option(
     "--check",
     is_flag=True,
-    help="Write nothing; exit 1 if the files in --output-dir differ from the models.",
+    help="Write nothing; exit 1 if the files in --output-dir or the reference differ from the models.",
 )
-def crds_command(output_dir: pathlib.Path, check: bool) -> None:
-    """Generate the FederatedSpread and MemberCluster CRDs from the API models.
+def crds_command(output_dir: pathlib.Path, reference_file: pathlib.Path, check: bool) -> None:
+    """Generate the FederatedSpread and MemberCluster CRDs, and the API reference, from the models.
 
     The pydantic models in federation.api are the one source of truth; run this after changing
-    them and commit the result (a test fails when crds/ drifts).
+    them and commit the result (tests fail when crds/ or docs/api.md drift).
     """
     if check:
-        stale = crd.stale_files(output_dir)
+        stale = [str(output_dir / name) for name in crd.stale_files(output_dir)]
+        if not reference_file.is_file() or reference_file.read_text() != reference.render():
+            stale.append(str(reference_file))
         if stale:
             for name in stale:
-                click.echo(f"out of date: {output_dir / name}", err=True)
+                click.echo(f"out of date: {name}", err=True)
             click.echo("run `fedspread crds` to regenerate", err=True)
             sys.exit(1)
         click.echo(f"{output_dir}: up to date")
         return
     for path in crd.write_crds(output_dir):
         click.echo(f"wrote {path}")
+    reference.write(reference_file)
+    click.echo(f"wrote {reference_file}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -93,15 +93,17 @@ def test_cli_check_passes_on_the_committed_crds() -> None:
 
 
 def test_cli_writes_then_check_passes(tmp_path: pathlib.Path) -> None:
-    out = tmp_path / "deep" / "crds"
+    out, api = tmp_path / "deep" / "crds", tmp_path / "docs" / "api.md"
+    where = ["--output-dir", str(out), "--reference", str(api)]
     runner = CliRunner()
-    failed = runner.invoke(cli.main, ["crds", "--check", "--output-dir", str(out)])
+    failed = runner.invoke(cli.main, ["crds", "--check", *where])
     assert failed.exit_code == 1
-    assert "run `fedspread crds`" in failed.output
-    written = runner.invoke(cli.main, ["crds", "--output-dir", str(out)])
+    assert "run `fedspread crds`" in failed.output and f"out of date: {api}" in failed.output
+    written = runner.invoke(cli.main, ["crds", *where])
     assert written.exit_code == 0, written.output
     assert sorted(p.name for p in out.iterdir()) == [crd.KUSTOMIZATION, SPREADS, CLUSTERS]
-    assert runner.invoke(cli.main, ["crds", "--check", "--output-dir", str(out)]).exit_code == 0
+    assert api.read_text().startswith("# API reference")
+    assert runner.invoke(cli.main, ["crds", "--check", *where]).exit_code == 0
 
 
 def test_stale_files_finds_missing_changed_and_leftover_files(tmp_path: pathlib.Path) -> None:
