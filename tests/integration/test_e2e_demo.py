@@ -3,17 +3,17 @@
 Why: every piece is tested alone and the coordinator with stand-in agents; only this test runs the
 story a user sees — `fedspread coordinator` on a local Ray, a real `fedspread agent` (webhook,
 controller, reporter) in each member, the member clusters' own controllers and scheduler — and
-checks it from every side: the steps' placements and pods, the hub's FederatedSpread status and
-its printer columns (what `kubectl get federatedspreads` shows), the hub Deployment's status
-aggregated from the members, pod-deletion-cost on member pods, MemberCluster readiness, and the
-SDK's answers.
+checks it from every side: the steps' placements and pods, the hub's FederatedSpread printer
+columns and the hub Deployment's status aggregated from the members (both as `kubectl get` prints
+them, with the sandbox build's kubectl), pod-deletion-cost on member pods, MemberCluster
+readiness, and the SDK's answers.
 """
 
 from __future__ import annotations
 
-import json
+import re
+import subprocess
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import waiting
@@ -23,6 +23,7 @@ from federation import sdk
 from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.demo import environment, story
+from federation.sandbox import build
 
 TIMEOUT = 60.0
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -52,27 +53,20 @@ def told(federation: environment.Federation) -> Iterator[story.Story]:
         running.close()
 
 
-TABLE = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
-
-
-def spreads_table(hub: client.ApiClient) -> dict[str, dict[str, Any]]:
-    """What `kubectl get federatedspreads -n demo` prints (the Table API, as kubectl asks)."""
-    return rows(client.CustomObjectsApi(hub).list_namespaced_custom_object(
-        common.API_GROUP, common.API_VERSION, story.NAMESPACE, spread_api.PLURAL,
-        _headers=TABLE, _preload_content=False))
-
-
-def deployments_table(hub: client.ApiClient) -> dict[str, dict[str, Any]]:
-    """What `kubectl get deployments -n demo` prints on the hub."""
-    return rows(client.AppsV1Api(hub).list_namespaced_deployment(
-        story.NAMESPACE, _headers=TABLE, _preload_content=False))
-
-
-def rows(response: Any) -> dict[str, dict[str, Any]]:
-    """A Table response's rows by name, cells by column name."""
-    found = json.loads(response.data)
-    names = [c["name"] for c in found["columnDefinitions"]]
-    return {row["cells"][0]: dict(zip(names, row["cells"], strict=True)) for row in found["rows"]}
+def kubectl_get(federation: environment.Federation, kind: str) -> dict[str, dict[str, str]]:
+    """`kubectl get KIND -n demo` on the hub, with the sandbox build's kubectl: rows by name,
+    cells by column header."""
+    printed = subprocess.run(
+        [str(build.kubectl()), "--kubeconfig", federation.kubeconfig("hub"), "get", kind,
+         "-n", story.NAMESPACE], capture_output=True, text=True, timeout=30, check=True).stdout
+    header, *lines = printed.splitlines()
+    starts = [match.start() for match in re.finditer(r"\S+", header)]
+    names = header.split()
+    found: dict[str, dict[str, str]] = {}
+    for line in lines:
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        found[cells[0]] = dict(zip(names, cells, strict=True))
+    return found
 
 
 def member_costs(federation: environment.Federation, name: str) -> dict[str, set[str]]:
@@ -102,14 +96,14 @@ def test_the_demo_story_from_every_side(federation: environment.Federation, told
     assert seen.desired(subset="eu") == 8 and all(seen.desired(name) >= 1 for name in eu)
     assert seen.running() == 12
     columns = waiting.wait_for(
-        lambda: (row := spreads_table(hub).get(story.NAME)) and row.get("Ready") == 12 and row,
-        timeout=TIMEOUT, message="`kubectl get federatedspreads` never showed 12 ready")
-    assert (columns["Target"], columns["Replicas"], columns["Unplaced"]) == ("web", 12, 0)
+        lambda: (row := kubectl_get(federation, "federatedspreads").get(story.NAME)) and row["READY"] == "12"
+        and row, timeout=TIMEOUT, message="`kubectl get federatedspreads` never showed 12 ready")
+    assert (columns["TARGET"], columns["REPLICAS"], columns["UNPLACED"]) == ("web", "12", "0")
     deployment = waiting.wait_for(
-        lambda: (row := deployments_table(hub).get(story.NAME)) and row.get("Ready") == "12/12" and row,
-        timeout=TIMEOUT,
+        lambda: (row := kubectl_get(federation, "deployments").get(story.NAME)) and row["READY"] == "12/12"
+        and row, timeout=TIMEOUT,
         message="`kubectl get deployments` on the hub never showed 12/12 (aggregated from the members)")
-    assert deployment["Available"] == 12
+    assert deployment["AVAILABLE"] == "12"
     with sdk.PlacementClient(federation.coordinator_address) as placements:
         answer = placements.placement(story.KEY)
         assert answer.clusters == {r.cluster: r.desired for r in seen.rows}
