@@ -55,6 +55,9 @@ log = logging.getLogger("fedspread.coordinator")
 
 HUB_KINDS = frozenset({"spread", "cluster", "deployment"})
 PROBE_TIMEOUT = 10.0
+GRPC_THREADS = 4096
+"""Each agent stream holds one server thread for its lifetime (grpc's sync server), so the pool must
+outnumber the member clusters; threads are only created as streams and calls arrive."""
 
 
 class CoordinatorError(Exception):
@@ -179,7 +182,7 @@ class CoordinatorProcess:
     def start(self) -> None:
         """Check the hub, listen, start watching and the loops; CoordinatorError on user problems."""
         probe_hub(self.api)
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=64,
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=GRPC_THREADS,
                                                                    thread_name_prefix="grpc"))
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, server)
         placement_service.add_to_server(server, self.source)
