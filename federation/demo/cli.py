@@ -99,8 +99,10 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
     except (environment.DemoError, launcher.SandboxError, TimeoutError) as error:
         failure = str(error)
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shown.close()
-        shown.note("tearing down")
+        shown.note("tearing down (every process is stopped; further Ctrl-C is ignored until then)")
         federation.close()
     if failure:
         _fail(f"{failure} (everything was stopped; logs in {federation.logs})")
