@@ -11,6 +11,11 @@ deleted, not finished) plus `creating` entries the cache has not seen yet; `dele
 pods the webhook saw go but the cache still lists. Entries expire (30 s / 15 s) in case the
 create or delete never happened. Quotas are counted per pod-template revision (kruise#834), so a
 rolling update's new pods fill the subsets in order while the old ones drain.
+
+Those counts are kept as a running tally per (revision, subset), moved one pod at a time by the
+webhook's calls and recounted when the controller hands over a new snapshot: an admission reads
+a few numbers instead of walking every pod of the spread (at 1,000 pods that walk alone was a
+millisecond, under the lock every admission shares).
 """
 
 from __future__ import annotations
@@ -67,12 +72,45 @@ class Pending:
     since: datetime.datetime
 
 
+Holder = tuple[str, str]
+"""(revision, subset): whose quota a pod holds."""
+
+
 @dataclasses.dataclass
 class _SpreadBook:
     observed: dict[str, PodRecord] = dataclasses.field(default_factory=dict)
     creating: dict[str, Pending] = dataclasses.field(default_factory=dict)
     deleting: dict[str, Pending] = dataclasses.field(default_factory=dict)
     local_marks: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
+    tally: collections.Counter[Holder] = dataclasses.field(default_factory=collections.Counter)
+    """Pods holding quota by (revision, subset), in step with the three maps above."""
+
+    def holder(self, name: str) -> Holder | None:
+        """Whose quota pod `name` holds now: an observed pod that has a subset, is active and is
+        not being deleted, or a creatingPods entry the cache has not seen yet."""
+        if name in self.deleting:
+            return None
+        pod = self.observed.get(name)
+        if pod is not None:
+            return (pod.revision, pod.subset) if pod.subset and pod.active else None
+        entry = self.creating.get(name)
+        return (entry.revision, entry.subset) if entry is not None else None
+
+    def moved(self, before: Holder | None, after: Holder | None) -> None:
+        """Move one pod in the tally from `before` to `after` (either may be None)."""
+        if before == after:
+            return
+        if before is not None:
+            self.tally[before] -= 1
+            if self.tally[before] <= 0:
+                del self.tally[before]
+        if after is not None:
+            self.tally[after] += 1
+
+    def recount(self) -> None:
+        """The tally from scratch (after the maps changed wholesale)."""
+        names = self.observed.keys() | self.creating.keys()
+        self.tally = collections.Counter(h for h in map(self.holder, names) if h is not None)
 
 
 SubsetCounts = status.ClusterPods
@@ -122,14 +160,7 @@ class Bookkeeping:
     # --- webhook ---------------------------------------------------------------------------------
 
     def _assigned(self, book: _SpreadBook, revision: str) -> dict[str, int]:
-        counts: dict[str, int] = collections.Counter()
-        for pod in book.observed.values():
-            if pod.subset and pod.active and pod.revision == revision and pod.name not in book.deleting:
-                counts[pod.subset] += 1
-        for name, entry in book.creating.items():
-            if name not in book.observed and name not in book.deleting and entry.revision == revision:
-                counts[entry.subset] += 1
-        return counts
+        return {subset: n for (rev, subset), n in book.tally.items() if rev == revision}
 
     def _blocked(self, spread: assignment_mod.Assignment, book: _SpreadBook,
                  now: datetime.datetime) -> set[str]:
@@ -155,7 +186,9 @@ class Bookkeeping:
             if chosen is None:
                 return None
             if not dry_run:
+                before = book.holder(pod_name)
                 book.creating[pod_name] = Pending(subset=chosen, revision=revision, since=now)
+                book.moved(before, book.holder(pod_name))
             return current.rule(chosen)
 
     def note_deleting(self, spread: str, pod_name: str, *, subset: str | None = None) -> str | None:
@@ -169,7 +202,9 @@ class Bookkeeping:
             if chosen is None:
                 return None
             revision = known.revision if known else (entry.revision if entry else "")
+            before = book.holder(pod_name)
             book.deleting[pod_name] = Pending(subset=chosen, revision=revision, since=now)
+            book.moved(before, book.holder(pod_name))
             return chosen
 
     # --- controller ------------------------------------------------------------------------------
@@ -183,6 +218,7 @@ class Bookkeeping:
                 del book.creating[name]
             for name in [n for n in book.deleting if n not in book.observed]:
                 del book.deleting[name]
+            book.recount()
 
     def expire(self) -> int:
         """Drop creating entries older than 30 s and deleting entries older than 15 s."""
@@ -192,7 +228,9 @@ class Bookkeeping:
             for book in self._books.values():
                 for entries, ttl in ((book.creating, CREATING_TTL), (book.deleting, DELETING_TTL)):
                     for name in [n for n, e in entries.items() if now - e.since > ttl]:
+                        before = book.holder(name)
                         del entries[name]
+                        book.moved(before, book.holder(name))
                         dropped += 1
                 for subset in [s for s, until in book.local_marks.items() if now >= until]:
                     del book.local_marks[subset]

@@ -16,11 +16,19 @@ the cluster.
   into deletingPods. Deletions are never blocked.
 * Dry-run requests get the same answer and leave the bookkeeping alone (the configuration says
   sideEffects None).
+
+Kept off the CREATE path, because the admission bench (`bench/admission.py`) showed them in its
+p99: a system call for the generated name's randomness (`os.urandom` releases the interpreter
+lock, and under load the thread then waits a switch interval to get it back — names need to be
+unique, not secret, and the apiserver itself uses a plain PRNG for generateName), and a copy and a
+JSONPatch diff of every field of the pod, managedFields included, where a few fields change
+(`_injected_part`).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +44,34 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 TokenSource = Callable[[], str]
+
+_NAMES = random.Random(secrets.randbits(128))
+
+
+def fresh_token() -> str:
+    """128 random bits as hex for a generated name: a seeded PRNG, no system call."""
+    return f"{_NAMES.getrandbits(128):032x}"
+
+
+_INJECTED = {"metadata": ("name", "annotations"), "spec": ("affinity", "tolerations")}
+
+
+def _injected_part(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The only fields an injection without a subset `patch` reads or writes — metadata name and
+    annotations, spec affinity and tolerations — as a pod of their own.
+
+    `mutate_pod` deep-copies its input and `json_patch` compares every field it is given; handed
+    this instead of the whole pod (managedFields, containers and all) they do the same work on a
+    few fields and give the same JSONPatch. With a `patch`, which may touch anything, the whole pod
+    is used.
+    """
+    part: dict[str, Any] = {}
+    for section, value in pod.items():  # in the pod's order, so that the patch's order is the same
+        keys = _INJECTED.get(section)
+        if keys is None:
+            continue
+        part[section] = {k: v for k, v in value.items() if k in keys} if isinstance(value, dict) else value
+    return part
 
 
 def _pod_metadata(pod: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -73,7 +109,7 @@ class AdmissionHandler:
     """Answers AdmissionReviews from the local bookkeeping (thread-safe, no I/O)."""
 
     def __init__(self, book: bookkeeping.Bookkeeping, agent_metrics: metrics.AgentMetrics, *,
-                 token_source: TokenSource = secrets.token_hex) -> None:
+                 token_source: TokenSource = fresh_token) -> None:
         self.book = book
         self.metrics = agent_metrics
         self._token = token_source
@@ -125,9 +161,10 @@ class AdmissionHandler:
             self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.NO_SUBSET)
             LOG.debug("pod %s/%s of %s: every subset is full here", request.namespace, name, spread.spread)
             return review.allow(request.uid)
+        source = pod if rule.patch else _injected_part(pod)
         try:
             mutated = mutation.mutate_pod(
-                pod, subset=rule.name, required_term=rule.required_term,
+                source, subset=rule.name, required_term=rule.required_term,
                 preferred_terms=rule.preferred_terms, tolerations=rule.tolerations, patch=rule.patch,
                 name=generated,
             )
@@ -141,7 +178,7 @@ class AdmissionHandler:
             warning = f"fedspread: subset {rule.name} not injected: {error}"
             return review.allow(request.uid, warnings=[warning])
         self.metrics.decision(spread=spread.spread, subset=rule.name, outcome=metrics.ASSIGNED)
-        return review.allow(request.uid, patch=mutation.json_patch(pod, mutated))
+        return review.allow(request.uid, patch=mutation.json_patch(source, mutated))
 
     # --- pod DELETE and eviction ------------------------------------------------------------------
 
