@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 
 import grpc
+from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common
 from federation.coordinator import assignments, loop, shards
@@ -91,6 +92,8 @@ class Coordinator:
         self._hub_synced = hub_synced
         self._streams: dict[str, AgentStream] = {}
         self._sent: dict[str, dict[str, agent_pb2.SpreadAssignment]] = {}
+        self._prints: dict[str, dict[str, bytes]] = {}
+        """Per cluster and spread, `assignments.comparable` of what `_sent` holds (when known)."""
 
     # --- streams -------------------------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Coordinator:
             if self._streams.get(stream.cluster) is stream:
                 del self._streams[stream.cluster]
                 self._sent.pop(stream.cluster, None)
+                self._prints.pop(stream.cluster, None)
 
     def mark_hub_synced(self) -> None:
         """The hub watcher listed everything: resync the streams that were waiting for it."""
@@ -162,6 +166,7 @@ class Coordinator:
                 reason="spread deleted" if entry is None else "cluster no longer selected"))
             removed += 1
         self._sent[name] = sent
+        self._prints[name] = {}
         stream.resynced = True
         stream.send(notice=agent_pb2.Notice(
             severity=agent_pb2.Notice.SEVERITY_INFO, code=RESYNC_COMPLETE_CODE,
@@ -174,8 +179,11 @@ class Coordinator:
             return {}
         now = self.clock()
         messages = assignments.for_clusters(entry, result, marks=self.world.marks_for(key), now=now)
-        for message in messages.values():
-            message.issued_at.FromDatetime(now)
+        if messages:
+            issued = timestamp_pb2.Timestamp()
+            issued.FromDatetime(now)
+            for message in messages.values():
+                message.issued_at.CopyFrom(issued)
         return messages
 
     # --- placement -----------------------------------------------------------------------------
@@ -191,34 +199,42 @@ class Coordinator:
             if not self._hub_synced:
                 return loop.Round(placements={})
             result = loop.recompute(self.world, keys, now=self.clock(), place_batch=self.backend.place_batch)
+            streams = [stream for _, stream in sorted(self._streams.items()) if stream.resynced]
             for key in sorted(result.placements):
                 new = self._assignments_for(key)
-                for name, stream in sorted(self._streams.items()):
-                    if stream.resynced:
-                        self._deliver(stream, key, new.get(name))
+                for stream in streams:
+                    self._deliver(stream, key, new.get(stream.cluster))
             for key in result.removed:
-                for _name, stream in sorted(self._streams.items()):
-                    if stream.resynced:
-                        self._deliver(stream, key, None, reason="spread deleted")
+                for stream in streams:
+                    self._deliver(stream, key, None, reason="spread deleted")
             return result
 
     def _deliver(
         self, stream: AgentStream, key: str, new: agent_pb2.SpreadAssignment | None, *,
         reason: str = "cluster no longer selected",
     ) -> None:
+        """Send `new` (None: a removal) to `stream` unless it holds the same already (`assignments.changed`
+        semantics); what was sent is fingerprinted once, not on every comparison."""
         sent = self._sent.setdefault(stream.cluster, {})
+        prints = self._prints.setdefault(stream.cluster, {})
         old = sent.get(key)
-        delta = assignments.changed({stream.cluster: old} if old else {},
-                                    {stream.cluster: new} if new else {})
-        if stream.cluster not in delta:
-            return
         if new is None:
-            assert old is not None
-            del sent[key]
-            stream.send(removal=assignments.removal(key, generation=old.generation + 1, reason=reason))
-        else:
-            sent[key] = new
-            stream.send(assignment=new)
+            if old is not None:
+                del sent[key]
+                prints.pop(key, None)
+                stream.send(removal=assignments.removal(key, generation=old.generation + 1, reason=reason))
+            return
+        after = assignments.comparable(new)
+        if old is not None:
+            before = prints.get(key)
+            if before is None:  # sent by a resync: fingerprinted when first compared
+                before = assignments.comparable(old)
+            if before == after:
+                prints[key] = before
+                return
+        sent[key] = new
+        prints[key] = after
+        stream.send(assignment=new)
 
     def tick(self) -> loop.Lost:
         """The failover timer: clusters silent past clusterLostSeconds lose their replicas."""

@@ -68,54 +68,65 @@ def for_clusters(
     marks: Sequence[placement.UnschedulableMark] = (),
     now: datetime.datetime | None = None,
 ) -> dict[str, agent_pb2.SpreadAssignment]:
-    """One assignment per cluster any subset selects (quota 0 included), by cluster name."""
+    """One assignment per cluster any subset selects (quota 0 included), by cluster name.
+
+    What every cluster's message shares (template, target, strategy, subset rules) is built once
+    and copied; only the quotas and unschedulable marks are per cluster. A failover republishes
+    hundreds of spreads to every cluster they use, under the coordinator's lock.
+    """
+    names = sorted({name for s in result.subsets for name in s.clusters})
+    if not names:
+        return {}
     spec = entry.spec
     settings = spec.schedule_strategy.adaptive_settings()
     until = _active_until(marks, seconds=settings.unschedulable_seconds, now=now)
     template = trimmed_template(entry.template)
-    template_json, revision = json.dumps(template), revision_of(template)
-    subsets = {s.name: s for s in spec.subsets}
-    names = sorted({name for s in result.subsets for name in s.clusters})
     namespace, _, name = entry.key.partition("/")
+    base = agent_pb2.SpreadAssignment(
+        spread=entry.key, generation=entry.generation, template_json=json.dumps(template),
+        template_revision=revision_of(template), subset_count=len(result.subsets),
+    )
+    base.target.api_version = spec.target_ref.api_version
+    base.target.kind = spec.target_ref.kind
+    base.target.namespace = namespace
+    base.target.name = spec.target_ref.name or name
+    base.strategy.type = spec.schedule_strategy.type
+    base.strategy.reschedule_critical_seconds = settings.reschedule_critical_seconds
+    base.strategy.unschedulable_seconds = settings.unschedulable_seconds
+    subsets = {s.name: s for s in spec.subsets}
+    for index, subset_result in enumerate(result.subsets):
+        item = base.subsets.add(name=subset_result.name, index=index)
+        subset = subsets.get(subset_result.name)
+        if subset is not None:
+            if subset.required_node_selector_term is not None:
+                item.required_node_selector_term_json = json.dumps(_json(subset.required_node_selector_term))
+            if subset.preferred_node_selector_terms:
+                item.preferred_node_selector_terms_json = json.dumps(
+                    [_json(t) for t in subset.preferred_node_selector_terms]
+                )
+            if subset.tolerations:
+                item.tolerations_json = json.dumps([_json(t) for t in subset.tolerations])
+            if subset.patch is not None:
+                item.patch_json = json.dumps(subset.patch)
     messages: dict[str, agent_pb2.SpreadAssignment] = {}
     for cluster_name in names:
-        quotas = [s.clusters.get(cluster_name, 0) for s in result.subsets]
-        message = agent_pb2.SpreadAssignment(
-            spread=entry.key, generation=entry.generation, template_json=template_json,
-            template_revision=revision, replicas=sum(quotas), subset_count=len(result.subsets),
-        )
-        message.target.api_version = spec.target_ref.api_version
-        message.target.kind = spec.target_ref.kind
-        message.target.namespace = namespace
-        message.target.name = spec.target_ref.name or name
-        message.strategy.type = spec.schedule_strategy.type
-        message.strategy.reschedule_critical_seconds = settings.reschedule_critical_seconds
-        message.strategy.unschedulable_seconds = settings.unschedulable_seconds
-        for index, (subset_result, quota) in enumerate(zip(result.subsets, quotas, strict=True)):
-            item = message.subsets.add(name=subset_result.name, index=index, quota=quota)
-            subset = subsets.get(subset_result.name)
-            if subset is not None:
-                if subset.required_node_selector_term is not None:
-                    item.required_node_selector_term_json = json.dumps(
-                        _json(subset.required_node_selector_term)
-                    )
-                if subset.preferred_node_selector_terms:
-                    item.preferred_node_selector_terms_json = json.dumps(
-                        [_json(t) for t in subset.preferred_node_selector_terms]
-                    )
-                if subset.tolerations:
-                    item.tolerations_json = json.dumps([_json(t) for t in subset.tolerations])
-                if subset.patch is not None:
-                    item.patch_json = json.dumps(subset.patch)
-            end = until.get((subset_result.name, cluster_name))
+        message = agent_pb2.SpreadAssignment()
+        message.CopyFrom(base)
+        total = 0
+        for item, subset_result in zip(message.subsets, result.subsets, strict=True):
+            quota = subset_result.clusters.get(cluster_name, 0)
+            item.quota = quota
+            total += quota
+            end = until.get((subset_result.name, cluster_name)) if until else None
             if end is not None:
                 item.unschedulable_until.FromDatetime(end)
+        message.replicas = total
         messages[cluster_name] = message
     return messages
 
 
-def _comparable(message: agent_pb2.SpreadAssignment) -> bytes:
-    """The message without what changes on every send (generation, issue time)."""
+def comparable(message: agent_pb2.SpreadAssignment) -> bytes:
+    """The message without what changes on every send (generation, issue time), serialized."""
     copy = agent_pb2.SpreadAssignment()
     copy.CopyFrom(message)
     copy.generation = 0
@@ -134,7 +145,7 @@ def changed(
         before = old.get(name)
         if after is None:
             delta[name] = None
-        elif before is None or _comparable(before) != _comparable(after):
+        elif before is None or comparable(before) != comparable(after):
             delta[name] = after
     return delta
 
