@@ -346,7 +346,8 @@ def test_pod_counts_carry_the_member_deployment_status(
             web.workload.unavailable_replicas) == (3, 3, 3, 0)
     assert web.workload.observed_generation == live.metadata.generation == live.status.observed_generation
 
-    # Before its pods were Ready the Deployment was reported too, with fewer ready replicas.
+    # Every report since the scale carried the Deployment, never more ready replicas than exist.
+    # (Whether one arrived before all three were Ready depends on timing, so it is not asserted.)
     earlier = [s.workload.ready_replicas for m in standin.messages(MEMBER, "pod_counts", since=mark)
                for s in m.pod_counts.spreads if s.spread == f"{namespace}/web" and s.HasField("workload")]
-    assert earlier[0] < 3, f"ready replicas reported: {earlier}"
+    assert earlier and all(0 <= ready <= 3 for ready in earlier), f"ready replicas reported: {earlier}"

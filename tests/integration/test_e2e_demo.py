@@ -26,6 +26,7 @@ from federation.demo import environment, story
 from federation.sandbox import build
 
 TIMEOUT = 60.0
+GROUP, VERSION = common.API_GROUP, common.API_VERSION
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
@@ -125,8 +126,13 @@ def test_the_demo_story_from_every_side(federation: environment.Federation, told
     victim = next(name for name in eu if not seen.ready[name])
     assert victim == holder and seen.desired(victim) == 0 and seen.desired(subset="eu") == 1
     members = client.CustomObjectsApi(hub)
-    ready = members.get_cluster_custom_object(common.API_GROUP, common.API_VERSION, cluster.PLURAL, victim)
-    assert any(c["type"] == "Ready" and c["status"] == "False" for c in ready["status"]["conditions"])
+
+    def member_not_ready() -> bool:  # the status loop writes it within a few seconds
+        found = members.get_cluster_custom_object(GROUP, VERSION, cluster.PLURAL, victim)
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "False" for c in conditions)
+
+    waiting.wait_for(member_not_ready, timeout=TIMEOUT, message=f"MemberCluster {victim} never Ready=False")
 
     fifth = next(steps)
     seen = fifth.observation
