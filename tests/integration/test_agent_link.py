@@ -319,7 +319,14 @@ def web_workload(namespace: str, *, ready: int) -> Any:
     `ready` ready replicas."""
     def holds(report: Any) -> bool:
         web = [s for s in report.spreads if s.spread == f"{namespace}/web"]
-        return bool(web) and web[0].HasField("workload") and web[0].workload.ready_replicas == ready
+        if not web or not web[0].HasField("workload"):
+            return False
+        # The Deployment's status and the pod counts come from two watches: wait until both agree.
+        workload = web[0].workload
+        settled = (workload.replicas, workload.updated_replicas, workload.available_replicas,
+                   workload.unavailable_replicas) == (ready, ready, ready, 0)
+        return workload.ready_replicas == ready and settled and \
+            sum(s.counts.ready for s in web[0].subsets) == ready
     return holds
 
 

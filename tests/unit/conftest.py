@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+import hypothesis
 import pytest
+
+# No per-example deadline: it is a timed assertion, and timing is measured in bench/, never in
+# tests (a loaded CI machine made a correct property test fail with DeadlineExceeded).
+hypothesis.settings.register_profile("fedspread", deadline=None)
+hypothesis.settings.load_profile("fedspread")
 
 RAY_FORBIDDEN = "unit tests must not start Ray; use LocalBackend"
 
