@@ -23,7 +23,6 @@ SOURCES = (
     "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
 )
 
-pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs Debian's dpkg-deb")
 
 
 def fake_deb(directory: pathlib.Path, *, version: str, symlink: bool = False) -> pathlib.Path:
