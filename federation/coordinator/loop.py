@@ -10,6 +10,11 @@ sequences and an injected clock; the Ray shards and gRPC servicers only call it.
 Stability comes from `placement.place` itself: the last placement is passed back as `current`, so
 a scale only moves the delta, and a cluster that returns after failover gets nothing back until
 new replicas are needed.
+
+Cost (issue 7): a request is built from what the World keeps up to date per cluster (other spreads'
+pending pods already charged, see `World.view_for`), so it costs the clusters the spread can use,
+not every cluster times every spread; a round re-checks a spread only when an earlier spread of the
+same round changed pending pods on a cluster it can use.
 """
 
 from __future__ import annotations
@@ -42,56 +47,45 @@ class Lost:
     keys: frozenset[str]
 
 
-def shape_of(entry: world_model.SpreadEntry) -> fit.PodShape:
-    """What one pod of the spread's hub Deployment requests (empty before the template is known)."""
-    return fit.shape_from_deployment(entry.template) if entry.template else fit.empty_shape()
-
-
 def pending_of_others(world: world_model.World, key: str) -> list[overcommit.PendingPods]:
     """Other spreads' placed-but-not-running pods, per (subset, cluster), with each subset's shape."""
-    pending: list[overcommit.PendingPods] = []
-    for other in world.spreads():
-        last = world.placements.get(other.key)
-        if other.key == key or last is None:
-            continue
-        shape = shape_of(other)
-        running = world.running_for(other.key)
-        specs = {s.name: s for s in other.spec.subsets}
-        for result in last.subsets:
-            subset_spec = specs.get(result.name)
-            if subset_spec is None:
-                continue
-            subset_shape = fit.with_subset(shape, subset_spec)
-            for name, placed in sorted(result.clusters.items()):
-                count = placed - running.get(result.name, {}).get(name, 0)
-                if count > 0:
-                    pending.append(overcommit.PendingPods(cluster=name, shape=subset_shape, count=count))
-    return pending
+    return world.pending_pods(besides=key)
 
 
 @dataclasses.dataclass(frozen=True)
 class PlaceRequest:
-    """The pure inputs of one `placement.place` call, for spread `key` ("namespace/name").
+    """The pure inputs of one placement, for spread `key` ("namespace/name").
 
     Plain picklable data, so the same request is answered in-process or by a Ray shard actor.
+    Capacity comes either as a `view` (what the coordinator sends: only the clusters the spread
+    can use, other spreads' pending pods already charged, slots for `shape`'s pods) or as a whole
+    `snapshot` (what-ifs), which `placement.place` turns into the same view.
     """
 
     key: str
     spec: spread.FederatedSpreadSpec
     replicas: int
-    snapshot: cluster.CapacitySnapshot
+    snapshot: cluster.CapacitySnapshot | None = None
     shape: fit.PodShape | None = None
     current: Mapping[str, Mapping[str, int]] | None = None
     running: Mapping[str, Mapping[str, int]] | None = None
     marks: tuple[placement.UnschedulableMark, ...] = ()
     now: datetime.datetime | None = None
+    view: placement.View | None = None
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
 
 
 def answer(request: PlaceRequest) -> placement.Placement:
-    """`placement.place` on a request's inputs."""
+    """The placement a request asks for (`placement.place_view`, or `placement.place` on its snapshot)."""
+    if request.view is not None:
+        return placement.place_view(
+            request.spec, replicas=request.replicas, view=request.view, current=request.current,
+            running=request.running, unschedulable=request.marks, now=request.now,
+        )
+    if request.snapshot is None:
+        raise ValueError(f"request {request.key!r} has neither a view nor a snapshot")
     return placement.place(
         request.spec, replicas=request.replicas, snapshot=request.snapshot, shape=request.shape,
         current=request.current, running=request.running, unschedulable=request.marks,
@@ -100,7 +94,7 @@ def answer(request: PlaceRequest) -> placement.Placement:
 
 
 def answer_all(requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
-    """Every request answered in this process, in order (the default `PlaceBatch`)."""
+    """Every request answered in this process, in order."""
     return [answer(r) for r in requests]
 
 
@@ -108,11 +102,12 @@ def request_for(
     world: world_model.World, entry: world_model.SpreadEntry, *, replicas: int, now: datetime.datetime
 ) -> PlaceRequest:
     """Spread `entry`'s inputs on the world as it is, every other spread's pending pods deducted."""
-    snapshot = overcommit.deduct_pending(world.snapshot_for(entry.key), pending_of_others(world, entry.key))
+    key = entry.key
+    view = world.view_for(key)
     return PlaceRequest(
-        key=entry.key, spec=entry.spec, replicas=replicas, snapshot=snapshot, shape=shape_of(entry),
-        current=world.current_for(entry.key), running=world.running_for(entry.key),
-        marks=tuple(world.marks_for(entry.key)), now=now,
+        key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
+        current=world.current_for(key), running=world.running_for(key),
+        marks=tuple(world.marks_for(key)), now=now, view=view,
     )
 
 
@@ -123,18 +118,27 @@ def place_one(
     return answer(request_for(world, entry, replicas=replicas, now=now))
 
 
+def _store(world: world_model.World, key: str, *, result: placement.Placement) -> set[str]:
+    """Keep `result` as spread `key`'s placement; the clusters where its pending pods changed."""
+    moved = world.store(key, result)
+    world.seeded.pop(key, None)
+    world.placed_ready[key] = world.ready_selected(key)
+    return moved
+
+
 def recompute(
     world: world_model.World, keys: Iterable[str], *, now: datetime.datetime,
-    place_batch: PlaceBatch = answer_all,
+    place_batch: PlaceBatch | None = None,
 ) -> Round:
     """Place the spreads `keys` in key order and store the results in the world.
 
-    The answer is the one a sequential pass in key order gives (each spread sees the new
-    placements of the spreads before it), computed optimistically in parallel: every request is
-    built on the world before the round and sent to `place_batch` at once (the Ray shards); then,
-    in key order, a spread whose inputs changed because an earlier spread of the round moved its
-    pending pods is placed again here, on the updated inputs. Independent spreads — the usual
-    case — are never placed twice.
+    The answer is the one a sequential pass in key order gives: each spread sees the new
+    placements of the spreads before it. Without `place_batch` that is what happens, in this
+    process. With it (the Ray shards) the round is optimistic and parallel: every request is built
+    on the world before the round and sent to `place_batch` at once; then, in key order, a spread
+    that can use a cluster where an earlier spread of the round changed its pending pods is
+    checked, and placed again here if its inputs did change. Independent spreads — the usual
+    case — are neither checked nor placed twice.
 
     A key whose spread is gone has its placement dropped (`removed`); a spread whose hub
     Deployment has not been seen yet is not placed (`waiting_for_target`).
@@ -145,26 +149,30 @@ def recompute(
     for key in sorted(set(keys)):
         entry = world.spread(key)
         if entry is None:
-            if world.placements.pop(key, None) is not None:
+            if world.drop(key):
                 removed.append(key)
             world.placed_ready.pop(key, None)
         elif entry.replicas is None:
             waiting.append(key)
         else:
             entries.append(entry)
+    placed: dict[str, placement.Placement] = {}
+    replaced = 0
+    if place_batch is None:
+        for entry in entries:
+            result = answer(request_for(world, entry, replicas=entry.replicas or 0, now=now))
+            _store(world, entry.key, result=result)
+            placed[entry.key] = result
+        return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
     sent = [request_for(world, e, replicas=e.replicas or 0, now=now) for e in entries]
     answers = place_batch(sent) if sent else []
-    placed: dict[str, placement.Placement] = {}
-    replaced, moved = 0, False  # moved: an earlier spread of this round changed its counts
+    moved: set[str] = set()  # clusters where an earlier spread of this round changed its pending pods
     for entry, request, result in zip(entries, sent, answers, strict=True):
-        if moved:
+        if moved and not moved.isdisjoint(world.selected(entry.key)):
             fresh = request_for(world, entry, replicas=request.replicas, now=now)
             if fresh != request:
                 result, replaced = answer(fresh), replaced + 1
-        moved = moved or result.counts() != world.current_for(entry.key)
-        world.placements[entry.key] = result
-        world.seeded.pop(entry.key, None)
-        world.placed_ready[entry.key] = world.ready_selected(entry.key)
+        moved |= _store(world, entry.key, result=result)
         placed[entry.key] = result
     return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed),
                  replaced=replaced)

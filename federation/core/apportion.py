@@ -10,6 +10,7 @@ method with ties to the earlier entry: 34/33/33 of 10 is 4/3/3, 20/20/60 of 7 is
 from __future__ import annotations
 
 import fractions
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -32,8 +33,11 @@ def largest_remainder(total: int, weights: Sequence[Weight], *, ties_to_last: bo
     """
     if total < 0:
         raise ValueError(f"cannot split a negative total {total}")
-    if any(w < 0 for w in weights):
+    if weights and min(weights) < 0:
         raise ValueError("weights must not be negative")
+    ints = [w for w in weights if type(w) is int]
+    if len(ints) == len(weights):
+        return split_ints(total, ints, ties_to_last=ties_to_last)
     weight_sum = sum(weights, start=fractions.Fraction(0))
     if weight_sum == 0:
         if total:
@@ -48,6 +52,34 @@ def largest_remainder(total: int, weights: Sequence[Weight], *, ties_to_last: bo
     )
     for i in order[:left]:
         result[i] += 1
+    return result
+
+
+def split_ints(total: int, weights: Sequence[int], *, ties_to_last: bool = False) -> list[int]:
+    """`largest_remainder` for weights known to be non-negative ints (unchecked), in int
+    arithmetic: every share has the same denominator (the weight sum), so comparing remainders
+    is comparing their numerators. Division calls this once per subset per spread."""
+    weight_sum = sum(weights)
+    if weight_sum == 0:
+        if total:
+            raise ValueError(f"cannot split {total} over weights that are all zero")
+        return [0] * len(weights)
+    result = [total * weight // weight_sum for weight in weights]
+    left = total - sum(result)
+    if left:
+        remainders = [total * weight % weight_sum for weight in weights]
+        # The `left` largest remainders get one more: all above the left-th largest, then of those
+        # equal to it the earliest (or latest) ones.
+        cut = sorted(remainders, reverse=True)[left - 1]
+        indices = range(len(weights))
+        chosen = list(itertools.compress(indices, map(cut.__le__, remainders)))
+        if len(chosen) > left:  # ties at the cut: only some of them
+            above = list(itertools.compress(indices, map(cut.__lt__, remainders)))
+            tied = list(itertools.compress(indices, map(cut.__eq__, remainders)))
+            need = left - len(above)  # at least one: fewer than `left` remainders exceed the cut
+            chosen = above + (tied[-need:] if ties_to_last else tied[:need])
+        for i in chosen:
+            result[i] += 1
     return result
 
 

@@ -12,6 +12,7 @@ Capacity trims in proportion to what each cluster holds.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Mapping, Sequence
 
 from federation.api import spread
@@ -57,14 +58,19 @@ def _capacity(
     room: Mapping[str, int | None],
     weights: Mapping[str, int],
 ) -> dict[str, int]:
-    eligible = [n for n in clusters if room.get(n) is None or (room.get(n) or 0) > 0]
-    if not eligible or sum(weights.get(n, 0) for n in eligible) == 0:
+    limits = room.get
+    eligible = [n for n in clusters if (r := limits(n)) is None or r > 0]
+    shown = list(map(weights.get, eligible, itertools.repeat(0)))
+    if not eligible or sum(shown) == 0:
         return _balance(count, clusters, held, room)
-    shares = apportion.largest_remainder(count, [weights.get(n, 0) for n in eligible])
+    if min(shown) >= 0:  # free capacities: the checks of `largest_remainder` would only cost
+        shares = apportion.split_ints(count, shown)
+    else:
+        shares = apportion.largest_remainder(count, shown)
     added = dict.fromkeys(clusters, 0)
     spill = 0
-    for name, share in zip(eligible, shares, strict=True):
-        limit = room.get(name)
+    for name, share in zip(itertools.compress(eligible, shares), filter(None, shares), strict=True):
+        limit = limits(name)
         take = share if limit is None else min(share, limit)
         added[name] = take
         spill += share - take

@@ -14,7 +14,7 @@ import dataclasses
 import fractions
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from federation.api import cluster, common, spread
@@ -56,6 +56,8 @@ def empty_shape() -> PodShape:
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if type(value) is dict:
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -64,6 +66,8 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
 
 
 def _list(value: Any, where: str) -> list[Any]:
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -75,7 +79,7 @@ def _quantities(value: Any, where: str) -> Resources:
     parsed: Resources = {}
     for name, text in _mapping(value, where).items():
         try:
-            parsed[str(name)] = quantity.parse_quantity(text)
+            parsed[str(name)] = _parsed(text) if type(text) is str else quantity.parse_quantity(text)
         except (ValueError, TypeError) as err:
             raise ValueError(f"{where}.{name}: {err}") from None
     return parsed
@@ -203,6 +207,8 @@ def with_subset(shape: PodShape, subset: spread.Subset) -> PodShape:
     empty subset term on a pod without terms yields one empty term, which matches no node.
     """
     extra = subset.required_node_selector_term
+    if extra is None and not subset.tolerations:
+        return shape  # nothing injected: the same (immutable) shape
     terms = shape.required_terms
     if extra is not None:
         if terms:
@@ -229,14 +235,18 @@ def _parsed(text: str) -> fractions.Fraction:
     return quantity.parse_quantity(text)
 
 
+def admits(shape: PodShape, *, labels: Mapping[str, str], taints: Sequence[common.Taint]) -> bool:
+    """A node with these labels and taints passes the node selector, affinity and taint filters."""
+    if shape.node_selector and any(labels.get(k) != v for k, v in shape.node_selector.items()):
+        return False
+    if shape.required_terms and not matching.terms_match(shape.required_terms, labels):
+        return False
+    return not taints or not matching.untolerated_taints(shape.tolerations, taints)
+
+
 def pool_admits(pool: cluster.NodePool, shape: PodShape) -> bool:
     """A node of the pool passes the node selector, required affinity and taint filters."""
-    labels = pool.labels
-    if any(labels.get(k) != v for k, v in shape.node_selector.items()):
-        return False
-    if not matching.terms_match(shape.required_terms, labels):
-        return False
-    return not matching.untolerated_taints(shape.tolerations, pool.taints)
+    return admits(shape, labels=pool.labels, taints=pool.taints)
 
 
 def pods_per_node(pool: cluster.NodePool, shape: PodShape) -> int:
@@ -307,3 +317,112 @@ def deduct(pool: cluster.NodePool, shape: PodShape, *, pods: int) -> cluster.Nod
     copy = pool.model_copy(deep=True)
     copy.requested = requested
     return copy
+
+
+# --- numbers for the hot path ---------------------------------------------------------------------
+#
+# The coordinator asks "how many pods of this shape fit here, once other spreads' pending pods are
+# charged" for every cluster a spread can use, on every recompute. Answering on pydantic NodePools
+# with quantity strings means parsing, formatting and deep copies each time; `Pool` holds the same
+# numbers parsed once, in nano-units, and `charge` is `deduct` on them: the same rounding (up to a
+# whole nano-unit, which is exactly what formatting the quantity back did), so the answers are
+# identical.
+
+Requests = tuple[tuple[str, quantity.Nanos], ...]
+"""A pod's positive requests other than pods, in nano-units, sorted by resource name."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """A node pool in numbers: per-node allocatable (pods defaulted) and requested, in nano-units."""
+
+    count: int
+    labels: Mapping[str, str]
+    taints: tuple[common.Taint, ...]
+    allocatable: Mapping[str, quantity.Nanos]
+    requested: Mapping[str, quantity.Nanos]
+
+
+def pool_of(pool: cluster.NodePool) -> Pool:
+    """The numbers of a NodePool, parsed once."""
+    allocatable = {name: quantity.nanos(_parsed(text)) for name, text in pool.allocatable.items()}
+    allocatable.setdefault(PODS, DEFAULT_MAX_PODS * quantity.NANO)
+    requested = {name: quantity.nanos(_parsed(text)) for name, text in pool.requested.items()}
+    return Pool(pool.count, dict(pool.labels), tuple(pool.taints), allocatable, requested)
+
+
+def requests_of(shape: PodShape) -> Requests:
+    """The requests that can bind (positive, not pods), in nano-units."""
+    return tuple(sorted(
+        (name, quantity.nanos(amount)) for name, amount in shape.requests.items()
+        if name != PODS and amount > 0
+    ))
+
+
+def free_pods(
+    allocatable: Mapping[str, quantity.Nanos], requested: Mapping[str, quantity.Nanos], requests: Requests
+) -> int:
+    """`pods_per_node` on numbers: pods of `requests` one node still takes."""
+    fits = (allocatable[PODS] - requested.get(PODS, 0)) // quantity.NANO
+    for name, amount in requests:
+        have = allocatable.get(name)
+        if have is None:
+            return 0
+        fits = min(fits, (have - requested.get(name, 0)) // amount)
+    return max(int(fits), 0)
+
+
+def slots(pool: Pool, requested: Mapping[str, quantity.Nanos], requests: Requests) -> int:
+    """Pods of `requests` the whole pool still takes when its nodes hold `requested` each."""
+    return pool.count * free_pods(pool.allocatable, requested, requests) if pool.count else 0
+
+
+def _ceil_add(before: quantity.Nanos, amount: quantity.Nanos, *, pods: int, count: int) -> quantity.Nanos:
+    """before + amount * pods / count, rounded up to a whole nano-unit."""
+    extra = amount * pods
+    if type(before) is int and type(extra) is int:
+        return before - (-extra // count)
+    return math.ceil(before + fractions.Fraction(extra) / count)
+
+
+def charge(requested: dict[str, quantity.Nanos], requests: Requests, *, pods: int, count: int) -> None:
+    """`deduct` on numbers, in place: `pods` more pods spread evenly over `count` nodes."""
+    requested[PODS] = _ceil_add(requested.get(PODS, 0), quantity.NANO, pods=pods, count=count)
+    for name, amount in requests:
+        requested[name] = _ceil_add(requested.get(name, 0), amount, pods=pods, count=count)
+
+
+def additions(requests: Requests, *, pods: int, count: int) -> Requests:
+    """What `charge` adds per node when every amount before it is a whole number of nano-units."""
+    return ((PODS, -(-quantity.NANO * pods // count)),
+            *((name, _ceil_add(0, amount, pods=pods, count=count)) for name, amount in requests))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Profile:
+    """A pod shape prepared for the hot path: its requests in numbers and a key for admission.
+
+    Two profiles with equal `admission` are admitted by exactly the same pools, so admission is
+    computed once per (pool, key). Compared by identity: profiles are built once and shared.
+    """
+
+    shape: PodShape
+    requests: Requests
+    admission: Hashable
+
+
+def profile(shape: PodShape, *, requests: Requests | None = None) -> Profile:
+    """The profile of a shape (`requests`: its `requests_of`, when already known)."""
+    key = (
+        tuple(sorted(shape.node_selector.items())),
+        tuple(term.model_dump_json() for term in shape.required_terms),
+        tuple(toleration.model_dump_json() for toleration in shape.tolerations),
+    )
+    return Profile(shape, requests_of(shape) if requests is None else requests, key)
+
+
+def admitting(pools: Sequence[Pool], shape: PodShape) -> tuple[int, ...]:
+    """Indices of the pools with nodes whose nodes admit the shape, in pool order."""
+    return tuple(
+        i for i, p in enumerate(pools) if p.count and admits(shape, labels=p.labels, taints=p.taints)
+    )

@@ -14,12 +14,20 @@ three passes over the subsets in spec order:
 
 Capacity is a ledger of pod slots per (cluster, node pool) for the template's requests; subsets
 that share a pool draw from the same slots, so two subsets never promise the same node twice.
+
+The decision reads its snapshot through a `View`: the selected clusters only, each with its
+readiness and free pod slots per pool for this spread's pods. `place` builds the view from a
+snapshot; the coordinator builds the same view from what it keeps per cluster (parsed pools,
+other spreads' pending pods already charged) and calls `place_view`, so a spread costs the
+clusters it can use, not every cluster of the federation.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import operator
+import typing
 from collections.abc import Mapping, Sequence
 
 from federation.api import cluster, spread
@@ -92,15 +100,82 @@ def selected_clusters(subset: spread.Subset, snapshot: cluster.CapacitySnapshot)
     return sorted(c.name for c in snapshot.clusters if matching.label_selector_matches(selector, c.labels))
 
 
+class Member(typing.NamedTuple):
+    """A selected cluster as one spread's placement sees it (a tuple: views hold thousands)."""
+
+    ready: bool
+    cordoned: bool
+    slots: tuple[int, ...]
+    """Per node pool, how many more pods of the spread's shape fit (other spreads' pending charged)."""
+    admits: tuple[tuple[int, ...], ...]
+    """Per subset in spec order, the pools (with nodes) whose nodes admit that subset's pods."""
+
+    def room(self, subset: int) -> int:
+        """How many more pods of subset number `subset` fit here, before anything is placed."""
+        admitted = self.admits[subset]
+        if len(admitted) == 1:
+            return self.slots[admitted[0]]
+        return sum(self.slots[i] for i in admitted)
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """What a placement reads of a snapshot, for one spec and pod shape."""
+
+    names: tuple[str, ...]
+    """Every snapshot cluster, in snapshot order: the placement's `clusters` lists each."""
+    selected: tuple[tuple[str, ...], ...]
+    """Per subset in spec order, its member clusters in fill order (`selected_clusters`)."""
+    members: Mapping[str, Member]
+    """Every selected cluster that is in the snapshot."""
+    rooms: tuple[Mapping[str, int], ...]
+    """Per subset, `Member.room` of each of its members in the snapshot, in fill order (`rooms_of`)."""
+
+
+def rooms_of(selected: Sequence[Sequence[str]], members: Mapping[str, Member]) -> tuple[dict[str, int], ...]:
+    """Per subset, the room of each selected member before anything is placed."""
+    return tuple(
+        {name: members[name].room(index) for name in names if name in members}
+        for index, names in enumerate(selected)
+    )
+
+
+def view_of(
+    spec: spread.FederatedSpreadSpec, *, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape
+) -> View:
+    """The view of `snapshot` for `spec`'s subsets and pods of `shape`."""
+    clusters = snapshot.by_name()
+    shapes = [fit.with_subset(shape, subset) for subset in spec.subsets]
+    selected = tuple(tuple(selected_clusters(subset, snapshot)) for subset in spec.subsets)
+    members: dict[str, Member] = {}
+    for names in selected:
+        for name in names:
+            found = clusters.get(name)
+            if found is None or name in members:
+                continue
+            pools = found.node_pools
+            members[name] = Member(
+                ready=found.ready, cordoned=found.cordoned,
+                slots=tuple(p.count * fit.pods_per_node(p, shape) for p in pools),
+                admits=tuple(
+                    tuple(i for i, p in enumerate(pools) if p.count and fit.pool_admits(p, s)) for s in shapes
+                ),
+            )
+    return View(
+        names=tuple(c.name for c in snapshot.clusters), selected=selected, members=members,
+        rooms=rooms_of(selected, members),
+    )
+
+
 @dataclasses.dataclass
 class _Subset:
     """Working state of one subset during a placement."""
 
     spec: spread.Subset
+    index: int
     cap: int | None
-    members: list[str]
+    members: tuple[str, ...]
     usable: list[str]
-    shape: fit.PodShape
     held: dict[str, int]
     added: dict[str, int]
     waiting: int = 0
@@ -118,35 +193,51 @@ class _Subset:
 class _Ledger:
     """Free pod slots per (cluster, node pool) for the template, consumed as replicas are placed."""
 
-    def __init__(self, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape) -> None:
-        self._pools = {c.name: c.node_pools for c in snapshot.clusters}
-        self._slots = {
-            c.name: [pool.count * fit.pods_per_node(pool, shape) for pool in c.node_pools]
-            for c in snapshot.clusters
-        }
-        self._admits: dict[tuple[str, str], list[int]] = {}
+    def __init__(self, view: View) -> None:
+        self._view = view
+        self._left: dict[str, list[int]] = {}
 
-    def _admitted(self, subset: _Subset, name: str) -> list[int]:
-        key = (subset.spec.name, name)
-        if key not in self._admits:
-            pools = self._pools.get(name, [])
-            self._admits[key] = [i for i, p in enumerate(pools) if fit.pool_admits(p, subset.shape)]
-        return self._admits[key]
-
-    def room(self, subset: _Subset, name: str) -> int:
-        """How many more pods of the subset fit in the cluster now."""
-        slots = self._slots.get(name, [])
-        return sum(slots[i] for i in self._admitted(subset, name))
+    def rooms(self, subset: _Subset) -> dict[str, int]:
+        """How many more pods of the subset fit in each of its usable clusters now."""
+        before = self._view.rooms[subset.index]
+        usable = subset.usable
+        # Every member usable (the usual case): the view lists them all already.
+        found = dict(before) if len(usable) == len(before) else {name: before[name] for name in usable}
+        for name, slots in self._left.items():  # clusters an earlier subset took from
+            if name in found:
+                admitted = self._view.members[name].admits[subset.index]
+                found[name] = sum(slots[i] for i in admitted)
+        return found
 
     def take(self, subset: _Subset, name: str, count: int) -> None:
         """Consume slots for `count` new pods, first admitting pool first."""
-        slots = self._slots.get(name, [])
-        for i in self._admitted(subset, name):
+        member = self._view.members[name]
+        slots = self._left.get(name)
+        if slots is None:
+            slots = self._left[name] = list(member.slots)
+        for i in member.admits[subset.index]:
             used = min(slots[i], count)
             slots[i] -= used
             count -= used
             if not count:
                 return
+
+
+_COUNT = operator.itemgetter(1)
+"""The count of a (name, count) item: `filter(_COUNT, d.items())` keeps the non-zero ones, in C."""
+
+_ZEROS: dict[int, tuple[tuple[str, ...], dict[str, int]]] = {}
+
+
+def _zeros(names: tuple[str, ...]) -> dict[str, int]:
+    """A fresh {name: 0} for every name: a copy of one kept per names tuple (copying a dict of a
+    thousand clusters is an order of magnitude cheaper than building it)."""
+    found = _ZEROS.get(id(names))
+    if found is None or found[0] is not names:
+        if len(_ZEROS) >= 8:
+            _ZEROS.clear()
+        found = _ZEROS[id(names)] = (names, dict.fromkeys(names, 0))
+    return found[1].copy()
 
 
 def _active_marks(
@@ -160,20 +251,35 @@ def _prepare(
     spec: spread.FederatedSpreadSpec,
     *,
     replicas: int,
-    snapshot: cluster.CapacitySnapshot,
-    shape: fit.PodShape,
+    view: View,
     current: Counts,
     running: Counts,
     marked: set[tuple[str, str]],
 ) -> list[_Subset]:
-    clusters = snapshot.by_name()
+    clusters = view.members
+    marked_subsets = {subset for subset, _ in marked}
     work: list[_Subset] = []
-    for subset, cap in zip(spec.subsets, apportion.subset_caps(spec.subsets, replicas), strict=True):
-        members = selected_clusters(subset, snapshot)
-        item = _Subset(subset, cap, members, [], fit.with_subset(shape, subset), {}, {})
+    caps = apportion.subset_caps(spec.subsets, replicas)
+    for index, (subset, cap) in enumerate(zip(spec.subsets, caps, strict=True)):
+        members = view.selected[index]
+        item = _Subset(subset, index, cap, members, [], {}, {})
+        work.append(item)
+        held_now = current.get(subset.name) or {}
+        if subset.name not in marked_subsets:
+            kept = [n for n in members if (m := clusters.get(n)) is not None and m.ready and not m.cordoned]
+            if len(kept) == len(members) and kept:  # the usual case: every member usable
+                item.usable = kept
+                if held_now:
+                    item.held = {n: held_now.get(n, 0) for n in kept}
+                    if min(item.held.values()) < 0:
+                        item.held = {n: max(0, count) for n, count in item.held.items()}
+                else:
+                    item.held = dict.fromkeys(kept, 0)
+                item.added = dict.fromkeys(kept, 0)
+                continue
         if not members:
             item.reasons.append("no member cluster matches the subset")
-        kept: list[str] = []
+        kept = []
         for name in members:
             found = clusters.get(name)
             if found is None:
@@ -186,7 +292,7 @@ def _prepare(
                 item.reasons.append(f"{name}: cordoned")
                 continue
             kept.append(name)
-            held = current.get(subset.name, {}).get(name, 0)
+            held = held_now.get(name, 0)
             if (subset.name, name) in marked:
                 item.reasons.append(f"{name}: unschedulable, skipped until the mark expires")
                 held = min(held, running.get(subset.name, {}).get(name, held))
@@ -194,7 +300,6 @@ def _prepare(
                 item.usable.append(name)
             item.held[name] = max(0, held)
         item.added = dict.fromkeys(kept, 0)
-        work.append(item)
     return work
 
 
@@ -224,26 +329,27 @@ def _keep(work: list[_Subset], replicas: int) -> None:
 def _add(work: list[_Subset], left: int, *, ledger: _Ledger, simulate: bool) -> int:
     """Place `left` new replicas in subset order; return how many did not fit anywhere."""
     for item in work:
-        free = {name: ledger.room(item, name) for name in item.usable}
-        item.capacity = sum(item.held.values()) + sum(free.values())
+        free = ledger.rooms(item)
+        fits = sum(free.values())
+        item.capacity = sum(item.held.values()) + fits
         if not left or not item.usable:
             continue
         cap_room = item.cap_room()
         want = left if cap_room is None else min(left, cap_room)
         room: dict[str, int | None] = dict(free) if simulate else dict.fromkeys(item.usable, None)
-        take = min(want, sum(free.values())) if simulate else want
+        take = min(want, fits) if simulate else want
         if simulate and take < want:
-            item.reasons.append(f"capacity: only {sum(free.values())} more pods fit")
+            item.reasons.append(f"capacity: only {fits} more pods fit")
         if take <= 0:
             continue
         added = division.divide(
             take, mode=item.spec.cluster_spread, clusters=item.usable,
             held=item.held, room=room, weights=free,
         )
-        for name, count in added.items():
+        for name, count in list(filter(_COUNT, added.items())):
             item.added[name] += count
             ledger.take(item, name, count)
-        left -= sum(added.values())
+            left -= count
     return left
 
 
@@ -290,31 +396,53 @@ def place(
     """
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, got {replicas}")
+    view = view_of(spec, snapshot=snapshot, shape=shape if shape is not None else fit.empty_shape())
+    return place_view(
+        spec, replicas=replicas, view=view, current=current, running=running,
+        unschedulable=unschedulable, now=now,
+    )
+
+
+def place_view(
+    spec: spread.FederatedSpreadSpec,
+    *,
+    replicas: int,
+    view: View,
+    current: Counts | None = None,
+    running: Counts | None = None,
+    unschedulable: Sequence[UnschedulableMark] = (),
+    now: datetime.datetime | None = None,
+) -> Placement:
+    """`place` on a view of the snapshot (`view_of`, or the coordinator's own, built the same way)."""
+    if replicas < 0:
+        raise ValueError(f"replicas must not be negative, got {replicas}")
     strategy = spec.schedule_strategy
     settings = strategy.adaptive_settings()
     adaptive = strategy.type == "Adaptive"
     simulate = adaptive and not settings.disable_simulation_schedule
-    pod_shape = shape if shape is not None else fit.empty_shape()
     marked = _active_marks(unschedulable, now=now, seconds=settings.unschedulable_seconds)
     work = _prepare(
-        spec, replicas=replicas, snapshot=snapshot, shape=pod_shape,
-        current=current or {}, running=running or {}, marked=marked,
+        spec, replicas=replicas, view=view, current=current or {}, running=running or {}, marked=marked,
     )
     _keep(work, replicas)
-    ledger = _Ledger(snapshot, pod_shape)
+    ledger = _Ledger(view)
     left = _add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
     exhausted = 0
     if simulate and left:
         before = left
         left = _wait(work, left)
         exhausted = before - left
-    totals = {c.name: 0 for c in snapshot.clusters}
+    totals = _zeros(view.names)
     subsets: list[SubsetPlacement] = []
     for item in work:
-        per_cluster = {
-            name: item.held.get(name, 0) + item.added.get(name, 0) for name in item.members
-        }
-        for name, count in per_cluster.items():
+        held, added = item.held, item.added
+        if len(held) == len(item.members):  # every member kept: held lists them all, in order
+            per_cluster = dict(held)
+            for name, count in filter(_COUNT, added.items()):
+                per_cluster[name] += count
+        else:
+            per_cluster = {name: held.get(name, 0) + added.get(name, 0) for name in item.members}
+        for name, count in filter(_COUNT, per_cluster.items()):
             if name in totals:
                 totals[name] += count
         if item.cap is not None and item.total >= item.cap:

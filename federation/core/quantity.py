@@ -8,7 +8,18 @@ same grammar as apimachinery's resource.Quantity (binary Ki..Ei, decimal n..E, a
 from __future__ import annotations
 
 import fractions
+import functools
 import re
+
+NANO = 10**9
+"""Nano-units per unit: the finest amount a quantity text can carry ("1n")."""
+
+Nanos = int | fractions.Fraction
+"""An amount counted in nano-units: an int whenever it is a whole number of them (the usual case).
+
+Why: the placement hot path compares and adds quantities millions of times; Python ints are exact
+and some thirty times faster than Fractions, and every quantity the apiserver emits is a whole
+number of nano-units. A Fraction remains for the rare text finer than that ("1e-12")."""
 
 _GRAMMAR = re.compile(
     r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
@@ -65,3 +76,10 @@ def format_quantity(amount: fractions.Fraction, *, resource: str = "") -> str:
         return f"{milli.numerator}m"
     nano = amount * 10**9
     return f"{nano.numerator // nano.denominator}n"
+
+
+@functools.lru_cache(maxsize=4096)
+def nanos(amount: fractions.Fraction) -> Nanos:
+    """`amount` in nano-units: an int when exact, else the exact Fraction (amounts repeat: cached)."""
+    scaled = amount * NANO
+    return scaled.numerator if scaled.denominator == 1 else scaled
