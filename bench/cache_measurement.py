@@ -1,0 +1,279 @@
+"""The inventory benchmark's measurement, run in a fresh interpreter: the agent's cache on a fake lister.
+
+Why a fresh interpreter and a fake lister: the memory number is RSS growth, so nothing but the
+agent's imports and the synthesis plan may exist before the baseline; and `agents.controller.cache`
+must run unchanged, so its four `federation.kube.reflector` threads list, emit, and the cache
+converts and stores — the path every watch event takes — with no kube-apiserver involved.
+`FakeApi` is shaped like the generated client's listers (`list_node(limit=, _continue=, ...)`,
+raw JSON bytes, selectors honoured, a watch that blocks until cut) and builds each page from
+`synthetic_cluster` only when asked, as a server streams it.
+
+* **Memory** is RSS growth (`/proc/self/status` VmRSS) from just before the cache starts to after
+  it has synced and the pools are built, `gc.collect()`ed: what the process really holds,
+  allocator fragmentation included, which is what Karmada's number is. The interpreter and the
+  agent's imports (Kubernetes client, gRPC) are reported apart (`rss_total_mb`). `live_mb` is what
+  the cache's data really occupies (every object reachable from its stores, interned requests, the
+  reflectors' version maps, and the pools; it agrees with tracemalloc, which `--tracemalloc` runs
+  but which is ten times slower); the gap to `rss_mb` is pymalloc arenas kept alive by a few
+  long-lived views among each list page's parsed JSON.
+* **Pools**: `inventory.pools` over the cache's nodes and usage, as `InventoryReporter.pools` calls
+  it on a change (first call cold, then p50 of repeats).
+* **Fit**: how many more pods of one template fit on those pools, p50 over repeated questions, as
+  the coordinator answers it (pools parsed into integer nano-units once per inventory report, by
+  `fit.pool_of`; per question `fit.admitting` and `fit.slots`), and as `fit.cluster_capacity` (the
+  exact-Fraction reference, used by Explain) for comparison; both must give the same answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import json
+import pathlib
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench import synthetic_cluster
+
+Json = dict[str, Any]
+
+# --- the fake apiserver, at the level of the generated client ------------------------------------
+
+
+class _Page:
+    """A list response read with `_preload_content=False`: the raw body."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class _QuietWatch:
+    """A watch on which nothing happens until `shutdown()` (the cache stopping) cuts it."""
+
+    def __init__(self) -> None:
+        self._cut = threading.Event()
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
+        self._cut.wait()
+        raise ConnectionError("watch cut")
+        yield b""  # a generator, as urllib3's stream is
+
+    def shutdown(self) -> None:
+        self._cut.set()
+
+    def release_conn(self) -> None:
+        """Nothing to release."""
+
+
+class FakeApi:
+    """`CoreV1Api`/`AppsV1Api` listers over a `Plan`, honouring the selectors the agent's cache uses.
+
+    Objects are built and serialized page by page when asked, as a server streams them; the CPU
+    time spent doing so is counted in `serve_seconds`, so it can be told apart from the cache's.
+    """
+
+    def __init__(self, item: synthetic_cluster.Plan) -> None:
+        self.plan = item
+        self.serve_seconds = 0.0
+        self._lock = threading.Lock()
+        self._nodes = range(len(item.nodes))
+        self._all_pods = range(len(item.pods))
+        self._bound_active = [i for i, p in enumerate(item.pods)
+                              if p[2] >= 0 and p[3] not in ("Succeeded", "Failed")]
+        self._spread_pods = [i for i, p in enumerate(item.pods) if item.workloads[p[0]].spread]
+        self._spread_workloads = [i for i, w in enumerate(item.workloads) if w.spread]
+
+    @property
+    def bound_active(self) -> int:
+        """How many pods the cache should count as node usage."""
+        return len(self._bound_active)
+
+    def list_node(self, **query: Any) -> Any:
+        return self._serve(query, self._nodes, synthetic_cluster.node_json)
+
+    def list_pod_for_all_namespaces(self, **query: Any) -> Any:
+        indices: Sequence[int] = self._all_pods
+        if query.get("field_selector"):
+            indices = self._bound_active  # the cache's only field selector: bound, unfinished pods
+        elif query.get("label_selector") == synthetic_cluster.SPREAD_LABEL:
+            indices = self._spread_pods
+        return self._serve(query, indices, synthetic_cluster.pod_json)
+
+    def list_deployment_for_all_namespaces(self, **query: Any) -> Any:
+        return self._serve(query, self._spread_workloads, synthetic_cluster.deployment_json)
+
+    def _serve(
+        self, query: Json, indices: Sequence[int], build: Callable[[synthetic_cluster.Plan, int], Json]
+    ) -> Any:
+        if query.get("watch"):
+            return _QuietWatch()
+        started = time.thread_time()
+        start, limit = int(query.get("_continue") or 0), int(query.get("limit") or len(indices))
+        end = min(start + limit, len(indices))
+        meta: Json = {"resourceVersion": "999999"}
+        if end < len(indices):
+            meta["continue"] = str(end)
+        body = {"kind": "List", "apiVersion": "v1", "metadata": meta,
+                "items": [build(self.plan, i) for i in indices[start:end]]}
+        page = _Page(json.dumps(body).encode())
+        with self._lock:
+            self.serve_seconds += time.thread_time() - started
+        return page
+
+
+# --- the measurement (in the fresh interpreter) ---------------------------------------------------
+
+
+def _status_mb(field: str) -> float:
+    """A /proc/self/status memory field (VmRSS, VmHWM) in MiB."""
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _deep_mb(*roots: object) -> float:
+    """Bytes of every object reachable from `roots` (each counted once; types and modules skipped)."""
+    seen: set[int] = set()
+    stack = list(roots)
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total / 2**20
+
+
+def _trimmed_mb() -> float:
+    """VmRSS after glibc's `malloc_trim(0)` hands freed heap back (what the allocator merely kept)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return _status_mb("VmRSS")
+
+
+def _timed(call: Callable[[], object], *, runs: int) -> list[float]:
+    """Seconds each of `runs` calls took."""
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - began)
+    return times
+
+
+def _ms(seconds: Sequence[float]) -> float:
+    return round(statistics.median(seconds) * 1000, 3)
+
+
+TEMPLATE: Json = {"spec": {"template": {"spec": {
+    "nodeSelector": {"kubernetes.io/arch": "amd64"},
+    "tolerations": [{"key": "spot", "operator": "Exists"}],
+    "containers": [{"name": "web", "image": "nginx",
+                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}},
+                   {"name": "istio-proxy", "image": "istio/proxyv2",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+}}}}
+"""The template fitted on the pools: a web pod with a sidecar, amd64 only, tolerating spot."""
+
+
+def child_measure(
+    size: synthetic_cluster.Size, *, emit: Callable[[str], None], fit_runs: int, pool_runs: int,
+    traced: bool = False,
+) -> dict[str, Any]:
+    """Feed the agent's cache, then measure memory, pool build and fit (call in a fresh interpreter)."""
+    import agents.main  # noqa: F401  the agent's whole import graph belongs to its baseline
+    from agents import outbox
+    from agents.controller import cache
+    from agents.inventory import reporter
+    from federation.api import cluster
+    from federation.core import fit, inventory
+
+    item = synthetic_cluster.plan(size)
+    api = FakeApi(item)
+    gc.collect()
+    baseline = _status_mb("VmRSS")
+    if traced:
+        tracemalloc.start()
+    feed = cache.Cache(api, api)
+    started = time.perf_counter()
+    feed.start()
+    try:
+        if not feed.wait_synced(timeout=900):
+            raise RuntimeError("the cache did not sync within 900 s")
+        wall = time.perf_counter() - started
+        nodes, usage = feed.nodes(), feed.usage()
+        if (len(nodes), len(usage)) != (size.nodes, api.bound_active):
+            raise RuntimeError(f"cache holds {len(nodes)} nodes, {len(usage)} usages; expected "
+                               f"{size.nodes}, {api.bound_active}")
+        emit(f"cache synced: {len(nodes)} nodes, {len(usage)} bound pods, "
+             f"{sum(len(feed.spread_pods(s)) for s in feed.spreads())} spread pods, "
+             f"{len(feed.deployments())} Deployments in {wall:.1f} s")
+        first = time.perf_counter()
+        pools = reporter.InventoryReporter(feed, outbox.Outbox()).pools()
+        pool_first = time.perf_counter() - first
+        del nodes, usage
+        gc.collect()
+        if traced:
+            current, _ = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            return {"traced_mb": round(current / 2**20, 1)}
+        rss = _status_mb("VmRSS")
+        peak = _status_mb("VmHWM")
+        trimmed = _trimmed_mb()
+        live = _deep_mb(feed._stores, feed._interned, [r._known for r in feed._reflectors], pools)
+        emit(f"{len(pools)} pools; RSS {baseline:.0f} -> {rss:.0f} MiB (peak {peak:.0f}, "
+             f"{trimmed:.0f} after malloc_trim)")
+        builds = []
+        for _ in range(pool_runs):
+            began = time.perf_counter()
+            inventory.pools(feed.nodes(), feed.usage())
+            builds.append(time.perf_counter() - began)
+        shape = fit.shape_from_deployment(TEMPLATE)
+        began = time.perf_counter()
+        numbers = [fit.pool_of(pool) for pool in pools]  # once per inventory report, as the world does
+        prepare = time.perf_counter() - began
+
+        def question() -> int:
+            """The coordinator's answer: admission, then free pods per pool, in integer nano-units."""
+            requests = fit.requests_of(shape)
+            return sum(fit.slots(numbers[i], numbers[i].requested, requests)
+                       for i in fit.admitting(numbers, shape))
+
+        member = cluster.ClusterCapacity(name="member", node_pools=pools)
+        fits = fit.cluster_capacity(member, shape)  # warm: parsed quantities are cached, as in a coordinator
+        if question() != fits:
+            raise RuntimeError(f"the two fits disagree: {question()} != {fits}")
+        times = _timed(question, runs=fit_runs)
+        reference = _timed(lambda: fit.cluster_capacity(member, shape), runs=max(1, fit_runs // 5))
+    finally:
+        feed.stop()
+    return {
+        "nodes": size.nodes, "pods": size.pods, "rss_mb": round(rss - baseline, 1), "fit_ms": _ms(times),
+        "pools": len(pools), "pool_build_ms": _ms(builds), "pool_first_ms": round(pool_first * 1000, 1),
+        "pool_prepare_ms": round(prepare * 1000, 1), "fit_pods": fits, "fit_runs": fit_runs,
+        "fit_p90_ms": round(sorted(times)[int(0.9 * (len(times) - 1))] * 1000, 3),
+        "fit_reference_ms": _ms(reference),
+        "rss_total_mb": round(rss, 1), "rss_baseline_mb": round(baseline, 1), "rss_peak_mb": round(peak, 1),
+        "rss_trimmed_mb": round(trimmed - baseline, 1), "live_mb": round(live, 1),
+        "bound_pods": api.bound_active, "sync_s": round(wall, 2),
+        "cache_cpu_s": round(max(0.0, wall - api.serve_seconds), 2),
+        "method": ("rss_mb: VmRSS growth of a fresh interpreter across cache sync + pool build, after gc "
+                   "(baseline after imports incl. agents.main); live_mb: sizeof of every object reachable "
+                   "from the cache's stores and the pools; rss_trimmed_mb: the growth after malloc_trim(0); "
+                   "pool_build_ms: p50 of inventory.pools(cache.nodes(), cache.usage()); "
+                   "fit_ms: p50 of one template's free pods over the pools as the coordinator answers it "
+                   "(fit.requests_of + fit.admitting + fit.slots on pools parsed once by fit.pool_of, whose "
+                   "time is pool_prepare_ms); fit_reference_ms: p50 of fit.cluster_capacity (Fractions), "
+                   "same answer; cache_cpu_s: sync wall time minus the fake server's synthesis CPU "
+                   "(approximate)"),
+    }

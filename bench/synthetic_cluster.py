@@ -1,0 +1,344 @@
+"""A synthesized big member cluster for the inventory benchmark: its Nodes, Pods and Deployments.
+
+Why synthesized, and why so varied: the benchmark measures the agent's real cache and pool code on
+a 5,000-node, 20,000-pod member without a cluster, so the objects must look like a real cloud
+member's as the apiserver lists them — instance types, zones, spot capacity, a GPU kind with its
+taint, cordoned and NotReady nodes; DaemonSet pods on every node, Deployments' pods with sidecars,
+limits-only containers and best-effort pods in several namespaces, some fedspread spreads' pods;
+Pending, unschedulable and Succeeded pods; managed fields and image lists included. Only the
+synthesis plan (`plan`: a few small tuples per object) is held; `node_json`, `pod_json` and
+`deployment_json` build one object on demand, so a fake server can generate its pages lazily.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+Json = dict[str, Any]
+
+SEED = 7
+SPREAD_LABEL = "fedspread.io/spread"
+SUBSET_ANNOTATION = "fedspread.io/subset"
+"""Copies of `agents.assignment`'s names: the parent process imports nothing of the agent."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """How big a member cluster to synthesize."""
+
+    nodes: int
+    pods: int
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeKind:
+    """A machine type as a cloud provider's node group reports it."""
+
+    instance_type: str
+    cpu: str
+    memory: str
+    allocatable_cpu: str
+    allocatable_memory: str
+    pods: str
+    arch: str = "amd64"
+    gpus: int = 0
+    weight: int = 1
+
+
+NODE_KINDS = (
+    NodeKind("m6i.2xlarge", "8", "32408832Ki", "7910m", "31391952Ki", "58", weight=35),
+    NodeKind("m6i.4xlarge", "16", "64963468Ki", "15890m", "63946588Ki", "234", weight=30),
+    NodeKind("c7g.4xlarge", "16", "32408832Ki", "15890m", "31391952Ki", "234", arch="arm64", weight=15),
+    NodeKind("r6i.4xlarge", "16", "130006060Ki", "15890m", "128989180Ki", "234", weight=15),
+    NodeKind("g5.2xlarge", "8", "32408832Ki", "7910m", "31391952Ki", "58", gpus=1, weight=5),
+)
+ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+SPOT_TAINT = {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+                       "timeAdded": "2025-01-01T10:00:00Z"}
+IMAGES = tuple(f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team-{i}/service-{i}:v1.{i}.{i * 7 % 13}"
+               for i in range(24))
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A Deployment (or DaemonSet) whose pods share one spec."""
+
+    namespace: str
+    name: str
+    containers: tuple[Json, ...]
+    init_containers: tuple[Json, ...] = ()
+    gpu: bool = False
+    spread: str = ""
+    """The fedspread spread managing it, if any (its pods carry the spread label)."""
+    daemon: bool = False
+
+
+def _container(name: str, image: str, *, requests: Json | None = None, limits: Json | None = None,
+               restart_policy: str | None = None) -> Json:
+    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    body: Json = {
+        "name": name, "image": image, "imagePullPolicy": "IfNotPresent", "resources": resources,
+        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+        "env": [{"name": "POD_NAME",
+                 "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+                {"name": "LOG_LEVEL", "value": "info"}],
+        "volumeMounts": [{"name": "kube-api-access", "readOnly": True,
+                          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+    }
+    if restart_policy:
+        body["restartPolicy"] = restart_policy
+    return body
+
+
+def _workloads(count: int) -> list[Workload]:
+    """DaemonSets, then `count` Deployments of assorted shapes in several namespaces."""
+    sidecar = _container("istio-proxy", "istio/proxyv2:1.22.1", requests={"cpu": "100m", "memory": "128Mi"},
+                         limits={"cpu": "2", "memory": "1Gi"})
+    native_sidecar = _container("log-shipper", "fluent/fluent-bit:3.0",
+                                requests={"cpu": "20m", "memory": "32Mi"}, restart_policy="Always")
+    init = _container("migrate", "migrate/migrate:4", requests={"cpu": "500m", "memory": "256Mi"})
+    shapes: list[tuple[tuple[Json, ...], tuple[Json, ...], bool]] = [
+        ((_container("app", IMAGES[0], requests={"cpu": "250m", "memory": "256Mi"}), sidecar), (), False),
+        ((_container("app", IMAGES[1], requests={"cpu": "500m", "memory": "512Mi"}),), (), False),
+        ((_container("app", IMAGES[2], requests={"cpu": "1", "memory": "2Gi"}),), (init,), False),
+        ((_container("app", IMAGES[3], limits={"cpu": "200m", "memory": "1Gi"}),), (), False),
+        ((_container("app", IMAGES[4], requests={"cpu": "2", "memory": "4Gi"}),), (native_sidecar,), False),
+        ((_container("app", IMAGES[5], requests={"cpu": "50m", "memory": "64Mi"}),), (), False),
+        ((_container("app", IMAGES[6]),), (), False),  # best effort
+        ((_container("trainer", IMAGES[7], requests={"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+                     limits={"nvidia.com/gpu": "1"}),), (), True),
+    ]
+    namespaces = ("shop", "payments", "search", "ads", "checkout", "media", "ml", "batch")
+    found = [
+        Workload("kube-system", "kube-proxy",
+                 (_container("kube-proxy", "registry.k8s.io/kube-proxy:v1.30.2", requests={"cpu": "100m"}),),
+                 daemon=True),
+        Workload("monitoring", "node-exporter",
+                 (_container("node-exporter", "prom/node-exporter:v1.8.1",
+                             requests={"cpu": "100m", "memory": "180Mi"},
+                             limits={"cpu": "200m", "memory": "250Mi"}),), daemon=True),
+    ]
+    for i in range(count):
+        containers, inits, gpu = shapes[i % len(shapes)]
+        namespace = "ml" if gpu else namespaces[i % len(namespaces)]
+        name = f"svc-{i:03d}"
+        spread = name if i % 4 == 1 else ""
+        found.append(Workload(namespace, name, containers, inits, gpu=gpu, spread=spread))
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything needed to build each object on demand: a few small tuples per object."""
+
+    nodes: tuple[tuple[int, int, bool, bool, bool], ...]
+    """Per node: (kind index, zone index, spot, ready, cordoned)."""
+    workloads: tuple[Workload, ...]
+    pods: tuple[tuple[int, int, int, str], ...]
+    """Per pod: (workload index, ordinal in its workload, node index or -1, phase)."""
+
+    def node_name(self, index: int) -> str:
+        """The node's name, as EKS names them."""
+        return f"ip-10-{index // 65536 % 256}-{index // 256 % 256}-{index % 256}.eu-west-1.compute.internal"
+
+
+def plan(size: Size, *, seed: int = SEED) -> Plan:
+    """A member cluster of `size`: node kinds and states, workloads, and where each pod is bound."""
+    rng = random.Random(seed)
+    kinds = rng.choices(range(len(NODE_KINDS)), weights=[k.weight for k in NODE_KINDS], k=size.nodes)
+    nodes = tuple(
+        (kind, i % len(ZONES), rng.random() < 0.2, rng.random() >= 0.005, rng.random() < 0.005)
+        for i, kind in enumerate(kinds)
+    )
+    per_node = min(2, size.pods // max(1, size.nodes) // 2)  # DaemonSet pods on every node
+    app_pods = size.pods - per_node * size.nodes
+    workloads = tuple(_workloads(max(8, app_pods // 50)))
+    pods: list[tuple[int, int, int, str]] = [
+        (d, n, n, "Running") for d in range(per_node) for n in range(size.nodes)
+    ]
+    gpu_nodes = [i for i, n in enumerate(nodes) if NODE_KINDS[n[0]].gpus and n[3] and not n[4]]
+    cpu_nodes = [i for i, n in enumerate(nodes) if not NODE_KINDS[n[0]].gpus and n[3] and not n[4]]
+    apps = [i for i, w in enumerate(workloads) if not w.daemon]
+    weights = [1 + (i * 37) % 11 for i in range(len(apps))]  # some big Deployments, some small
+    ordinals: dict[int, int] = {}
+    for workload in rng.choices(apps, weights=weights, k=app_pods):
+        ordinal = ordinals[workload] = ordinals.get(workload, 0) + 1
+        candidates = gpu_nodes if workloads[workload].gpu else cpu_nodes
+        roll = rng.random()
+        if roll < 0.01 or not candidates:
+            pods.append((workload, ordinal, -1, "Pending"))  # unschedulable
+        elif roll < 0.02:
+            pods.append((workload, ordinal, rng.choice(candidates), "Pending"))  # bound, starting
+        elif roll < 0.03 and workloads[workload].namespace == "batch":
+            pods.append((workload, ordinal, rng.choice(candidates), "Succeeded"))
+        else:
+            pods.append((workload, ordinal, rng.choice(candidates), "Running"))
+    return Plan(nodes=nodes, workloads=workloads, pods=tuple(pods))
+
+
+def node_json(item: Plan, index: int) -> Json:
+    """Node `index` as the apiserver lists it (managed fields and image list included)."""
+    kind_index, zone, spot, ready, cordoned = item.nodes[index]
+    kind = NODE_KINDS[kind_index]
+    name = item.node_name(index)
+    group = f"ng-{kind.instance_type.replace('.', '-')}-{'spot' if spot else 'od'}"
+    labels = {
+        "beta.kubernetes.io/arch": kind.arch, "beta.kubernetes.io/instance-type": kind.instance_type,
+        "beta.kubernetes.io/os": "linux", "eks.amazonaws.com/capacityType": "SPOT" if spot else "ON_DEMAND",
+        "eks.amazonaws.com/nodegroup": group, "failure-domain.beta.kubernetes.io/region": "eu-west-1",
+        "failure-domain.beta.kubernetes.io/zone": ZONES[zone], "kubernetes.io/arch": kind.arch,
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": kind.instance_type, "topology.kubernetes.io/region": "eu-west-1",
+        "topology.kubernetes.io/zone": ZONES[zone],
+    }
+    taints = [t for t, on in ((GPU_TAINT, kind.gpus), (SPOT_TAINT, spot), (UNSCHEDULABLE_TAINT, cordoned))
+              if on]
+    capacity = {"cpu": kind.cpu, "memory": kind.memory, "pods": kind.pods, "ephemeral-storage": "104845292Ki",
+                "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    allocatable = {**capacity, "cpu": kind.allocatable_cpu, "memory": kind.allocatable_memory,
+                   "ephemeral-storage": "95551679124"}
+    if kind.gpus:
+        capacity["nvidia.com/gpu"] = allocatable["nvidia.com/gpu"] = str(kind.gpus)
+    stamp = "2025-01-01T10:00:00Z"
+    address = f"10.0.{index // 256 % 256}.{index % 256}"
+    conditions = [
+        {"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": f"kubelet has {r.lower()}",
+         "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+        for t, r in (("MemoryPressure", "SufficientMemory"), ("DiskPressure", "NoDiskPressure"),
+                     ("PIDPressure", "SufficientPID"))
+    ]
+    conditions.append({"type": "Ready", "status": "True" if ready else "Unknown",
+                       "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                       "message": "kubelet is posting ready status" if ready else "Kubelet stopped posting",
+                       "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
+    spec: Json = {"providerID": f"aws:///{ZONES[zone]}/i-{index:017x}", "podCIDR": f"10.{index % 250}.0.0/24"}
+    if taints:
+        spec["taints"] = taints
+    if cordoned:
+        spec["unschedulable"] = True
+    return {
+        "metadata": {
+            "name": name, "uid": f"{index:08x}-0000-4000-8000-{index:012x}",
+            "resourceVersion": str(10_000 + index), "creationTimestamp": stamp, "labels": labels,
+            "annotations": {"alpha.kubernetes.io/provided-node-ip": address,
+                            "node.alpha.kubernetes.io/ttl": "0",
+                            "volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+            "managedFields": [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": stamp,
+                               "fieldsType": "FieldsV1", "subresource": "status",
+                               "fieldsV1": {"f:status": {"f:conditions": {}, "f:images": {}}}}],
+        },
+        "spec": spec,
+        "status": {
+            "capacity": capacity, "allocatable": allocatable, "conditions": conditions,
+            "addresses": [{"type": "InternalIP", "address": address},
+                          {"type": "Hostname", "address": name}, {"type": "InternalDNS", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"machineID": f"{index:032x}", "systemUUID": f"ec2{index:029x}",
+                         "bootID": f"{index:032x}", "kernelVersion": "6.1.94-99.176.amzn2023.x86_64",
+                         "osImage": "Amazon Linux 2023", "containerRuntimeVersion": "containerd://1.7.11",
+                         "kubeletVersion": "v1.30.2-eks", "kubeProxyVersion": "v1.30.2-eks",
+                         "operatingSystem": "linux", "architecture": kind.arch},
+            "images": [{"names": [f"{image}@sha256:{i:064x}", image], "sizeBytes": 50_000_000 + i * 1_000_003}
+                       for i, image in enumerate(IMAGES[(index % 8):(index % 8) + 16])],
+        },
+    }
+
+
+def pod_json(item: Plan, index: int) -> Json:
+    """Pod `index` as the apiserver lists it."""
+    workload_index, ordinal, node, phase = item.pods[index]
+    workload = item.workloads[workload_index]
+    stamp = "2025-01-01T11:00:00Z"
+    template_hash = f"{workload_index * 7919 % 10**10:010d}"[:10]
+    name = (f"{workload.name}-{ordinal:05x}" if workload.daemon
+            else f"{workload.name}-{template_hash[:9]}-{ordinal:05x}")
+    labels = {"app.kubernetes.io/name": workload.name, "app.kubernetes.io/part-of": workload.namespace}
+    annotations = {"kubectl.kubernetes.io/default-container": workload.containers[0]["name"]}
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet" if workload.daemon else "ReplicaSet",
+             "name": workload.name if workload.daemon else f"{workload.name}-{template_hash[:9]}",
+             "uid": f"{workload_index:08x}-1111-4000-8000-{workload_index:012x}", "controller": True,
+             "blockOwnerDeletion": True}
+    if not workload.daemon:
+        labels["pod-template-hash"] = template_hash[:9]
+    if workload.spread:
+        labels[SPREAD_LABEL] = workload.spread
+        annotations[SUBSET_ANNOTATION] = ("onprem", "cloud")[ordinal % 2]
+        annotations["controller.kubernetes.io/pod-deletion-cost"] = str(100 - ordinal % 100)
+    spec: Json = {
+        "containers": list(workload.containers), "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default", "schedulerName": "default-scheduler", "priority": 0,
+        "terminationGracePeriodSeconds": 30, "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "securityContext": {}, "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 300}],
+        "volumes": [{"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}],
+    }
+    if workload.init_containers:
+        spec["initContainers"] = list(workload.init_containers)
+    if workload.gpu:
+        spec["tolerations"].append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+        spec["nodeSelector"] = {"node.kubernetes.io/instance-type": "g5.2xlarge"}
+    status: Json = {"phase": phase, "qosClass": "Burstable"}
+    if node >= 0:
+        spec["nodeName"] = item.node_name(node)
+        running = phase == "Running"
+        status.update({
+            "hostIP": f"10.0.{node // 256 % 256}.{node % 256}",
+            "podIP": f"10.1.{index // 256 % 256}.{index % 256}", "startTime": stamp,
+            "conditions": [{"type": t, "status": "True" if running or t == "PodScheduled" else "False",
+                            "lastProbeTime": None, "lastTransitionTime": stamp}
+                           for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+            "containerStatuses": [
+                {"name": c["name"], "image": c["image"], "imageID": f"{c['image']}@sha256:{index:064x}",
+                 "containerID": f"containerd://{index:064x}", "ready": running, "restartCount": index % 3,
+                 "started": running, "state": {"running": {"startedAt": stamp}} if running else
+                 {"waiting": {"reason": "ContainerCreating"}}}
+                for c in workload.containers],
+        })
+    else:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": "0/5000 nodes are available: insufficient cpu.",
+                                 "lastProbeTime": None, "lastTransitionTime": stamp}]
+    return {
+        "metadata": {
+            "name": name, "generateName": name[:-5], "namespace": workload.namespace,
+            "uid": f"{index:08x}-2222-4000-8000-{index:012x}", "resourceVersion": str(100_000 + index),
+            "creationTimestamp": stamp, "labels": labels, "annotations": annotations,
+            "ownerReferences": [owner],
+            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                               "apiVersion": "v1", "time": stamp, "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:metadata": {"f:labels": {}, "f:ownerReferences": {}}}},
+                              {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": stamp,
+                               "fieldsType": "FieldsV1", "subresource": "status",
+                               "fieldsV1": {"f:status": {"f:conditions": {}, "f:containerStatuses": {}}}}],
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def deployment_json(item: Plan, index: int) -> Json:
+    """Workload `index` (a spread's member Deployment) as the apiserver lists it."""
+    workload = item.workloads[index]
+    replicas = 20 + index % 30
+    return {
+        "metadata": {"name": workload.name, "namespace": workload.namespace,
+                     "uid": f"{index:08x}-3333-4000-8000-{index:012x}",
+                     "resourceVersion": str(500_000 + index), "generation": 3,
+                     "labels": {SPREAD_LABEL: workload.spread},
+                     "annotations": {"fedspread.io/generation": "3", "fedspread.io/template-hash": "abc123",
+                                     "deployment.kubernetes.io/revision": "2"}},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": list(workload.containers)}}},
+        "status": {"observedGeneration": 3, "replicas": replicas, "readyReplicas": replicas,
+                   "updatedReplicas": replicas, "availableReplicas": replicas},
+    }

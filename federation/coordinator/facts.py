@@ -1,0 +1,62 @@
+"""The records the coordinator's World keeps per spread and per cluster (plan: "world").
+
+Why a module of their own: the World stores them, and its selection index (`selection_index`) and
+capacity views (`member_views`) read them through references to the World's dictionaries. Keeping
+the records here lets all three import them without importing each other in a circle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+from federation.api import common
+from federation.api import spread as spread_api
+from federation.core import matching
+
+
+@dataclasses.dataclass
+class SpreadEntry:
+    """One spread as the coordinator knows it: the object, its target's replicas and template."""
+
+    spread: spread_api.FederatedSpread
+    generation: int
+    replicas: int | None = None
+    template: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`."""
+        return self.spread.key
+
+    @property
+    def spec(self) -> spread_api.FederatedSpreadSpec:
+        """The spread's spec."""
+        return self.spread.spec
+
+    @property
+    def lost_after(self) -> datetime.timedelta:
+        """How long an agent may be silent before its cluster counts as lost for this spread."""
+        return datetime.timedelta(seconds=self.spec.failover.cluster_lost_seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterFacts:
+    """What a MemberCluster says of its cluster: topology labels and cluster taints."""
+
+    labels: dict[str, str]
+    taints: tuple[common.Taint, ...]
+
+    @property
+    def cordoned(self) -> bool:
+        """A taint keeps new replicas off the whole cluster."""
+        return any(t.effect in matching.BINDING_TAINT_EFFECTS for t in self.taints)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A spread's hub Deployment as last seen: its `spec.replicas` and the object itself."""
+
+    replicas: int | None
+    template: dict[str, Any] | None
