@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from federation.api import cluster
+from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import agent_service, world
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
@@ -137,6 +137,46 @@ def _wait(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _grow(coordinator: agent_service.Coordinator, stdin: Any, *, name: str) -> tuple[float, int]:
+    """One cluster's capacity change: from the stand-in agent being told to send its grown
+    inventory until the coordinator has applied it and published what it affects; the seconds,
+    and how many spreads were placed again (settled spreads keep their counts: none of them)."""
+    applied, replaced = threading.Event(), [0]
+    receive, publish = coordinator.receive, coordinator.publish
+
+    def timed_publish(affected: Any) -> Any:
+        answer = publish(affected)
+        replaced[0] = len(answer.placements)
+        return answer
+
+    def timed_receive(stream: Any, message: Any) -> None:
+        receive(stream, message)
+        if stream.cluster == name and message.WhichOneof("body") == "inventory":
+            applied.set()
+
+    coordinator.publish, coordinator.receive = timed_publish, timed_receive  # type: ignore[method-assign]
+    started = time.perf_counter()
+    stdin.write("grow\n")
+    stdin.flush()
+    if not applied.wait(120):
+        raise TimeoutError("the grown inventory was never applied")
+    took = time.perf_counter() - started
+    coordinator.publish, coordinator.receive = publish, receive  # type: ignore[method-assign]
+    return took, replaced[0]
+
+
+def _cordon(coordinator: agent_service.Coordinator, *, name: str, region: str) -> tuple[float, int]:
+    """The worst single-cluster event: a NoSchedule taint on its MemberCluster, which every spread
+    that can select it must answer (its replicas there move); the seconds and the spreads placed."""
+    taint = common.Taint(key="fedspread.io/maintenance", effect="NoSchedule")
+    with coordinator.lock:
+        started = time.perf_counter()
+        labels = {cluster.REGION_LABEL: region}
+        affected = coordinator.world.upsert_cluster(name, labels=labels, taints=[taint])
+        answer = coordinator.publish(affected)
+        return time.perf_counter() - started, len(answer.placements)
+
+
 def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
     """One size, in this process: the coordinator, with the agents in a child process."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
@@ -177,28 +217,14 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
 
         with coordinator.lock:
             before = model.snapshot_for("").clusters[grow].node_pools[0].count
-        published = threading.Event()
-        original = coordinator.publish
-
-        def timed_publish(affected: Any) -> Any:
-            answer = original(affected)
-            if answer.placements:
-                published.set()
-            return answer
-
-        coordinator.publish = timed_publish  # type: ignore[method-assign]
-        started = time.perf_counter()
-        agents.stdin.write("grow\n")
-        agents.stdin.flush()
-        if not published.wait(120):
-            raise TimeoutError("the grown inventory was never placed")
-        incremental = time.perf_counter() - started
-        coordinator.publish = original  # type: ignore[method-assign]
+        incremental, regrown = _grow(coordinator, agents.stdin, name=cluster_name(grow))
         with coordinator.lock:
             grown = model.snapshot_for("").clusters[grow].node_pools[0].count
+        cordon_s, cordoned = _cordon(coordinator, name=cluster_name(grow), region=f"r{grow % REGIONS}")
         return {"spreads": spreads, "clusters": clusters, "full_s": round(full, 3),
                 "per_spread_ms": round(full / spreads * 1000, 3),
-                "incremental_ms": round(incremental * 1000, 1),
+                "incremental_ms": round(incremental * 1000, 1), "incremental_replaced": regrown,
+                "cordon_ms": round(cordon_s * 1000, 1), "cordon_replaced": cordoned,
                 "rss_mb": round(rss - baseline, 1), "replicas_placed": placed,
                 "incremental_pools": f"{before}->{grown} nodes", "backend": "in-process"}
     finally:

@@ -46,6 +46,7 @@ def run_all(
     """Every benchmark of `only`, in order; the results document."""
     mode = "quick" if quick else "full"
     results: dict[str, Any] = {"mode": mode, "machine": machine(), "started_at": now()}
+    load_at_start = [round(v, 2) for v in os.getloadavg()]  # other work on the machine skews latencies
     for name in only:
         module = importlib.import_module(f"bench.{name}")
         report(f"{name}: starting")
@@ -57,6 +58,7 @@ def run_all(
             results[name] = {"error": f"{type(error).__name__}: {error}"}
         report(f"{name}: done in {time.monotonic() - started:.0f} s")
     results["finished_at"] = now()
+    results["load_average"] = {"at_start": load_at_start, "at_end": [round(v, 2) for v in os.getloadavg()]}
     return results
 
 

@@ -44,7 +44,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common
-from federation.coordinator import assignments, loop, shards
+from federation.coordinator import assignments, deliveries, loop, shards
 from federation.coordinator import world as world_model
 from federation.core import status
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
@@ -91,9 +91,7 @@ class Coordinator:
         self.lock = threading.RLock()
         self._hub_synced = hub_synced
         self._streams: dict[str, AgentStream] = {}
-        self._sent: dict[str, dict[str, agent_pb2.SpreadAssignment]] = {}
-        self._prints: dict[str, dict[str, bytes]] = {}
-        """Per cluster and spread, `assignments.comparable` of what `_sent` holds (when known)."""
+        self._sent = deliveries.SentLedger()
 
     # --- streams -------------------------------------------------------------------------------
 
@@ -127,8 +125,7 @@ class Coordinator:
         with self.lock:
             if self._streams.get(stream.cluster) is stream:
                 del self._streams[stream.cluster]
-                self._sent.pop(stream.cluster, None)
-                self._prints.pop(stream.cluster, None)
+                self._sent.forget(stream.cluster)
 
     def mark_hub_synced(self) -> None:
         """The hub watcher listed everything: resync the streams that were waiting for it."""
@@ -152,7 +149,7 @@ class Coordinator:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
         name, sent = stream.cluster, {}
         for key in sorted(self.world.placements):
-            message = self._assignments_for(key).get(name)
+            message = self._assignments_for(key, only=name).get(name)
             if message is not None:
                 sent[key] = message
                 stream.send(assignment=message)
@@ -165,20 +162,20 @@ class Coordinator:
                 key, generation=(entry.generation if entry else 0) + 1,
                 reason="spread deleted" if entry is None else "cluster no longer selected"))
             removed += 1
-        self._sent[name] = sent
-        self._prints[name] = {}
+        self._sent.reset(name, sent)
         stream.resynced = True
         stream.send(notice=agent_pb2.Notice(
             severity=agent_pb2.Notice.SEVERITY_INFO, code=RESYNC_COMPLETE_CODE,
             message=f"{len(sent)} assignments, {removed} removals"))
         log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed})
 
-    def _assignments_for(self, key: str) -> dict[str, agent_pb2.SpreadAssignment]:
+    def _assignments_for(self, key: str, *, only: str | None = None) -> dict[str, agent_pb2.SpreadAssignment]:
         entry, result = self.world.spread(key), self.world.placements.get(key)
         if entry is None or result is None:
             return {}
         now = self.clock()
-        messages = assignments.for_clusters(entry, result, marks=self.world.marks_for(key), now=now)
+        messages = assignments.for_clusters(
+            entry, result, marks=self.world.marks_for(key), now=now, only=only)
         if messages:
             issued = timestamp_pb2.Timestamp()
             issued.FromDatetime(now)
@@ -198,43 +195,30 @@ class Coordinator:
         with self.lock:
             if not self._hub_synced:
                 return loop.Round(placements={})
-            result = loop.recompute(self.world, keys, now=self.clock(), place_batch=self.backend.place_batch)
-            streams = [stream for _, stream in sorted(self._streams.items()) if stream.resynced]
+            batch = self.backend.place_batch if self.backend.parallel else None
+            result = loop.recompute(self.world, keys, now=self.clock(), place_batch=batch)
             for key in sorted(result.placements):
                 new = self._assignments_for(key)
-                for stream in streams:
-                    self._deliver(stream, key, new.get(stream.cluster))
+                for name in self._sent.clusters_for(key, new):
+                    self._deliver(name, key, new.get(name))
             for key in result.removed:
-                for stream in streams:
-                    self._deliver(stream, key, None, reason="spread deleted")
+                for name in self._sent.clusters_for(key, ()):
+                    self._deliver(name, key, None, reason="spread deleted")
             return result
 
     def _deliver(
-        self, stream: AgentStream, key: str, new: agent_pb2.SpreadAssignment | None, *,
+        self, name: str, key: str, new: agent_pb2.SpreadAssignment | None, *,
         reason: str = "cluster no longer selected",
     ) -> None:
-        """Send `new` (None: a removal) to `stream` unless it holds the same already (`assignments.changed`
-        semantics); what was sent is fingerprinted once, not on every comparison."""
-        sent = self._sent.setdefault(stream.cluster, {})
-        prints = self._prints.setdefault(stream.cluster, {})
-        old = sent.get(key)
-        if new is None:
-            if old is not None:
-                del sent[key]
-                prints.pop(key, None)
-                stream.send(removal=assignments.removal(key, generation=old.generation + 1, reason=reason))
+        """Send cluster `name`'s resynced stream `new` (None: a removal) unless it holds the same."""
+        stream = self._streams.get(name)
+        if stream is None or not stream.resynced:
             return
-        after = assignments.comparable(new)
-        if old is not None:
-            before = prints.get(key)
-            if before is None:  # sent by a resync: fingerprinted when first compared
-                before = assignments.comparable(old)
-            if before == after:
-                prints[key] = before
-                return
-        sent[key] = new
-        prints[key] = after
-        stream.send(assignment=new)
+        message = self._sent.deliver(name, key, new, reason=reason)
+        if isinstance(message, agent_pb2.SpreadAssignment):
+            stream.send(assignment=message)
+        elif message is not None:
+            stream.send(removal=message)
 
     def tick(self) -> loop.Lost:
         """The failover timer: clusters silent past clusterLostSeconds lose their replicas."""

@@ -67,14 +67,18 @@ def for_clusters(
     *,
     marks: Sequence[placement.UnschedulableMark] = (),
     now: datetime.datetime | None = None,
+    only: str | None = None,
 ) -> dict[str, agent_pb2.SpreadAssignment]:
-    """One assignment per cluster any subset selects (quota 0 included), by cluster name.
+    """One assignment per cluster any subset selects (quota 0 included), by cluster name; with
+    `only`, that cluster's alone (a resync asks for one cluster's share of every spread).
 
     What every cluster's message shares (template, target, strategy, subset rules) is built once
     and copied; only the quotas and unschedulable marks are per cluster. A failover republishes
     hundreds of spreads to every cluster they use, under the coordinator's lock.
     """
     names = sorted({name for s in result.subsets for name in s.clusters})
+    if only is not None:
+        names = [only] if only in names else []
     if not names:
         return {}
     spec = entry.spec

@@ -299,8 +299,9 @@ class MemberViews:
                 for index, found in enumerate(rooms):
                     if name in found:
                         found[name] = member.room(index)
-        return placement.View(
-            names=self._index.cluster_names(), selected=selected, members=members, rooms=tuple(rooms))
+        # `names`: the placement lists the clusters this spread can select, not every cluster of
+        # the federation (10k spreads x 1k clusters of zeros would be ~10M dict entries).
+        return placement.View(names=tuple(members), selected=selected, members=members, rooms=tuple(rooms))
 
     def _member_view(self, name: str, plan: Plan, *, ready: bool) -> placement.Member:
         """Cluster `name` for spreads with this plan's pods and no pending pods of their own there."""

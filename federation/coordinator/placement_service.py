@@ -44,6 +44,9 @@ class PlacementSource(Protocol):
     def get(self, key: str) -> convert.PlacementRecord | None:
         """The live placement of `namespace/name`, or None when the spread is unknown."""
 
+    def explained(self, key: str) -> convert.PlacementRecord | None:
+        """`get` for Explain: with each subset's simulated capacity as of now."""
+
     def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
         """Every live placement (of one namespace when given), in any order."""
 
@@ -115,6 +118,9 @@ class InMemorySource:
     def get(self, key: str) -> convert.PlacementRecord | None:
         with self._cond:
             return self._records.get(key)
+
+    def explained(self, key: str) -> convert.PlacementRecord | None:
+        return self.get(key)
 
     def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
         with self._cond:
@@ -227,8 +233,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         self._source = source
         self._poll = watch_poll_seconds
 
-    def _record(self, key: str) -> convert.PlacementRecord:
-        record = self._source.get(check_key(key))
+    def _record(self, key: str, *, explained: bool = False) -> convert.PlacementRecord:
+        checked = check_key(key)
+        record = self._source.explained(checked) if explained else self._source.get(checked)
         if record is None:
             raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no spread {key}")
         return record
@@ -294,7 +301,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                 context: grpc.ServicerContext) -> placement_pb2.Explanation:
         target = request.WhichOneof("target")
         if target in ("spread", "simulation"):
-            record, snapshot = (self._record(request.spread), None) if target == "spread" \
+            record, snapshot = (self._record(request.spread, explained=True), None) if target == "spread" \
                 else self._simulate(request.simulation)
             free = self._source.free_capacity(record, snapshot=snapshot)
             return convert.explanation_to_pb(dataclasses.replace(record, free_capacity=free),

@@ -44,6 +44,10 @@ def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
 class PlacementBackend(Protocol):
     """Where placements and capacity simulations are computed: in-process or on Ray actors."""
 
+    parallel: bool
+    """Whether `place_batch` runs requests in parallel: only then is a round sent as one batch
+    (in-process, the one-after-the-other pass gives the same answer without the re-checks)."""
+
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One placement per request, in request order."""
         ...
@@ -71,6 +75,8 @@ class PlacementBackend(Protocol):
 
 class LocalBackend:
     """Everything in this process: unit tests, and `fedspread coordinator --no-ray`."""
+
+    parallel = False
 
     def __init__(self) -> None:
         self._pools: dict[str, list[cluster.NodePool]] = {}
@@ -167,6 +173,8 @@ class RayBackend:
     unless Ray is already initialised in this process, which is then used as is. `close()` kills
     the actors, and shuts Ray down only if this backend started it.
     """
+
+    parallel = True
 
     def __init__(
         self, *, shards: int, cluster_shards: int = 1, address: str | None = None,

@@ -16,6 +16,7 @@ free capacity is asked of the ClusterShards, which hold the inventories.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import threading
 import time
@@ -50,6 +51,20 @@ class WorldSource:
     def get(self, key: str) -> convert.PlacementRecord | None:
         with self._coordinator.lock:
             return self._record(key)
+
+    def explained(self, key: str) -> convert.PlacementRecord | None:
+        """`get`, each subset's simulated capacity as placing the spread now gives it: a settled
+        spread is not placed again when only free capacity changes, so its stored one may be old."""
+        with self._coordinator.lock:
+            world = self._coordinator.world
+            record, entry = self._record(key), world.spread(key)
+            if record is None or entry is None or entry.replicas is None:
+                return record
+            fresh = loop.place_one(world, entry, replicas=entry.replicas, now=self._coordinator.clock())
+        capacities = {s.name: s.capacity for s in fresh.subsets}
+        subsets = tuple(dataclasses.replace(s, capacity=capacities.get(s.name, s.capacity))
+                        for s in record.placement.subsets)
+        return dataclasses.replace(record, placement=dataclasses.replace(record.placement, subsets=subsets))
 
     def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
         with self._coordinator.lock:

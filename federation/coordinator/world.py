@@ -7,8 +7,11 @@ inputs of `placement.place` in one place, lets the placement loop be tested with
 sequences and an injected clock — no Ray, Kubernetes or gRPC.
 
 Each event method returns the spread keys it affects, so the loop recomputes only those: a spread
-edit or a scale affects that spread; a cluster's labels, taints, inventory, pod counts or
-readiness affect the spreads whose subsets can select that cluster.
+edit or a scale affects that spread; a cluster's labels, taints or readiness affect the spreads
+whose subsets can select that cluster; its inventory or pod counts (free capacity) only those of
+them that are not settled — a spread with every replica placed keeps its counts whatever the
+capacity (DESIGN §3 "Stable"), so re-placing it would only redo work (issue 7: one cluster of a
+region is selectable by a thousand spreads).
 
 Why the World owns an index and views (issue 7): with thousands of spreads and clusters, a
 request must cost the clusters its spread can use, not every cluster times every spread. The
@@ -172,7 +175,8 @@ class World:
         self._views.set_pools(name, pools)
         if not known:
             self._relabel()
-        return self._index.selecting(name)
+            return self._index.selecting(name)
+        return self._capacity_bound(self._index.selecting(name))
 
     def pod_counts(
         self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]], *,
@@ -181,8 +185,8 @@ class World:
         """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins).
 
         Affects the spreads whose counts changed and, through overcommit protection, every spread
-        that can use the cluster. `workloads` (the member Deployments' status per spread) feeds
-        the hub Deployment's status only, so it affects no placement.
+        that can use the cluster and is not settled. `workloads` (the member Deployments' status
+        per spread) feeds the hub Deployment's status only, so it affects no placement.
         """
         self._workloads[name] = dict(workloads or {})
         new = {key: dict(per_subset) for key, per_subset in counts.items()}
@@ -196,7 +200,14 @@ class World:
             self._spread_pods(key)[name] = per_subset
         changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k) and k in self._spreads}
         self._views.stale |= changed
-        return changed | self._index.selecting(name)
+        return changed | self._capacity_bound(self._index.selecting(name))
+
+    def _capacity_bound(self, keys: set[str]) -> set[str]:
+        """Of `keys`, the spreads a change of free capacity can move: not placed yet, or with
+        replicas that did not fit. A settled spread (`placement.settled`) is not placed again;
+        only its subsets' simulated `capacity` would differ, and Explain recomputes that."""
+        placed = self._placed
+        return {k for k in keys if (p := placed.get(k)) is None or not placement.settled(p)}
 
     def unschedulable(
         self, name: str, *, spread: str, subset: str, since: datetime.datetime

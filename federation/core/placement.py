@@ -90,6 +90,13 @@ class Placement:
         }
 
 
+def settled(result: Placement) -> bool:
+    """Every replica placed, none waiting for capacity: a capacity change alone cannot change its
+    counts (only new replicas follow capacity, §3 "Stable"), only its subsets' `capacity`."""
+    return not result.unplaced and not result.capacity_exhausted and not any(
+        s.waiting for s in result.subsets)
+
+
 def selected_clusters(subset: spread.Subset, snapshot: cluster.CapacitySnapshot) -> list[str]:
     """The clusters a subset names, in fill order: as listed, else matching ones by name."""
     if subset.clusters is not None:
@@ -123,7 +130,8 @@ class View:
     """What a placement reads of a snapshot, for one spec and pod shape."""
 
     names: tuple[str, ...]
-    """Every snapshot cluster, in snapshot order: the placement's `clusters` lists each."""
+    """The clusters the placement's `clusters` lists: every snapshot cluster, in snapshot order,
+    for `view_of` (`simulate`); the selectable ones for the coordinator's views."""
     selected: tuple[tuple[str, ...], ...]
     """Per subset in spec order, its member clusters in fill order (`selected_clusters`)."""
     members: Mapping[str, Member]

@@ -169,9 +169,18 @@ def test_capacity_change_alone_moves_nothing() -> None:
     keys = add_spread(model, make_spread(subsets=region, strategy="Adaptive"), replicas=6)
     run(model, keys, clock)
     old = model.placements["shop/web"].clusters
-    keys = model.inventory("eu2", pools(8))
-    assert keys == {"shop/web"}
-    assert run(model, keys, clock).placements["shop/web"].clusters == old
+    assert placement.settled(model.placements["shop/web"])
+    assert model.inventory("eu2", pools(8)) == set()  # settled: not even placed again
+    assert run(model, {"shop/web"}, clock).placements["shop/web"].clusters == old  # and if it were
+
+
+def test_capacity_change_places_the_spreads_waiting_for_it() -> None:
+    clock = Clock()
+    model = new_world(clock, {"eu1": 1, "eu2": 1})
+    keys = add_spread(model, make_spread(subsets=REGION, strategy="Adaptive"), replicas=40)
+    waiting = run(model, keys, clock).placements["shop/web"]
+    assert waiting.capacity_exhausted > 0 and not placement.settled(waiting)
+    assert model.inventory("eu2", pools(8)) == {"shop/web"}  # not settled: placed again
 
 
 def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:

@@ -12,6 +12,7 @@ must agree exactly, as must the rounds' placements.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -80,9 +81,15 @@ def reference_view(model: world.World, key: str) -> placement.View:
     return placement.view_of(entry.spec, snapshot=snapshot, shape=reference_shape(entry))
 
 
+def selectable(view: placement.View) -> placement.View:
+    """`view` listing the clusters the spread can select, as the coordinator's placements do."""
+    return dataclasses.replace(view, names=tuple(view.members))
+
+
 def check(model: world.World) -> None:
     for entry in model.spreads():
-        assert model.view_for(entry.key) == reference_view(model, entry.key), entry.key
+        view, reference = model.view_for(entry.key), reference_view(model, entry.key)
+        assert view == selectable(reference), entry.key  # view_of lists every cluster
         assert loop.pending_of_others(model, entry.key) == reference_pending(model, entry.key)
         snapshot = model.snapshot_for(entry.key)
         selected = {n for s in entry.spec.subsets for n in placement.selected_clusters(s, snapshot)}
@@ -201,7 +208,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
             twin.drop(key)
         elif entry.replicas is not None:
             placed[key] = placement.place_view(
-                entry.spec, replicas=entry.replicas, view=reference_view(twin, key),
+                entry.spec, replicas=entry.replicas, view=selectable(reference_view(twin, key)),
                 current=twin.current_for(key), running=twin.running_for(key),
                 unschedulable=twin.marks_for(key), now=now,
             )

@@ -1,0 +1,85 @@
+"""What each connected agent was last sent, per spread: so a publish sends only what changed.
+
+Why a module of its own (issue 7): a publish used to ask every connected stream about every
+re-placed spread — 10,000 spreads times 1,000 agents is ten million questions whose answer is
+almost always "nothing for you". The ledger keeps, besides what each cluster holds, which
+clusters hold each spread, so a publish visits the clusters a spread is assigned to now or was
+sent before (for the removal), and nothing else.
+
+It knows nothing of gRPC streams: `deliver` returns what to send (an assignment, a removal, or
+nothing) and the facade (`agent_service.Coordinator`) queues it, under its lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from federation.coordinator import assignments
+from federation.rpc import agent_pb2
+
+
+class SentLedger:
+    """Per cluster and spread, the last assignment sent; per spread, the clusters holding one."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, dict[str, agent_pb2.SpreadAssignment]] = {}
+        self._prints: dict[str, dict[str, bytes]] = {}
+        """Per cluster and spread, `assignments.comparable` of what `_sent` holds (when known)."""
+        self._holders: dict[str, set[str]] = {}
+
+    def holders(self, key: str) -> frozenset[str]:
+        """The clusters that were sent spread `key` and not a removal since."""
+        return frozenset(self._holders.get(key, ()))
+
+    def reset(self, cluster: str, sent: Mapping[str, agent_pb2.SpreadAssignment]) -> None:
+        """Cluster `cluster` was just sent exactly `sent` (a full resync)."""
+        self.forget(cluster)
+        self._sent[cluster] = dict(sent)
+        self._prints[cluster] = {}
+        for key in sent:
+            self._holders.setdefault(key, set()).add(cluster)
+
+    def forget(self, cluster: str) -> None:
+        """Cluster `cluster`'s stream ended: its next stream starts with a full resync."""
+        self._prints.pop(cluster, None)
+        for key in self._sent.pop(cluster, {}):
+            self._drop_holder(key, cluster)
+
+    def deliver(
+        self, cluster: str, key: str, new: agent_pb2.SpreadAssignment | None, *, reason: str
+    ) -> agent_pb2.SpreadAssignment | agent_pb2.SpreadRemoval | None:
+        """What to send `cluster` so it holds `new` for spread `key` (None: a removal, if it holds
+        one), or None when it holds the same already (`assignments.comparable` equal)."""
+        sent = self._sent.setdefault(cluster, {})
+        prints = self._prints.setdefault(cluster, {})
+        old = sent.get(key)
+        if new is None:
+            if old is None:
+                return None
+            del sent[key]
+            prints.pop(key, None)
+            self._drop_holder(key, cluster)
+            return assignments.removal(key, generation=old.generation + 1, reason=reason)
+        after = assignments.comparable(new)
+        if old is not None:
+            before = prints.get(key)
+            if before is None:  # sent by a resync: fingerprinted when first compared
+                before = assignments.comparable(old)
+            if before == after:
+                prints[key] = before
+                return None
+        sent[key] = new
+        prints[key] = after
+        self._holders.setdefault(key, set()).add(cluster)
+        return new
+
+    def clusters_for(self, key: str, new: Iterable[str]) -> list[str]:
+        """The clusters a publish of spread `key` must visit: assigned now or holding it, by name."""
+        return sorted(self._holders.get(key, set()).union(new))
+
+    def _drop_holder(self, key: str, cluster: str) -> None:
+        holders = self._holders.get(key)
+        if holders is not None:
+            holders.discard(cluster)
+            if not holders:
+                del self._holders[key]
