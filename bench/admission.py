@@ -55,7 +55,8 @@ import urllib3
 from agents import assignment
 from agents.webhook import registration
 from bench import baseline_webhook, rawkube, webhook_samples
-from federation.sandbox import launcher, nodesim, pki
+from federation.certs import pki
+from federation.sandbox import launcher, nodesim
 from tests.support import standin_coordinator
 
 Report = Callable[[str], None]

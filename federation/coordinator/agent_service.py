@@ -24,6 +24,10 @@ Why it is shaped like this:
 - **Duplicate streams: the newer wins.** A second stream for the same cluster replaces the first,
   which is ended with ALREADY_EXISTS (the old agent's link reconnects, which is right after a
   network flap; two agents fighting for one name keep replacing each other and say so in logs).
+- **Identity** (`identity`): with `require_identity` (the coordinator serves mTLS) a Hello must
+  come from the agent certificate of its cluster, else the stream ends with PERMISSION_DENIED
+  (UNAUTHENTICATED without any certificate); a later message naming another cluster ends it with
+  PERMISSION_DENIED in every mode.
 - **Errors.** A stream not starting with Hello, or with an empty cluster name, ends with
   INVALID_ARGUMENT. A message that cannot be applied is logged and answered with a `Notice`
   (BadReport); it never ends the stream or the server.
@@ -44,7 +48,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common
-from federation.coordinator import assignments, loop, shards
+from federation.coordinator import assignments, identity, loop, shards
 from federation.coordinator import world as world_model
 from federation.core import status
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
@@ -327,8 +331,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     def __init__(
         self, coordinator: Coordinator, *, clock: Clock, heartbeat_seconds: float,
-        on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None,
+        on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None, require_identity: bool = True,
     ) -> None:
+        """`require_identity=False` only for a plaintext server (`--insecure`, tests): no certificates."""
+        self.require_identity = require_identity
         self.coordinator = coordinator
         self.clock = clock
         self.heartbeat_seconds = heartbeat_seconds
@@ -345,6 +351,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         hello = first.hello
         if not hello.cluster_name:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.cluster_name is empty")
+            return
+        refusal = (identity.check_hello(identity.peer_of(context.auth_context()), hello.cluster_name)
+                   if self.require_identity else None)
+        if refusal is not None:
+            log.warning("agent refused", extra={"cluster": hello.cluster_name, "peer": context.peer(),
+                                                "code": refusal.code, "reason": refusal.message})
+            context.abort(grpc.StatusCode[refusal.code], refusal.message)
             return
         if self.on_cluster_hello is not None:
             try:
@@ -383,12 +396,20 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if item is _SUPERSEDED:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS,
                               f"a newer stream for cluster {stream.cluster} replaced this one")
+            if isinstance(item, identity.Refusal):
+                context.abort(grpc.StatusCode[item.code], item.message)
             assert isinstance(item, agent_pb2.CoordinatorMessage)
             yield item
 
     def _read(self, stream: AgentStream, requests: Iterator[agent_pb2.AgentMessage]) -> None:
         try:
             for message in requests:
+                refusal = identity.check_message(message, stream.cluster)
+                if refusal is not None:  # speaking for another cluster ends the stream
+                    log.warning("agent refused", extra={"cluster": stream.cluster, "code": refusal.code,
+                                                        "reason": refusal.message})
+                    stream.outgoing.put(refusal)
+                    return
                 try:
                     self.coordinator.receive(stream, message)
                 except Exception as failure:  # one bad report must not end the stream or server
