@@ -5,7 +5,7 @@ unreachable apiserver, unreadable certificate files), so each turns its failure 
 `AgentError` the command line prints without a traceback; agents.main stays pure wiring.
 
 Without --tls-cert/--tls-key the agent makes its own serving certificate from a CA held only in
-memory (federation.sandbox.pki) and registers that CA as the webhook's caBundle: each start uses a
+memory (federation.certs.pki) and registers that CA as the webhook's caBundle: each start uses a
 new CA, and the key is written only into a private temporary directory removed on exit.
 """
 
@@ -17,7 +17,7 @@ import pathlib
 
 from kubernetes import client, config
 
-from federation.sandbox import pki
+from federation.certs import pki
 
 
 class AgentError(Exception):

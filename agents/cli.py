@@ -4,6 +4,11 @@ Why a separate module: the `fedspread` group (federation/cli.py) only registers 
 agent's flags, its logging setup and its one-line startup errors live next to the agent. Logging
 is quiet and structured: one line per event, `key=value` pairs after the message, INFO by default
 (connections, Deployments written, outages), and the Kubernetes client's own chatter muted.
+
+Two kinds of certificate, two flag families: `--tls-*` is the webhook's *serving* certificate
+(what the member's apiserver trusts), `--link-*` the agent's *client* certificate towards the
+coordinator (what names this cluster). The link is mTLS unless `--insecure` says otherwise;
+neither is a usage error, so nobody runs plaintext by forgetting a flag (issue 8).
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import click
 
 from agents import main as agent_main
 from federation import logs
+from federation.certs import transport
+
+_File = click.Path(dir_okay=False, path_type=pathlib.Path)
 
 
 def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -32,6 +40,24 @@ def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(1)
+
+
+def link_files(*, cert: pathlib.Path | None, key: pathlib.Path | None, ca: pathlib.Path | None,
+               insecure: bool) -> transport.TLSFiles | None:
+    """The link's mTLS files, or None with --insecure; click.UsageError for any other combination."""
+    given = [flag for flag, value in (("--link-cert", cert), ("--link-key", key), ("--link-ca", ca)) if value]
+    if insecure:
+        if given:
+            raise click.UsageError(f"--insecure contradicts {', '.join(given)}: give one or the other")
+        return None
+    if not given:
+        raise click.UsageError(
+            "give --link-cert, --link-key and --link-ca for mTLS to the coordinator (issue them with "
+            "`fedspread certs agent --cluster NAME`), or --insecure for plaintext (local use only)")
+    if cert is None or key is None or ca is None:
+        missing = [f for f in ("--link-cert", "--link-key", "--link-ca") if f not in given]
+        raise click.UsageError(f"{', '.join(given)} without {', '.join(missing)}: mTLS needs all three")
+    return transport.TLSFiles(cert=cert, key=key, ca=ca)
 
 
 @click.command("agent")
@@ -66,16 +92,24 @@ def _fail(message: str) -> NoReturn:
               help="Topology label reported to the coordinator, e.g. "
                    "topology.fedspread.io/region=eu-west (repeatable).")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
-              help="Webhook serving certificate (PEM). Without it the agent makes one, signed by a "
-                   "CA held only in memory, and registers that CA.")
+              help="Webhook serving certificate (PEM; what the member's apiserver trusts, not the "
+                   "coordinator link's --link-cert). Without it the agent makes one, signed by a CA held "
+                   "only in memory, and registers that CA.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
               help="Private key of --tls-cert (PEM).")
 @click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
               help="CA certificate the apiserver should trust for --tls-cert "
                    "(default: --tls-cert itself, right for a self-signed certificate).")
-@click.option("--insecure/--no-insecure", default=True, show_default=True,
-              help="Plaintext gRPC to the coordinator. The only mode for now: mTLS between agents "
-                   "and the coordinator arrives with issue 8.")
+@click.option("--link-cert", metavar="FILE", type=_File,
+              help="This agent's client certificate for the coordinator link (PEM; `fedspread certs "
+                   "agent --cluster NAME`). It names the cluster: the coordinator refuses a Hello for "
+                   "any other. Not the webhook's --tls-cert.")
+@click.option("--link-key", metavar="FILE", type=_File, help="Private key of --link-cert (PEM).")
+@click.option("--link-ca", metavar="FILE", type=_File,
+              help="CA certificate (PEM) that signed the coordinator's serving certificate.")
+@click.option("--insecure", is_flag=True,
+              help="Plaintext gRPC to the coordinator instead of mTLS (the coordinator must run with "
+                   "--insecure too). For local use only.")
 @click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 300),
               help="How often heartbeats and unchanged reports are sent to the coordinator.")
 @click.option("--log-level", default="info", show_default=True,
@@ -85,7 +119,8 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, coordinator:
                   webhook_url_host: str, webhook_service: str | None, register_webhook: bool,
                   deregister_on_exit: bool, webhook_name: str, namespace_labels: tuple[str, ...],
                   metrics_port: int, labels: tuple[str, ...], tls_cert: pathlib.Path | None,
-                  tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None, insecure: bool,
+                  tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None, link_cert: pathlib.Path | None,
+                  link_key: pathlib.Path | None, link_ca: pathlib.Path | None, insecure: bool,
                   heartbeat_seconds: float, log_level: str) -> None:
     """Run the member agent: enforce this cluster's share of every spread, report what it has.
 
@@ -101,15 +136,21 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, coordinator:
     and retries forever with jittered backoff. Stop it with SIGTERM or Ctrl-C.
 
     \b
-    Example, against the sandbox (`fedspread sandbox up`):
+    The link to the coordinator is mTLS: --link-cert/--link-key/--link-ca, from
+    `fedspread certs agent --cluster NAME` (renewed files are used from the next reconnect).
+    --insecure speaks plaintext instead, for local use only. The --tls-* flags are something
+    else: the webhook's serving certificate, which the member's apiserver trusts.
+
+    \b
+    Example, against the sandbox (`fedspread sandbox up`), certificates in pki/:
       fedspread agent --cluster member-1 --kubeconfig ~/.cache/fedspread/sandbox/member-1/kubeconfig \\
-          --coordinator 127.0.0.1:7443
+          --coordinator 127.0.0.1:7443 --link-cert pki/member-1/tls.crt \\
+          --link-key pki/member-1/tls.key --link-ca pki/member-1/ca.crt
     """
+    link_tls = link_files(cert=link_cert, key=link_key, ca=link_ca, insecure=insecure)
     logs.configure(log_level)
     if (tls_cert is None) != (tls_key is None):
         _fail("--tls-cert and --tls-key go together")
-    if not insecure:
-        _fail("only --insecure is supported for now: mTLS to the coordinator arrives with issue 8")
     host, sep, port = coordinator.rpartition(":")
     if not sep or not host or not port.isdigit():
         _fail(f"--coordinator {coordinator!r} is not HOST:PORT")
@@ -130,7 +171,7 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, coordinator:
         webhook_namespace_selector=namespace_selector, webhook_service=service,
         register_webhook=register_webhook, deregister_on_exit=deregister_on_exit,
         metrics_port=metrics_port, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
-        heartbeat_seconds=heartbeat_seconds)
+        heartbeat_seconds=heartbeat_seconds, link_tls=link_tls)
     try:
         agent = agent_main.Agent(settings)
     except agent_main.AgentError as error:

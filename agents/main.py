@@ -20,7 +20,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 
-import grpc
 from kubernetes import client
 
 from agents import bookkeeping, bootstrap, metrics, outbox
@@ -28,6 +27,7 @@ from agents.controller import cache, reconciler, workload
 from agents.inventory import reporter
 from agents.link import client as link_client
 from agents.webhook import handler, registration, server
+from federation.certs import store, transport
 
 log = logging.getLogger("fedspread.agent")
 
@@ -53,7 +53,8 @@ class AgentConfig:
     tls_cert: pathlib.Path | None = None
     tls_key: pathlib.Path | None = None
     tls_ca: pathlib.Path | None = None
-    credentials: grpc.ChannelCredentials | None = None  # None: plaintext gRPC (mTLS is issue 8)
+    link_tls: transport.TLSFiles | None = None
+    """mTLS to the coordinator with these files (re-read on every reconnect); None: plaintext."""
     heartbeat_seconds: float = 10.0
 
 
@@ -71,6 +72,12 @@ class Agent:
         self._wake = threading.Event()
         self._removals: queue.Queue[tuple[str, bool]] = queue.Queue()
         self._registered = False
+        link_tls = settings.link_tls
+        if link_tls is not None:
+            try:
+                link_tls.read()  # fail now, in one line, rather than at every reconnect
+            except store.CertFileError as error:
+                raise AgentError(f"link certificate: {error}") from None
         try:
             self.api = bootstrap.api_client(settings.kubeconfig)
             self.serving = bootstrap.serving_certificate(
@@ -96,7 +103,8 @@ class Agent:
         self.link = link_client.Link(
             settings.coordinator, cluster=settings.cluster, labels=settings.labels,
             bookkeeping=self.bookkeeping, outbox=self.outbox, metrics=self.metrics,
-            credentials=settings.credentials, heartbeat_seconds=settings.heartbeat_seconds,
+            credentials=None if link_tls is None else (lambda: transport.channel_credentials(link_tls)),
+            heartbeat_seconds=settings.heartbeat_seconds,
             on_assignment=lambda _value: self._wake.set(), on_removal=self._removed,
             synced=self.workload.synced)
 

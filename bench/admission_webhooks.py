@@ -26,7 +26,8 @@ from agents import assignment
 from agents.webhook import registration
 from bench import admission_client as client
 from bench import baseline_admission, baseline_resource, rawkube, webhook_samples
-from federation.sandbox import nodesim, pki
+from federation.certs import pki
+from federation.sandbox import nodesim
 from tests.support import standin_coordinator
 
 Report = Callable[[str], None]

@@ -185,7 +185,8 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=clusters + 32),
                          options=[("grpc.max_send_message_length", 64 << 20)])
     agent_pb2_grpc.add_AgentServiceServicer_to_server(
-        agent_service.AgentServicer(coordinator, clock=clock, heartbeat_seconds=30.0), server)
+        agent_service.AgentServicer(coordinator, clock=clock, heartbeat_seconds=30.0, require_identity=False),
+        server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     baseline = _rss_mb()

@@ -15,6 +15,7 @@ import click
 from agents import cli as agent_cli
 from federation import cli_get, cli_simulate
 from federation.api import crd, reference
+from federation.certs import cli as certs_cli
 from federation.coordinator import cli as coordinator_cli
 from federation.demo import cli as demo_cli
 from federation.sandbox import cli as sandbox_cli
@@ -37,6 +38,7 @@ main.add_command(agent_cli.agent_command)
 main.add_command(cli_get.get_group)
 main.add_command(coordinator_cli.coordinator_command)
 main.add_command(demo_cli.demo_command)
+main.add_command(certs_cli.certs_group)
 
 
 @main.command("crds")

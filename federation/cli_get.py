@@ -4,14 +4,20 @@ Why through the SDK: the command line is the SDK's first user, so it exercises t
 results and errors scripts get. `-o json` prints DESIGN §7's stable shape (the `simulate -o json`
 shape plus `"ready"`); `-o table` is for people. Every error — an unknown spread, a bad key, an
 unreachable coordinator — is one line on stderr and exit code 1, never a traceback.
+
+Transport as everywhere (issue 8): mTLS with a client certificate (`--ca/--cert/--key`, or
+FEDSPREAD_CA/FEDSPREAD_CERT/FEDSPREAD_KEY, from `fedspread certs client`), or plaintext with an
+explicit `--insecure`; neither is a usage error.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pathlib
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 import rich.console
@@ -36,12 +42,67 @@ _timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
     help="Seconds to wait for the coordinator.",
 )
+_File = click.Path(dir_okay=False, path_type=pathlib.Path)
+_TLS_OPTIONS = (
+    click.option("--ca", "ca_file", envvar="FEDSPREAD_CA", metavar="FILE", type=_File,
+                 help="CA certificate that signed the coordinator's (env FEDSPREAD_CA)."),
+    click.option("--cert", "cert_file", envvar="FEDSPREAD_CERT", metavar="FILE", type=_File,
+                 help="Your client certificate, from `fedspread certs client` (env FEDSPREAD_CERT)."),
+    click.option("--key", "key_file", envvar="FEDSPREAD_KEY", metavar="FILE", type=_File,
+                 help="Private key of --cert (env FEDSPREAD_KEY)."),
+    click.option("--insecure", is_flag=True, envvar="FEDSPREAD_INSECURE",
+                 help="Plaintext instead of mTLS, for a coordinator started with --insecure."),
+)
 
 
-def _ask(coordinator: str, timeout: float, question: Callable[[sdk.PlacementClient], T]) -> T:
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """How to reach the coordinator: address, deadline, and mTLS files (None: --insecure)."""
+
+    target: str
+    timeout: float
+    ca: pathlib.Path | None
+    cert: pathlib.Path | None
+    key: pathlib.Path | None
+    insecure: bool
+
+    def check(self) -> None:
+        """click.UsageError unless exactly one of mTLS (all three files) and --insecure is given."""
+        given = [f for f, v in (("--ca", self.ca), ("--cert", self.cert), ("--key", self.key)) if v]
+        if self.insecure and given:
+            raise click.UsageError(f"--insecure contradicts {', '.join(given)}: give one or the other")
+        if not self.insecure and len(given) < 3:
+            missing = [f for f in ("--ca", "--cert", "--key") if f not in given]
+            raise click.UsageError(f"mTLS needs {', '.join(missing)} (from `fedspread certs client`), "
+                                   "or give --insecure for a plaintext coordinator")
+
+    def client(self) -> sdk.PlacementClient:
+        """An SDK client over mTLS or plaintext."""
+        if self.ca is None or self.cert is None or self.key is None:
+            return sdk.PlacementClient(self.target, timeout=self.timeout)
+        return sdk.PlacementClient.with_tls(self.target, ca=self.ca, cert=self.cert, key=self.key,
+                                            timeout=self.timeout)
+
+
+def _connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--coordinator, --timeout and the TLS flags, passed to `command` as `connection`."""
+    def wrapper(*, coordinator: str, timeout: float, ca_file: pathlib.Path | None,
+                cert_file: pathlib.Path | None, key_file: pathlib.Path | None, insecure: bool,
+                **rest: Any) -> Any:
+        connection = Connection(coordinator, timeout, ca_file, cert_file, key_file, insecure)
+        connection.check()
+        return command(connection=connection, **rest)
+
+    wrapper.__doc__, wrapper.__name__ = command.__doc__, command.__name__
+    for option in reversed((_coordinator_option, _timeout_option, *_TLS_OPTIONS)):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def _ask(connection: Connection, question: Callable[[sdk.PlacementClient], T]) -> T:
     """Run one query; SDK errors become one line on stderr and exit 1."""
     try:
-        with sdk.PlacementClient(coordinator, timeout=timeout) as client:
+        with connection.client() as client:
             return question(client)
     except sdk.InvalidRequest as error:
         click.echo(f"error: {str(error).splitlines()[0]}", err=True)
@@ -109,16 +170,16 @@ def get_group() -> None:
 @get_group.command("placement")
 @click.argument("key", metavar="NS/NAME")
 @_output_option
-@_coordinator_option
-@_timeout_option
-def placement_command(key: str, output: str, coordinator: str, timeout: float) -> None:
+@_connection_options
+def placement_command(*, key: str, output: str, connection: Connection) -> None:
     """Show where the replicas of FederatedSpread NS/NAME are placed, and how many are ready.
 
-    Example:
-
-        fedspread get placement shop/web -o json
+    \b
+    Example, with certificates from `fedspread certs client --name alice --out pki/alice ...`:
+      fedspread get placement shop/web -o json \\
+          --ca pki/alice/ca.crt --cert pki/alice/tls.crt --key pki/alice/tls.key
     """
-    result = _ask(coordinator, timeout, lambda client: client.placement(key))
+    result = _ask(connection, lambda client: client.placement(key))
     if output == "json":
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -127,11 +188,10 @@ def placement_command(key: str, output: str, coordinator: str, timeout: float) -
 
 @get_group.command("clusters")
 @_output_option
-@_coordinator_option
-@_timeout_option
-def clusters_command(output: str, coordinator: str, timeout: float) -> None:
+@_connection_options
+def clusters_command(*, output: str, connection: Connection) -> None:
     """List member clusters: ready, cordoned, nodes, requested/allocatable, agent, heartbeat."""
-    found = _ask(coordinator, timeout, lambda client: client.clusters())
+    found = _ask(connection, lambda client: client.clusters())
     if output == "json":
         click.echo(json.dumps({"clusters": [c.to_json() for c in found]}, indent=2))
     else:

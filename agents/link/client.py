@@ -8,8 +8,12 @@ Why it looks like this:
 - **Reconnect forever.** An agent is long-running; giving up would leave a cluster unmanaged. The
   loop is a tenacity `Retrying` with no stop condition, but every wait is jittered and capped
   (`wait_random_exponential`, cap ~5 s) so a restarted coordinator is not stampeded. Refusals that
-  need a human (PERMISSION_DENIED, INVALID_ARGUMENT, UNAUTHENTICATED, ...) are logged as ERROR with
-  the coordinator's reason and retried slowly, so fixing the coordinator side heals the link.
+  need a human (PERMISSION_DENIED, INVALID_ARGUMENT, UNAUTHENTICATED, a TLS handshake our CA
+  rejects, ...: `agents.link.refusals`) are logged as ERROR with the coordinator's reason and
+  retried slowly, so fixing the coordinator side heals the link.
+- **Credentials per connect.** `credentials` may be a function that builds them (from the
+  `--link-*` files): called for every stream, so renewed certificate files are used from the next
+  reconnect on, without a restart.
 - **Full resync on every connect.** Hello lists the spreads applied (spread, generation, template
   revision) so the coordinator re-sends only what changed; after Welcome the latest full inventory
   and pod counts go out before anything else, since a restarted coordinator holds nothing.
@@ -37,7 +41,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import grpc
 import tenacity
@@ -45,18 +49,15 @@ import tenacity
 from agents import assignment as assignment_mod
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
+from agents.link import refusals
 from agents.link import stream as stream_mod
+from federation.certs import transport
 from federation.rpc import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("fedspread.agent.link")
 
 FAIL_STATIC_MESSAGE = "coordinator unreachable; enforcing last quotas (fail static)"
-# Refusals a retry cannot fix by itself: somebody must change a certificate or the coordinator.
-MISCONFIGURED = frozenset({
-    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT,
-    grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNIMPLEMENTED,
-    grpc.StatusCode.FAILED_PRECONDITION,
-})
+Credentials: TypeAlias = "grpc.ChannelCredentials | Callable[[], grpc.ChannelCredentials]"
 # Hello capability and Notice code: the coordinator marks the end of a resync's assignments, after
 # which the agent's set of assignments is complete and orphaned Deployments may be pruned.
 RESYNC_COMPLETE_CAPABILITY = "resync-complete"
@@ -83,23 +84,13 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-class StreamEnded(Exception):
-    """One Connect stream is over; `code` is None when the coordinator closed it cleanly."""
-
-    def __init__(self, code: grpc.StatusCode | None, details: str, *, welcomed: bool) -> None:
-        super().__init__(f"{code.name if code else 'END'}: {details}")
-        self.code = code
-        self.details = details
-        self.welcomed = welcomed
-
-
 class Link:
     """Keeps one AgentService.Connect stream up, applies what arrives, sends what the agent reports."""
 
     def __init__(
         self, target: str, *, cluster: str, bookkeeping: bookkeeping_mod.Bookkeeping,
         outbox: outbox_mod.Outbox, labels: Mapping[str, str] | None = None,
-        metrics: LinkMetrics | None = None, credentials: grpc.ChannelCredentials | None = None,
+        metrics: LinkMetrics | None = None, credentials: Credentials | None = None,
         heartbeat_seconds: float = 10.0,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
@@ -186,7 +177,7 @@ class Link:
                 sleep=self._sleep, before_sleep=self._before_sleep, reraise=True)
             try:
                 retrying(self._session)
-            except StreamEnded:
+            except refusals.StreamEnded:
                 # A welcomed stream ended (or we are stopping): start a fresh backoff sequence,
                 # after a short jittered pause so that many agents do not reconnect in lockstep.
                 self._stop.wait(random.uniform(0, self._initial))
@@ -198,11 +189,11 @@ class Link:
         self._stop.wait(seconds)  # interrupted by stop()
 
     def _should_retry(self, error: BaseException) -> bool:
-        return isinstance(error, StreamEnded) and not error.welcomed and not self._stop.is_set()
+        return isinstance(error, refusals.StreamEnded) and not error.welcomed and not self._stop.is_set()
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
-        if isinstance(error, StreamEnded) and error.code in MISCONFIGURED:
+        if isinstance(error, refusals.StreamEnded) and error.refused:
             return float(self._slow_wait(state))
         return float(self._fast_wait(state))
 
@@ -212,14 +203,13 @@ class Link:
                                        "wait_s": round(wait, 2)})
 
     def _session(self) -> None:
-        """One Connect stream, from Hello to its end; always raises StreamEnded."""
+        """One Connect stream, from Hello to its end; always raises refusals.StreamEnded."""
         if self._stop.is_set():
-            raise StreamEnded(grpc.StatusCode.CANCELLED, "link stopped", welcomed=True)
+            raise refusals.StreamEnded(grpc.StatusCode.CANCELLED, "link stopped", welcomed=True)
         stream = stream_mod.Outgoing(self.hello, outbox=self._outbox, clock=self._clock,
                                      heartbeat_seconds=self._heartbeat_seconds, name=self.cluster)
         self._received = {}  # a new stream: the coordinator's Welcome resync decides afresh
-        channel = (grpc.insecure_channel(self.target) if self._credentials is None
-                   else grpc.secure_channel(self.target, self._credentials))
+        channel = self._channel()
         watchdog: threading.Timer | None = None
         try:
             stub = agent_pb2_grpc.AgentServiceStub(channel)
@@ -235,13 +225,13 @@ class Link:
             try:
                 for message in call:
                     self._handle(message, stream)
-                error = StreamEnded(None, "coordinator closed the stream", welcomed=stream.welcomed)
+                error = refusals.StreamEnded(None, "coordinator closed the stream", welcomed=stream.welcomed)
             except grpc.RpcError as failure:
                 code, details = failure.code(), failure.details() or ""
                 if stream.timed_out:
                     code, details = grpc.StatusCode.DEADLINE_EXCEEDED, (
                         f"no Welcome within {self._welcome_timeout:g} s")
-                error = StreamEnded(code, details, welcomed=stream.welcomed)
+                error = refusals.StreamEnded(code, details, welcomed=stream.welcomed)
         finally:
             if watchdog is not None:
                 watchdog.cancel()
@@ -249,6 +239,20 @@ class Link:
             channel.close()
         self._lost(error)
         raise error
+
+    def _channel(self) -> grpc.Channel:
+        """A plaintext channel, or a TLS one with credentials built now (renewed files count)."""
+        given = self._credentials
+        if given is None:
+            return grpc.insecure_channel(self.target)
+        try:
+            credentials = given if isinstance(given, grpc.ChannelCredentials) else given()
+        except Exception as failure:  # unreadable or mismatched files: a refusal until they are fixed
+            error = refusals.StreamEnded(grpc.StatusCode.FAILED_PRECONDITION,
+                                         f"cannot load the link certificate: {failure}", welcomed=False)
+            self._lost(error)
+            raise error from None
+        return grpc.secure_channel(self.target, credentials)
 
     def _no_welcome(self, call: Any, stream: stream_mod.Outgoing) -> None:
         if not stream.welcomed and not stream.done.is_set():
@@ -260,22 +264,23 @@ class Link:
         with self._lock:
             self._call, self._stream = None, None
 
-    def _lost(self, error: StreamEnded) -> None:
+    def _lost(self, error: refusals.StreamEnded) -> None:
         self._set_connected(False)
         if self._stop.is_set():
             return
         if self._down_since is None:
             self._down_since = time.monotonic()
-        if error.code in MISCONFIGURED:
-            refusal = f"{error.code.name}: {error.details}" if error.code else error.details
+        advice = transport.hint(error.details, secure=self._credentials is not None) or None
+        if error.refused:
+            refusal = error.reason()
             if refusal != self._last_refusal:
                 log.error("coordinator refused the agent; fix the configuration, retrying slowly",
                           extra={"cluster": self.cluster, "coordinator": self.target,
-                                 "reason": refusal})
+                                 "reason": refusal, "hint": advice})
                 self._last_refusal = refusal
         if not self._outage_logged:
             log.warning(FAIL_STATIC_MESSAGE, extra={"cluster": self.cluster, "coordinator": self.target,
-                                                    "reason": str(error)})
+                                                    "reason": str(error), "hint": advice})
             self._outage_logged = True
 
     def _set_connected(self, connected: bool) -> None:

@@ -24,6 +24,10 @@ Why it is shaped like this:
 - **Duplicate streams: the newer wins.** A second stream for the same cluster replaces the first,
   which is ended with ALREADY_EXISTS (the old agent's link reconnects, which is right after a
   network flap; two agents fighting for one name keep replacing each other and say so in logs).
+- **Identity** (`identity`): with `require_identity` (the coordinator serves mTLS) a Hello must
+  come from the agent certificate of its cluster, else the stream ends with PERMISSION_DENIED
+  (UNAUTHENTICATED without any certificate); a later message naming another cluster ends it with
+  PERMISSION_DENIED in every mode.
 - **Errors.** A stream not starting with Hello, or with an empty cluster name, ends with
   INVALID_ARGUMENT. A message that cannot be applied is logged and answered with a `Notice`
   (BadReport); it never ends the stream or the server.
@@ -43,11 +47,11 @@ from collections.abc import Callable, Iterable, Iterator
 import grpc
 from google.protobuf import timestamp_pb2
 
-from federation.api import cluster, common
-from federation.coordinator import assignments, deliveries, loop, shards
+from federation.api import cluster
+from federation.coordinator import assignments, convert, deliveries, identity, loop, shards
 from federation.coordinator import world as world_model
 from federation.core import status
-from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
+from federation.rpc import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("fedspread.coordinator.agents")
 
@@ -257,7 +261,7 @@ class Coordinator:
                 raise ValueError("Hello is only valid as the first message of a stream")
 
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
-        pools = {p.name: _pool(p) for p in report.node_pools}
+        pools = {p.name: convert.pool_from_pb(p) for p in report.node_pools}
         if report.full:
             stream.pools = pools
         elif report.base_sequence != stream.inventory_sequence:
@@ -276,34 +280,14 @@ class Coordinator:
 
     def _pod_counts(self, stream: AgentStream, report: agent_pb2.PodCountsReport) -> None:
         counts = {
-            item.spread: {s.subset: _pods(s.counts) for s in item.subsets}
+            item.spread: {s.subset: convert.pods_from_pb(s.counts) for s in item.subsets}
             for item in report.spreads
         }
-        workloads = {item.spread: _workload(item.workload) for item in report.spreads
+        workloads = {item.spread: convert.workload_from_pb(item.workload) for item in report.spreads
                      if item.HasField("workload")}
         stream.counts = counts if report.full else {**stream.counts, **counts}
         stream.workloads = workloads if report.full else {**stream.workloads, **workloads}
         self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads))
-
-
-def _pool(pool: common_pb2.NodePool) -> cluster.NodePool:
-    return cluster.NodePool(
-        name=pool.name, count=pool.count, labels=dict(pool.labels),
-        taints=[common.Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
-        allocatable=dict(pool.allocatable), requested=dict(pool.requested),
-    )
-
-
-def _workload(found: agent_pb2.WorkloadStatus) -> status.WorkloadStatus:
-    return status.WorkloadStatus(replicas=found.replicas, ready=found.ready_replicas,
-                                 available=found.available_replicas, updated=found.updated_replicas)
-
-
-def _pods(counts: agent_pb2.PodCounts) -> status.ClusterPods:
-    return status.ClusterPods(
-        running=counts.running, ready=counts.ready, pending=counts.pending,
-        unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting,
-    )
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -311,8 +295,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     def __init__(
         self, coordinator: Coordinator, *, clock: Clock, heartbeat_seconds: float,
-        on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None,
+        on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None, require_identity: bool = True,
     ) -> None:
+        """`require_identity=False` only for a plaintext server (`--insecure`, tests): no certificates."""
+        self.require_identity = require_identity
         self.coordinator = coordinator
         self.clock = clock
         self.heartbeat_seconds = heartbeat_seconds
@@ -329,6 +315,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         hello = first.hello
         if not hello.cluster_name:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.cluster_name is empty")
+            return
+        refusal = (identity.check_hello(identity.peer_of(context.auth_context()), hello.cluster_name)
+                   if self.require_identity else None)
+        if refusal is not None:
+            log.warning("agent refused", extra={"cluster": hello.cluster_name, "peer": context.peer(),
+                                                "code": refusal.code, "reason": refusal.message})
+            context.abort(grpc.StatusCode[refusal.code], refusal.message)
             return
         if self.on_cluster_hello is not None:
             try:
@@ -367,12 +360,20 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if item is _SUPERSEDED:
                 context.abort(grpc.StatusCode.ALREADY_EXISTS,
                               f"a newer stream for cluster {stream.cluster} replaced this one")
+            if isinstance(item, identity.Refusal):
+                context.abort(grpc.StatusCode[item.code], item.message)
             assert isinstance(item, agent_pb2.CoordinatorMessage)
             yield item
 
     def _read(self, stream: AgentStream, requests: Iterator[agent_pb2.AgentMessage]) -> None:
         try:
             for message in requests:
+                refusal = identity.check_message(message, stream.cluster)
+                if refusal is not None:  # speaking for another cluster ends the stream
+                    log.warning("agent refused", extra={"cluster": stream.cluster, "code": refusal.code,
+                                                        "reason": refusal.message})
+                    stream.outgoing.put(refusal)
+                    return
                 try:
                     self.coordinator.receive(stream, message)
                 except Exception as failure:  # one bad report must not end the stream or server

@@ -21,8 +21,8 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common, spread
-from federation.core import placement, quantity
-from federation.rpc import common_pb2, placement_pb2
+from federation.core import placement, quantity, status
+from federation.rpc import agent_pb2, common_pb2, placement_pb2
 
 UNKNOWN = -1  # capacity / free capacity on the wire when unknown or unbounded
 
@@ -237,4 +237,30 @@ def cluster_info_to_pb(
         requested=_sum_resources(record.node_pools, "requested"),
         conditions=[condition_to_pb(c) for c in record.conditions],
         node_pools=[node_pool_to_pb(p) for p in record.node_pools] if include_node_pools else [],
+    )
+
+
+# --- agent reports, wire to domain ----------------------------------------------------------------
+
+
+def pool_from_pb(pool: common_pb2.NodePool) -> cluster.NodePool:
+    """A reported node pool."""
+    return cluster.NodePool(
+        name=pool.name, count=pool.count, labels=dict(pool.labels),
+        taints=[common.Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
+        allocatable=dict(pool.allocatable), requested=dict(pool.requested),
+    )
+
+
+def workload_from_pb(found: agent_pb2.WorkloadStatus) -> status.WorkloadStatus:
+    """A member Deployment's reported status."""
+    return status.WorkloadStatus(replicas=found.replicas, ready=found.ready_replicas,
+                                 available=found.available_replicas, updated=found.updated_replicas)
+
+
+def pods_from_pb(counts: agent_pb2.PodCounts) -> status.ClusterPods:
+    """One subset's reported pod counts in one cluster."""
+    return status.ClusterPods(
+        running=counts.running, ready=counts.ready, pending=counts.pending,
+        unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting,
     )

@@ -13,7 +13,9 @@ understand the coordinator. The threads, and why each exists:
   spreads whose unschedulable marks just expired are recomputed (the subset may take pods again).
 - **status** (~2 s) — FederatedSpread, MemberCluster and hub Deployment statuses from the World via
   `core.status`, written by `StatusWriter` (which skips unchanged ones), outside the lock.
-- **gRPC** — AgentService and PlacementService on one server (`--listen`).
+- **gRPC** — AgentService and PlacementService on one server (`--listen`), over mTLS (`tls`: client
+  certificates signed by the CA required; agents may only speak for the cluster theirs names,
+  `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`).
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
@@ -39,6 +41,7 @@ from kubernetes import client, config
 from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
+from federation.certs import store, transport
 from federation.coordinator import (
     agent_service,
     hub,
@@ -81,6 +84,8 @@ class CoordinatorConfig:
     status_seconds: float = 2.0
     member_status_seconds: float = 30.0
     """A MemberCluster status is rewritten this often at most, unless its readiness changed."""
+    tls: transport.TLSFiles | None = None
+    """Serve mTLS with these files; None: plaintext (`--insecure`, local use only)."""
 
 
 def utcnow() -> datetime.datetime:
@@ -126,6 +131,16 @@ def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
         raise CoordinatorError(f"cannot start Ray placement shards on {where}: {first[:200]}") from None
 
 
+def server_credentials(tls: transport.TLSFiles | None) -> grpc.ServerCredentials | None:
+    """mTLS credentials from the files (None for plaintext); CoordinatorError naming a bad file."""
+    if tls is None:
+        return None
+    try:
+        return transport.server_credentials(tls)
+    except store.CertFileError as error:
+        raise CoordinatorError(f"TLS: {error}") from None
+
+
 def probe_hub(api: client.ApiClient) -> None:
     """One cheap list, so an unreachable hub or missing CRDs fail at startup with a clear line."""
     host = api.configuration.host
@@ -152,6 +167,7 @@ class CoordinatorProcess:
     ) -> None:
         self.settings = settings
         self.clock = utcnow
+        self._credentials = server_credentials(settings.tls)
         self.api = api if api is not None else hub_client(settings.hub_kubeconfig)
         self.world = world_model.World(self.clock, grace_from=self.clock())
         self._owns_backend = backend is None
@@ -172,7 +188,7 @@ class CoordinatorProcess:
                                          agent_versions=self._agent_versions)
         self.agents = agent_service.AgentServicer(
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
-            on_cluster_hello=self._on_hello)
+            on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
         self.watcher = hub.HubWatcher(self.api, self._events.put)
         self._server: grpc.Server | None = None
         self._threads: list[threading.Thread] = []
@@ -187,7 +203,10 @@ class CoordinatorProcess:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, server)
         placement_service.add_to_server(server, self.source)
         try:
-            port = server.add_insecure_port(self.settings.listen)
+            if self._credentials is None:
+                port = server.add_insecure_port(self.settings.listen)
+            else:
+                port = server.add_secure_port(self.settings.listen, self._credentials)
         except RuntimeError:
             port = 0
         if not port:
@@ -199,7 +218,12 @@ class CoordinatorProcess:
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
         self._spawn("status", self._status_loop)
+        if self._credentials is None:
+            log.warning("serving plaintext gRPC (--insecure): anyone who reaches the port can speak for "
+                        "any cluster; for local use only", extra={"listen": self.settings.listen})
         log.info("coordinator started", extra={"listen": self.settings.listen, "port": port,
+                                               "transport": "plaintext" if self._credentials is None
+                                               else "mTLS",
                                                "placement": type(self.backend).__name__,
                                                "hub": self.api.configuration.host,
                                                "coordinator_id": self.coordinator.coordinator_id})

@@ -29,16 +29,20 @@ def _fail(message: str) -> NoReturn:
 
 def _usage(federation: environment.Federation) -> str:
     hub = federation.kubeconfig("hub")
+    mine = federation.tls(environment.CLIENT)  # the demo's SDK client certificate (mTLS)
     lines = [
         "The federation keeps running. Try, in another terminal:",
         f"  export KUBECONFIG={hub}",
         f"  kubectl get federatedspreads,deployments -n {story.NAMESPACE}",
         f"  kubectl scale deployment/{story.NAME} -n {story.NAMESPACE} --replicas=9",
-        f"  fedspread get placement {story.KEY} --coordinator {federation.coordinator_address}",
-        f"  fedspread get clusters --coordinator {federation.coordinator_address}",
+        f"  export FEDSPREAD_COORDINATOR={federation.coordinator_address} FEDSPREAD_CA={mine.ca} "
+        f"FEDSPREAD_CERT={mine.cert} FEDSPREAD_KEY={mine.key}",
+        f"  fedspread get placement {story.KEY}",
+        "  fedspread get clusters",
         "  python - <<'EOF'",
         "  from federation.sdk import PlacementClient",
-        f"  with PlacementClient(\"{federation.coordinator_address}\") as client:",
+        f"  with PlacementClient.with_tls(\"{federation.coordinator_address}\", ca=\"{mine.ca}\",",
+        f"                                cert=\"{mine.cert}\", key=\"{mine.key}\") as client:",
         f"      print(client.placement(\"{story.KEY}\").clusters)",
         "  EOF",
         *(f"  KUBECONFIG={federation.kubeconfig(m.name)} kubectl get pods -n {story.NAMESPACE}   # {m.name}"

@@ -6,6 +6,11 @@ all need it torn down completely, also after Ctrl-C or a failed step. `Federatio
 order (sandbox, coordinator, agents; each waited for), remembers every process it started, and
 `close()` stops them in reverse order. Agents can be stopped and started again (failover).
 
+Everything talks mTLS, as a user's federation would: `start()` first issues, with the same code as
+`fedspread certs`, a CA, the coordinator's certificate, one agent certificate per member (naming
+its cluster) and a client certificate for the SDK, under `<directory>/pki/` (each run makes new
+ones). `placement_client()` is the SDK client with those.
+
 The members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then `aws-eu`,
 `gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`).
 """
@@ -22,12 +27,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from federation import sdk
 from federation.api import cluster
+from federation.certs import bundles, transport
 from federation.sandbox import hubsetup, launcher, nodesim, state
 
 Report = Callable[[str], None]
 EU_NAMES = ("aws-eu", "gcp-eu", "azure-eu", "ovh-eu", "ionos-eu")
 MAX_MEMBERS = 1 + len(EU_NAMES)
+CLIENT = "client"
+COORDINATOR = "coordinator"
 START_TIMEOUT = 120.0
 
 
@@ -138,6 +147,7 @@ class Federation:
         self.stopped: set[str] = set()
         """Members whose agent was stopped on purpose (`stop_agent`)."""
         self.logs = directory / "logs"
+        self.pki = directory / "pki"
 
     def __enter__(self) -> Federation:
         self.start()
@@ -152,14 +162,17 @@ class Federation:
         """Sandbox, then the coordinator, then every agent; DemoError (everything stopped) on failure."""
         try:
             self.logs.mkdir(parents=True, exist_ok=True)
+            self._issue_certificates()
             self.sandbox = launcher.up(
                 self.directory / "sandbox", members=[m.name for m in self.members],
                 profiles={m.name: m.profile() for m in self.members}, crds=hubsetup.bundled_crds(),
                 report=self.report)
             self.report("starting the coordinator (and a local Ray)")
+            served = self.tls(COORDINATOR)
             self.coordinator = Process("coordinator", fedspread_command(
                 "coordinator", "--hub-kubeconfig", self.sandbox.hub.kubeconfig,
-                "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds)),
+                "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds),
+                "--tls-cert", str(served.cert), "--tls-key", str(served.key), "--tls-ca", str(served.ca)),
                 log=self.logs / "coordinator.log")
             self._wait_serving()
             for member in self.members:
@@ -169,9 +182,28 @@ class Federation:
             self.close()
             raise
 
+    def _issue_certificates(self) -> None:
+        """A fresh CA and every certificate the federation uses, under `self.pki`."""
+        self.report("issuing certificates (CA, coordinator, one per agent, SDK client)")
+        authority = self.pki / "ca"
+        bundles.make_ca(authority, name="fedspread demo CA", force=True)
+        bundles.make_coordinator(authority, self.pki / COORDINATOR, force=True)
+        for member in self.members:
+            bundles.make_agent(authority, self.pki / member.name, cluster=member.name, force=True)
+        bundles.make_client(authority, self.pki / CLIENT, name="demo", force=True)
+
+    def tls(self, name: str) -> transport.TLSFiles:
+        """The certificate files of `name`: COORDINATOR, CLIENT or a member's name."""
+        return transport.TLSFiles.in_directory(self.pki / name)
+
+    def placement_client(self, *, timeout: float = 10.0) -> sdk.PlacementClient:
+        """An SDK client for the coordinator, over mTLS with the demo's client certificate."""
+        files = self.tls(CLIENT)
+        return sdk.PlacementClient.with_tls(self.coordinator_address, ca=files.ca, cert=files.cert,
+                                            key=files.key, timeout=timeout)
+
     def _wait_serving(self) -> None:
         """Until the coordinator answers ListClusters (Ray started, hub listed)."""
-        from federation import sdk
 
         assert self.coordinator is not None
         deadline = time.monotonic() + START_TIMEOUT
@@ -180,7 +212,7 @@ class Federation:
                 raise DemoError(f"the coordinator exited; its log ({self.coordinator.log}) ends:\n"
                                 f"{self.coordinator.tail()}")
             try:
-                with sdk.PlacementClient(self.coordinator_address, timeout=2.0) as client:
+                with self.placement_client(timeout=2.0) as client:
                     client.clusters()
                 return
             except sdk.CoordinatorUnavailable:
@@ -190,11 +222,9 @@ class Federation:
 
     def _wait_agents(self) -> None:
         """Until the coordinator hears every agent and holds its inventory (nodes)."""
-        from federation import sdk
-
         deadline = time.monotonic() + START_TIMEOUT
         wanted = {m.name: m.nodes for m in self.members}
-        with sdk.PlacementClient(self.coordinator_address, timeout=5.0) as client:
+        with self.placement_client(timeout=5.0) as client:
             while time.monotonic() < deadline:
                 heard = {c.name: c.node_count for c in client.clusters() if c.ready}
                 if heard == wanted:
@@ -215,9 +245,11 @@ class Federation:
         member, record = self.member(name), self.sandbox.cluster(name)
         self.report(f"starting the agent of {name}")
         self.stopped.discard(name)
+        link = self.tls(name)
         self.agents[name] = Process(f"agent-{name}", fedspread_command(
             "agent", "--cluster", name, "--kubeconfig", record.kubeconfig,
             "--coordinator", self.coordinator_address, "--webhook-port", "0", "--metrics-port", "0",
+            "--link-cert", str(link.cert), "--link-key", str(link.key), "--link-ca", str(link.ca),
             "--label", f"{cluster.REGION_LABEL}={member.region}",
             "--heartbeat-seconds", str(self.heartbeat_seconds), "--deregister-on-exit"),
             log=self.logs / f"agent-{name}.log")

@@ -92,7 +92,7 @@ class Story:
         self.hub = config.new_client_from_config(config_file=federation.kubeconfig("hub"))
         self.members = {m.name: client.CoreV1Api(config.new_client_from_config(
             config_file=federation.kubeconfig(m.name))) for m in federation.members}
-        self.placements = sdk.PlacementClient(federation.coordinator_address, timeout=5.0)
+        self.placements = federation.placement_client(timeout=5.0)
 
     def close(self) -> None:
         self.placements.close()

@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 
 import yaml
 
-from federation.sandbox import build, nodesim, pki, state
+from federation.certs import pki
+from federation.sandbox import build, nodesim, state
 
 READY_TIMEOUT = 90.0
 Report = Callable[[str], None]

@@ -6,6 +6,7 @@ write `from federation.sdk import PlacementClient, SpreadNotFound`.
 
 from federation.sdk.client import PlacementClient
 from federation.sdk.types import (
+    CertificateError,
     ClusterExplanation,
     ClusterInfo,
     Condition,
@@ -21,6 +22,7 @@ from federation.sdk.types import (
 )
 
 __all__ = [
+    "CertificateError",
     "ClusterExplanation",
     "ClusterInfo",
     "Condition",

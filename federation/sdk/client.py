@@ -6,19 +6,28 @@ path, `CoordinatorUnavailable` naming the address — instead of `grpc.RpcError`
 Every call has a deadline (the client's `timeout`), so a dead coordinator fails fast rather than
 hanging a script.
 
-    with PlacementClient("127.0.0.1:7443") as client:
+The coordinator serves mTLS: `PlacementClient.with_tls` reads a client certificate from
+`fedspread certs client` (any certificate its CA signed may read placements). The plain
+constructor speaks plaintext unless given `credentials`, for a coordinator run with `--insecure`.
+A TLS mismatch surfaces as an unreachable coordinator, so that error carries a hint.
+
+    with PlacementClient.with_tls("127.0.0.1:7443", ca="pki/alice/ca.crt",
+                                  cert="pki/alice/tls.crt", key="pki/alice/tls.key") as client:
         print(client.placement("shop/web").to_json())
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pathlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import grpc
 
 from federation.api import cluster, spread
+from federation.certs import store, transport
 from federation.rpc import placement_pb2, placement_pb2_grpc
 from federation.sdk import types
 
@@ -54,11 +63,26 @@ class PlacementClient:
     ) -> None:
         self.target = target
         self.timeout = timeout
+        self.secure = credentials is not None
         if credentials is None:
             self._channel = grpc.insecure_channel(target)
         else:
             self._channel = grpc.secure_channel(target, credentials)
         self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)
+
+    @classmethod
+    def with_tls(
+        cls, target: str, *, ca: str | os.PathLike[str], cert: str | os.PathLike[str],
+        key: str | os.PathLike[str], timeout: float = 10.0,
+    ) -> PlacementClient:
+        """A client speaking mTLS: `cert`/`key` identify it, `ca` must have signed the coordinator's
+        certificate (the three files of `fedspread certs client`); CertificateError if one is bad."""
+        files = transport.TLSFiles(cert=pathlib.Path(cert), key=pathlib.Path(key), ca=pathlib.Path(ca))
+        try:
+            credentials = transport.channel_credentials(files)
+        except store.CertFileError as error:
+            raise types.CertificateError(str(error)) from None
+        return cls(target, credentials=credentials, timeout=timeout)
 
     def __enter__(self) -> PlacementClient:
         return self
@@ -81,8 +105,10 @@ class PlacementClient:
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return types.InvalidRequest(details, code=name, problems=_problems(error))
         if code == grpc.StatusCode.UNAVAILABLE:
+            advice = transport.hint(details, secure=self.secure)
             return types.CoordinatorUnavailable(
-                f"coordinator at {self.target} is unreachable: {details}", code=name)
+                f"coordinator at {self.target} is unreachable: {details}"
+                + (f" (hint: {advice})" if advice else ""), code=name)
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return types.CoordinatorUnavailable(
                 f"coordinator at {self.target} did not answer within {self.timeout:g}s", code=name)

@@ -55,6 +55,10 @@ class CoordinatorUnavailable(FedspreadError):
     """The coordinator could not be reached or did not answer in time."""
 
 
+class CertificateError(FedspreadError):
+    """A certificate file given for mTLS is missing, malformed, expired or not its key's."""
+
+
 # --- results ------------------------------------------------------------------------------------
 
 

@@ -80,6 +80,7 @@ class AgentProcess:
             "--webhook-name", self.webhook_name,
             "--webhook-namespace-label", f"fedspread-test/agent={namespace}", "--deregister-on-exit",
             "--heartbeat-seconds", "1", "--label", "topology.fedspread.io/region=test",
+            "--insecure",  # the stand-in serves plaintext; mTLS has its own test (test_mtls.py)
         ]
         self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=log.open("w"))
 
@@ -233,8 +234,8 @@ def test_agent_enforces_fails_static_and_resyncs(
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FEDSPREAD, "agent", *args], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return subprocess.run([FEDSPREAD, "agent", "--insecure", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
 
 
 def test_startup_errors_are_one_line(sandbox: state.SandboxState, tmp_path: pathlib.Path) -> None:

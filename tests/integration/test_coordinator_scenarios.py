@@ -239,7 +239,8 @@ class CoordinatorCommand:
     def __init__(self, kubeconfig: str, *, port: int, ray_address: str, log: pathlib.Path) -> None:
         self.args = [str(pathlib.Path(sys.executable).with_name("fedspread")), "coordinator",
                      "--hub-kubeconfig", kubeconfig, "--listen", f"127.0.0.1:{port}",
-                     "--ray-address", ray_address, "--heartbeat-seconds", "1"]
+                     "--ray-address", ray_address, "--heartbeat-seconds", "1",
+                     "--insecure"]  # its agents are in-process plaintext links; mTLS: test_mtls.py
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -6,7 +6,8 @@ What it proves, with the manifests rendered by the build's kubectl (`kubectl kus
   member-1 (under unique names), a token is requested for that ServiceAccount, and the real
   `fedspread agent` runs with the rendered Deployment's arguments (its `--no-register-webhook`,
   the overlay's cluster name and topology labels) and a kubeconfig holding only that token,
-  against the stand-in coordinator;
+  against the stand-in coordinator, over mTLS with the rendered `--link-*` flags (certificates
+  from `federation.certs.bundles`, as `fedspread certs` issues them);
 * the rendered MutatingWebhookConfiguration is applied with its clientConfig switched from the
   in-cluster Service to the agent's local URL (the sandbox has no pod network) and the caBundle
   of the certificate the agent serves (given with the rendered --tls-cert/--tls-key flags);
@@ -50,7 +51,8 @@ from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
 from agents import assignment
-from federation.sandbox import build, pki, state
+from federation.certs import bundles, names, pki, transport
+from federation.sandbox import build, state
 from tests.support import standin_coordinator
 
 pytestmark = pytest.mark.integration
@@ -225,10 +227,20 @@ def installed(sandbox: state.SandboxState, clusters: Clusters,
         authority = pki.CertificateAuthority.create(f"fedspread-deploy-test {suffix}")
         cert, key = authority.issue_server("fedspread-agent", ips=("127.0.0.1",)).write(work, "webhook")
 
-        standin = standin_coordinator.StandinCoordinator(heartbeat_interval_seconds=1).start()
+        # The link's certificates, as `fedspread certs` issues them for the overlay's cluster.
+        overlay_cluster = resolved_env(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0],
+                                       [d for d in docs if d["kind"] == "ConfigMap"])["FEDSPREAD_CLUSTER"]
+        bundles.make_ca(work / "ca")
+        bundles.make_coordinator(work / "ca", work / "coordinator")
+        bundles.make_agent(work / "ca", work / "link", cluster=overlay_cluster)
+        link = transport.TLSFiles.in_directory(work / "link")
+        standin = standin_coordinator.StandinCoordinator(
+            heartbeat_interval_seconds=1, server_credentials=transport.server_credentials(
+                transport.TLSFiles.in_directory(work / "coordinator"))).start()
         cleanup.callback(standin.stop)
         webhook_port = free_port()
         command = local_command(docs, replace={
+            "--link-cert": str(link.cert), "--link-key": str(link.key), "--link-ca": str(link.ca),
             "--coordinator": standin.target, "--tls-cert": str(cert), "--tls-key": str(key),
             "--webhook-port": str(webhook_port), "--metrics-port": str(free_port()),
         }, extra=["--kubeconfig", str(kubeconfig), "--heartbeat-seconds", "1"])
@@ -343,6 +355,7 @@ def webhook_answers(clusters: Clusters, namespace: str, app: str) -> bool:
 def test_agent_works_with_exactly_the_rendered_rights(installed: Installed, clusters: Clusters) -> None:
     standin, cluster, namespace = installed.standin, installed.cluster, installed.workload_namespace
     hello = standin.wait_message(cluster, "hello", timeout=WAIT)
+    assert standin.peers[cluster] == [names.agent_uri(cluster).encode()], "mTLS with the cluster's cert"
     assert dict(hello.topology_labels) == installed.labels == {
         "topology.fedspread.io/region": "eu-west", "topology.fedspread.io/zone": "eu-west-1a",
         "topology.fedspread.io/provider": "onprem"}, "the overlay's labels reach the coordinator"

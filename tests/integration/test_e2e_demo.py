@@ -19,7 +19,6 @@ import pytest
 import waiting
 from kubernetes import client, config
 
-from federation import sdk
 from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.demo import environment, story
@@ -105,7 +104,7 @@ def test_the_demo_story_from_every_side(federation: environment.Federation, told
         and row, timeout=TIMEOUT,
         message="`kubectl get deployments` on the hub never showed 12/12 (aggregated from the members)")
     assert deployment["AVAILABLE"] == "12"
-    with sdk.PlacementClient(federation.coordinator_address) as placements:
+    with federation.placement_client() as placements:
         answer = placements.placement(story.KEY)
         assert answer.clusters == {r.cluster: r.desired for r in seen.rows}
         why = placements.explain(story.KEY)

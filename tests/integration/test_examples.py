@@ -216,7 +216,7 @@ class Apis:
 @pytest.fixture(scope="module")
 def apis(federation: environment.Federation) -> Iterator[Apis]:
     names = ["hub", *(m.name for m in federation.members)]
-    with sdk.PlacementClient(federation.coordinator_address, timeout=5.0) as placements:
+    with federation.placement_client(timeout=5.0) as placements:
         yield Apis(federation, placements,
                    {n: config.new_client_from_config(config_file=federation.kubeconfig(n)) for n in names})
 

@@ -2,8 +2,9 @@
 
 Why: an example that drifted from the SDK is worse than none. The test takes the python block that
 follows `<!-- sdk-example -->` in README.md, substitutes only the coordinator's address and the
-spread's namespace (the sandbox hub is shared, so each test has its own namespace), runs it, and
-checks what it printed.
+spread's namespace (the sandbox hub is shared, so each test has its own namespace) and the
+directory of the certificates, runs it, and checks what it printed. The coordinator serves mTLS
+with certificates from `fedspread certs`' own code (`federation.certs.bundles`), as the README says.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import conftest
 import hubside
 import waiting
 
+from federation.certs import bundles, transport
 from tests.support import standin_agent
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -33,11 +35,20 @@ def sdk_example() -> str:
 
 
 def test_the_readme_sdk_example_runs_as_written(
-        sandbox: Any, clusters: conftest.Clusters, namespace: str, local_ray: str) -> None:
+        sandbox: Any, clusters: conftest.Clusters, namespace: str, local_ray: str,
+        tmp_path: pathlib.Path) -> None:
     members = [f"readme-{i}" for i in (1, 2)]
-    with hubside.running_coordinator(sandbox, clusters, members=members) as process:
+    pki = tmp_path / "pki"
+    bundles.make_ca(pki / "ca")
+    bundles.make_coordinator(pki / "ca", pki / "coordinator")
+    bundles.make_client(pki / "ca", pki / "alice", name="alice")
+    for name in members:
+        bundles.make_agent(pki / "ca", pki / name, cluster=name)
+    tls = transport.TLSFiles.in_directory(pki / "coordinator")
+    with hubside.running_coordinator(sandbox, clusters, members=members, tls=tls) as process:
         target = f"127.0.0.1:{process.port}"
-        agents = [standin_agent.StandInAgent(target, name=name).start() for name in members]
+        agents = [standin_agent.StandInAgent(target, name=name, credentials=transport.channel_credentials(
+            transport.TLSFiles.in_directory(pki / name))).start() for name in members]
         try:
             for agent in agents:
                 waiting.wait_for(agent.link.synced.is_set, timeout=60, message=f"{agent.name} not synced")
@@ -48,7 +59,9 @@ def test_the_readme_sdk_example_runs_as_written(
             waiting.wait_for(lambda: [a.replicas(key) for a in agents] == [3, 1], timeout=30,
                              message=lambda: f"agents hold {[a.replicas(key) for a in agents]}")
 
-            code = sdk_example().replace("127.0.0.1:7443", target).replace('"shop/', f'"{namespace}/')
+            code = (sdk_example().replace("127.0.0.1:7443", target).replace('"shop/', f'"{namespace}/')
+                    .replace('"pki/', f'"{pki}/'))
+            assert f'"{pki}/alice/tls.key"' in code, "the example uses the certificates of `fedspread certs`"
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
                 exec(compile(code, "README.md (sdk example)", "exec"), {"__name__": "readme"})

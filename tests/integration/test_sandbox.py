@@ -37,7 +37,7 @@ from conftest import Clusters
 from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
-from federation.sandbox import pki
+from federation.certs import pki
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ from waiting import wait_for
 
 from agents import assignment, bookkeeping, metrics
 from agents.webhook import handler, registration, server
-from federation.sandbox import pki
+from federation.certs import pki
 
 pytestmark = pytest.mark.integration
 

@@ -24,13 +24,15 @@ class StandInAgent:
     def __init__(
         self, target: str, *, name: str, nodes: int = 3, cpu: str = "4", region: str = "eu",
         bookkeeping: bookkeeping_mod.Bookkeeping | None = None,
+        credentials: link_mod.Credentials | None = None,
     ) -> None:
+        """`credentials`: mTLS to the coordinator (e.g. from `fedspread certs agent`); None: plaintext."""
         self.name = name
         self.bookkeeping = bookkeeping if bookkeeping is not None else bookkeeping_mod.Bookkeeping()
         self.outbox = outbox_mod.Outbox()
         self.link = link_mod.Link(
             target, cluster=name, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            labels={cluster.REGION_LABEL: region}, heartbeat_seconds=0.5,
+            labels={cluster.REGION_LABEL: region}, heartbeat_seconds=0.5, credentials=credentials,
             backoff_initial_seconds=0.05, backoff_cap_seconds=0.5)
         self.outbox.put_inventory(outbox_mod.inventory_message(
             [cluster.NodePool(name="std", count=nodes, allocatable={"cpu": cpu, "pods": "110"})],

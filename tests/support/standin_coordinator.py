@@ -47,7 +47,10 @@ class _Stream:
 class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
     """In-process AgentService on 127.0.0.1; `target` is what an agent connects to."""
 
-    def __init__(self, *, heartbeat_interval_seconds: int = 1, coordinator_id: str = "standin") -> None:
+    def __init__(self, *, heartbeat_interval_seconds: int = 1, coordinator_id: str = "standin",
+                 server_credentials: grpc.ServerCredentials | None = None) -> None:
+        """`server_credentials`: serve TLS with them (plaintext without)."""
+        self.server_credentials = server_credentials
         self.heartbeat_interval_seconds = heartbeat_interval_seconds
         self.coordinator_id = coordinator_id
         self.port = 0
@@ -58,6 +61,8 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
         self._desired: dict[str, dict[str, agent_pb2.SpreadAssignment]] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._denied: dict[str, str] = {}
+        self.peers: dict[str, list[bytes]] = {}
+        """Per cluster: the TLS peer identities of its last stream (empty over plaintext)."""
         self.restarts = 0
 
     # --- server lifecycle ----------------------------------------------------------------------
@@ -71,7 +76,9 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
         """Serve (again) on the same port as before, or on a free port the first time."""
         server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16))
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self, server)
-        bound = server.add_insecure_port(f"127.0.0.1:{self.port}")
+        address = f"127.0.0.1:{self.port}"
+        bound = (server.add_insecure_port(address) if self.server_credentials is None
+                 else server.add_secure_port(address, self.server_credentials))
         if bound == 0:
             raise RuntimeError(f"stand-in coordinator: cannot bind 127.0.0.1:{self.port}")
         self.port = bound
@@ -216,6 +223,8 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
         if not hello.cluster_name:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.cluster_name is empty")
         cluster = hello.cluster_name
+        with self._cond:
+            self.peers[cluster] = context.peer_identities() or []
         self._record(cluster, first)
         with self._cond:
             denied = self._denied.get(cluster)

@@ -109,7 +109,8 @@ class Federation:
                                                      coordinator_id="test")
         self.hellos: list[agent_pb2.Hello] = []
         self.servicer = agent_service.AgentServicer(
-            self.coordinator, clock=self.clock, heartbeat_seconds=1, on_cluster_hello=self.hellos.append)
+            self.coordinator, clock=self.clock, heartbeat_seconds=1, on_cluster_hello=self.hellos.append,
+            require_identity=False)  # plaintext here; identities over mTLS: test_mtls.py
         self.port = 0
         self.server: grpc.Server | None = None
         self.agents: dict[str, Agent] = {}

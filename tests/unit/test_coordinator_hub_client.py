@@ -56,7 +56,7 @@ def test_a_given_kubeconfig_still_wins(pod: pathlib.Path, tmp_path: pathlib.Path
 
 @pytest.mark.usefixtures("outside")
 def test_command_without_the_flag_fails_in_one_line() -> None:
-    result = CliRunner().invoke(cli.main, ["coordinator", "--no-ray"])
+    result = CliRunner().invoke(cli.main, ["coordinator", "--no-ray", "--insecure"])
     assert result.exit_code == 1
     assert result.output.startswith("error: no --hub-kubeconfig given")
     assert "Traceback" not in result.output

@@ -198,9 +198,24 @@ def test_coordinator_deployment_runs_one_with_real_flags(coordinator: list[Doc])
     assert ports == {"grpc": 7443}
 
 
+def test_coordinator_serves_mtls_from_its_secret(coordinator: list[Doc]) -> None:
+    deployment = one(coordinator, "Deployment", "fedspread-coordinator")
+    main = container(deployment)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["name"]: m for m in main["volumeMounts"]}
+    assert volumes["tls"]["secret"] == {"secretName": "fedspread-coordinator-tls"}
+    assert mounts["tls"]["readOnly"] is True
+    directory = mounts["tls"]["mountPath"]
+    context = coordinator_cli.coordinator_command.make_context("coordinator", list(main["args"]))
+    assert context.params["insecure"] is False, "never plaintext in a real installation"
+    assert [str(context.params[k]) for k in ("tls_cert", "tls_key", "tls_ca")] == [
+        f"{directory}/tls.crt", f"{directory}/tls.key", f"{directory}/ca.crt"]
+    assert not [d for d in coordinator if d["kind"] == "Secret"], "the installer's Secret, never shipped"
+
+
 def test_coordinator_service_is_cluster_internal_grpc(coordinator: list[Doc]) -> None:
     service = one(coordinator, "Service", "fedspread-coordinator")
-    assert service["spec"]["type"] == "ClusterIP", "plaintext gRPC until issue 8: never a public address"
+    assert service["spec"]["type"] == "ClusterIP", "mTLS, but still a private address only"
     assert service["spec"]["ports"] == [{"name": "grpc", "port": 7443, "targetPort": "grpc"}]
     pod_labels = one(coordinator, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
@@ -301,6 +316,19 @@ def test_agent_certificate_comes_from_the_mounted_secret(agent: list[Doc]) -> No
     assert arg_value(main["args"], "--tls-key") == f"{directory}/tls.key"
     if main["securityContext"].get("readOnlyRootFilesystem"):
         assert mounts["tmp"]["mountPath"] == "/tmp", "the agent writes a private temporary directory"
+
+
+def test_agent_link_certificate_comes_from_its_own_secret(agent: list[Doc]) -> None:
+    deployment = one(agent, "Deployment", "fedspread-agent")
+    main = container(deployment)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["name"]: m for m in main["volumeMounts"]}
+    assert volumes["link"]["secret"] == {"secretName": "fedspread-agent-link"}, "not the webhook's Secret"
+    assert mounts["link"]["readOnly"] is True
+    directory = mounts["link"]["mountPath"]
+    assert "--insecure" not in flags_used(main["args"]), "never plaintext in a real installation"
+    assert [arg_value(main["args"], f) for f in ("--link-cert", "--link-key", "--link-ca")] == [
+        f"{directory}/tls.crt", f"{directory}/tls.key", f"{directory}/ca.crt"]
 
 
 def test_agent_service_and_probes_reach_the_webhook_port(agent: list[Doc]) -> None:

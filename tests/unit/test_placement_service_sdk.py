@@ -319,7 +319,7 @@ def test_watch_many_reports_added_and_deleted(target: str,
 
 def test_get_placement_json_has_the_design_shape(target: str) -> None:
     result = testing.CliRunner().invoke(
-        cli.main, ["get", "placement", "shop/web", "-o", "json", "--coordinator", target])
+        cli.main, ["get", "placement", "shop/web", "-o", "json", "--coordinator", target, "--insecure"])
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)
     assert set(shown) == {"replicas", "unplaced", "clusters", "subsets", "ready"}
@@ -329,7 +329,7 @@ def test_get_placement_json_has_the_design_shape(target: str) -> None:
 
 def test_get_placement_table_and_env_coordinator(target: str) -> None:
     result = testing.CliRunner().invoke(cli.main, ["get", "placement", "shop/web"],
-                                        env={"FEDSPREAD_COORDINATOR": target})
+                                        env={"FEDSPREAD_COORDINATOR": target, "FEDSPREAD_INSECURE": "1"})
     assert result.exit_code == 0, result.output
     assert "onprem" in result.output and "dc1=2/3" in result.output
     assert "Placed=True AllPlaced" in result.output
@@ -337,14 +337,15 @@ def test_get_placement_table_and_env_coordinator(target: str) -> None:
 
 def test_get_placement_missing_spread_is_one_line_exit_1(target: str) -> None:
     result = testing.CliRunner().invoke(
-        cli.main, ["get", "placement", "shop/gone", "--coordinator", target])
+        cli.main, ["get", "placement", "shop/gone", "--coordinator", target, "--insecure"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == ["error: no spread shop/gone"]
 
 
 def test_get_placement_unreachable_is_one_line_exit_1() -> None:
     result = testing.CliRunner().invoke(
-        cli.main, ["get", "placement", "shop/web", "--coordinator", "127.0.0.1:1", "--timeout", "2"])
+        cli.main, ["get", "placement", "shop/web", "--coordinator", "127.0.0.1:1", "--timeout", "2",
+                   "--insecure"])
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1
     assert "unreachable" in result.output
@@ -352,11 +353,12 @@ def test_get_placement_unreachable_is_one_line_exit_1() -> None:
 
 def test_get_clusters_json_and_table(target: str) -> None:
     runner = testing.CliRunner()
-    as_json = runner.invoke(cli.main, ["get", "clusters", "-o", "json", "--coordinator", target])
+    as_json = runner.invoke(cli.main, ["get", "clusters", "-o", "json", "--coordinator", target,
+                                       "--insecure"])
     assert as_json.exit_code == 0, as_json.output
     names = [c["name"] for c in json.loads(as_json.output)["clusters"]]
     assert names == ["aws-eu", "dc1", "gcp-eu"]
-    table = runner.invoke(cli.main, ["get", "clusters", "--coordinator", target])
+    table = runner.invoke(cli.main, ["get", "clusters", "--coordinator", target, "--insecure"])
     assert table.exit_code == 0, table.output
     assert "gcp-eu" in table.output and "NO" in table.output
 

@@ -21,7 +21,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from federation.sandbox import build, nodesim, pki, state
+from federation.certs import pki
+from federation.sandbox import build, nodesim, state
 
 ZONE = "topology.kubernetes.io/zone"
 

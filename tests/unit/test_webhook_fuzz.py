@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from agents import assignment, bookkeeping, metrics
 from agents.webhook import handler, review, server
-from federation.sandbox import pki
+from federation.certs import pki
 
 SMALL_LIMIT = 64 * 1024
 NAMESPACE = "fuzz"

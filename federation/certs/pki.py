@@ -1,10 +1,14 @@
-"""A small certificate authority: what the sandbox's control planes and webhooks need.
+"""fedspread's one certificate authority: every certificate fedspread makes comes from here.
 
-Why our own: every apiserver serves HTTPS and must present a certificate whose SANs cover the
-loopback address it is reached at; webhooks called by an apiserver need a serving certificate the
-apiserver trusts through `caBundle`; service accounts need a signing key. Users without
-cert-manager need the same for agents and the coordinator. All keys are ECDSA P-256 (fast to make,
-accepted by Go's TLS stack and by gRPC).
+Why our own, and why one: the sandbox's apiservers need serving certificates whose SANs cover
+the loopback address they are reached at, webhooks need a certificate their apiserver trusts
+through `caBundle`, service accounts need a signing key, and users without cert-manager need a CA
+plus coordinator, agent and client certificates for the mTLS link (`fedspread certs`). One
+implementation means one set of choices: ECDSA P-256 keys (fast to make, accepted by Go's TLS
+stack and by gRPC), SHA-256 signatures, a five-minute backdated start against clock skew, and an
+extended key usage on every leaf (server or client, never both). What a certificate *means* to
+fedspread (which cluster an agent speaks for) is `federation.certs.names`; writing files safely
+is `federation.certs.store`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509 import oid
 
+PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 VALIDITY = datetime.timedelta(days=365)
+CA_VALIDITY = 10 * VALIDITY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,13 +48,14 @@ class KeyPair:
 
 
 def _name(common_name: str, organization: str | None = None) -> x509.Name:
+    """A subject: CN, and O when given (Kubernetes reads them as user and group)."""
     parts = [x509.NameAttribute(oid.NameOID.COMMON_NAME, common_name)]
     if organization:
         parts.append(x509.NameAttribute(oid.NameOID.ORGANIZATION_NAME, organization))
     return x509.Name(parts)
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+def _key_pem(key: PrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -66,8 +73,8 @@ class CertificateAuthority:
         self._key = key
 
     @classmethod
-    def create(cls, common_name: str) -> CertificateAuthority:
-        """A new self-signed CA."""
+    def create(cls, common_name: str, *, validity: datetime.timedelta = CA_VALIDITY) -> CertificateAuthority:
+        """A new self-signed CA, valid for `validity` (ten years by default)."""
         key = ec.generate_private_key(ec.SECP256R1())
         subject = _name(common_name)
         cert = (
@@ -75,7 +82,7 @@ class CertificateAuthority:
             .subject_name(subject).issuer_name(subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(_now()).not_valid_after(_now() + 10 * VALIDITY)
+            .not_valid_before(_now()).not_valid_after(_now() + validity)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
@@ -106,8 +113,14 @@ class CertificateAuthority:
         """The CA's own certificate and key."""
         return KeyPair(self.cert_pem, _key_pem(self._key))
 
+    @property
+    def certificate(self) -> x509.Certificate:
+        """The CA certificate, parsed."""
+        return self._cert
+
     def _issue(
-        self, subject: x509.Name, *, usage: x509.ObjectIdentifier, sans: Sequence[x509.GeneralName]
+        self, subject: x509.Name, *, usage: x509.ObjectIdentifier, sans: Sequence[x509.GeneralName],
+        validity: datetime.timedelta,
     ) -> KeyPair:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (
@@ -115,7 +128,7 @@ class CertificateAuthority:
             .subject_name(subject).issuer_name(self._cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(_now()).not_valid_after(_now() + VALIDITY)
+            .not_valid_before(_now()).not_valid_after(_now() + validity)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )
@@ -126,17 +139,23 @@ class CertificateAuthority:
 
     def issue_server(
         self, common_name: str, *, dns_names: Sequence[str] = ("localhost",),
-        ips: Sequence[str] = ("127.0.0.1",),
+        ips: Sequence[str] = ("127.0.0.1",), validity: datetime.timedelta = VALIDITY,
     ) -> KeyPair:
         """A serving certificate valid for the given DNS names and IP addresses."""
         sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
         sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
-        return self._issue(_name(common_name), usage=oid.ExtendedKeyUsageOID.SERVER_AUTH, sans=sans)
+        return self._issue(_name(common_name), usage=oid.ExtendedKeyUsageOID.SERVER_AUTH, sans=sans,
+                           validity=validity)
 
-    def issue_client(self, common_name: str, *, organization: str | None = None) -> KeyPair:
-        """A client certificate; Kubernetes reads CN as the user and O as the group."""
+    def issue_client(
+        self, common_name: str, *, organization: str | None = None, uris: Sequence[str] = (),
+        validity: datetime.timedelta = VALIDITY,
+    ) -> KeyPair:
+        """A client certificate; Kubernetes reads CN as the user and O as the group, fedspread
+        reads its identity from the URI SANs (`federation.certs.names`)."""
         return self._issue(
-            _name(common_name, organization), usage=oid.ExtendedKeyUsageOID.CLIENT_AUTH, sans=()
+            _name(common_name, organization), usage=oid.ExtendedKeyUsageOID.CLIENT_AUTH,
+            sans=[x509.UniformResourceIdentifier(u) for u in uris], validity=validity,
         )
 
 

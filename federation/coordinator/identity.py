@@ -1,0 +1,118 @@
+"""Which cluster an agent stream may speak for, from its TLS peer certificate (pure, no gRPC).
+
+Why: an agent reports capacity and pod counts that move other clusters' replicas, so an agent
+that could speak for another cluster could drain it or over-commit it (issue 8). Over mTLS the
+coordinator knows the peer's verified certificate; its identity is the URI subject alternative
+name `fedspread://cluster/<name>` (`federation.certs.names`: the common name alone cannot tell an
+agent from an SDK user). The rules, each with the status the servicer answers:
+
+* no verified client certificate at all (a plaintext peer on a server that requires identity):
+  UNAUTHENTICATED;
+* a certificate that names no cluster (an SDK user's), or several: PERMISSION_DENIED;
+* a Hello for another cluster than the certificate names: PERMISSION_DENIED naming both;
+* any later message that names a cluster other than the stream's (a second Hello, or any field
+  called `cluster_name`/`cluster` a future message may carry): PERMISSION_DENIED. This last rule
+  holds without TLS too: a stream speaks for the cluster its Hello named.
+
+The input is what `grpc.ServicerContext.auth_context()` returns (property name -> list of
+bytes), so the rules are tested without a server; the servicer maps `Refusal.code` onto
+`grpc.StatusCode`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal
+
+from google.protobuf import message as pb_message
+
+from federation.certs import names
+
+AuthContext = Mapping[str, Sequence[bytes]]
+SAN_PROPERTY = "x509_subject_alternative_name"
+CN_PROPERTY = "x509_common_name"
+SECURITY_PROPERTY = "transport_security_type"
+CLUSTER_FIELDS = frozenset({"cluster_name", "cluster"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """What a stream's TLS peer certificate says (empty for a plaintext peer)."""
+
+    authenticated: bool
+    """A client certificate was presented and verified against the CA (TLS)."""
+    clusters: tuple[str, ...] = ()
+    """The clusters its agent URI SANs name (one, for a certificate from `fedspread certs agent`)."""
+    common_name: str = ""
+
+    def describe(self) -> str:
+        """For error messages: how the certificate identifies itself."""
+        if not self.authenticated:
+            return "no client certificate"
+        shown = f"certificate CN={self.common_name!r}" if self.common_name else "certificate without CN"
+        if self.clusters:
+            return f"{shown} for cluster{'s' if len(self.clusters) > 1 else ''} {', '.join(self.clusters)}"
+        return f"{shown}, which names no cluster ({names.AGENT_PREFIX}<cluster> URI SAN)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a stream (or one of its messages) is refused, and the gRPC status to end it with."""
+
+    code: Literal["PERMISSION_DENIED", "UNAUTHENTICATED"]
+    message: str
+
+
+def _texts(auth: AuthContext, key: str) -> list[str]:
+    return [value.decode("utf-8", "replace") for value in auth.get(key, ())]
+
+
+def peer_of(auth: AuthContext) -> Peer:
+    """The peer as its auth context describes it; a peer without TLS is not authenticated."""
+    if b"ssl" not in auth.get(SECURITY_PROPERTY, ()) or not (auth.get(SAN_PROPERTY) or auth.get(CN_PROPERTY)):
+        return Peer(authenticated=False)
+    clusters = [names.cluster_of_uri(san) for san in _texts(auth, SAN_PROPERTY)]
+    common = _texts(auth, CN_PROPERTY)
+    return Peer(authenticated=True, clusters=tuple(dict.fromkeys(c for c in clusters if c)),
+                common_name=common[0] if common else "")
+
+
+def check_hello(peer: Peer, cluster: str) -> Refusal | None:
+    """None when `peer` may open a stream for `cluster`; otherwise why not."""
+    if not peer.authenticated:
+        return Refusal("UNAUTHENTICATED", f"a Hello for cluster {cluster!r} needs a client certificate "
+                                          "that names the cluster (`fedspread certs agent`)")
+    if not peer.clusters:
+        return Refusal("PERMISSION_DENIED", f"Hello for cluster {cluster!r} refused: {peer.describe()}; "
+                                            "only an agent certificate (`fedspread certs agent`) may "
+                                            "open an agent stream")
+    if len(peer.clusters) > 1:
+        return Refusal("PERMISSION_DENIED", f"Hello for cluster {cluster!r} refused: {peer.describe()}; "
+                                            "an agent certificate must name exactly one cluster")
+    if peer.clusters[0] != cluster:
+        return Refusal("PERMISSION_DENIED", f"Hello for cluster {cluster!r} refused: the client "
+                                            f"certificate is the agent's of cluster {peer.clusters[0]!r}")
+    return None
+
+
+def clusters_named(message: pb_message.Message) -> Iterator[str]:
+    """Every non-empty cluster name `message` carries, at any depth (fields in CLUSTER_FIELDS)."""
+    for field, value in message.ListFields():
+        if field.message_type is not None:
+            if field.message_type.GetOptions().map_entry:
+                continue  # maps here are labels and resources, never cluster names
+            items = value if field.is_repeated else [value]
+            for item in items:
+                yield from clusters_named(item)
+        elif field.name in CLUSTER_FIELDS and isinstance(value, str) and value:
+            yield value
+
+
+def check_message(message: pb_message.Message, cluster: str) -> Refusal | None:
+    """None unless a message on `cluster`'s stream names another cluster."""
+    others = sorted({name for name in clusters_named(message) if name != cluster})
+    if others:
+        return Refusal("PERMISSION_DENIED", f"the stream of cluster {cluster!r} may not speak for "
+                                            f"{', '.join(repr(o) for o in others)}")
+    return None
