@@ -24,8 +24,9 @@ Why it is shaped like this:
 - **Duplicate streams: the newer wins.** A second stream for the same cluster replaces the first,
   which is ended with ALREADY_EXISTS (the old agent's link reconnects, which is right after a
   network flap; two agents fighting for one name keep replacing each other and say so in logs).
-- **Errors.** A stream not starting with Hello, or with an empty cluster name, ends with
-  INVALID_ARGUMENT. A message that cannot be applied is logged and answered with a `Notice`
+- **Errors.** A stream not starting with Hello, or whose cluster name could not name a
+  MemberCluster (`inbound.cluster_name_problem`), ends with INVALID_ARGUMENT. A message that
+  cannot be applied (`inbound` checks reports first) is logged and answered with a `Notice`
   (BadReport); it never ends the stream or the server.
 """
 
@@ -43,11 +44,11 @@ from collections.abc import Callable, Iterable, Iterator
 import grpc
 from google.protobuf import timestamp_pb2
 
-from federation.api import cluster, common
-from federation.coordinator import assignments, loop, shards
+from federation.api import cluster
+from federation.coordinator import assignments, inbound, loop, shards
 from federation.coordinator import world as world_model
 from federation.core import status
-from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
+from federation.rpc import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("fedspread.coordinator.agents")
 
@@ -273,7 +274,7 @@ class Coordinator:
                 raise ValueError("Hello is only valid as the first message of a stream")
 
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
-        pools = {p.name: _pool(p) for p in report.node_pools}
+        pools = inbound.node_pools(report)
         if report.full:
             stream.pools = pools
         elif report.base_sequence != stream.inventory_sequence:
@@ -291,6 +292,7 @@ class Coordinator:
         self.publish(self.world.inventory(stream.cluster, latest))
 
     def _pod_counts(self, stream: AgentStream, report: agent_pb2.PodCountsReport) -> None:
+        inbound.check_pod_counts(report)
         counts = {
             item.spread: {s.subset: _pods(s.counts) for s in item.subsets}
             for item in report.spreads
@@ -300,14 +302,6 @@ class Coordinator:
         stream.counts = counts if report.full else {**stream.counts, **counts}
         stream.workloads = workloads if report.full else {**stream.workloads, **workloads}
         self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads))
-
-
-def _pool(pool: common_pb2.NodePool) -> cluster.NodePool:
-    return cluster.NodePool(
-        name=pool.name, count=pool.count, labels=dict(pool.labels),
-        taints=[common.Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
-        allocatable=dict(pool.allocatable), requested=dict(pool.requested),
-    )
 
 
 def _workload(found: agent_pb2.WorkloadStatus) -> status.WorkloadStatus:
@@ -343,8 +337,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a stream must be Hello")
             return
         hello = first.hello
-        if not hello.cluster_name:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.cluster_name is empty")
+        problem = inbound.cluster_name_problem(hello.cluster_name)
+        if problem is not None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Hello.cluster_name {problem}")
             return
         if self.on_cluster_hello is not None:
             try:
