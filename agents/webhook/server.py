@@ -6,9 +6,10 @@ microseconds under a lock. A thread per connection is plenty, and adds no depend
 
 What it guards against, since anything that reaches the port may post to it: bodies over the limit
 get 413 before they are read (then the rest is drained, so the client still reads the answer);
-malformed reviews get 400 with the reason; an unexpected error in the handler is logged and
-answered 500 — the server keeps serving in every case. TLS handshakes happen in the connection's
-thread, never in the accept loop, so a client that stalls its handshake cannot stop the others.
+bodies that are not `application/json`, and malformed reviews, get 400 with the reason; an
+unexpected error in the handler is logged and answered 500 — the server keeps serving in every
+case. TLS handshakes happen in the connection's thread, never in the accept loop, so a client that
+stalls its handshake cannot stop the others.
 
 Certificates are re-read when the certificate or key file changes on disk (checked on every new
 connection: two stat calls), so cert-manager or a CSR rotation needs no restart (issue 8). A pair
@@ -36,6 +37,8 @@ from agents.webhook import review
 LOG = logging.getLogger(__name__)
 
 MUTATE_PATH = "/mutate"
+JSON_MEDIA_TYPE = "application/json"
+"""What the apiserver sends; any other Content-Type is refused (as controller-runtime does)."""
 HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
 IDLE_TIMEOUT = 120.0  # longer than Go's 90 s IdleConnTimeout: the apiserver closes idle connections first
 REQUEST_TIMEOUT = 10.0  # once a request has started, each read must make progress within this
@@ -261,6 +264,10 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         if len(body) < length:
             self.close_connection = True  # the client went away mid-body
+            return
+        media = (self.headers.get("Content-Type") or "").partition(";")[0].strip().lower()
+        if media != JSON_MEDIA_TYPE:
+            self._fail(400, f"Content-Type must be {JSON_MEDIA_TYPE}, not {media or 'absent'!r}"[:200])
             return
         try:
             answer = self.server.admission.respond(body, max_body=limit)

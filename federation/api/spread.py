@@ -22,7 +22,11 @@ KIND = "FederatedSpread"
 PLURAL = "federatedspreads"
 
 SUBSET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_PERCENT = re.compile(r"^(\d{1,3})%$")
+_PERCENT = re.compile(r"^([0-9]{1,3})%$")
+
+MAX_SECONDS = 2**31 - 1
+"""The longest duration a spread may set (int32 seconds, ~68 years, as Kubernetes' own fields):
+a duration is a timedelta in the coordinator and the agent, which overflows near 8.6e13 s."""
 
 ClusterSpread = Literal["Fill", "Balance", "Capacity"]
 StrategyType = Literal["Fixed", "Adaptive"]
@@ -164,12 +168,12 @@ class AdaptiveStrategy(common.SpecModel):
     reschedule_critical_seconds: int = pydantic.Field(
         default=30,
         description="A pod Pending-Unschedulable this long marks its subset unschedulable in its cluster.",
-        json_schema_extra={"exclusiveMinimum": 0},
+        json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_SECONDS},
     )
     unschedulable_seconds: int = pydantic.Field(
         default=300,
         description="How long an unschedulable mark keeps new replicas away.",
-        json_schema_extra={"exclusiveMinimum": 0},
+        json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_SECONDS},
     )
 
     @pydantic.field_validator("reschedule_critical_seconds", "unschedulable_seconds")
@@ -177,6 +181,8 @@ class AdaptiveStrategy(common.SpecModel):
     def _positive(cls, value: int, info: pydantic.ValidationInfo) -> int:
         if value <= 0:
             raise ValueError(f"must be greater than 0 seconds, got {value}")
+        if value > MAX_SECONDS:
+            raise ValueError(f"must be at most {MAX_SECONDS} seconds, got {value}")
         return value
 
 
@@ -200,7 +206,7 @@ class Failover(common.SpecModel):
     """When a member cluster is considered lost."""
 
     cluster_lost_seconds: int = pydantic.Field(
-        default=60, gt=0, description="An agent silent this long marks its cluster not ready."
+        default=60, gt=0, le=MAX_SECONDS, description="An agent silent this long marks its cluster not ready."
     )
 
 

@@ -28,8 +28,9 @@ Why it is shaped like this:
   come from the agent certificate of its cluster, else the stream ends with PERMISSION_DENIED
   (UNAUTHENTICATED without any certificate); a later message naming another cluster ends it with
   PERMISSION_DENIED in every mode.
-- **Errors.** A stream not starting with Hello, or with an empty cluster name, ends with
-  INVALID_ARGUMENT. A message that cannot be applied is logged and answered with a `Notice`
+- **Errors.** A stream not starting with Hello, or whose cluster name could not name a
+  MemberCluster (`inbound.cluster_name_problem`), ends with INVALID_ARGUMENT. A message that
+  cannot be applied (`inbound` checks reports first) is logged and answered with a `Notice`
   (BadReport); it never ends the stream or the server.
 """
 
@@ -48,7 +49,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster
-from federation.coordinator import assignments, convert, deliveries, identity, loop, shards
+from federation.coordinator import assignments, convert, deliveries, identity, inbound, loop, shards
 from federation.coordinator import world as world_model
 from federation.core import status
 from federation.rpc import agent_pb2, agent_pb2_grpc
@@ -261,7 +262,7 @@ class Coordinator:
                 raise ValueError("Hello is only valid as the first message of a stream")
 
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
-        pools = {p.name: convert.pool_from_pb(p) for p in report.node_pools}
+        pools = inbound.node_pools(report)
         if report.full:
             stream.pools = pools
         elif report.base_sequence != stream.inventory_sequence:
@@ -279,6 +280,7 @@ class Coordinator:
         self.publish(self.world.inventory(stream.cluster, latest))
 
     def _pod_counts(self, stream: AgentStream, report: agent_pb2.PodCountsReport) -> None:
+        inbound.check_pod_counts(report)
         counts = {
             item.spread: {s.subset: convert.pods_from_pb(s.counts) for s in item.subsets}
             for item in report.spreads
@@ -313,8 +315,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a stream must be Hello")
             return
         hello = first.hello
-        if not hello.cluster_name:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Hello.cluster_name is empty")
+        problem = inbound.cluster_name_problem(hello.cluster_name)
+        if problem is not None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Hello.cluster_name {problem}")
             return
         refusal = (identity.check_hello(identity.peer_of(context.auth_context()), hello.cluster_name)
                    if self.require_identity else None)

@@ -243,15 +243,6 @@ def cluster_info_to_pb(
 # --- agent reports, wire to domain ----------------------------------------------------------------
 
 
-def pool_from_pb(pool: common_pb2.NodePool) -> cluster.NodePool:
-    """A reported node pool."""
-    return cluster.NodePool(
-        name=pool.name, count=pool.count, labels=dict(pool.labels),
-        taints=[common.Taint(key=t.key, value=t.value, effect=t.effect) for t in pool.taints],
-        allocatable=dict(pool.allocatable), requested=dict(pool.requested),
-    )
-
-
 def workload_from_pb(found: agent_pb2.WorkloadStatus) -> status.WorkloadStatus:
     """A member Deployment's reported status."""
     return status.WorkloadStatus(replicas=found.replicas, ready=found.ready_replicas,

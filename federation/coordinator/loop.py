@@ -192,3 +192,15 @@ def failover(world: world_model.World) -> Lost:
         if world.spread(key) is not None and world.ready_selected(key) != seen
     )
     return Lost(clusters=tuple(lost), keys=keys)
+
+
+def marks_expired(world: world_model.World, *, since: datetime.datetime, now: datetime.datetime) -> set[str]:
+    """Spreads with an unschedulable mark whose window ended in (since, now]: the marked subset
+    may take replicas in that cluster again, so they are placed anew (the timer's second duty)."""
+    expired = set()
+    for entry in world.spreads():
+        seconds = entry.spec.schedule_strategy.adaptive_settings().unschedulable_seconds
+        window = datetime.timedelta(seconds=seconds)
+        if any(since < mark.since + window <= now for mark in world.marks_for(entry.key)):
+            expired.add(entry.key)
+    return expired

@@ -45,6 +45,8 @@ from federation.certs import store, transport
 from federation.coordinator import (
     agent_service,
     hub,
+    inbound,
+    loop,
     placement_service,
     shards,
     source,
@@ -199,7 +201,8 @@ class CoordinatorProcess:
         """Check the hub, listen, start watching and the loops; CoordinatorError on user problems."""
         probe_hub(self.api)
         server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=GRPC_THREADS,
-                                                                   thread_name_prefix="grpc"))
+                                                                   thread_name_prefix="grpc"),
+                             options=inbound.SERVER_OPTIONS)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, server)
         placement_service.add_to_server(server, self.source)
         try:
@@ -325,12 +328,7 @@ class CoordinatorProcess:
         """Failover, then recompute spreads whose unschedulable marks expired in (since, now]."""
         with self.coordinator.lock:
             self.coordinator.tick()
-            expired = set()
-            for entry in self.world.spreads():
-                window = datetime.timedelta(
-                    seconds=entry.spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
-                if any(since < mark.since + window <= now for mark in self.world.marks_for(entry.key)):
-                    expired.add(entry.key)
+            expired = loop.marks_expired(self.world, since=since, now=now)
             if expired:
                 self.coordinator.publish(expired)
 

@@ -27,7 +27,7 @@ import grpc
 import yaml
 
 from federation.api import cluster, problems, spread
-from federation.coordinator import capacity, convert
+from federation.coordinator import capacity, convert, inbound
 from federation.core import fit, placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
 
@@ -166,11 +166,11 @@ class InMemorySource:
 
 
 def check_key(key: str, *, field: str = "spread") -> str:
-    """Validate a spread key "namespace/name"; INVALID_ARGUMENT naming the expected form."""
-    namespace, slash, name = key.partition("/")
-    if not slash or not namespace or not name or "/" in name:
-        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"{field}: {key!r} is not a spread key; expected \"namespace/name\"")
+    """Validate a spread key "namespace/name" (a namespace and an object name, as Kubernetes
+    spells them); INVALID_ARGUMENT naming the expected form, never echoing a huge key."""
+    problem = inbound.spread_key_problem(key)
+    if problem is not None:
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {problem}")
     return key
 
 

@@ -11,7 +11,6 @@ Capacity trims in proportion to what each cluster holds.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Mapping, Sequence
 
@@ -32,22 +31,59 @@ def _fill(count: int, clusters: Sequence[str], room: Mapping[str, int | None]) -
     return added
 
 
+def _drain_level(count: int, amounts: Sequence[int]) -> int:
+    """The smallest level L >= 0 with Σ max(0, a - L) <= count: the level down to which `count`
+    units, taken one at a time from the largest amount, bring every amount (binary search)."""
+    low, high = -1, max(amounts, default=0)  # the answer is in (low, high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if sum(max(0, a - middle) for a in amounts) <= count:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def _balance(
     count: int, clusters: Sequence[str], held: Mapping[str, int], room: Mapping[str, int | None]
 ) -> dict[str, int]:
+    """Water-filling: each new replica to the cluster with the lowest total (held + added) that
+    has room, ties to the earlier cluster — in closed form (binary search for the level), never
+    one replica at a time: a spread scaled to two billion replicas must not hold the coordinator
+    for an hour."""
     added = dict.fromkeys(clusters, 0)
-    heap = [(held.get(name, 0), index, name) for index, name in enumerate(clusters)
-            if room.get(name) is None or (room.get(name) or 0) > 0]
-    heapq.heapify(heap)
-    left = count
-    while left and heap:
-        # One at a time to the lowest total, ties to the earlier cluster: water-filling.
-        total, index, name = heapq.heappop(heap)
-        added[name] += 1
-        left -= 1
-        limit = room.get(name)
-        if limit is None or added[name] < limit:
-            heapq.heappush(heap, (total + 1, index, name))
+    open_ = [name for name in clusters if room.get(name) is None or (room.get(name) or 0) > 0]
+    if not open_ or count <= 0:
+        return added
+    limits = {name: room.get(name) for name in open_}
+    if all(limit is not None for limit in limits.values()) and sum(
+            limit or 0 for limit in limits.values()) <= count:
+        added.update({name: limit or 0 for name, limit in limits.items()})
+        return added
+
+    def filled(level: int, name: str) -> int:
+        limit = limits[name]
+        take = max(0, level - held.get(name, 0))
+        return take if limit is None else min(limit, take)
+
+    # needed(L) = Σ filled(L) grows with L; find the largest level L the count pays for.
+    low, high = min(held.get(n, 0) for n in open_), max(held.get(n, 0) for n in open_) + count + 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        if sum(filled(middle, n) for n in open_) <= count:
+            low = middle
+        else:
+            high = middle
+    for name in open_:
+        added[name] = filled(low, name)
+    left = count - sum(added.values())
+    for name in open_:  # one more each to the clusters at the level with room left, earlier first
+        if not left:
+            break
+        limit = limits[name]
+        if held.get(name, 0) + added[name] == low and (limit is None or added[name] < limit):
+            added[name] += 1
+            left -= 1
     return added
 
 
@@ -125,11 +161,17 @@ def remove(
             count, [held.get(n, 0) for n in clusters], ties_to_last=True
         )
         return dict(zip(clusters, shares, strict=True))
-    # Balance: trim the largest cluster first, ties to the later cluster.
-    heap = [(-held.get(name, 0), -index, name) for index, name in enumerate(clusters)]
-    heapq.heapify(heap)
-    for _ in range(count):
-        negative, order, name = heapq.heappop(heap)
-        removed[name] += 1
-        heapq.heappush(heap, (negative + 1, order, name))
+    # Balance: trim the largest cluster first, ties to the later cluster — in closed form: drain
+    # every cluster down to the lowest level L the count pays for, then one more from each cluster
+    # at L, later clusters first.
+    level = _drain_level(count, [held.get(n, 0) for n in clusters])
+    for name in clusters:
+        removed[name] = max(0, held.get(name, 0) - level)
+    left = count - sum(removed.values())
+    for name in reversed(clusters):
+        if not left:
+            break
+        if held.get(name, 0) >= level > 0:
+            removed[name] += 1
+            left -= 1
     return removed

@@ -14,6 +14,12 @@ import re
 NANO = 10**9
 """Nano-units per unit: the finest amount a quantity text can carry ("1n")."""
 
+MAX_EXPONENT = 308
+"""The largest |exponent| of e-notation accepted ("1e308"). Kubernetes caps quantities near 2^63
+(~9.2e18), so nothing real comes close; without a bound, an agent's report or a template saying
+"1e999999999" would make the coordinator compute 10**999999999 (minutes, and gigabytes) under its
+lock. Out-of-range exponents are a ValueError like any other malformed quantity."""
+
 Nanos = int | fractions.Fraction
 """An amount counted in nano-units: an int whenever it is a whole number of them (the usual case).
 
@@ -57,6 +63,9 @@ def parse_quantity(value: str | int | float) -> fractions.Fraction:
     if suffix in _DECIMAL:
         return number * _DECIMAL[suffix]
     if suffix:
+        digits = suffix[1:].lstrip("+-").lstrip("0")
+        if len(digits) > len(str(MAX_EXPONENT)) or int(digits or "0") > MAX_EXPONENT:
+            raise ValueError(f"{value!r}: the exponent is out of range (at most e{MAX_EXPONENT})")
         return number * fractions.Fraction(10) ** int(suffix[1:])
     return number
 

@@ -34,6 +34,7 @@ from federation.sdk import types
 PROBLEMS_TRAILER = "fedspread-problems"  # set by the coordinator with INVALID_ARGUMENT
 
 T = TypeVar("T")
+M = TypeVar("M")
 SpreadInput = str | Mapping[str, Any] | spread.FederatedSpread | spread.FederatedSpreadSpec
 
 
@@ -53,6 +54,15 @@ def _as_json(value: Any) -> str:
     if isinstance(value, spread.FederatedSpread | spread.FederatedSpreadSpec | cluster.CapacitySnapshot):
         return value.model_dump_json(by_alias=True, exclude_none=True)
     return json.dumps(value)
+
+
+def _request(message: Callable[..., M], **fields: Any) -> M:
+    """A request message; InvalidRequest when a field cannot be encoded (say, a lone surrogate in
+    a name), instead of protobuf's UnicodeEncodeError escaping to the caller."""
+    try:
+        return message(**fields)
+    except (ValueError, TypeError) as error:
+        raise types.InvalidRequest(f"cannot encode the request: {error}") from None
 
 
 class PlacementClient:
@@ -124,7 +134,7 @@ class PlacementClient:
 
     def placement(self, key: str) -> types.SpreadPlacement:
         """The live placement of spread `namespace/name`; SpreadNotFound if the coordinator has none."""
-        message = self._call(self._stub.GetPlacement, placement_pb2.GetPlacementRequest(spread=key),
+        message = self._call(self._stub.GetPlacement, _request(placement_pb2.GetPlacementRequest, spread=key),
                              spread_key=key)
         return types.placement_from_pb(message)
 
@@ -133,8 +143,8 @@ class PlacementClient:
         found: list[types.SpreadPlacement] = []
         token = ""
         while True:
-            page = self._call(self._stub.ListPlacements, placement_pb2.ListPlacementsRequest(
-                namespace=namespace or "", page_token=token))
+            page = self._call(self._stub.ListPlacements, _request(
+                placement_pb2.ListPlacementsRequest, namespace=namespace or "", page_token=token))
             found.extend(types.placement_from_pb(p) for p in page.placements)
             token = page.next_page_token
             if not token:
@@ -143,7 +153,11 @@ class PlacementClient:
     def watch(self, key: str, *, timeout: float | None = None) -> Iterator[types.SpreadPlacement]:
         """The current placement of `key`, then each new one, until the spread is deleted, `timeout`
         seconds pass (then the iteration just ends) or the caller stops iterating."""
-        call = self._stub.WatchPlacement(placement_pb2.WatchPlacementRequest(spread=key), timeout=timeout)
+        if not key:  # the service reads an empty key as "every spread": not what was asked for here
+            raise types.InvalidRequest('spread key "" is empty; expected "namespace/name"',
+                                       code="INVALID_ARGUMENT")
+        call = self._stub.WatchPlacement(_request(placement_pb2.WatchPlacementRequest, spread=key),
+                                         timeout=timeout)
         try:
             for event in call:
                 if event.type == placement_pb2.PlacementEvent.TYPE_DELETED:
@@ -167,14 +181,14 @@ class PlacementClient:
         spread_input: SpreadInput, *, replicas: int | None, template: Mapping[str, Any] | str | None,
         clusters: cluster.CapacitySnapshot | Mapping[str, Any] | None,
     ) -> placement_pb2.SimulateRequest:
-        request = placement_pb2.SimulateRequest(spread_yaml=_as_json(spread_input))
+        fields: dict[str, Any] = {"spread_yaml": _as_json(spread_input)}
         if replicas is not None:
-            request.replicas = replicas
+            fields["replicas"] = replicas
         if template is not None:
-            request.template_json = _as_json(template)
+            fields["template_json"] = _as_json(template)
         if clusters is not None:
-            request.clusters_json = _as_json(clusters)
-        return request
+            fields["clusters_json"] = _as_json(clusters)
+        return _request(placement_pb2.SimulateRequest, **fields)
 
     def simulate(
         self, spread_input: SpreadInput, *, replicas: int | None = None,
@@ -189,5 +203,6 @@ class PlacementClient:
 
     def explain(self, key: str) -> types.Explanation:
         """Why spread `namespace/name` is placed as it is: caps, capacities, reasons per subset."""
-        message = self._call(self._stub.Explain, placement_pb2.ExplainRequest(spread=key), spread_key=key)
+        message = self._call(self._stub.Explain, _request(placement_pb2.ExplainRequest, spread=key),
+                             spread_key=key)
         return types.explanation_from_pb(message)

@@ -1,0 +1,113 @@
+"""Checks on what reaches the coordinator over gRPC, before any of it reaches the World.
+
+Why a module of its own: agents are remote processes (old, buggy, or not ours at all) and the SDK
+takes names from people and scripts. Whatever they send must end in a specific status or a
+`BadReport` notice with the field at fault — never in UNKNOWN, a dead stream thread, or a World
+holding a cluster that cannot exist (an uppercase or 100 kB name) or negative pod counts. Keeping
+the checks here keeps the servicers (`agent_service`, `placement_service`) thin, and leaves their
+stream and identity logic alone.
+
+The message size limit lives here too, so that the coordinator's server and the tests that prove
+an oversized message is answered RESOURCE_EXHAUSTED use the same number.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pydantic
+
+from federation.api import cluster, problems
+from federation.rpc import agent_pb2
+
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""The largest message the coordinator accepts (gRPC's default, stated): a full inventory of a
+5,000-node cluster grouped into pools is a few kB."""
+SERVER_OPTIONS = (("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),)
+"""Options for the coordinator's `grpc.server`."""
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_LABEL = re.compile(_DNS_LABEL)
+DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+MAX_LABEL = 63
+MAX_SUBDOMAIN = 253
+_SHOWN = 60
+
+
+def shown(text: str) -> str:
+    """`text` quoted for an error message, cut short when long (a 100 kB name must not be echoed:
+    gRPC status details travel in headers, and the client refuses headers over 16 kB)."""
+    return repr(text) if len(text) <= _SHOWN else repr(text[:_SHOWN]) + f"... ({len(text)} characters)"
+
+
+def _name_problem(name: str, *, pattern: re.Pattern[str], limit: int, kind: str) -> str | None:
+    if not name:
+        return "must not be empty"
+    if len(name) > limit:
+        return f"{shown(name)} is longer than {limit} characters"
+    if not pattern.fullmatch(name):
+        return (f"{shown(name)} is not a {kind}: use lowercase letters, digits and '-'"
+                + (", '.' between labels" if pattern is DNS_SUBDOMAIN else "")
+                + ", starting and ending with a letter or digit")
+    return None
+
+
+def cluster_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a member cluster (a MemberCluster object's name), or None."""
+    return _name_problem(name, pattern=DNS_SUBDOMAIN, limit=MAX_SUBDOMAIN, kind="DNS subdomain")
+
+
+def spread_key_problem(key: str) -> str | None:
+    """Why `key` is not a spread key "namespace/name" (a namespace and an object name), or None."""
+    namespace, slash, name = key.partition("/")
+    if not slash:
+        return f"{shown(key)} is not a spread key; expected \"namespace/name\""
+    found = _name_problem(namespace, pattern=DNS_LABEL, limit=MAX_LABEL, kind="DNS label")
+    if found is not None:
+        return f"namespace {found} (expected \"namespace/name\")"
+    found = _name_problem(name, pattern=DNS_SUBDOMAIN, limit=MAX_SUBDOMAIN, kind="DNS subdomain")
+    if found is not None:
+        return f"name {found} (expected \"namespace/name\")"
+    return None
+
+
+def node_pools(report: agent_pb2.InventoryReport) -> dict[str, cluster.NodePool]:
+    """The report's node pools by name, validated; ValueError naming every field at fault."""
+    found: dict[str, cluster.NodePool] = {}
+    for index, pool in enumerate(report.node_pools):
+        data: dict[str, Any] = {
+            "name": pool.name, "count": pool.count, "labels": dict(pool.labels),
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in pool.taints],
+            "allocatable": dict(pool.allocatable), "requested": dict(pool.requested),
+        }
+        try:
+            found[pool.name] = cluster.NodePool.model_validate(data)
+        except pydantic.ValidationError as error:
+            where = f"InventoryReport.node_pools[{index}]"
+            raise ValueError("; ".join(f"{where}.{p}" for p in problems.problems_from(error))) from None
+    return found
+
+
+_COUNT_FIELDS = ("running", "ready", "pending", "unschedulable", "creating", "deleting")
+_WORKLOAD_FIELDS = ("replicas", "ready_replicas", "updated_replicas", "available_replicas",
+                    "unavailable_replicas")
+
+
+def _non_negative(message: Any, fields: tuple[str, ...], where: str) -> None:
+    for name in fields:
+        value = getattr(message, name)
+        if value < 0:
+            raise ValueError(f"{where}.{name} is negative ({value})")
+
+
+def check_pod_counts(report: agent_pb2.PodCountsReport) -> None:
+    """ValueError when any count in the report is negative (a pod count never is; the member
+    Deployment's status goes to the hub, whose apiserver would refuse it)."""
+    for i, item in enumerate(report.spreads):
+        where = f"PodCountsReport.spreads[{i}]"
+        for j, subset in enumerate(item.subsets):
+            _non_negative(subset.counts, _COUNT_FIELDS, f"{where}.subsets[{j}].counts")
+        _non_negative(item.unassigned, _COUNT_FIELDS, f"{where}.unassigned")
+        if item.HasField("workload"):
+            _non_negative(item.workload, _WORKLOAD_FIELDS, f"{where}.workload")
