@@ -249,6 +249,8 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
         placed = sum(p.placed for p in result.placements.values())
         rss = _rss_mb()
 
+        _wait(lambda: coordinator.backlog() == 0, timeout=1800, what="the full round's delivery")
+        delivered = time.perf_counter() - started
         with coordinator.lock:
             before = model.snapshot_for("").clusters[grow].node_pools[0].count
         incremental, regrown = _grow(coordinator, agents.stdin, name=cluster_name(grow))
@@ -256,6 +258,7 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
             grown = model.snapshot_for("").clusters[grow].node_pools[0].count
         cordon_s, cordoned = _cordon(coordinator, name=cluster_name(grow), region=f"r{grow % REGIONS}")
         return {"spreads": spreads, "clusters": clusters, "full_s": round(full, 3),
+                "delivered_s": round(delivered, 3),
                 "per_spread_ms": round(full / spreads * 1000, 3),
                 "incremental_ms": round(incremental * 1000, 1), "incremental_replaced": regrown,
                 "cordon_ms": round(cordon_s * 1000, 1), "cordon_replaced": cordoned,

@@ -43,7 +43,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -105,6 +105,11 @@ class Coordinator:
         with self.lock:
             return sorted(self._streams)
 
+    def backlog(self) -> int:
+        """Messages queued for the agents and not yet written to their streams."""
+        with self.lock:
+            return sum(stream.outgoing.qsize() for stream in self._streams.values())
+
     def attach(self, hello: agent_pb2.Hello, *, heartbeat_seconds: int) -> AgentStream:
         """A welcomed Hello: replace any older stream, register, queue Welcome and the full resync."""
         name = hello.cluster_name
@@ -154,7 +159,7 @@ class Coordinator:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
         name, sent = stream.cluster, {}
         for key in sorted(self.world.placements):
-            message = self._assignments_for(key, only=name).get(name)
+            message = self._assignments_for(key, only={name}).get(name)
             if message is not None:
                 sent[key] = message
                 stream.send(assignment=message)
@@ -174,7 +179,9 @@ class Coordinator:
             message=f"{len(sent)} assignments, {removed} removals"))
         log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed})
 
-    def _assignments_for(self, key: str, *, only: str | None = None) -> dict[str, agent_pb2.SpreadAssignment]:
+    def _assignments_for(
+        self, key: str, *, only: Collection[str] | None = None
+    ) -> dict[str, agent_pb2.SpreadAssignment]:
         entry, result = self.world.spread(key), self.world.placements.get(key)
         if entry is None or result is None:
             return {}
@@ -202,8 +209,9 @@ class Coordinator:
                 return loop.Round(placements={})
             batch = self.backend.place_batch if self.backend.parallel else None
             result = loop.recompute(self.world, keys, now=self.clock(), place_batch=batch)
+            listening = {name for name, stream in self._streams.items() if stream.resynced}
             for key in sorted(result.placements):
-                new = self._assignments_for(key)
+                new = self._assignments_for(key, only=listening)
                 for name in self._sent.clusters_for(key, new):
                     self._deliver(name, key, new.get(name))
             for key in result.removed:

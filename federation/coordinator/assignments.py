@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from federation.coordinator import world as world_model
@@ -67,10 +67,11 @@ def for_clusters(
     *,
     marks: Sequence[placement.UnschedulableMark] = (),
     now: datetime.datetime | None = None,
-    only: str | None = None,
+    only: Collection[str] | None = None,
 ) -> dict[str, agent_pb2.SpreadAssignment]:
     """One assignment per cluster any subset selects (quota 0 included), by cluster name; with
-    `only`, that cluster's alone (a resync asks for one cluster's share of every spread).
+    `only`, for those clusters alone (the ones with a stream to send it on; a resync asks for one
+    cluster's share of every spread).
 
     What every cluster's message shares (template, target, strategy, subset rules) is built once
     and copied; only the quotas and unschedulable marks are per cluster. A failover republishes
@@ -78,7 +79,7 @@ def for_clusters(
     """
     names = sorted({name for s in result.subsets for name in s.clusters})
     if only is not None:
-        names = [only] if only in names else []
+        names = [name for name in names if name in only]
     if not names:
         return {}
     spec = entry.spec
