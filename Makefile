@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: test demo bench bench-quick lint typecheck unit integration sandbox-bin crds protos clean
+.PHONY: test soak demo bench bench-quick lint typecheck unit integration sandbox-bin crds protos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,14 @@ $(STAMP): pyproject.toml
 ## contracts and the whole test suite (unit + integration on real Kubernetes)
 test: $(STAMP) lint typecheck sandbox-bin
 	$(BIN)/pytest
+
+## soak: the fault tests (a coordinator, an agent, an apiserver, a Ray actor killed; streams cut;
+## 409 storms) and the property tests, with many more seeds and examples (FEDSPREAD_SOAK=1);
+## a failure names its seed: rerun it alone with pytest 'FILE::TEST[SEED]'. Not part of `make test`.
+SOAK_TESTS = $(wildcard tests/integration/test_faults_*.py) tests/integration/test_ray_shards.py \
+             $(wildcard tests/unit/test_invariants_*.py tests/unit/test_fuzz_*.py tests/unit/test_webhook_fuzz.py)
+soak: $(STAMP) sandbox-bin
+	FEDSPREAD_SOAK=1 $(BIN)/pytest $(SOAK_TESTS)
 
 ## demo: install, build the sandbox binaries the first time, run `fedspread demo` (a hub, dc1,
 ## aws-eu, gcp-eu, the coordinator and an agent each). Options: make demo ARGS="--keep"

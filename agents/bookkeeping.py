@@ -16,6 +16,14 @@ Those counts are kept as a running tally per (revision, subset), moved one pod a
 webhook's calls and recounted when the controller hands over a new snapshot: an admission reads
 a few numbers instead of walking every pod of the spread (at 1,000 pods that walk alone was a
 millisecond, under the lock every admission shares).
+
+A fresh bookkeeping knows no pod: an agent that restarts in a cluster full of a spread's pods
+would, until the controller's first recount, see every subset empty and admit new pods into full
+subsets (found by the agent fault tests: a scale made while the agent was down, applied the
+moment it reconnected, overfilled the first subset). So the agent's bookkeeping is made with
+`count_wait`: `admit` for a spread whose pods were never counted (`observe`) waits up to that
+long for the first count and otherwise raises `NotCounted` — the webhook then refuses the pod
+for now, and its ReplicaSet retries a moment later.
 """
 
 from __future__ import annotations
@@ -72,6 +80,10 @@ class Pending:
     since: datetime.datetime
 
 
+class NotCounted(Exception):
+    """The spread's pods have not been counted yet: no subset can be chosen within quota."""
+
+
 Holder = tuple[str, str]
 """(revision, subset): whose quota a pod holds."""
 
@@ -120,11 +132,17 @@ SubsetCounts = status.ClusterPods
 class Bookkeeping:
     """Thread-safe assignments and per-spread pod bookkeeping for one member cluster."""
 
-    def __init__(self, clock: Clock = utcnow) -> None:
+    def __init__(self, clock: Clock = utcnow, *, count_wait: float | None = None) -> None:
         self._lock = threading.Lock()
+        self._counted_changed = threading.Condition(self._lock)
         self._clock = clock
         self._assignments: dict[str, assignment_mod.Assignment] = {}
         self._books: dict[str, _SpreadBook] = collections.defaultdict(_SpreadBook)
+        self._count_wait = count_wait
+        """None: admit from whatever is known (tests, models). Else: seconds `admit` waits for a
+        spread's first count before raising NotCounted."""
+        self._counted: set[str] = set()
+        """Spreads whose pods `observe` has counted at least once."""
 
     # --- assignments (from the link) -----------------------------------------------------------
 
@@ -138,6 +156,7 @@ class Bookkeeping:
         with self._lock:
             self._assignments.pop(spread, None)
             self._books.pop(spread, None)
+            self._counted.discard(spread)
 
     def assignment(self, spread: str) -> assignment_mod.Assignment | None:
         """The current assignment of `spread`, if any."""
@@ -172,13 +191,20 @@ class Bookkeeping:
               ) -> assignment_mod.SubsetRule | None:
         """Choose the subset for a new pod and, unless dry-run, record it in creatingPods.
 
-        None when the spread is unknown or every subset is full or unschedulable here.
+        None when the spread is unknown or every subset is full or unschedulable here; NotCounted
+        when made with `count_wait` and the spread's pods were not counted within that time.
         """
         now = self._clock()
         with self._lock:
             current = self._assignments.get(spread)
             if current is None:
                 return None
+            if self._count_wait is not None and spread not in self._counted:
+                if not self._counted_changed.wait_for(lambda: spread in self._counted, self._count_wait):
+                    raise NotCounted(f"the pods of spread {spread} are not counted yet")
+                current = self._assignments.get(spread)
+                if current is None:
+                    return None
             book = self._books[spread]
             table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
             chosen = quotas.choose_subset(table, assigned=self._assigned(book, revision),
@@ -210,7 +236,8 @@ class Bookkeeping:
     # --- controller ------------------------------------------------------------------------------
 
     def observe(self, spread: str, pods: Iterable[PodRecord]) -> None:
-        """Replace what the cache sees of a spread's pods; settles creating/deleting entries."""
+        """Replace what the cache sees of a spread's pods (all of them: call it only with a synced
+        cache); settles creating/deleting entries; the spread counts as counted from now on."""
         with self._lock:
             book = self._books[spread]
             book.observed = {p.name: p for p in pods}
@@ -219,6 +246,9 @@ class Bookkeeping:
             for name in [n for n in book.deleting if n not in book.observed]:
                 del book.deleting[name]
             book.recount()
+            if spread not in self._counted:
+                self._counted.add(spread)
+                self._counted_changed.notify_all()
 
     def expire(self) -> int:
         """Drop creating entries older than 30 s and deleting entries older than 15 s."""

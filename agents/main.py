@@ -32,6 +32,10 @@ from federation.certs import store, transport
 log = logging.getLogger("fedspread.agent")
 
 AgentError = bootstrap.AgentError
+COUNT_WAIT_SECONDS = 1.5
+"""How long the webhook waits for a spread's pods to be counted after a start before it refuses a
+pod for now (the apiserver gives it 2 s; the controller counts within a second of the cache's
+first list)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Agent:
     def __init__(self, settings: AgentConfig) -> None:
         self.settings = settings
         self.stopping = threading.Event()
-        self.bookkeeping = bookkeeping.Bookkeeping()
+        self.bookkeeping = bookkeeping.Bookkeeping(count_wait=COUNT_WAIT_SECONDS)
         self.outbox = outbox.Outbox()
         self.metrics = metrics.AgentMetrics(cluster=settings.cluster)
         self._tmp = pathlib.Path(tempfile.mkdtemp(prefix="fedspread-agent-"))

@@ -10,7 +10,8 @@ What is measured and why:
   carries the spread label; it must stay in the sub-millisecond range (no network on the path).
 * `fedspread_agent_admission_decisions_total{spread,subset,outcome}` — how pods are being placed:
   `assigned` (a subset with quota), `no-subset` (every subset full: the pod will go first on
-  scale-down), `passthrough` (not ours), `deleting` (a delete or eviction noted).
+  scale-down), `passthrough` (not ours), `deleting` (a delete or eviction noted), `not-counted`
+  (refused for now: a just-started agent has not counted the spread's pods yet).
 * `fedspread_agent_link_connected` and `fedspread_agent_fail_static` — whether the coordinator is
   reachable and whether the agent is enforcing its last quotas without it (DESIGN §5).
 """
@@ -34,7 +35,8 @@ ASSIGNED = "assigned"
 NO_SUBSET = "no-subset"
 PASSTHROUGH = "passthrough"
 DELETING = "deleting"
-OUTCOMES = (ASSIGNED, NO_SUBSET, PASSTHROUGH, DELETING)
+NOT_COUNTED = "not-counted"
+OUTCOMES = (ASSIGNED, NO_SUBSET, PASSTHROUGH, DELETING, NOT_COUNTED)
 
 
 class Stoppable(Protocol):

@@ -3,9 +3,10 @@
 Why one loop for these: they all start from the same snapshot of the cache (a spread's pods) and
 run on the same beat (a second, or sooner when pods change). Each round, per assigned spread:
 
-1. recount — the cached pods become `PodRecord`s handed to `Bookkeeping.observe`, which settles
-   the webhook's creatingPods/deletingPods; then `Bookkeeping.expire` drops stale entries and
-   local unschedulable marks whose time is up;
+1. recount — the cached pods become `PodRecord`s handed to `Bookkeeping.observe` (once the cache
+   has listed everything: a partial list would undercount), which settles the webhook's
+   creatingPods/deletingPods and lets the webhook place pods of a spread it never counted; then
+   `Bookkeeping.expire` drops stale entries and local unschedulable marks whose time is up;
 2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (per pod-template
    revision, as quotas are counted, kruise#834); only pods whose annotation differs are patched,
    with a one-key merge patch on metadata.annotations;
@@ -146,10 +147,12 @@ class Reconciler:
         """One round over every assignment; errors on one spread do not stop the others."""
         done = Round()
         current = self._books.assignments()
+        counted = self._cache.synced  # a cache still listing would count too few pods
         versions, snapshot = {}, {}
         for value in current:
             versions[value.spread], snapshot[value.spread] = self._cache.spread_snapshot(value.spread)
-            self._books.observe(value.spread, [p.record for p in snapshot[value.spread]])
+            if counted:
+                self._books.observe(value.spread, [p.record for p in snapshot[value.spread]])
         self._books.expire()
         for spread in set(self._costs_done) - set(snapshot):
             del self._costs_done[spread]

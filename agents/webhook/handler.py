@@ -11,7 +11,9 @@ the cluster.
   name — generated here from `generateName` when the pod has none, as Kruise does, so that the
   controller can later match the pod it sees with the entry. The answer is the JSONPatch of
   `mutation.mutate_pod`. No subset left: the pod is allowed untouched (its deletion cost will make
-  it the first to go).
+  it the first to go). A just-started agent that has not counted the spread's pods yet refuses the
+  pod for now (`Bookkeeping.admit` raises NotCounted, see agents.bookkeeping): its ReplicaSet
+  retries a moment later, when the choice can respect the quotas.
 * Pod DELETE, and CREATE of pods/eviction (which names the pod but carries no labels): the pod goes
   into deletingPods. Deletions are never blocked.
 * Dry-run requests get the same answer and leave the bookkeeping alone (the configuration says
@@ -155,8 +157,12 @@ class AdmissionHandler:
             if not base:
                 raise review.ReviewError("the pod has neither metadata.name nor metadata.generateName")
             name = generated = mutation.generated_name(base, token=self._token())
-        rule = self.book.admit(spread.spread, name, revision=labels.get(assignment.REVISION_LABEL, ""),
-                               dry_run=request.dry_run)
+        try:
+            rule = self.book.admit(spread.spread, name, revision=labels.get(assignment.REVISION_LABEL, ""),
+                                   dry_run=request.dry_run)
+        except bookkeeping.NotCounted as error:  # just started: placing it now could overfill a subset
+            self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.NOT_COUNTED)
+            return review.refuse(request.uid, f"fedspread agent: {error}; retry in a moment")
         if rule is None:
             self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.NO_SUBSET)
             LOG.debug("pod %s/%s of %s: every subset is full here", request.namespace, name, spread.spread)

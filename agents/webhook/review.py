@@ -212,6 +212,13 @@ def allow(uid: str, *, patch: Sequence[Mapping[str, Any]] | None = None,
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
 
 
+def refuse(uid: str, message: str, *, code: int = 503) -> Json:
+    """An AdmissionReview response refusing the request for now; the apiserver passes `code` and
+    `message` to the client (a ReplicaSet controller retries with backoff)."""
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "response": {"uid": uid, "allowed": False, "status": {"code": code, "message": message}}}
+
+
 def encode(review: Mapping[str, Any]) -> bytes:
     """A response AdmissionReview as compact JSON bytes."""
     return json.dumps(review, separators=(",", ":")).encode()

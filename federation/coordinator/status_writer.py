@@ -68,7 +68,8 @@ class StatusWriter:
     def __init__(self, api_client: client.ApiClient, *, attempts: int = 10, max_wait: float = 2.0) -> None:
         self._custom = client.CustomObjectsApi(api_client)
         self._apps = client.AppsV1Api(api_client)
-        self._attempts = attempts
+        self.attempts = attempts
+        """Tries per write (the first included) before a 409/429/5xx is raised to the caller."""
         self._max_wait = max_wait
         self.writes: collections.Counter[str] = collections.Counter()
         """Patches applied, by kind ("spread", "cluster", "deployment")."""
@@ -167,7 +168,7 @@ class StatusWriter:
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(_retriable),
-            stop=tenacity.stop_after_attempt(self._attempts),
+            stop=tenacity.stop_after_attempt(self.attempts),
             wait=tenacity.wait_random_exponential(multiplier=0.05, max=self._max_wait),
             before_sleep=note,
             reraise=True,

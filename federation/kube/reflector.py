@@ -39,7 +39,11 @@ Emit = Callable[[EventType, Json], None]
 """Receives every change: (ADDED|MODIFIED|DELETED, object), and (SYNCED, {}) once."""
 
 BACKOFF_BASE = 0.5
-BACKOFF_MAX = 30.0
+BACKOFF_MAX = 8.0
+"""client-go waits up to 30 s; here an apiserver restart (the commonest outage: ~10 s of refused
+connections) would then leave the cache stale for up to 30 s more after the apiserver is back —
+longer than the webhook's creatingPods entries live (30 s), so pods admitted meanwhile could be
+forgotten. With 8 s the member-restart fault test sees the watches relist seconds after /readyz."""
 CONNECT_TIMEOUT = 10.0
 LIST_TIMEOUT = 120.0
 QUICK_END = 1.0

@@ -6,6 +6,10 @@ no kubelet) and a scheduler, plus a node simulator that plays the kubelets. All 
 one etcd, separated by `--etcd-prefix`, which keeps a 3-member sandbox near 2 GB. Everything binds
 to loopback on free ports, authenticates with one admin token, and serves certificates from the
 sandbox's own CA with SANs for 127.0.0.1 and localhost.
+
+Every component is recorded with its command line, so one of them can be stopped and started
+again exactly as it was (`stop_component`, `start_component`, `restart_component`): fault tests
+restart a member's apiserver or take the hub away for a while, on the same port and etcd prefix.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def _spawn(name: str, argv: Sequence[str], *, directory: pathlib.Path) -> state.
         if started is not None:
             break
         time.sleep(0.01)
-    return state.Component(name=name, pid=process.pid, started=started or 0, log=str(log))
+    return state.Component(name=name, pid=process.pid, started=started or 0, log=str(log), argv=list(argv))
 
 
 def _log_tail(component: state.Component, lines: int = 12) -> str:
@@ -315,3 +319,57 @@ def down(directory: pathlib.Path, *, remove: bool = True) -> list[str]:
     if remove:
         shutil.rmtree(directory, ignore_errors=True)
     return stopped
+
+
+# --- one component at a time (fault tests: an apiserver restarted, the hub away for a while) -----
+
+
+def _component(sandbox: state.SandboxState, name: str) -> tuple[int, state.Component]:
+    for index, component in enumerate(sandbox.components):
+        if component.name == name:
+            return index, component
+    known = ", ".join(c.name for c in sandbox.components)
+    raise KeyError(f"no component {name!r} in the sandbox at {sandbox.directory} (it has {known})")
+
+
+def stop_component(sandbox: state.SandboxState, name: str, *, crash: bool = False,
+                   grace: float = 10.0) -> state.Component:
+    """Stop one component (e.g. "member-1-apiserver"): SIGTERM, and SIGKILL if it is still running
+    after `grace` seconds (a 1.20 apiserver drains its watches that long), or with `crash` SIGKILL
+    at once. The sandbox keeps its record, so `start_component` starts it again the same way."""
+    _, component = _component(sandbox, name)
+    component.stop(grace=0 if crash else grace)
+    return component
+
+
+def start_component(sandbox: state.SandboxState, name: str, *,
+                    timeout: float = READY_TIMEOUT) -> state.Component:
+    """Start a stopped component again with its recorded command line (same port, flags, etcd
+    prefix, log file), record the new process in state.json, and for an apiserver wait until
+    /readyz answers; SandboxError if it exits or never gets ready."""
+    index, old = _component(sandbox, name)
+    if old.alive():
+        raise SandboxError(f"{name} is still running (pid {old.pid}); stop it first")
+    if not old.argv:
+        raise SandboxError(f"{name} was recorded without its command line (an older sandbox); "
+                           "start a new sandbox to restart single components")
+    directory = pathlib.Path(sandbox.directory)
+    component = _spawn(name, old.argv, directory=directory)
+    sandbox.components[index] = component
+    sandbox.save()
+    served = {f"{c.name}-apiserver": c for c in sandbox.clusters}.get(name)
+    if served is not None:
+        def ready() -> bool:
+            status, _ = _get(f"{served.server}/readyz", token=sandbox.token, ca_file=sandbox.ca_file)
+            return status == 200
+
+        _wait(f"{name} /readyz after a restart", ready, component=component, timeout=timeout)
+    return component
+
+
+def restart_component(sandbox: state.SandboxState, name: str, *, crash: bool = False,
+                      down_seconds: float = 0.0, timeout: float = READY_TIMEOUT) -> state.Component:
+    """`stop_component`, `down_seconds` with it away, then `start_component`."""
+    stop_component(sandbox, name, crash=crash)
+    time.sleep(down_seconds)
+    return start_component(sandbox, name, timeout=timeout)

@@ -27,19 +27,24 @@ class Component:
     pid: int
     started: int
     log: str
+    argv: list[str] = dataclasses.field(default_factory=list)
+    """The command line it was started with, so `launcher.start_component` can start it again
+    exactly so (same port, etcd prefix, certificates); empty in state files from older versions."""
 
     def alive(self) -> bool:
         """True if the recorded process still runs (same pid *and* same start time)."""
         return process_start_time(self.pid) == self.started
 
     def stop(self, *, grace: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after `grace` seconds; a process already gone is fine."""
+        """SIGTERM, then SIGKILL after `grace` seconds (at once with `grace=0`, as a crash or an
+        OOM kill would); a process already gone is fine."""
         if not self.alive():
             return
-        try:
-            os.kill(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
+        if grace > 0:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                return
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             _reap(self.pid)

@@ -2,26 +2,35 @@
 
 Why a module: the coordinator's tests all play the user's side of the hub (create a Deployment and
 a FederatedSpread, `kubectl scale`, edit, delete, read the status back) and run a coordinator
-process next to stand-in agents; one copy of those steps keeps each test about its scenario.
+process — in this process, or as a `fedspread coordinator` command that can be SIGKILLed — next
+to stand-in agents; one copy of those steps keeps each test about its scenario.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
+import signal
 import socket
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import conftest
+import waiting
 from kubernetes import client
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import main as coordinator_main
+from tests.support import standin_agent
 
 GROUP, VERSION = common.API_GROUP, common.API_VERSION
 HUB = "hub"
+TIMEOUT = 30.0
 
 
 def free_port() -> int:
@@ -147,3 +156,83 @@ def running_coordinator(
     finally:
         process.stop()
         delete_member_clusters(custom, members)
+
+
+class CoordinatorCommand:
+    """`fedspread coordinator` as a real process joining the session's Ray: it can be SIGKILLed."""
+
+    def __init__(self, kubeconfig: str, *, port: int, ray_address: str, log: pathlib.Path) -> None:
+        self.target = f"127.0.0.1:{port}"
+        self.args = [str(pathlib.Path(sys.executable).with_name("fedspread")), "coordinator",
+                     "--hub-kubeconfig", kubeconfig, "--listen", self.target,
+                     "--ray-address", ray_address, "--heartbeat-seconds", "1",
+                     "--insecure"]  # its agents are plaintext links; mTLS: test_mtls*.py
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it (again), its output appended to the log."""
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    @property
+    def alive(self) -> bool:
+        """The current process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, as a crash or an OOM kill."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not stop within 20 s."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+# --- stand-in agents (the real agent link, no member cluster) -----------------------------------
+
+
+def names(*bases: str) -> list[str]:
+    """Cluster names unique to one test (MemberClusters are cluster-scoped on the shared hub)."""
+    suffix = uuid.uuid4().hex[:5]
+    return [f"{base}-{suffix}" for base in bases]
+
+
+def agents_for(target: str, specs: dict[str, tuple[int, str]]) -> dict[str, standin_agent.StandInAgent]:
+    """Stand-in agents, by cluster name ((nodes, cpu per node) each), connected and resynced.
+
+    Waiting matters: a spread created before a cluster's first Hello is placed without that
+    cluster, and (stability) its replicas stay where they went when the cluster arrives.
+    """
+    agents = {name: standin_agent.StandInAgent(target, name=name, nodes=nodes, cpu=cpu).start()
+              for name, (nodes, cpu) in specs.items()}
+    for agent in agents.values():
+        waiting.wait_for(agent.link.synced.is_set, timeout=60,
+                         message=f"agent {agent.name} never got ResyncComplete")
+    return agents
+
+
+def stop_all(agents: dict[str, standin_agent.StandInAgent]) -> None:
+    """Stop every stand-in agent."""
+    for agent in agents.values():
+        agent.stop()
+
+
+def replicas_of(agents: dict[str, standin_agent.StandInAgent], key: str) -> dict[str, int | None]:
+    """Each agent's replicas of spread `key` as last assigned (None: no assignment)."""
+    return {name: agent.replicas(key) for name, agent in agents.items()}
+
+
+def wait_replicas(agents: dict[str, standin_agent.StandInAgent], key: str, expected: dict[str, int], *,
+                  what: str, timeout: float = TIMEOUT) -> None:
+    """Wait until the agents hold exactly `expected` replicas of spread `key`."""
+    waiting.wait_for(lambda: replicas_of(agents, key) == expected, timeout=timeout,
+                     message=lambda: f"{what}: agents have {replicas_of(agents, key)}, expected {expected}")

@@ -6,6 +6,8 @@ No sandbox needed; the session's small local Ray (conftest `local_ray`).
 from __future__ import annotations
 
 import datetime
+import random
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +19,7 @@ from federation.api import cluster
 from federation.api import spread as spread_api
 from federation.coordinator import capacity, loop, shards, world
 from federation.core import fit, overcommit, placement
+from tests.support import soak
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
@@ -64,15 +67,83 @@ def test_two_shards_give_the_same_placements_as_local(backend: shards.RayBackend
     assert backend.place_batch([]) == []
 
 
-def test_a_killed_shard_restarts_and_keeps_answering(backend: shards.RayBackend) -> None:
-    requests = batch()
-    expected = shards.LocalBackend().place_batch(requests)
-    assert backend.place_batch(requests) == expected
-    before = ray.get(backend.actors[0].pid.remote())
-    ray.kill(backend.actors[0], no_restart=False)
-    assert backend.place_batch(requests) == expected
-    assert ray.get(backend.actors[0].pid.remote()) != before  # a new process, not the old one
-    assert ray.get([a.ping.remote() for a in backend.actors], timeout=60) == ["ok", "ok"]
+class Asker:
+    """Asks the backend for the batch's placements and the capacities in a loop, from a thread,
+    while a test kills actors: every answer must be the undisturbed one, and no call may fail."""
+
+    def __init__(self, backend: shards.RayBackend, requests: list[loop.PlaceRequest],
+                 queries: list[capacity.CapacityQuery]) -> None:
+        self.backend, self.requests, self.queries = backend, requests, queries
+        self.placements = shards.LocalBackend().place_batch(requests)
+        self.free = list(ONE_CPU_QUERY.values())
+        self.rounds = 0
+        self.wrong: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="asker", daemon=True)
+
+    def __enter__(self) -> Asker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.backend.place_batch(self.requests) != self.placements:
+                    self.wrong.append(f"round {self.rounds}: other placements")
+                free = self.backend.free_capacity(self.queries)
+                if free != self.free:
+                    self.wrong.append(f"round {self.rounds}: capacities {free}")
+            except Exception as error:  # a call that fails while an actor restarts is a failure too
+                self.wrong.append(f"round {self.rounds}: {type(error).__name__}: {error}")
+            self.rounds += 1
+
+    def wait_rounds(self, more: int, *, timeout: float = 120) -> None:
+        """Block until `more` further rounds completed (the restarted actors answered them)."""
+        target, deadline = self.rounds + more, time.monotonic() + timeout
+        while self.rounds < target and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.rounds >= target, f"only {self.rounds} rounds of {target} within {timeout} s"
+
+
+def restarted(actor: Any, before: int, *, timeout: float = 60) -> int:
+    """The actor's new pid once Ray restarted it (ray.kill is asynchronous)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now: int = ray.get(actor.pid.remote(), timeout=timeout)
+        if now != before:
+            return now
+        time.sleep(0.1)
+    raise AssertionError(f"the actor still runs as pid {before} after {timeout} s")
+
+
+@pytest.mark.parametrize("seed", soak.seeds(3))
+def test_shards_killed_mid_call_restart_and_answer_as_before(backend: shards.RayBackend, seed: int) -> None:
+    """Spread and cluster shards killed at random moments while calls are in flight: every call
+    still answers as LocalBackend does (Ray restarts the actor and retries; a ClusterShard that
+    came back empty is reloaded from the ledger), and the restarted ClusterShard holds the
+    inventories again."""
+    rng = random.Random(seed)
+    asker = Asker(backend, batch(), report_three(backend))
+    victims = rng.sample([("spread", 0), ("spread", 1), ("cluster", 0), ("cluster", 1)], rng.randint(1, 3))
+    with asker:
+        asker.wait_rounds(1)
+        for kind, index in victims:
+            actor = (backend.actors if kind == "spread" else backend.cluster_actors)[index]
+            before = ray.get(actor.pid.remote())
+            time.sleep(rng.uniform(0.0, 0.3))  # a random moment in the asking loop
+            ray.kill(actor, no_restart=False)
+            restarted(actor, before)
+        asker.wait_rounds(3)
+    assert asker.wrong == [], f"seed {seed}, killed {victims}: {asker.wrong[:5]}"
+    killed_inventories = [index for kind, index in victims if kind == "cluster"]
+    for index in killed_inventories:  # rebuilt: the restarted shard holds its clusters again
+        owned = sorted(name for name in ONE_CPU_QUERY if backend.cluster_shard_for(name) == index)
+        assert ray.get(backend.cluster_actors[index].clusters.remote()) == owned, f"seed {seed}"
+    assert backend.reloads >= len(killed_inventories), f"seed {seed}: {backend.reloads} reloads"
 
 
 def test_close_leaves_no_actor(local_ray: str) -> None:
@@ -123,20 +194,6 @@ def test_cluster_shards_answer_like_the_local_backend(backend: shards.RayBackend
         expected.free_capacity([*queries, pending, unknown]) == [*ONE_CPU_QUERY.values(), 6, None]
     backend.forget_cluster("gcp")
     assert backend.free_capacity(queries) == [8, 12, None]
-
-
-def test_a_killed_cluster_shard_is_reloaded_from_the_ledger(backend: shards.RayBackend) -> None:
-    queries = report_three(backend)
-    assert backend.free_capacity(queries) == list(ONE_CPU_QUERY.values())
-    victim = backend.cluster_actors[0]
-    before = ray.get(victim.pid.remote())
-    ray.kill(victim, no_restart=False)  # asynchronous: wait for the new process before asking
-    deadline = time.monotonic() + 60
-    while ray.get(victim.pid.remote(), timeout=60) == before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert ray.get(victim.clusters.remote()) == []  # restarted empty
-    assert backend.free_capacity(queries) == list(ONE_CPU_QUERY.values())  # reloaded, then answered
-    assert backend.reloads == 1
 
 
 def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBackend) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
+
+import pytest
 
 from agents import assignment, bookkeeping
 
@@ -78,3 +81,38 @@ def test_local_unschedulable_mark_skips_the_subset_until_it_expires() -> None:
     assert chosen(book, "p1") == "b"
     clock.now = T0 + datetime.timedelta(seconds=11)
     assert chosen(book, "p2") == "a"
+
+
+def counting_book(count_wait: float) -> bookkeeping.Bookkeeping:
+    book = bookkeeping.Bookkeeping(clock=Clock(), count_wait=count_wait)
+    rules = (assignment.SubsetRule(name="a", index=0, quota=2),
+             assignment.SubsetRule(name="b", index=1, quota=1))
+    book.set_assignment(assignment.Assignment(
+        spread="ns/web", generation=1, namespace="ns", workload="web", replicas=3, template={},
+        template_revision="r1", subsets=rules, subset_count=2))
+    return book
+
+
+def test_a_counting_bookkeeping_refuses_to_choose_before_the_first_count() -> None:
+    book = counting_book(0.05)
+    with pytest.raises(bookkeeping.NotCounted):  # two pods of "a" may exist: the agent just started
+        book.admit("ns/web", "p3", revision="r1")
+    book.observe("ns/web", [])
+    assert chosen(book, "p3", revision="r1") == "a"
+    value = book.assignment("ns/web")
+    assert value is not None
+    book.remove_assignment("ns/web")
+    book.set_assignment(value)
+    with pytest.raises(bookkeeping.NotCounted):  # removed and assigned again: counted afresh
+        book.admit("ns/web", "p4", revision="r1")
+
+
+def test_a_waiting_admission_chooses_from_the_first_count() -> None:
+    book = counting_book(30.0)
+    running = [bookkeeping.PodRecord(name=f"p{i}", subset="a", revision="r1", phase="Running", ready=True,
+                                     node_name="n1", created=T0) for i in (1, 2)]
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(book.admit, "ns/web", "p3", revision="r1")
+        book.observe("ns/web", running)  # the controller's first count (wakes it if it waits)
+        admitted = waiting.result(timeout=30)
+    assert admitted is not None and admitted.name == "b"

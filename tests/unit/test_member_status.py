@@ -92,6 +92,7 @@ class FakeCache:
         self.deployments: dict[tuple[str, str], views.DeploymentView] = {}
         self.waited: list[tuple[str, ...]] = []
         self.stop = threading.Event()
+        self.synced = True  # listed everything: the reconciler counts pods only then
 
     def spread_snapshot(self, spread: str) -> tuple[int, list[views.SpreadPod]]:
         return 0, []

@@ -351,3 +351,19 @@ def test_metrics_are_exposed_per_agent_registry() -> None:
     assert 'fedspread_agent_admission_seconds_bucket{le="5e-05",operation="CREATE"}' in text
     assert "fedspread_agent_link_connected 0.0" in text and "fedspread_agent_fail_static 1.0" in text
     assert second.metrics.decision_count(spread=SPREAD, subset="a", outcome=metrics.ASSIGNED) == 0
+
+
+def test_a_pod_of_a_spread_not_counted_yet_is_refused_for_now() -> None:
+    agent = Agent(spread(rule("a", 0, 2)))
+    agent.book = bookkeeping.Bookkeeping(clock=lambda: agent.clock, count_wait=0.01)
+    agent.book.set_assignment(spread(rule("a", 0, 2)))
+    agent.handler = handler.AdmissionHandler(agent.book, agent.metrics)
+    refused = agent.answer(body("CREATE", obj=pod("p1"), name="p1"))
+    assert refused["allowed"] is False and refused["status"]["code"] == 503
+    assert "not counted yet" in refused["status"]["message"]
+    assert agent.metrics.decision_count(spread=SPREAD, subset=None, outcome=metrics.NOT_COUNTED) == 1
+    assert agent.book.pending_entries(SPREAD) == ({}, {})
+
+    agent.book.observe(SPREAD, [])
+    _, stored = agent.create(pod("p1"))
+    assert subset_of(stored) == "a"
