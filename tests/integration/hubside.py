@@ -221,7 +221,8 @@ def agents_for(target: str, specs: dict[str, tuple[int, str]]) -> dict[str, stan
 
     def inventories() -> bool:  # a cluster without one has no known capacity (Adaptive skips it)
         with sdk.PlacementClient(target) as placements:
-            return {c.name for c in placements.clusters() if c.node_pools} >= set(specs)
+            listed = placements.clusters(include_node_pools=True)
+            return {c.name for c in listed if c.node_pools} >= set(specs)
 
     waiting.wait_for(inventories, timeout=60, message="the coordinator never listed every agent's inventory")
     return agents
