@@ -45,19 +45,12 @@ def _fail(message: str) -> NoReturn:
 def link_files(*, cert: pathlib.Path | None, key: pathlib.Path | None, ca: pathlib.Path | None,
                insecure: bool) -> transport.TLSFiles | None:
     """The link's mTLS files, or None with --insecure; click.UsageError for any other combination."""
-    given = [flag for flag, value in (("--link-cert", cert), ("--link-key", key), ("--link-ca", ca)) if value]
-    if insecure:
-        if given:
-            raise click.UsageError(f"--insecure contradicts {', '.join(given)}: give one or the other")
-        return None
-    if not given:
-        raise click.UsageError(
-            "give --link-cert, --link-key and --link-ca for mTLS to the coordinator (issue them with "
-            "`fedspread certs agent --cluster NAME`), or --insecure for plaintext (local use only)")
-    if cert is None or key is None or ca is None:
-        missing = [f for f in ("--link-cert", "--link-key", "--link-ca") if f not in given]
-        raise click.UsageError(f"{', '.join(given)} without {', '.join(missing)}: mTLS needs all three")
-    return transport.TLSFiles(cert=cert, key=key, ca=ca)
+    try:
+        return transport.files_from_flags(
+            flags=("--link-cert", "--link-key", "--link-ca"), cert=cert, key=key, ca=ca, insecure=insecure,
+            advice="issue them with `fedspread certs agent --cluster NAME`")
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
 
 
 @click.command("agent")

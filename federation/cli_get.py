@@ -24,6 +24,7 @@ import rich.console
 import rich.table
 
 from federation import sdk
+from federation.certs import transport
 
 DEFAULT_COORDINATOR = "127.0.0.1:7443"
 EXIT_ERROR = 1
@@ -68,13 +69,12 @@ class Connection:
 
     def check(self) -> None:
         """click.UsageError unless exactly one of mTLS (all three files) and --insecure is given."""
-        given = [f for f, v in (("--ca", self.ca), ("--cert", self.cert), ("--key", self.key)) if v]
-        if self.insecure and given:
-            raise click.UsageError(f"--insecure contradicts {', '.join(given)}: give one or the other")
-        if not self.insecure and len(given) < 3:
-            missing = [f for f in ("--ca", "--cert", "--key") if f not in given]
-            raise click.UsageError(f"mTLS needs {', '.join(missing)} (from `fedspread certs client`), "
-                                   "or give --insecure for a plaintext coordinator")
+        try:
+            transport.files_from_flags(
+                flags=("--cert", "--key", "--ca"), cert=self.cert, key=self.key, ca=self.ca,
+                insecure=self.insecure, advice="issue them with `fedspread certs client`")
+        except ValueError as error:
+            raise click.UsageError(str(error)) from None
 
     def client(self) -> sdk.PlacementClient:
         """An SDK client over mTLS or plaintext."""

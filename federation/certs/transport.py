@@ -42,6 +42,27 @@ class TLSFiles:
         return cert_pem, key_pem, ca_pem
 
 
+def files_from_flags(
+    *, flags: tuple[str, str, str], cert: pathlib.Path | None, key: pathlib.Path | None,
+    ca: pathlib.Path | None, insecure: bool, advice: str,
+) -> TLSFiles | None:
+    """The mTLS files three command-line flags (named `flags`: cert, key, CA) give, or None with
+    --insecure; ValueError with a one-line usage message for any other combination (`advice`:
+    where to get the files, said when none is given)."""
+    given = [flag for flag, value in zip(flags, (cert, key, ca), strict=True) if value]
+    if insecure:
+        if given:
+            raise ValueError(f"--insecure contradicts {', '.join(given)}: give one or the other")
+        return None
+    if not given:
+        raise ValueError(f"give {', '.join(flags)} for mTLS ({advice}), or --insecure for plaintext "
+                         "(local use only)")
+    if cert is None or key is None or ca is None:
+        missing = [flag for flag in flags if flag not in given]
+        raise ValueError(f"{', '.join(given)} without {', '.join(missing)}: mTLS needs all three")
+    return TLSFiles(cert=cert, key=key, ca=ca)
+
+
 def server_credentials(files: TLSFiles) -> grpc.ServerCredentials:
     """TLS that serves `files.cert` and admits only clients with a certificate `files.ca` signed."""
     cert_pem, key_pem, ca_pem = files.read()

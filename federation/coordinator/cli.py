@@ -31,19 +31,12 @@ def _fail(message: str) -> NoReturn:
 def tls_files(*, cert: pathlib.Path | None, key: pathlib.Path | None, ca: pathlib.Path | None,
               insecure: bool) -> transport.TLSFiles | None:
     """The mTLS files, or None with --insecure; click.UsageError for any other combination."""
-    given = [flag for flag, value in (("--tls-cert", cert), ("--tls-key", key), ("--tls-ca", ca)) if value]
-    if insecure:
-        if given:
-            raise click.UsageError(f"--insecure contradicts {', '.join(given)}: give one or the other")
-        return None
-    if not given:
-        raise click.UsageError(
-            "give --tls-cert, --tls-key and --tls-ca to serve mTLS (issue them with `fedspread certs "
-            "ca` and `fedspread certs coordinator`), or --insecure to serve plaintext (local use only)")
-    if cert is None or key is None or ca is None:
-        missing = [f for f in ("--tls-cert", "--tls-key", "--tls-ca") if f not in given]
-        raise click.UsageError(f"{', '.join(given)} without {', '.join(missing)}: mTLS needs all three")
-    return transport.TLSFiles(cert=cert, key=key, ca=ca)
+    try:
+        return transport.files_from_flags(
+            flags=("--tls-cert", "--tls-key", "--tls-ca"), cert=cert, key=key, ca=ca, insecure=insecure,
+            advice="issue them with `fedspread certs ca` and `fedspread certs coordinator`")
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
 
 
 @click.command("coordinator")
