@@ -2,7 +2,7 @@
 
 Why everything real but the hub: failover's promise involves the coordinator's tick, placement,
 the assignment messages queued per stream, gRPC, and each agent's link decoding and applying them,
-so `Federation` runs the real `agent_service.Coordinator` and `AgentServicer` on a gRPC server on
+so `Federation` runs the real `facade.Coordinator` and `AgentServicer` on a gRPC server on
 loopback and one real agent `Link` (with real bookkeeping and outbox, as
 `tests/support/standin_agent.py`) per cluster, each reporting a synthesized inventory. Spreads,
 targets and MemberClusters are fed to the `World` directly, as `tests/unit/test_coordinator_loop.py`
@@ -34,7 +34,9 @@ from agents import outbox as outbox_mod
 from agents.link import client as link_mod
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, world
+from federation.coordinator import facade
+from federation.coordinator.model import world
+from federation.coordinator.services import agent_service
 from federation.core import status
 from federation.rpc import agent_pb2_grpc
 
@@ -192,7 +194,7 @@ class Federation:
         self.size = size
         self.clock = Clock()
         self.world = world.World(self.clock)
-        self.coordinator = agent_service.Coordinator(self.world, clock=self.clock, coordinator_id="bench")
+        self.coordinator = facade.Coordinator(self.world, clock=self.clock, coordinator_id="bench")
         servicer = agent_service.AgentServicer(self.coordinator, clock=self.clock,
                                                heartbeat_seconds=HEARTBEAT_SECONDS, require_identity=False)
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2 * size.clusters + 16))

@@ -3,7 +3,7 @@
 Why measured this way: the claim (issue 7) is per-spread cost at federation scale — ≤ 0.5 ms per
 spread amortized at 1,000 clusters, ≤ 50 ms to react to one cluster's capacity change — against
 Karmada's published scheduling latency (P50 12 ms, P99 32 ms per binding). So the coordinator side
-is the real one: `agent_service.Coordinator` (World, loop, assignments) behind the real
+is the real one: `facade.Coordinator` (World, loop, assignments) behind the real
 `AgentServicer` on a gRPC server, in a process of its own so its RSS is the coordinator's memory.
 The member clusters are stand-in agents in a second process: one real AgentService stream each
 (Hello, a full InventoryReport of synthesized node pools, heartbeats), counting the assignments
@@ -32,7 +32,10 @@ import grpc
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, inbound, world
+from federation.coordinator import facade
+from federation.coordinator.model import world
+from federation.coordinator.services import agent_service
+from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
 
 QUICK_SIZES = ((100, 10), (1_000, 100))
@@ -142,7 +145,7 @@ def _wait(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _grow(coordinator: agent_service.Coordinator, stdin: Any, *, name: str) -> tuple[float, float, int]:
+def _grow(coordinator: facade.Coordinator, stdin: Any, *, name: str) -> tuple[float, float, int]:
     """One cluster's capacity change. Returns the coordinator's time from receiving the grown
     inventory to having published what it affects (the incremental recompute), the wall time
     from telling the stand-in agent to send it (adds the agents' process, which at 10k x 1k is
@@ -175,7 +178,7 @@ def _grow(coordinator: agent_service.Coordinator, stdin: Any, *, name: str) -> t
     return inside[0], wall, replaced[0]
 
 
-def _cordon(coordinator: agent_service.Coordinator, *, name: str, region: str) -> tuple[float, int]:
+def _cordon(coordinator: facade.Coordinator, *, name: str, region: str) -> tuple[float, int]:
     """The worst single-cluster event: a NoSchedule taint on its MemberCluster, which every spread
     that can select it must answer (its replicas there move); the seconds and the spreads placed."""
     taint = common.Taint(key="fedspread.io/maintenance", effect="NoSchedule")
@@ -188,7 +191,7 @@ def _cordon(coordinator: agent_service.Coordinator, *, name: str, region: str) -
 
 
 def _report_directly(
-    coordinator: agent_service.Coordinator, indices: range, *, stop: threading.Event
+    coordinator: facade.Coordinator, indices: range, *, stop: threading.Event
 ) -> None:
     """Clusters beyond MAX_STREAMS: their labels and inventory go straight into the World, and a
     thread keeps them heard (they are placed like the others; only delivery skips them)."""
@@ -216,7 +219,7 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
     """One size, in this process: the coordinator, with the agents in a child process."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
-    coordinator = agent_service.Coordinator(model, clock=clock)
+    coordinator = facade.Coordinator(model, clock=clock)
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=clusters + 32),
                          options=[("grpc.max_send_message_length", 64 << 20)])
     agent_pb2_grpc.add_AgentServiceServicer_to_server(

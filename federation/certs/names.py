@@ -11,7 +11,7 @@ SPIFFE does it:
 * an SDK or `fedspread get` user: `fedspread://user/<name>` (CN `<name>`, O `fedspread:users`).
 
 Only the URI SAN decides; the CN is informative. Pure functions, no I/O: the certificate tool
-(`federation.certs.bundles`) writes these names, the coordinator (`federation.coordinator.identity`)
+(`federation.certs.bundles`) writes these names, the coordinator (`federation.coordinator.wire.identity`)
 reads them.
 """
 

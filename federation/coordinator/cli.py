@@ -18,7 +18,7 @@ import click
 
 from federation import logs
 from federation.certs import transport
-from federation.coordinator import main as coordinator_main
+from federation.coordinator import process as coordinator_main
 
 _File = click.Path(dir_okay=False, path_type=pathlib.Path)
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from federation.api import cluster
-from federation.coordinator import capacity, loop, routing
+from federation.coordinator.model import capacity, loop, routing
 from federation.core import placement
 
 

@@ -26,7 +26,7 @@ from kubernetes import client
 from federation import sdk
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import main as coordinator_main
+from federation.coordinator import process as coordinator_main
 from tests.support import standin_agent
 
 GROUP, VERSION = common.API_GROUP, common.API_VERSION

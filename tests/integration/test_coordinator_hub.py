@@ -22,8 +22,9 @@ from kubernetes.client import exceptions
 from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
-from federation.coordinator import hub, status_writer
-from federation.coordinator import world as world_model
+from federation.coordinator.hub import status_writer
+from federation.coordinator.hub import watcher as hub
+from federation.coordinator.model import world as world_model
 
 HUB = "hub"
 GROUP, VERSION = common.API_GROUP, common.API_VERSION

@@ -27,7 +27,7 @@ from kubernetes.client import exceptions
 
 from federation.api import common
 from federation.api import spread as spread_api
-from federation.coordinator import status_writer
+from federation.coordinator.hub import status_writer
 from tests.support import soak
 
 SPREADS = ("s0", "s1", "s2")

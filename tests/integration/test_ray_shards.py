@@ -17,7 +17,8 @@ import ray
 
 from federation.api import cluster
 from federation.api import spread as spread_api
-from federation.coordinator import capacity, loop, shards, world
+from federation.coordinator import shards
+from federation.coordinator.model import capacity, loop, world
 from federation.core import fit, overcommit, placement
 from tests.support import soak
 

@@ -5,7 +5,7 @@ unplaced, convergence once events stop) are properties of the *interleaving* of 
 decisions. Hypothesis can explore thousands of interleavings only in-process, so everything that
 decides is the real code and everything that merely happens is a small model:
 
-* real — the coordinator's facade (`agent_service.Coordinator`: the World, the placement loop,
+* real — the coordinator's facade (`facade.Coordinator`: the World, the placement loop,
   failover, assignment deltas and resyncs) with an injected clock; per member the agent's
   `Bookkeeping`, its `AdmissionHandler` (fed AdmissionReview JSON, answering JSONPatch), its
   `Outbox` and report messages, `inventory.pools`, the adaptive-reschedule arithmetic and the
@@ -37,7 +37,8 @@ import jsonpatch
 from agents import assignment, bookkeeping, metrics, outbox
 from agents.controller import reconciler
 from agents.webhook import handler
-from federation.coordinator import agent_service, loop, world
+from federation.coordinator import facade
+from federation.coordinator.model import loop, world
 from federation.core import deletion_cost, inventory, reschedule
 from federation.rpc import agent_pb2
 
@@ -84,7 +85,7 @@ class Member:
                                                 token_source=lambda: f"{next(counter):06d}")
         self.outbox = outbox.Outbox()
         self.pods: dict[str, Pod] = {}
-        self.stream: agent_service.AgentStream | None = None
+        self.stream: facade.AgentStream | None = None
         self.received: dict[str, int] = {}
         self.allowance: dict[str, int] = {}
         self._names = itertools.count()
@@ -291,7 +292,7 @@ class Federation:
 
     def __init__(self, clock: Clock, nodes: dict[str, int]) -> None:
         self.clock = clock
-        self.coordinator = agent_service.Coordinator(world.World(clock), clock=clock, coordinator_id="model")
+        self.coordinator = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="model")
         self.members = {name: Member(name, clock, nodes=count) for name, count in nodes.items()}
         self.last_tick = clock()
 
@@ -328,7 +329,7 @@ class Federation:
 
     def connect(self, name: str) -> None:
         member = self.members[name]
-        hello = agent_pb2.Hello(cluster_name=name, capabilities=[agent_service.RESYNC_COMPLETE_CAPABILITY])
+        hello = agent_pb2.Hello(cluster_name=name, capabilities=[facade.RESYNC_COMPLETE_CAPABILITY])
         for current in member.book.assignments():
             hello.applied.add(spread=current.spread, generation=current.generation,
                               template_revision=current.template_revision)

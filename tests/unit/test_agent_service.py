@@ -26,7 +26,9 @@ from agents import outbox as outbox_mod
 from agents.link import client as link_mod
 from federation.api import cluster
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, world
+from federation.coordinator import facade
+from federation.coordinator.model import world
+from federation.coordinator.services import agent_service
 from federation.rpc import agent_pb2, agent_pb2_grpc
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -105,7 +107,7 @@ class Federation:
 
     def __init__(self) -> None:
         self.clock = Clock()
-        self.coordinator = agent_service.Coordinator(world.World(self.clock), clock=self.clock,
+        self.coordinator = facade.Coordinator(world.World(self.clock), clock=self.clock,
                                                      coordinator_id="test")
         self.hellos: list[agent_pb2.Hello] = []
         self.servicer = agent_service.AgentServicer(
@@ -301,7 +303,7 @@ def test_reconnect_gets_a_full_resync(placed: Federation) -> None:
 
 def test_resync_waits_for_the_hub_and_removes_stale_spreads() -> None:
     clock = Clock()
-    coordinator = agent_service.Coordinator(world.World(clock), clock=clock, hub_synced=False)
+    coordinator = facade.Coordinator(world.World(clock), clock=clock, hub_synced=False)
     hello = agent_pb2.Hello(cluster_name="dc1", applied=[agent_pb2.AppliedSpread(spread="shop/gone")])
     stream = coordinator.attach(hello, heartbeat_seconds=1)
     kinds = [stream.outgoing.get_nowait().WhichOneof("body")]  # type: ignore[attr-defined]

@@ -10,7 +10,8 @@ import datetime
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import capacity, shards, world
+from federation.coordinator import shards
+from federation.coordinator.model import capacity, world
 from federation.core import fit, overcommit, placement, status
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)

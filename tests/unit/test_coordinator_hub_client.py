@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from kubernetes.config import incluster_config
 
 from federation import cli
-from federation.coordinator import main as coordinator_main
+from federation.coordinator import process as coordinator_main
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ import pytest
 from agents import assignment as agent_assignment
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import assignments, loop, world
+from federation.coordinator.model import loop, world
+from federation.coordinator.wire import assignments
 from federation.core import placement, status
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)

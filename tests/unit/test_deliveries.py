@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from federation.coordinator import deliveries
+from federation.coordinator.wire import deliveries
 from federation.rpc import agent_pb2
 
 

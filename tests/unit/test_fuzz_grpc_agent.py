@@ -25,7 +25,10 @@ import pytest
 from hypothesis import strategies as st
 
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, inbound, world
+from federation.coordinator import facade
+from federation.coordinator.model import world
+from federation.coordinator.services import agent_service
+from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -54,7 +57,7 @@ class Coordinator:
 
     def __init__(self) -> None:
         clock = lambda: T0  # noqa: E731 - the world's clock stands still: nothing here expires
-        self.facade = agent_service.Coordinator(world.World(clock), clock=clock, coordinator_id="fuzz")
+        self.facade = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="fuzz")
         servicer = agent_service.AgentServicer(self.facade, clock=clock, heartbeat_seconds=0.5,
                                                 require_identity=False)
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=32),

@@ -24,9 +24,11 @@ from hypothesis import strategies as st
 
 from federation import sdk
 from federation.api import cluster
-from federation.coordinator import convert, inbound, placement_service
+from federation.coordinator.services import placement_service
+from federation.coordinator.wire import convert, inbound
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
+from tests.support import in_memory_source
 
 SPREAD_YAML = """
 metadata: {name: web, namespace: shop}
@@ -50,7 +52,7 @@ def well_formed(key: str) -> bool:
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[str]:
-    source = placement_service.InMemorySource(clusters=[
+    source = in_memory_source.InMemorySource(clusters=[
         convert.ClusterRecord(name="dc1"), convert.ClusterRecord(name="aws")])
     spec = placement_service.parse_spread(SPREAD_YAML)
     snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in source.clusters()])

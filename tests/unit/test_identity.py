@@ -12,7 +12,7 @@ import pytest
 
 from agents.link import refusals
 from federation.certs import names, transport
-from federation.coordinator import identity
+from federation.coordinator.wire import identity
 from federation.rpc import agent_pb2
 
 

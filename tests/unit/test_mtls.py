@@ -33,8 +33,12 @@ from agents import outbox as outbox_mod
 from agents.link import client as link_mod
 from federation import cli, sdk
 from federation.certs import bundles, store, transport
-from federation.coordinator import agent_service, convert, placement_service, world
+from federation.coordinator import facade
+from federation.coordinator.model import world
+from federation.coordinator.services import agent_service, placement_service
+from federation.coordinator.wire import convert
 from federation.rpc import agent_pb2, agent_pb2_grpc
+from tests.support import in_memory_source
 
 DEADLINE = 10.0
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -72,11 +76,11 @@ class Coordinator:
 
     def __init__(self, tls: transport.TLSFiles | None, *, require_identity: bool = True) -> None:
         clock: Callable[[], datetime.datetime] = lambda: T0  # noqa: E731
-        self.facade = agent_service.Coordinator(world.World(clock), clock=clock, coordinator_id="mtls")
+        self.facade = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="mtls")
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16))
         agent_pb2_grpc.add_AgentServiceServicer_to_server(agent_service.AgentServicer(
             self.facade, clock=clock, heartbeat_seconds=1, require_identity=require_identity), self.server)
-        placement_service.add_to_server(self.server, placement_service.InMemorySource(
+        placement_service.add_to_server(self.server, in_memory_source.InMemorySource(
             clusters=[convert.ClusterRecord(name="dc1")]))
         if tls is None:
             port = self.server.add_insecure_port("127.0.0.1:0")

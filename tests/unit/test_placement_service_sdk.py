@@ -17,9 +17,11 @@ from click import testing
 
 from federation import cli, sdk
 from federation.api import cluster, common, problems, spread
-from federation.coordinator import convert, placement_service
+from federation.coordinator.services import placement_service
+from federation.coordinator.wire import convert
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
+from tests.support import in_memory_source
 
 SPREAD_YAML = """
 apiVersion: fedspread.io/v1alpha1
@@ -77,8 +79,8 @@ def _record(replicas: int, *, generation: int = 1) -> convert.PlacementRecord:
 
 
 @pytest.fixture()
-def source() -> placement_service.InMemorySource:
-    store = placement_service.InMemorySource(clusters=list(CLUSTERS))
+def source() -> in_memory_source.InMemorySource:
+    store = in_memory_source.InMemorySource(clusters=list(CLUSTERS))
     store.put("shop/web", _record(8))
     store.put("other/api", convert.PlacementRecord(
         key="", placement=placement.place(_spec(), replicas=2, snapshot=_snapshot())))
@@ -86,7 +88,7 @@ def source() -> placement_service.InMemorySource:
 
 
 @pytest.fixture()
-def target(source: placement_service.InMemorySource) -> Iterator[str]:
+def target(source: in_memory_source.InMemorySource) -> Iterator[str]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     placement_service.add_to_server(server, source)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -191,7 +193,7 @@ def test_bad_key_raises_invalid_request(client: sdk.PlacementClient, key: str) -
 
 
 def test_unexpected_failure_is_internal_not_unknown(target: str,
-                                                    source: placement_service.InMemorySource,
+                                                    source: in_memory_source.InMemorySource,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(namespace: str | None) -> list[convert.PlacementRecord]:
         raise RuntimeError("boom")
@@ -271,7 +273,7 @@ def test_simulate_other_invalid_inputs(client: sdk.PlacementClient, kwargs: dict
 
 
 def test_watch_yields_current_then_updates(client: sdk.PlacementClient,
-                                           source: placement_service.InMemorySource) -> None:
+                                           source: in_memory_source.InMemorySource) -> None:
     stream = client.watch("shop/web", timeout=10)
     first = next(stream)
     assert first.replicas == 8
@@ -298,7 +300,7 @@ def test_watch_ends_quietly_at_its_timeout(client: sdk.PlacementClient) -> None:
 
 
 def test_watch_many_reports_added_and_deleted(target: str,
-                                              source: placement_service.InMemorySource) -> None:
+                                              source: in_memory_source.InMemorySource) -> None:
     kind = placement_pb2.PlacementEvent
     with grpc.insecure_channel(target) as channel:
         stub = placement_pb2_grpc.PlacementServiceStub(channel)

@@ -17,7 +17,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
-from federation.coordinator import failover, routing
+from federation.coordinator.model import failover, routing
 
 # --- routing --------------------------------------------------------------------------------------
 
@@ -36,7 +36,7 @@ def test_shard_of_is_fixed(key: str, shards: int, expected: int) -> None:
 
 def test_shard_of_is_the_same_in_another_process_with_another_hash_seed() -> None:
     keys = ["shop/web", "default/api", "dc1", "ünïcode/名前"]
-    code = ("import sys; from federation.coordinator import routing; "
+    code = ("import sys; from federation.coordinator.model import routing; "
             "print([routing.shard_of(k, shards=7) for k in sys.argv[1:]])")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code, *keys], env=env, check=True, capture_output=True,

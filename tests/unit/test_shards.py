@@ -9,7 +9,8 @@ import pytest
 
 from federation.api import cluster
 from federation.api import spread as spread_api
-from federation.coordinator import loop, routing, shards, world
+from federation.coordinator import shards
+from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import loop, world
+from federation.coordinator.model import loop, world
 from federation.core import fit, overcommit, placement, status
 
 PROPERTY = hypothesis.settings(

@@ -25,7 +25,9 @@ from typing import Any
 
 from federation.api import cluster, common, problems
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, capacity, convert, loop
+from federation.coordinator import facade
+from federation.coordinator.model import capacity, loop
+from federation.coordinator.wire import convert
 from federation.core import fit, overcommit, placement
 
 POLL_SECONDS = 0.2
@@ -36,7 +38,7 @@ Conditions = Callable[[str], list[common.Condition]]
 class WorldSource:
     """The PlacementService's view of the coordinator's World (thread-safe)."""
 
-    def __init__(self, coordinator: agent_service.Coordinator, *,
+    def __init__(self, coordinator: facade.Coordinator, *,
                  conditions: Conditions | None = None,
                  agent_versions: Mapping[str, str] | None = None) -> None:
         self._coordinator = coordinator

@@ -1,6 +1,6 @@
 """The coordinator process, wired in one place: hub watcher, placement, agent streams, statuses, gRPC.
 
-Why one module: every part shares one `world.World` behind one `agent_service.Coordinator` facade
+Why one module: every part shares one `world.World` behind one `facade.Coordinator` facade
 (its lock is the only lock on the World); seeing them connected here is the quickest way to
 understand the coordinator. The threads, and why each exists:
 
@@ -42,18 +42,13 @@ from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
 from federation.certs import store, transport
-from federation.coordinator import (
-    agent_service,
-    hub,
-    inbound,
-    loop,
-    placement_service,
-    shards,
-    source,
-    status_writer,
-    statuses,
-)
-from federation.coordinator import world as world_model
+from federation.coordinator import facade, shards
+from federation.coordinator.hub import status_writer, statuses
+from federation.coordinator.hub import watcher as hub
+from federation.coordinator.model import loop
+from federation.coordinator.model import world as world_model
+from federation.coordinator.services import agent_service, placement_service, source
+from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("fedspread.coordinator")
@@ -174,7 +169,7 @@ class CoordinatorProcess:
         self.world = world_model.World(self.clock, grace_from=self.clock())
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else placement_backend(settings)
-        self.coordinator = agent_service.Coordinator(self.world, clock=self.clock, hub_synced=False,
+        self.coordinator = facade.Coordinator(self.world, clock=self.clock, hub_synced=False,
                                                      backend=self.backend)
         self.stopping = threading.Event()
         self.hub_synced = threading.Event()

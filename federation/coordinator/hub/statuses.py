@@ -30,7 +30,8 @@ from kubernetes import client
 from federation.api import cluster as cluster_api
 from federation.api import common, problems
 from federation.api import spread as spread_api
-from federation.coordinator import agent_service, status_writer
+from federation.coordinator import facade
+from federation.coordinator.hub import status_writer
 from federation.core import status as status_core
 
 log = logging.getLogger("fedspread.coordinator.status")
@@ -42,7 +43,7 @@ class StatusPass:
     """Computes and writes statuses; remembers what it wrote (thread-safe)."""
 
     def __init__(
-        self, coordinator: agent_service.Coordinator, writer: status_writer.StatusWriter, *,
+        self, coordinator: facade.Coordinator, writer: status_writer.StatusWriter, *,
         agent_versions: Mapping[str, str], member_status_seconds: float,
     ) -> None:
         self.coordinator = coordinator

@@ -7,14 +7,14 @@ clusters hold each spread, so a publish visits the clusters a spread is assigned
 sent before (for the removal), and nothing else.
 
 It knows nothing of gRPC streams: `deliver` returns what to send (an assignment, a removal, or
-nothing) and the facade (`agent_service.Coordinator`) queues it, under its lock.
+nothing) and the facade (`facade.Coordinator`) queues it, under its lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from federation.coordinator import assignments
+from federation.coordinator.wire import assignments
 from federation.rpc import agent_pb2
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 from federation.api import cluster
-from federation.coordinator import facts, failover, selection_index
+from federation.coordinator.model import facts, failover, selection_index
 from federation.core import fit, overcommit, placement, status
 
 _TOUCH_LOG = 65536
@@ -95,7 +95,7 @@ class MemberViews:
         self._signatures: dict[Hashable, int] = {}
         self._ledgers: dict[str, overcommit.Ledger] = {}
         self._charged: dict[str, set[str]] = {}
-        self.stale: set[str] = set()
+        self._stale: set[str] = set()
         """Spreads whose charges in the ledgers must be recomputed before the next view."""
         self.beats = 0
         """Bumped on every heartbeat and forgotten cluster: cached readiness is stale."""
@@ -133,7 +133,15 @@ class MemberViews:
     def forget_plan(self, key: str) -> None:
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""
         self._plans.pop(key, None)
-        self.stale.add(key)
+        self._stale.add(key)
+
+    def mark_stale(self, keys: Iterable[str]) -> None:
+        """The pods of spreads `keys` changed: recompute their charges before the next view."""
+        self._stale.update(keys)
+
+    def is_stale(self, key: str) -> bool:
+        """Whether spread `key`'s charges wait to be recomputed."""
+        return key in self._stale
 
     def plan(self, key: str) -> Plan:
         """Spread `key`'s pod shape and per-subset profiles (ValueError: a malformed template)."""
@@ -196,15 +204,15 @@ class MemberViews:
             self._charged[key] = set(new)
         else:
             self._charged.pop(key, None)
-        self.stale.discard(key)
+        self._stale.discard(key)
         return changed
 
     def _settle(self) -> None:
         """Recompute the charges of every stale spread (ValueError: a malformed template)."""
-        if self.stale:
-            for key in sorted(self.stale):
+        if self._stale:
+            for key in sorted(self._stale):
                 self.recharge(key)
-            self.stale = set()  # a set never shrinks: an emptied big one still costs its table to scan
+            self._stale = set()  # a set never shrinks: an emptied big one still costs its table to scan
 
     def pending_pods(self, *, besides: str = "") -> list[overcommit.PendingPods]:
         """Placed-but-not-running pods of every spread but `besides`, with each subset's shape: by

@@ -24,7 +24,7 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from federation.api import cluster, spread
-from federation.coordinator import world as world_model
+from federation.coordinator.model import world as world_model
 from federation.core import fit, overcommit, placement
 
 
@@ -121,8 +121,7 @@ def place_one(
 def _store(world: world_model.World, key: str, *, result: placement.Placement) -> set[str]:
     """Keep `result` as spread `key`'s placement; the clusters where its pending pods changed."""
     moved = world.store(key, result)
-    world.seeded.pop(key, None)
-    world.placed_ready[key] = world.ready_selected(key)
+    world.settled_placement(key)
     return moved
 
 
@@ -151,7 +150,6 @@ def recompute(
         if entry is None:
             if world.drop(key):
                 removed.append(key)
-            world.placed_ready.pop(key, None)
         elif entry.replicas is None:
             waiting.append(key)
         else:

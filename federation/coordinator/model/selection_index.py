@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import facts
+from federation.coordinator.model import facts
 from federation.core import matching, placement
 
 Occupancy = list[tuple[str, list[tuple[str, int]]]]

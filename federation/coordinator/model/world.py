@@ -33,7 +33,7 @@ from typing import Any
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import facts, failover, member_views, selection_index
+from federation.coordinator.model import facts, failover, member_views, selection_index
 from federation.core import fit, overcommit, placement, status
 
 DEFAULT_LOST_SECONDS = 60
@@ -57,12 +57,15 @@ class World:
     ) -> None:
         self.clock = clock
         self.tracker = failover.HeartbeatTracker(clock, grace_from=grace_from)
-        self.seeded: dict[str, dict[str, dict[str, int]]] = {}
+        self._seeded: dict[str, dict[str, dict[str, int]]] = {}
+        self.seeded: Mapping[str, dict[str, dict[str, int]]] = types.MappingProxyType(self._seeded)
         """Per spread, the placement its hub status recorded: `current` until the first recompute."""
         self._placed: dict[str, placement.Placement] = {}
         self.placements: Mapping[str, placement.Placement] = types.MappingProxyType(self._placed)
         """The last placement per spread (read-only: write through `store` and `drop`)."""
-        self.placed_ready: dict[str, frozenset[str]] = {}
+        self._placed_ready: dict[str, frozenset[str]] = {}
+        self.placed_ready: Mapping[str, frozenset[str]] = types.MappingProxyType(self._placed_ready)
+        """Per placed spread, the selected clusters that were ready when it was placed."""
         self._spreads: dict[str, SpreadEntry] = {}
         self._targets: dict[str, facts.Target] = {}
         self._members: dict[str, facts.ClusterFacts] = {}
@@ -92,7 +95,7 @@ class World:
         if old is None and key not in self._placed and item.status is not None:
             recorded = {s.name: dict(s.clusters) for s in item.status.subset_statuses if s.clusters}
             if recorded:
-                self.seeded[key] = recorded
+                self._seeded[key] = recorded
         target = self._targets.get(key)
         if old is not None:
             self._index.unregister(key)
@@ -108,7 +111,7 @@ class World:
 
     def delete_spread(self, key: str) -> set[str]:
         """A FederatedSpread was deleted (its placement is dropped by the next recompute)."""
-        self.seeded.pop(key, None)
+        self._seeded.pop(key, None)
         if key not in self._spreads:
             return set()
         self._index.unregister(key)
@@ -156,7 +159,7 @@ class World:
         self._pools.pop(name, None)
         for key in self._pods.pop(name, {}):
             self._spread_pods(key).pop(name, None)
-            self._views.stale.add(key)
+            self._views.mark_stale((key,))
         self._workloads.pop(name, None)
         self._marks = {k: v for k, v in self._marks.items() if k[2] != name}
         self._marks_by_spread = None
@@ -199,7 +202,7 @@ class World:
         for key, per_subset in new.items():
             self._spread_pods(key)[name] = per_subset
         changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k) and k in self._spreads}
-        self._views.stale |= changed
+        self._views.mark_stale(changed)
         return changed | self._capacity_bound(self._index.selecting(name))
 
     def _capacity_bound(self, keys: set[str]) -> set[str]:
@@ -236,14 +239,21 @@ class World:
         """Record spread `key`'s new placement; the clusters where its pending pods changed."""
         old = self._placed.get(key)
         self._placed[key] = result
-        if old is not None and key not in self._views.stale and _same_counts(old, result):
+        if old is not None and not self._views.is_stale(key) and _same_counts(old, result):
             return set()  # same replicas where they were, same pods running: same pending pods
         occupied = selection_index.occupancy(result)
         self._index.index_placed(key, occupied)
         return self._views.recharge(key, occupied)
 
+    def settled_placement(self, key: str) -> None:
+        """Spread `key` was placed from the live world: its recorded hub placement is spent, and the
+        clusters it selects that are ready now are remembered (a change of readiness re-places it)."""
+        self._seeded.pop(key, None)
+        self._placed_ready[key] = self.ready_selected(key)
+
     def drop(self, key: str) -> bool:
         """Forget spread `key`'s placement; whether it had one."""
+        self._placed_ready.pop(key, None)
         old = self._placed.pop(key, None)
         if old is None:
             return False
@@ -341,7 +351,7 @@ class World:
         last = self._placed.get(key)
         if last is not None:
             return last.counts()
-        return {subset: dict(counts) for subset, counts in self.seeded.get(key, {}).items()}
+        return {subset: dict(counts) for subset, counts in self._seeded.get(key, {}).items()}
 
     def min_lost_seconds(self) -> int:
         """The smallest clusterLostSeconds among spreads (the default when there are none)."""

@@ -28,8 +28,8 @@ from kubernetes import client
 from federation.api import cluster as cluster_api
 from federation.api import common, problems
 from federation.api import spread as spread_api
-from federation.coordinator import assignments
-from federation.coordinator import world as world_model
+from federation.coordinator.model import world as world_model
+from federation.coordinator.wire import assignments
 from federation.kube import reflector
 
 LOG = logging.getLogger(__name__)

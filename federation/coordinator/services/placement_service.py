@@ -2,7 +2,7 @@
 
 Why a `PlacementSource` protocol: the servicer must not care whether placements come from the live
 world model (sharded, fed by the hub watcher and agents) or from a plain dictionary in a test. It
-validates requests, asks the source, converts with `federation.coordinator.convert`, and maps
+validates requests, asks the source, converts with `federation.coordinator.wire.convert`, and maps
 every failure to a status code a client can act on — NOT_FOUND, INVALID_ARGUMENT (with every
 problem's field path, one per line, and as JSON in the `fedspread-problems` trailer),
 FAILED_PRECONDITION — and never UNKNOWN: anything unexpected is logged and answered INTERNAL.
@@ -19,7 +19,6 @@ import datetime
 import functools
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -27,8 +26,8 @@ import grpc
 import yaml
 
 from federation.api import cluster, problems, spread
-from federation.coordinator import capacity, convert, inbound
-from federation.core import fit, placement
+from federation.coordinator.wire import convert, inbound
+from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
 
 LOG = logging.getLogger(__name__)
@@ -82,87 +81,6 @@ class ServiceError(Exception):
         super().__init__(message)
         self.code = code
         self.problems = list(problem_list)
-
-
-class InMemorySource:
-    """A thread-safe PlacementSource holding placements and clusters in dictionaries.
-
-    Used by tests, and by the coordinator until the world model serves placements itself.
-    """
-
-    def __init__(self, *, clusters: list[convert.ClusterRecord] | None = None) -> None:
-        self._cond = threading.Condition()
-        self._records: dict[str, convert.PlacementRecord] = {}
-        self._clusters = {c.name: c for c in clusters or []}
-        self._version = 0
-
-    def put(self, key: str, record: convert.PlacementRecord) -> None:
-        """Store (or replace) a spread's placement and wake watchers."""
-        with self._cond:
-            self._records[key] = record if record.key == key else dataclasses.replace(record, key=key)
-            self._version += 1
-            self._cond.notify_all()
-
-    def remove(self, key: str) -> None:
-        """Forget a spread (watchers see it deleted)."""
-        with self._cond:
-            if self._records.pop(key, None) is not None:
-                self._version += 1
-                self._cond.notify_all()
-
-    def put_cluster(self, record: convert.ClusterRecord) -> None:
-        """Store (or replace) a member cluster."""
-        with self._cond:
-            self._clusters[record.name] = record
-
-    def get(self, key: str) -> convert.PlacementRecord | None:
-        with self._cond:
-            return self._records.get(key)
-
-    def explained(self, key: str) -> convert.PlacementRecord | None:
-        return self.get(key)
-
-    def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
-        with self._cond:
-            return [r for k, r in self._records.items()
-                    if not namespace or k.split("/", 1)[0] == namespace]
-
-    def clusters(self) -> list[convert.ClusterRecord]:
-        with self._cond:
-            return list(self._clusters.values())
-
-    def simulate(
-        self, spec: spread.FederatedSpreadSpec, *, replicas: int | None,
-        template: Mapping[str, Any] | None, snapshot: cluster.CapacitySnapshot | None,
-    ) -> placement.Placement:
-        if replicas is None:
-            raise problems.InvalidInput("simulation", [problems.Problem(
-                "replicas", "give replicas, or a template Deployment with spec.replicas")])
-        if snapshot is None:
-            snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in self.clusters()])
-        return placement.place(spec, replicas=replicas, snapshot=snapshot,
-                               shape=fit.shape_from_deployment(template))
-
-    def free_capacity(
-        self, record: convert.PlacementRecord, *, snapshot: cluster.CapacitySnapshot | None
-    ) -> dict[tuple[str, str], int | None]:
-        if record.spec is None:
-            return {}
-        if snapshot is None:
-            snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in self.clusters()])
-        queries = capacity.queries_for(record.spec, record.placement,
-                                       shape=fit.shape_from_deployment(record.template))
-        return dict(zip(queries, capacity.answer_on(snapshot, list(queries.values())), strict=True))
-
-    @property
-    def version(self) -> int:
-        with self._cond:
-            return self._version
-
-    def wait_for_change(self, version: int, *, timeout: float) -> int:
-        with self._cond:
-            self._cond.wait_for(lambda: self._version != version, timeout=timeout)
-            return self._version
 
 
 def check_key(key: str, *, field: str = "spread") -> str:

@@ -1,4 +1,8 @@
-"""AgentService: the coordinator's end of each member cluster's agent stream (plan item 4).
+"""The coordinator's facade: the world model, its lock and the connected agents' streams.
+
+Everything that changes the coordinator's state goes through `Coordinator`: the gRPC servicer
+(`services.agent_service`), the hub watcher's event loop, the failover timer and the tests all
+drive the same object, so the rules below hold whichever shell calls it.
 
 Why it is shaped like this:
 
@@ -37,29 +41,28 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import datetime
-import itertools
 import logging
 import queue
 import threading
-import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 
-import grpc
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster
-from federation.coordinator import assignments, convert, deliveries, identity, inbound, loop, shards
-from federation.coordinator import world as world_model
+from federation.coordinator import shards
+from federation.coordinator.model import loop
+from federation.coordinator.model import world as world_model
+from federation.coordinator.wire import assignments, convert, deliveries, inbound
 from federation.core import status
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator.agents")
 
 RESYNC_COMPLETE_CAPABILITY = "resync-complete"
 RESYNC_COMPLETE_CODE = "ResyncComplete"
-_END = object()
-_SUPERSEDED = object()
+END = object()  # queued by the servicer when its stream ends: the writer returns
+SUPERSEDED = object()  # queued when a newer stream for the same cluster replaced this one
 
 Clock = Callable[[], datetime.datetime]
 
@@ -117,7 +120,7 @@ class Coordinator:
         with self.lock:
             previous = self._streams.get(name)
             if previous is not None:
-                previous.outgoing.put(_SUPERSEDED)
+                previous.outgoing.put(SUPERSEDED)
                 log.warning("newer stream replaces the old one", extra={"cluster": name})
             self._streams[name] = stream
             affected: set[str] = set()
@@ -298,103 +301,3 @@ class Coordinator:
         stream.counts = counts if report.full else {**stream.counts, **counts}
         stream.workloads = workloads if report.full else {**stream.workloads, **workloads}
         self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads))
-
-
-class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    """AgentService.Connect over a `Coordinator`: validation, a reader thread, a writer with Pings."""
-
-    def __init__(
-        self, coordinator: Coordinator, *, clock: Clock, heartbeat_seconds: float,
-        on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None, require_identity: bool = True,
-    ) -> None:
-        """`require_identity=False` only for a plaintext server (`--insecure`, tests): no certificates."""
-        self.require_identity = require_identity
-        self.coordinator = coordinator
-        self.clock = clock
-        self.heartbeat_seconds = heartbeat_seconds
-        self.on_cluster_hello = on_cluster_hello
-        self._nonces = itertools.count(1)
-
-    def Connect(
-        self, request_iterator: Iterator[agent_pb2.AgentMessage], context: grpc.ServicerContext
-    ) -> Iterator[agent_pb2.CoordinatorMessage]:
-        first = next(request_iterator, None)
-        if first is None or first.WhichOneof("body") != "hello":
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a stream must be Hello")
-            return
-        hello = first.hello
-        problem = inbound.cluster_name_problem(hello.cluster_name)
-        if problem is not None:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Hello.cluster_name {problem}")
-            return
-        refusal = (identity.check_hello(identity.peer_of(context.auth_context()), hello.cluster_name)
-                   if self.require_identity else None)
-        if refusal is not None:
-            log.warning("agent refused", extra={"cluster": hello.cluster_name, "peer": context.peer(),
-                                                "code": refusal.code, "reason": refusal.message})
-            context.abort(grpc.StatusCode[refusal.code], refusal.message)
-            return
-        if self.on_cluster_hello is not None:
-            try:
-                self.on_cluster_hello(hello)
-            except Exception:  # registering the MemberCluster may fail; the stream still serves
-                log.exception("on_cluster_hello failed", extra={"cluster": hello.cluster_name})
-        stream = self.coordinator.attach(hello, heartbeat_seconds=max(1, round(self.heartbeat_seconds)))
-        context.add_callback(lambda: stream.outgoing.put(_END))
-        threading.Thread(target=self._read, args=(stream, request_iterator), daemon=True,
-                         name=f"agent-read-{stream.cluster}").start()
-        log.info("agent connected", extra={"cluster": stream.cluster,
-                                           "agent_version": hello.agent_version,
-                                           "applied": len(hello.applied)})
-        try:
-            yield from self._write(stream, context)
-        finally:
-            self.coordinator.detach(stream)
-            log.info("agent stream ended", extra={"cluster": stream.cluster})
-
-    def _write(
-        self, stream: AgentStream, context: grpc.ServicerContext
-    ) -> Iterator[agent_pb2.CoordinatorMessage]:
-        next_ping = time.monotonic() + self.heartbeat_seconds
-        while context.is_active():
-            try:
-                item = stream.outgoing.get(timeout=max(0.0, min(next_ping - time.monotonic(), 0.5)))
-            except queue.Empty:
-                if time.monotonic() >= next_ping:
-                    ping = agent_pb2.Ping(nonce=next(self._nonces))
-                    ping.sent_at.FromDatetime(self.clock())
-                    next_ping = time.monotonic() + self.heartbeat_seconds
-                    yield agent_pb2.CoordinatorMessage(ping=ping)
-                continue
-            if item is _END:
-                return
-            if item is _SUPERSEDED:
-                context.abort(grpc.StatusCode.ALREADY_EXISTS,
-                              f"a newer stream for cluster {stream.cluster} replaced this one")
-            if isinstance(item, identity.Refusal):
-                context.abort(grpc.StatusCode[item.code], item.message)
-            assert isinstance(item, agent_pb2.CoordinatorMessage)
-            yield item
-
-    def _read(self, stream: AgentStream, requests: Iterator[agent_pb2.AgentMessage]) -> None:
-        try:
-            for message in requests:
-                refusal = identity.check_message(message, stream.cluster)
-                if refusal is not None:  # speaking for another cluster ends the stream
-                    log.warning("agent refused", extra={"cluster": stream.cluster, "code": refusal.code,
-                                                        "reason": refusal.message})
-                    stream.outgoing.put(refusal)
-                    return
-                try:
-                    self.coordinator.receive(stream, message)
-                except Exception as failure:  # one bad report must not end the stream or server
-                    log.warning("bad agent message", extra={
-                        "cluster": stream.cluster, "kind": message.WhichOneof("body"),
-                        "error": str(failure)})
-                    stream.send(notice=agent_pb2.Notice(
-                        severity=agent_pb2.Notice.SEVERITY_WARNING, code="BadReport",
-                        message=str(failure)[:500]))
-        except grpc.RpcError:
-            pass  # the stream broke; the writer ends through _END
-        finally:
-            stream.outgoing.put(_END)

@@ -18,7 +18,7 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from federation.coordinator import world as world_model
+from federation.coordinator.model import world as world_model
 from federation.core import placement
 from federation.rpc import agent_pb2
 
