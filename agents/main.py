@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping
 from kubernetes import client
 
 from agents import bookkeeping, bootstrap, metrics, outbox
-from agents.controller import cache, reconciler, workload
+from agents.cache import store as cache
+from agents.controller import reconciler, workload
 from agents.inventory import reporter
 from agents.link import client as link_client
 from agents.webhook import handler, registration, server

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Mapping
 
 from agents import bookkeeping
-from agents.controller import views
+from agents.cache import views
 from federation.api import cluster
 from federation.rpc import agent_pb2, common_pb2
 

@@ -1,7 +1,7 @@
 """The inventory benchmark's measurement, run in a fresh interpreter: the agent's cache on a fake lister.
 
 Why a fresh interpreter and a fake lister: the memory number is RSS growth, so nothing but the
-agent's imports and the synthesis plan may exist before the baseline; and `agents.controller.cache`
+agent's imports and the synthesis plan may exist before the baseline; and `agents.cache.store`
 must run unchanged, so its four `federation.kube.reflector` threads list, emit, and the cache
 converts and stores — the path every watch event takes — with no kube-apiserver involved.
 `FakeApi` is shaped like the generated client's listers (`list_node(limit=, _continue=, ...)`,
@@ -193,7 +193,7 @@ def child_measure(
     """Feed the agent's cache, then measure memory, pool build and fit (call in a fresh interpreter)."""
     import agents.main  # noqa: F401  the agent's whole import graph belongs to its baseline
     from agents import outbox
-    from agents.controller import cache
+    from agents.cache import store as cache
     from agents.inventory import reporter
     from federation.api import cluster
     from federation.core import fit, inventory

@@ -7,7 +7,7 @@ a template on pools; this measures whether that design keeps its promise (goals:
 <= 5 ms), on the real code paths and without a cluster:
 
 * **Objects** (`synthetic_cluster`): realistic Node, Pod and Deployment JSON, synthesized page by
-  page and served by a fake lister shaped like the generated client's, so `agents.controller.cache`
+  page and served by a fake lister shaped like the generated client's, so `agents.cache.store`
   runs unchanged. No kube-apiserver is involved.
 * **Memory, pools and fit** (`cache_measurement`, in a fresh interpreter that this module starts as
   `python -m bench.inventory`): RSS growth across the cache's sync and the pool build; the pool

@@ -37,8 +37,8 @@ from typing import Any
 from kubernetes.client import exceptions
 
 from agents import assignment, bookkeeping, outbox, retries
-from agents.controller import cache as cache_mod
-from agents.controller import views
+from agents.cache import store as cache_mod
+from agents.cache import views
 from federation.core import deletion_cost, reschedule
 
 LOG = logging.getLogger(__name__)

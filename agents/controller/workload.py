@@ -35,7 +35,7 @@ from typing import Any
 from kubernetes.client import exceptions
 
 from agents import assignment, bookkeeping, retries
-from agents.controller import cache as cache_mod
+from agents.cache import store as cache_mod
 
 LOG = logging.getLogger(__name__)
 

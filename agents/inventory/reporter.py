@@ -20,7 +20,7 @@ import threading
 import time
 
 from agents import bookkeeping, outbox
-from agents.controller import cache as cache_mod
+from agents.cache import store as cache_mod
 from federation.api import cluster
 from federation.core import inventory
 

@@ -13,8 +13,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from federation.api import common
-from federation.core import quantity
+from federation.api import common, quantity
 
 KIND = "MemberCluster"
 PLURAL = "memberclusters"

@@ -17,8 +17,8 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from federation.api import cluster, common, spread
-from federation.core import matching, quantity
+from federation.api import cluster, common, quantity, spread
+from federation.core import matching
 
 PODS = "pods"
 DEFAULT_MAX_PODS = 110

@@ -24,8 +24,8 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from federation.api import cluster, common
-from federation.core import fit, quantity
+from federation.api import cluster, common, quantity
+from federation.core import fit
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 _ZERO = fractions.Fraction(0)

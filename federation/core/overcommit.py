@@ -15,8 +15,8 @@ import dataclasses
 import typing
 from collections.abc import Hashable, Mapping, Sequence
 
-from federation.api import cluster
-from federation.core import fit, quantity
+from federation.api import cluster, quantity
+from federation.core import fit
 
 
 @dataclasses.dataclass(frozen=True)

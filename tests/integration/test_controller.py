@@ -31,9 +31,12 @@ from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
 from agents import assignment, bookkeeping, outbox
-from agents.controller import cache, reconciler, views, workload
+from agents.cache import store as cache
+from agents.cache import views
+from agents.controller import reconciler, workload
 from agents.inventory import reporter
-from federation.core import deletion_cost, quantity
+from federation.api import quantity
+from federation.core import deletion_cost
 from federation.rpc import agent_pb2, common_pb2
 
 pytestmark = pytest.mark.integration

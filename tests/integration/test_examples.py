@@ -30,9 +30,8 @@ from click import testing
 from kubernetes import client, config
 
 from federation import cli, sdk
-from federation.api import cluster, common
+from federation.api import cluster, common, quantity
 from federation.api import spread as spread_api
-from federation.core import quantity
 from federation.demo import environment
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from agents import assignment, bookkeeping
-from agents.controller import reconciler, views, workload
+from agents.cache import views
+from agents.controller import reconciler, workload
 
 T0 = "2024-05-01T12:00:00Z"
 T1 = "2024-05-01T12:00:07Z"

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from federation.api import cluster, common, spread
-from federation.core import fit, quantity
+from federation.api import cluster, common, quantity, spread
+from federation.core import fit
 
 
 def pool(**kwargs: Any) -> cluster.NodePool:

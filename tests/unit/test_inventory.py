@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from federation.api import cluster
-from federation.core import inventory, quantity
+from federation.api import cluster, quantity
+from federation.core import inventory
 
 ALLOC = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 NO_SCHEDULE = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}

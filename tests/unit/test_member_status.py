@@ -14,7 +14,9 @@ import threading
 from typing import Any
 
 from agents import assignment, bookkeeping, outbox
-from agents.controller import cache, reconciler, views
+from agents.cache import store as cache
+from agents.cache import views
+from agents.controller import reconciler
 
 AT0 = datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.UTC)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agents.controller import cache
+from agents.cache import store as cache
 from federation.kube import reflector
 
 Json = dict[str, Any]

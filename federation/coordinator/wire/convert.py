@@ -20,8 +20,8 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from federation.api import cluster, common, spread
-from federation.core import placement, quantity, status
+from federation.api import cluster, common, quantity, spread
+from federation.core import placement, status
 from federation.rpc import agent_pb2, common_pb2, placement_pb2
 
 UNKNOWN = -1  # capacity / free capacity on the wire when unknown or unbounded

@@ -7,7 +7,7 @@ cluster; a list-then-watch per resource (client-go's reflector) costs one stream
 
 Why compact: a Pod object is a few kilobytes of JSON, a `V1Pod` model many times that. The cache
 keeps, per object, only what its readers use, converted once when the event arrives (by
-`agents.controller.views`):
+`agents.cache.views`):
 
 * nodes — `inventory.NodeView` (labels, taints, allocatable, cordon, Ready);
 * pods bound to a node and not finished — `inventory.PodUsage` (node, effective requests computed
@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from agents import assignment
-from agents.controller import views
+from agents.cache import views
 from federation.core import inventory
 from federation.kube import reflector
 
