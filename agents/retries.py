@@ -9,7 +9,7 @@ caller re-reads before writing again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import tenacity
 from kubernetes.client import exceptions
@@ -28,10 +28,10 @@ def _retriable(*, conflicts: bool) -> Callable[[BaseException], bool]:
 
 def kube_retry(*, conflicts: bool, attempts: int, max_wait: float) -> Callable[[Fn], Fn]:
     """A tenacity decorator: `attempts` tries, jittered backoff up to `max_wait` s, then re-raise."""
-    decorator: Callable[[Fn], Fn] = tenacity.retry(
+    decorator = tenacity.retry(
         retry=tenacity.retry_if_exception(_retriable(conflicts=conflicts)),
         stop=tenacity.stop_after_attempt(attempts),
         wait=tenacity.wait_random_exponential(multiplier=0.2, max=max_wait),
         reraise=True,
     )
-    return decorator
+    return cast("Callable[[Fn], Fn]", decorator)  # tenacity's wrapper keeps the signature

@@ -25,10 +25,9 @@ from typing import Any
 from agents import assignment
 from agents.webhook import registration
 from bench import admission_client as client
-from bench import baseline_admission, baseline_resource, rawkube, webhook_samples
+from bench import baseline_admission, baseline_resource, rawkube, standin_coordinator, webhook_samples
 from federation.certs import pki
 from federation.sandbox import nodesim
-from tests.support import standin_coordinator
 
 Report = Callable[[str], None]
 Json = dict[str, Any]

@@ -213,7 +213,8 @@ def _time(message: Any, field: str) -> datetime.datetime | None:
     if not message.HasField(field):
         return None
     stamp: timestamp_pb2.Timestamp = getattr(message, field)
-    return stamp.ToDatetime(tzinfo=datetime.UTC)
+    moment: datetime.datetime = stamp.ToDatetime(tzinfo=datetime.UTC)
+    return moment
 
 
 def _known(value: int) -> int | None:

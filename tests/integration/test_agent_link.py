@@ -31,8 +31,8 @@ from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
 from agents import assignment
+from bench import standin_coordinator
 from federation.sandbox import state
-from tests.support import standin_coordinator
 
 pytestmark = pytest.mark.integration
 

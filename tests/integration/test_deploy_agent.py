@@ -51,9 +51,9 @@ from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
 from agents import assignment
+from bench import standin_coordinator
 from federation.certs import bundles, names, pki, transport
 from federation.sandbox import build, state
-from tests.support import standin_coordinator
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ from agents import bookkeeping as bookkeeping_mod
 from agents import metrics as metrics_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
+from bench import standin_coordinator
 from federation.api import cluster as cluster_api
 from federation.rpc import agent_pb2, agent_pb2_grpc
-from tests.support import standin_coordinator
 
 CLUSTER = "member-1"
 LABELS = {"topology.fedspread.io/region": "eu-west", "topology.fedspread.io/zone": "eu-west-1a"}

@@ -1,4 +1,4 @@
-"""A stand-in coordinator for agent tests: the real AgentService on a real gRPC server.
+"""A stand-in coordinator for agent tests and benchmarks: the real AgentService on a real gRPC server.
 
 Why not a mock: the agent's link is mostly about the wire (stream lifecycle, status codes, reconnects
 after the server goes away), which only a real server exercises. The stand-in speaks agent.proto as
