@@ -13,7 +13,7 @@ What is measured and why:
   scale-down), `passthrough` (not ours), `deleting` (a delete or eviction noted), `not-counted`
   (refused for now: a just-started agent has not counted the spread's pods yet).
 * `fedspread_agent_link_connected` and `fedspread_agent_fail_static` — whether the coordinator is
-  reachable and whether the agent is enforcing its last quotas without it (DESIGN §5).
+  reachable and whether the agent is enforcing its last quotas without it (fail static).
 """
 
 from __future__ import annotations

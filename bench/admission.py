@@ -1,16 +1,16 @@
-"""Admission under a burst (issue 7): fedspread's local quota table against the seed's design.
+"""Admission under a burst : fedspread's local quota table against Kruise's design.
 
 The claim (README, "How it compares"): a webhook that decides from a local quota table answers in
 well under a millisecond and lets a burst of pods through as fast as the apiserver stores them,
-where the seed's webhook — one optimistic-lock update of the spread object per pod, behind a
-per-spread mutex (seed 001 §3.1) — serialises every admission on an API write and retries 409s.
+where Kruise's webhook design — one optimistic-lock update of the spread object per pod, behind a
+per-spread mutex — serialises every admission on an API write and retries 409s.
 
 How it is measured, on a sandbox of its own (one member, `bench-1`, three zones of simulated nodes
 with room for every pod; the hub apiserver the launcher always starts stays idle), twice in the
 same run:
 
 * a spread of three subsets capped at 40/30/30 % of N (integers), each pinned to one zone;
-* (a) fedspread's agent, then (b) the seed's design, each a webhook process of its own in its own
+* (a) fedspread's agent, then (b) Kruise's design, each a webhook process of its own in its own
   namespace, the other one unregistered and its pods gone (`admission_webhooks`);
 * the burst: N pods created at once by a pool of client threads (50), each create timed as the
   client sees it (`admission_client`).
@@ -69,7 +69,7 @@ def _ms(values: Sequence[float], pct: float) -> float:
 
 
 def summary(mode: admission_webhooks.Mode, limits: dict[str, int]) -> Json:
-    """The keys issue 7 fixes for one mode."""
+    """The result keys of one mode (bench/README.md lists them)."""
     wall = [s.seconds for s in mode.handler]
     return {
         "handler_p50_ms": _ms(wall, 50),

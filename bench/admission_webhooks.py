@@ -2,7 +2,7 @@
 
 Why each in a process of its own, on the same sandbox, one after the other: (a) fedspread — the
 real agent (`bench.fedspread_webhook`, `agents.main.Agent`) with this cluster's quotas pushed by the
-stand-in coordinator; (b) baseline — the seed's design (`bench.baseline_webhook`, 2 replicas as
+stand-in coordinator; (b) baseline — Kruise's design (`bench.baseline_webhook`, 2 replicas as
 kruise-manager runs) on the same HTTPS server and handler code, its quota in a custom resource's
 status. Each mode has its own namespace and finds the cluster idle: the other mode's webhook is
 unregistered and its pods are gone. The member (`MEMBER`) has one zone of simulated nodes per
@@ -166,7 +166,7 @@ def install_crd(api: rawkube.RawApi) -> None:
 
 def run_baseline(api: rawkube.RawApi, kubeconfig: str, scratch: pathlib.Path, *, limits: dict[str, int],
                  workers: int, report: Report) -> Mode:
-    """The burst against the seed's design: quota in the spread object's status, one update per pod."""
+    """The burst against Kruise's design: quota in the spread object's status, one update per pod."""
     namespace = "bench-baseline"
     install_crd(api)
     client.create_namespace(api, namespace)

@@ -1,8 +1,8 @@
-"""The seed's admission decision, as the baseline webhook makes it (seed 001 §3.1, Kruise).
+"""Kruise's admission decision, as the baseline webhook makes it.
 
 Why replicas with their own mutex and cache: kruise-manager runs 2 replicas by default and every
 replica serves the webhook behind a Service, each with its own per-spread mutex and its own cache
-of each spread's latest copy — the reason the seed keeps the optimistic lock. `WebhookReplica`
+of each spread's latest copy — the reason Kruise keeps the optimistic lock. `WebhookReplica`
 is one replica's state; `SeedBook` gives each apiserver connection (a server thread) to one of
 them, round-robin, as kube-proxy spreads connections over pods.
 
@@ -160,7 +160,7 @@ def assignment_of(obj: Mapping[str, Any]) -> assignment.Assignment:
 
 
 class SeedBook(bookkeeping.Bookkeeping):
-    """The handler's bookkeeping with the seed's decision: the quota lives in the spread's status."""
+    """The handler's bookkeeping with Kruise's decision: the quota lives in the spread's status."""
 
     def __init__(self, informer: baseline_resource.Informer, replicas: Sequence[WebhookReplica]) -> None:
         super().__init__()
@@ -197,7 +197,7 @@ class SeedBook(bookkeeping.Bookkeeping):
 
     def admit(self, spread: str, pod_name: str, *, revision: str, dry_run: bool = False
               ) -> assignment.SubsetRule | None:
-        """The seed's decision for a new pod, through this connection's replica."""
+        """Kruise's decision for a new pod, through this connection's replica."""
         table = self._table(spread)
         if table is None:
             return None

@@ -1,10 +1,10 @@
-"""The controller half of the seed's design, run by the baseline webhook's process (seed 001 §3.2).
+"""The controller half of Kruise's WorkloadSpread design, run by the baseline webhook's process.
 
-Why it is part of the baseline: in the seed's design the webhook only decrements quotas; Kruise's
+Why it is part of the baseline: in Kruise's design the webhook only decrements quotas; Kruise's
 `syncWorkloadSpread` gives them back and keeps pods' deletion costs, writing the same spread
 object the webhook writes, so its writes compete with the webhook's during a burst. On every
 change of the spread's pods `StatusController` first patches each pod's deletion cost where it
-differs (100 x (subsets - index) within the subset's cap, -100 beyond it, seed 001 §2), then
+differs (100 x (subsets - index) within the subset's cap, -100 beyond it), then
 recounts the pods per subset, drops `creatingPods` entries of pods it has seen (or older than
 30 s), recomputes `missingReplicas`, and writes the status from its informer copy under the leader
 replica's mutex, caching what it stored there (`writeWorkloadSpreadStatus`); a 409 requeues it

@@ -1,6 +1,6 @@
-"""The seed's spread object in the baseline webhook's member, and the informer that watches it.
+"""A Kruise-style spread object in the baseline webhook's member, and the informer that watches it.
 
-Why a custom resource: the seed's design (seed 001 §3.1, Kruise's WorkloadSpread) keeps each
+Why a custom resource: Kruise's WorkloadSpread design keeps each
 subset's quota in an API object's status, and the benchmark measures exactly what that costs. The
 spread is a small custom resource in the member (`WorkloadSpread`, `bench.fedspread.io`), its
 status per subset `missingReplicas` (-1: no cap), `creatingPods` and `deletingPods`. Both halves of

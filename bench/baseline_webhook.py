@@ -1,4 +1,4 @@
-"""The seed's admission design, as the admission benchmark's baseline (seed 001 §3.1, seed 000).
+"""Kruise's WorkloadSpread admission design, as the admission benchmark's baseline.
 
 Why a faithful copy and not a straw man: the benchmark claims that deciding from a local quota
 table beats keeping the quota in an API object, so the baseline must be the design as Kruise's

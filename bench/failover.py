@@ -1,4 +1,4 @@
-"""Failover benchmark (issue 7): how long until replicas have left a lost cluster, for many spreads.
+"""Failover benchmark: how long until replicas have left a lost cluster, for many spreads.
 
 Why this shape: failover is the coordinator's promise with the most moving parts — the tick that
 declares a cluster lost, the placement of every affected spread, the assignment messages built and

@@ -1,4 +1,4 @@
-"""Inventory benchmark (issue 7): the agent's memory, pool build and capacity fit on a big member.
+"""Inventory benchmark: the agent's memory, pool build and capacity fit on a big member.
 
 Why these three numbers: Karmada's agent holds 266 MiB for a 5,000-node, 20,000-pod member and its
 estimator answers "how many more replicas fit" in 11.7-14.2 ms per call. fedspread's agent keeps a

@@ -1,6 +1,6 @@
 """Placement at scale: the coordinator places every spread, with stand-in agents over real gRPC.
 
-Why measured this way: the claim (issue 7) is per-spread cost at federation scale — ≤ 0.5 ms per
+Why measured this way: the claim is per-spread cost at federation scale — ≤ 0.5 ms per
 spread amortized at 1,000 clusters, ≤ 50 ms to react to one cluster's capacity change — against
 Karmada's published scheduling latency (P50 12 ms, P99 32 ms per binding). So the coordinator side
 is the real one: `facade.Coordinator` (World, loop, assignments) behind the real

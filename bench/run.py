@@ -1,6 +1,6 @@
 """`python -m bench.run [--quick]`: run every benchmark, write bench/results/latest.json.
 
-Why one runner: the results file is the contract (issue 7 names its keys), every benchmark runs
+Why one runner: the results file is the contract (bench/README.md names its keys), every benchmark runs
 in the same process and on the same machine as its baseline, and a reader needs the machine and
 the time next to the numbers. Each benchmark module exposes `run(*, quick, report) -> result`;
 a benchmark that fails is recorded with its error instead of losing the others' results.

@@ -1,6 +1,6 @@
 """The inventory reporter: this member's node pools, sent to the coordinator on change and heartbeat.
 
-Why pools and not nodes: the coordinator simulates capacity per node kind (DESIGN §3); identical
+Why pools and not nodes: the coordinator simulates capacity per node kind; identical
 nodes with the same load fold into one `NodePool` with a count (`federation.core.inventory`), so a
 5,000-node cluster of a few machine types reports a few dozen pools.
 

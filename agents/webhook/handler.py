@@ -1,6 +1,7 @@
 """The admission decision: which subset a new pod of a spread gets, and which pods are going away.
 
-Why here and not in the server: the HTTP shell only moves bytes; this is where DESIGN §4 happens,
+Why here and not in the server: the HTTP shell only moves bytes; this is where the pod-level rules
+happen (a subset per pod, within its quota),
 and it is tested directly with a real `Bookkeeping` and hand-made assignments, including real
 concurrency. The path makes no network call — the quota table is local, pushed by the coordinator —
 and a pod of no spread returns at once, untouched, so that the webhook costs nothing to the rest of

@@ -1,7 +1,7 @@
-"""The MutatingWebhookConfiguration that points a member's apiserver at its agent (issue 4, item 7).
+"""The MutatingWebhookConfiguration that points a member's apiserver at its agent.
 
 Why produced by code: the objectSelector, failure policy, timeout and the two rules are part of the
-design (DESIGN §4), and the tests must exercise the same registration the agent installs, not a
+design, and the tests must exercise the same registration the agent installs, not a
 hand-written copy. Choices:
 
 * `pods.fedspread.io` — pods CREATE and DELETE, only for objects with the `fedspread.io/spread`
@@ -15,7 +15,7 @@ hand-written copy. Choices:
 * `reinvocationPolicy: Never` — the subset is chosen once; later webhooks' changes to the pod do
   not bear on it (and the injection is idempotent anyway).
 
-`clientConfig` is a `url` (the sandbox, or an agent outside the cluster; DESIGN §7a: Endpoints
+`clientConfig` is a `url` (the sandbox, or an agent outside the cluster; Endpoints
 reject loopback addresses) or an in-cluster Service.
 """
 

@@ -12,7 +12,7 @@ case. TLS handshakes happen in the connection's thread, never in the accept loop
 stalls its handshake cannot stop the others.
 
 Certificates are re-read when the certificate or key file changes on disk (checked on every new
-connection: two stat calls), so cert-manager or a CSR rotation needs no restart (issue 8). A pair
+connection: two stat calls), so cert-manager or a CSR rotation needs no restart. A pair
 that fails to load (e.g. half-written) is ignored until the files change again.
 """
 

@@ -1,4 +1,4 @@
-"""The FederatedSpread kind: seed 000's WorkloadSpread, lifted from zones to clusters.
+"""The FederatedSpread kind: Kruise's WorkloadSpread, lifted from zones to clusters.
 
 Why it looks like this: a user who knows OpenKruise's WorkloadSpread should recognise every field.
 Subsets are ordered; each names its clusters (explicitly or by a label selector over MemberClusters),

@@ -1,6 +1,6 @@
 """The one Ray wrapper: placements on `SpreadShard` actors, inventories on `ClusterShard` actors.
 
-Why it is shaped like this (DESIGN §5): a Ray actor is a whole worker process (~90 MB here), so
+Why it is shaped like this: a Ray actor is a whole worker process (~90 MB here), so
 actors are *shards*, not one per object — a fixed number of each kind, with spread keys and
 cluster names routed by `routing.shard_of`. Everything a placement needs travels in the request
 (`loop.PlaceRequest`: plain picklable data), so the placement logic is tested without Ray through

@@ -3,7 +3,7 @@
 Why: a spread never deletes pods itself when a workload scales down; the member cluster's
 ReplicaSet controller picks the victims. Kubernetes >= 1.22 lets us bias that choice with the
 `controller.kubernetes.io/pod-deletion-cost` annotation (lower cost goes first). The agent writes,
-for every pod of a spread (DESIGN §4, Kruise's current values, n subsets, subset index i):
+for every pod of a spread (Kruise's current values, n subsets, subset index i):
 
 - pods within their subset's quota in this cluster: ``100 * (n - i)``;
 - pods beyond it: ``-100 * (i + 1)``;
@@ -17,8 +17,8 @@ Which pods of an over-full subset are "beyond" its quota is our choice; we mark 
 ReplicaSet would prefer to delete anyway (unscheduled, pending, not ready, newest), so the marks
 agree with the controller's own ranks and change rarely, which keeps the patches few.
 
-The sandbox runs Kubernetes 1.20, whose ReplicaSet ignores the annotation (DESIGN §7a, "Known
-gap"). The deletion order is therefore tested against `replicaset_deletion_order`, a model of
+The sandbox runs Kubernetes 1.20, whose ReplicaSet ignores the annotation (it is
+honoured from 1.22). The deletion order is therefore tested against `replicaset_deletion_order`, a model of
 the 1.22 ranking, while integration tests only check the annotations the agent writes.
 
 Pure: no Kubernetes client, no I/O; timestamps are compared as given (use aware UTC datetimes).
@@ -103,7 +103,7 @@ def deletion_costs(
     subsets: abc.Sequence[str],
     quotas: abc.Mapping[str, int | None],
 ) -> dict[str, int]:
-    """The deletion cost of every pod, by name (DESIGN §4).
+    """The deletion cost of every pod, by name.
 
     `subsets` are the subset names in spec order; `quotas` the per-subset quota in this cluster,
     None (or a missing key) meaning unbounded. Pods being deleted, and finished pods, never count

@@ -1,6 +1,6 @@
 """How many more pods of a template fit on a cluster's node pools.
 
-Why: the Adaptive strategy limits each subset by simulated capacity (DESIGN §3) so that replicas
+Why: the Adaptive strategy limits each subset by simulated capacity so that replicas
 which cannot schedule overflow to the next subset instead of waiting Pending. The simulation follows
 kube-scheduler's NodeResourcesFit, NodeAffinity and TaintToleration filters: effective pod requests
 (containers, init and sidecar containers, overhead, limits defaulting requests), the node's free
@@ -200,7 +200,7 @@ def shape_from_deployment(deployment: Mapping[str, Any] | None) -> PodShape:
 
 
 def with_subset(shape: PodShape, subset: spread.Subset) -> PodShape:
-    """The shape after the fedspread webhook injects the subset (DESIGN §4).
+    """The shape after the fedspread webhook injects the subset.
 
     The subset's requiredNodeSelectorTerm is ANDed into every required term, or becomes the only
     term; its tolerations are appended. Preferred terms do not affect fit. As in Kubernetes, an

@@ -1,6 +1,6 @@
 """The agent's node inventory: a member cluster's nodes and bound pods, folded into node pools.
 
-Why pools: the coordinator simulates capacity per node (DESIGN §3), and a cluster of thousands of
+Why pools: the coordinator simulates capacity per node, and a cluster of thousands of
 nodes is usually a few kinds of machine in a few states. Nodes that look the same to the scheduler
 (labels, taints, allocatable) and carry the same load (requests of the pods bound to them, pod
 count) are one `NodePool` with a count, so reports stay small and the simulation's cost follows the

@@ -1,7 +1,7 @@
 """What the webhook does to a Pod it assigns to a subset, as data: the mutated Pod and its JSONPatch.
 
-Why pure: the admission path must be fast and local (DESIGN §4), and the injection rules are where
-Kruise's WorkloadSpread semantics (seed 000) live: the subset's requiredNodeSelectorTerm is ANDed
+Why pure: the admission path must be fast and local, and the injection rules are where
+Kruise's WorkloadSpread semantics live: the subset's requiredNodeSelectorTerm is ANDed
 into every required node-selector term (or becomes the only one), preferred terms and tolerations
 are appended, the subset's strategic-merge `patch` is applied, and the `fedspread.io/subset`
 annotation records the choice. Keeping this free of HTTP and Kubernetes clients lets it be tested
@@ -112,7 +112,7 @@ def mutate_pod(
     patch: Mapping[str, Any] | None,
     name: str | None = None,
 ) -> dict[str, Any]:
-    """The pod (camelCase JSON) after injecting the subset (DESIGN §4); the input is not changed.
+    """The pod (camelCase JSON) after injecting the subset; the input is not changed.
 
     ValueError with a field path when the pod's affinity or tolerations have the wrong shape.
     """

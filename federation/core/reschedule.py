@@ -1,7 +1,7 @@
 """Adaptive reschedule: which subsets are stuck, which pods to delete, and for how long to block.
 
 Why a pure module: the agent's controller decides from its cache when a subset in this cluster has
-pods that cannot be scheduled (DESIGN §4, "adaptive reschedule"). The rule is arithmetic on pod
+pods that cannot be scheduled ("adaptive reschedule"). The rule is arithmetic on pod
 states and timestamps — a pod Pending with `PodScheduled=False/Unschedulable` for longer than the
 spread's `rescheduleCriticalSeconds`, timed from that condition's `lastTransitionTime` — and the
 consequences (block the subset here until `now + unschedulableSeconds`, delete those pods so their

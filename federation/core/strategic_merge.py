@@ -1,6 +1,6 @@
 """Strategic-merge patch for core/v1 Pod objects, as the apiserver and kubectl apply it.
 
-Why our own: a subset's `patch` (DESIGN §2, seed 000) is a strategic-merge patch, and the webhook
+Why our own: a subset's `patch` (as in Kruise's WorkloadSpread) is a strategic-merge patch, and the webhook
 must apply it without a Kubernetes client on the admission path (federation.core is pure). A plain
 JSON merge patch would be wrong: `spec.containers` is merged by container name, so a patch naming
 one container must leave the others alone. Only Pods are patched, so the patch strategy of each list

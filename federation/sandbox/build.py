@@ -2,8 +2,8 @@
 
 Why from source: there is no Docker engine and no internet here beyond the package registries, so
 kind, k3s and envtest's downloads are out. Debian ships the Kubernetes *source* package; with
-Debian's Go it builds into the real kube-apiserver, kube-controller-manager and kube-scheduler
-(DESIGN §7a). One fix is needed: the vendored modern-go/reflect2 1.0.1 crashes under Go >= 1.18,
+Debian's Go it builds into the real kube-apiserver, kube-controller-manager and kube-scheduler.
+One fix is needed: the vendored modern-go/reflect2 1.0.1 crashes under Go >= 1.18,
 so it is replaced by Debian's packaged copy. The build takes minutes, once; the binaries are cached
 under ~/.cache/fedspread/kube-<version>/ and every later run is instant. `FEDSPREAD_KUBE_BIN`
 points at binaries from anywhere else (envtest's, say) and skips all of this.

@@ -1,6 +1,6 @@
 """Start and stop the sandbox: one etcd, a hub apiserver and N member control planes.
 
-Why this shape (DESIGN §7a): the hub is an apiserver only, like Karmada's control plane, with our
+Why this shape: the hub is an apiserver only, like Karmada's control plane, with our
 CRDs; each member is an apiserver, a controller-manager (node-lifecycle off: simulated nodes have
 no kubelet) and a scheduler, plus a node simulator that plays the kubelets. All apiservers share
 one etcd, separated by `--etcd-prefix`, which keeps a 3-member sandbox near 2 GB. Everything binds

@@ -1,6 +1,6 @@
 """Which member clusters are lost: heartbeats against an injected clock.
 
-Why a separate, pure piece: failover (DESIGN §2 `failover.clusterLostSeconds`, §5) is a timing
+Why a separate, pure piece: failover (`spec.failover.clusterLostSeconds`) is a timing
 rule — an agent silent longer than the limit makes its cluster not ready and its replicas move —
 and timing rules are only testable with a clock the test controls. The tracker records when each
 agent was last heard; the coordinator asks it, on every tick, which clusters are ready, which were

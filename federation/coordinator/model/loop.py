@@ -1,7 +1,7 @@
 """The placement loop: which spreads to place after an event, in what order, on what capacity.
 
-Why it is separate from the world and the shell: DESIGN §3 and §5 make the loop's decisions the
-coordinator's substance — recompute only the spreads an event touches, in a deterministic order
+Why it is separate from the world and the shell: the loop's decisions are the coordinator's
+substance — recompute only the spreads an event touches, in a deterministic order
 (by key), each on a snapshot from which every *other* spread's placed-but-not-running replicas are
 deducted (overcommit protection, karmada#1385), and move replicas off clusters whose agents went
 silent for `failover.clusterLostSeconds`. Keeping it pure lets unit tests drive it with event
@@ -11,7 +11,7 @@ Stability comes from `placement.place` itself: the last placement is passed back
 a scale only moves the delta, and a cluster that returns after failover gets nothing back until
 new replicas are needed.
 
-Cost (issue 7): a request is built from what the World keeps up to date per cluster (other spreads'
+Cost: a request is built from what the World keeps up to date per cluster (other spreads'
 pending pods already charged, see `World.view_for`), so it costs the clusters the spread can use,
 not every cluster times every spread; a round re-checks a spread only when an earlier spread of the
 same round changed pending pods on a cluster it can use.

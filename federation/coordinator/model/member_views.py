@@ -1,6 +1,6 @@
 """What each cluster can still take, as each spread placing on it sees it (plan: "world").
 
-Why ledgers and cached views (issue 7): with thousands of spreads and clusters, a request must cost
+Why ledgers and cached views: with thousands of spreads and clusters, a request must cost
 the clusters its spread can use, not every cluster times every spread. So the World's member views
 parse a cluster's pools once per inventory report into one `overcommit.Ledger` per cluster, with
 every placed spread's pending pods (placed minus running) charged, updated when a placement, a pod

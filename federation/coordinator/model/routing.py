@@ -2,7 +2,7 @@
 
 Why shards at all: a Ray actor is a whole worker process (~90 MB here), so one actor per spread or
 per cluster would cost gigabytes for a few thousand objects. Instead a fixed number of
-`SpreadShard` / `ClusterShard` actors each own the keys that hash to them (DESIGN §5).
+`SpreadShard` / `ClusterShard` actors each own the keys that hash to them.
 
 Why sha256 and not `hash()`: Python salts `hash()` of strings per process (PYTHONHASHSEED), so two
 processes — the coordinator before and after a restart, or the driver and a Ray worker — would

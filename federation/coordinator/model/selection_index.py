@@ -1,6 +1,6 @@
 """Which spreads name, select or occupy each cluster, and which clusters each spread selects.
 
-Why an index (issue 7): with thousands of spreads and clusters, an event about one cluster must
+Why an index: with thousands of spreads and clusters, an event about one cluster must
 cost the spreads that can use it, not every spread, and a request must cost the clusters its
 spread can use, not every cluster. So the World's selection index keeps, per cluster, the spreads
 whose subsets name it and the spreads with replicas placed on it; per distinct cluster selector

@@ -10,10 +10,10 @@ Each event method returns the spread keys it affects, so the loop recomputes onl
 edit or a scale affects that spread; a cluster's labels, taints or readiness affect the spreads
 whose subsets can select that cluster; its inventory or pod counts (free capacity) only those of
 them that are not settled — a spread with every replica placed keeps its counts whatever the
-capacity (DESIGN §3 "Stable"), so re-placing it would only redo work (issue 7: one cluster of a
-region is selectable by a thousand spreads).
+capacity (a capacity change alone never moves replicas), so re-placing it would only redo work
+(one cluster of a region may be selectable by a thousand spreads).
 
-Why the World owns an index and views (issue 7): with thousands of spreads and clusters, a
+Why the World owns an index and views: with thousands of spreads and clusters, a
 request must cost the clusters its spread can use, not every cluster times every spread. The
 `selection_index.SelectionIndex` knows which spreads name, select or occupy a cluster and which
 clusters a spread selects; the `member_views.MemberViews` keep one `overcommit.Ledger` per cluster

@@ -1,6 +1,6 @@
 """What each connected agent was last sent, per spread: so a publish sends only what changed.
 
-Why a module of its own (issue 7): a publish used to ask every connected stream about every
+Why a module of its own: a publish used to ask every connected stream about every
 re-placed spread — 10,000 spreads times 1,000 agents is ten million questions whose answer is
 almost always "nothing for you". The ledger keeps, besides what each cluster holds, which
 clusters hold each spread, so a publish visits the clusters a spread is assigned to now or was

@@ -1,7 +1,7 @@
 """Which cluster an agent stream may speak for, from its TLS peer certificate (pure, no gRPC).
 
 Why: an agent reports capacity and pod counts that move other clusters' replicas, so an agent
-that could speak for another cluster could drain it or over-commit it (issue 8). Over mTLS the
+that could speak for another cluster could drain it or over-commit it. Over mTLS the
 coordinator knows the peer's verified certificate; its identity is the URI subject alternative
 name `fedspread://cluster/<name>` (`federation.certs.names`: the common name alone cannot tell an
 agent from an SDK user). The rules, each with the status the servicer answers:
