@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Where history may be cited ("issue 8 added mTLS"): the docs, the README and the tests.
 CITING_ALLOWED = ("docs/", "tests/", "README.md", "RELIABILITY.md")
 OUTSIDE_CITATION = re.compile(
-    r"\bDESIGN\b|§\s?\d|\b[Ii]ssue\s#?\d+|\bseed\s0\d\d\b|\bseed's\b|\bplan item\b|shared/(DESIGN|seeds|ANCHORS)"
+    r"\bDESIGN\b|§\s?\d|\b[Ii]ssue\s#?\d+|\bseed\s0\d\d\b|\bseed's\b|\bplan item\b|\(plan: |shared/(DESIGN|seeds|ANCHORS)"
 )
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -84,7 +84,7 @@ def test_markdown_links_stay_inside_the_repository_and_resolve() -> None:
 
 @pytest.mark.parametrize("line", [
     "Timed from the condition (DESIGN §4).", "see §3 Stable", "mTLS everywhere (issue 8).",
-    "Kruise's design (seed 001 §3.1)", "the seed's webhook",
+    "Kruise's design (seed 001 §3.1)", "the seed's webhook", 'the model (plan: "world").',
 ])
 def test_the_citation_pattern_catches_what_it_must(line: str) -> None:
     assert OUTSIDE_CITATION.search(line)

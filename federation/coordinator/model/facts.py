@@ -1,4 +1,4 @@
-"""The records the coordinator's World keeps per spread and per cluster (plan: "world").
+"""The records the coordinator's World keeps per spread and per cluster.
 
 Why a module of their own: the World stores them, and its selection index (`selection_index`) and
 capacity views (`member_views`) read them through references to the World's dictionaries. Keeping

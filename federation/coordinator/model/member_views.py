@@ -1,4 +1,4 @@
-"""What each cluster can still take, as each spread placing on it sees it (plan: "world").
+"""What each cluster can still take, as each spread placing on it sees it.
 
 Why ledgers and cached views: with thousands of spreads and clusters, a request must cost
 the clusters its spread can use, not every cluster times every spread. So the World's member views

@@ -1,4 +1,4 @@
-"""The coordinator's in-memory model of the federation, fed by events (plan: "world").
+"""The coordinator's in-memory model of the federation, fed by events.
 
 Why a separate, pure model: the hub watcher, the agent streams and the failover tick all change
 what the coordinator knows, in any order (a Deployment may be seen before its spread, an agent may
