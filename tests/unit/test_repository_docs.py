@@ -19,7 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Where history may be cited ("issue 8 added mTLS"): the docs, the README and the tests.
 CITING_ALLOWED = ("docs/", "tests/", "README.md", "RELIABILITY.md")
 OUTSIDE_CITATION = re.compile(
-    r"\bDESIGN\b|§\s?\d|\b[Ii]ssue\s#?\d+|\bseed\s0\d\d\b|\bseed's\b|\bplan item\b|\(plan: |shared/(DESIGN|seeds|ANCHORS)"
+    r"\bDESIGN\b|§\s?\d|\b[Ii]ssue\s#?\d+|\bseed\s0\d\d\b|\bseed's\b|\bplan item\b|\(plan: "
+    r"|shared/(DESIGN|seeds|ANCHORS)"
 )
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -53,7 +54,7 @@ def code_citations() -> list[str]:
 
 def test_code_cites_no_design_sections_issues_or_seeds() -> None:
     found = code_citations()
-    assert not found, "state the rule instead of citing a document outside the repository:\n" + "\n".join(found)
+    assert not found, "state the rule, not a document outside the repository:\n" + "\n".join(found)
 
 
 def markdown_links_leaving_the_repository() -> list[str]:
