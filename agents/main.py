@@ -61,6 +61,8 @@ class AgentConfig:
     link_tls: transport.TLSFiles | None = None
     """mTLS to the coordinator with these files (re-read on every reconnect); None: plaintext."""
     heartbeat_seconds: float = 10.0
+    context: str | None = None
+    """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
 
 
 class Agent:

@@ -69,7 +69,10 @@ class CoordinatorConfig:
     """Everything `fedspread coordinator` takes from its command line."""
 
     hub_kubeconfig: pathlib.Path | None
-    """None: the pod's in-cluster service account (the coordinator runs in the hub)."""
+    """None: KUBECONFIG if set, else the pod's in-cluster service account (the coordinator runs in
+    the hub)."""
+    hub_context: str | None = None
+    """Context of the hub kubeconfig to use; None: its current-context."""
     listen: str = "0.0.0.0:7443"
     use_ray: bool = True
     ray_address: str | None = None

@@ -3,28 +3,24 @@
 Why a command and not a script: `make demo` is the first thing a newcomer runs, on a fresh
 machine; it must build what is missing (the sandbox binaries, with progress), start every part as
 its own process, show what happens, and leave nothing behind — also after Ctrl-C or a failure.
+A failure is one line naming the logs, exit 1.
 """
 
 from __future__ import annotations
 
 import pathlib
 import signal
-import sys
 import threading
 from typing import NoReturn
 
 import click
 
 from federation import logs
+from federation.cli import options
 from federation.demo import environment, story, view
 from federation.sandbox import launcher
 
 DEFAULT_DIR = pathlib.Path.home() / ".cache" / "fedspread" / "demo"
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
 
 
 def _usage(federation: environment.Federation) -> str:
@@ -109,7 +105,7 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
         shown.note("tearing down (every process is stopped; further Ctrl-C is ignored until then)")
         federation.close()
     if failure:
-        _fail(f"{failure} (everything was stopped; logs in {federation.logs})")
+        options.fail(f"{failure} (everything was stopped; logs in {federation.logs})")
     shown.note("done: every process stopped")
 
 
