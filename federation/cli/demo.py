@@ -18,6 +18,8 @@ import click
 from federation import logs
 from federation.cli import options
 from federation.demo import environment, story, view
+from federation.kube import clients
+from federation.kube import errors as kube_errors
 from federation.sandbox import launcher
 
 DEFAULT_DIR = pathlib.Path.home() / ".cache" / "fedspread" / "demo"
@@ -96,7 +98,8 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
             threading.Event().wait()
     except KeyboardInterrupt:
         failure = "interrupted"
-    except (environment.DemoError, launcher.SandboxError, TimeoutError) as error:
+    except (environment.DemoError, launcher.SandboxError, TimeoutError, clients.KubeUnavailable,
+            kube_errors.KubeError) as error:
         failure = str(error)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
