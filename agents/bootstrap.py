@@ -15,9 +15,10 @@ import dataclasses
 import ipaddress
 import pathlib
 
-from kubernetes import client, config
+from kubernetes import client
 
 from federation.certs import pki
+from federation.kube import clients
 
 
 class AgentError(Exception):
@@ -33,34 +34,21 @@ class Serving:
     ca_pem: bytes
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:200] if text else type(error).__name__
-
-
-def api_client(kubeconfig: pathlib.Path | None, *, pool_size: int = 16) -> client.ApiClient:
+def api_client(kubeconfig: pathlib.Path | None, *, context: str | None = None,
+               pool_size: int = 16) -> client.ApiClient:
     """A client for the member cluster, checked to reach the apiserver (AgentError otherwise).
 
-    Without a kubeconfig the pod's in-cluster service account is used.
+    `federation.kube.clients` picks the configuration: `kubeconfig`, else KUBECONFIG, else the
+    pod's in-cluster service account; `context` one of the kubeconfig's contexts.
     """
-    settings = client.Configuration()
-    try:
-        if kubeconfig is None:
-            config.load_incluster_config(client_configuration=settings)
-        else:
-            config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
-    except Exception as error:  # missing file, YAML error, no context: all the user's to fix
-        if kubeconfig is None:
-            raise AgentError(f"cannot use the in-cluster service account: {_first_line(error)} "
-                             "(outside a pod, give --kubeconfig)") from None
-        raise AgentError(f"cannot use kubeconfig {kubeconfig}: {_first_line(error)}") from None
-    settings.connection_pool_maxsize = pool_size  # four watches, the loops and the registration
-    api = client.ApiClient(settings)
-    try:
-        client.VersionApi(api).get_code(_request_timeout=10)
-    except Exception as error:
-        raise AgentError(f"cannot reach the apiserver at {settings.host}: {_first_line(error)}") from None
-    return api
+    try:  # a pool for four watches, the loops and the registration
+        return clients.api_client(kubeconfig, context=context, pool_size=pool_size, probe=True)
+    except clients.KubeConfigInvalid as error:  # missing file, YAML error, no context: the user's to fix
+        if error.in_cluster:
+            raise AgentError(f"{error} (outside a pod, give --kubeconfig)") from error
+        raise AgentError(str(error)) from error
+    except clients.KubeUnavailable as error:
+        raise AgentError(str(error)) from error
 
 
 def _is_ip(host: str) -> bool:

@@ -29,6 +29,7 @@ from agents.inventory import reporter
 from agents.link import client as link_client
 from agents.webhook import handler, registration, server
 from federation.certs import store, transport
+from federation.kube import errors as kube_errors
 
 log = logging.getLogger("fedspread.agent")
 
@@ -61,6 +62,8 @@ class AgentConfig:
     link_tls: transport.TLSFiles | None = None
     """mTLS to the coordinator with these files (re-read on every reconnect); None: plaintext."""
     heartbeat_seconds: float = 10.0
+    context: str | None = None
+    """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
 
 
 class Agent:
@@ -84,7 +87,7 @@ class Agent:
             except store.CertFileError as error:
                 raise AgentError(f"link certificate: {error}") from None
         try:
-            self.api = bootstrap.api_client(settings.kubeconfig)
+            self.api = bootstrap.api_client(settings.kubeconfig, context=settings.context)
             self.serving = bootstrap.serving_certificate(
                 self._tmp, cluster=settings.cluster, url_host=settings.webhook_url_host,
                 service=settings.webhook_service, cert=settings.tls_cert, key=settings.tls_key,
@@ -148,10 +151,10 @@ class Agent:
                     if chosen.webhook_namespace_selector else None)
         body = registration.configuration(where, name=chosen.webhook_name, namespace_selector=selector)
         try:
-            registration.apply_registration(self.api, body)
+            with kube_errors.translated():
+                registration.apply_registration(self.api, body)
         except Exception as error:  # RBAC, a conflicting object, the apiserver away
-            reason = f"{error.status} {error.reason}" if isinstance(error, client.ApiException) else error
-            raise AgentError(f"cannot register webhook {chosen.webhook_name}: {reason}") from None
+            raise AgentError(f"cannot register webhook {chosen.webhook_name}: {error}") from error
         self._registered = True
 
     def run(self) -> None:

@@ -15,10 +15,10 @@ import argparse
 import pathlib
 import sys
 
-from agents import cli as agent_cli
 from agents import main as agent_main
 from bench import webhook_samples
 from federation import logs
+from federation.cli import agent as agent_cli
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,8 +35,7 @@ import threading
 from collections.abc import Callable
 
 import grpc
-import urllib3
-from kubernetes import client, config
+from kubernetes import client
 
 from federation.api import cluster as cluster_api
 from federation.api import common
@@ -49,6 +48,8 @@ from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.services import agent_service, placement_service, source
 from federation.coordinator.wire import inbound
+from federation.kube import clients
+from federation.kube import errors as kube_errors
 from federation.rpc import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("fedspread.coordinator")
@@ -69,7 +70,10 @@ class CoordinatorConfig:
     """Everything `fedspread coordinator` takes from its command line."""
 
     hub_kubeconfig: pathlib.Path | None
-    """None: the pod's in-cluster service account (the coordinator runs in the hub)."""
+    """None: KUBECONFIG if set, else the pod's in-cluster service account (the coordinator runs in
+    the hub)."""
+    hub_context: str | None = None
+    """Context of the hub kubeconfig to use; None: its current-context."""
     listen: str = "0.0.0.0:7443"
     use_ray: bool = True
     ray_address: str | None = None
@@ -90,26 +94,18 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def hub_client(kubeconfig: pathlib.Path | None) -> client.ApiClient:
-    """An ApiClient for the hub from `kubeconfig`, or without one from the pod's service account
-    (deploy/coordinator runs the coordinator in the hub); CoordinatorError saying what failed."""
-    if kubeconfig is None:
-        settings = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=settings)
-        except Exception as error:  # not in a pod, or its token/CA files are missing
-            why = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
+    """An ApiClient for the hub (`federation.kube.clients`: `kubeconfig`, else KUBECONFIG, else the
+    pod's service account, as when deploy/coordinator runs it in the hub); CoordinatorError saying
+    what failed."""
+    try:
+        return clients.api_client(kubeconfig, context=context)
+    except clients.KubeUnavailable as error:
+        if error.in_cluster:
             raise CoordinatorError(
                 f"no --hub-kubeconfig given and no in-cluster service account to use instead "
-                f"({why}); outside a pod of the hub, give --hub-kubeconfig FILE") from None
-        return client.ApiClient(settings)
-    if not kubeconfig.is_file():
-        raise CoordinatorError(f"hub kubeconfig {kubeconfig}: no such file")
-    try:
-        return config.new_client_from_config(config_file=str(kubeconfig))
-    except Exception as error:  # YAML, missing fields, unreadable certificates: all the user's file
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CoordinatorError(f"hub kubeconfig {kubeconfig}: {first[:200]}") from None
+                f"({error.reason}); outside a pod of the hub, give --hub-kubeconfig FILE") from error
+        raise CoordinatorError(f"hub {error.source}: {error.reason}") from error
 
 
 def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
@@ -125,7 +121,7 @@ def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
             address=settings.ray_address, init_options={"log_to_driver": False})
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError... all "cannot start"
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise CoordinatorError(f"cannot start Ray placement shards on {where}: {first[:200]}") from None
+        raise CoordinatorError(f"cannot start Ray placement shards on {where}: {first[:200]}") from error
 
 
 def server_credentials(tls: transport.TLSFiles | None) -> grpc.ServerCredentials | None:
@@ -142,17 +138,17 @@ def probe_hub(api: client.ApiClient) -> None:
     """One cheap list, so an unreachable hub or missing CRDs fail at startup with a clear line."""
     host = api.configuration.host
     try:
-        client.CustomObjectsApi(api).list_cluster_custom_object(
-            common.API_GROUP, common.API_VERSION, spread_api.PLURAL, limit=1,
-            _request_timeout=PROBE_TIMEOUT)
-    except client.ApiException as error:
-        if error.status == 404:
-            raise CoordinatorError(f"hub {host} has no FederatedSpread CRD; install crds/ "
-                                   "(`fedspread crds` then `kubectl apply -f crds/`)") from None
-        raise CoordinatorError(f"hub {host} refused: {error.status} {error.reason}") from None
-    except (urllib3.exceptions.HTTPError, OSError) as error:
-        reason = str(getattr(error, "reason", None) or error)
-        raise CoordinatorError(f"hub {host} unreachable: {reason.rpartition(': ')[2][:200]}") from None
+        with kube_errors.translated():
+            client.CustomObjectsApi(api).list_cluster_custom_object(
+                common.API_GROUP, common.API_VERSION, spread_api.PLURAL, limit=1,
+                _request_timeout=PROBE_TIMEOUT)
+    except kube_errors.NotFound as error:
+        raise CoordinatorError(f"hub {host} has no FederatedSpread CRD; install crds/ "
+                               "(`fedspread crds` then `kubectl apply -f crds/`)") from error
+    except (kube_errors.Unreachable, kube_errors.Timeout) as error:
+        raise CoordinatorError(f"hub {host} unreachable: {error.reason}") from error
+    except kube_errors.KubeError as error:
+        raise CoordinatorError(f"hub {host} refused: {error.status} {error.reason}") from error
 
 
 class CoordinatorProcess:
@@ -165,7 +161,8 @@ class CoordinatorProcess:
         self.settings = settings
         self.clock = utcnow
         self._credentials = server_credentials(settings.tls)
-        self.api = api if api is not None else hub_client(settings.hub_kubeconfig)
+        self.api = api if api is not None else hub_client(settings.hub_kubeconfig,
+                                                          context=settings.hub_context)
         self.world = world_model.World(self.clock, grace_from=self.clock())
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else placement_backend(settings)
@@ -198,7 +195,8 @@ class CoordinatorProcess:
         server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=GRPC_THREADS,
                                                                    thread_name_prefix="grpc"),
                              options=inbound.SERVER_OPTIONS)
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, server)
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            self.agents, server)
         placement_service.add_to_server(server, self.source)
         try:
             if self._credentials is None:

@@ -17,12 +17,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 
 from federation import sdk
 from federation.api import common
 from federation.api import spread as spread_api
 from federation.demo import environment
+from federation.kube import clients
+from federation.kube import errors as kube_errors
 
 NAMESPACE, NAME = "demo", "web"
 KEY = f"{NAMESPACE}/{NAME}"
@@ -89,9 +91,10 @@ class Story:
 
     def __init__(self, federation: environment.Federation) -> None:
         self.federation = federation
-        self.hub = config.new_client_from_config(config_file=federation.kubeconfig("hub"))
-        self.members = {m.name: client.CoreV1Api(config.new_client_from_config(
-            config_file=federation.kubeconfig(m.name))) for m in federation.members}
+        self.hub = clients.api_client(pathlib.Path(federation.kubeconfig("hub")))
+        self.members = {
+            m.name: client.CoreV1Api(clients.api_client(pathlib.Path(federation.kubeconfig(m.name))))
+            for m in federation.members}
         self.placements = federation.placement_client(timeout=5.0)
 
     def close(self) -> None:
@@ -152,10 +155,10 @@ class Story:
         deployment, spread = yaml.safe_load_all(EXAMPLE.read_text())
         core, apps = client.CoreV1Api(self.hub), client.AppsV1Api(self.hub)
         try:
-            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
+            with kube_errors.translated(f"create namespace {NAMESPACE}"):
+                core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
+        except kube_errors.Conflict:
+            pass  # it exists from an earlier step
         apps.create_namespaced_deployment(NAMESPACE, deployment)
         client.CustomObjectsApi(self.hub).create_namespaced_custom_object(
             common.API_GROUP, common.API_VERSION, NAMESPACE, spread_api.PLURAL, spread)

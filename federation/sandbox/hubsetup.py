@@ -17,10 +17,11 @@ ESTABLISH_TIMEOUT = 30.0
 
 def install_crds(kubeconfig: str, files: Sequence[pathlib.Path]) -> list[str]:
     """Create (or replace) every CRD in `files` and wait until each is Established."""
-    from kubernetes import client, config
-    from kubernetes.client import exceptions
+    from kubernetes import client
 
-    api = client.ApiextensionsV1Api(config.new_client_from_config(config_file=kubeconfig))
+    from federation.kube import clients, errors
+
+    api = client.ApiextensionsV1Api(clients.api_client(pathlib.Path(kubeconfig)))
     names = []
     for path in files:
         for document in yaml.safe_load_all(path.read_text()):
@@ -28,12 +29,12 @@ def install_crds(kubeconfig: str, files: Sequence[pathlib.Path]) -> list[str]:
                 continue
             name = document["metadata"]["name"]
             try:
-                api.create_custom_resource_definition(document)
-            except exceptions.ApiException as error:
-                if error.status != 409:
-                    raise
+                with errors.translated(f"create CRD {name}"):
+                    api.create_custom_resource_definition(document)
+            except errors.Conflict:  # it exists: replace it
                 current = api.read_custom_resource_definition(name)
-                document["metadata"]["resourceVersion"] = current.metadata.resource_version
+                version = current.metadata.resource_version if current.metadata else None
+                document["metadata"]["resourceVersion"] = version
                 api.replace_custom_resource_definition(name, document)
             names.append(name)
     deadline = time.monotonic() + ESTABLISH_TIMEOUT

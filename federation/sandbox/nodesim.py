@@ -163,8 +163,9 @@ class _Api:
                    "application/strategic-merge-patch+json" if method == "PATCH" else "application/json"}
         self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
         url = f"{self.host}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        answer = self.client.rest_client.request(method, url, headers=headers, body=body,
-                                                 _request_timeout=(5, WATCH_SECONDS + 30 if stream else 30))
+        answer = self.client.rest_client.request(  # type: ignore[no-untyped-call]
+            method, url, headers=headers, body=body,
+            _request_timeout=(5, WATCH_SECONDS + 30 if stream else 30))
         if stream and 200 <= answer.status <= 299:
             return answer.response
         data = answer.read()  # all of it, or the connection does not go back to the pool
@@ -385,10 +386,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retries are ours to report
-    from kubernetes import config
+    from federation.kube import clients
 
     groups = load_profile(pathlib.Path(args.profile).read_text())
-    simulator = NodeSimulator(config.new_client_from_config(config_file=args.kubeconfig), groups,
+    simulator = NodeSimulator(clients.api_client(pathlib.Path(args.kubeconfig)), groups,
                               workers=args.workers)
     signal.signal(signal.SIGTERM, lambda *_: simulator.shutdown())
     signal.signal(signal.SIGINT, lambda *_: simulator.shutdown())

@@ -78,7 +78,7 @@ class PlacementClient:
             self._channel = grpc.insecure_channel(target)
         else:
             self._channel = grpc.secure_channel(target, credentials)
-        self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)
+        self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)  # type: ignore[no-untyped-call]
 
     @classmethod
     def with_tls(
@@ -128,7 +128,7 @@ class PlacementClient:
         try:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
-            raise self._error(error, spread_key=spread_key) from None
+            raise self._error(error, spread_key=spread_key) from error
 
     # --- queries --------------------------------------------------------------------------------
 
@@ -166,7 +166,7 @@ class PlacementClient:
         except grpc.RpcError as error:
             if error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                 return
-            raise self._error(error, spread_key=key) from None
+            raise self._error(error, spread_key=key) from error
         finally:
             call.cancel()
 

@@ -256,7 +256,7 @@ def test_startup_errors_are_one_line(sandbox: state.SandboxState, tmp_path: path
     assert f"error: webhook port {port}:" in result.stderr
 
     result = run_cli("--cluster", MEMBER, "--kubeconfig", str(bad), "--coordinator", "nowhere")
-    assert result.returncode == 1 and "is not HOST:PORT" in result.stderr
+    assert result.returncode == 2 and "is not HOST:PORT" in result.stderr
 
 
 def adaptive_assignment(namespace: str, *, replicas: int) -> assignment.Assignment:

@@ -133,12 +133,12 @@ def test_existing_files_are_kept_unless_forced(ca: pathlib.Path, tmp_path: pathl
     assert run("agent", "--ca", str(ca), "--out", str(out), "--cluster", "dc1").exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     again = run("agent", "--ca", str(ca), "--out", str(out), "--cluster", "dc1")
-    assert again.exit_code == 1
+    assert again.exit_code == 2
     assert again.output.strip().splitlines() == [again.output.strip()], "one line"
     assert "refusing to overwrite" in again.output and "--force" in again.output
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "nothing written"
     ca_again = run("ca", "--out", str(ca))
-    assert ca_again.exit_code == 1 and "refusing to overwrite" in ca_again.output, "a CA is never replaced"
+    assert ca_again.exit_code == 2 and "refusing to overwrite" in ca_again.output, "a CA is never replaced"
     forced = run("agent", "--ca", str(ca), "--out", str(out), "--cluster", "dc1", "--force")
     assert forced.exit_code == 0, forced.output
     assert (out / "tls.key").read_bytes() != before["tls.key"]
@@ -153,23 +153,23 @@ def test_existing_files_are_kept_unless_forced(ca: pathlib.Path, tmp_path: pathl
 def test_bad_names_are_one_line_errors(ca: pathlib.Path, tmp_path: pathlib.Path, args: list[str],
                                        message: str) -> None:
     result = run(*args, "--ca", str(ca), "--out", str(tmp_path / "out"))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.startswith("error: ") and message in result.output
     assert "Traceback" not in result.output and not (tmp_path / "out").exists()
 
 
 def test_a_missing_or_broken_ca_is_explained(ca: pathlib.Path, tmp_path: pathlib.Path) -> None:
     missing = run("agent", "--ca", str(tmp_path / "none"), "--out", str(tmp_path / "x"), "--cluster", "dc1")
-    assert missing.exit_code == 1 and "holds no CA" in missing.output
+    assert missing.exit_code == 2 and "holds no CA" in missing.output
     assert "fedspread certs ca" in missing.output
     leaf = tmp_path / "leaf"
     assert run("agent", "--ca", str(ca), "--out", str(leaf), "--cluster", "dc1").exit_code == 0
     (leaf / "ca.key").write_bytes((leaf / "tls.key").read_bytes())  # a leaf's key next to the CA cert
     wrong = run("agent", "--ca", str(leaf), "--out", str(tmp_path / "y"), "--cluster", "dc2")
-    assert wrong.exit_code == 1 and "does not belong to" in wrong.output
+    assert wrong.exit_code == 2 and "does not belong to" in wrong.output
     (ca / "ca.key").write_text("not a key")
     garbled = run("client", "--ca", str(ca), "--out", str(tmp_path / "z"), "--name", "bob")
-    assert garbled.exit_code == 1 and "is not an unencrypted PEM private key" in garbled.output
+    assert garbled.exit_code == 2 and "is not an unencrypted PEM private key" in garbled.output
 
 
 def test_missing_required_flags_are_usage_errors(tmp_path: pathlib.Path) -> None:

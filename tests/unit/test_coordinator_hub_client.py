@@ -22,6 +22,7 @@ def pod(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path
     token, ca = tmp_path / "token", tmp_path / "ca.crt"
     token.write_text("sa-token")
     ca.write_text("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+    monkeypatch.delenv("KUBECONFIG", raising=False)  # it would win over the service account
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
@@ -31,6 +32,7 @@ def pod(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path
 
 @pytest.fixture
 def outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
 

@@ -25,10 +25,10 @@ import pytest
 import yaml
 from packaging import requirements, version
 
-from agents import cli as agent_cli
 from agents.webhook import registration
 from federation.api import crd
-from federation.coordinator import cli as coordinator_cli
+from federation.cli import agent as agent_cli
+from federation.cli import coordinator as coordinator_cli
 from federation.sandbox import build
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

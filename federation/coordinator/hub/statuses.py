@@ -24,15 +24,13 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-import urllib3
-from kubernetes import client
-
 from federation.api import cluster as cluster_api
 from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
 from federation.core import status as status_core
+from federation.kube import errors as kube_errors
 
 log = logging.getLogger("fedspread.coordinator.status")
 
@@ -174,14 +172,14 @@ class StatusPass:
     def _write(self, write: Callable[[], bool], *, what: str, key: str) -> bool:
         """Run one status write; False (logged, quietly for a vanished object) when it failed."""
         try:
-            write()
+            with kube_errors.translated():
+                write()
             return True
-        except client.ApiException as error:
-            if error.status == 404:
-                log.debug("status target gone", extra={"kind": what, "key": key})
-            else:
-                log.warning("status write failed", extra={"kind": what, "key": key,
-                                                          "status": error.status, "reason": error.reason})
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            log.warning("status write failed", extra={"kind": what, "key": key, "error": str(error)[:200]})
+        except kube_errors.NotFound:
+            log.debug("status target gone", extra={"kind": what, "key": key})
+        except (kube_errors.Unreachable, kube_errors.Timeout) as error:
+            log.warning("status write failed", extra={"kind": what, "key": key, "error": str(error)})
+        except kube_errors.KubeError as error:
+            log.warning("status write failed", extra={"kind": what, "key": key,
+                                                      "status": error.status, "reason": error.reason})
         return False

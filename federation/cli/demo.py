@@ -3,28 +3,26 @@
 Why a command and not a script: `make demo` is the first thing a newcomer runs, on a fresh
 machine; it must build what is missing (the sandbox binaries, with progress), start every part as
 its own process, show what happens, and leave nothing behind — also after Ctrl-C or a failure.
+A failure is one line naming the logs, exit 1.
 """
 
 from __future__ import annotations
 
 import pathlib
 import signal
-import sys
 import threading
 from typing import NoReturn
 
 import click
 
 from federation import logs
+from federation.cli import options
 from federation.demo import environment, story, view
+from federation.kube import clients
+from federation.kube import errors as kube_errors
 from federation.sandbox import launcher
 
 DEFAULT_DIR = pathlib.Path.home() / ".cache" / "fedspread" / "demo"
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
 
 
 def _usage(federation: environment.Federation) -> str:
@@ -100,7 +98,8 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
             threading.Event().wait()
     except KeyboardInterrupt:
         failure = "interrupted"
-    except (environment.DemoError, launcher.SandboxError, TimeoutError) as error:
+    except (environment.DemoError, launcher.SandboxError, TimeoutError, clients.KubeUnavailable,
+            kube_errors.KubeError) as error:
         failure = str(error)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
@@ -109,7 +108,7 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
         shown.note("tearing down (every process is stopped; further Ctrl-C is ignored until then)")
         federation.close()
     if failure:
-        _fail(f"{failure} (everything was stopped; logs in {federation.logs})")
+        options.fail(f"{failure} (everything was stopped; logs in {federation.logs})")
     shown.note("done: every process stopped")
 
 

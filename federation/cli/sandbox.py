@@ -2,6 +2,8 @@
 
 Why a command: the tests, the demo and a curious user all want the same thing — a hub and a few
 member clusters running real Kubernetes binaries on loopback — and to stop exactly that afterwards.
+The sandbox modules that need the Kubernetes client are imported only when `up` runs. A sandbox
+that cannot be built or started exits 1 (a run-time failure), as does `status` when anything is down.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import sys
 
 import click
 
-from federation.sandbox import build, health, hubsetup, launcher, nodesim
+from federation.cli import options
+from federation.sandbox import build, health, launcher
 
 DEFAULT_DIR = build.cache_root() / "sandbox"
 
@@ -44,8 +47,7 @@ def build_command() -> None:
     try:
         tools = build.ensure(_say)
     except build.BuildError as error:
-        _say(f"error: {error}")
-        sys.exit(1)
+        options.fail(str(error))
     click.echo(f"binaries: {tools.kube_bin}\netcd: {tools.etcd}")
 
 
@@ -57,12 +59,14 @@ def build_command() -> None:
 @click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True,
               type=click.Path(file_okay=False, path_type=pathlib.Path),
               help="Where the sandbox keeps its state, certificates, kubeconfigs and logs.")
-def up_command(members: int, nodes: int, directory: pathlib.Path) -> None:
+def up_command(*, members: int, nodes: int, directory: pathlib.Path) -> None:
     """Start a hub and member clusters and print where their kubeconfigs are.
 
     Builds the binaries first if needed. Everything listens on 127.0.0.1; stop it with
     `fedspread sandbox down`.
     """
+    from federation.sandbox import hubsetup, nodesim  # the Kubernetes client
+
     names = member_names(members)
     try:
         started = launcher.up(
@@ -71,8 +75,7 @@ def up_command(members: int, nodes: int, directory: pathlib.Path) -> None:
             crds=hubsetup.bundled_crds(), report=_say,
         )
     except (build.BuildError, launcher.SandboxError) as error:
-        _say(f"error: {error}")
-        sys.exit(1)
+        options.fail(str(error))
     for record in started.clusters:
         click.echo(f"{record.name:<12} {record.server}  KUBECONFIG={record.kubeconfig}")
 
@@ -99,8 +102,8 @@ def status_command(directory: pathlib.Path) -> None:
     report = health.check(directory.resolve())
     if report is None:
         click.echo(f"no sandbox in {directory}")
-        sys.exit(1)
+        sys.exit(options.EXIT_RUNTIME)
     for line in report.lines():
         click.echo(line)
     if not report.healthy:
-        sys.exit(1)
+        sys.exit(options.EXIT_RUNTIME)

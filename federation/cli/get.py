@@ -1,13 +1,14 @@
 """`fedspread get placement|clusters`: what the running coordinator decided, from the command line.
 
 Why through the SDK: the command line is the SDK's first user, so it exercises the same typed
-results and errors scripts get. `-o json` prints DESIGN §7's stable shape (the `simulate -o json`
-shape plus `"ready"`); `-o table` is for people. Every error — an unknown spread, a bad key, an
-unreachable coordinator — is one line on stderr and exit code 1, never a traceback.
+results and errors scripts get. `-o json` prints the stable shape of `simulate -o json` plus
+`"ready"`; `-o table` is for people. A malformed key is the user's mistake (one line, exit 2); an
+unknown spread or an unreachable coordinator is a run-time failure (one line, exit 1).
 
-Transport as everywhere (issue 8): mTLS with a client certificate (`--ca/--cert/--key`, or
+Transport as for every gRPC client: mTLS with a client certificate (`--ca/--cert/--key`, or
 FEDSPREAD_CA/FEDSPREAD_CERT/FEDSPREAD_KEY, from `fedspread certs client`), or plaintext with an
-explicit `--insecure`; neither is a usage error.
+explicit `--insecure`; neither is a usage error. The SDK (and so gRPC) is imported only when a
+query runs, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -15,19 +16,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import rich.console
 import rich.table
 
-from federation import sdk
-from federation.certs import transport
+from federation.cli import options
+
+if TYPE_CHECKING:
+    from federation import sdk
 
 DEFAULT_COORDINATOR = "127.0.0.1:7443"
-EXIT_ERROR = 1
 
 T = TypeVar("T")
 
@@ -43,16 +44,15 @@ _timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
     help="Seconds to wait for the coordinator.",
 )
-_File = click.Path(dir_okay=False, path_type=pathlib.Path)
-_TLS_OPTIONS = (
-    click.option("--ca", "ca_file", envvar="FEDSPREAD_CA", metavar="FILE", type=_File,
-                 help="CA certificate that signed the coordinator's (env FEDSPREAD_CA)."),
-    click.option("--cert", "cert_file", envvar="FEDSPREAD_CERT", metavar="FILE", type=_File,
-                 help="Your client certificate, from `fedspread certs client` (env FEDSPREAD_CERT)."),
-    click.option("--key", "key_file", envvar="FEDSPREAD_KEY", metavar="FILE", type=_File,
-                 help="Private key of --cert (env FEDSPREAD_KEY)."),
-    click.option("--insecure", is_flag=True, envvar="FEDSPREAD_INSECURE",
-                 help="Plaintext instead of mTLS, for a coordinator started with --insecure."),
+_tls_options = options.compose(
+    options.cert_key_ca_options(
+        prefix="", envvar_prefix="FEDSPREAD_",
+        ca_help="CA certificate that signed the coordinator's (env FEDSPREAD_CA).",
+        cert_help="Your client certificate, from `fedspread certs client` (env FEDSPREAD_CERT).",
+        key_help="Private key of --cert (env FEDSPREAD_KEY)."),
+    options.insecure_option(
+        envvar="FEDSPREAD_INSECURE",
+        help_text="Plaintext instead of mTLS, for a coordinator started with --insecure."),
 )
 
 
@@ -69,15 +69,13 @@ class Connection:
 
     def check(self) -> None:
         """click.UsageError unless exactly one of mTLS (all three files) and --insecure is given."""
-        try:
-            transport.files_from_flags(
-                flags=("--cert", "--key", "--ca"), cert=self.cert, key=self.key, ca=self.ca,
-                insecure=self.insecure, advice="issue them with `fedspread certs client`")
-        except ValueError as error:
-            raise click.UsageError(str(error)) from None
+        options.mtls_files(flags=("--cert", "--key", "--ca"), cert=self.cert, key=self.key, ca=self.ca,
+                           insecure=self.insecure, advice="issue them with `fedspread certs client`")
 
     def client(self) -> sdk.PlacementClient:
         """An SDK client over mTLS or plaintext."""
+        from federation import sdk
+
         if self.ca is None or self.cert is None or self.key is None:
             return sdk.PlacementClient(self.target, timeout=self.timeout)
         return sdk.PlacementClient.with_tls(self.target, ca=self.ca, cert=self.cert, key=self.key,
@@ -94,21 +92,23 @@ def _connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(connection=connection, **rest)
 
     wrapper.__doc__, wrapper.__name__ = command.__doc__, command.__name__
-    for option in reversed((_coordinator_option, _timeout_option, *_TLS_OPTIONS)):
-        wrapper = option(wrapper)
-    return wrapper
+    return options.compose(_coordinator_option, _timeout_option, _tls_options)(wrapper)
 
 
 def _ask(connection: Connection, question: Callable[[sdk.PlacementClient], T]) -> T:
-    """Run one query; SDK errors become one line on stderr and exit 1."""
+    """Run one query; a malformed request or a bad certificate file exits 2, any other SDK error
+    (unknown spread, unreachable coordinator) exits 1; one line each."""
+    from federation import sdk
+
     try:
         with connection.client() as client:
             return question(client)
     except sdk.InvalidRequest as error:
-        click.echo(f"error: {str(error).splitlines()[0]}", err=True)
+        options.usage_error(str(error).splitlines()[0])
+    except sdk.CertificateError as error:  # a missing, malformed or mismatched --cert/--key/--ca file
+        options.usage_error(str(error))
     except sdk.FedspreadError as error:
-        click.echo(f"error: {error}", err=True)
-    sys.exit(EXIT_ERROR)
+        options.fail(str(error))
 
 
 def _cap(subset: sdk.SubsetPlacement) -> str:

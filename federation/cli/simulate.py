@@ -1,8 +1,8 @@
 """`fedspread simulate`: the placement core on files, no cluster needed.
 
 Why: operators want to see what a spread will do before applying it, and a capacity snapshot
-captured from a live federation can be replayed here. The JSON output is the stable shape of
-DESIGN §7 (scripts rely on it); `-o table` is for people and adds the reasons behind each number.
+captured from a live federation can be replayed here. The JSON output has a stable shape
+(scripts rely on it); `-o table` is for people and adds the reasons behind each number.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import rich.console
 import rich.table
 
 from federation.api import problems, spread
+from federation.cli.options import EXIT_USAGE, usage_error
 from federation.core import fit, placement
-
-EXIT_INVALID = 2
 
 
 def _kind(doc: Any) -> str:
@@ -107,6 +106,7 @@ def render_table(result: placement.Placement, spec: spread.FederatedSpreadSpec) 
 @click.option("-o", "--output", type=click.Choice(["json", "table"]), default="json",
               show_default=True, help="json (stable, for scripts) or table (for people).")
 def simulate_command(
+    *,
     spread_file: pathlib.Path,
     clusters_file: pathlib.Path,
     replicas: int | None,
@@ -129,11 +129,10 @@ def simulate_command(
             shape=shape, current=_current(current_file),
         )
     except problems.InvalidInput as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_INVALID)
+        click.echo(str(error), err=True)  # every problem, one per line, with its field path
+        sys.exit(EXIT_USAGE)
     except ValueError as error:  # e.g. an unparseable quantity in the template
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_INVALID)
+        usage_error(str(error))
     if output == "json":
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -1,29 +1,25 @@
 """`fedspread agent`: run the member agent against one cluster and one coordinator.
 
-Why a separate module: the `fedspread` group (federation/cli.py) only registers commands; the
-agent's flags, its logging setup and its one-line startup errors live next to the agent. Logging
-is quiet and structured: one line per event, `key=value` pairs after the message, INFO by default
-(connections, Deployments written, outages), and the Kubernetes client's own chatter muted.
+Why here: the agent's flags and its one-line startup errors live with the other commands; the
+agent itself (`agents.main`, with gRPC and the Kubernetes client) is imported only when the
+command runs. Logging is quiet and structured: one line per event, `key=value` pairs after the
+message, INFO by default (connections, Deployments written, outages), and the Kubernetes client's
+own chatter muted.
 
 Two kinds of certificate, two flag families: `--tls-*` is the webhook's *serving* certificate
 (what the member's apiserver trusts), `--link-*` the agent's *client* certificate towards the
 coordinator (what names this cluster). The link is mTLS unless `--insecure` says otherwise;
-neither is a usage error, so nobody runs plaintext by forgetting a flag (issue 8).
+neither is a usage error, so nobody runs plaintext by forgetting a flag. Bad flags exit 2; an
+agent that cannot start exits 1.
 """
 
 from __future__ import annotations
 
 import pathlib
-import sys
-from typing import NoReturn
 
 import click
 
-from agents import main as agent_main
-from federation import logs
-from federation.certs import transport
-
-_File = click.Path(dir_okay=False, path_type=pathlib.Path)
+from federation.cli import options
 
 
 def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -37,29 +33,13 @@ def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
-def link_files(*, cert: pathlib.Path | None, key: pathlib.Path | None, ca: pathlib.Path | None,
-               insecure: bool) -> transport.TLSFiles | None:
-    """The link's mTLS files, or None with --insecure; click.UsageError for any other combination."""
-    try:
-        return transport.files_from_flags(
-            flags=("--link-cert", "--link-key", "--link-ca"), cert=cert, key=key, ca=ca, insecure=insecure,
-            advice="issue them with `fedspread certs agent --cluster NAME`")
-    except ValueError as error:
-        raise click.UsageError(str(error)) from None
-
-
 @click.command("agent")
 @click.option("--cluster", required=True, metavar="NAME",
               help="This member cluster's name, as in its MemberCluster object in the hub.")
-@click.option("--kubeconfig", metavar="FILE", default=None,
-              type=click.Path(dir_okay=False, path_type=pathlib.Path),
-              help="Kubeconfig of the member cluster the agent manages (default: the in-cluster "
-                   "service account, when the agent runs in a pod of that cluster).")
+@options.kubeconfig_options(
+    help_text="Kubeconfig of the member cluster the agent manages (default: the KUBECONFIG "
+              "environment variable, else the in-cluster service account, when the agent runs in "
+              "a pod of that cluster).")
 @click.option("--coordinator", required=True, metavar="HOST:PORT",
               help="Address of the coordinator's gRPC AgentService.")
 @click.option("--webhook-port", default=9443, show_default=True, type=click.IntRange(0, 65535),
@@ -84,37 +64,35 @@ def link_files(*, cert: pathlib.Path | None, key: pathlib.Path | None, ca: pathl
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Topology label reported to the coordinator, e.g. "
                    "topology.fedspread.io/region=eu-west (repeatable).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
-              help="Webhook serving certificate (PEM; what the member's apiserver trusts, not the "
-                   "coordinator link's --link-cert). Without it the agent makes one, signed by a CA held "
-                   "only in memory, and registers that CA.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
-              help="Private key of --tls-cert (PEM).")
-@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
-              help="CA certificate the apiserver should trust for --tls-cert "
-                   "(default: --tls-cert itself, right for a self-signed certificate).")
-@click.option("--link-cert", metavar="FILE", type=_File,
-              help="This agent's client certificate for the coordinator link (PEM; `fedspread certs "
-                   "agent --cluster NAME`). It names the cluster: the coordinator refuses a Hello for "
-                   "any other. Not the webhook's --tls-cert.")
-@click.option("--link-key", metavar="FILE", type=_File, help="Private key of --link-cert (PEM).")
-@click.option("--link-ca", metavar="FILE", type=_File,
-              help="CA certificate (PEM) that signed the coordinator's serving certificate.")
-@click.option("--insecure", is_flag=True,
-              help="Plaintext gRPC to the coordinator instead of mTLS (the coordinator must run with "
-                   "--insecure too). For local use only.")
+@options.cert_key_ca_options(
+    prefix="tls-", must_exist=True,
+    cert_help="Webhook serving certificate (PEM; what the member's apiserver trusts, not the "
+              "coordinator link's --link-cert). Without it the agent makes one, signed by a CA held "
+              "only in memory, and registers that CA.",
+    key_help="Private key of --tls-cert (PEM).",
+    ca_help="CA certificate the apiserver should trust for --tls-cert "
+            "(default: --tls-cert itself, right for a self-signed certificate).")
+@options.cert_key_ca_options(
+    prefix="link-",
+    cert_help="This agent's client certificate for the coordinator link (PEM; `fedspread certs "
+              "agent --cluster NAME`). It names the cluster: the coordinator refuses a Hello for "
+              "any other. Not the webhook's --tls-cert.",
+    key_help="Private key of --link-cert (PEM).",
+    ca_help="CA certificate (PEM) that signed the coordinator's serving certificate.")
+@options.insecure_option(
+    help_text="Plaintext gRPC to the coordinator instead of mTLS (the coordinator must run with "
+              "--insecure too). For local use only.")
 @click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 300),
               help="How often heartbeats and unchanged reports are sent to the coordinator.")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-              help="Least severe log level printed.")
-def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, coordinator: str, webhook_port: int,
-                  webhook_url_host: str, webhook_service: str | None, register_webhook: bool,
-                  deregister_on_exit: bool, webhook_name: str, namespace_labels: tuple[str, ...],
-                  metrics_port: int, labels: tuple[str, ...], tls_cert: pathlib.Path | None,
-                  tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None, link_cert: pathlib.Path | None,
-                  link_key: pathlib.Path | None, link_ca: pathlib.Path | None, insecure: bool,
-                  heartbeat_seconds: float, log_level: str) -> None:
+@options.log_level_option()
+def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str | None, coordinator: str,
+                  webhook_port: int, webhook_url_host: str, webhook_service: str | None,
+                  register_webhook: bool, deregister_on_exit: bool, webhook_name: str,
+                  namespace_labels: tuple[str, ...], metrics_port: int, labels: tuple[str, ...],
+                  tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None,
+                  link_cert: pathlib.Path | None, link_key: pathlib.Path | None,
+                  link_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
+                  log_level: str) -> None:
     """Run the member agent: enforce this cluster's share of every spread, report what it has.
 
     \b
@@ -140,38 +118,41 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, coordinator:
           --coordinator 127.0.0.1:7443 --link-cert pki/member-1/tls.crt \\
           --link-key pki/member-1/tls.key --link-ca pki/member-1/ca.crt
     """
-    link_tls = link_files(cert=link_cert, key=link_key, ca=link_ca, insecure=insecure)
-    logs.configure(log_level)
+    link_tls = options.mtls_files(
+        flags=("--link-cert", "--link-key", "--link-ca"), cert=link_cert, key=link_key, ca=link_ca,
+        insecure=insecure, advice="issue them with `fedspread certs agent --cluster NAME`")
     if (tls_cert is None) != (tls_key is None):
-        _fail("--tls-cert and --tls-key go together")
-    host, sep, port = coordinator.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        _fail(f"--coordinator {coordinator!r} is not HOST:PORT")
+        options.usage_error("--tls-cert and --tls-key go together")
+    options.host_port(coordinator, flag="--coordinator")
     service = None
     if webhook_service is not None:
         namespace, _, name = webhook_service.partition("/")
         if not namespace or not name:
-            _fail(f"--webhook-service {webhook_service!r} is not NAMESPACE/NAME")
+            options.usage_error(f"--webhook-service {webhook_service!r} is not NAMESPACE/NAME")
         service = (namespace, name)
     try:
         topology = label_pairs(labels)
         namespace_selector = label_pairs(namespace_labels) or None
     except ValueError as error:
-        _fail(f"--label/--webhook-namespace-label: {error}")
+        options.usage_error(f"--label/--webhook-namespace-label: {error}")
+    from agents import main as agent_main  # gRPC, Kubernetes: only once the agent runs
+    from federation import logs
+
+    logs.configure(log_level)
     settings = agent_main.AgentConfig(
-        cluster=cluster, kubeconfig=kubeconfig, coordinator=coordinator, labels=topology,
-        webhook_port=webhook_port, webhook_url_host=webhook_url_host, webhook_name=webhook_name,
-        webhook_namespace_selector=namespace_selector, webhook_service=service,
-        register_webhook=register_webhook, deregister_on_exit=deregister_on_exit,
-        metrics_port=metrics_port, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
-        heartbeat_seconds=heartbeat_seconds, link_tls=link_tls)
+        cluster=cluster, kubeconfig=kubeconfig, context=context, coordinator=coordinator,
+        labels=topology, webhook_port=webhook_port, webhook_url_host=webhook_url_host,
+        webhook_name=webhook_name, webhook_namespace_selector=namespace_selector,
+        webhook_service=service, register_webhook=register_webhook,
+        deregister_on_exit=deregister_on_exit, metrics_port=metrics_port, tls_cert=tls_cert,
+        tls_key=tls_key, tls_ca=tls_ca, heartbeat_seconds=heartbeat_seconds, link_tls=link_tls)
     try:
         agent = agent_main.Agent(settings)
     except agent_main.AgentError as error:
-        _fail(str(error))
+        options.fail(str(error))
     try:
         agent.start()
     except agent_main.AgentError as error:
         agent.stop()
-        _fail(str(error))
+        options.fail(str(error))
     agent.run()

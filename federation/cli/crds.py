@@ -1,8 +1,8 @@
-"""The `fedspread` command line: one entry point, one small module per command group.
+"""`fedspread crds`: write (or check) the CRDs and the API reference generated from the models.
 
-Why a thin module: every command parses flags, calls into `federation.api`/`federation.core` (or a
-client), and prints. Errors a user can cause (a bad file, an invalid spread) are printed as a list of
-problems with field paths and exit code 2 — never a traceback.
+Why a command: the pydantic models in federation.api are the one source of truth for the CRDs in
+crds/ and the reference in docs/api.md; regenerating them must be one command, and CI must be
+able to ask "are they up to date?" (`--check`, exit 1 when not, like `diff`).
 """
 
 from __future__ import annotations
@@ -12,36 +12,11 @@ import sys
 
 import click
 
-from agents import cli as agent_cli
-from federation import cli_get, cli_simulate
 from federation.api import crd, reference
-from federation.certs import cli as certs_cli
-from federation.coordinator import cli as coordinator_cli
-from federation.demo import cli as demo_cli
-from federation.sandbox import cli as sandbox_cli
+from federation.cli.options import EXIT_RUNTIME
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="fedspread")
-def main() -> None:
-    """fedspread: spread one Kubernetes workload's replicas across many clusters.
-
-    A FederatedSpread lists ordered subsets (a cluster, a region or a node pool), each with an
-    optional cap; replicas fill them in order and, with the Adaptive strategy, overflow to the
-    next subset when one has no room.
-    """
-
-
-main.add_command(cli_simulate.simulate_command)
-main.add_command(sandbox_cli.sandbox_group)
-main.add_command(agent_cli.agent_command)
-main.add_command(cli_get.get_group)
-main.add_command(coordinator_cli.coordinator_command)
-main.add_command(demo_cli.demo_command)
-main.add_command(certs_cli.certs_group)
-
-
-@main.command("crds")
+@click.command("crds")
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=pathlib.Path),
@@ -75,7 +50,7 @@ def crds_command(output_dir: pathlib.Path, reference_file: pathlib.Path, check: 
             for name in stale:
                 click.echo(f"out of date: {name}", err=True)
             click.echo("run `fedspread crds` to regenerate", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_RUNTIME)  # like `diff`: a difference is not a usage error
         click.echo(f"{output_dir}: up to date")
         return
     for path in crd.write_crds(output_dir):
@@ -83,6 +58,3 @@ def crds_command(output_dir: pathlib.Path, reference_file: pathlib.Path, check: 
     reference.write(reference_file)
     click.echo(f"wrote {reference_file}")
 
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -4,33 +4,28 @@ Why a command: agents, the coordinator and SDK users authenticate each other wit
 from one CA, and each agent's certificate must name its cluster in the form the coordinator
 checks (`federation.certs.names`). Getting that right with openssl is a page of flags; here it is
 one line per certificate. The work is `federation.certs.bundles`; this module parses flags and
-prints what was written and what to do next. Errors are one line, exit 1; usage errors exit 2.
+prints what was written and what to do next. Every error here is the user's to fix (a name, a
+missing or broken CA, a file that would be overwritten): one line, exit 2.
 """
 
 from __future__ import annotations
 
 import pathlib
-import sys
 from collections.abc import Callable
-from typing import NoReturn
 
 import click
 
 from federation.certs import bundles, store
+from federation.cli import options
 
 _Dir = click.Path(file_okay=False, path_type=pathlib.Path)
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
 
 
 def _issue(make: Callable[[], list[pathlib.Path]]) -> list[pathlib.Path]:
     try:
         return make()
-    except (store.CertFileError, ValueError) as error:
-        _fail(str(error))
+    except (store.CertFileError, ValueError) as error:  # a bad name, CA or --out: the user's to fix
+        options.usage_error(str(error))
 
 
 def _report(written: list[pathlib.Path], *, next_step: str) -> None:
@@ -45,7 +40,8 @@ _ca_option = click.option(
     help="Directory of the CA that signs (ca.crt and ca.key, from `fedspread certs ca`).")
 _out_option = click.option(
     "--out", required=True, type=_Dir, metavar="DIR",
-    help="Directory to write tls.crt, tls.key (mode 0600) and ca.crt into (created if missing).")
+    help="Directory to write tls.crt, tls.key (mode 0600) and a copy of the CA's ca.crt into "
+         "(created if missing).")
 _force_option = click.option("--force", is_flag=True, help="Replace files that already exist in --out.")
 _days_option = click.option("--days", default=365, show_default=True, type=click.IntRange(1, 36500),
                             help="How long the certificate is valid.")
@@ -69,7 +65,8 @@ def certs_group() -> None:
 
 
 @certs_group.command("ca")
-@_out_option
+@click.option("--out", required=True, type=_Dir, metavar="DIR",
+              help="Directory to write ca.crt and ca.key (mode 0600) into (created if missing).")
 @click.option("--name", default=None,
               help="The CA's common name  [default: fedspread CA <8 random hex digits>, unique].")
 @click.option("--days", default=3650, show_default=True, type=click.IntRange(1, 36500),

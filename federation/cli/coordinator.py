@@ -1,0 +1,109 @@
+"""`fedspread coordinator`: run the coordinator against a hub cluster.
+
+Why here: the coordinator's flags and its one-line startup errors live with the other commands;
+the coordinator itself (`federation.coordinator.process`, with Ray, gRPC and the Kubernetes
+client) is imported only when the command runs, so `--help` stays fast. Logging is quiet and
+structured like the agent's (`federation.logs`).
+
+Transport: mTLS (`--tls-cert/--tls-key/--tls-ca`) or, said out loud, plaintext (`--insecure`);
+neither is a usage error, so that nobody serves plaintext by forgetting a flag. Flags that
+contradict each other exit 2; a coordinator that cannot start exits 1.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import click
+
+from federation.cli import options
+
+
+@click.command("coordinator")
+@options.kubeconfig_options(
+    flag="--hub-kubeconfig", dest="hub_kubeconfig",
+    help_text="Kubeconfig of the hub cluster, where FederatedSpreads, MemberClusters and the target "
+              "Deployments live (the sandbox writes one: `fedspread sandbox up`). Default: the "
+              "KUBECONFIG environment variable, else the in-cluster service account, when the "
+              "coordinator runs in a pod of the hub (deploy/coordinator).")
+@click.option("--ray-address", metavar="ADDRESS", default=None,
+              help="Join an existing Ray cluster (e.g. ray://head:10001 for KubeRay, or a head's "
+                   "host:6379) instead of starting a local Ray in this process.")
+@click.option("--no-ray", is_flag=True,
+              help="Place in this process, without Ray: for a laptop, or a federation of a few spreads.")
+@click.option("--spread-shards", default=2, show_default=True, type=click.IntRange(1, 256),
+              help="SpreadShard actors placements are computed on (each is one ~90 MB process); "
+                   "spreads are hashed onto them.")
+@click.option("--cluster-shards", default=1, show_default=True, type=click.IntRange(1, 256),
+              help="ClusterShard actors holding the node inventories for capacity simulations.")
+@click.option("--listen", default="0.0.0.0:7443", show_default=True, metavar="HOST:PORT",
+              help="Address of the gRPC server agents (AgentService) and `fedspread get` / the SDK "
+                   "(PlacementService) connect to.")
+@options.cert_key_ca_options(
+    prefix="tls-",
+    cert_help="Serving certificate of the gRPC server (PEM; `fedspread certs coordinator`). "
+              "It must name every host agents and SDK users dial.",
+    key_help="Private key of --tls-cert (PEM).",
+    ca_help="CA certificate (PEM) that signed the agents' and SDK users' client certificates; "
+            "clients without one are refused at the handshake.")
+@options.insecure_option(
+    help_text="Serve plaintext gRPC instead of mTLS: no client is authenticated and any of them "
+              "can speak for any cluster. For local use only (laptop, tests).")
+@click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.5, 300),
+              help="How often each agent stream is pinged, and the heartbeat interval agents are told.")
+@options.log_level_option()
+def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
+                        no_ray: bool, spread_shards: int, cluster_shards: int, listen: str,
+                        tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
+                        tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
+                        log_level: str) -> None:
+    """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
+
+    \b
+    The coordinator
+      * watches the hub for FederatedSpreads, MemberClusters and their target Deployments;
+      * places every spread's replicas over its ordered subsets, on the capacity agents report
+        (on Ray shard actors: a local Ray unless --ray-address or --no-ray);
+      * sends each member cluster's agent its share (one gRPC stream per agent);
+      * moves replicas away from clusters whose agent stays silent (failover);
+      * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
+      * answers placement questions (`fedspread get placement`, the Python SDK).
+    Stop it with SIGTERM or Ctrl-C.
+
+    \b
+    The gRPC server speaks mTLS: every client needs a certificate signed by --tls-ca, and an
+    agent may only speak for the cluster its certificate names (`fedspread certs --help`).
+    --insecure serves plaintext instead, for local use only.
+
+    \b
+    Example, against the sandbox (`fedspread sandbox up`), certificates in pki/:
+      fedspread coordinator --hub-kubeconfig ~/.cache/fedspread/sandbox/hub/kubeconfig \\
+          --listen 127.0.0.1:7443 --tls-cert pki/coordinator/tls.crt \\
+          --tls-key pki/coordinator/tls.key --tls-ca pki/coordinator/ca.crt
+    Without --hub-kubeconfig, KUBECONFIG is used if set; in a pod of the hub
+    (deploy/coordinator) leave both out and the pod's service account is used.
+    """
+    tls = options.mtls_files(
+        flags=("--tls-cert", "--tls-key", "--tls-ca"), cert=tls_cert, key=tls_key, ca=tls_ca,
+        insecure=insecure, advice="issue them with `fedspread certs ca` and `fedspread certs coordinator`")
+    options.host_port(listen, flag="--listen")
+    if no_ray and ray_address:
+        options.usage_error("--no-ray and --ray-address contradict each other; give one")
+    from federation import logs
+    from federation.coordinator import process as coordinator_main  # Ray, gRPC, Kubernetes
+
+    logs.configure(log_level)
+    settings = coordinator_main.CoordinatorConfig(
+        hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen, use_ray=not no_ray,
+        ray_address=ray_address, spread_shards=spread_shards, cluster_shards=cluster_shards,
+        heartbeat_seconds=heartbeat_seconds, tls=tls)
+    try:
+        process = coordinator_main.CoordinatorProcess(settings)
+    except coordinator_main.CoordinatorError as error:
+        options.fail(str(error))
+    try:
+        process.start()
+    except coordinator_main.CoordinatorError as error:
+        process.stop()
+        options.fail(str(error))
+    process.run()

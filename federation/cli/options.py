@@ -1,0 +1,131 @@
+"""Flags and failure handling shared by every `fedspread` command.
+
+Why one module: the TLS flag families, `--log-level`, `--kubeconfig/--context` and the way a command
+fails were copied into each command and drifted (different exit codes for the same kind of
+mistake). Here each exists once, and the exit-code rule is written down in one place:
+
+* exit 2 — the user can fix it by changing the command line or an input file (click's own usage
+  errors, a bad file, an invalid spread, flags that contradict each other);
+* exit 1 — the command line was fine but something at run time failed (an unreachable coordinator
+  or apiserver, a process that cannot start).
+
+Either way the user sees one line, never a traceback. This module imports only click and the
+standard library so that `fedspread --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from federation.certs import transport
+
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FILE = click.Path(dir_okay=False, path_type=pathlib.Path)
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=pathlib.Path)
+
+
+def fail(message: str, *, code: int = EXIT_RUNTIME) -> NoReturn:
+    """Print `error: message` on stderr and exit with `code` (EXIT_RUNTIME or EXIT_USAGE)."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def usage_error(message: str) -> NoReturn:
+    """A mistake in the flags or input files, found after click parsed them: one line, exit 2."""
+    fail(message, code=EXIT_USAGE)
+
+
+def first_line(error: BaseException, *, limit: int = 200) -> str:
+    """The first line of an error's text (or its type's name), cut to `limit` characters."""
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
+
+
+def compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Apply several option decorators as one, in the order they would be written above a function."""
+    def apply(function: F) -> F:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+    return apply
+
+
+def log_level_option() -> Callable[[F], F]:
+    """`--log-level`, for the long-running commands (coordinator, agent)."""
+    return click.option(
+        "--log-level", default="info", show_default=True,
+        type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+        help="Least severe log level printed.")
+
+
+def kubeconfig_options(*, flag: str = "--kubeconfig", dest: str = "kubeconfig",
+                       help_text: str) -> Callable[[F], F]:
+    """A kubeconfig flag (`flag`, passed as `dest`) and `--context` to pick one of its contexts.
+
+    Without the flag the KUBECONFIG environment variable is used, and without that the in-cluster
+    service account (`federation.kube.clients`).
+    """
+    return compose(
+        click.option(flag, dest, metavar="FILE", default=None, type=FILE, help=help_text),
+        click.option("--context", "context", metavar="NAME", default=None,
+                     help="Context of the kubeconfig to use (default: its current-context)."),
+    )
+
+
+def cert_key_ca_options(*, prefix: str, cert_help: str, key_help: str, ca_help: str,
+                        must_exist: bool = False, envvar_prefix: str | None = None) -> Callable[[F], F]:
+    """Three PEM file flags `--{prefix}cert`, `--{prefix}key`, `--{prefix}ca`.
+
+    The values reach the command as `{prefix}cert` etc. with dashes as underscores (`tls_cert`,
+    `link_key`; with an empty prefix `cert_file`, `key_file`, `ca_file`). `envvar_prefix` also
+    reads them from `{envvar_prefix}CERT` etc.
+    """
+    file_type = EXISTING_FILE if must_exist else FILE
+
+    def one(name: str, text: str) -> Callable[[F], F]:
+        dest = f"{prefix.replace('-', '_')}{name}" if prefix else f"{name}_file"
+        envvar = f"{envvar_prefix}{name.upper()}" if envvar_prefix else None
+        return click.option(f"--{prefix}{name}", dest, metavar="FILE", type=file_type, envvar=envvar,
+                            help=text)
+
+    if prefix:
+        return compose(one("cert", cert_help), one("key", key_help), one("ca", ca_help))
+    return compose(one("ca", ca_help), one("cert", cert_help), one("key", key_help))
+
+
+def insecure_option(*, help_text: str, envvar: str | None = None) -> Callable[[F], F]:
+    """`--insecure`: plaintext gRPC instead of mTLS, said out loud."""
+    return click.option("--insecure", is_flag=True, envvar=envvar, help=help_text)
+
+
+def mtls_files(*, flags: tuple[str, str, str], cert: pathlib.Path | None, key: pathlib.Path | None,
+               ca: pathlib.Path | None, insecure: bool, advice: str) -> transport.TLSFiles | None:
+    """The mTLS files, or None with --insecure; click.UsageError (exit 2) for any other combination.
+
+    Neither mTLS nor --insecure is a usage error, so that nobody speaks plaintext by forgetting a flag.
+    """
+    from federation.certs import transport  # grpc: only once a command runs
+
+    try:
+        return transport.files_from_flags(flags=flags, cert=cert, key=key, ca=ca, insecure=insecure,
+                                          advice=advice)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None  # the user's flags; the ValueError adds nothing
+
+
+def host_port(value: str, *, flag: str) -> str:
+    """`value` if it is HOST:PORT with a port in 0..65535; otherwise a usage error naming `flag`."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        usage_error(f"{flag} {value!r} is not HOST:PORT")
+    return value
