@@ -195,7 +195,7 @@ class CoordinatorProcess:
         server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=GRPC_THREADS,
                                                                    thread_name_prefix="grpc"),
                              options=inbound.SERVER_OPTIONS)
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(
             self.agents, server)
         placement_service.add_to_server(server, self.source)
         try:

@@ -78,7 +78,7 @@ class PlacementClient:
             self._channel = grpc.insecure_channel(target)
         else:
             self._channel = grpc.secure_channel(target, credentials)
-        self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)
 
     @classmethod
     def with_tls(
