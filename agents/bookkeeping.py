@@ -34,8 +34,9 @@ import datetime
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
-from agents import assignment as assignment_mod
+from federation.api import names
 from federation.core import quotas, status
+from federation.rpc import assignment as assignment_mod
 
 CREATING_TTL = datetime.timedelta(seconds=30)
 DELETING_TTL = datetime.timedelta(seconds=15)
@@ -170,7 +171,7 @@ class Bookkeeping:
 
     def spread_of(self, namespace: str, labels: Mapping[str, str] | None) -> assignment_mod.Assignment | None:
         """The assignment a pod belongs to, by its fedspread.io/spread label and namespace."""
-        name = (labels or {}).get(assignment_mod.SPREAD_LABEL)
+        name = (labels or {}).get(names.SPREAD_LABEL)
         if not name:
             return None
         with self._lock:

@@ -36,10 +36,12 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import assignment, bookkeeping, outbox, retries
+from agents import bookkeeping, outbox, retries
 from agents.cache import store as cache_mod
 from agents.cache import views
+from federation.api import names
 from federation.core import deletion_cost, reschedule
+from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
 
@@ -195,7 +197,7 @@ class Reconciler:
 
     @_RETRY
     def _patch_cost(self, namespace: str, name: str, cost: int) -> bool:
-        body = {"metadata": {"annotations": {deletion_cost.ANNOTATION: str(cost)}}}
+        body = {"metadata": {"annotations": {names.DELETION_COST_ANNOTATION: str(cost)}}}
         try:
             self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
                                             _preload_content=False)

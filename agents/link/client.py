@@ -46,22 +46,18 @@ from typing import Any, Protocol, TypeAlias
 import grpc
 import tenacity
 
-from agents import assignment as assignment_mod
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import refusals
 from agents.link import stream as stream_mod
 from federation.certs import transport
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
+from federation.rpc import assignment as assignment_mod
 
 log = logging.getLogger("fedspread.agent.link")
 
 FAIL_STATIC_MESSAGE = "coordinator unreachable; enforcing last quotas (fail static)"
 Credentials: TypeAlias = "grpc.ChannelCredentials | Callable[[], grpc.ChannelCredentials]"
-# Hello capability and Notice code: the coordinator marks the end of a resync's assignments, after
-# which the agent's set of assignments is complete and orphaned Deployments may be pruned.
-RESYNC_COMPLETE_CAPABILITY = "resync-complete"
-RESYNC_COMPLETE_CODE = "ResyncComplete"
 
 
 class LinkMetrics(Protocol):
@@ -212,7 +208,7 @@ class Link:
         channel = self._channel()
         watchdog: threading.Timer | None = None
         try:
-            stub = agent_pb2_grpc.AgentServiceStub(channel)
+            stub = agent_pb2_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]  # generated stub
             call = stub.Connect(stream.messages())
             with self._lock:
                 self._call, self._stream = call, stream
@@ -297,7 +293,7 @@ class Link:
         """The Hello that opens every stream: identity plus what is enforced right now."""
         hello = agent_pb2.Hello(cluster_name=self.cluster, agent_version=agent_version(),
                                 topology_labels=self._labels, resume_token=self._resume_token,
-                                capabilities=[RESYNC_COMPLETE_CAPABILITY])
+                                capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
         hello.started_at.FromDatetime(self._started_at)
         for current in sorted(self._bookkeeping.assignments(), key=lambda a: a.spread):
             hello.applied.add(spread=current.spread, generation=current.generation,
@@ -341,7 +337,7 @@ class Link:
         """Apply an assignment unless malformed or older than one applied on this stream; Ack it."""
         error = ""
         try:
-            decoded = assignment_mod.from_proto(message)
+            decoded = assignment_mod.Assignment.from_proto(message)
         except (ValueError, TypeError) as failure:
             error = f"not applied, previous assignment kept: {failure}"
             log.error("bad assignment", extra={"cluster": self.cluster, "spread": message.spread,
@@ -389,7 +385,7 @@ class Link:
         return ""
 
     def _notice(self, notice: agent_pb2.Notice) -> None:
-        if notice.code == RESYNC_COMPLETE_CODE:
+        if notice.code == capabilities.RESYNC_COMPLETE_CODE:
             if not self.synced.is_set():
                 log.info("assignments complete", extra={"cluster": self.cluster,
                                                         "spreads": len(self._bookkeeping.assignments())})

@@ -55,12 +55,10 @@ from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound
 from federation.core import status
-from federation.rpc import agent_pb2
+from federation.rpc import agent_pb2, capabilities
 
 log = logging.getLogger("fedspread.coordinator.agents")
 
-RESYNC_COMPLETE_CAPABILITY = "resync-complete"
-RESYNC_COMPLETE_CODE = "ResyncComplete"
 END = object()  # queued by the servicer when its stream ends: the writer returns
 SUPERSEDED = object()  # queued when a newer stream for the same cluster replaced this one
 
@@ -153,7 +151,7 @@ class Coordinator:
         welcome = agent_pb2.Welcome(
             cluster_name=name, coordinator_id=self.coordinator_id, full_resync=True,
             heartbeat_interval_seconds=heartbeat_seconds, resume_token=self.coordinator_id,
-            capabilities=[RESYNC_COMPLETE_CAPABILITY],
+            capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
         )
         welcome.server_time.FromDatetime(self.clock())
         return welcome
@@ -178,7 +176,7 @@ class Coordinator:
         self._sent.reset(name, sent)
         stream.resynced = True
         stream.send(notice=agent_pb2.Notice(
-            severity=agent_pb2.Notice.SEVERITY_INFO, code=RESYNC_COMPLETE_CODE,
+            severity=agent_pb2.Notice.SEVERITY_INFO, code=capabilities.RESYNC_COMPLETE_CODE,
             message=f"{len(sent)} assignments, {removed} removals"))
         log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed})
 

@@ -20,7 +20,7 @@ import waiting
 from kubernetes.client import exceptions
 
 from federation.api import cluster as cluster_api
-from federation.api import common
+from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.coordinator.hub import status_writer
 from federation.coordinator.hub import watcher as hub
@@ -157,7 +157,7 @@ def test_watcher_follows_spread_and_its_deployment(
 def test_watcher_reports_member_clusters(clusters: conftest.Clusters, recorder: Recorder) -> None:
     name = f"mc-{uuid.uuid4().hex[:8]}"
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MemberCluster",
-            "metadata": {"name": name, "labels": {cluster_api.REGION_LABEL: "eu"}},
+            "metadata": {"name": name, "labels": {names.REGION_LABEL: "eu"}},
             "spec": {"taints": [{"key": "fedspread.io/cordon", "effect": "NoSchedule"}]}}
     custom = clusters.custom(HUB)
     custom.create_cluster_custom_object(GROUP, VERSION, cluster_api.PLURAL, body)
@@ -165,7 +165,7 @@ def test_watcher_reports_member_clusters(clusters: conftest.Clusters, recorder: 
         event = recorder.wait(lambda e: e.kind == "cluster" and e.key == name and e.type == "ADDED",
                               "MemberCluster ADDED")
         assert event.cluster is not None
-        assert event.cluster.labels == {cluster_api.REGION_LABEL: "eu"}
+        assert event.cluster.labels == {names.REGION_LABEL: "eu"}
         assert [(t.key, t.effect) for t in event.cluster.taints] == [("fedspread.io/cordon", "NoSchedule")]
         assert name in recorder.world.cluster_names()
     finally:

@@ -20,7 +20,7 @@ import waiting
 from kubernetes import client
 
 from federation import sdk
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator import process as coordinator_main
 from tests.support import standin_agent
@@ -62,7 +62,7 @@ def test_coordinator_drives_an_agent_from_the_hub(
 
         registered = waiting.wait_for(member_cluster, timeout=TIMEOUT,
                                       message="no MemberCluster member-1 after the agent's Hello")
-        assert registered["metadata"]["labels"] == {cluster.REGION_LABEL: "eu"}
+        assert registered["metadata"]["labels"] == {names.REGION_LABEL: "eu"}
 
         apps.create_namespaced_deployment(namespace, hubside.deployment("web", 4))
         body = hubside.spread_body("spread", target="web", subsets=[{"name": "one", "clusters": [MEMBER]}])

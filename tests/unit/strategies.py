@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from federation.api import cluster, spread
+from federation.api import cluster, names, spread
 from federation.core import fit
 
 CLUSTER_NAMES = ("c0", "c1", "c2", "c3", "c4")
@@ -88,7 +88,7 @@ def _cluster(draw: st.DrawFn, name: str, usable: bool | None) -> dict[str, Any]:
     count = draw(_POOLS)
     return {
         "name": name,
-        "labels": {cluster.REGION_LABEL: draw(_REGION)},
+        "labels": {names.REGION_LABEL: draw(_REGION)},
         "ready": ready,
         "taints": taints,
         "nodePools": [_node_pool(draw, i) for i in range(count)],
@@ -164,7 +164,7 @@ def _cluster_choice(draw: st.DrawFn, cluster_names: Sequence[str], unknown: bool
     if not cluster_names or draw(_COIN):
         order = draw(st.permutations(pool))
         return {"clusters": order[: draw(st.integers(1, len(order)))]}
-    return {"clusterSelector": {"matchLabels": {cluster.REGION_LABEL: draw(_REGION)}}}
+    return {"clusterSelector": {"matchLabels": {names.REGION_LABEL: draw(_REGION)}}}
 
 
 def _caps(draw: st.DrawFn, count: int, kinds: Sequence[str]) -> list[int | str | None]:

@@ -20,7 +20,6 @@ from typing import Any
 import grpc
 import pytest
 
-from agents import assignment as assignment_mod
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
@@ -30,6 +29,7 @@ from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service
 from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import assignment as assignment_mod
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 KEY = "shop/web"

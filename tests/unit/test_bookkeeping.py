@@ -7,7 +7,8 @@ import datetime
 
 import pytest
 
-from agents import assignment, bookkeeping
+from agents import bookkeeping
+from federation.rpc import assignment
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from agents import assignment as agent_assignment
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
 from federation.core import placement, status
+from federation.rpc import assignment as agent_assignment
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
@@ -71,7 +71,7 @@ TWO_SUBSETS: list[dict[str, Any]] = [
 ]
 
 REGION: list[dict[str, Any]] = [
-    {"name": "eu", "clusterSelector": {"matchLabels": {cluster.REGION_LABEL: "eu"}}},
+    {"name": "eu", "clusterSelector": {"matchLabels": {names.REGION_LABEL: "eu"}}},
 ]
 TINY_THEN_BIG: list[dict[str, Any]] = [
     {"name": "small", "clusters": ["tiny"]}, {"name": "rest", "clusters": ["big"]},
@@ -82,7 +82,7 @@ def new_world(clock: Clock, clusters: dict[str, int]) -> world.World:
     """A world whose clusters have `nodes` 4-cpu nodes each and have just been heard."""
     model = world.World(clock)
     for name, nodes in clusters.items():
-        model.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
         model.inventory(name, pools(nodes))
         model.heartbeat(name)
     return model
@@ -371,11 +371,11 @@ def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> No
     assert keys == {"shop/web"}
     run(model, keys, clock)
     assert model.placements["shop/web"].clusters == {"dc1": 1, "aws": 3}
-    rule = agent_assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem")
+    rule = agent_assignment.Assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem")
     assert rule is not None
     assert rule.unschedulable_until == T0 + datetime.timedelta(seconds=300)
     clock.advance(301)
-    assert agent_assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem") == \
+    assert agent_assignment.Assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem") == \
         agent_assignment.SubsetRule(name="onprem", index=0, quota=1)
 
 
@@ -399,7 +399,7 @@ def test_assignments_round_trip_through_the_agent_decoder() -> None:
     assert sorted(messages) == ["aws", "dc1", "gcp"]
     result = model.placements["shop/web"]
     for name, message in messages.items():
-        decoded = agent_assignment.from_proto(message)
+        decoded = agent_assignment.Assignment.from_proto(message)
         assert decoded.quotas() == {s.name: s.clusters.get(name, 0) for s in result.subsets}
         assert decoded.replicas == result.clusters[name]
         assert (decoded.spread, decoded.generation, decoded.namespace, decoded.workload) == \
@@ -407,7 +407,7 @@ def test_assignments_round_trip_through_the_agent_decoder() -> None:
         assert decoded.subset_count == 2 and decoded.strategy == agent_assignment.Strategy()
         assert decoded.template["metadata"] == {"name": "web", "namespace": "shop"}
         assert "status" not in decoded.template
-    onprem = agent_assignment.from_proto(messages["aws"]).rule("onprem")
+    onprem = agent_assignment.Assignment.from_proto(messages["aws"]).rule("onprem")
     assert onprem is not None and onprem.quota == 0
     assert onprem.required_term == {"matchFields": [], "matchExpressions": [
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5"]}]}
@@ -432,7 +432,7 @@ def test_cluster_taint_cordons() -> None:
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
     keys |= model.upsert_cluster(
-        "dc1", labels={cluster.REGION_LABEL: "eu"},
+        "dc1", labels={names.REGION_LABEL: "eu"},
         taints=[common.Taint(key="cordon", effect="NoSchedule")],
     )
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 0, "aws": 2}
@@ -444,7 +444,7 @@ def test_cluster_taint_cordons() -> None:
 def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None:
     clock = Clock()
     before = new_world(clock, {"aws": 2})
-    before.upsert_cluster("dc1", labels={cluster.REGION_LABEL: "eu"})
+    before.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"})
     before.inventory("dc1", pools(1, cpu="1"))  # room for one one-cpu pod
     before.heartbeat("dc1")
     spread = make_spread(subsets=TWO_SUBSETS, strategy="Adaptive")
@@ -458,7 +458,7 @@ def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None
     clock.advance(30)  # the coordinator restarts; meanwhile dc1 grew to two 4-cpu nodes
     after = world.World(clock, grace_from=clock())
     for name, nodes in {"dc1": 2, "aws": 2}.items():  # listed and reported; no heartbeat yet
-        after.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
+        after.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
         after.inventory(name, pools(nodes))
     add_spread(after, spread.model_copy(update={"status": written}), replicas=4)
     assert after.current_for("shop/web") == placed

@@ -38,7 +38,7 @@ import hypothesis
 from hypothesis import stateful
 from hypothesis import strategies as st
 
-from federation.api import cluster
+from federation.api import names
 from federation.api import spread as spread_api
 from federation.core import apportion
 
@@ -67,7 +67,7 @@ def subsets(draw: st.DrawFn) -> list[dict[str, Any]]:
         if draw(st.booleans()):
             subset["clusters"] = draw(st.lists(CLUSTER, min_size=1, max_size=3, unique=True))
         else:
-            subset["clusterSelector"] = {"matchLabels": {cluster.REGION_LABEL: draw(st.sampled_from(
+            subset["clusterSelector"] = {"matchLabels": {names.REGION_LABEL: draw(st.sampled_from(
                 sorted(set(REGIONS.values()))))}}
         found.append(subset)
     return found
@@ -131,7 +131,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.fed = fm.Federation(self.clock, dict(zip(fm.CLUSTERS, nodes, strict=True)))
         self.items, self.strategy, self.replicas = items, strategy, replicas
         for name in fm.CLUSTERS:
-            self.fed.world.upsert_cluster(name, labels={cluster.REGION_LABEL: REGIONS[name]})
+            self.fed.world.upsert_cluster(name, labels={names.REGION_LABEL: REGIONS[name]})
             self.fed.connect(name)
         self._apply_spec(data.draw(caps(len(items)), label="caps"))
         self._hub(self.fed.world.set_target(fm.KEY, replicas=replicas, template=deployment(replicas)))

@@ -21,7 +21,7 @@ import hypothesis
 import strategies as fs
 from hypothesis import strategies as st
 
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
 from federation.core import fit, overcommit, placement, status
@@ -170,7 +170,7 @@ def draw_event(model: world.World, clock: Clock, data: st.DataObject) -> tuple[s
         report = pod_report(model, name, data.draw)
         return kind, lambda m: m.pod_counts(name, report)
     if kind == "labels":
-        labels = {cluster.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
+        labels = {names.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
         cordoned = data.draw(st.integers(0, 3)) == 0
         taints = [common.Taint(key=fs.CORDON_TAINT_KEY, effect="NoSchedule")] if cordoned else []
         return kind, lambda m: m.upsert_cluster(name, labels=labels, taints=taints)
@@ -223,7 +223,7 @@ def test_views_and_rounds_equal_the_straightforward_reference(data: st.DataObjec
     model, twin = world.World(clock), world.World(clock)
     setup: list[Event] = []
     for name in NAMES:
-        labels = {cluster.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
+        labels = {names.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
         pools = data.draw(inventories())
         setup.append(lambda m, n=name, l=labels, p=pools: (  # noqa: E741
             m.upsert_cluster(n, labels=l), m.inventory(n, p), m.heartbeat(n)))
