@@ -32,8 +32,9 @@ import collections
 import dataclasses
 import datetime
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
+from federation import clock as clock_mod
 from federation.api import names
 from federation.core import quotas, status
 from federation.rpc import assignment as assignment_mod
@@ -41,14 +42,6 @@ from federation.rpc import assignment as assignment_mod
 CREATING_TTL = datetime.timedelta(seconds=30)
 DELETING_TTL = datetime.timedelta(seconds=15)
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-
-Clock = Callable[[], datetime.datetime]
-
-
-def utcnow() -> datetime.datetime:
-    """The current time, timezone-aware."""
-    return datetime.datetime.now(datetime.UTC)
-
 
 @dataclasses.dataclass(frozen=True)
 class PodRecord:
@@ -133,7 +126,7 @@ SubsetCounts = status.ClusterPods
 class Bookkeeping:
     """Thread-safe assignments and per-spread pod bookkeeping for one member cluster."""
 
-    def __init__(self, clock: Clock = utcnow, *, count_wait: float | None = None) -> None:
+    def __init__(self, clock: clock_mod.Clock = clock_mod.utcnow, *, count_wait: float | None = None) -> None:
         self._lock = threading.Lock()
         self._counted_changed = threading.Condition(self._lock)
         self._clock = clock

@@ -59,7 +59,9 @@ class Size:
 
 
 class Clock:
-    """The coordinator's clock: stands still unless moved."""
+    """The coordinator's clock (a `federation.clock.Clock`): stands still unless the benchmark moves
+    it, so that heartbeats never expire while a large federation is being set up. The benchmark's
+    own, because bench imports nothing of the test suite."""
 
     def __init__(self) -> None:
         self.now = T0

@@ -39,6 +39,7 @@ from kubernetes.client import exceptions
 from agents import bookkeeping, outbox, retries
 from agents.cache import store as cache_mod
 from agents.cache import views
+from federation import clock as clock_mod
 from federation.api import names
 from federation.core import deletion_cost, reschedule
 from federation.rpc import assignment
@@ -126,7 +127,7 @@ class Reconciler:
     """One member cluster's controller rounds over every assigned spread."""
 
     def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox,
-                 cache: cache_mod.Cache, *, clock: bookkeeping.Clock = bookkeeping.utcnow,
+                 cache: cache_mod.Cache, *, clock: clock_mod.Clock = clock_mod.utcnow,
                  heartbeat_seconds: float = 10.0) -> None:
         self._core = core_api
         self._books = books

@@ -34,7 +34,6 @@ Callbacks run on the link thread and should be quick (enqueue work, do not call 
 
 from __future__ import annotations
 
-import datetime
 import importlib.metadata
 import logging
 import random
@@ -50,6 +49,7 @@ from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import refusals
 from agents.link import stream as stream_mod
+from federation import clock as clock_mod
 from federation.certs import transport
 from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
 from federation.rpc import assignment as assignment_mod
@@ -75,11 +75,6 @@ def agent_version() -> str:
         return "0+unknown"
 
 
-def utcnow() -> datetime.datetime:
-    """The current time, timezone-aware."""
-    return datetime.datetime.now(datetime.UTC)
-
-
 class Link:
     """Keeps one AgentService.Connect stream up, applies what arrives, sends what the agent reports."""
 
@@ -90,7 +85,7 @@ class Link:
         heartbeat_seconds: float = 10.0,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
-        clock: Callable[[], datetime.datetime] = utcnow,
+        clock: clock_mod.Clock = clock_mod.utcnow,
         backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
         misconfigured_backoff_seconds: float = 15.0, welcome_timeout_seconds: float = 30.0,
     ) -> None:

@@ -45,10 +45,11 @@ import logging
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 
 from google.protobuf import timestamp_pb2
 
+from federation import clock as clock_mod
 from federation.api import cluster
 from federation.coordinator import shards
 from federation.coordinator.model import loop
@@ -61,9 +62,6 @@ log = logging.getLogger("fedspread.coordinator.agents")
 
 END = object()  # queued by the servicer when its stream ends: the writer returns
 SUPERSEDED = object()  # queued when a newer stream for the same cluster replaced this one
-
-Clock = Callable[[], datetime.datetime]
-
 
 class AgentStream:
     """One welcomed stream: the queue its writer drains, and per-stream report state."""
@@ -87,7 +85,7 @@ class Coordinator:
     """The world, its lock and the connected agents; everything the servicer changes goes through here."""
 
     def __init__(
-        self, world: world_model.World, *, clock: Clock, coordinator_id: str | None = None,
+        self, world: world_model.World, *, clock: clock_mod.Clock, coordinator_id: str | None = None,
         hub_synced: bool = True, backend: shards.PlacementBackend | None = None,
     ) -> None:
         self.world = world

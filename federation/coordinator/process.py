@@ -38,6 +38,7 @@ import grpc
 import urllib3
 from kubernetes import client, config
 
+from federation import clock
 from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
@@ -83,11 +84,6 @@ class CoordinatorConfig:
     """A MemberCluster status is rewritten this often at most, unless its readiness changed."""
     tls: transport.TLSFiles | None = None
     """Serve mTLS with these files; None: plaintext (`--insecure`, local use only)."""
-
-
-def utcnow() -> datetime.datetime:
-    """Aware UTC now."""
-    return datetime.datetime.now(datetime.UTC)
 
 
 def hub_client(kubeconfig: pathlib.Path | None) -> client.ApiClient:
@@ -163,7 +159,7 @@ class CoordinatorProcess:
         backend: shards.PlacementBackend | None = None,
     ) -> None:
         self.settings = settings
-        self.clock = utcnow
+        self.clock = clock.utcnow
         self._credentials = server_credentials(settings.tls)
         self.api = api if api is not None else hub_client(settings.hub_kubeconfig)
         self.world = world_model.World(self.clock, grace_from=self.clock())
@@ -198,7 +194,7 @@ class CoordinatorProcess:
         server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=GRPC_THREADS,
                                                                    thread_name_prefix="grpc"),
                              options=inbound.SERVER_OPTIONS)
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, server)
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, server)  # type: ignore[no-untyped-call]
         placement_service.add_to_server(server, self.source)
         try:
             if self._credentials is None:

@@ -35,8 +35,6 @@ from federation.rpc import assignment
 from federation.sandbox import state
 from tests.support import standin_coordinator
 
-pytestmark = pytest.mark.integration
-
 MEMBER = "member-1"
 ZONE = "topology.kubernetes.io/zone"
 WAIT = 90.0  # generous: the sandbox shares 2 cores with other work

@@ -39,8 +39,6 @@ from federation.api import names, quantity
 from federation.core import deletion_cost
 from federation.rpc import agent_pb2, assignment, common_pb2
 
-pytestmark = pytest.mark.integration
-
 MEMBER = "member-1"
 WAIT = 60.0  # generous: the sandbox shares 2 cores with everything else
 ZONE = "topology.kubernetes.io/zone"

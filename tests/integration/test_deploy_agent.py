@@ -56,8 +56,6 @@ from federation.rpc import assignment
 from federation.sandbox import build, state
 from tests.support import standin_coordinator
 
-pytestmark = pytest.mark.integration
-
 REPO = pathlib.Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "agent" / "overlays" / "example"
 MEMBER = "member-1"

@@ -34,8 +34,6 @@ from federation.api import names
 from federation.certs import pki
 from federation.rpc import assignment
 
-pytestmark = pytest.mark.integration
-
 MEMBER = "member-1"
 ZONE = "topology.kubernetes.io/zone"
 WAIT = 90.0  # generous: the sandbox shares 2 cores with other work

@@ -42,8 +42,6 @@ from federation.api import names
 from federation.certs import pki, store
 from federation.rpc import assignment
 
-pytestmark = pytest.mark.integration
-
 MEMBER = "member-1"
 WAIT = 90.0  # generous: the sandbox shares 2 cores with other work
 SPREAD = "probe"

@@ -42,6 +42,7 @@ from federation.coordinator import facade
 from federation.coordinator.model import loop, world
 from federation.core import deletion_cost, inventory, reschedule
 from federation.rpc import agent_pb2, assignment, capabilities
+from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 NAMESPACE, NAME = "shop", "web"
@@ -49,19 +50,6 @@ KEY = f"{NAMESPACE}/{NAME}"
 CLUSTERS = ("dc1", "aws", "gcp")
 SLOTS_PER_NODE = 2
 HEARTBEAT_SECONDS = 5
-
-
-class Clock:
-    """The one clock of the coordinator and every agent, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
 
 
 @dataclasses.dataclass
@@ -78,7 +66,7 @@ class Pod:
 class Member:
     """One member cluster: its nodes and pods, and its agent's real decision code."""
 
-    def __init__(self, name: str, clock: Clock, *, nodes: int) -> None:
+    def __init__(self, name: str, clock: ManualClock, *, nodes: int) -> None:
         self.name, self.clock, self.nodes = name, clock, nodes
         self.book = bookkeeping.Bookkeeping(clock)
         counter = itertools.count()
@@ -291,7 +279,7 @@ class Member:
 class Federation:
     """The coordinator facade and the members, with the plumbing of streams between them."""
 
-    def __init__(self, clock: Clock, nodes: dict[str, int]) -> None:
+    def __init__(self, clock: ManualClock, nodes: dict[str, int]) -> None:
         self.clock = clock
         self.coordinator = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="model")
         self.members = {name: Member(name, clock, nodes=count) for name, count in nodes.items()}

@@ -30,6 +30,7 @@ from federation.coordinator.model import world
 from federation.coordinator.services import agent_service
 from federation.rpc import agent_pb2, agent_pb2_grpc
 from federation.rpc import assignment as assignment_mod
+from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 KEY = "shop/web"
@@ -38,19 +39,6 @@ TWO_SUBSETS: list[dict[str, Any]] = [
     {"name": "onprem", "clusters": ["dc1"], "maxReplicas": 3},
     {"name": "cloud", "clusters": ["aws"]},
 ]
-
-
-class Clock:
-    """The world's clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
 
 
 def wait(predicate: Callable[[], Any], *, what: str, timeout: float = DEADLINE) -> Any:
@@ -106,7 +94,7 @@ class Federation:
     """A coordinator facade, its servicer on a real gRPC server, and agents connected to it."""
 
     def __init__(self) -> None:
-        self.clock = Clock()
+        self.clock = ManualClock(T0)
         self.coordinator = facade.Coordinator(world.World(self.clock), clock=self.clock,
                                                      coordinator_id="test")
         self.hellos: list[agent_pb2.Hello] = []
@@ -302,7 +290,7 @@ def test_reconnect_gets_a_full_resync(placed: Federation) -> None:
 
 
 def test_resync_waits_for_the_hub_and_removes_stale_spreads() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     coordinator = facade.Coordinator(world.World(clock), clock=clock, hub_synced=False)
     hello = agent_pb2.Hello(cluster_name="dc1", applied=[agent_pb2.AppliedSpread(spread="shop/gone")])
     stream = coordinator.attach(hello, heartbeat_seconds=1)

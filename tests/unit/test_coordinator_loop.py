@@ -18,21 +18,9 @@ from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
 from federation.core import placement, status
 from federation.rpc import assignment as agent_assignment
+from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
-
-
-class Clock:
-    """A clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
 
 
 def make_spread(
@@ -78,7 +66,7 @@ TINY_THEN_BIG: list[dict[str, Any]] = [
 ]
 
 
-def new_world(clock: Clock, clusters: dict[str, int]) -> world.World:
+def new_world(clock: ManualClock, clusters: dict[str, int]) -> world.World:
     """A world whose clusters have `nodes` 4-cpu nodes each and have just been heard."""
     model = world.World(clock)
     for name, nodes in clusters.items():
@@ -96,11 +84,11 @@ def add_spread(
     )
 
 
-def run(model: world.World, keys: Iterable[str], clock: Clock) -> loop.Round:
+def run(model: world.World, keys: Iterable[str], clock: ManualClock) -> loop.Round:
     return loop.recompute(model, keys, now=clock())
 
 
-def sent(model: world.World, key: str, clock: Clock) -> dict[str, Any]:
+def sent(model: world.World, key: str, clock: ManualClock) -> dict[str, Any]:
     entry = model.spread(key)
     assert entry is not None
     return assignments.for_clusters(
@@ -117,7 +105,7 @@ def sent(model: world.World, key: str, clock: Clock) -> dict[str, Any]:
     pytest.param(0, {"onprem": {"dc1": 0}, "cloud": {"aws": 0}}, id="zero-replicas"),
 ])
 def test_create_places_the_spread(replicas: int, expected: dict[str, dict[str, int]]) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=replicas)
     assert keys == {"shop/web"}
@@ -127,7 +115,7 @@ def test_create_places_the_spread(replicas: int, expected: dict[str, dict[str, i
 
 
 def test_spread_without_a_target_waits_and_is_placed_when_the_deployment_arrives() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = model.upsert_spread(make_spread(subsets=TWO_SUBSETS))
     first = run(model, keys, clock)
@@ -137,7 +125,7 @@ def test_spread_without_a_target_waits_and_is_placed_when_the_deployment_arrives
 
 
 def test_target_seen_before_the_spread_is_remembered() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
     assert model.set_target("shop/web", replicas=4, template=deployment()) == set()
     keys = model.upsert_spread(make_spread(subsets=TWO_SUBSETS))
@@ -149,7 +137,7 @@ def test_target_seen_before_the_spread_is_remembered() -> None:
     pytest.param(9, 4, id="scale-down"),
 ])
 def test_kubectl_scale_moves_only_the_delta(before: int, after: int) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"eu1": 2, "eu2": 2})
     region = REGION
     keys = add_spread(model, make_spread(subsets=region, strategy="Adaptive"), replicas=before)
@@ -164,7 +152,7 @@ def test_kubectl_scale_moves_only_the_delta(before: int, after: int) -> None:
 
 
 def test_capacity_change_alone_moves_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"eu1": 2, "eu2": 2})
     region = REGION
     keys = add_spread(model, make_spread(subsets=region, strategy="Adaptive"), replicas=6)
@@ -176,7 +164,7 @@ def test_capacity_change_alone_moves_nothing() -> None:
 
 
 def test_capacity_change_places_the_spreads_waiting_for_it() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"eu1": 1, "eu2": 1})
     keys = add_spread(model, make_spread(subsets=REGION, strategy="Adaptive"), replicas=40)
     waiting = run(model, keys, clock).placements["shop/web"]
@@ -185,7 +173,7 @@ def test_capacity_change_places_the_spreads_waiting_for_it() -> None:
 
 
 def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2, "gcp": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS, generation=1), replicas=5)
     run(model, keys, clock)
@@ -201,7 +189,7 @@ def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:
 
 
 def test_delete_sends_a_removal_to_every_cluster() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
     run(model, keys, clock)
@@ -215,7 +203,7 @@ def test_delete_sends_a_removal_to_every_cluster() -> None:
 
 
 def test_unrelated_cluster_events_affect_no_spread() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
     run(model, keys, clock)
@@ -237,7 +225,7 @@ def test_unrelated_cluster_events_affect_no_spread() -> None:
     pytest.param(1, 5, id="1+5-on-4-slots"),
 ])
 def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_b: int) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"tiny": 1, "big": 10})  # tiny: one 4-cpu node = 4 one-cpu pods
     subsets = TINY_THEN_BIG
     keys = add_spread(model, make_spread("a", subsets=subsets, strategy="Adaptive"), replicas=replicas_a)
@@ -255,7 +243,7 @@ def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_
 def test_a_parallel_round_equals_placing_one_spread_after_the_other(
     replicas_a: int, replicas_b: int, replaced: int
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     together, one_by_one = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
     batches: list[list[str]] = []
 
@@ -278,7 +266,7 @@ def test_a_parallel_round_equals_placing_one_spread_after_the_other(
 
 
 def test_running_pods_are_not_deducted_twice() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"tiny": 1, "big": 10})
     subsets = TINY_THEN_BIG
     keys = add_spread(model, make_spread("a", subsets=subsets, strategy="Adaptive"), replicas=2)
@@ -295,7 +283,7 @@ def test_running_pods_are_not_deducted_twice() -> None:
 # --- failover ----------------------------------------------------------------------------------
 
 
-def failover_world(clock: Clock) -> world.World:
+def failover_world(clock: ManualClock) -> world.World:
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS, lost_seconds=30), replicas=5)
     run(model, keys, clock)
@@ -308,7 +296,7 @@ def failover_world(clock: Clock) -> world.World:
     pytest.param(31, True, id="31s-lost"),
 ])
 def test_silent_agent_fails_over_only_after_cluster_lost_seconds(silent: int, moved: bool) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = failover_world(clock)
     clock.advance(silent)
     model.heartbeat("aws")
@@ -321,7 +309,7 @@ def test_silent_agent_fails_over_only_after_cluster_lost_seconds(silent: int, mo
 
 
 def test_lost_is_reported_once_and_a_longer_limit_moves_later() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = failover_world(clock)
     keys = add_spread(model, make_spread("slow", subsets=TWO_SUBSETS, lost_seconds=90), replicas=2)
     run(model, keys, clock)
@@ -339,7 +327,7 @@ def test_lost_is_reported_once_and_a_longer_limit_moves_later() -> None:
 
 
 def test_returning_cluster_does_not_flap_back_until_scale_up() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = failover_world(clock)
     clock.advance(31)
     model.heartbeat("aws")
@@ -360,7 +348,7 @@ def test_returning_cluster_does_not_flap_back_until_scale_up() -> None:
 
 
 def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 4, "aws": 4})
     subsets = [{"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws"]}]
     keys = add_spread(model, make_spread(subsets=subsets, strategy="Adaptive"), replicas=4)
@@ -383,7 +371,7 @@ def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> No
 
 
 def test_assignments_round_trip_through_the_agent_decoder() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2, "gcp": 2})
     subsets: list[dict[str, Any]] = [
         {**TWO_SUBSETS[0],
@@ -416,7 +404,7 @@ def test_assignments_round_trip_through_the_agent_decoder() -> None:
 
 
 def test_identical_recompute_changes_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=5)
     run(model, keys, clock)
@@ -428,7 +416,7 @@ def test_identical_recompute_changes_nothing() -> None:
 
 
 def test_cluster_taint_cordons() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
     keys |= model.upsert_cluster(
@@ -442,7 +430,7 @@ def test_cluster_taint_cordons() -> None:
 
 
 def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     before = new_world(clock, {"aws": 2})
     before.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"})
     before.inventory("dc1", pools(1, cpu="1"))  # room for one one-cpu pod

@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from federation.api import names
 from federation.api import spread as spread_api
 from federation.core import apportion
+from tests.support.clock import ManualClock
 
 SOAK = os.environ.get("FEDSPREAD_SOAK") == "1"
 LOST_SECONDS, CRITICAL_SECONDS, UNSCHEDULABLE_SECONDS = 30, 10, 60
@@ -115,7 +116,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.clock = fm.Clock()
+        self.clock = ManualClock(fm.T0)
         self.fed: fm.Federation
         self.items: list[dict[str, Any]] = []
         self.strategy = "Fixed"

@@ -25,6 +25,7 @@ from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
 from federation.core import fit, overcommit, placement, status
+from tests.support.clock import ManualClock
 
 PROPERTY = hypothesis.settings(
     max_examples=150, deadline=None,
@@ -33,17 +34,6 @@ PROPERTY = hypothesis.settings(
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 NAMES = fs.CLUSTER_NAMES[:4]
 KEYS = ("shop/a", "shop/b", "shop/c")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: int) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
 
 
 # --- the reference: everything recomputed from the facts ----------------------------------------
@@ -150,7 +140,7 @@ def pod_report(model: world.World, name: str, draw: st.DrawFn) -> dict[str, dict
 Event = Callable[[world.World], Any]
 
 
-def draw_event(model: world.World, clock: Clock, data: st.DataObject) -> tuple[str, Event]:
+def draw_event(model: world.World, clock: ManualClock, data: st.DataObject) -> tuple[str, Event]:
     """A random event, as a function applied to the world under test and to its twin alike."""
     kind = data.draw(st.sampled_from((
         "recompute", "recompute", "recompute", "inventory", "pods", "labels", "beat", "clock",
@@ -219,7 +209,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
 @PROPERTY
 @hypothesis.given(data=st.data())
 def test_views_and_rounds_equal_the_straightforward_reference(data: st.DataObject) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model, twin = world.World(clock), world.World(clock)
     setup: list[Event] = []
     for name in NAMES:
