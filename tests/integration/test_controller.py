@@ -38,6 +38,7 @@ from agents.inventory import reporter
 from federation.api import names, quantity
 from federation.core import deletion_cost
 from federation.rpc import agent_pb2, assignment, common_pb2
+from tests.support import builders
 
 MEMBER = "member-1"
 WAIT = 60.0  # generous: the sandbox shares 2 cores with everything else
@@ -172,16 +173,11 @@ def all_ready(clusters: Clusters, namespace: str, count: int) -> None:
 
 
 def hub_deployment(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "hub-ns", "uid": "hub-uid", "resourceVersion": "999",
-                     "labels": {"app": name}},
-        "spec": {"replicas": 9, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0",
-                                                       "resources": {"requests": {"cpu": "50m"}}}]}}},
-        "status": {"replicas": 9},
-    }
+    """The hub Deployment as the coordinator sends it: with what the agent must not copy (uid,
+    resourceVersion, status)."""
+    return builders.deployment(name, 9, namespace="hub-ns", cpu="50m", image="registry.example/app:1.0",
+                               metadata={"uid": "hub-uid", "resourceVersion": "999", "labels": {"app": name}},
+                               status={"replicas": 9})
 
 
 def read_deployment(agent: Agent, namespace: str, name: str) -> dict[str, Any] | None:

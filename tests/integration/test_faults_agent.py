@@ -38,7 +38,7 @@ import waiting
 
 from federation import sdk
 from federation.api import names
-from tests.support import soak, tcp_proxy
+from tests.support import builders, soak, tcp_proxy
 
 MEMBER = "member-1"
 TIMEOUT = 90.0
@@ -191,7 +191,7 @@ def test_agent_survives_stream_cuts_and_a_kill_without_duplicates_or_lost_bookke
     try:
         scene.link(True)
         scene.webhook()
-        scene.hub.create(hubside.deployment("web", scene.replicas, cpu="10m"), hubside.spread_body(
+        scene.hub.create(builders.deployment("web", scene.replicas, cpu="10m"), hubside.spread_body(
             "web", target="web", lost_seconds=600, subsets=[
                 {"name": "first", "clusters": [name], "maxReplicas": CAPS["first"]},
                 {"name": "second", "clusters": [name], "maxReplicas": CAPS["second"]},

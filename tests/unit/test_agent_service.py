@@ -23,13 +23,12 @@ import pytest
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
-from federation.api import cluster
-from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service
 from federation.rpc import agent_pb2, agent_pb2_grpc
 from federation.rpc import assignment as assignment_mod
+from tests.support import builders
 from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -51,22 +50,6 @@ def wait(predicate: Callable[[], Any], *, what: str, timeout: float = DEADLINE) 
     raise AssertionError(f"no {what} within {timeout:g} s")
 
 
-def make_spread(*, lost_seconds: int = 30) -> spread_api.FederatedSpread:
-    return spread_api.FederatedSpread.model_validate({
-        "metadata": {"name": "web", "namespace": "shop", "generation": 1},
-        "spec": {"targetRef": {"name": "web"}, "subsets": TWO_SUBSETS,
-                 "failover": {"clusterLostSeconds": lost_seconds}},
-    })
-
-
-def deployment() -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"replicas": 1, "template": {"spec": {"containers": [
-            {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]}}},
-    }
-
-
 class Agent:
     """A real link with real bookkeeping and outbox, recording what its callbacks saw."""
 
@@ -82,7 +65,7 @@ class Agent:
             on_removal=lambda spread, orphan: self.removed.append(spread),
             backoff_initial_seconds=0.05, backoff_cap_seconds=0.3)
         self.outbox.put_inventory(outbox_mod.inventory_message(
-            [cluster.NodePool(name="std", count=2, allocatable={"cpu": "4", "pods": "110"})],
+            [builders.node_pool(2)],
             sequence=1, observed_at=T0))
 
     def quotas(self) -> tuple[int, ...] | None:
@@ -139,14 +122,17 @@ class Federation:
 
     def place(self, *, replicas: int, lost_seconds: int = 30) -> None:
         with self.coordinator.lock:
-            keys = self.coordinator.world.upsert_spread(make_spread(lost_seconds=lost_seconds))
-            keys |= self.coordinator.world.set_target(KEY, replicas=replicas, template=deployment())
+            keys = self.coordinator.world.upsert_spread(
+                builders.federated_spread("web", TWO_SUBSETS, generation=1, lost_seconds=lost_seconds))
+            keys |= self.coordinator.world.set_target(
+                KEY, replicas=replicas, template=builders.deployment(namespace="shop"))
             self.coordinator.publish(keys)
 
     def scale(self, replicas: int) -> None:
         with self.coordinator.lock:
             self.coordinator.publish(
-                self.coordinator.world.set_target(KEY, replicas=replicas, template=deployment()))
+                self.coordinator.world.set_target(
+                    KEY, replicas=replicas, template=builders.deployment(namespace="shop")))
 
     def close(self) -> None:
         for agent in self.agents.values():

@@ -12,6 +12,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import shards
 from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement
+from tests.support import builders
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
@@ -66,8 +67,7 @@ def test_a_request_from_the_world_is_what_the_loop_would_place() -> None:
     model = world.World(lambda: NOW)
     for name, nodes in {"dc1": 1, "aws": 2}.items():
         model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
-        pool = cluster.NodePool(name="std", count=nodes, allocatable={"cpu": "4", "pods": "110"})
-        model.inventory(name, [pool])
+        model.inventory(name, [builders.node_pool(nodes)])
         model.heartbeat(name)
     template = {"spec": {"replicas": 1, "template": {"spec": {"containers": [
         {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]}}}}
