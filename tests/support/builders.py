@@ -18,8 +18,9 @@ from typing import Any
 from federation.api import cluster, names
 from federation.api import spread as spread_api
 
-CORDON_TAINT = {"key": "fedspread.io/cordon", "effect": "NoSchedule"}
-"""A cluster taint that cordons: any NoSchedule taint keeps new placements out."""
+CORDON_TAINT_KEY = "fedspread.io/cordon"
+"""The key of the tests' cordon taint: any NoSchedule cluster taint keeps new placements out."""
+CORDON_TAINT = {"key": CORDON_TAINT_KEY, "effect": "NoSchedule"}
 
 
 # --- capacity ---------------------------------------------------------------------------------

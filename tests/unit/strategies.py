@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 
 from federation.api import cluster, names, spread
 from federation.core import fit
+from tests.support import builders
 
 CLUSTER_NAMES = ("c0", "c1", "c2", "c3", "c4")
 REGIONS = ("r0", "r1")
 POOL_TYPES = ("a", "b")
 POOL_TYPE_LABEL = "type"
 NODE_TAINT_KEY = "dedicated"
-CORDON_TAINT_KEY = "fedspread.io/cordon"
 UNKNOWN_CLUSTER = "gone"
 """A cluster name spreads may list that no snapshot from `snapshots()` contains."""
 CPU_REQUESTS = ("0", "500m", "1", "3")
@@ -81,7 +81,7 @@ def _cluster(draw: st.DrawFn, name: str, usable: bool | None) -> dict[str, Any]:
         ready, cordoned = True, True
     taints: list[dict[str, str]] = []
     if cordoned:
-        taints.append({"key": CORDON_TAINT_KEY, "effect": "NoSchedule"})
+        taints.append(dict(builders.CORDON_TAINT))
     if draw(_ONE_IN_SIX):
         # A soft cluster taint that must not count as a cordon.
         taints.append({"key": "maintenance-soon", "effect": "PreferNoSchedule"})

@@ -25,6 +25,7 @@ from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
 from federation.core import fit, overcommit, placement, status
+from tests.support import builders
 from tests.support.clock import ManualClock
 
 PROPERTY = hypothesis.settings(
@@ -162,7 +163,7 @@ def draw_event(model: world.World, clock: ManualClock, data: st.DataObject) -> t
     if kind == "labels":
         labels = {names.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
         cordoned = data.draw(st.integers(0, 3)) == 0
-        taints = [common.Taint(key=fs.CORDON_TAINT_KEY, effect="NoSchedule")] if cordoned else []
+        taints = [common.Taint(key=builders.CORDON_TAINT_KEY, effect="NoSchedule")] if cordoned else []
         return kind, lambda m: m.upsert_cluster(name, labels=labels, taints=taints)
     if kind == "beat":
         return kind, lambda m: m.heartbeat(name)
