@@ -32,22 +32,16 @@ import collections
 import dataclasses
 import datetime
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
-from agents import assignment as assignment_mod
+from federation import clock as clock_mod
+from federation.api import names
 from federation.core import quotas, status
+from federation.rpc import assignment as assignment_mod
 
 CREATING_TTL = datetime.timedelta(seconds=30)
 DELETING_TTL = datetime.timedelta(seconds=15)
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-
-Clock = Callable[[], datetime.datetime]
-
-
-def utcnow() -> datetime.datetime:
-    """The current time, timezone-aware."""
-    return datetime.datetime.now(datetime.UTC)
-
 
 @dataclasses.dataclass(frozen=True)
 class PodRecord:
@@ -132,7 +126,7 @@ SubsetCounts = status.ClusterPods
 class Bookkeeping:
     """Thread-safe assignments and per-spread pod bookkeeping for one member cluster."""
 
-    def __init__(self, clock: Clock = utcnow, *, count_wait: float | None = None) -> None:
+    def __init__(self, clock: clock_mod.Clock = clock_mod.utcnow, *, count_wait: float | None = None) -> None:
         self._lock = threading.Lock()
         self._counted_changed = threading.Condition(self._lock)
         self._clock = clock
@@ -170,7 +164,7 @@ class Bookkeeping:
 
     def spread_of(self, namespace: str, labels: Mapping[str, str] | None) -> assignment_mod.Assignment | None:
         """The assignment a pod belongs to, by its fedspread.io/spread label and namespace."""
-        name = (labels or {}).get(assignment_mod.SPREAD_LABEL)
+        name = (labels or {}).get(names.SPREAD_LABEL)
         if not name:
             return None
         with self._lock:

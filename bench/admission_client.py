@@ -23,8 +23,8 @@ from typing import Any
 
 import urllib3
 
-from agents import assignment
 from bench import rawkube
+from federation.api import names
 
 Json = dict[str, Any]
 
@@ -37,7 +37,7 @@ WAIT = 120.0
 
 def pod_body() -> Json:
     """A pod of the spread as its workload would create it (generateName: the webhook names it)."""
-    labels = {assignment.SPREAD_LABEL: SPREAD, "app": f"{SPREAD}-bench", assignment.REVISION_LABEL: "bench"}
+    labels = {names.SPREAD_LABEL: SPREAD, "app": f"{SPREAD}-bench", names.REVISION_LABEL: "bench"}
     container = {"name": "app", "image": IMAGE, "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": f"{SPREAD}-bench-", "labels": labels},
@@ -111,8 +111,8 @@ def burst(api: rawkube.RawApi, namespace: str, *, count: int, workers: int) -> B
 
 def stored_subsets(api: rawkube.RawApi, namespace: str) -> collections.Counter[str | None]:
     """Pods of the spread the apiserver holds, by subset annotation (None: no subset)."""
-    listing = api.get(pods_path(namespace, labelSelector=assignment.SPREAD_LABEL))
-    return collections.Counter((item["metadata"].get("annotations") or {}).get(assignment.SUBSET_ANNOTATION)
+    listing = api.get(pods_path(namespace, labelSelector=names.SPREAD_LABEL))
+    return collections.Counter((item["metadata"].get("annotations") or {}).get(names.SUBSET_ANNOTATION)
                                for item in listing["items"])
 
 
@@ -124,7 +124,7 @@ def over_cap(counts: collections.Counter[str | None], limits: dict[str, int]) ->
 def admitting(api: rawkube.RawApi, namespace: str) -> bool:
     """A dry-run pod of the spread comes back with a subset: the apiserver calls the webhook."""
     created = api.post(pods_path(namespace, dryRun="All"), pod_body())
-    return assignment.SUBSET_ANNOTATION in (created["metadata"].get("annotations") or {})
+    return names.SUBSET_ANNOTATION in (created["metadata"].get("annotations") or {})
 
 
 def wait_for(probe: Callable[[], Any], *, what: str, alive: Callable[[], str | None] = lambda: None,
@@ -151,6 +151,6 @@ def create_namespace(api: rawkube.RawApi, name: str) -> None:
 
 def delete_pods(api: rawkube.RawApi, namespace: str) -> None:
     """Delete the spread's pods at once and wait until the apiserver holds none."""
-    path = pods_path(namespace, labelSelector=assignment.SPREAD_LABEL)
+    path = pods_path(namespace, labelSelector=names.SPREAD_LABEL)
     api.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
     wait_for(lambda: not api.get(path)["items"], what=f"pods of {namespace} deleted")

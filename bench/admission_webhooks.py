@@ -22,11 +22,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents import assignment
 from agents.webhook import registration
 from bench import admission_client as client
 from bench import baseline_admission, baseline_resource, rawkube, standin_coordinator, webhook_samples
 from federation.certs import pki
+from federation.rpc import assignment
 from federation.sandbox import nodesim
 
 Report = Callable[[str], None]

@@ -25,9 +25,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agents import assignment, bookkeeping, metrics
+from agents import bookkeeping, metrics
 from agents.webhook import handler, review
 from bench import baseline_resource, rawkube, webhook_samples
+from federation.api import names
+from federation.rpc import assignment
 
 BACKOFF_SECONDS, BACKOFF_FACTOR, BACKOFF_JITTER, BACKOFF_STEPS = 0.01, 5.0, 0.1, 4
 """client-go's retry.DefaultBackoff, which Kruise's webhook retries conflicts with."""
@@ -192,7 +194,7 @@ class SeedBook(bookkeeping.Bookkeeping):
 
     def spread_of(self, namespace: str, labels: Mapping[str, str] | None) -> assignment.Assignment | None:
         """The spread a pod belongs to (by its fedspread.io/spread label), from the informer."""
-        name = (labels or {}).get(assignment.SPREAD_LABEL)
+        name = (labels or {}).get(names.SPREAD_LABEL)
         return self._table(assignment.spread_key(namespace, name)) if name else None
 
     def admit(self, spread: str, pod_name: str, *, revision: str, dry_run: bool = False

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bench import baseline_admission, baseline_resource, rawkube, webhook_samples
+from federation.api import names
 
 LOG = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class StatusController:
             if done is not None and done[0] == cost and now - done[1] < REPATCH_AFTER:
                 continue  # patched already; the informer has not caught up
             try:
-                annotations = {baseline_resource.COST_ANNOTATION: cost}
+                annotations = {names.DELETION_COST_ANNOTATION: cost}
                 self._api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{pod.name}",
                                       {"metadata": {"annotations": annotations}})
             except rawkube.RawError as error:

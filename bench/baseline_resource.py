@@ -19,11 +19,10 @@ from typing import Any
 
 from kubernetes import client
 
-from agents import assignment
+from federation.api import names
 from federation.kube import reflector
 
 GROUP, VERSION, KIND, PLURAL = "bench.fedspread.io", "v1alpha1", "WorkloadSpread", "workloadspreads"
-COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 
 Json = dict[str, Any]
 
@@ -114,7 +113,7 @@ class Informer:
                 emit=self._spread_event, stop=self._stop),
             reflector.Reflector("pods", functools.partial(core.list_namespaced_pod, namespace),
                                 emit=self._pod_event, stop=self._stop,
-                                label_selector=assignment.SPREAD_LABEL),
+                                label_selector=names.SPREAD_LABEL),
         ]
         self._threads: list[threading.Thread] = []
 
@@ -156,10 +155,11 @@ class Informer:
                 phase = (obj.get("status") or {}).get("phase")
                 annotations = meta.get("annotations") or {}
                 self._pods[name] = PodState(
-                    name=name, spread=(meta.get("labels") or {}).get(assignment.SPREAD_LABEL, ""),
-                    subset=annotations.get(assignment.SUBSET_ANNOTATION),
+                    name=name, spread=(meta.get("labels") or {}).get(names.SPREAD_LABEL, ""),
+                    subset=annotations.get(names.SUBSET_ANNOTATION),
                     active=meta.get("deletionTimestamp") is None and phase not in ("Succeeded", "Failed"),
-                    created=str(meta.get("creationTimestamp") or ""), cost=annotations.get(COST_ANNOTATION))
+                    created=str(meta.get("creationTimestamp") or ""),
+                    cost=annotations.get(names.DELETION_COST_ANNOTATION))
             self._changes += 1
             self._cond.notify_all()
 

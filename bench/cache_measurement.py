@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import synthetic_cluster
+from federation.api import names
 
 Json = dict[str, Any]
 
@@ -102,7 +103,7 @@ class FakeApi:
         indices: Sequence[int] = self._all_pods
         if query.get("field_selector"):
             indices = self._bound_active  # the cache's only field selector: bound, unfinished pods
-        elif query.get("label_selector") == synthetic_cluster.SPREAD_LABEL:
+        elif query.get("label_selector") == names.SPREAD_LABEL:
             indices = self._spread_pods
         return self._serve(query, indices, synthetic_cluster.pod_json)
 

@@ -28,17 +28,17 @@ from typing import Any
 
 import grpc
 
-from agents import assignment as assignment_mod
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service
 from federation.core import status
 from federation.rpc import agent_pb2_grpc
+from federation.rpc import assignment as assignment_mod
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 LOST_SECONDS = 30
@@ -59,7 +59,9 @@ class Size:
 
 
 class Clock:
-    """The coordinator's clock: stands still unless moved."""
+    """The coordinator's clock (a `federation.clock.Clock`): stands still unless the benchmark moves
+    it, so that heartbeats never expire while a large federation is being set up. The benchmark's
+    own, because bench imports nothing of the test suite."""
 
     def __init__(self) -> None:
         self.now = T0
@@ -104,16 +106,16 @@ def pools_for(index: int) -> list[cluster.NodePool]:
 def spreads_for(size: Size) -> list[tuple[spread_api.FederatedSpread, int, dict[str, Any]]]:
     """(spread, replicas, hub Deployment) for `size`: four kinds, each spanning several clusters."""
     rng = random.Random(SEED)
-    names = cluster_names(size)
+    clusters = cluster_names(size)
     regions = sorted({region_of(i) for i in range(size.clusters)})
 
     def region(name: str) -> dict[str, Any]:
-        return {"matchLabels": {cluster.REGION_LABEL: name}}
+        return {"matchLabels": {names.REGION_LABEL: name}}
 
     found = []
     for i in range(size.spreads):
         replicas = rng.randint(3, 30)
-        picked = rng.sample(names, min(5, len(names)))
+        picked = rng.sample(clusters, min(5, len(clusters)))
         near, far = rng.choice(regions), rng.choice(regions)
         kind = i % 4
         strategy = "Fixed"
@@ -169,7 +171,7 @@ class Agent:
         self.applied_at: dict[str, float] = {}
         self.link = link_mod.Link(
             target, cluster=name, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            labels={cluster.REGION_LABEL: region_of(index)}, heartbeat_seconds=HEARTBEAT_SECONDS,
+            labels={names.REGION_LABEL: region_of(index)}, heartbeat_seconds=HEARTBEAT_SECONDS,
             on_assignment=self._applied, backoff_initial_seconds=0.05, backoff_cap_seconds=0.5)
         self.outbox.put_inventory(outbox_mod.inventory_message(
             pools_for(index), sequence=1, observed_at=datetime.datetime.now(datetime.UTC)))
@@ -216,11 +218,11 @@ class Federation:
 
     def connect(self) -> None:
         """Register every MemberCluster, start every agent, wait for its Welcome and inventory."""
-        names = cluster_names(self.size)
+        clusters = cluster_names(self.size)
         with self.coordinator.lock:
-            for index, name in enumerate(names):
-                self.world.upsert_cluster(name, labels={cluster.REGION_LABEL: region_of(index)})
-        for index, name in enumerate(names):
+            for index, name in enumerate(clusters):
+                self.world.upsert_cluster(name, labels={names.REGION_LABEL: region_of(index)})
+        for index, name in enumerate(clusters):
             self.agents[name] = Agent(self.target, name=name, index=index)
             self.agents[name].link.start()
         for name, agent in self.agents.items():

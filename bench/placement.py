@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from federation.api import cluster, common
+from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import world
@@ -73,7 +73,7 @@ def spread(index: int, *, clusters: int) -> spread_api.FederatedSpread:
                  "subsets": [{"name": "home", "clusters": [cluster_name(index * 7 % clusters)],
                               "maxReplicas": 4},
                              {"name": "region", "clusterSelector": {"matchLabels": {
-                                 cluster.REGION_LABEL: f"r{index % REGIONS}"}}}]},
+                                 names.REGION_LABEL: f"r{index % REGIONS}"}}}]},
     })
 
 
@@ -84,7 +84,7 @@ def _agent_messages(name: str, index: int, outgoing: queue.Queue[agent_pb2.Agent
                     ) -> Iterator[agent_pb2.AgentMessage]:
     yield agent_pb2.AgentMessage(hello=agent_pb2.Hello(
         cluster_name=name, agent_version="bench", capabilities=["resync-complete"],
-        topology_labels={cluster.REGION_LABEL: f"r{index % REGIONS}"}))
+        topology_labels={names.REGION_LABEL: f"r{index % REGIONS}"}))
     report = agent_pb2.InventoryReport(full=True, sequence=1, node_pools=pools(index))
     yield agent_pb2.AgentMessage(inventory=report)
     while (message := outgoing.get()) is not None:
@@ -184,7 +184,7 @@ def _cordon(coordinator: facade.Coordinator, *, name: str, region: str) -> tuple
     taint = common.Taint(key="fedspread.io/maintenance", effect="NoSchedule")
     with coordinator.lock:
         started = time.perf_counter()
-        labels = {cluster.REGION_LABEL: region}
+        labels = {names.REGION_LABEL: region}
         affected = coordinator.world.upsert_cluster(name, labels=labels, taints=[taint])
         answer = coordinator.publish(affected)
         return time.perf_counter() - started, len(answer.placements)
@@ -195,12 +195,12 @@ def _report_directly(
 ) -> None:
     """Clusters beyond MAX_STREAMS: their labels and inventory go straight into the World, and a
     thread keeps them heard (they are placed like the others; only delivery skips them)."""
-    names = [cluster_name(i) for i in indices]
+    direct = [cluster_name(i) for i in indices]
     with coordinator.lock:
-        for index, name in zip(indices, names, strict=True):
+        for index, name in zip(indices, direct, strict=True):
             report = agent_pb2.InventoryReport(full=True, node_pools=pools(index))
             found = list(inbound.node_pools(report).values())
-            region = {cluster.REGION_LABEL: f"r{index % REGIONS}"}
+            region = {names.REGION_LABEL: f"r{index % REGIONS}"}
             coordinator.world.upsert_cluster(name, labels=region)
             coordinator.backend.report_inventory(name, found)
             coordinator.world.inventory(name, found)
@@ -209,7 +209,7 @@ def _report_directly(
     def beat() -> None:
         while not stop.wait(HEARTBEAT_SECONDS):
             with coordinator.lock:
-                for name in names:
+                for name in direct:
                     coordinator.world.heartbeat(name)
 
     threading.Thread(target=beat, daemon=True, name="direct-heartbeats").start()

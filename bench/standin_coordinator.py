@@ -25,15 +25,13 @@ from typing import Any, TypeVar
 
 import grpc
 
-from agents import assignment as assignment_mod
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
+from federation.rpc import assignment as assignment_mod
 
 T = TypeVar("T")
 _END = object()
 # The agent's end-of-resync convention (agents.link.client), spelled out: the stand-in plays the
 # coordinator's side of the contract and must not borrow the agent's constants.
-RESYNC_COMPLETE_CAPABILITY = "resync-complete"
-RESYNC_COMPLETE_CODE = "ResyncComplete"
 
 
 @dataclasses.dataclass
@@ -124,7 +122,7 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
 
     def assign(self, cluster: str, value: assignment_mod.Assignment) -> agent_pb2.SpreadAssignment:
         """Make `value` the cluster's assignment and push it if the agent is connected."""
-        message = assignment_mod.to_proto(value)
+        message = value.to_proto()
         with self._cond:
             self._desired.setdefault(cluster, {})[value.spread] = message
             self._generations[(cluster, value.spread)] = value.generation
@@ -249,9 +247,9 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
             yield agent_pb2.CoordinatorMessage(welcome=welcome)
             for message in resend:
                 yield agent_pb2.CoordinatorMessage(assignment=message)
-            if RESYNC_COMPLETE_CAPABILITY in hello.capabilities:
+            if capabilities.RESYNC_COMPLETE_CAPABILITY in hello.capabilities:
                 yield agent_pb2.CoordinatorMessage(notice=agent_pb2.Notice(
-                    severity=agent_pb2.Notice.SEVERITY_INFO, code=RESYNC_COMPLETE_CODE,
+                    severity=agent_pb2.Notice.SEVERITY_INFO, code=capabilities.RESYNC_COMPLETE_CODE,
                     message=f"{len(resend)} assignments re-sent"))
             while context.is_active():
                 try:

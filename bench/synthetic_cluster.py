@@ -16,12 +16,11 @@ import dataclasses
 import random
 from typing import Any
 
+from federation.api import names
+
 Json = dict[str, Any]
 
 SEED = 7
-SPREAD_LABEL = "fedspread.io/spread"
-SUBSET_ANNOTATION = "fedspread.io/subset"
-"""Copies of `agents.assignment`'s names: the parent process imports nothing of the agent."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,9 +265,9 @@ def pod_json(item: Plan, index: int) -> Json:
     if not workload.daemon:
         labels["pod-template-hash"] = template_hash[:9]
     if workload.spread:
-        labels[SPREAD_LABEL] = workload.spread
-        annotations[SUBSET_ANNOTATION] = ("onprem", "cloud")[ordinal % 2]
-        annotations["controller.kubernetes.io/pod-deletion-cost"] = str(100 - ordinal % 100)
+        labels[names.SPREAD_LABEL] = workload.spread
+        annotations[names.SUBSET_ANNOTATION] = ("onprem", "cloud")[ordinal % 2]
+        annotations[names.DELETION_COST_ANNOTATION] = str(100 - ordinal % 100)
     spec: Json = {
         "containers": list(workload.containers), "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",
         "serviceAccountName": "default", "schedulerName": "default-scheduler", "priority": 0,
@@ -335,8 +334,8 @@ def deployment_json(item: Plan, index: int) -> Json:
         "metadata": {"name": workload.name, "namespace": workload.namespace,
                      "uid": f"{index:08x}-3333-4000-8000-{index:012x}",
                      "resourceVersion": str(500_000 + index), "generation": 3,
-                     "labels": {SPREAD_LABEL: workload.spread},
-                     "annotations": {"fedspread.io/generation": "3", "fedspread.io/template-hash": "abc123",
+                     "labels": {names.SPREAD_LABEL: workload.spread},
+                     "annotations": {names.GENERATION_ANNOTATION: "3", "fedspread.io/template-hash": "abc123",
                                      "deployment.kubernetes.io/revision": "2"}},
         "spec": {"replicas": replicas, "template": {"spec": {"containers": list(workload.containers)}}},
         "status": {"observedGeneration": 3, "replicas": replicas, "readyReplicas": replicas,

@@ -35,8 +35,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from agents import assignment
 from agents.cache import views
+from federation.api import names
 from federation.core import inventory
 from federation.kube import reflector
 
@@ -110,7 +110,7 @@ class Cache:
                                        stop=self._stop, watch_seconds=watch_seconds, page_size=page_size,
                                        **selectors)
 
-        spread = assignment.SPREAD_LABEL
+        spread = names.SPREAD_LABEL
         self._reflectors = [
             watch(NODES, core_api.list_node),
             watch(USAGE, core_api.list_pod_for_all_namespaces, field_selector=BOUND_ACTIVE_PODS),

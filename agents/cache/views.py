@@ -18,12 +18,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from agents import assignment, bookkeeping
+from agents import bookkeeping
+from federation.api import names
 from federation.core import deletion_cost, fit, inventory
+from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
 
-FEDSPREAD_PREFIX = "fedspread.io/"
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -105,7 +106,7 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
     """The compact view of a spread's pod; None for a pod without the fedspread.io/spread label."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
-    spread_name = labels.get(assignment.SPREAD_LABEL)
+    spread_name = labels.get(names.SPREAD_LABEL)
     if not spread_name:
         return None
     annotations = meta.get("annotations") or {}
@@ -116,15 +117,15 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
     namespace = str(meta.get("namespace") or "")
     record = bookkeeping.PodRecord(
         name=str(meta.get("name") or ""),
-        subset=annotations.get(assignment.SUBSET_ANNOTATION) or None,
-        revision=str(labels.get(assignment.REVISION_LABEL) or ""),
+        subset=annotations.get(names.SUBSET_ANNOTATION) or None,
+        revision=str(labels.get(names.REVISION_LABEL) or ""),
         phase=str(status.get("phase") or "Pending"),
         ready=ready,
         node_name=str((pod.get("spec") or {}).get("nodeName") or ""),
         created=parse_time(meta.get("creationTimestamp")) or EPOCH,
         deleting=meta.get("deletionTimestamp") is not None,
         unschedulable_since=unschedulable_since(pod),
-        current_cost=deletion_cost.parse_cost(annotations.get(deletion_cost.ANNOTATION)),
+        current_cost=deletion_cost.parse_cost(annotations.get(names.DELETION_COST_ANNOTATION)),
         restarts=max(restarts, default=0),
     )
     return SpreadPod(
@@ -185,10 +186,10 @@ def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
     return DeploymentView(
         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
-        spread_label=str((meta.get("labels") or {}).get(assignment.SPREAD_LABEL) or ""),
+        spread_label=str((meta.get("labels") or {}).get(names.SPREAD_LABEL) or ""),
         replicas=replicas if isinstance(replicas, int) else None,
         annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items()
-                     if k.startswith(FEDSPREAD_PREFIX)},
+                     if k.startswith(names.PREFIX)},
         status=deployment_status(deployment.get("status") or {}),
     )
 

@@ -36,10 +36,13 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import assignment, bookkeeping, outbox, retries
+from agents import bookkeeping, outbox, retries
 from agents.cache import store as cache_mod
 from agents.cache import views
+from federation import clock as clock_mod
+from federation.api import names
 from federation.core import deletion_cost, reschedule
+from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
 
@@ -124,7 +127,7 @@ class Reconciler:
     """One member cluster's controller rounds over every assigned spread."""
 
     def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox,
-                 cache: cache_mod.Cache, *, clock: bookkeeping.Clock = bookkeeping.utcnow,
+                 cache: cache_mod.Cache, *, clock: clock_mod.Clock = clock_mod.utcnow,
                  heartbeat_seconds: float = 10.0) -> None:
         self._core = core_api
         self._books = books
@@ -195,7 +198,7 @@ class Reconciler:
 
     @_RETRY
     def _patch_cost(self, namespace: str, name: str, cost: int) -> bool:
-        body = {"metadata": {"annotations": {deletion_cost.ANNOTATION: str(cost)}}}
+        body = {"metadata": {"annotations": {names.DELETION_COST_ANNOTATION: str(cost)}}}
         try:
             self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
                                             _preload_content=False)

@@ -34,16 +34,14 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import assignment, bookkeeping, retries
+from agents import bookkeeping, retries
 from agents.cache import store as cache_mod
+from federation.api import names
+from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-HASH_ANNOTATION = "fedspread.io/desired-hash"
-SPREAD_KEY_ANNOTATION = "fedspread.io/spread-key"
-NAMESPACE_LABEL = "fedspread.io/created-by"
-"""On namespaces the agent created for a spread's workload; they are never deleted by it."""
 KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
                     "progressDeadlineSeconds", "paused")
 KEPT_POD_METADATA = ("labels", "annotations")
@@ -69,19 +67,19 @@ def render(value: assignment.Assignment) -> Json:
     spec["replicas"] = value.replicas
     pod_template = spec.setdefault("template", {})
     pod_meta = {k: v for k, v in (pod_template.get("metadata") or {}).items() if k in KEPT_POD_METADATA and v}
-    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), assignment.SPREAD_LABEL: value.name}
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), names.SPREAD_LABEL: value.name}
     pod_template["metadata"] = pod_meta
     body: Json = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {
             "name": value.workload, "namespace": value.namespace,
-            "labels": {**(source_meta.get("labels") or {}), assignment.SPREAD_LABEL: value.name},
-            "annotations": {assignment.GENERATION_ANNOTATION: str(value.generation),
-                            SPREAD_KEY_ANNOTATION: value.spread},
+            "labels": {**(source_meta.get("labels") or {}), names.SPREAD_LABEL: value.name},
+            "annotations": {names.GENERATION_ANNOTATION: str(value.generation),
+                            names.SPREAD_KEY_ANNOTATION: value.spread},
         },
         "spec": spec,
     }
-    body["metadata"]["annotations"][HASH_ANNOTATION] = desired_hash(body)
+    body["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION] = desired_hash(body)
     return body
 
 
@@ -91,8 +89,8 @@ def is_current(*, annotations: Mapping[str, str] | None, replicas: Any, desired:
     Replicas are compared too because they are what someone is most likely to change by hand
     (kubectl scale); the rest is trusted to the hash.
     """
-    wanted = desired["metadata"]["annotations"][HASH_ANNOTATION]
-    same_hash = (annotations or {}).get(HASH_ANNOTATION) == wanted
+    wanted = desired["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION]
+    same_hash = (annotations or {}).get(names.DESIRED_HASH_ANNOTATION) == wanted
     return bool(same_hash and replicas == desired["spec"]["replicas"])
 
 
@@ -166,7 +164,7 @@ class WorkloadSync:
         if is_current(annotations=meta.get("annotations"), replicas=(live.get("spec") or {}).get("replicas"),
                       desired=body):
             return UNCHANGED
-        if SPREAD_KEY_ANNOTATION not in (meta.get("annotations") or {}):
+        if names.SPREAD_KEY_ANNOTATION not in (meta.get("annotations") or {}):
             LOG.info("taking over deployment=%s/%s", namespace, name)
         self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False)
         LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
@@ -181,7 +179,7 @@ class WorkloadSync:
             if error.status != 404 or self._core is None:
                 raise
         try:
-            meta = {"name": namespace, "labels": {NAMESPACE_LABEL: "agent"}}
+            meta = {"name": namespace, "labels": {names.CREATED_BY_LABEL: "agent"}}
             self._core.create_namespace({"metadata": meta}, _preload_content=False)
             LOG.info("namespace created namespace=%s", namespace)
         except exceptions.ApiException as error:
@@ -196,7 +194,7 @@ class WorkloadSync:
         now = time.monotonic()
         for value in current:
             body = self.desired(value)
-            digest = body["metadata"]["annotations"][HASH_ANNOTATION]
+            digest = body["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION]
             failed = self._failed.get(value.spread)
             if failed is not None and failed[0] == digest and now < failed[1]:
                 continue
@@ -213,7 +211,8 @@ class WorkloadSync:
         if self.synced.is_set() and self._cache.synced:
             wanted = {(v.namespace, v.workload) for v in current}
             orphans = [v for v in self._cache.deployments()
-                       if SPREAD_KEY_ANNOTATION in v.annotations and (v.namespace, v.name) not in wanted]
+                       if names.SPREAD_KEY_ANNOTATION in v.annotations
+                       and (v.namespace, v.name) not in wanted]
             for view in orphans:
                 if self._delete(view.namespace, view.name, uid=view.uid):
                     outcomes[DELETED] = outcomes.get(DELETED, 0) + 1
@@ -239,7 +238,8 @@ class WorkloadSync:
         self._failed.pop(spread, None)
         released = 0
         for namespace, name, _ in self._owned(spread):
-            patch = {"metadata": {"annotations": {SPREAD_KEY_ANNOTATION: None, HASH_ANNOTATION: None}}}
+            released_keys = {names.SPREAD_KEY_ANNOTATION: None, names.DESIRED_HASH_ANNOTATION: None}
+            patch = {"metadata": {"annotations": released_keys}}
             try:
                 self._apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
                                                        _content_type="application/merge-patch+json")
@@ -254,13 +254,13 @@ class WorkloadSync:
     def _owned(self, spread: str) -> list[tuple[str, str, str]]:
         """(namespace, name, uid) of the Deployments made for `spread`, from the apiserver (a
         removal is rare and must not depend on the cache being current)."""
-        label = f"{assignment.SPREAD_LABEL}={spread.partition('/')[2]}"
+        label = f"{names.SPREAD_LABEL}={spread.partition('/')[2]}"
         listing = json.loads(self._apps.list_deployment_for_all_namespaces(
             label_selector=label, _preload_content=False).data)
         owned = []
         for item in listing.get("items") or ():
             meta = item.get("metadata") or {}
-            if (meta.get("annotations") or {}).get(SPREAD_KEY_ANNOTATION) == spread:
+            if (meta.get("annotations") or {}).get(names.SPREAD_KEY_ANNOTATION) == spread:
                 owned.append((str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")))
         return owned
 

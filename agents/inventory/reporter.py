@@ -19,8 +19,9 @@ import logging
 import threading
 import time
 
-from agents import bookkeeping, outbox
+from agents import outbox
 from agents.cache import store as cache_mod
+from federation import clock as clock_mod
 from federation.api import cluster
 from federation.core import inventory
 
@@ -31,7 +32,7 @@ class InventoryReporter:
     """Puts the member's InventoryReport into the outbox when the pools change and on heartbeat."""
 
     def __init__(self, cache: cache_mod.Cache, box: outbox.Outbox, *,
-                 clock: bookkeeping.Clock = bookkeeping.utcnow, heartbeat_seconds: float = 10.0) -> None:
+                 clock: clock_mod.Clock = clock_mod.utcnow, heartbeat_seconds: float = 10.0) -> None:
         self._cache = cache
         self._outbox = box
         self._clock = clock

@@ -34,7 +34,6 @@ Callbacks run on the link thread and should be quick (enqueue work, do not call 
 
 from __future__ import annotations
 
-import datetime
 import importlib.metadata
 import logging
 import random
@@ -46,22 +45,19 @@ from typing import Any, Protocol, TypeAlias
 import grpc
 import tenacity
 
-from agents import assignment as assignment_mod
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import refusals
 from agents.link import stream as stream_mod
+from federation import clock as clock_mod
 from federation.certs import transport
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
+from federation.rpc import assignment as assignment_mod
 
 log = logging.getLogger("fedspread.agent.link")
 
 FAIL_STATIC_MESSAGE = "coordinator unreachable; enforcing last quotas (fail static)"
 Credentials: TypeAlias = "grpc.ChannelCredentials | Callable[[], grpc.ChannelCredentials]"
-# Hello capability and Notice code: the coordinator marks the end of a resync's assignments, after
-# which the agent's set of assignments is complete and orphaned Deployments may be pruned.
-RESYNC_COMPLETE_CAPABILITY = "resync-complete"
-RESYNC_COMPLETE_CODE = "ResyncComplete"
 
 
 class LinkMetrics(Protocol):
@@ -79,11 +75,6 @@ def agent_version() -> str:
         return "0+unknown"
 
 
-def utcnow() -> datetime.datetime:
-    """The current time, timezone-aware."""
-    return datetime.datetime.now(datetime.UTC)
-
-
 class Link:
     """Keeps one AgentService.Connect stream up, applies what arrives, sends what the agent reports."""
 
@@ -94,7 +85,7 @@ class Link:
         heartbeat_seconds: float = 10.0,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
-        clock: Callable[[], datetime.datetime] = utcnow,
+        clock: clock_mod.Clock = clock_mod.utcnow,
         backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
         misconfigured_backoff_seconds: float = 15.0, welcome_timeout_seconds: float = 30.0,
     ) -> None:
@@ -212,7 +203,7 @@ class Link:
         channel = self._channel()
         watchdog: threading.Timer | None = None
         try:
-            stub = agent_pb2_grpc.AgentServiceStub(channel)
+            stub = agent_pb2_grpc.AgentServiceStub(channel)  # generated stub
             call = stub.Connect(stream.messages())
             with self._lock:
                 self._call, self._stream = call, stream
@@ -297,7 +288,7 @@ class Link:
         """The Hello that opens every stream: identity plus what is enforced right now."""
         hello = agent_pb2.Hello(cluster_name=self.cluster, agent_version=agent_version(),
                                 topology_labels=self._labels, resume_token=self._resume_token,
-                                capabilities=[RESYNC_COMPLETE_CAPABILITY])
+                                capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
         hello.started_at.FromDatetime(self._started_at)
         for current in sorted(self._bookkeeping.assignments(), key=lambda a: a.spread):
             hello.applied.add(spread=current.spread, generation=current.generation,
@@ -341,7 +332,7 @@ class Link:
         """Apply an assignment unless malformed or older than one applied on this stream; Ack it."""
         error = ""
         try:
-            decoded = assignment_mod.from_proto(message)
+            decoded = assignment_mod.Assignment.from_proto(message)
         except (ValueError, TypeError) as failure:
             error = f"not applied, previous assignment kept: {failure}"
             log.error("bad assignment", extra={"cluster": self.cluster, "spread": message.spread,
@@ -389,7 +380,7 @@ class Link:
         return ""
 
     def _notice(self, notice: agent_pb2.Notice) -> None:
-        if notice.code == RESYNC_COMPLETE_CODE:
+        if notice.code == capabilities.RESYNC_COMPLETE_CODE:
             if not self.synced.is_set():
                 log.info("assignments complete", extra={"cluster": self.cluster,
                                                         "spreads": len(self._bookkeeping.assignments())})

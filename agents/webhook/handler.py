@@ -37,8 +37,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agents import assignment, bookkeeping, metrics
+from agents import bookkeeping, metrics
 from agents.webhook import review
+from federation.api import names
 from federation.core import mutation
 
 LOG = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ class AdmissionHandler:
                 raise review.ReviewError("the pod has neither metadata.name nor metadata.generateName")
             name = generated = mutation.generated_name(base, token=self._token())
         try:
-            rule = self.book.admit(spread.spread, name, revision=labels.get(assignment.REVISION_LABEL, ""),
+            rule = self.book.admit(spread.spread, name, revision=labels.get(names.REVISION_LABEL, ""),
                                    dry_run=request.dry_run)
         except bookkeeping.NotCounted as error:  # just started: placing it now could overfill a subset
             self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.NOT_COUNTED)
@@ -193,7 +194,7 @@ class AdmissionHandler:
         old = request.old_object
         meta = _pod_metadata(old, "request.oldObject") if old is not None else {}
         name = meta.get("name") or request.name
-        subset = (meta.get("annotations") or {}).get(assignment.SUBSET_ANNOTATION) or None
+        subset = (meta.get("annotations") or {}).get(names.SUBSET_ANNOTATION) or None
         spread = self.book.spread_of(request.namespace, meta.get("labels"))
         key = spread.spread if spread is not None else None
         if key is None and (subset is not None or old is None) and name:

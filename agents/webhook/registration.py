@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client import exceptions
 
-from agents import assignment
+from federation.api import names
 
 LOG = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def configuration(client_config: Json, *, name: str = NAME, namespace_selector: 
                  "resources": ["pods"], "scope": "Namespaced"}
     eviction_rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                      "resources": ["pods/eviction"], "scope": "Namespaced"}
-    spread_selector = {"matchExpressions": [{"key": assignment.SPREAD_LABEL, "operator": "Exists"}]}
+    spread_selector = {"matchExpressions": [{"key": names.SPREAD_LABEL, "operator": "Exists"}]}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",

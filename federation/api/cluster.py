@@ -18,10 +18,6 @@ from federation.api import common, quantity
 KIND = "MemberCluster"
 PLURAL = "memberclusters"
 
-REGION_LABEL = "topology.fedspread.io/region"
-ZONE_LABEL = "topology.fedspread.io/zone"
-PROVIDER_LABEL = "topology.fedspread.io/provider"
-
 
 def _as_quantity(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float | str):

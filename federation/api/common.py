@@ -19,10 +19,6 @@ from pydantic import alias_generators
 
 API_GROUP = "fedspread.io"
 API_VERSION = "v1alpha1"
-SPREAD_LABEL = "fedspread.io/spread"
-"""On member Deployments and their pods: the name of the spread they belong to."""
-SUBSET_ANNOTATION = "fedspread.io/subset"
-"""On member pods: the subset the admission webhook put the pod in."""
 GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from federation.api import cluster, common, spread
+from federation.api import cluster, common, names, spread
 
 Schema = dict[str, Any]
 
@@ -107,7 +107,7 @@ _KINDS = (
             _column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status',
                     "Whether the cluster's agent is connected and healthy."),
             _column("Region", "string",
-                    ".metadata.labels." + cluster.REGION_LABEL.replace(".", "\\."),
+                    ".metadata.labels." + names.REGION_LABEL.replace(".", "\\."),
                     "The cluster's region label."),
             _column("Agent", "string", ".status.agentVersion", "Version of the cluster's agent."),
             _AGE,

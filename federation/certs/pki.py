@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509 import oid
 
+from federation import clock
+
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 VALIDITY = datetime.timedelta(days=365)
 CA_VALIDITY = 10 * VALIDITY
@@ -62,7 +64,8 @@ def _key_pem(key: PrivateKey) -> bytes:
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+    """Now, backdated five minutes: a certificate is valid on members whose clocks run a little behind."""
+    return clock.utcnow() - datetime.timedelta(minutes=5)
 
 
 class CertificateAuthority:

@@ -45,27 +45,23 @@ import logging
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 
 from google.protobuf import timestamp_pb2
 
+from federation import clock as clock_mod
 from federation.api import cluster
 from federation.coordinator import shards
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound
 from federation.core import status
-from federation.rpc import agent_pb2
+from federation.rpc import agent_pb2, capabilities
 
 log = logging.getLogger("fedspread.coordinator.agents")
 
-RESYNC_COMPLETE_CAPABILITY = "resync-complete"
-RESYNC_COMPLETE_CODE = "ResyncComplete"
 END = object()  # queued by the servicer when its stream ends: the writer returns
 SUPERSEDED = object()  # queued when a newer stream for the same cluster replaced this one
-
-Clock = Callable[[], datetime.datetime]
-
 
 class AgentStream:
     """One welcomed stream: the queue its writer drains, and per-stream report state."""
@@ -89,7 +85,7 @@ class Coordinator:
     """The world, its lock and the connected agents; everything the servicer changes goes through here."""
 
     def __init__(
-        self, world: world_model.World, *, clock: Clock, coordinator_id: str | None = None,
+        self, world: world_model.World, *, clock: clock_mod.Clock, coordinator_id: str | None = None,
         hub_synced: bool = True, backend: shards.PlacementBackend | None = None,
     ) -> None:
         self.world = world
@@ -153,7 +149,7 @@ class Coordinator:
         welcome = agent_pb2.Welcome(
             cluster_name=name, coordinator_id=self.coordinator_id, full_resync=True,
             heartbeat_interval_seconds=heartbeat_seconds, resume_token=self.coordinator_id,
-            capabilities=[RESYNC_COMPLETE_CAPABILITY],
+            capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
         )
         welcome.server_time.FromDatetime(self.clock())
         return welcome
@@ -178,7 +174,7 @@ class Coordinator:
         self._sent.reset(name, sent)
         stream.resynced = True
         stream.send(notice=agent_pb2.Notice(
-            severity=agent_pb2.Notice.SEVERITY_INFO, code=RESYNC_COMPLETE_CODE,
+            severity=agent_pb2.Notice.SEVERITY_INFO, code=capabilities.RESYNC_COMPLETE_CODE,
             message=f"{len(sent)} assignments, {removed} removals"))
         log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed})
 

@@ -37,6 +37,7 @@ from collections.abc import Callable
 import grpc
 from kubernetes import client
 
+from federation import clock
 from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
@@ -87,11 +88,6 @@ class CoordinatorConfig:
     """A MemberCluster status is rewritten this often at most, unless its readiness changed."""
     tls: transport.TLSFiles | None = None
     """Serve mTLS with these files; None: plaintext (`--insecure`, local use only)."""
-
-
-def utcnow() -> datetime.datetime:
-    """Aware UTC now."""
-    return datetime.datetime.now(datetime.UTC)
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
@@ -159,7 +155,7 @@ class CoordinatorProcess:
         backend: shards.PlacementBackend | None = None,
     ) -> None:
         self.settings = settings
-        self.clock = utcnow
+        self.clock = clock.utcnow
         self._credentials = server_credentials(settings.tls)
         self.api = api if api is not None else hub_client(settings.hub_kubeconfig,
                                                           context=settings.hub_context)

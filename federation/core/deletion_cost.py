@@ -32,11 +32,6 @@ import functools
 import re
 from collections import abc
 
-from federation.api import common
-
-ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-SUBSET_ANNOTATION = common.SUBSET_ANNOTATION
-
 # Phases the ReplicaSet controller does not count as active replicas (FilterActivePods).
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 

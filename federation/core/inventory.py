@@ -24,10 +24,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from federation.api import cluster, common, quantity
+from federation.api import cluster, common, names, quantity
 from federation.core import fit
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 _ZERO = fractions.Fraction(0)
 
 _Key = tuple[
@@ -113,7 +112,7 @@ def _node_key(node: NodeView, requested: Mapping[str, fractions.Fraction]) -> _K
     except (ValueError, TypeError, AttributeError) as err:
         raise ValueError(f"node {node.name!r}: allocatable: {err}") from None
     return (
-        tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME_LABEL and v != node.name)),
+        tuple(sorted((k, v) for k, v in node.labels.items() if k != names.HOSTNAME_LABEL and v != node.name)),
         tuple(sorted(_taint_triple(t) for t in node.taints)),
         allocatable,
         tuple(sorted(requested.items())),

@@ -18,10 +18,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from federation.core import deletion_cost, strategic_merge
-
-SUBSET_ANNOTATION = deletion_cost.SUBSET_ANNOTATION
-"""Annotation naming the subset a pod was assigned to (`fedspread.io/subset`)."""
+from federation.api import names
+from federation.core import strategic_merge
 
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The apiserver's generateName alphabet: no vowels (no words), no 0/1/3 (look like letters)."""
@@ -127,7 +125,7 @@ def mutate_pod(
         _append_new(result, ("spec", "tolerations"), tolerations)
     if patch:
         result = strategic_merge.apply(result, patch)
-    _ensure(result, ("metadata", "annotations"))[SUBSET_ANNOTATION] = subset
+    _ensure(result, ("metadata", "annotations"))[names.SUBSET_ANNOTATION] = subset
     metadata = _ensure(result, ("metadata",))
     if name is not None and not metadata.get("name"):
         metadata["name"] = name

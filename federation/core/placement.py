@@ -30,7 +30,7 @@ import operator
 import typing
 from collections.abc import Mapping, Sequence
 
-from federation.api import cluster, spread
+from federation.api import cluster, placement_json, spread
 from federation.core import apportion, division, fit, matching
 
 Counts = Mapping[str, Mapping[str, int]]
@@ -78,16 +78,9 @@ class Placement:
         return {s.name: dict(s.clusters) for s in self.subsets}
 
     def to_json(self) -> dict[str, object]:
-        """The JSON shape of DESIGN §7 (`fedspread simulate -o json`)."""
-        return {
-            "replicas": self.replicas,
-            "unplaced": self.unplaced,
-            "clusters": dict(self.clusters),
-            "subsets": [
-                {"name": s.name, "replicas": s.replicas, "clusters": dict(s.clusters)}
-                for s in self.subsets
-            ],
-        }
+        """The placement document of `fedspread simulate -o json` (no `"ready"`: nothing runs)."""
+        return placement_json.document(
+            replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets)
 
 
 def settled(result: Placement) -> bool:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from federation import sdk
-from federation.api import cluster
+from federation.api import names
 from federation.certs import bundles, transport
 from federation.sandbox import hubsetup, launcher, nodesim, state
 
@@ -250,7 +250,7 @@ class Federation:
             "agent", "--cluster", name, "--kubeconfig", record.kubeconfig,
             "--coordinator", self.coordinator_address, "--webhook-port", "0", "--metrics-port", "0",
             "--link-cert", str(link.cert), "--link-key", str(link.key), "--link-ca", str(link.ca),
-            "--label", f"{cluster.REGION_LABEL}={member.region}",
+            "--label", f"{names.REGION_LABEL}={member.region}",
             "--heartbeat-seconds", str(self.heartbeat_seconds), "--deregister-on-exit"),
             log=self.logs / f"agent-{name}.log")
 

@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 
 from federation import sdk
-from federation.api import common
+from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.demo import environment
 from federation.kube import clients
@@ -110,12 +110,12 @@ class Story:
             placed = None
         pods: dict[tuple[str, str], list[int]] = {}
         for name, core in self.members.items():
-            found = core.list_namespaced_pod(NAMESPACE, label_selector=f"{common.SPREAD_LABEL}={NAME}")
+            found = core.list_namespaced_pod(NAMESPACE, label_selector=f"{names.SPREAD_LABEL}={NAME}")
             for pod in found.items:
                 meta = pod.metadata
                 if meta is None or meta.deletion_timestamp is not None:
                     continue
-                subset = (meta.annotations or {}).get(common.SUBSET_ANNOTATION, "-")
+                subset = (meta.annotations or {}).get(names.SUBSET_ANNOTATION, "-")
                 counts = pods.setdefault((subset, name), [0, 0])
                 phase = pod.status.phase if pod.status else None
                 counts[0 if phase == "Running" else 1] += phase in ("Running", "Pending")

@@ -15,6 +15,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
+from federation.api import placement_json
 from federation.rpc import common_pb2, placement_pb2
 
 # --- errors -------------------------------------------------------------------------------------
@@ -106,19 +107,10 @@ class SpreadPlacement:
         return sum(s.replicas for s in self.subsets)
 
     def to_json(self, *, include_ready: bool = True) -> dict[str, Any]:
-        """DESIGN §7's shape; with `"ready"` (as `fedspread get placement -o json`) unless told not."""
-        shape: dict[str, Any] = {
-            "replicas": self.replicas,
-            "unplaced": self.unplaced,
-            "clusters": dict(self.clusters),
-            "subsets": [
-                {"name": s.name, "replicas": s.replicas, "clusters": dict(s.clusters)}
-                for s in self.subsets
-            ],
-        }
-        if include_ready:
-            shape["ready"] = {name: self.ready.get(name, 0) for name in self.clusters}
-        return shape
+        """The placement document; with `"ready"` (as `fedspread get placement -o json`) unless told not."""
+        return placement_json.document(
+            replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets,
+            ready=self.ready if include_ready else None)
 
 
 @dataclasses.dataclass(frozen=True)

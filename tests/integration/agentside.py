@@ -20,7 +20,7 @@ from typing import Any
 import conftest
 import hubside
 
-from agents import assignment
+from federation.api import names
 from federation.demo import environment
 
 NAMESPACE_LABEL = "fedspread-test/agent"
@@ -121,13 +121,13 @@ class AgentProcess:
 def spread_pods(clusters: conftest.Clusters, member: str, namespace: str, name: str) -> list[Any]:
     """The spread's pods in `member` that are not being deleted."""
     pods = clusters.core(member).list_namespaced_pod(
-        namespace, label_selector=f"{assignment.SPREAD_LABEL}={name}").items
+        namespace, label_selector=f"{names.SPREAD_LABEL}={name}").items
     return [p for p in pods if p.metadata.deletion_timestamp is None]
 
 
 def by_subset(pods: list[Any]) -> dict[str | None, int]:
     """How many of `pods` carry each subset annotation (None: admitted without a subset)."""
-    return dict(collections.Counter((p.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)
+    return dict(collections.Counter((p.metadata.annotations or {}).get(names.SUBSET_ANNOTATION)
                                     for p in pods))
 
 
@@ -140,9 +140,9 @@ def bare_pod(name: str, spread: str, *, revision: str | None = None) -> dict[str
     """A pod of spread `spread` that no ReplicaSet adopts (its labels match no selector). Quotas
     are counted per pod-template revision (kruise#834): give the ReplicaSet pods' `revision` for a
     pod that competes with them."""
-    labels = {assignment.SPREAD_LABEL: spread, "app": f"bare-{spread}"}
+    labels = {names.SPREAD_LABEL: spread, "app": f"bare-{spread}"}
     if revision is not None:
-        labels[assignment.REVISION_LABEL] = revision
+        labels[names.REVISION_LABEL] = revision
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
             "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}],
                      "terminationGracePeriodSeconds": 0}}

@@ -2,6 +2,9 @@
 
 The sandbox must start: if it cannot, every integration test errors with the reason (no skip).
 Each test gets a fresh namespace, created in the hub and every member and deleted afterwards.
+
+Every test under this directory is marked `integration` here, by where it lives, so that no file can
+forget the mark: `pytest -m "not integration"` is the unit suite alone.
 """
 
 from __future__ import annotations
@@ -17,8 +20,17 @@ from kubernetes import client, config
 from federation.demo import environment
 from federation.sandbox import hubsetup, launcher, nodesim, state
 
+HERE = pathlib.Path(__file__).parent
+
 MEMBERS = ("member-1", "member-2")
 NODES_PER_MEMBER = 3
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test collected from this directory `integration`."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.integration)
 
 
 def _say(line: str) -> None:

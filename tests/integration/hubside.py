@@ -42,18 +42,6 @@ def free_port() -> int:
         return port
 
 
-def deployment(name: str, replicas: int, *, cpu: str = "100m") -> dict[str, Any]:
-    """A hub Deployment whose pods request `cpu`."""
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [{"name": "app", "image": "nginx",
-                                                       "resources": {"requests": {"cpu": cpu}}}]}}},
-    }
-
-
 def spread_body(name: str, *, target: str, subsets: Sequence[dict[str, Any]], strategy: str = "Fixed",
                 lost_seconds: int | None = None) -> dict[str, Any]:
     """A FederatedSpread for Deployment `target`."""

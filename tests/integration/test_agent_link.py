@@ -30,11 +30,10 @@ from conftest import Clusters
 from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
-from agents import assignment
 from bench import standin_coordinator
+from federation.api import names
+from federation.rpc import assignment
 from federation.sandbox import state
-
-pytestmark = pytest.mark.integration
 
 MEMBER = "member-1"
 ZONE = "topology.kubernetes.io/zone"
@@ -150,17 +149,17 @@ def web_pods(clusters: Clusters, namespace: str) -> list[Any]:
 
 
 def subsets_of(pods: list[Any]) -> dict[str | None, int]:
-    return dict(collections.Counter((p.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)
+    return dict(collections.Counter((p.metadata.annotations or {}).get(names.SUBSET_ANNOTATION)
                                     for p in pods))
 
 
 def webhook_answers(clusters: Clusters, namespace: str) -> bool:
     """A dry-run pod of the spread comes back with a subset: the apiserver calls our webhook."""
     pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "probe", "labels": {assignment.SPREAD_LABEL: "web", "app": "probe"}},
+           "metadata": {"name": "probe", "labels": {names.SPREAD_LABEL: "web", "app": "probe"}},
            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}
     created = clusters.core(MEMBER).create_namespaced_pod(namespace, pod, dry_run="All")
-    return assignment.SUBSET_ANNOTATION in (created.metadata.annotations or {})
+    return names.SUBSET_ANNOTATION in (created.metadata.annotations or {})
 
 
 def web_counts(namespace: str) -> Any:
@@ -192,7 +191,7 @@ def test_agent_enforces_fails_static_and_resyncs(
 
     deployment = clusters.apps(MEMBER).read_namespaced_deployment("web", namespace)
     assert deployment.spec.replicas == 3
-    assert deployment.metadata.labels[assignment.SPREAD_LABEL] == "web"
+    assert deployment.metadata.labels[names.SPREAD_LABEL] == "web"
 
     # The agent has seen its pods (its counts say so) before the coordinator goes away.
     standin.wait_message(MEMBER, "pod_counts", timeout=WAIT, where=web_counts(namespace))
@@ -202,7 +201,7 @@ def test_agent_enforces_fails_static_and_resyncs(
     wait_for(lambda: agent.metric("fedspread_agent_fail_static") == 1.0, timeout=WAIT,
              message=lambda: f"the agent never reported fail static; log:\n{agent.output()}")
     victim = next(p for p in web_pods(clusters, namespace)
-                  if p.metadata.annotations.get(assignment.SUBSET_ANNOTATION) == "b")
+                  if p.metadata.annotations.get(names.SUBSET_ANNOTATION) == "b")
     clusters.core(MEMBER).delete_namespaced_pod(victim.metadata.name, namespace, grace_period_seconds=0)
 
     def replaced() -> bool:
@@ -280,10 +279,10 @@ def adaptive_assignment(namespace: str, *, replicas: int) -> assignment.Assignme
 def probe_subset(clusters: Clusters, namespace: str) -> str | None:
     """The subset the webhook gives a new pod of the spread right now (dry-run: nothing recorded)."""
     pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "probe", "labels": {assignment.SPREAD_LABEL: "web", "app": "probe"}},
+           "metadata": {"name": "probe", "labels": {names.SPREAD_LABEL: "web", "app": "probe"}},
            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}
     created = clusters.core(MEMBER).create_namespaced_pod(namespace, pod, dry_run="All")
-    return (created.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)
+    return (created.metadata.annotations or {}).get(names.SUBSET_ANNOTATION)
 
 
 def test_adaptive_reschedule_moves_stuck_pods_to_the_next_subset(

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import pathlib
 
-import pytest
-
 from bench import admission
 from federation.sandbox import state
-
-pytestmark = pytest.mark.integration
 
 SIZE = 20
 MODE_KEYS = {"handler_p50_ms", "handler_p99_ms", "create_p50_ms", "create_p99_ms", "burst_s", "conflicts",

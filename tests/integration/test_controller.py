@@ -30,20 +30,18 @@ from conftest import Clusters
 from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
-from agents import assignment, bookkeeping, outbox
+from agents import bookkeeping, outbox
 from agents.cache import store as cache
 from agents.cache import views
 from agents.controller import reconciler, workload
 from agents.inventory import reporter
-from federation.api import quantity
+from federation.api import names, quantity
 from federation.core import deletion_cost
-from federation.rpc import agent_pb2, common_pb2
-
-pytestmark = pytest.mark.integration
+from federation.rpc import agent_pb2, assignment, common_pb2
+from tests.support import builders
 
 MEMBER = "member-1"
 WAIT = 60.0  # generous: the sandbox shares 2 cores with everything else
-COST = deletion_cost.ANNOTATION
 ZONE = "topology.kubernetes.io/zone"
 
 
@@ -118,10 +116,10 @@ def spread_of(namespace: str, name: str, quotas: dict[str, int], *, generation: 
 
 
 def bare_pod(name: str, *, spread: str, subset: str | None, cpu: str = "100m") -> dict[str, Any]:
-    annotations = {assignment.SUBSET_ANNOTATION: subset} if subset else {}
+    annotations = {names.SUBSET_ANNOTATION: subset} if subset else {}
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {assignment.SPREAD_LABEL: spread, "app": spread},
+        "metadata": {"name": name, "labels": {names.SPREAD_LABEL: spread, "app": spread},
                      "annotations": annotations},
         "spec": {"terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "app", "image": "registry.example/app:1.0",
@@ -135,7 +133,8 @@ def pods_json(clusters: Clusters, namespace: str) -> dict[str, dict[str, Any]]:
 
 
 def costs_of(pods: dict[str, dict[str, Any]]) -> dict[str, int | None]:
-    return {name: deletion_cost.parse_cost((p["metadata"].get("annotations") or {}).get(COST))
+    cost = names.DELETION_COST_ANNOTATION
+    return {name: deletion_cost.parse_cost((p["metadata"].get("annotations") or {}).get(cost))
             for name, p in pods.items()}
 
 
@@ -174,16 +173,11 @@ def all_ready(clusters: Clusters, namespace: str, count: int) -> None:
 
 
 def hub_deployment(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "hub-ns", "uid": "hub-uid", "resourceVersion": "999",
-                     "labels": {"app": name}},
-        "spec": {"replicas": 9, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0",
-                                                       "resources": {"requests": {"cpu": "50m"}}}]}}},
-        "status": {"replicas": 9},
-    }
+    """The hub Deployment as the coordinator sends it: with what the agent must not copy (uid,
+    resourceVersion, status)."""
+    return builders.deployment(name, 9, namespace="hub-ns", cpu="50m", image="registry.example/app:1.0",
+                               metadata={"uid": "hub-uid", "resourceVersion": "999", "labels": {"app": name}},
+                               status={"replicas": 9})
 
 
 def read_deployment(agent: Agent, namespace: str, name: str) -> dict[str, Any] | None:
@@ -216,9 +210,9 @@ def test_workload_sync_creates_updates_skips_and_removes(agent: Agent, namespace
     created = wait_for(lambda: read_deployment(agent, namespace, "web"), timeout=WAIT,
                        message="the member Deployment web was never created")
     assert created["spec"]["replicas"] == 2
-    assert created["metadata"]["labels"][assignment.SPREAD_LABEL] == "web"
-    assert created["spec"]["template"]["metadata"]["labels"] == {"app": "web", assignment.SPREAD_LABEL: "web"}
-    assert created["metadata"]["annotations"][assignment.GENERATION_ANNOTATION] == "1"
+    assert created["metadata"]["labels"][names.SPREAD_LABEL] == "web"
+    assert created["spec"]["template"]["metadata"]["labels"] == {"app": "web", names.SPREAD_LABEL: "web"}
+    assert created["metadata"]["annotations"][names.GENERATION_ANNOTATION] == "1"
 
     agent.books.set_assignment(dataclasses.replace(web, replicas=3, generation=2))
     def scaled() -> dict[str, Any] | None:
@@ -226,7 +220,7 @@ def test_workload_sync_creates_updates_skips_and_removes(agent: Agent, namespace
         return live if live and live["spec"]["replicas"] == 3 else None
 
     updated = wait_for(scaled, timeout=WAIT, message="the Deployment was never scaled to the new share (3)")
-    assert updated["metadata"]["annotations"][assignment.GENERATION_ANNOTATION] == "2"
+    assert updated["metadata"]["annotations"][names.GENERATION_ANNOTATION] == "2"
 
     # The same assignment again (a new object, as after a resync): no write at all. Wait until the
     # Deployment controller is done with its status, so that only our writes could change it.
@@ -257,7 +251,7 @@ def test_workload_sync_creates_the_namespace_the_member_lacks(agent: Agent) -> N
         wait_for(lambda: read_deployment(agent, missing, "web"), timeout=WAIT,
                  message=f"no Deployment web in the namespace {missing} the member lacked")
         labels = core.read_namespace(missing).metadata.labels
-        assert labels[workload.NAMESPACE_LABEL] == "agent"
+        assert labels[names.CREATED_BY_LABEL] == "agent"
     finally:
         agent.books.remove_assignment(web.spread)
         agent.sync.remove(web.spread)
@@ -288,7 +282,7 @@ def test_orphan_deployment_kept_until_assignments_synced(agent: Agent, namespace
     agent.wait_rounds(lambda: agent.sync.rounds, rounds=2)
     released = read_deployment(agent, namespace, "kept")
     assert released is not None, "a released Deployment was deleted"
-    assert workload.SPREAD_KEY_ANNOTATION not in released["metadata"]["annotations"]
+    assert names.SPREAD_KEY_ANNOTATION not in released["metadata"]["annotations"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -440,7 +434,7 @@ def test_inventory_report_pools_and_requested(agent: Agent, namespace: str) -> N
 
     target = sorted(zones)[0]
     pod = bare_pod("bound", spread="none", subset=None, cpu="1500m")
-    del pod["metadata"]["labels"][assignment.SPREAD_LABEL]
+    del pod["metadata"]["labels"][names.SPREAD_LABEL]
     pod["spec"]["nodeName"] = target
     agent.clusters.core(MEMBER).create_namespaced_pod(namespace, pod)
 

@@ -20,11 +20,12 @@ import waiting
 from kubernetes.client import exceptions
 
 from federation.api import cluster as cluster_api
-from federation.api import common
+from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.coordinator.hub import status_writer
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import world as world_model
+from tests.support import builders
 
 HUB = "hub"
 GROUP, VERSION = common.API_GROUP, common.API_VERSION
@@ -77,17 +78,6 @@ def recorder(clusters: conftest.Clusters) -> Iterator[Recorder]:
         watcher.stop()
 
 
-def deployment(name: str, replicas: int) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [{"name": "app", "image": "nginx",
-                                                       "resources": {"requests": {"cpu": "100m"}}}]}}},
-    }
-
-
 def spread_body(name: str, *, target: str, cap: int = 3,
                 subset_names: tuple[str, str] = ("a", "b")) -> dict[str, Any]:
     return {
@@ -117,7 +107,7 @@ def recorder_replicas(recorder: Recorder, key: str) -> int | None:
 def test_watcher_follows_spread_and_its_deployment(
         clusters: conftest.Clusters, namespace: str, recorder: Recorder) -> None:
     key = f"{namespace}/spread"
-    clusters.apps(HUB).create_namespaced_deployment(namespace, deployment("web", 3))
+    clusters.apps(HUB).create_namespaced_deployment(namespace, builders.deployment("web", 3, cpu="100m"))
     create_spread(clusters, namespace, spread_body("spread", target="web"))
 
     added = recorder.wait(lambda e: e.kind == "spread" and e.key == key and e.type == "ADDED", "spread ADDED")
@@ -157,7 +147,7 @@ def test_watcher_follows_spread_and_its_deployment(
 def test_watcher_reports_member_clusters(clusters: conftest.Clusters, recorder: Recorder) -> None:
     name = f"mc-{uuid.uuid4().hex[:8]}"
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MemberCluster",
-            "metadata": {"name": name, "labels": {cluster_api.REGION_LABEL: "eu"}},
+            "metadata": {"name": name, "labels": {names.REGION_LABEL: "eu"}},
             "spec": {"taints": [{"key": "fedspread.io/cordon", "effect": "NoSchedule"}]}}
     custom = clusters.custom(HUB)
     custom.create_cluster_custom_object(GROUP, VERSION, cluster_api.PLURAL, body)
@@ -165,7 +155,7 @@ def test_watcher_reports_member_clusters(clusters: conftest.Clusters, recorder: 
         event = recorder.wait(lambda e: e.kind == "cluster" and e.key == name and e.type == "ADDED",
                               "MemberCluster ADDED")
         assert event.cluster is not None
-        assert event.cluster.labels == {cluster_api.REGION_LABEL: "eu"}
+        assert event.cluster.labels == {names.REGION_LABEL: "eu"}
         assert [(t.key, t.effect) for t in event.cluster.taints] == [("fedspread.io/cordon", "NoSchedule")]
         assert name in recorder.world.cluster_names()
     finally:
@@ -263,7 +253,7 @@ def test_status_writer_retries_conflicts(clusters: conftest.Clusters, namespace:
 
 def test_hub_deployment_status_is_written(clusters: conftest.Clusters, namespace: str) -> None:
     apps = clusters.apps(HUB)
-    apps.create_namespaced_deployment(namespace, deployment("web", 3))
+    apps.create_namespaced_deployment(namespace, builders.deployment("web", 3, cpu="100m"))
     writer = status_writer.StatusWriter(clusters.api(HUB))
     fields = {"replicas": 3, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 3,
               "unavailableReplicas": 1}

@@ -20,10 +20,10 @@ import waiting
 from kubernetes import client
 
 from federation import sdk
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator import process as coordinator_main
-from tests.support import standin_agent
+from tests.support import builders, standin_agent
 
 MEMBER = "member-1"
 GROUP, VERSION = common.API_GROUP, common.API_VERSION
@@ -62,9 +62,9 @@ def test_coordinator_drives_an_agent_from_the_hub(
 
         registered = waiting.wait_for(member_cluster, timeout=TIMEOUT,
                                       message="no MemberCluster member-1 after the agent's Hello")
-        assert registered["metadata"]["labels"] == {cluster.REGION_LABEL: "eu"}
+        assert registered["metadata"]["labels"] == {names.REGION_LABEL: "eu"}
 
-        apps.create_namespaced_deployment(namespace, hubside.deployment("web", 4))
+        apps.create_namespaced_deployment(namespace, builders.deployment("web", 4, cpu="100m"))
         body = hubside.spread_body("spread", target="web", subsets=[{"name": "one", "clusters": [MEMBER]}])
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, spread_api.PLURAL, body)
         waiting.wait_for(lambda: agent.replicas(key) == 4, timeout=TIMEOUT,

@@ -20,7 +20,7 @@ import pytest
 import waiting
 
 from federation import sdk
-from tests.support import standin_agent
+from tests.support import builders, standin_agent
 
 TIMEOUT = 30.0
 
@@ -44,7 +44,7 @@ def test_edit_scale_and_a_broken_edit_reach_agents_hub_status_and_sdk(
         target = f"127.0.0.1:{process.port}"
         agents = hubside.agents_for(target, {dc1: (2, "4"), aws: (3, "4")})
         try:
-            key = hub.create(hubside.deployment("web", 5, cpu="1"), hubside.spread_body(
+            key = hub.create(builders.deployment("web", 5, cpu="1"), hubside.spread_body(
                 "web", target="web", subsets=[{"name": "onprem", "clusters": [dc1], "maxReplicas": 2},
                                               {"name": "cloud", "clusters": [aws]}]))
             hubside.wait_replicas(agents, key, {dc1: 2, aws: 3}, what="created")
@@ -78,7 +78,7 @@ def test_edit_scale_and_a_broken_edit_reach_agents_hub_status_and_sdk(
                 free = {c.cluster: c.free_capacity for s in why.subsets for c in s.clusters}
                 assert free == {dc1: 8, aws: 12}  # every placed pod runs: nothing pending to deduct
                 cloud_only = hubside.spread_body("what-if", target="web", subsets=[cloud_only_subset(aws)])
-                one_cpu = hubside.deployment("w", 1, cpu="1")
+                one_cpu = builders.deployment("w", 1, cpu="1")
                 what_if = placements.simulate(cloud_only, replicas=20, template=one_cpu)
                 assert what_if.clusters[aws] == 20 == what_if.replicas  # Fixed: no capacity check
                 assert placements.placement(key).clusters == {dc1: 1, aws: 6}  # the what-if applied nothing
@@ -122,7 +122,7 @@ def test_two_spreads_competing_for_one_small_cluster_never_overcommit_it(
         agents = hubside.agents_for(target, {tiny: (1, "4"), big: (5, "4")})  # tiny: four one-cpu pods
         try:
             subsets = [{"name": "small", "clusters": [tiny]}, {"name": "rest", "clusters": [big]}]
-            keys = [hub.create(hubside.deployment(name, 3, cpu="1"), hubside.spread_body(
+            keys = [hub.create(builders.deployment(name, 3, cpu="1"), hubside.spread_body(
                 name, target=name, subsets=subsets, strategy="Adaptive")) for name in ("a", "b")]
 
             def settled() -> dict[str, dict[str, int | None]] | None:
@@ -154,7 +154,7 @@ def test_a_silent_agent_fails_over_after_cluster_lost_seconds_and_nothing_flaps_
         target = f"127.0.0.1:{process.port}"
         agents = hubside.agents_for(target, {east: (3, "4"), west: (3, "4")})
         try:
-            key = hub.create(hubside.deployment("web", 4), hubside.spread_body(
+            key = hub.create(builders.deployment("web", 4, cpu="100m"), hubside.spread_body(
                 "web", target="web", lost_seconds=lost_seconds,
                 subsets=[{"name": "primary", "clusters": [east]}, {"name": "backup", "clusters": [west]}]))
             hubside.wait_replicas(agents, key, {east: 4, west: 0}, what="created")

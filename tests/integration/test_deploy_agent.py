@@ -50,18 +50,16 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
-from agents import assignment
 from bench import standin_coordinator
+from federation.api import names as api_names
 from federation.certs import bundles, names, pki, transport
+from federation.rpc import assignment
 from federation.sandbox import build, state
-
-pytestmark = pytest.mark.integration
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "agent" / "overlays" / "example"
 MEMBER = "member-1"
 ZONE = "topology.kubernetes.io/zone"
-COST = "controller.kubernetes.io/pod-deletion-cost"
 WAIT = 90.0  # generous: the sandbox shares 2 cores with other work
 FEDSPREAD = str(pathlib.Path(sys.executable).parent / "fedspread")
 TEST_LABEL = "fedspread-test/deploy"
@@ -316,13 +314,13 @@ def pod_name(pod: Any) -> str:
 
 
 def deletion_cost(pod: Any) -> str | None:
-    return (pod.metadata.annotations or {}).get(COST)
+    return (pod.metadata.annotations or {}).get(api_names.DELETION_COST_ANNOTATION)
 
 
 def by_subset(pods: Sequence[Any], read: Callable[[Any], str | None]) -> dict[str | None, list[str | None]]:
     grouped: dict[str | None, list[str | None]] = collections.defaultdict(list)
     for pod in pods:
-        grouped[(pod.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)].append(read(pod))
+        grouped[(pod.metadata.annotations or {}).get(api_names.SUBSET_ANNOTATION)].append(read(pod))
     return {k: sorted(v, key=str) for k, v in grouped.items()}
 
 
@@ -343,10 +341,10 @@ def deployment(clusters: Clusters, namespace: str, name: str) -> Any | None:
 def webhook_answers(clusters: Clusters, namespace: str, app: str) -> bool:
     """A dry-run pod of the spread comes back with a subset: the apiserver calls the agent."""
     pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "probe", "labels": {assignment.SPREAD_LABEL: app, "app": "probe"}},
+           "metadata": {"name": "probe", "labels": {api_names.SPREAD_LABEL: app, "app": "probe"}},
            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}
     created = clusters.core(MEMBER).create_namespaced_pod(namespace, pod, dry_run="All")
-    return assignment.SUBSET_ANNOTATION in (created.metadata.annotations or {})
+    return api_names.SUBSET_ANNOTATION in (created.metadata.annotations or {})
 
 
 # --- the tests -------------------------------------------------------------------------------------
@@ -376,7 +374,7 @@ def test_agent_works_with_exactly_the_rendered_rights(installed: Installed, clus
              message=lambda: f"pods by subset: {placed(clusters, namespace, 'web')}")
     made = deployment(clusters, namespace, "web")
     assert made is not None and made.spec.replicas == 3
-    assert made.metadata.labels[assignment.SPREAD_LABEL] == "web"
+    assert made.metadata.labels[api_names.SPREAD_LABEL] == "web"
 
     # Deletion costs patched (pods patch): in quota 100·(n-i) with n = 2 subsets.
     def costs() -> dict[str | None, list[str | None]]:
@@ -429,7 +427,7 @@ def test_agent_reschedules_and_creates_namespaces_with_the_rendered_rights(
     try:
         wait_for(lambda: deployment(clusters, missing, "ghost"), timeout=WAIT,
                  message=lambda: f"no Deployment in the new namespace; log:\n{installed.output()}")
-        assert core.read_namespace(missing).metadata.labels["fedspread.io/created-by"] == "agent"
+        assert core.read_namespace(missing).metadata.labels[api_names.CREATED_BY_LABEL] == "agent"
     finally:
         standin.remove(cluster, f"{missing}/ghost")
         with contextlib.suppress(ApiException):

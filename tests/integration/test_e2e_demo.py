@@ -19,14 +19,13 @@ import pytest
 import waiting
 from kubernetes import client, config
 
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.demo import environment, story
 from federation.sandbox import build
 
 TIMEOUT = 60.0
 GROUP, VERSION = common.API_GROUP, common.API_VERSION
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 @pytest.fixture
@@ -73,11 +72,11 @@ def member_costs(federation: environment.Federation, name: str) -> dict[str, set
     """Pod-deletion-cost values on member `name`'s demo pods, per subset."""
     core = client.CoreV1Api(config.new_client_from_config(config_file=federation.kubeconfig(name)))
     found: dict[str, set[str]] = {}
-    pods = core.list_namespaced_pod(story.NAMESPACE, label_selector=f"{common.SPREAD_LABEL}={story.NAME}")
+    pods = core.list_namespaced_pod(story.NAMESPACE, label_selector=f"{names.SPREAD_LABEL}={story.NAME}")
     for pod in pods.items:
         annotations = pod.metadata.annotations or {}
-        found.setdefault(annotations.get(common.SUBSET_ANNOTATION, "-"), set()).add(
-            annotations.get(DELETION_COST, "unset"))
+        found.setdefault(annotations.get(names.SUBSET_ANNOTATION, "-"), set()).add(
+            annotations.get(names.DELETION_COST_ANNOTATION, "unset"))
     return found
 
 

@@ -30,7 +30,7 @@ from click import testing
 from kubernetes import client, config
 
 from federation import cli, sdk
-from federation.api import cluster, common, quantity
+from federation.api import cluster, common, names, quantity
 from federation.api import spread as spread_api
 from federation.demo import environment
 
@@ -68,7 +68,7 @@ class Seen:
         """Running pods per subset annotation in `member` ("-" for pods without a subset)."""
         found: dict[str, int] = {}
         for pod in self.pods.get(member, []):
-            subset = (pod.metadata.annotations or {}).get(common.SUBSET_ANNOTATION, "-")
+            subset = (pod.metadata.annotations or {}).get(names.SUBSET_ANNOTATION, "-")
             found[subset] = found.get(subset, 0) + 1
         return found
 
@@ -114,7 +114,7 @@ def check_node_label(seen: Seen, key: str) -> None:
     """Every pod requires node label `key` = its subset's name, and runs on such a node."""
     for member, pods in seen.pods.items():
         for pod in pods:
-            subset = pod.metadata.annotations[common.SUBSET_ANNOTATION]
+            subset = pod.metadata.annotations[names.SUBSET_ANNOTATION]
             terms = required_expressions(pod)
             assert terms and all((key, "In", (subset,)) in term for term in terms), (pod.metadata.name, terms)
             node = seen.nodes[member][pod.spec.node_name]
@@ -127,7 +127,7 @@ def check_arch_patches(seen: Seen) -> None:
     check_node_label(seen, ARCH)
     for pods in seen.pods.values():
         for pod in pods:
-            subset = pod.metadata.annotations[common.SUBSET_ANNOTATION]
+            subset = pod.metadata.annotations[names.SUBSET_ANNOTATION]
             assert pod.metadata.labels[ARCH_LABEL] == subset
             main = next(c for c in pod.spec.containers if c.name == "main")
             assert main.resources.limits == limits[subset]
@@ -319,7 +319,7 @@ def test_example_places_as_documented(name: str, apis: Apis) -> None:
     deployment, spread = load(name)
     namespace = f"ex-{pathlib.Path(name).stem}-{uuid.uuid4().hex[:6]}"
     key = f"{namespace}/{spread['metadata']['name']}"
-    label = f"{common.SPREAD_LABEL}={spread['metadata']['name']}"
+    label = f"{names.SPREAD_LABEL}={spread['metadata']['name']}"
     waiting.wait_for(lambda: idle(apis), timeout=TIMEOUT, message=lambda: "the federation is not idle: "
                      f"{apis.placements.clusters(include_node_pools=True)}")
     apis.core("hub").create_namespace({"metadata": {"name": namespace}})

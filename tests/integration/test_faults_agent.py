@@ -36,9 +36,9 @@ import hubside
 import pytest
 import waiting
 
-from agents import assignment
 from federation import sdk
-from tests.support import soak, tcp_proxy
+from federation.api import names
+from tests.support import builders, soak, tcp_proxy
 
 MEMBER = "member-1"
 TIMEOUT = 90.0
@@ -158,11 +158,11 @@ class Scenario:
             self.wait(lambda: self.settled() and victim not in {p.metadata.name for p in self.pods()},
                       "no replacement admitted while fail static")
         elif action == "bare":  # every quota of its revision is in use: it must get no subset
-            revision = agentside.owned(self.pods())[0].metadata.labels[assignment.REVISION_LABEL]
+            revision = agentside.owned(self.pods())[0].metadata.labels[names.REVISION_LABEL]
             self.bare.append(f"bare-{len(self.bare)}")
             made = self.core.create_namespaced_pod(
                 self.namespace, agentside.bare_pod(self.bare[-1], "web", revision=revision))
-            got = (made.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)
+            got = (made.metadata.annotations or {}).get(names.SUBSET_ANNOTATION)
             assert got is None, self.fail(f"a pod beyond every quota was admitted into subset {got}")
         else:  # the agent hears of it only after the reconnect
             self.scale_up()
@@ -191,7 +191,7 @@ def test_agent_survives_stream_cuts_and_a_kill_without_duplicates_or_lost_bookke
     try:
         scene.link(True)
         scene.webhook()
-        scene.hub.create(hubside.deployment("web", scene.replicas, cpu="10m"), hubside.spread_body(
+        scene.hub.create(builders.deployment("web", scene.replicas, cpu="10m"), hubside.spread_body(
             "web", target="web", lost_seconds=600, subsets=[
                 {"name": "first", "clusters": [name], "maxReplicas": CAPS["first"]},
                 {"name": "second", "clusters": [name], "maxReplicas": CAPS["second"]},

@@ -34,7 +34,7 @@ import waiting
 
 from federation import sdk
 from federation.sandbox import launcher, state
-from tests.support import soak
+from tests.support import builders, soak
 
 MEMBER = "member-1"
 TIMEOUT = 90.0
@@ -101,7 +101,7 @@ def test_member_apiserver_restart_agent_caches_recover(
     try:
         wait(lambda: agentside.webhook_live(agent, clusters, MEMBER, namespace),
              "the webhook is never called")
-        hub.create(hubside.deployment("web", replicas["web"], cpu="10m"),
+        hub.create(builders.deployment("web", replicas["web"], cpu="10m"),
                    hubside.spread_body("web", target="web", subsets=subsets(name), lost_seconds=600))
         wait(lambda: settled("web"), "web never settled before the restart")
 
@@ -116,7 +116,7 @@ def test_member_apiserver_restart_agent_caches_recover(
         restarted(sandbox, f"{MEMBER}-apiserver", rng, down=None if before else scale)
 
         wait(lambda: settled("web"), "web never settled after the restart (a stale cache?)")
-        hub.create(hubside.deployment("api", replicas["api"], cpu="10m"),  # a new Deployment, new pods
+        hub.create(builders.deployment("api", replicas["api"], cpu="10m"),  # a new Deployment, new pods
                    hubside.spread_body("api", target="api", subsets=subsets(name), lost_seconds=600))
         wait(lambda: settled("api"), "the new spread's pods never settled after the restart")
         with sdk.PlacementClient(target) as client:
@@ -157,7 +157,8 @@ def test_hub_away_coordinator_serves_last_placements_and_status_catches_up(
         target = f"127.0.0.1:{process.port}"
         agents = hubside.agents_for(target, {capped: (3, "4"), elastic: (3, "4")})
         try:
-            hub.create(hubside.deployment("web", 3), hubside.spread_body("web", target="web", subsets=spread))
+            hub.create(builders.deployment("web", 3, cpu="100m"),
+                       hubside.spread_body("web", target="web", subsets=spread))
             hubside.wait_replicas(agents, key, placed(3), what=f"seed {seed}: created")
             scaled = rng.randint(4, 8)
             hub.scale("web", scaled)  # just before the outage: seen, or not, by chance

@@ -33,7 +33,7 @@ from federation import sdk
 from federation.api import cluster as cluster_api
 from federation.api import spread as spread_api
 from federation.core import placement
-from tests.support import soak, standin_agent
+from tests.support import builders, soak, standin_agent
 
 TIMEOUT = 90.0
 NODES = {"capped": 3, "elastic": 5}
@@ -163,7 +163,7 @@ def test_coordinator_killed_mid_scale_converges_to_the_undisturbed_placement(
         with sampler:
             for name in subsets:
                 sampler.asked[keys[name]] = replicas[name]
-                hub.create(hubside.deployment(name, replicas[name]),
+                hub.create(builders.deployment(name, replicas[name], cpu="100m"),
                            hubside.spread_body(name, target=name, subsets=subsets[name]))
             converged("created")
 

@@ -28,7 +28,7 @@ from kubernetes.client import exceptions
 from federation.api import common
 from federation.api import spread as spread_api
 from federation.coordinator.hub import status_writer
-from tests.support import soak
+from tests.support import builders, soak
 
 SPREADS = ("s0", "s1", "s2")
 WRITES = 8
@@ -113,7 +113,7 @@ def test_status_writes_land_through_a_409_storm_with_bounded_attempts(
     rng = random.Random(seed)
     hub = hubside.Hub(clusters, namespace)
     for name in SPREADS:
-        hub.create(hubside.deployment(name, 3), hubside.spread_body(
+        hub.create(builders.deployment(name, 3, cpu="100m"), hubside.spread_body(
             name, target=name, subsets=[{"name": "a", "clusters": ["member-1"]}]))
     writers = [Writer(hub, status_writer.StatusWriter(clusters.api(hubside.HUB)), name) for name in SPREADS]
     stop, bumps = threading.Event(), [0]

@@ -35,8 +35,6 @@ from federation.api import cluster
 from federation.certs import transport
 from federation.sandbox import state
 
-pytestmark = pytest.mark.integration
-
 FEDSPREAD = str(pathlib.Path(sys.executable).parent / "fedspread")
 MEMBERS = ("member-1", "member-2")
 WAIT = 90.0  # generous: the sandbox shares 2 cores with other work

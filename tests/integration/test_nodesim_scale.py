@@ -28,8 +28,6 @@ from waiting import wait_for
 
 from federation.sandbox import nodesim
 
-pytestmark = pytest.mark.integration
-
 SCALE = 150  # member-1: 3 nodes x 110 pods
 DEADLINE = 240.0
 GPU = "nvidia.com/gpu"

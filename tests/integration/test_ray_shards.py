@@ -20,7 +20,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import shards
 from federation.coordinator.model import capacity, loop, world
 from federation.core import fit, overcommit, placement
-from tests.support import soak
+from tests.support import builders, soak
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
@@ -178,8 +178,7 @@ ONE_CPU_QUERY = {"dc1": 8, "azure": 12, "gcp": 20}  # 2, 3 and 5 nodes of 4 cpu,
 
 def report_three(backend: shards.PlacementBackend) -> list[capacity.CapacityQuery]:
     for name, nodes in {"dc1": 2, "azure": 3, "gcp": 5}.items():
-        backend.report_inventory(name, [cluster.NodePool(name="std", count=nodes,
-                                                         allocatable={"cpu": "4", "pods": "110"})])
+        backend.report_inventory(name, [builders.node_pool(nodes)])
     return [capacity.CapacityQuery(cluster=name, shape=ONE_CPU) for name in ONE_CPU_QUERY]
 
 
@@ -203,8 +202,7 @@ def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBa
         model = world.World(lambda: NOW)
         for name, nodes in {"tiny": 1, "big": 10}.items():
             model.upsert_cluster(name, labels={})
-            model.inventory(name, [cluster.NodePool(name="std", count=nodes,
-                                                    allocatable={"cpu": "4", "pods": "110"})])
+            model.inventory(name, [builders.node_pool(nodes)])
             model.heartbeat(name)
         for i in range(12):  # twelve spreads competing for tiny's four one-cpu slots
             item = spread_api.FederatedSpread.model_validate({

@@ -20,7 +20,7 @@ import hubside
 import waiting
 
 from federation.certs import bundles, transport
-from tests.support import standin_agent
+from tests.support import builders, standin_agent
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 MARKER = "<!-- sdk-example -->"
@@ -53,7 +53,7 @@ def test_the_readme_sdk_example_runs_as_written(
             for agent in agents:
                 waiting.wait_for(agent.link.synced.is_set, timeout=60, message=f"{agent.name} not synced")
             hub = hubside.Hub(clusters, namespace)
-            key = hub.create(hubside.deployment("web", 4), hubside.spread_body(
+            key = hub.create(builders.deployment("web", 4, cpu="100m"), hubside.spread_body(
                 "web", target="web", subsets=[{"name": "first", "clusters": [members[0]], "maxReplicas": 3},
                                               {"name": "rest", "clusters": [members[1]]}]))
             waiting.wait_for(lambda: [a.replicas(key) for a in agents] == [3, 1], timeout=30,

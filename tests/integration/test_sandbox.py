@@ -39,8 +39,6 @@ from waiting import wait_for
 
 from federation.certs import pki
 
-pytestmark = pytest.mark.integration
-
 GROUP, VERSION = "fedspread.io", "v1alpha1"
 SPREADS, MEMBER_CLUSTERS = "federatedspreads", "memberclusters"
 WAIT = 60.0  # generous: the sandbox shares 2 cores with builds and other tests

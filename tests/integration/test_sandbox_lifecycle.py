@@ -28,8 +28,6 @@ from waiting import wait_for
 from federation import cli
 from federation.sandbox import health, launcher, state
 
-pytestmark = pytest.mark.integration
-
 MEMBERS = ("solo",)
 
 

@@ -28,11 +28,11 @@ from conftest import Clusters
 from kubernetes import client, config
 from waiting import wait_for
 
-from agents import assignment, bookkeeping, metrics
+from agents import bookkeeping, metrics
 from agents.webhook import handler, registration, server
+from federation.api import names
 from federation.certs import pki
-
-pytestmark = pytest.mark.integration
+from federation.rpc import assignment
 
 MEMBER = "member-1"
 ZONE = "topology.kubernetes.io/zone"
@@ -59,7 +59,7 @@ def spread_assignment(namespace: str, name: str, *rules: assignment.SubsetRule) 
 def bare_pod(name: str, spread: str) -> dict[str, Any]:
     """A pod of `spread`, requesting nothing."""
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {assignment.SPREAD_LABEL: spread, "app": spread}},
+            "metadata": {"name": name, "labels": {names.SPREAD_LABEL: spread, "app": spread}},
             "spec": {"containers": [{"name": "app", "image": IMAGE}]}}
 
 
@@ -100,7 +100,7 @@ class Agent:
         name = f"probe-{next(self._probes)}"
         created = core.create_namespaced_pod(self.namespace, bare_pod(name, PROBE))
         core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
-        if assignment.SUBSET_ANNOTATION in (created.metadata.annotations or {}):
+        if names.SUBSET_ANNOTATION in (created.metadata.annotations or {}):
             return True
         time.sleep(0.5)
         return False
@@ -129,7 +129,7 @@ def agent(clusters: Clusters, namespace: str, tmp_path: pathlib.Path) -> Iterato
 
 
 def _annotation(pod: Any) -> str | None:
-    return (pod.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)
+    return (pod.metadata.annotations or {}).get(names.SUBSET_ANNOTATION)
 
 
 def test_deployment_pods_get_their_subset_and_land_in_its_pool(agent: Agent, clusters: Clusters) -> None:
@@ -140,7 +140,7 @@ def test_deployment_pods_get_their_subset_and_land_in_its_pool(agent: Agent, clu
         agent.namespace, "web",
         zone_rule("zone-a", 0, 2, f"{MEMBER}-a", tolerations=(toleration,), patch=patch),
         zone_rule("zone-b", 1, 2, f"{MEMBER}-b")))
-    labels = {assignment.SPREAD_LABEL: "web", "app": "web"}
+    labels = {names.SPREAD_LABEL: "web", "app": "web"}
     clusters.apps(MEMBER).create_namespaced_deployment(agent.namespace, {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
         "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
@@ -235,7 +235,7 @@ def test_a_burst_of_concurrent_creates_never_exceeds_the_quotas(agent: Agent, cl
 
     assert not failures, failures[:3]
     assert collections.Counter(_annotation(p) for p in created) == {"a": 30, "b": 20}
-    stored = core.list_namespaced_pod(agent.namespace, label_selector=f"{assignment.SPREAD_LABEL}=burst")
+    stored = core.list_namespaced_pod(agent.namespace, label_selector=f"{names.SPREAD_LABEL}=burst")
     assert collections.Counter(_annotation(p) for p in stored.items) == {"a": 30, "b": 20}
     assert peaks["a"] <= 30 and peaks["b"] <= 20, f"bookkeeping counted {dict(peaks)}"
     creating, _ = agent.book.pending_entries(key)
@@ -274,6 +274,6 @@ def test_the_apiserver_holds_the_registration_the_design_asks_for(agent: Agent, 
     pods, evictions = hooks[registration.PODS_WEBHOOK], hooks[registration.EVICTIONS_WEBHOOK]
     assert [(r.operations, r.resources) for r in pods.rules] == [(["CREATE", "DELETE"], ["pods"])]
     assert [(e.key, e.operator) for e in pods.object_selector.match_expressions] == [
-        (assignment.SPREAD_LABEL, "Exists")]
+        (names.SPREAD_LABEL, "Exists")]
     assert [(r.operations, r.resources) for r in evictions.rules] == [(["CREATE"], ["pods/eviction"])]
     assert not evictions.object_selector.match_expressions and not evictions.object_selector.match_labels

@@ -36,11 +36,11 @@ from cryptography import x509
 from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
-from agents import assignment, bookkeeping, metrics
+from agents import bookkeeping, metrics
 from agents.webhook import handler, registration, server
+from federation.api import names
 from federation.certs import pki, store
-
-pytestmark = pytest.mark.integration
+from federation.rpc import assignment
 
 MEMBER = "member-1"
 WAIT = 90.0  # generous: the sandbox shares 2 cores with other work
@@ -103,10 +103,10 @@ class Rotation:
         """Dry-run create a pod labelled `step`; the subset the webhook gave it (None: not called)."""
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": f"probe-{next(self._names)}",
-                            "labels": {assignment.SPREAD_LABEL: SPREAD, STEP_LABEL: step}},
+                            "labels": {names.SPREAD_LABEL: SPREAD, STEP_LABEL: step}},
                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}
         created = self.clusters.core(MEMBER).create_namespaced_pod(self.namespace, pod, dry_run="All")
-        return (created.metadata.annotations or {}).get(assignment.SUBSET_ANNOTATION)
+        return (created.metadata.annotations or {}).get(names.SUBSET_ANNOTATION)
 
     def step_in_force(self, step: str) -> None:
         """Wait until the apiserver runs the registration of `step` (and calls the webhook with it)."""

@@ -14,8 +14,9 @@ import datetime
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
-from federation.api import cluster
+from federation.api import names
 from federation.rpc import agent_pb2
+from tests.support import builders
 
 
 class StandInAgent:
@@ -32,10 +33,10 @@ class StandInAgent:
         self.outbox = outbox_mod.Outbox()
         self.link = link_mod.Link(
             target, cluster=name, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            labels={cluster.REGION_LABEL: region}, heartbeat_seconds=0.5, credentials=credentials,
+            labels={names.REGION_LABEL: region}, heartbeat_seconds=0.5, credentials=credentials,
             backoff_initial_seconds=0.05, backoff_cap_seconds=0.5)
         self.outbox.put_inventory(outbox_mod.inventory_message(
-            [cluster.NodePool(name="std", count=nodes, allocatable={"cpu": cpu, "pods": "110"})],
+            [builders.node_pool(nodes, cpu=cpu)],
             sequence=1, observed_at=datetime.datetime.now(datetime.UTC)))
         self._sequence = 0
 

@@ -34,13 +34,15 @@ from typing import Any
 
 import jsonpatch
 
-from agents import assignment, bookkeeping, metrics, outbox
+from agents import bookkeeping, metrics, outbox
 from agents.controller import reconciler
 from agents.webhook import handler
+from federation.api import names
 from federation.coordinator import facade
 from federation.coordinator.model import loop, world
 from federation.core import deletion_cost, inventory, reschedule
-from federation.rpc import agent_pb2
+from federation.rpc import agent_pb2, assignment, capabilities
+from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 NAMESPACE, NAME = "shop", "web"
@@ -48,19 +50,6 @@ KEY = f"{NAMESPACE}/{NAME}"
 CLUSTERS = ("dc1", "aws", "gcp")
 SLOTS_PER_NODE = 2
 HEARTBEAT_SECONDS = 5
-
-
-class Clock:
-    """The one clock of the coordinator and every agent, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
 
 
 @dataclasses.dataclass
@@ -77,7 +66,7 @@ class Pod:
 class Member:
     """One member cluster: its nodes and pods, and its agent's real decision code."""
 
-    def __init__(self, name: str, clock: Clock, *, nodes: int) -> None:
+    def __init__(self, name: str, clock: ManualClock, *, nodes: int) -> None:
         self.name, self.clock, self.nodes = name, clock, nodes
         self.book = bookkeeping.Bookkeeping(clock)
         counter = itertools.count()
@@ -136,9 +125,9 @@ class Member:
         return answer
 
     def _manifest(self, pod: Pod) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": pod.name, "labels": {assignment.SPREAD_LABEL: NAME}}
+        meta: dict[str, Any] = {"name": pod.name, "labels": {names.SPREAD_LABEL: NAME}}
         if pod.subset is not None:
-            meta["annotations"] = {assignment.SUBSET_ANNOTATION: pod.subset}
+            meta["annotations"] = {names.SUBSET_ANNOTATION: pod.subset}
         return {"metadata": meta, "spec": {"containers": [{"name": "app", "image": "web:1"}]}}
 
     def create_pod(self) -> None:
@@ -150,7 +139,7 @@ class Member:
         if "patch" in answer:
             patch = json.loads(base64.b64decode(answer["patch"]))
             mutated = jsonpatch.apply_patch(manifest, patch)
-            pod.subset = mutated["metadata"].get("annotations", {}).get(assignment.SUBSET_ANNOTATION)
+            pod.subset = mutated["metadata"].get("annotations", {}).get(names.SUBSET_ANNOTATION)
         self.seen["admitted" if pod.subset is not None else "admitted without a subset"] += 1
         if pod.subset is not None:
             assert before.get(pod.subset, 0) < quotas.get(pod.subset, 0), (
@@ -269,7 +258,7 @@ class Member:
         kind = message.WhichOneof("body")
         self.seen[kind or ""] += 1
         if kind == "assignment":
-            decoded = assignment.from_proto(message.assignment)
+            decoded = assignment.Assignment.from_proto(message.assignment)
             seen = self.received.get(decoded.spread)
             if seen is None or seen <= decoded.generation:
                 self.book.set_assignment(decoded)
@@ -290,7 +279,7 @@ class Member:
 class Federation:
     """The coordinator facade and the members, with the plumbing of streams between them."""
 
-    def __init__(self, clock: Clock, nodes: dict[str, int]) -> None:
+    def __init__(self, clock: ManualClock, nodes: dict[str, int]) -> None:
         self.clock = clock
         self.coordinator = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="model")
         self.members = {name: Member(name, clock, nodes=count) for name, count in nodes.items()}
@@ -329,7 +318,7 @@ class Federation:
 
     def connect(self, name: str) -> None:
         member = self.members[name]
-        hello = agent_pb2.Hello(cluster_name=name, capabilities=[facade.RESYNC_COMPLETE_CAPABILITY])
+        hello = agent_pb2.Hello(cluster_name=name, capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
         for current in member.book.assignments():
             hello.applied.add(spread=current.spread, generation=current.generation,
                               template_revision=current.template_revision)

@@ -18,7 +18,7 @@ from typing import Any
 import strategies as fs
 from hypothesis import strategies as st
 
-from federation.api import cluster, spread
+from federation.api import names, spread
 
 Doc = dict[str, Any]
 Mutation = Callable[[st.DrawFn, Doc], str]
@@ -27,7 +27,7 @@ Mutation = Callable[[st.DrawFn, Doc], str]
 SUBSET_NAMES = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?", fullmatch=True)
 CLUSTER_NAMES = st.sampled_from(fs.CLUSTER_NAMES) | st.text(min_size=1, max_size=20)
 """Mostly the snapshot's clusters; sometimes any non-empty text (unicode included), which is valid."""
-LABEL_TEXT = st.sampled_from(["", "r0", "r1", "a", cluster.REGION_LABEL]) | st.text(max_size=10)
+LABEL_TEXT = st.sampled_from(["", "r0", "r1", "a", names.REGION_LABEL]) | st.text(max_size=10)
 HUGE = st.integers(0, 50) | st.integers(2**31 - 1, 2**70)
 SECONDS = st.integers(1, 600) | st.integers(spread.MAX_SECONDS - 10, spread.MAX_SECONDS)
 _SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)

@@ -16,15 +16,15 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from federation.api import cluster, spread
+from federation.api import cluster, names, spread
 from federation.core import fit
+from tests.support import builders
 
 CLUSTER_NAMES = ("c0", "c1", "c2", "c3", "c4")
 REGIONS = ("r0", "r1")
 POOL_TYPES = ("a", "b")
 POOL_TYPE_LABEL = "type"
 NODE_TAINT_KEY = "dedicated"
-CORDON_TAINT_KEY = "fedspread.io/cordon"
 UNKNOWN_CLUSTER = "gone"
 """A cluster name spreads may list that no snapshot from `snapshots()` contains."""
 CPU_REQUESTS = ("0", "500m", "1", "3")
@@ -81,14 +81,14 @@ def _cluster(draw: st.DrawFn, name: str, usable: bool | None) -> dict[str, Any]:
         ready, cordoned = True, True
     taints: list[dict[str, str]] = []
     if cordoned:
-        taints.append({"key": CORDON_TAINT_KEY, "effect": "NoSchedule"})
+        taints.append(dict(builders.CORDON_TAINT))
     if draw(_ONE_IN_SIX):
         # A soft cluster taint that must not count as a cordon.
         taints.append({"key": "maintenance-soon", "effect": "PreferNoSchedule"})
     count = draw(_POOLS)
     return {
         "name": name,
-        "labels": {cluster.REGION_LABEL: draw(_REGION)},
+        "labels": {names.REGION_LABEL: draw(_REGION)},
         "ready": ready,
         "taints": taints,
         "nodePools": [_node_pool(draw, i) for i in range(count)],
@@ -164,7 +164,7 @@ def _cluster_choice(draw: st.DrawFn, cluster_names: Sequence[str], unknown: bool
     if not cluster_names or draw(_COIN):
         order = draw(st.permutations(pool))
         return {"clusters": order[: draw(st.integers(1, len(order)))]}
-    return {"clusterSelector": {"matchLabels": {cluster.REGION_LABEL: draw(_REGION)}}}
+    return {"clusterSelector": {"matchLabels": {names.REGION_LABEL: draw(_REGION)}}}
 
 
 def _caps(draw: st.DrawFn, count: int, kinds: Sequence[str]) -> list[int | str | None]:

@@ -20,16 +20,16 @@ from typing import Any
 import grpc
 import pytest
 
-from agents import assignment as assignment_mod
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
-from federation.api import cluster
-from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service
 from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import assignment as assignment_mod
+from tests.support import builders
+from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 KEY = "shop/web"
@@ -40,19 +40,6 @@ TWO_SUBSETS: list[dict[str, Any]] = [
 ]
 
 
-class Clock:
-    """The world's clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
-
-
 def wait(predicate: Callable[[], Any], *, what: str, timeout: float = DEADLINE) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -61,22 +48,6 @@ def wait(predicate: Callable[[], Any], *, what: str, timeout: float = DEADLINE) 
             return result
         time.sleep(0.02)
     raise AssertionError(f"no {what} within {timeout:g} s")
-
-
-def make_spread(*, lost_seconds: int = 30) -> spread_api.FederatedSpread:
-    return spread_api.FederatedSpread.model_validate({
-        "metadata": {"name": "web", "namespace": "shop", "generation": 1},
-        "spec": {"targetRef": {"name": "web"}, "subsets": TWO_SUBSETS,
-                 "failover": {"clusterLostSeconds": lost_seconds}},
-    })
-
-
-def deployment() -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"replicas": 1, "template": {"spec": {"containers": [
-            {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]}}},
-    }
 
 
 class Agent:
@@ -94,7 +65,7 @@ class Agent:
             on_removal=lambda spread, orphan: self.removed.append(spread),
             backoff_initial_seconds=0.05, backoff_cap_seconds=0.3)
         self.outbox.put_inventory(outbox_mod.inventory_message(
-            [cluster.NodePool(name="std", count=2, allocatable={"cpu": "4", "pods": "110"})],
+            [builders.node_pool(2)],
             sequence=1, observed_at=T0))
 
     def quotas(self) -> tuple[int, ...] | None:
@@ -106,7 +77,7 @@ class Federation:
     """A coordinator facade, its servicer on a real gRPC server, and agents connected to it."""
 
     def __init__(self) -> None:
-        self.clock = Clock()
+        self.clock = ManualClock(T0)
         self.coordinator = facade.Coordinator(world.World(self.clock), clock=self.clock,
                                                      coordinator_id="test")
         self.hellos: list[agent_pb2.Hello] = []
@@ -151,14 +122,17 @@ class Federation:
 
     def place(self, *, replicas: int, lost_seconds: int = 30) -> None:
         with self.coordinator.lock:
-            keys = self.coordinator.world.upsert_spread(make_spread(lost_seconds=lost_seconds))
-            keys |= self.coordinator.world.set_target(KEY, replicas=replicas, template=deployment())
+            keys = self.coordinator.world.upsert_spread(
+                builders.federated_spread("web", TWO_SUBSETS, generation=1, lost_seconds=lost_seconds))
+            keys |= self.coordinator.world.set_target(
+                KEY, replicas=replicas, template=builders.deployment(namespace="shop"))
             self.coordinator.publish(keys)
 
     def scale(self, replicas: int) -> None:
         with self.coordinator.lock:
             self.coordinator.publish(
-                self.coordinator.world.set_target(KEY, replicas=replicas, template=deployment()))
+                self.coordinator.world.set_target(
+                    KEY, replicas=replicas, template=builders.deployment(namespace="shop")))
 
     def close(self) -> None:
         for agent in self.agents.values():
@@ -302,7 +276,7 @@ def test_reconnect_gets_a_full_resync(placed: Federation) -> None:
 
 
 def test_resync_waits_for_the_hub_and_removes_stale_spreads() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     coordinator = facade.Coordinator(world.World(clock), clock=clock, hub_synced=False)
     hello = agent_pb2.Hello(cluster_name="dc1", applied=[agent_pb2.AppliedSpread(spread="shop/gone")])
     stream = coordinator.attach(hello, heartbeat_seconds=1)

@@ -7,20 +7,14 @@ import datetime
 
 import pytest
 
-from agents import assignment, bookkeeping
+from agents import bookkeeping
+from federation.rpc import assignment
+from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-
-def book_with(quotas: dict[str, int], clock: Clock) -> bookkeeping.Bookkeeping:
+def book_with(quotas: dict[str, int], clock: ManualClock) -> bookkeeping.Bookkeeping:
     book = bookkeeping.Bookkeeping(clock=clock)
     rules = tuple(assignment.SubsetRule(name=n, index=i, quota=q) for i, (n, q) in enumerate(quotas.items()))
     book.set_assignment(assignment.Assignment(
@@ -35,19 +29,19 @@ def chosen(book: bookkeeping.Bookkeeping, pod: str, revision: str = "") -> str |
 
 
 def test_subsets_fill_in_order_then_none() -> None:
-    book = book_with({"a": 2, "b": 1}, Clock())
+    book = book_with({"a": 2, "b": 1}, ManualClock(T0))
     assert [chosen(book, f"p{i}") for i in range(4)] == ["a", "a", "b", None]
 
 
 def test_a_pod_deleted_before_the_cache_saw_it_frees_its_quota() -> None:
-    book = book_with({"a": 2, "b": 1}, Clock())
+    book = book_with({"a": 2, "b": 1}, ManualClock(T0))
     assert [chosen(book, p) for p in ("p1", "p2", "p3")] == ["a", "a", "b"]
     assert book.note_deleting("ns/web", "p3") == "b"
     assert chosen(book, "p4") == "b"
 
 
 def test_creating_entries_settle_when_observed_and_expire_after_30_seconds() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     book = book_with({"a": 1}, clock)
     assert chosen(book, "p1") == "a"
     assert chosen(book, "p2") is None
@@ -63,19 +57,19 @@ def test_creating_entries_settle_when_observed_and_expire_after_30_seconds() -> 
 
 
 def test_dry_run_records_nothing() -> None:
-    book = book_with({"a": 1}, Clock())
+    book = book_with({"a": 1}, ManualClock(T0))
     assert book.admit("ns/web", "p1", revision="", dry_run=True) is not None
     assert chosen(book, "p2") == "a"
 
 
 def test_each_revision_fills_the_subsets_from_the_first() -> None:
-    book = book_with({"a": 1, "b": 1}, Clock())
+    book = book_with({"a": 1, "b": 1}, ManualClock(T0))
     assert [chosen(book, p, "old") for p in ("o1", "o2")] == ["a", "b"]
     assert [chosen(book, p, "new") for p in ("n1", "n2")] == ["a", "b"]
 
 
 def test_local_unschedulable_mark_skips_the_subset_until_it_expires() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     book = book_with({"a": 5, "b": 5}, clock)
     book.mark_unschedulable("ns/web", "a", until=T0 + datetime.timedelta(seconds=10))
     assert chosen(book, "p1") == "b"
@@ -84,7 +78,7 @@ def test_local_unschedulable_mark_skips_the_subset_until_it_expires() -> None:
 
 
 def counting_book(count_wait: float) -> bookkeeping.Bookkeeping:
-    book = bookkeeping.Bookkeeping(clock=Clock(), count_wait=count_wait)
+    book = bookkeeping.Bookkeeping(clock=ManualClock(T0), count_wait=count_wait)
     rules = (assignment.SubsetRule(name="a", index=0, quota=2),
              assignment.SubsetRule(name="b", index=1, quota=1))
     book.set_assignment(assignment.Assignment(

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from agents import assignment, bookkeeping
+from agents import bookkeeping
 from agents.cache import views
 from agents.controller import reconciler, workload
+from federation.api import names
+from federation.rpc import assignment
 
 T0 = "2024-05-01T12:00:00Z"
 T1 = "2024-05-01T12:00:07Z"
@@ -29,7 +31,7 @@ def pod(name: str = "web-1", *, labels: dict[str, str] | None = None,
         conditions: list[dict[str, Any]] | None = None, deleting: bool = False,
         restarts: tuple[int, ...] = ()) -> dict[str, Any]:
     if labels is None:
-        labels = {assignment.SPREAD_LABEL: "web", assignment.REVISION_LABEL: "rev1"}
+        labels = {names.SPREAD_LABEL: "web", names.REVISION_LABEL: "rev1"}
     meta: dict[str, Any] = {
         "name": name, "namespace": "shop", "uid": f"uid-{name}", "creationTimestamp": T0,
         "labels": labels,
@@ -80,7 +82,7 @@ READY = {"type": "Ready", "status": "True", "lastTransitionTime": T1}
             {"current_cost": None, "deleting": True},
             id="malformed cost, being deleted"),
         pytest.param(
-            pod(labels={assignment.SPREAD_LABEL: "web"}),
+            pod(labels={names.SPREAD_LABEL: "web"}),
             {"revision": ""},
             id="bare pod: no template revision"),
     ],
@@ -163,7 +165,7 @@ def test_render_keeps_workload_fields_and_drops_hub_state() -> None:
     assert meta["labels"] == {"app": "web", "fedspread.io/spread": "web-spread"}
     assert meta["annotations"] == {
         "fedspread.io/generation": "3", "fedspread.io/spread-key": "shop/web-spread",
-        workload.HASH_ANNOTATION: meta["annotations"][workload.HASH_ANNOTATION]}
+        names.DESIRED_HASH_ANNOTATION: meta["annotations"][names.DESIRED_HASH_ANNOTATION]}
     assert set(meta) == {"name", "namespace", "labels", "annotations"}
     assert "status" not in body
     spec = body["spec"]
@@ -189,7 +191,7 @@ def test_render_keeps_workload_fields_and_drops_hub_state() -> None:
 def test_hash_follows_what_is_written(change: dict[str, Any], same_hash: bool) -> None:
     first = workload.render(assigned())
     second = workload.render(assigned(**change))
-    key = workload.HASH_ANNOTATION
+    key = names.DESIRED_HASH_ANNOTATION
     assert (first["metadata"]["annotations"][key] == second["metadata"]["annotations"][key]) is same_hash
 
 
@@ -199,8 +201,8 @@ def test_hash_follows_what_is_written(change: dict[str, Any], same_hash: bool) -
 )
 def test_is_current(hash_ok: bool, replicas: int, current: bool) -> None:
     desired = workload.render(assigned())
-    digest = desired["metadata"]["annotations"][workload.HASH_ANNOTATION] if hash_ok else "other"
-    assert workload.is_current(annotations={workload.HASH_ANNOTATION: digest}, replicas=replicas,
+    digest = desired["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION] if hash_ok else "other"
+    assert workload.is_current(annotations={names.DESIRED_HASH_ANNOTATION: digest}, replicas=replicas,
                                desired=desired) is current
 
 

@@ -12,57 +12,16 @@ from typing import Any
 
 import pytest
 
-from agents import assignment as agent_assignment
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
 from federation.core import placement, status
+from federation.rpc import assignment as agent_assignment
+from tests.support import builders
+from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
-
-
-class Clock:
-    """A clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
-
-
-def make_spread(
-    name: str = "web", *, subsets: list[dict[str, Any]], strategy: str = "Fixed",
-    lost_seconds: int = 60, generation: int | None = None,
-) -> spread_api.FederatedSpread:
-    return spread_api.FederatedSpread.model_validate({
-        "metadata": {"name": name, "namespace": "shop", "generation": generation},
-        "spec": {
-            "targetRef": {"name": name},
-            "subsets": subsets,
-            "scheduleStrategy": {"type": strategy},
-            "failover": {"clusterLostSeconds": lost_seconds},
-        },
-    })
-
-
-def deployment(name: str = "web", *, cpu: str = "1") -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "shop", "uid": "u-1", "resourceVersion": "7"},
-        "spec": {"replicas": 1, "template": {"spec": {"containers": [
-            {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": cpu}}},
-        ]}}},
-        "status": {"replicas": 0},
-    }
-
-
-def pools(nodes: int, *, cpu: str = "4") -> list[cluster.NodePool]:
-    return [cluster.NodePool(name="std", count=nodes, allocatable={"cpu": cpu, "pods": "110"})]
 
 
 TWO_SUBSETS: list[dict[str, Any]] = [
@@ -71,19 +30,19 @@ TWO_SUBSETS: list[dict[str, Any]] = [
 ]
 
 REGION: list[dict[str, Any]] = [
-    {"name": "eu", "clusterSelector": {"matchLabels": {cluster.REGION_LABEL: "eu"}}},
+    {"name": "eu", "clusterSelector": {"matchLabels": {names.REGION_LABEL: "eu"}}},
 ]
 TINY_THEN_BIG: list[dict[str, Any]] = [
     {"name": "small", "clusters": ["tiny"]}, {"name": "rest", "clusters": ["big"]},
 ]
 
 
-def new_world(clock: Clock, clusters: dict[str, int]) -> world.World:
+def new_world(clock: ManualClock, clusters: dict[str, int]) -> world.World:
     """A world whose clusters have `nodes` 4-cpu nodes each and have just been heard."""
     model = world.World(clock)
     for name, nodes in clusters.items():
-        model.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
-        model.inventory(name, pools(nodes))
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        model.inventory(name, [builders.node_pool(nodes)])
         model.heartbeat(name)
     return model
 
@@ -92,15 +51,16 @@ def add_spread(
     model: world.World, item: spread_api.FederatedSpread, *, replicas: int, cpu: str = "1"
 ) -> set[str]:
     return model.upsert_spread(item) | model.set_target(
-        item.key, replicas=replicas, template=deployment(item.metadata.name, cpu=cpu)
+        item.key, replicas=replicas,
+        template=builders.deployment(item.metadata.name, namespace="shop", cpu=cpu)
     )
 
 
-def run(model: world.World, keys: Iterable[str], clock: Clock) -> loop.Round:
+def run(model: world.World, keys: Iterable[str], clock: ManualClock) -> loop.Round:
     return loop.recompute(model, keys, now=clock())
 
 
-def sent(model: world.World, key: str, clock: Clock) -> dict[str, Any]:
+def sent(model: world.World, key: str, clock: ManualClock) -> dict[str, Any]:
     entry = model.spread(key)
     assert entry is not None
     return assignments.for_clusters(
@@ -117,9 +77,9 @@ def sent(model: world.World, key: str, clock: Clock) -> dict[str, Any]:
     pytest.param(0, {"onprem": {"dc1": 0}, "cloud": {"aws": 0}}, id="zero-replicas"),
 ])
 def test_create_places_the_spread(replicas: int, expected: dict[str, dict[str, int]]) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=replicas)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=replicas)
     assert keys == {"shop/web"}
     result = run(model, keys, clock)
     assert model.placements["shop/web"].counts() == expected
@@ -127,20 +87,20 @@ def test_create_places_the_spread(replicas: int, expected: dict[str, dict[str, i
 
 
 def test_spread_without_a_target_waits_and_is_placed_when_the_deployment_arrives() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = model.upsert_spread(make_spread(subsets=TWO_SUBSETS))
+    keys = model.upsert_spread(builders.federated_spread(subsets=TWO_SUBSETS))
     first = run(model, keys, clock)
     assert first.waiting_for_target == ("shop/web",) and not first.placements
-    keys = model.set_target("shop/web", replicas=4, template=deployment())
+    keys = model.set_target("shop/web", replicas=4, template=builders.deployment(namespace="shop"))
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 3, "aws": 1}
 
 
 def test_target_seen_before_the_spread_is_remembered() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    assert model.set_target("shop/web", replicas=4, template=deployment()) == set()
-    keys = model.upsert_spread(make_spread(subsets=TWO_SUBSETS))
+    assert model.set_target("shop/web", replicas=4, template=builders.deployment(namespace="shop")) == set()
+    keys = model.upsert_spread(builders.federated_spread(subsets=TWO_SUBSETS))
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 3, "aws": 1}
 
 
@@ -149,14 +109,14 @@ def test_target_seen_before_the_spread_is_remembered() -> None:
     pytest.param(9, 4, id="scale-down"),
 ])
 def test_kubectl_scale_moves_only_the_delta(before: int, after: int) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"eu1": 2, "eu2": 2})
     region = REGION
-    keys = add_spread(model, make_spread(subsets=region, strategy="Adaptive"), replicas=before)
+    keys = add_spread(model, builders.federated_spread(subsets=region, strategy="Adaptive"), replicas=before)
     run(model, keys, clock)
     old = model.placements["shop/web"].clusters
-    model.inventory("eu2", pools(6))  # capacity changed: only new replicas may follow it
-    keys = model.set_target("shop/web", replicas=after, template=deployment())
+    model.inventory("eu2", [builders.node_pool(6)])  # capacity changed: only new replicas may follow it
+    keys = model.set_target("shop/web", replicas=after, template=builders.deployment(namespace="shop"))
     new = run(model, keys, clock).placements["shop/web"].clusters
     assert sum(new.values()) == after
     moved = sum(abs(new[n] - old[n]) for n in old)
@@ -164,34 +124,34 @@ def test_kubectl_scale_moves_only_the_delta(before: int, after: int) -> None:
 
 
 def test_capacity_change_alone_moves_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"eu1": 2, "eu2": 2})
     region = REGION
-    keys = add_spread(model, make_spread(subsets=region, strategy="Adaptive"), replicas=6)
+    keys = add_spread(model, builders.federated_spread(subsets=region, strategy="Adaptive"), replicas=6)
     run(model, keys, clock)
     old = model.placements["shop/web"].clusters
     assert placement.settled(model.placements["shop/web"])
-    assert model.inventory("eu2", pools(8)) == set()  # settled: not even placed again
+    assert model.inventory("eu2", [builders.node_pool(8)]) == set()  # settled: not even placed again
     assert run(model, {"shop/web"}, clock).placements["shop/web"].clusters == old  # and if it were
 
 
 def test_capacity_change_places_the_spreads_waiting_for_it() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"eu1": 1, "eu2": 1})
-    keys = add_spread(model, make_spread(subsets=REGION, strategy="Adaptive"), replicas=40)
+    keys = add_spread(model, builders.federated_spread(subsets=REGION, strategy="Adaptive"), replicas=40)
     waiting = run(model, keys, clock).placements["shop/web"]
     assert waiting.capacity_exhausted > 0 and not placement.settled(waiting)
-    assert model.inventory("eu2", pools(8)) == {"shop/web"}  # not settled: placed again
+    assert model.inventory("eu2", [builders.node_pool(8)]) == {"shop/web"}  # not settled: placed again
 
 
 def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2, "gcp": 2})
-    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS, generation=1), replicas=5)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS, generation=1), replicas=5)
     run(model, keys, clock)
     before = sent(model, "shop/web", clock)
     edited = [{**TWO_SUBSETS[0], "maxReplicas": 1}, TWO_SUBSETS[1]]
-    keys = model.upsert_spread(make_spread(subsets=edited, generation=2))
+    keys = model.upsert_spread(builders.federated_spread(subsets=edited, generation=2))
     assert keys == {"shop/web"}
     run(model, keys, clock)
     assert model.placements["shop/web"].counts() == {"onprem": {"dc1": 1}, "cloud": {"aws": 4}}
@@ -201,9 +161,9 @@ def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:
 
 
 def test_delete_sends_a_removal_to_every_cluster() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=2)
     run(model, keys, clock)
     before = sent(model, "shop/web", clock)
     keys = model.delete_spread("shop/web")
@@ -215,14 +175,14 @@ def test_delete_sends_a_removal_to_every_cluster() -> None:
 
 
 def test_unrelated_cluster_events_affect_no_spread() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=2)
     run(model, keys, clock)
-    assert model.inventory("elsewhere", pools(3)) == set()
+    assert model.inventory("elsewhere", [builders.node_pool(3)]) == set()
     assert model.upsert_cluster("other", labels={"x": "y"}) == set()
-    assert model.inventory("dc1", pools(2)) == set()  # same report again: nothing changed
-    written = make_spread(subsets=TWO_SUBSETS).model_copy(
+    assert model.inventory("dc1", [builders.node_pool(2)]) == set()  # same report again: nothing changed
+    written = builders.federated_spread(subsets=TWO_SUBSETS).model_copy(
         update={"status": spread_api.FederatedSpreadStatus(replicas=2)}
     )
     assert model.upsert_spread(written) == set()  # our own status write: nothing to recompute
@@ -237,11 +197,12 @@ def test_unrelated_cluster_events_affect_no_spread() -> None:
     pytest.param(1, 5, id="1+5-on-4-slots"),
 ])
 def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_b: int) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"tiny": 1, "big": 10})  # tiny: one 4-cpu node = 4 one-cpu pods
     subsets = TINY_THEN_BIG
-    keys = add_spread(model, make_spread("a", subsets=subsets, strategy="Adaptive"), replicas=replicas_a)
-    keys |= add_spread(model, make_spread("b", subsets=subsets, strategy="Adaptive"), replicas=replicas_b)
+    first, second = (builders.federated_spread(n, subsets, strategy="Adaptive") for n in ("a", "b"))
+    keys = add_spread(model, first, replicas=replicas_a)
+    keys |= add_spread(model, second, replicas=replicas_b)
     result = run(model, keys, clock)
     on_tiny = sum(p.clusters["tiny"] for p in result.placements.values())
     assert on_tiny == min(4, replicas_a + replicas_b)
@@ -255,7 +216,7 @@ def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_
 def test_a_parallel_round_equals_placing_one_spread_after_the_other(
     replicas_a: int, replicas_b: int, replaced: int
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     together, one_by_one = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
     batches: list[list[str]] = []
 
@@ -265,9 +226,9 @@ def test_a_parallel_round_equals_placing_one_spread_after_the_other(
 
     keys: set[str] = set()
     for model in (together, one_by_one):
-        keys = add_spread(model, make_spread("a", subsets=TINY_THEN_BIG, strategy="Adaptive"),
+        keys = add_spread(model, builders.federated_spread("a", TINY_THEN_BIG, strategy="Adaptive"),
                           replicas=replicas_a)
-        keys |= add_spread(model, make_spread("b", subsets=TINY_THEN_BIG, strategy="Adaptive"),
+        keys |= add_spread(model, builders.federated_spread("b", TINY_THEN_BIG, strategy="Adaptive"),
                            replicas=replicas_b)
     result = loop.recompute(together, keys, now=clock(), place_batch=parallel)
     for key in sorted(keys):
@@ -278,26 +239,26 @@ def test_a_parallel_round_equals_placing_one_spread_after_the_other(
 
 
 def test_running_pods_are_not_deducted_twice() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"tiny": 1, "big": 10})
     subsets = TINY_THEN_BIG
-    keys = add_spread(model, make_spread("a", subsets=subsets, strategy="Adaptive"), replicas=2)
+    keys = add_spread(model, builders.federated_spread("a", subsets, strategy="Adaptive"), replicas=2)
     run(model, keys, clock)
     # a's two pods now run: the inventory counts them, pod counts say so; b sees 2 free slots.
     model.inventory("tiny", [cluster.NodePool(
         name="std", count=1, allocatable={"cpu": "4", "pods": "110"}, requested={"cpu": "2", "pods": "2"},
     )])
     model.pod_counts("tiny", {"shop/a": {"small": status.ClusterPods(running=2, ready=2)}})
-    keys = add_spread(model, make_spread("b", subsets=subsets, strategy="Adaptive"), replicas=3)
+    keys = add_spread(model, builders.federated_spread("b", subsets, strategy="Adaptive"), replicas=3)
     assert run(model, keys, clock).placements["shop/b"].clusters == {"tiny": 2, "big": 1}
 
 
 # --- failover ----------------------------------------------------------------------------------
 
 
-def failover_world(clock: Clock) -> world.World:
+def failover_world(clock: ManualClock) -> world.World:
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS, lost_seconds=30), replicas=5)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS, lost_seconds=30), replicas=5)
     run(model, keys, clock)
     return model
 
@@ -308,7 +269,7 @@ def failover_world(clock: Clock) -> world.World:
     pytest.param(31, True, id="31s-lost"),
 ])
 def test_silent_agent_fails_over_only_after_cluster_lost_seconds(silent: int, moved: bool) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = failover_world(clock)
     clock.advance(silent)
     model.heartbeat("aws")
@@ -321,9 +282,9 @@ def test_silent_agent_fails_over_only_after_cluster_lost_seconds(silent: int, mo
 
 
 def test_lost_is_reported_once_and_a_longer_limit_moves_later() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = failover_world(clock)
-    keys = add_spread(model, make_spread("slow", subsets=TWO_SUBSETS, lost_seconds=90), replicas=2)
+    keys = add_spread(model, builders.federated_spread("slow", TWO_SUBSETS, lost_seconds=90), replicas=2)
     run(model, keys, clock)
     clock.advance(31)
     model.heartbeat("aws")
@@ -339,7 +300,7 @@ def test_lost_is_reported_once_and_a_longer_limit_moves_later() -> None:
 
 
 def test_returning_cluster_does_not_flap_back_until_scale_up() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = failover_world(clock)
     clock.advance(31)
     model.heartbeat("aws")
@@ -352,7 +313,7 @@ def test_returning_cluster_does_not_flap_back_until_scale_up() -> None:
     run(model, keys, clock)
     assert model.placements["shop/web"].clusters == {"dc1": 0, "aws": 5}
     assert assignments.changed(before, sent(model, "shop/web", clock)) == {}
-    keys = model.set_target("shop/web", replicas=7, template=deployment())
+    keys = model.set_target("shop/web", replicas=7, template=builders.deployment(namespace="shop"))
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 2, "aws": 5}
 
 
@@ -360,10 +321,10 @@ def test_returning_cluster_does_not_flap_back_until_scale_up() -> None:
 
 
 def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 4, "aws": 4})
     subsets = [{"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws"]}]
-    keys = add_spread(model, make_spread(subsets=subsets, strategy="Adaptive"), replicas=4)
+    keys = add_spread(model, builders.federated_spread(subsets=subsets, strategy="Adaptive"), replicas=4)
     run(model, keys, clock)
     assert model.placements["shop/web"].clusters == {"dc1": 4, "aws": 0}
     model.pod_counts("dc1", {"shop/web": {"onprem": status.ClusterPods(running=1, pending=3)}})
@@ -371,11 +332,11 @@ def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> No
     assert keys == {"shop/web"}
     run(model, keys, clock)
     assert model.placements["shop/web"].clusters == {"dc1": 1, "aws": 3}
-    rule = agent_assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem")
+    rule = agent_assignment.Assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem")
     assert rule is not None
     assert rule.unschedulable_until == T0 + datetime.timedelta(seconds=300)
     clock.advance(301)
-    assert agent_assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem") == \
+    assert agent_assignment.Assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem") == \
         agent_assignment.SubsetRule(name="onprem", index=0, quota=1)
 
 
@@ -383,7 +344,7 @@ def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> No
 
 
 def test_assignments_round_trip_through_the_agent_decoder() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2, "gcp": 2})
     subsets: list[dict[str, Any]] = [
         {**TWO_SUBSETS[0],
@@ -393,13 +354,13 @@ def test_assignments_round_trip_through_the_agent_decoder() -> None:
          "patch": {"metadata": {"labels": {"tier": "onprem"}}}},
         {"name": "cloud", "clusters": ["aws", "gcp"], "clusterSpread": "Balance"},
     ]
-    keys = add_spread(model, make_spread(subsets=subsets, generation=4), replicas=7)
+    keys = add_spread(model, builders.federated_spread(subsets=subsets, generation=4), replicas=7)
     run(model, keys, clock)
     messages = sent(model, "shop/web", clock)
     assert sorted(messages) == ["aws", "dc1", "gcp"]
     result = model.placements["shop/web"]
     for name, message in messages.items():
-        decoded = agent_assignment.from_proto(message)
+        decoded = agent_assignment.Assignment.from_proto(message)
         assert decoded.quotas() == {s.name: s.clusters.get(name, 0) for s in result.subsets}
         assert decoded.replicas == result.clusters[name]
         assert (decoded.spread, decoded.generation, decoded.namespace, decoded.workload) == \
@@ -407,7 +368,7 @@ def test_assignments_round_trip_through_the_agent_decoder() -> None:
         assert decoded.subset_count == 2 and decoded.strategy == agent_assignment.Strategy()
         assert decoded.template["metadata"] == {"name": "web", "namespace": "shop"}
         assert "status" not in decoded.template
-    onprem = agent_assignment.from_proto(messages["aws"]).rule("onprem")
+    onprem = agent_assignment.Assignment.from_proto(messages["aws"]).rule("onprem")
     assert onprem is not None and onprem.quota == 0
     assert onprem.required_term == {"matchFields": [], "matchExpressions": [
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5"]}]}
@@ -416,9 +377,9 @@ def test_assignments_round_trip_through_the_agent_decoder() -> None:
 
 
 def test_identical_recompute_changes_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=5)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=5)
     run(model, keys, clock)
     first = sent(model, "shop/web", clock)
     assert assignments.changed({}, first) == first
@@ -428,11 +389,11 @@ def test_identical_recompute_changes_nothing() -> None:
 
 
 def test_cluster_taint_cordons() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = add_spread(model, make_spread(subsets=TWO_SUBSETS), replicas=2)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=2)
     keys |= model.upsert_cluster(
-        "dc1", labels={cluster.REGION_LABEL: "eu"},
+        "dc1", labels={names.REGION_LABEL: "eu"},
         taints=[common.Taint(key="cordon", effect="NoSchedule")],
     )
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 0, "aws": 2}
@@ -442,12 +403,12 @@ def test_cluster_taint_cordons() -> None:
 
 
 def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     before = new_world(clock, {"aws": 2})
-    before.upsert_cluster("dc1", labels={cluster.REGION_LABEL: "eu"})
-    before.inventory("dc1", pools(1, cpu="1"))  # room for one one-cpu pod
+    before.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"})
+    before.inventory("dc1", [builders.node_pool(1, cpu="1")])  # room for one one-cpu pod
     before.heartbeat("dc1")
-    spread = make_spread(subsets=TWO_SUBSETS, strategy="Adaptive")
+    spread = builders.federated_spread(subsets=TWO_SUBSETS, strategy="Adaptive")
     keys = add_spread(before, spread, replicas=4)
     run(before, keys, clock)
     placed = before.placements["shop/web"].counts()
@@ -458,8 +419,8 @@ def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None
     clock.advance(30)  # the coordinator restarts; meanwhile dc1 grew to two 4-cpu nodes
     after = world.World(clock, grace_from=clock())
     for name, nodes in {"dc1": 2, "aws": 2}.items():  # listed and reported; no heartbeat yet
-        after.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
-        after.inventory(name, pools(nodes))
+        after.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        after.inventory(name, [builders.node_pool(nodes)])
     add_spread(after, spread.model_copy(update={"status": written}), replicas=4)
     assert after.current_for("shop/web") == placed
     result = run(after, {"shop/web"}, clock)

@@ -9,6 +9,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
+from federation.api import names
 from federation.core import deletion_cost as dc
 
 NOW = datetime.datetime(2025, 1, 1, 12, 0, tzinfo=datetime.UTC)
@@ -49,8 +50,8 @@ def pod(
 
 
 def test_annotation_keys() -> None:
-    assert dc.ANNOTATION == "controller.kubernetes.io/pod-deletion-cost"
-    assert dc.SUBSET_ANNOTATION == "fedspread.io/subset"
+    assert names.DELETION_COST_ANNOTATION == "controller.kubernetes.io/pod-deletion-cost"
+    assert names.SUBSET_ANNOTATION == "fedspread.io/subset"
 
 
 COST_CASES = [

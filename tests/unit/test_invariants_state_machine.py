@@ -38,9 +38,10 @@ import hypothesis
 from hypothesis import stateful
 from hypothesis import strategies as st
 
-from federation.api import cluster
-from federation.api import spread as spread_api
+from federation.api import names
 from federation.core import apportion
+from tests.support import builders
+from tests.support.clock import ManualClock
 
 SOAK = os.environ.get("FEDSPREAD_SOAK") == "1"
 LOST_SECONDS, CRITICAL_SECONDS, UNSCHEDULABLE_SECONDS = 30, 10, 60
@@ -67,7 +68,7 @@ def subsets(draw: st.DrawFn) -> list[dict[str, Any]]:
         if draw(st.booleans()):
             subset["clusters"] = draw(st.lists(CLUSTER, min_size=1, max_size=3, unique=True))
         else:
-            subset["clusterSelector"] = {"matchLabels": {cluster.REGION_LABEL: draw(st.sampled_from(
+            subset["clusterSelector"] = {"matchLabels": {names.REGION_LABEL: draw(st.sampled_from(
                 sorted(set(REGIONS.values()))))}}
         found.append(subset)
     return found
@@ -89,33 +90,12 @@ def caps(draw: st.DrawFn, count: int) -> list[int | str | None]:
     return found
 
 
-def make_spread(items: list[dict[str, Any]], limits: list[int | str | None], *, strategy: str,
-                generation: int) -> spread_api.FederatedSpread:
-    with_caps = [{**item, **({"maxReplicas": cap} if cap is not None else {})}
-                 for item, cap in zip(items, limits, strict=True)]
-    return spread_api.FederatedSpread.model_validate({
-        "metadata": {"name": fm.NAME, "namespace": fm.NAMESPACE, "generation": generation},
-        "spec": {"targetRef": {"name": fm.NAME}, "subsets": with_caps,
-                 "scheduleStrategy": {"type": strategy, "adaptive": {
-                     "rescheduleCriticalSeconds": CRITICAL_SECONDS,
-                     "unschedulableSeconds": UNSCHEDULABLE_SECONDS}},
-                 "failover": {"clusterLostSeconds": LOST_SECONDS}},
-    })
-
-
-def deployment(replicas: int) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": fm.NAME, "namespace": fm.NAMESPACE},
-            "spec": {"replicas": replicas,
-                     "template": {"spec": {"containers": [{"name": "app", "image": "web:1"}]}}}}
-
-
 class FederationMachine(stateful.RuleBasedStateMachine):
     """Events on one spread over three member clusters; invariants after each."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.clock = fm.Clock()
+        self.clock = ManualClock(fm.T0)
         self.fed: fm.Federation
         self.items: list[dict[str, Any]] = []
         self.strategy = "Fixed"
@@ -131,10 +111,11 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.fed = fm.Federation(self.clock, dict(zip(fm.CLUSTERS, nodes, strict=True)))
         self.items, self.strategy, self.replicas = items, strategy, replicas
         for name in fm.CLUSTERS:
-            self.fed.world.upsert_cluster(name, labels={cluster.REGION_LABEL: REGIONS[name]})
+            self.fed.world.upsert_cluster(name, labels={names.REGION_LABEL: REGIONS[name]})
             self.fed.connect(name)
         self._apply_spec(data.draw(caps(len(items)), label="caps"))
-        self._hub(self.fed.world.set_target(fm.KEY, replicas=replicas, template=deployment(replicas)))
+        template = builders.deployment(fm.NAME, replicas, namespace=fm.NAMESPACE, cpu=None, image="web:1")
+        self._hub(self.fed.world.set_target(fm.KEY, replicas=replicas, template=template))
 
     def _hub(self, keys: set[str]) -> None:
         with self.fed.coordinator.lock:
@@ -142,7 +123,13 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.fed.pump()
 
     def _apply_spec(self, limits: list[int | str | None]) -> None:
-        item = make_spread(self.items, limits, strategy=self.strategy, generation=self.generation)
+        with_caps = [{**item, **({"maxReplicas": cap} if cap is not None else {})}
+                     for item, cap in zip(self.items, limits, strict=True)]
+        item = builders.federated_spread(
+            fm.NAME, with_caps, namespace=fm.NAMESPACE, generation=self.generation, strategy=self.strategy,
+            adaptive={"rescheduleCriticalSeconds": CRITICAL_SECONDS,
+                      "unschedulableSeconds": UNSCHEDULABLE_SECONDS},
+            lost_seconds=LOST_SECONDS)
         self._hub(self.fed.world.upsert_spread(item))
 
     # --- events ---------------------------------------------------------------------------------------
@@ -168,7 +155,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
     @stateful.rule(replicas=REPLICAS)
     def scale(self, replicas: int) -> None:
         self.replicas = replicas
-        self._hub(self.fed.world.set_target(fm.KEY, replicas=replicas, template=deployment(replicas)))
+        template = builders.deployment(fm.NAME, replicas, namespace=fm.NAMESPACE, cpu=None, image="web:1")
+        self._hub(self.fed.world.set_target(fm.KEY, replicas=replicas, template=template))
 
     @stateful.rule(data=st.data())
     def edit_caps(self, data: st.DataObject) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 import grpc
 import pytest
 
-from agents import assignment as assignment_mod
 from agents import bookkeeping as bookkeeping_mod
 from agents import metrics as metrics_mod
 from agents import outbox as outbox_mod
@@ -23,6 +22,7 @@ from agents.link import client as link_mod
 from bench import standin_coordinator
 from federation.api import cluster as cluster_api
 from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import assignment as assignment_mod
 
 CLUSTER = "member-1"
 LABELS = {"topology.fedspread.io/region": "eu-west", "topology.fedspread.io/zone": "eu-west-1a"}
@@ -116,7 +116,7 @@ def test_stale_generation_is_refused_and_the_newer_kept(standin: standin_coordin
     standin.assign(CLUSTER, make_assignment(generation=5))
     standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 5)
     standin.send(CLUSTER, agent_pb2.CoordinatorMessage(
-        assignment=assignment_mod.to_proto(make_assignment(generation=4, quotas=(9,)))))
+        assignment=make_assignment(generation=4, quotas=(9,)).to_proto()))
     stale = standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 4)
     assert "stale" in stale.error
     assert agent.bookkeeping.assignment("shop/web").generation == 5  # type: ignore[union-attr]
@@ -182,7 +182,7 @@ def test_spread_recreated_while_away_is_accepted_at_a_lower_generation(
     standin.assign(CLUSTER, make_assignment(generation=2, quotas=(2,)))
     assert standin.wait_message(CLUSTER, "ack", since=mark, where=lambda a: a.generation == 2).error == ""
     standin.send(CLUSTER, agent_pb2.CoordinatorMessage(
-        assignment=assignment_mod.to_proto(make_assignment(generation=1, quotas=(9,)))))
+        assignment=make_assignment(generation=1, quotas=(9,)).to_proto()))
     acks = wait_acks(standin, mark, generation=1, count=2)
     assert acks[1].error == "stale generation 1; generation 2 kept"
     assert agent.bookkeeping.assignment("shop/web").quotas() == {"s0": 2}  # type: ignore[union-attr]
@@ -267,7 +267,7 @@ def test_resync_request_resends_the_latest_reports(standin: standin_coordinator.
 
 def test_malformed_assignment_is_acked_with_an_error_and_the_link_stays_up(
         standin: standin_coordinator.StandinCoordinator, agent: Agent) -> None:
-    bad = assignment_mod.to_proto(make_assignment(spread="shop/broken", generation=7))
+    bad = make_assignment(spread="shop/broken", generation=7).to_proto()
     bad.template_json = "{not json"
     standin.send(CLUSTER, agent_pb2.CoordinatorMessage(assignment=bad))
     ack = standin.wait_message(CLUSTER, "ack", where=lambda a: a.spread == "shop/broken")

@@ -13,10 +13,12 @@ import datetime
 import threading
 from typing import Any
 
-from agents import assignment, bookkeeping, outbox
+from agents import bookkeeping, outbox
 from agents.cache import store as cache
 from agents.cache import views
 from agents.controller import reconciler
+from federation.api import names
+from federation.rpc import assignment
 
 AT0 = datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -24,7 +26,7 @@ AT0 = datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.UTC)
 def member_deployment(*, spread: str = "web-spread", status: dict[str, Any] | None = None) -> dict[str, Any]:
     """Deployment shop/web as the apiserver returns it, labelled for `spread`."""
     return {"metadata": {"name": "web", "namespace": "shop", "uid": "u1",
-                         "labels": {assignment.SPREAD_LABEL: spread},
+                         "labels": {names.SPREAD_LABEL: spread},
                          "annotations": {"fedspread.io/spread-key": f"shop/{spread}", "other.io/x": "1"}},
             "spec": {"replicas": 4}, "status": status or {}}
 

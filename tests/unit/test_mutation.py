@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from federation.api import names
 from federation.core import mutation, strategic_merge
 
 SUBSET = "onprem"
-ANNOTATION = "fedspread.io/subset"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -211,13 +211,14 @@ CASES: list[Any] = [
     pytest.param(
         base_pod(),
         {},
-        lambda p: p["metadata"]["annotations"] == {ANNOTATION: SUBSET} and "affinity" not in p["spec"],
+        lambda p: (p["metadata"]["annotations"] == {names.SUBSET_ANNOTATION: SUBSET}
+                   and "affinity" not in p["spec"]),
         id="annotation-set-nothing-else",
     ),
     pytest.param(
-        {**base_pod(), "metadata": {"annotations": {ANNOTATION: "old", "x/y": "z"}}},
+        {**base_pod(), "metadata": {"annotations": {names.SUBSET_ANNOTATION: "old", "x/y": "z"}}},
         {},
-        lambda p: p["metadata"]["annotations"] == {ANNOTATION: SUBSET, "x/y": "z"},
+        lambda p: p["metadata"]["annotations"] == {names.SUBSET_ANNOTATION: SUBSET, "x/y": "z"},
         id="annotation-overwritten-others-kept",
     ),
     pytest.param(
@@ -241,7 +242,7 @@ def test_mutate_pod(pod: dict[str, Any], kwargs: dict[str, Any], check: Any) -> 
     kwargs_before = copy.deepcopy(kwargs)
     mutated = mutate(pod, **kwargs)
     assert check(mutated), mutated
-    assert mutated["metadata"]["annotations"][ANNOTATION] == SUBSET
+    assert mutated["metadata"]["annotations"][names.SUBSET_ANNOTATION] == SUBSET
     assert pod == before and kwargs == kwargs_before, "inputs must not be mutated"
     # idempotent: the webhook may be called again on its own output
     assert mutate(mutated, **kwargs) == mutated

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from federation.api import cluster
 from federation.core import fit, overcommit
+from tests.support import builders
 
 PROPERTY = hypothesis.settings(
     max_examples=300, deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow],
@@ -98,8 +99,8 @@ def test_the_ledger_answers_exactly_as_deduct_pending(
 
 def test_a_full_cluster_folds_in_key_order() -> None:
     """Two spreads' pending pods overflow one node: the earlier key is charged first, the later spills."""
-    small = cluster.NodePool(name="small", count=1, allocatable={"cpu": "2", "pods": "110"})
-    big = cluster.NodePool(name="big", count=2, allocatable={"cpu": "4", "pods": "110"})
+    small = builders.node_pool(1, name="small", cpu="2")
+    big = builders.node_pool(2, name="big")
     one_cpu = fit.profile(fit.shape_from_pod_spec(
         {"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]}))
     ledger = overcommit.Ledger([fit.pool_of(small), fit.pool_of(big)])

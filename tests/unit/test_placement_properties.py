@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from federation.api import cluster, spread
 from federation.core import apportion, fit, placement
+from tests.support import builders
 
 PROPERTY = hypothesis.settings(
     max_examples=200,
@@ -264,7 +265,7 @@ def test_clusters_that_become_unusable_lose_their_replicas(
         if change == "unready":
             entry["ready"] = False
         elif change == "cordon":
-            entry["taints"].append({"key": fs.CORDON_TAINT_KEY, "effect": "NoSchedule"})
+            entry["taints"].append({"key": builders.CORDON_TAINT_KEY, "effect": "NoSchedule"})
     later = dataclasses.replace(scenario, snapshot=cluster.CapacitySnapshot.model_validate(snapshot))
     after = later.place(current=before.counts())
     moved = any(

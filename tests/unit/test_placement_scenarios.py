@@ -13,35 +13,11 @@ import pytest
 
 from federation.api import cluster, spread
 from federation.core import fit, overcommit, placement, quotas
+from tests.support.builders import member, pool, snapshot, spread_spec
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 
 
-def pool(count: int, *, pods: int = 110, cpu: str = "8", labels: dict[str, str] | None = None,
-         taints: list[dict[str, str]] | None = None, used_cpu: str = "0") -> dict[str, Any]:
-    return {"count": count, "labels": labels or {}, "taints": taints or [],
-            "allocatable": {"cpu": cpu, "memory": "32Gi", "pods": pods},
-            "requested": {"cpu": used_cpu, "pods": 0}}
-
-
-def member(name: str, *pools: dict[str, Any], region: str = "", ready: bool = True,
-           cordoned: bool = False) -> dict[str, Any]:
-    return {"name": name, "labels": {"topology.fedspread.io/region": region} if region else {},
-            "ready": ready,
-            "taints": [{"key": "fedspread.io/cordon", "effect": "NoSchedule"}] if cordoned else [],
-            "nodePools": list(pools)}
-
-
-def snapshot(*members: dict[str, Any]) -> cluster.CapacitySnapshot:
-    return cluster.CapacitySnapshot.model_validate({"clusters": list(members)})
-
-
-def spec(*subsets: dict[str, Any], strategy: str = "Fixed", **adaptive: Any) -> spread.FederatedSpreadSpec:
-    body: dict[str, Any] = {"targetRef": {"name": "web"}, "subsets": list(subsets),
-                            "scheduleStrategy": {"type": strategy}}
-    if adaptive:
-        body["scheduleStrategy"]["adaptive"] = adaptive
-    return spread.FederatedSpreadSpec.model_validate(body)
 
 
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]})
@@ -69,48 +45,48 @@ BIG = snapshot(member("dc1", pool(10)), member("aws-eu", pool(10), region="eu"),
 CASES = [
     # --- seed 001, scenario 1: the base pool holds at most N, the rest go elastic --------------
     Case("seed1: on-prem capped at 30, the rest to the cloud",
-         spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
+         spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
               {"name": "cloud", "clusters": ["aws-eu"]}),
          BIG, 40, {"onprem": {"dc1": 30}, "cloud": {"aws-eu": 10}}),
     Case("seed1: below the cap everything stays on-prem",
-         spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
+         spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
               {"name": "cloud", "clusters": ["aws-eu"]}),
          BIG, 20, {"onprem": {"dc1": 20}, "cloud": {"aws-eu": 0}}),
     # --- seed 001, scenario 2: prefer on-prem, overflow when it is full -----------------------
     Case("seed2: adaptive overflow when on-prem has room for 12 one-cpu pods",
-         spec({"name": "onprem", "clusters": ["dc1"]},
+         spread_spec({"name": "onprem", "clusters": ["dc1"]},
               {"name": "cloud", "clusterSelector": region_eu(), "clusterSpread": "Fill"},
               strategy="Adaptive"),
          snapshot(member("dc1", pool(2, cpu="8", used_cpu="2")),
                   member("aws-eu", pool(10), region="eu")),
          20, {"onprem": {"dc1": 12}, "cloud": {"aws-eu": 8}}, shape=ONE_CPU),
     Case("seed2: fixed strategy ignores capacity and leaves pods pending on-prem",
-         spec({"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws-eu"]}),
+         spread_spec({"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws-eu"]}),
          snapshot(member("dc1", pool(2, cpu="8", used_cpu="2")), member("aws-eu", pool(10))),
          20, {"onprem": {"dc1": 20}, "cloud": {"aws-eu": 0}}, shape=ONE_CPU),
     # --- seed 001, scenario 3: 1:1:3 across three clusters -------------------------------------
     Case("seed3: 20%/20%/60% of 10 is 2/2/6",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "20%"},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "20%"},
               {"name": "b", "clusters": ["aws-eu"], "maxReplicas": "20%"},
               {"name": "c", "clusters": ["gcp-eu"], "maxReplicas": "60%"}),
          BIG, 10, {"a": {"dc1": 2}, "b": {"aws-eu": 2}, "c": {"gcp-eu": 6}}),
     Case("DESIGN: 20%/20%/60% of 7 is 2/1/4 by largest remainder",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "20%"},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "20%"},
               {"name": "b", "clusters": ["aws-eu"], "maxReplicas": "20%"},
               {"name": "c", "clusters": ["gcp-eu"], "maxReplicas": "60%"}),
          BIG, 7, {"a": {"dc1": 2}, "b": {"aws-eu": 1}, "c": {"gcp-eu": 4}}),
     Case("DESIGN: 34%/33%/33% of 10 is 4/3/3, not Kruise's 4/4/4",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "34%"},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "34%"},
               {"name": "b", "clusters": ["aws-eu"], "maxReplicas": "33%"},
               {"name": "c", "clusters": ["gcp-eu"], "maxReplicas": "33%"}),
          BIG, 10, {"a": {"dc1": 4}, "b": {"aws-eu": 3}, "c": {"gcp-eu": 3}}),
     Case("percentages under 100%: the unbounded subset takes the rest",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "30%"},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "30%"},
               {"name": "rest", "clusters": ["aws-eu"]}),
          BIG, 5, {"a": {"dc1": 2}, "rest": {"aws-eu": 3}}),
     # --- seed 001, scenario 4: per-architecture node pools with their own patches --------------
     Case("seed4: x86 pool first, arm pool when x86 is full",
-         spec({"name": "x86", "clusters": ["dc1"],
+         spread_spec({"name": "x86", "clusters": ["dc1"],
                "requiredNodeSelectorTerm": {"matchExpressions": [
                    {"key": "arch", "operator": "In", "values": ["x86"]}]},
                "patch": {"spec": {"containers": [{"name": "main", "resources": {"limits": {"cpu": "2"}}}]}}},
@@ -125,7 +101,7 @@ CASES = [
                               taints=[{"key": "arch", "value": "arm", "effect": "NoSchedule"}]))),
          9, {"x86": {"dc1": 4}, "arm": {"dc1": 5}}),
     Case("untolerated node taint: the arm pool admits nothing without the toleration",
-         spec({"name": "arm", "clusters": ["dc1"],
+         spread_spec({"name": "arm", "clusters": ["dc1"],
                "requiredNodeSelectorTerm": {"matchExpressions": [
                    {"key": "arch", "operator": "In", "values": ["arm"]}]}},
               {"name": "cloud", "clusters": ["aws-eu"]}, strategy="Adaptive"),
@@ -135,76 +111,78 @@ CASES = [
          3, {"arm": {"dc1": 0}, "cloud": {"aws-eu": 3}}),
     # --- DESIGN §3: dividing inside a multi-cluster subset -------------------------------------
     Case("Fill takes region clusters by name, each up to its capacity",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Fill"}, strategy="Adaptive"),
+         spread_spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Fill"},
+                     strategy="Adaptive"),
          snapshot(member("gcp-eu", pool(1, pods=4), region="eu"),
                   member("aws-eu", pool(1, pods=3), region="eu")),
          5, {"eu": {"aws-eu": 3, "gcp-eu": 2}}),
     Case("Fill with listed clusters follows the listed order",
-         spec({"name": "eu", "clusters": ["gcp-eu", "aws-eu"], "clusterSpread": "Fill"}, strategy="Adaptive"),
+         spread_spec({"name": "eu", "clusters": ["gcp-eu", "aws-eu"], "clusterSpread": "Fill"},
+                     strategy="Adaptive"),
          snapshot(member("gcp-eu", pool(1, pods=4), region="eu"),
                   member("aws-eu", pool(1, pods=3), region="eu")),
          5, {"eu": {"gcp-eu": 4, "aws-eu": 1}}),
     Case("Balance splits 7 over three clusters as 3/2/2",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"}),
+         spread_spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"}),
          BIG, 7, {"eu": {"aws-eu": 3, "azure-eu": 2, "gcp-eu": 2}}),
     Case("Balance respects capacity in Adaptive and gives the rest to the others",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
+         spread_spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
               strategy="Adaptive"),
          snapshot(member("aws-eu", pool(1, pods=1), region="eu"), member("gcp-eu", pool(1), region="eu")),
          6, {"eu": {"aws-eu": 1, "gcp-eu": 5}}),
     Case("Capacity splits in proportion to free capacity (30:10 -> 3:1)",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Capacity"},
+         spread_spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Capacity"},
               strategy="Adaptive"),
          snapshot(member("aws-eu", pool(3, pods=10), region="eu"),
                   member("gcp-eu", pool(1, pods=10), region="eu")),
          8, {"eu": {"aws-eu": 6, "gcp-eu": 2}}),
     Case("Capacity in Fixed uses simulated capacity as weights but no limit",
-         spec({"name": "eu", "clusterSelector": region_eu()}),
+         spread_spec({"name": "eu", "clusterSelector": region_eu()}),
          snapshot(member("aws-eu", pool(1, pods=3), region="eu"),
                   member("gcp-eu", pool(1, pods=1), region="eu")),
          8, {"eu": {"aws-eu": 6, "gcp-eu": 2}}),
     # --- DESIGN §3: unready and cordoned clusters ----------------------------------------------
     Case("an unready cluster takes nothing, its share goes to the next subset (Fixed)",
-         spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 5},
+         spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 5},
               {"name": "cloud", "clusters": ["aws-eu"]}),
          snapshot(member("dc1", pool(10), ready=False), member("aws-eu", pool(10))),
          8, {"onprem": {"dc1": 0}, "cloud": {"aws-eu": 8}}),
     Case("a cordoned cluster takes nothing, its region neighbours take its share (Adaptive)",
-         spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
+         spread_spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
               strategy="Adaptive"),
          snapshot(member("aws-eu", pool(10), region="eu", cordoned=True),
                   member("gcp-eu", pool(10), region="eu")),
          4, {"eu": {"aws-eu": 0, "gcp-eu": 4}}),
     Case("a cluster named by a subset but absent from the snapshot gets zero",
-         spec({"name": "a", "clusters": ["ghost", "dc1"], "clusterSpread": "Balance"}),
+         spread_spec({"name": "a", "clusters": ["ghost", "dc1"], "clusterSpread": "Balance"}),
          snapshot(member("dc1", pool(1))),
          3, {"a": {"ghost": 0, "dc1": 3}}),
     # --- DESIGN §3: nothing dropped silently ---------------------------------------------------
     Case("beyond every cap: unplaced",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 3},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 3},
               {"name": "b", "clusters": ["aws-eu"], "maxReplicas": 2}),
          BIG, 9, {"a": {"dc1": 3}, "b": {"aws-eu": 2}}, unplaced=4),
     Case("no capacity anywhere: wait in the highest-priority subset with cap room",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 4},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 4},
               {"name": "b", "clusters": ["aws-eu"]}, strategy="Adaptive"),
          snapshot(member("dc1", pool(1, pods=2)), member("aws-eu", pool(1, pods=3))),
          10, {"a": {"dc1": 4}, "b": {"aws-eu": 6}}, waiting=5),
     Case("capacity exhausted and caps full: waiting first, then unplaced",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 4},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 4},
               {"name": "b", "clusters": ["aws-eu"], "maxReplicas": 4}, strategy="Adaptive"),
          snapshot(member("dc1", pool(1, pods=1)), member("aws-eu", pool(1, pods=1))),
          10, {"a": {"dc1": 4}, "b": {"aws-eu": 4}}, unplaced=2, waiting=6),
     Case("every cluster unready: all unplaced",
-         spec({"name": "a", "clusters": ["dc1"]}, strategy="Adaptive"),
+         spread_spec({"name": "a", "clusters": ["dc1"]}, strategy="Adaptive"),
          snapshot(member("dc1", pool(1), ready=False)),
          3, {"a": {"dc1": 0}}, unplaced=3),
     Case("disableSimulationSchedule: adaptive without node capacity limits",
-         spec({"name": "a", "clusters": ["dc1"]}, {"name": "b", "clusters": ["aws-eu"]},
+         spread_spec({"name": "a", "clusters": ["dc1"]}, {"name": "b", "clusters": ["aws-eu"]},
               strategy="Adaptive", disableSimulationSchedule=True),
          snapshot(member("dc1", pool(1, pods=1)), member("aws-eu", pool(1))),
          5, {"a": {"dc1": 5}, "b": {"aws-eu": 0}}),
     Case("two subsets sharing one node pool never promise the same slot twice",
-         spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 3},
+         spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 3},
               {"name": "b", "clusters": ["dc1"]}, {"name": "c", "clusters": ["aws-eu"]},
               strategy="Adaptive"),
          snapshot(member("dc1", pool(1, pods=5)), member("aws-eu", pool(1))),
@@ -223,7 +201,7 @@ def test_placement(case: Case) -> None:
 
 def test_json_shape_lists_every_subset_and_every_snapshot_cluster() -> None:
     result = placement.place(
-        spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 2},
+        spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 2},
              {"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"}),
         replicas=2, snapshot=BIG,
     )
@@ -235,7 +213,7 @@ def test_json_shape_lists_every_subset_and_every_snapshot_cluster() -> None:
     }
 
 
-STICKY = spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 10},
+STICKY = spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 10},
               {"name": "cloud", "clusters": ["aws-eu"]}, strategy="Adaptive")
 
 
@@ -262,7 +240,7 @@ def test_scale_down_removes_lowest_priority_subset_first() -> None:
 
 def test_cap_shrink_trims_the_subset_and_refills_below() -> None:
     roomy = snapshot(member("dc1", pool(1)), member("aws-eu", pool(1)))
-    tighter = spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 3},
+    tighter = spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 3},
                    {"name": "cloud", "clusters": ["aws-eu"]})
     result = placement.place(tighter, replicas=8, snapshot=roomy,
                              current={"onprem": {"dc1": 8}, "cloud": {"aws-eu": 0}})
@@ -271,7 +249,7 @@ def test_cap_shrink_trims_the_subset_and_refills_below() -> None:
 
 def test_failover_moves_replicas_off_an_unready_cluster() -> None:
     current = {"eu": {"aws-eu": 3, "gcp-eu": 3}}
-    spread_eu = spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"})
+    spread_eu = spread_spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"})
     lost = snapshot(member("aws-eu", pool(1), region="eu", ready=False),
                     member("gcp-eu", pool(1), region="eu"))
     result = placement.place(spread_eu, replicas=6, snapshot=lost, current=current)
@@ -283,7 +261,7 @@ def test_failover_moves_replicas_off_an_unready_cluster() -> None:
 
 
 def test_unschedulable_mark_skips_the_pair_until_it_expires() -> None:
-    adaptive = spec({"name": "a", "clusters": ["dc1"]}, {"name": "b", "clusters": ["aws-eu"]},
+    adaptive = spread_spec({"name": "a", "clusters": ["dc1"]}, {"name": "b", "clusters": ["aws-eu"]},
                     strategy="Adaptive", unschedulableSeconds=300)
     roomy = snapshot(member("dc1", pool(1)), member("aws-eu", pool(1)))
     mark = placement.UnschedulableMark(subset="a", cluster="dc1", since=NOW)
@@ -301,7 +279,7 @@ def test_unschedulable_mark_skips_the_pair_until_it_expires() -> None:
 
 def test_overcommit_protection_two_spreads_share_a_small_cluster() -> None:
     small = snapshot(member("dc1", pool(1, cpu="4")), member("aws-eu", pool(4)))
-    first = spec({"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws-eu"]},
+    first = spread_spec({"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws-eu"]},
                  strategy="Adaptive")
     a = placement.place(first, replicas=3, snapshot=small, shape=ONE_CPU)
     assert a.counts() == {"onprem": {"dc1": 3}, "cloud": {"aws-eu": 0}}
@@ -313,7 +291,7 @@ def test_overcommit_protection_two_spreads_share_a_small_cluster() -> None:
 
 def test_quota_tables_and_local_subset_choice() -> None:
     result = placement.place(
-        spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 3},
+        spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 3},
              {"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
              {"name": "spill", "clusters": ["dc1"]}),
         replicas=7, snapshot=BIG,
@@ -330,7 +308,7 @@ def test_quota_tables_and_local_subset_choice() -> None:
 
 def test_explanations_name_the_binding_constraint() -> None:
     result = placement.place(
-        spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 5},
+        spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 5},
              {"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Fill"}, strategy="Adaptive"),
         replicas=9,
         snapshot=snapshot(member("dc1", pool(1)), member("aws-eu", pool(1, pods=2), region="eu"),

@@ -16,7 +16,7 @@ import yaml
 from click import testing
 
 from federation import cli, sdk
-from federation.api import cluster, common, problems, spread
+from federation.api import cluster, common, names, problems, spread
 from federation.coordinator.services import placement_service
 from federation.coordinator.wire import convert
 from federation.core import placement
@@ -52,11 +52,11 @@ def _pool(count: int, pods: int) -> cluster.NodePool:
 
 
 CLUSTERS = [
-    convert.ClusterRecord(name="dc1", labels={cluster.REGION_LABEL: "onprem"}, node_pools=(_pool(1, 3),),
+    convert.ClusterRecord(name="dc1", labels={names.REGION_LABEL: "onprem"}, node_pools=(_pool(1, 3),),
                           last_heartbeat=NOW, agent_version="0.1.0"),
-    convert.ClusterRecord(name="aws-eu", labels={cluster.REGION_LABEL: "eu"}, node_pools=(_pool(2, 10),),
+    convert.ClusterRecord(name="aws-eu", labels={names.REGION_LABEL: "eu"}, node_pools=(_pool(2, 10),),
                           agent_version="0.1.0"),
-    convert.ClusterRecord(name="gcp-eu", labels={cluster.REGION_LABEL: "eu"}, ready=False,
+    convert.ClusterRecord(name="gcp-eu", labels={names.REGION_LABEL: "eu"}, ready=False,
                           taints=(common.Taint(key="cordon", effect="NoSchedule"),)),
 ]
 
@@ -143,7 +143,7 @@ def test_clusters_returns_what_was_put(client: sdk.PlacementClient) -> None:
     assert [c.name for c in found] == ["aws-eu", "dc1", "gcp-eu"]
     dc1 = found[1]
     assert dc1.ready and not dc1.cordoned and dc1.node_count == 1
-    assert dc1.labels == {cluster.REGION_LABEL: "onprem"}
+    assert dc1.labels == {names.REGION_LABEL: "onprem"}
     assert dc1.last_heartbeat == NOW and dc1.agent_version == "0.1.0"
     assert found[0].allocatable == {"cpu": "16", "memory": "64Gi", "pods": "20"}
     assert not found[2].ready and found[2].cordoned

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import strategies as st
 
 from federation.coordinator.model import failover, routing
+from tests.support.clock import ManualClock
 
 # --- routing --------------------------------------------------------------------------------------
 
@@ -82,26 +83,13 @@ T0 = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 LIMIT = datetime.timedelta(seconds=60)
 
 
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def tracker(clock: Clock) -> failover.HeartbeatTracker:
+def tracker(clock: ManualClock) -> failover.HeartbeatTracker:
     return failover.HeartbeatTracker(clock)
 
 
@@ -112,7 +100,7 @@ def tracker(clock: Clock) -> failover.HeartbeatTracker:
     pytest.param(60.001, True, id="just past the limit"),
     pytest.param(3600, True, id="an hour"),
 ])
-def test_lost_after_the_threshold_and_not_before(clock: Clock, tracker: failover.HeartbeatTracker,
+def test_lost_after_the_threshold_and_not_before(clock: ManualClock, tracker: failover.HeartbeatTracker,
                                                  silent: float, lost: bool) -> None:
     tracker.beat("dc1")
     clock.advance(silent)
@@ -127,7 +115,7 @@ def test_never_heard_clusters_are_lost(tracker: failover.HeartbeatTracker) -> No
     assert tracker.newly_lost(after=LIMIT) == []  # nothing to move: it never had replicas
 
 
-def test_a_restarted_coordinator_counts_unheard_clusters_ready_for_one_limit(clock: Clock) -> None:
+def test_a_restarted_coordinator_counts_unheard_clusters_ready_for_one_limit(clock: ManualClock) -> None:
     tracker = failover.HeartbeatTracker(clock, grace_from=clock())
     clock.advance(60)
     assert not tracker.lost("gcp-eu", after=LIMIT)  # as if it had beaten at the start
@@ -137,14 +125,14 @@ def test_a_restarted_coordinator_counts_unheard_clusters_ready_for_one_limit(clo
     assert not tracker.lost("gcp-eu", after=LIMIT)
 
 
-def test_each_spread_may_have_its_own_limit(clock: Clock, tracker: failover.HeartbeatTracker) -> None:
+def test_each_spread_may_have_its_own_limit(clock: ManualClock, tracker: failover.HeartbeatTracker) -> None:
     tracker.beat("dc1")
     clock.advance(90)
     assert tracker.lost("dc1", after=LIMIT)
     assert not tracker.lost("dc1", after=datetime.timedelta(seconds=120))
 
 
-def test_ready_clusters_keeps_the_given_order(clock: Clock, tracker: failover.HeartbeatTracker) -> None:
+def test_ready_clusters_keeps_the_given_order(clock: ManualClock, tracker: failover.HeartbeatTracker) -> None:
     tracker.beat("b")
     tracker.beat("old", at=T0 - datetime.timedelta(seconds=61))
     tracker.beat("a")
@@ -157,7 +145,9 @@ def test_beat_at_an_older_time_does_not_move_time_back(tracker: failover.Heartbe
     assert tracker.last("dc1") == T0
 
 
-def test_newly_lost_and_returned_are_edge_triggered(clock: Clock, tracker: failover.HeartbeatTracker) -> None:
+def test_newly_lost_and_returned_are_edge_triggered(
+    clock: ManualClock, tracker: failover.HeartbeatTracker
+) -> None:
     tracker.beat("dc1")
     tracker.beat("aws-eu")
     clock.advance(30)
@@ -178,7 +168,7 @@ def test_newly_lost_and_returned_are_edge_triggered(clock: Clock, tracker: failo
     assert tracker.newly_lost(after=LIMIT) == ["dc1"]  # silent again: a new loss
 
 
-def test_a_stale_beat_does_not_bring_a_lost_cluster_back(clock: Clock,
+def test_a_stale_beat_does_not_bring_a_lost_cluster_back(clock: ManualClock,
                                                          tracker: failover.HeartbeatTracker) -> None:
     tracker.beat("dc1")
     clock.advance(61)
@@ -188,7 +178,7 @@ def test_a_stale_beat_does_not_bring_a_lost_cluster_back(clock: Clock,
     assert tracker.lost("dc1", after=LIMIT)
 
 
-def test_forget_drops_everything(clock: Clock, tracker: failover.HeartbeatTracker) -> None:
+def test_forget_drops_everything(clock: ManualClock, tracker: failover.HeartbeatTracker) -> None:
     tracker.beat("dc1")
     clock.advance(61)
     assert tracker.newly_lost(after=LIMIT) == ["dc1"]
@@ -202,7 +192,7 @@ def test_forget_drops_everything(clock: Clock, tracker: failover.HeartbeatTracke
     assert tracker.newly_lost(after=LIMIT) == ["dc1"]
 
 
-def test_threads_beating_concurrently(clock: Clock, tracker: failover.HeartbeatTracker) -> None:
+def test_threads_beating_concurrently(clock: ManualClock, tracker: failover.HeartbeatTracker) -> None:
     names = [f"c{i}" for i in range(16)]
     start = threading.Barrier(len(names) + 1)
     errors: list[BaseException] = []

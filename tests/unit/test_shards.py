@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from federation.api import cluster
+from federation.api import cluster, names
 from federation.api import spread as spread_api
 from federation.coordinator import shards
 from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement
+from tests.support import builders
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
@@ -19,7 +20,7 @@ ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"r
 
 def snapshot() -> cluster.CapacitySnapshot:
     def member(name: str, nodes: int) -> dict[str, Any]:
-        return {"name": name, "labels": {cluster.REGION_LABEL: "eu"}, "nodePools": [
+        return {"name": name, "labels": {names.REGION_LABEL: "eu"}, "nodePools": [
             {"count": nodes, "allocatable": {"cpu": "4", "pods": 110}, "requested": {"cpu": "0"}}]}
     return cluster.CapacitySnapshot.model_validate(
         {"clusters": [member("dc1", 2), member("aws", 3), member("gcp", 5)]}
@@ -65,9 +66,8 @@ def test_local_backend_gives_exactly_placement_place_answers_in_order() -> None:
 def test_a_request_from_the_world_is_what_the_loop_would_place() -> None:
     model = world.World(lambda: NOW)
     for name, nodes in {"dc1": 1, "aws": 2}.items():
-        model.upsert_cluster(name, labels={cluster.REGION_LABEL: "eu"})
-        pool = cluster.NodePool(name="std", count=nodes, allocatable={"cpu": "4", "pods": "110"})
-        model.inventory(name, [pool])
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        model.inventory(name, [builders.node_pool(nodes)])
         model.heartbeat(name)
     template = {"spec": {"replicas": 1, "template": {"spec": {"containers": [
         {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}]}}}}

@@ -7,7 +7,6 @@ see; condition messages are checked for the facts they must carry (counts, subse
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 import hypothesis
 import pytest
@@ -18,33 +17,16 @@ from hypothesis import strategies as st
 
 from federation.api import cluster, common, spread
 from federation.core import placement, status
+from tests.support.builders import member, pool, snapshot, spread_spec
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 EARLIER = NOW - datetime.timedelta(hours=1)
 MINUTE = datetime.timedelta(minutes=1)
 
 
-def pool(count: int, *, pods: int = 110) -> dict[str, Any]:
-    return {"count": count, "allocatable": {"cpu": "8", "memory": "32Gi", "pods": pods},
-            "requested": {"cpu": "0", "pods": 0}}
 
 
-def member(name: str, *pools: dict[str, Any], region: str = "", ready: bool = True) -> dict[str, Any]:
-    return {"name": name, "labels": {"topology.fedspread.io/region": region} if region else {},
-            "ready": ready, "nodePools": list(pools)}
-
-
-def snapshot(*members: dict[str, Any]) -> cluster.CapacitySnapshot:
-    return cluster.CapacitySnapshot.model_validate({"clusters": list(members)})
-
-
-def spec(*subsets: dict[str, Any], strategy: str = "Fixed") -> spread.FederatedSpreadSpec:
-    return spread.FederatedSpreadSpec.model_validate(
-        {"targetRef": {"name": "web"}, "subsets": list(subsets), "scheduleStrategy": {"type": strategy}}
-    )
-
-
-ONPREM_CLOUD = spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
+ONPREM_CLOUD = spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
                     {"name": "cloud", "clusters": ["aws-eu", "gcp-eu"], "clusterSpread": "Fill"})
 THREE = snapshot(member("dc1", pool(1)), member("aws-eu", pool(1)), member("gcp-eu", pool(1)))
 
@@ -122,13 +104,14 @@ def test_unassigned_pods_count_as_ready_but_in_no_subset() -> None:
     pytest.param([status.ClusterPods(running=20)], None, -1, id="an uncapped subset reports -1"),
 ])
 def test_missing_replicas(pods: list[status.ClusterPods], cap: int | None, expected: int) -> None:
-    sp = spec({"name": "eu", "clusters": ["dc1", "aws-eu"], "maxReplicas": cap})
+    sp = spread_spec({"name": "eu", "clusters": ["dc1", "aws-eu"], "maxReplicas": cap})
     reports = {name: {"eu": p} for name, p in zip(["dc1", "aws-eu"], pods, strict=False)}
     assert compute(sp, THREE, 40, reports=reports).subset_statuses[0].missing_replicas == expected
 
 
 def test_percentage_cap_is_resolved_against_the_replicas() -> None:
-    sp = spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "50%"}, {"name": "b", "clusters": ["aws-eu"]})
+    sp = spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": "50%"},
+                     {"name": "b", "clusters": ["aws-eu"]})
     got = compute(sp, THREE, 10, reports={"dc1": {"a": status.ClusterPods(running=2)}})
     assert [s.missing_replicas for s in got.subset_statuses] == [3, -1]
 
@@ -147,7 +130,7 @@ def test_everything_placed_and_ready() -> None:
 
 
 def test_replicas_beyond_every_cap_are_unplaced() -> None:
-    sp = spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
+    sp = spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
               {"name": "cloud", "clusters": ["aws-eu"], "maxReplicas": 5})
     got = compute(sp, THREE, 38)
     placed = condition(got, "Placed")
@@ -159,7 +142,7 @@ def test_replicas_beyond_every_cap_are_unplaced() -> None:
 
 def test_unplaced_because_the_only_unbounded_subset_has_no_ready_cluster() -> None:
     snap = snapshot(member("dc1", pool(1)), member("aws-eu", pool(1), ready=False))
-    sp = spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
+    sp = spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
               {"name": "cloud", "clusters": ["aws-eu"]})
     placed = condition(compute(sp, snap, 32), "Placed")
     assert (placed.status, placed.reason) == ("False", "NoUsableCluster")
@@ -168,7 +151,7 @@ def test_unplaced_because_the_only_unbounded_subset_has_no_ready_cluster() -> No
 
 
 def test_capacity_exhausted_names_the_subsets_and_what_to_do() -> None:
-    sp = spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
+    sp = spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
               {"name": "eu", "clusterSelector": {"matchLabels": {"topology.fedspread.io/region": "eu"}}},
               strategy="Adaptive")
     snap = snapshot(member("dc1", pool(1)), member("aws-eu", pool(1, pods=0), region="eu"))
@@ -182,7 +165,7 @@ def test_capacity_exhausted_names_the_subsets_and_what_to_do() -> None:
 
 
 def test_replicas_waiting_in_a_capped_subset_do_not_blame_its_cap() -> None:
-    sp = spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
+    sp = spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 30},
               {"name": "eu", "clusterSelector": {"matchLabels": {"topology.fedspread.io/region": "eu"}}},
               strategy="Adaptive")
     snap = snapshot(member("dc1", pool(1, pods=20)), member("aws-eu", pool(1, pods=5), region="eu"))
@@ -193,7 +176,7 @@ def test_replicas_waiting_in_a_capped_subset_do_not_blame_its_cap() -> None:
 
 
 def test_capacity_exhausted_is_false_when_everything_fits_in_adaptive() -> None:
-    sp = spec({"name": "onprem", "clusters": ["dc1"]}, strategy="Adaptive")
+    sp = spread_spec({"name": "onprem", "clusters": ["dc1"]}, strategy="Adaptive")
     exhausted = condition(compute(sp, THREE, 10), "CapacityExhausted")
     assert (exhausted.status, exhausted.reason) == ("False", "CapacityAvailable")
 

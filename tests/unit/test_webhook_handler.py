@@ -20,9 +20,11 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from agents import assignment, bookkeeping, metrics
+from agents import bookkeeping, metrics
 from agents.webhook import handler, review
+from federation.api import names
 from federation.core import mutation
+from federation.rpc import assignment
 
 NAMESPACE = "shop"
 SPREAD = f"{NAMESPACE}/web"
@@ -49,9 +51,9 @@ def spread(*rules: assignment.SubsetRule, name: str = "web") -> assignment.Assig
 def pod(name: str | None = "p", *, spread_name: str | None = "web", revision: str = "r1",
         generate_name: str | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """A core/v1 Pod as the apiserver sends it in a review."""
-    labels = {"app": "web", assignment.REVISION_LABEL: revision}
+    labels = {"app": "web", names.REVISION_LABEL: revision}
     if spread_name is not None:
-        labels[assignment.SPREAD_LABEL] = spread_name
+        labels[names.SPREAD_LABEL] = spread_name
     metadata: dict[str, Any] = {"namespace": NAMESPACE, "labels": labels}
     if name is not None:
         metadata["name"] = name
@@ -111,7 +113,7 @@ class Agent:
 
 def subset_of(stored: dict[str, Any]) -> str | None:
     """The subset annotation of a stored pod."""
-    return (stored["metadata"].get("annotations") or {}).get(assignment.SUBSET_ANNOTATION)
+    return (stored["metadata"].get("annotations") or {}).get(names.SUBSET_ANNOTATION)
 
 
 # --- pods that are not ours --------------------------------------------------------------------------
@@ -273,7 +275,7 @@ def test_delete_of_an_assigned_pod_goes_into_deleting() -> None:
 def test_delete_without_labels_finds_the_pod_by_its_annotation_and_name() -> None:
     agent = Agent(spread(rule("a", 0, 2)))
     agent.create(pod("p0"))
-    unlabelled = {"metadata": {"name": "p0", "annotations": {assignment.SUBSET_ANNOTATION: "a"}}}
+    unlabelled = {"metadata": {"name": "p0", "annotations": {names.SUBSET_ANNOTATION: "a"}}}
     agent.answer(body("DELETE", old=unlabelled, name="p0"))
     assert set(agent.book.pending_entries(SPREAD)[1]) == {"p0"}
 
@@ -297,7 +299,7 @@ def test_deleting_pods_free_their_quota_for_new_pods() -> None:
     agent.book.observe(SPREAD, [bookkeeping.PodRecord(
         name="old", subset="a", revision="r1", phase="Running", ready=True, node_name="n1", created=NOW)])
     assert subset_of(agent.create(pod("p1"))[1]) == "b"
-    agent.answer(body("DELETE", old=pod("old", annotations={assignment.SUBSET_ANNOTATION: "a"}), name="old"))
+    agent.answer(body("DELETE", old=pod("old", annotations={names.SUBSET_ANNOTATION: "a"}), name="old"))
     assert subset_of(agent.create(pod("p2"))[1]) == "a"
 
 

@@ -21,10 +21,12 @@ import hypothesis
 import strategies as fs
 from hypothesis import strategies as st
 
-from federation.api import cluster, common
+from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
 from federation.core import fit, overcommit, placement, status
+from tests.support import builders
+from tests.support.clock import ManualClock
 
 PROPERTY = hypothesis.settings(
     max_examples=150, deadline=None,
@@ -33,17 +35,6 @@ PROPERTY = hypothesis.settings(
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 NAMES = fs.CLUSTER_NAMES[:4]
 KEYS = ("shop/a", "shop/b", "shop/c")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime.datetime:
-        return self.now
-
-    def advance(self, seconds: int) -> None:
-        self.now += datetime.timedelta(seconds=seconds)
 
 
 # --- the reference: everything recomputed from the facts ----------------------------------------
@@ -150,7 +141,7 @@ def pod_report(model: world.World, name: str, draw: st.DrawFn) -> dict[str, dict
 Event = Callable[[world.World], Any]
 
 
-def draw_event(model: world.World, clock: Clock, data: st.DataObject) -> tuple[str, Event]:
+def draw_event(model: world.World, clock: ManualClock, data: st.DataObject) -> tuple[str, Event]:
     """A random event, as a function applied to the world under test and to its twin alike."""
     kind = data.draw(st.sampled_from((
         "recompute", "recompute", "recompute", "inventory", "pods", "labels", "beat", "clock",
@@ -170,9 +161,9 @@ def draw_event(model: world.World, clock: Clock, data: st.DataObject) -> tuple[s
         report = pod_report(model, name, data.draw)
         return kind, lambda m: m.pod_counts(name, report)
     if kind == "labels":
-        labels = {cluster.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
+        labels = {names.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
         cordoned = data.draw(st.integers(0, 3)) == 0
-        taints = [common.Taint(key=fs.CORDON_TAINT_KEY, effect="NoSchedule")] if cordoned else []
+        taints = [common.Taint(key=builders.CORDON_TAINT_KEY, effect="NoSchedule")] if cordoned else []
         return kind, lambda m: m.upsert_cluster(name, labels=labels, taints=taints)
     if kind == "beat":
         return kind, lambda m: m.heartbeat(name)
@@ -219,11 +210,11 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
 @PROPERTY
 @hypothesis.given(data=st.data())
 def test_views_and_rounds_equal_the_straightforward_reference(data: st.DataObject) -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     model, twin = world.World(clock), world.World(clock)
     setup: list[Event] = []
     for name in NAMES:
-        labels = {cluster.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
+        labels = {names.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
         pools = data.draw(inventories())
         setup.append(lambda m, n=name, l=labels, p=pools: (  # noqa: E741
             m.upsert_cluster(n, labels=l), m.inventory(n, p), m.heartbeat(n)))

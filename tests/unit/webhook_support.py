@@ -16,9 +16,11 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from agents import assignment, bookkeeping, metrics
+from agents import bookkeeping, metrics
 from agents.webhook import handler, review, server
+from federation.api import names
 from federation.certs import pki
+from federation.rpc import assignment
 
 SMALL_LIMIT = 64 * 1024
 NAMESPACE = "fuzz"
@@ -35,7 +37,7 @@ def valid_review(uid: str = "ok-1", *, name: str = "p") -> dict[str, Any]:
             "resource": {"group": "", "version": "v1", "resource": "pods"},
             "userInfo": {"username": "admin", "groups": ["system:masters"]},
             "dryRun": True,
-            "object": {"metadata": {"name": name, "labels": {assignment.SPREAD_LABEL: "web"}},
+            "object": {"metadata": {"name": name, "labels": {names.SPREAD_LABEL: "web"}},
                        "spec": {"containers": [{"name": "app", "image": "nginx"}]}},
         },
     }

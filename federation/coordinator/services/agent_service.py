@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
+from federation import clock as clock_mod
 from federation.coordinator import facade
 from federation.coordinator.wire import identity, inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc
@@ -35,7 +36,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     """AgentService.Connect over a `Coordinator`: validation, a reader thread, a writer with Pings."""
 
     def __init__(
-        self, coordinator: facade.Coordinator, *, clock: facade.Clock, heartbeat_seconds: float,
+        self, coordinator: facade.Coordinator, *, clock: clock_mod.Clock, heartbeat_seconds: float,
         on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None, require_identity: bool = True,
     ) -> None:
         """`require_identity=False` only for a plaintext server (`--insecure`, tests): no certificates."""

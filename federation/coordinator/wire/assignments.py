@@ -1,10 +1,8 @@
 """What each agent is sent for a spread: `SpreadAssignment` messages built from a placement.
 
-Why the coordinator builds these itself rather than reusing the agent's dataclasses: the
-coordinator must not depend on the agent package; the wire contract (`agent.proto`) is the only
-thing they share. The field usage mirrors `agents.assignment.to_proto` exactly (JSON for the
-Kubernetes-shaped fields, camelCase as in the CRD), and a unit test round-trips these messages
-through the agent's decoder.
+Why here: turning a spread and its placement into per-cluster assignments is coordinator logic
+(which clusters, which quotas, which unschedulable marks are still active, the trimmed template and
+its revision). The encoding itself is `federation.rpc.assignment`, the one the agent decodes with.
 
 `changed` compares serialized messages so an agent gets only what differs after the first sync
 (and a removal when a spread no longer concerns it).
@@ -18,9 +16,10 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from federation.api import spread as spread_api
 from federation.coordinator.model import world as world_model
 from federation.core import placement
-from federation.rpc import agent_pb2
+from federation.rpc import agent_pb2, assignment
 
 _KEPT_METADATA = ("name", "namespace", "labels", "annotations")
 
@@ -61,6 +60,21 @@ def _active_until(
     return until
 
 
+def _rule(subset: spread_api.Subset | None, *, name: str, index: int) -> assignment.SubsetRule:
+    """The rule of one subset with quota 0 (each cluster's quota is filled in per message); only
+    the name and index for a subset the placement has but the spec no longer does."""
+    if subset is None:
+        return assignment.SubsetRule(name=name, index=index, quota=0)
+    required = subset.required_node_selector_term
+    return assignment.SubsetRule(
+        name=name, index=index, quota=0,
+        required_term=_json(required) if required is not None else None,
+        preferred_terms=tuple(_json(t) for t in subset.preferred_node_selector_terms),
+        tolerations=tuple(_json(t) for t in subset.tolerations),
+        patch=subset.patch,
+    )
+
+
 def for_clusters(
     entry: world_model.SpreadEntry,
     result: placement.Placement,
@@ -87,46 +101,26 @@ def for_clusters(
     until = _active_until(marks, seconds=settings.unschedulable_seconds, now=now)
     template = trimmed_template(entry.template)
     namespace, _, name = entry.key.partition("/")
-    base = agent_pb2.SpreadAssignment(
-        spread=entry.key, generation=entry.generation, template_json=json.dumps(template),
-        template_revision=revision_of(template), subset_count=len(result.subsets),
-    )
-    base.target.api_version = spec.target_ref.api_version
-    base.target.kind = spec.target_ref.kind
-    base.target.namespace = namespace
-    base.target.name = spec.target_ref.name or name
-    base.strategy.type = spec.schedule_strategy.type
-    base.strategy.reschedule_critical_seconds = settings.reschedule_critical_seconds
-    base.strategy.unschedulable_seconds = settings.unschedulable_seconds
     subsets = {s.name: s for s in spec.subsets}
-    for index, subset_result in enumerate(result.subsets):
-        item = base.subsets.add(name=subset_result.name, index=index)
-        subset = subsets.get(subset_result.name)
-        if subset is not None:
-            if subset.required_node_selector_term is not None:
-                item.required_node_selector_term_json = json.dumps(_json(subset.required_node_selector_term))
-            if subset.preferred_node_selector_terms:
-                item.preferred_node_selector_terms_json = json.dumps(
-                    [_json(t) for t in subset.preferred_node_selector_terms]
-                )
-            if subset.tolerations:
-                item.tolerations_json = json.dumps([_json(t) for t in subset.tolerations])
-            if subset.patch is not None:
-                item.patch_json = json.dumps(subset.patch)
+    shared = assignment.Assignment(
+        spread=entry.key, generation=entry.generation, namespace=namespace,
+        workload=spec.target_ref.name or name, replicas=0, template=template,
+        template_revision=revision_of(template),
+        subsets=tuple(_rule(subsets.get(s.name), name=s.name, index=i) for i, s in enumerate(result.subsets)),
+        subset_count=len(result.subsets),
+        strategy=assignment.Strategy(
+            type=spec.schedule_strategy.type,
+            reschedule_critical_seconds=settings.reschedule_critical_seconds,
+            unschedulable_seconds=settings.unschedulable_seconds,
+        ),
+        api_version=spec.target_ref.api_version, kind=spec.target_ref.kind,
+    )
+    base = shared.to_proto()
     messages: dict[str, agent_pb2.SpreadAssignment] = {}
     for cluster_name in names:
-        message = agent_pb2.SpreadAssignment()
-        message.CopyFrom(base)
-        total = 0
-        for item, subset_result in zip(message.subsets, result.subsets, strict=True):
-            quota = subset_result.clusters.get(cluster_name, 0)
-            item.quota = quota
-            total += quota
-            end = until.get((subset_result.name, cluster_name)) if until else None
-            if end is not None:
-                item.unschedulable_until.FromDatetime(end)
-        message.replicas = total
-        messages[cluster_name] = message
+        quotas = [s.clusters.get(cluster_name, 0) for s in result.subsets]
+        ends = [until.get((s.name, cluster_name)) for s in result.subsets]
+        messages[cluster_name] = assignment.with_shares(base, quotas, until=ends)
     return messages
 
 

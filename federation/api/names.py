@@ -1,0 +1,94 @@
+"""Every well-known label and annotation fedspread writes or reads, defined once.
+
+Why one module: these strings are a contract between processes (the coordinator, the agent's
+webhook and controller, the CLI, and whoever runs `kubectl get -l` against a member cluster). A
+name spelled in two places can drift in one; here each name has one definition and a note on who
+writes it and who reads it. It sits in the API layer so that every other layer may import it.
+
+Kubernetes' own names that fedspread reads (`pod-template-hash`, `kubernetes.io/hostname`) and
+writes (`controller.kubernetes.io/pod-deletion-cost`) are listed too, so that no module spells one.
+"""
+
+from __future__ import annotations
+
+PREFIX = "fedspread.io/"
+"""Prefix of fedspread's own labels and annotations.
+
+Read by the agent's watch cache, which keeps only the annotations under it on member Deployments.
+"""
+
+TOPOLOGY_PREFIX = "topology.fedspread.io/"
+"""Prefix of the topology labels on MemberClusters (region, zone, provider)."""
+
+SPREAD_LABEL = f"{PREFIX}spread"
+"""The name of the spread a member Deployment and its pods belong to.
+
+Written by the agent's workload sync on the member Deployment and its pod template. Read by the
+webhook registration (object selector), the webhook (which spread a pod is admitted to), the watch
+cache (which pods and Deployments to keep) and `fedspread` demos and tests (label selectors).
+"""
+
+SUBSET_ANNOTATION = f"{PREFIX}subset"
+"""The subset a member pod was put in.
+
+Written by the agent's admission webhook when it mutates a pod. Read by the webhook on pod
+deletion and eviction, by the agent's bookkeeping (per-subset counts) and by deletion-cost ranking.
+"""
+
+GENERATION_ANNOTATION = f"{PREFIX}generation"
+"""The spread generation a member Deployment was last synced from.
+
+Written by the agent's workload sync on member Deployments; read by people and tests.
+"""
+
+DESIRED_HASH_ANNOTATION = f"{PREFIX}desired-hash"
+"""Hash of the member Deployment body the agent last applied.
+
+Written and read by the agent's workload sync: an equal hash (and replicas) means no update.
+"""
+
+SPREAD_KEY_ANNOTATION = f"{PREFIX}spread-key"
+"""`namespace/name` of the spread that owns a member Deployment.
+
+Written by the agent's workload sync; read by it to find Deployments it manages (and to release
+them on orphaning removal).
+"""
+
+CREATED_BY_LABEL = f"{PREFIX}created-by"
+"""On namespaces the agent created for a spread's workload (value `agent`); the agent never deletes them.
+
+Written by the agent's workload sync; read by people and tests.
+"""
+
+REGION_LABEL = f"{TOPOLOGY_PREFIX}region"
+"""A member cluster's region.
+
+Written by the agent (its `--label` flags, sent in its hello) onto the MemberCluster; read by
+spreads' `clusterSelector`s through the placement core, and by the CRD's printer columns.
+"""
+
+ZONE_LABEL = f"{TOPOLOGY_PREFIX}zone"
+"""A member cluster's zone; written and read as `REGION_LABEL`."""
+
+PROVIDER_LABEL = f"{TOPOLOGY_PREFIX}provider"
+"""A member cluster's provider (`onprem`, `aws`, ...); written and read as `REGION_LABEL`."""
+
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+"""Kubernetes' pod deletion cost (lower goes first on ReplicaSet scale-down).
+
+Written by the agent's controller on every pod of a spread; read by the member cluster's
+ReplicaSet controller, and by the agent's watch cache (to skip patches that change nothing).
+"""
+
+REVISION_LABEL = "pod-template-hash"
+"""The ReplicaSet revision of a pod.
+
+Written by the Deployment controller; read by the agent's webhook and bookkeeping (pods of a
+rolling update are counted per revision).
+"""
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""A node's hostname label, written by the kubelet.
+
+Read by the placement core's inventory, which leaves it out when it groups identical nodes.
+"""

@@ -1,0 +1,50 @@
+"""The JSON shape of a placement, as `fedspread simulate -o json` and `fedspread get placement -o json`
+print it: `{"replicas", "unplaced", "clusters", "subsets": [{"name", "replicas", "clusters"}]}`,
+plus `"ready"` for a live placement.
+
+Why one function: the offline simulation (the placement core's result) and the live placement (the
+SDK's view of the coordinator's answer) are different types, but scripts parse both outputs as one
+format; building the document in one place keeps the keys, their order and their types identical.
+It lives in the API layer, below both the core and the SDK, and needs nothing but the values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+
+class SubsetShares(Protocol):
+    """What the document needs of one subset's placement."""
+
+    @property
+    def name(self) -> str:
+        """The subset's name."""
+
+    @property
+    def replicas(self) -> int:
+        """Replicas placed in the subset."""
+
+    @property
+    def clusters(self) -> Mapping[str, int]:
+        """Replicas per cluster in the subset."""
+
+
+def document(
+    *,
+    replicas: int,
+    unplaced: int,
+    clusters: Mapping[str, int],
+    subsets: Iterable[SubsetShares],
+    ready: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The placement document; with `ready`, a `"ready"` count for every cluster in `clusters`."""
+    shape: dict[str, Any] = {
+        "replicas": replicas,
+        "unplaced": unplaced,
+        "clusters": dict(clusters),
+        "subsets": [{"name": s.name, "replicas": s.replicas, "clusters": dict(s.clusters)} for s in subsets],
+    }
+    if ready is not None:
+        shape["ready"] = {name: ready.get(name, 0) for name in clusters}
+    return shape

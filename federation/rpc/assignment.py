@@ -1,0 +1,191 @@
+"""What the coordinator tells an agent about one spread, and its one encoding as `SpreadAssignment`.
+
+Why one type for both ends: the coordinator encodes an assignment and the agent decodes it; two
+hand-written halves that must mirror each other drift apart field by field. `Assignment` is the
+plain-Python form both sides use (frozen dataclasses with parsed JSON, cheap to read on every
+admission and reconcile, easy to build in tests), and `to_proto`/`from_proto` are the only code
+that maps it to and from the wire. Kubernetes-shaped fields travel as JSON text in `*_json` fields
+(camelCase, as in the CRD); absent optional fields stay unset so that the bytes are minimal.
+
+The coordinator sends one spread to many clusters, and only the quotas and unschedulable marks
+differ between them: it encodes the shared part once and `with_shares` fills in each cluster's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from federation.rpc import agent_pb2
+
+DEFAULT_STRATEGY = "Fixed"
+DEFAULT_RESCHEDULE_CRITICAL_SECONDS = 30
+DEFAULT_UNSCHEDULABLE_SECONDS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetRule:
+    """One subset as this cluster enforces it."""
+
+    name: str
+    index: int
+    quota: int
+    required_term: dict[str, Any] | None = None
+    preferred_terms: tuple[dict[str, Any], ...] = ()
+    tolerations: tuple[dict[str, Any], ...] = ()
+    patch: dict[str, Any] | None = None
+    unschedulable_until: datetime.datetime | None = None
+
+    def schedulable(self, now: datetime.datetime) -> bool:
+        """False while the coordinator keeps this subset out of this cluster."""
+        return self.unschedulable_until is None or now >= self.unschedulable_until
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """The spread's schedule strategy as the agent applies it."""
+
+    type: str = DEFAULT_STRATEGY
+    reschedule_critical_seconds: int = DEFAULT_RESCHEDULE_CRITICAL_SECONDS
+    unschedulable_seconds: int = DEFAULT_UNSCHEDULABLE_SECONDS
+
+    @property
+    def adaptive(self) -> bool:
+        """True for the Adaptive strategy (pods stuck Pending are rescheduled)."""
+        return self.type == "Adaptive"
+
+
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """One cluster's share of one spread: Deployment replicas, template and subset table."""
+
+    spread: str
+    generation: int
+    namespace: str
+    workload: str
+    replicas: int
+    template: dict[str, Any]
+    template_revision: str
+    subsets: tuple[SubsetRule, ...]
+    subset_count: int
+    strategy: Strategy = Strategy()
+    api_version: str = "apps/v1"
+    kind: str = "Deployment"
+
+    @property
+    def name(self) -> str:
+        """The spread's name (the value of the spread label)."""
+        return self.spread.split("/", 1)[1]
+
+    def rule(self, subset: str) -> SubsetRule | None:
+        """The rule of `subset`, if the spread has it."""
+        return next((r for r in self.subsets if r.name == subset), None)
+
+    def quotas(self) -> dict[str, int | None]:
+        """Quota per subset in this cluster."""
+        return {r.name: r.quota for r in self.subsets}
+
+    def to_proto(self) -> agent_pb2.SpreadAssignment:
+        """The SpreadAssignment message of this assignment."""
+        message = agent_pb2.SpreadAssignment(
+            spread=self.spread, generation=self.generation,
+            template_json=json.dumps(self.template), template_revision=self.template_revision,
+            replicas=self.replicas, subset_count=self.subset_count,
+        )
+        message.target.api_version = self.api_version
+        message.target.kind = self.kind
+        message.target.namespace = self.namespace
+        message.target.name = self.workload
+        message.strategy.type = self.strategy.type
+        message.strategy.reschedule_critical_seconds = self.strategy.reschedule_critical_seconds
+        message.strategy.unschedulable_seconds = self.strategy.unschedulable_seconds
+        for rule in self.subsets:
+            item = message.subsets.add(name=rule.name, index=rule.index, quota=rule.quota)
+            if rule.required_term is not None:
+                item.required_node_selector_term_json = json.dumps(rule.required_term)
+            if rule.preferred_terms:
+                item.preferred_node_selector_terms_json = json.dumps(list(rule.preferred_terms))
+            if rule.tolerations:
+                item.tolerations_json = json.dumps(list(rule.tolerations))
+            if rule.patch is not None:
+                item.patch_json = json.dumps(rule.patch)
+            if rule.unschedulable_until is not None:
+                item.unschedulable_until.FromDatetime(rule.unschedulable_until)
+        return message
+
+    @classmethod
+    def from_proto(cls, message: agent_pb2.SpreadAssignment) -> Assignment:
+        """Decode a SpreadAssignment; ValueError (with the spread) when its JSON is malformed.
+
+        Unset fields take their defaults: the target from the spread key, the subset count from
+        the rules, the strategy settings from the CRD's defaults.
+        """
+        try:
+            rules = tuple(
+                SubsetRule(
+                    name=r.name, index=r.index, quota=r.quota,
+                    required_term=_json(r.required_node_selector_term_json),
+                    preferred_terms=tuple(_json(r.preferred_node_selector_terms_json) or ()),
+                    tolerations=tuple(_json(r.tolerations_json) or ()),
+                    patch=_json(r.patch_json),
+                    unschedulable_until=_time(r, "unschedulable_until"),
+                )
+                for r in message.subsets
+            )
+            template = _json(message.template_json) or {}
+        except json.JSONDecodeError as error:
+            raise ValueError(f"assignment {message.spread}: malformed JSON ({error})") from None
+        namespace, _, name = message.spread.partition("/")
+        strategy = message.strategy
+        target = message.target
+        return cls(
+            spread=message.spread, generation=message.generation,
+            namespace=target.namespace or namespace, workload=target.name or name,
+            replicas=message.replicas, template=template, template_revision=message.template_revision,
+            subsets=tuple(sorted(rules, key=lambda r: r.index)),
+            subset_count=message.subset_count or len(rules),
+            strategy=Strategy(
+                type=strategy.type or DEFAULT_STRATEGY,
+                reschedule_critical_seconds=strategy.reschedule_critical_seconds
+                or DEFAULT_RESCHEDULE_CRITICAL_SECONDS,
+                unschedulable_seconds=strategy.unschedulable_seconds or DEFAULT_UNSCHEDULABLE_SECONDS,
+            ),
+            api_version=target.api_version or "apps/v1", kind=target.kind or "Deployment",
+        )
+
+
+def with_shares(
+    base: agent_pb2.SpreadAssignment,
+    quotas: Sequence[int],
+    *,
+    until: Sequence[datetime.datetime | None],
+) -> agent_pb2.SpreadAssignment:
+    """A copy of `base` with each subset's quota and unschedulable mark (in subset order) filled
+    in, and the replicas set to their sum: one cluster's message from the encoding all share."""
+    message = agent_pb2.SpreadAssignment()
+    message.CopyFrom(base)
+    for item, quota, end in zip(message.subsets, quotas, until, strict=True):
+        item.quota = quota
+        if end is not None:
+            item.unschedulable_until.FromDatetime(end)
+    message.replicas = sum(quotas)
+    return message
+
+
+def spread_key(namespace: str, name: str) -> str:
+    """`namespace/name`."""
+    return f"{namespace}/{name}"
+
+
+def _json(text: str) -> Any:
+    return json.loads(text) if text else None
+
+
+def _time(message: Any, field: str) -> datetime.datetime | None:
+    if not message.HasField(field):
+        return None
+    stamp: datetime.datetime = getattr(message, field).ToDatetime(tzinfo=datetime.UTC)
+    return stamp
