@@ -2,8 +2,8 @@
 
 Why one lock-guarded object: the webhook decides a pod's subset from the quota table and the
 pods already counted, and two concurrent admissions must never both take a subset's last slot.
-Kruise serialises that through the apiserver (an optimistic-lock update of the CR per pod, seed
-001 §3.1); here the decision is local, so a mutex around "count, choose, record" is the whole
+Kruise serialises that through the apiserver (an optimistic-lock update of the CR per
+pod); here the decision is local, so a mutex around "count, choose, record" is the whole
 concurrency story — and it costs microseconds, not a round trip.
 
 Counting follows Kruise: a subset's pods are those the controller's cache has seen (not being

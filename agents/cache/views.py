@@ -89,7 +89,7 @@ def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
 def unschedulable_since(pod: Mapping[str, Any]) -> datetime.datetime | None:
     """When an unbound Pending pod became PodScheduled=False/Unschedulable (else None).
 
-    Timed from the condition's lastTransitionTime (DESIGN §4); the pod's creation time stands in
+    Timed from the condition's lastTransitionTime; the pod's creation time stands in
     when the scheduler left the time out.
     """
     spec, status = pod.get("spec") or {}, pod.get("status") or {}

@@ -2,7 +2,7 @@
 
 Why the agent writes the Deployment (and not the coordinator): the member's own ReplicaSet
 controller then creates and deletes pods, the webhook places each one, and the workload keeps
-running exactly as last assigned while the coordinator is away (fail static, DESIGN §4).
+running exactly as last assigned while the coordinator is away (fail static).
 
 What is written: the hub Deployment's selector, pod template and rollout settings, with
 `spec.replicas` = this cluster's share, the label `fedspread.io/spread` on the Deployment and on

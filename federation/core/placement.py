@@ -1,4 +1,4 @@
-"""The placement rules of DESIGN §3: replicas per (subset, cluster), pure and deterministic.
+"""The placement rules: replicas per (subset, cluster), pure and deterministic.
 
 Why it is shaped like this: the coordinator, `fedspread simulate`, the SDK's what-if and the
 benchmarks all need the same answer from the same inputs, so the whole decision is one function of
@@ -85,7 +85,7 @@ class Placement:
 
 def settled(result: Placement) -> bool:
     """Every replica placed, none waiting for capacity: a capacity change alone cannot change its
-    counts (only new replicas follow capacity, §3 "Stable"), only its subsets' `capacity`."""
+    counts (only new replicas follow capacity: placement is stable), only its subsets' `capacity`."""
     return not result.unplaced and not result.capacity_exhausted and not any(
         s.waiting for s in result.subsets)
 

@@ -1,7 +1,7 @@
 """What the hub shows: FederatedSpread status, MemberCluster Ready, the hub Deployment's status.
 
-Why a pure module: the status is how a person learns what the coordinator decided and why (DESIGN
-§2). It is arithmetic over a `placement.Placement`, the pod counts agents report and the
+Why a pure module: the status is how a person learns what the coordinator decided and why.
+It is arithmetic over a `placement.Placement`, the pod counts agents report and the
 unschedulable marks, plus Kubernetes' condition conventions (`lastTransitionTime` moves only when
 a condition's status flips). Keeping it free of clients lets the status writer stay a thin shell
 that writes only when `status_changed` says so, and lets the messages be tested word for word.

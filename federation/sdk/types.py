@@ -2,7 +2,7 @@
 
 Why plain dataclasses instead of handing out protobuf messages: callers should get Python values
 (dicts, datetimes, None for "unknown") with stable names, and the JSON a script sees from
-`SpreadPlacement.to_json()` must be exactly DESIGN §7's shape (`fedspread get placement -o json`),
+`SpreadPlacement.to_json()` must be exactly the placement JSON shape (`federation.api.placement_json`),
 whatever the wire format becomes. Errors are exceptions named for what went wrong, so a caller can
 `except SpreadNotFound` without knowing gRPC.
 """

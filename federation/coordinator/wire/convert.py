@@ -129,7 +129,7 @@ def taint_to_pb(taint: common.Taint) -> common_pb2.Taint:
 
 
 def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
-    """The wire Placement: the DESIGN §7 shape plus ready counts, caps, conditions, generation."""
+    """The wire Placement: the placement JSON shape plus ready counts, caps, conditions, generation."""
     result = record.placement
     subsets = []
     for sub, cap in zip(result.subsets, _caps(record), strict=True):
