@@ -9,6 +9,7 @@ forget the mark: `pytest -m "not integration"` is the unit suite alone.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import uuid
 from collections.abc import Iterator
@@ -110,7 +111,12 @@ def namespace(clusters: Clusters) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def local_ray() -> Iterator[str]:
-    """One small local Ray for the session (its GCS address, for coordinators that join it)."""
+    """One small local Ray for the session (its GCS address, for coordinators that join it).
+
+    Ray gives its GCS 30 s to bind its port; on 2 busy cores (the sandbox's apiservers starting
+    beside it) that was once not enough, so the session allows 120 s, as Ray does for slow stores.
+    """
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         address: str = ray.get_runtime_context().gcs_address
