@@ -28,7 +28,7 @@ import dataclasses
 import datetime
 import operator
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from federation.api import cluster, placement_json, spread
 from federation.core import apportion, division, fit, matching
@@ -139,6 +139,18 @@ def rooms_of(selected: Sequence[Sequence[str]], members: Mapping[str, Member]) -
         {name: members[name].room(index) for name in names if name in members}
         for index, names in enumerate(selected)
     )
+
+
+def with_ready(view: View, names: Collection[str]) -> View:
+    """`view` with clusters `names` counted as ready (the failover brake keeps their replicas)."""
+    if not any(name in view.members and not view.members[name].ready for name in names):
+        return view
+    members = dict(view.members)
+    for name in names:
+        member = members.get(name)
+        if member is not None and not member.ready:
+            members[name] = member._replace(ready=True)
+    return dataclasses.replace(view, members=members)
 
 
 def view_of(

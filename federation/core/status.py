@@ -24,7 +24,7 @@ from typing import Any, Literal
 import pydantic
 
 from federation.api import common, spread
-from federation.core import placement
+from federation.core import brake, placement
 
 UNASSIGNED = ""
 """Report key for pods of the workload in no subset: counted as ready, in no subset's status."""
@@ -205,6 +205,21 @@ def _ready_condition(
     return _condition("Ready", "False", "ReplicasNotReady", message, **common_args)
 
 
+def _failover_condition(
+    state: brake.BrakeState | None, *, selectable: int, previous: Sequence[common.Condition],
+    **common_args: Any,
+) -> common.Condition | None:
+    """FailoverSuspended: True while the brake holds; False once it lifted (absent if it never held)."""
+    if state is not None and state.suspended:
+        return _condition(brake.CONDITION, "True", "ClustersSilent",
+                          brake.describe(state, selectable=selectable), previous=previous, **common_args)
+    if state is None and not any(c.type == brake.CONDITION for c in previous):
+        return None
+    message = (brake.describe(state, selectable=selectable) if state is not None
+               else "failover works normally: enough of this spread's clusters are heard")
+    return _condition(brake.CONDITION, "False", "ClustersReturned", message, previous=previous, **common_args)
+
+
 def _unscheduled(
     name: str,
     marks: Sequence[placement.UnschedulableMark],
@@ -237,11 +252,14 @@ def spread_status(
     marks: Sequence[placement.UnschedulableMark],
     previous: spread.FederatedSpreadStatus | None,
     now: datetime.datetime,
+    failover: brake.BrakeState | None = None,
+    selectable: int = 0,
 ) -> spread.FederatedSpreadStatus:
     """The FederatedSpread status for a placement, the agents' pod counts and the marks.
 
     `reports` is cluster -> subset -> pods (`UNASSIGNED` for pods of no subset); `previous` carries
-    condition transition times and each subset's failedCount.
+    condition transition times and each subset's failedCount. `failover` is the spread's brake
+    (of `selectable` clusters), shown as the FailoverSuspended condition.
     """
     result = placement
     ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
@@ -283,6 +301,9 @@ def spread_status(
         _capacity_condition(result, spec, **common_args),
         _ready_condition(result, reports, **common_args),
     ]
+    suspended = _failover_condition(failover, selectable=selectable, **common_args)
+    if suspended is not None:
+        conditions.append(suspended)
     return spread.FederatedSpreadStatus(
         observed_generation=generation,
         replicas=result.replicas,

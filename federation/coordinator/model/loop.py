@@ -104,10 +104,26 @@ def request_for(
     """Spread `entry`'s inputs on the world as it is, every other spread's pending pods deducted."""
     key = entry.key
     view = world.view_for(key)
+    kept = brake_for(world, entry, now=now)
+    if kept:
+        view = placement.with_ready(view, kept)
     return PlaceRequest(
         key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
         current=world.current_for(key), running=world.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, view=view,
+    )
+
+
+def brake_for(
+    world: world_model.World, entry: world_model.SpreadEntry, *, now: datetime.datetime
+) -> frozenset[str]:
+    """Update spread `entry`'s failover brake; the lost clusters its placement treats as ready."""
+    known = frozenset(world.cluster_names())
+    selectable = world.selected(entry.key) & known
+    lost = selectable - world.ready_selected(entry.key)
+    return world.brakes.update(
+        entry.key, selectable=selectable, lost=lost, heard_from_any=world.heard_from_any(entry.lost_after),
+        now=now, grace=entry.lost_after,
     )
 
 
@@ -182,13 +198,15 @@ def failover(world: world_model.World) -> Lost:
     `clusters` uses the smallest clusterLostSeconds among spreads (for the MemberCluster Ready
     condition, reported once per loss). `keys` are the placed spreads whose set of ready selected
     clusters differs from the one they were placed with — each judged by its own
-    clusterLostSeconds, so a spread with a longer limit moves later, not never.
+    clusterLostSeconds, so a spread with a longer limit moves later, not never — and the spreads
+    whose failover brake lifted one clusterLostSeconds ago (failover resumes for the clusters still
+    silent).
     """
     lost = world.tracker.newly_lost(after=datetime.timedelta(seconds=world.min_lost_seconds()))
     keys = frozenset(
         key for key, seen in world.placed_ready.items()
         if world.spread(key) is not None and world.ready_selected(key) != seen
-    )
+    ) | frozenset(key for key in world.brakes.due(world.clock()) if world.spread(key) is not None)
     return Lost(clusters=tuple(lost), keys=keys)
 
 

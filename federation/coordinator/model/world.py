@@ -33,7 +33,7 @@ from typing import Any
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator.model import facts, failover, member_views, selection_index
+from federation.coordinator.model import brakes, facts, failover, member_views, selection_index
 from federation.core import fit, overcommit, placement, status
 
 DEFAULT_LOST_SECONDS = 60
@@ -57,6 +57,8 @@ class World:
     ) -> None:
         self.clock = clock
         self.tracker = failover.HeartbeatTracker(clock, grace_from=grace_from)
+        self.brakes = brakes.Brakes()
+        """Per spread, the failover brake (lost clusters kept as ready when the fault looks ours)."""
         self._seeded: dict[str, dict[str, dict[str, int]]] = {}
         self.seeded: Mapping[str, dict[str, dict[str, int]]] = types.MappingProxyType(self._seeded)
         """Per spread, the placement its hub status recorded: `current` until the first recompute."""
@@ -120,6 +122,7 @@ class World:
         self._views.recharge(key)
         self._marks = {k: v for k, v in self._marks.items() if k[0] != key}
         self._marks_by_spread = None
+        self.brakes.forget(key)
         return {key}
 
     def set_target(self, key: str, *, replicas: int | None, template: dict[str, Any] | None) -> set[str]:
@@ -308,6 +311,11 @@ class World:
             elif selector is not None:
                 found |= self._index.ready_members(selector, ready)
         return frozenset(found)
+
+    def heard_from_any(self, after: datetime.timedelta) -> bool:
+        """Whether any cluster's agent was heard within `after` (a never-heard one counts during
+        the start-up grace)."""
+        return any(self._views.ready_map(after).values())
 
     def selected(self, key: str) -> frozenset[str]:
         """Every cluster spread `key`'s subsets name or select."""
