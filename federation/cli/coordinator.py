@@ -51,12 +51,16 @@ from federation.cli import options
               "can speak for any cluster. For local use only (laptop, tests).")
 @click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.5, 300),
               help="How often each agent stream is pinged, and the heartbeat interval agents are told.")
+@click.option("--failover-clusters-per-minute", default=10, show_default=True,
+              type=click.IntRange(0, 100_000),
+              help="At most this many lost clusters start failing over per minute across the federation "
+                   "(the others keep their replicas until the budget allows); 0: no limit.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         no_ray: bool, spread_shards: int, cluster_shards: int, listen: str,
                         tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                        log_level: str) -> None:
+                        failover_clusters_per_minute: int, log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
@@ -65,7 +69,9 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
       * places every spread's replicas over its ordered subsets, on the capacity agents report
         (on Ray shard actors: a local Ray unless --ray-address or --no-ray);
       * sends each member cluster's agent its share (one gRPC stream per agent);
-      * moves replicas away from clusters whose agent stays silent (failover);
+      * moves replicas away from clusters whose agent stays silent (failover), unless more than
+        half of a spread's clusters are silent at once (then the fault is probably its own and
+        nothing moves), and at most --failover-clusters-per-minute clusters a minute;
       * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
       * answers placement questions (`fedspread get placement`, the Python SDK).
     Stop it with SIGTERM or Ctrl-C.
@@ -96,7 +102,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
     settings = coordinator_main.CoordinatorConfig(
         hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen, use_ray=not no_ray,
         ray_address=ray_address, spread_shards=spread_shards, cluster_shards=cluster_shards,
-        heartbeat_seconds=heartbeat_seconds, tls=tls)
+        heartbeat_seconds=heartbeat_seconds, tls=tls,
+        failover_clusters_per_minute=failover_clusters_per_minute or None)
     try:
         process = coordinator_main.CoordinatorProcess(settings)
     except coordinator_main.CoordinatorError as error:

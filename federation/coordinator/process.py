@@ -88,6 +88,8 @@ class CoordinatorConfig:
     """A MemberCluster status is rewritten this often at most, unless its readiness changed."""
     tls: transport.TLSFiles | None = None
     """Serve mTLS with these files; None: plaintext (`--insecure`, local use only)."""
+    failover_clusters_per_minute: int | None = 10
+    """At most this many lost clusters start failing over per minute, federation-wide; None: no limit."""
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
@@ -159,7 +161,8 @@ class CoordinatorProcess:
         self._credentials = server_credentials(settings.tls)
         self.api = api if api is not None else hub_client(settings.hub_kubeconfig,
                                                           context=settings.hub_context)
-        self.world = world_model.World(self.clock, grace_from=self.clock())
+        self.world = world_model.World(self.clock, grace_from=self.clock(),
+                                       failover_per_minute=settings.failover_clusters_per_minute)
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else placement_backend(settings)
         self.coordinator = facade.Coordinator(self.world, clock=self.clock, hub_synced=False,

@@ -166,3 +166,61 @@ def test_one_lost_cluster_of_three_is_a_real_loss_and_fails_over() -> None:
     assert model.placements[KEY].clusters == {"aws": 6, "dc1": 6, "gcp": 0}
     assert model.brakes.state(KEY) is None
     assert condition(model, clock) is None
+
+
+# --- the federation's failover rate limit --------------------------------------------------------
+
+SIX = ("c1", "c2", "c3", "c4", "c5", "c6")
+
+
+def six_cluster_world(clock: ManualClock, *, per_minute: int | None) -> world.World:
+    """Six clusters of 2 replicas each, then c1 and c2 silent past the limit (a third: no brake)."""
+    model = world.World(clock, failover_per_minute=per_minute)
+    for name in SIX:
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        model.inventory(name, [builders.node_pool(4)])
+        model.heartbeat(name)
+    keys = model.upsert_spread(builders.federated_spread(subsets=REGION, lost_seconds=LOST_SECONDS))
+    keys |= model.set_target(KEY, replicas=12, template=builders.deployment(namespace="shop"))
+    loop.recompute(model, keys, now=clock())
+    assert model.placements[KEY].clusters == dict.fromkeys(SIX, 2)
+    clock.advance(LOST_SECONDS + 1)
+    for name in SIX[2:]:
+        model.heartbeat(name)
+    return model
+
+
+def test_without_a_rate_limit_every_lost_cluster_fails_over_at_once() -> None:
+    clock = ManualClock(T0)
+    model = six_cluster_world(clock, per_minute=None)
+    tick(model, clock)
+    assert model.placements[KEY].clusters == {"c1": 0, "c2": 0, "c3": 3, "c4": 3, "c5": 3, "c6": 3}
+
+
+def test_the_rate_limit_fails_clusters_over_one_budget_at_a_time() -> None:
+    clock = ManualClock(T0)
+    model = six_cluster_world(clock, per_minute=1)
+    tick(model, clock)
+    first = model.placements[KEY].clusters
+    assert first["c1"] == 0 and first["c2"] >= 2 and sum(first.values()) == 12, first  # c2 waits
+    clock.advance(30)
+    for name in SIX[2:]:
+        model.heartbeat(name)
+    tick(model, clock)
+    assert model.placements[KEY].clusters == first  # the minute's budget is spent
+    clock.advance(31)
+    for name in SIX[2:]:
+        model.heartbeat(name)
+    tick(model, clock)
+    assert model.placements[KEY].clusters == {"c1": 0, "c2": 0, "c3": 3, "c4": 3, "c5": 3, "c6": 3}
+
+
+def test_a_cluster_heard_again_leaves_the_rate_limit() -> None:
+    clock = ManualClock(T0)
+    model = six_cluster_world(clock, per_minute=1)
+    tick(model, clock)
+    come_back(model, clock, "c2")  # it was waiting for the budget, with its replicas: nothing moved
+    tick(model, clock)
+    placed = model.placements[KEY].clusters
+    assert placed["c2"] >= 2 and placed["c1"] == 0, placed
+    assert not model.failover_limit.has_budget(clock())

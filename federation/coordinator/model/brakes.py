@@ -6,6 +6,9 @@ the coordinator keeps one `BrakeState` per spread. The placement loop updates it
 placement of the spread (`loop.request_for`), the failover timer asks which graces have ended
 (`due`), and the status pass reads it for the `FailoverSuspended` condition.
 
+`FailoverRateLimit` is the federation-wide half: how many lost clusters may start failing over per
+minute, whatever spreads they hold.
+
 Thread-safety: used under the coordinator's lock, like the World that owns it.
 """
 
@@ -23,6 +26,8 @@ class Brakes:
     def __init__(self) -> None:
         self._states: dict[str, brake.BrakeState] = {}
         self._graces: dict[str, datetime.timedelta] = {}
+        self._held: set[str] = set()
+        """Spreads with lost clusters that wait for the federation's failover rate limit."""
 
     def update(
         self, key: str, *, selectable: Collection[str], lost: Collection[str], heard_from_any: bool,
@@ -55,3 +60,62 @@ class Brakes:
         """Spread `key` is gone, or its brake no longer holds."""
         self._states.pop(key, None)
         self._graces.pop(key, None)
+
+    def hold(self, key: str, *, waiting: bool) -> None:
+        """Whether spread `key` has lost clusters waiting for the failover rate limit."""
+        if waiting:
+            self._held.add(key)
+        else:
+            self._held.discard(key)
+
+    def held(self) -> set[str]:
+        """Spreads that wait for the failover rate limit (placed again when it has budget)."""
+        return set(self._held)
+
+
+FAILOVER_WINDOW = datetime.timedelta(minutes=1)
+
+
+class FailoverRateLimit:
+    """At most `per_minute` clusters start failing over in any minute, across the federation.
+
+    Why: when many clusters go silent together but fewer than half of each spread's (a zone or a
+    network segment failing), failing them all over at once moves a large share of the federation
+    in one round and can overload the survivors. As Karmada's and Kubernetes' eviction rate limits
+    do, lost clusters are admitted to failover a few at a time (by name, for a stable order); the
+    others keep their replicas until the budget allows. A cluster's admission ends when it is heard
+    again. `per_minute` None: no limit.
+    """
+
+    def __init__(self, per_minute: int | None = None) -> None:
+        self._per_minute = per_minute
+        self._admitted: dict[str, datetime.datetime] = {}
+        self._waiting: set[str] = set()
+
+    def admit(self, lost: Collection[str], *, now: datetime.datetime) -> frozenset[str]:
+        """Those of `lost` whose replicas may move now (admitting new ones while the budget lasts)."""
+        if self._per_minute is None:
+            return frozenset(lost)
+        budget = self._per_minute - self._admitted_within(now)
+        for name in sorted(set(lost) - set(self._admitted)):
+            if budget <= 0:
+                break
+            self._admitted[name] = now
+            budget -= 1
+        admitted = frozenset(name for name in lost if name in self._admitted)
+        self._waiting = (self._waiting - admitted) | (set(lost) - admitted)
+        return admitted
+
+    def has_budget(self, now: datetime.datetime) -> bool:
+        """Whether clusters wait for failover and the budget admits one now."""
+        if self._per_minute is None or not self._waiting:
+            return False
+        return self._admitted_within(now) < self._per_minute
+
+    def heard(self, name: str) -> None:
+        """Cluster `name`'s agent was heard: it is no longer failing over, nor waiting to."""
+        self._admitted.pop(name, None)
+        self._waiting.discard(name)
+
+    def _admitted_within(self, now: datetime.datetime) -> int:
+        return sum(1 for when in self._admitted.values() if now - when < FAILOVER_WINDOW)

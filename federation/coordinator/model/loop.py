@@ -117,14 +117,18 @@ def request_for(
 def brake_for(
     world: world_model.World, entry: world_model.SpreadEntry, *, now: datetime.datetime
 ) -> frozenset[str]:
-    """Update spread `entry`'s failover brake; the lost clusters its placement treats as ready."""
+    """Update spread `entry`'s failover brake and the federation's failover rate limit; the lost
+    clusters its placement treats as ready (kept by the brake, or waiting for the rate limit)."""
     known = frozenset(world.cluster_names())
     selectable = world.selected(entry.key) & known
     lost = selectable - world.ready_selected(entry.key)
-    return world.brakes.update(
+    kept = world.brakes.update(
         entry.key, selectable=selectable, lost=lost, heard_from_any=world.heard_from_any(entry.lost_after),
         now=now, grace=entry.lost_after,
     )
+    waiting = (lost - kept) - world.failover_limit.admit(lost - kept, now=now)
+    world.brakes.hold(entry.key, waiting=bool(waiting))
+    return kept | waiting
 
 
 def place_one(
@@ -200,13 +204,16 @@ def failover(world: world_model.World) -> Lost:
     clusters differs from the one they were placed with — each judged by its own
     clusterLostSeconds, so a spread with a longer limit moves later, not never — and the spreads
     whose failover brake lifted one clusterLostSeconds ago (failover resumes for the clusters still
-    silent).
+    silent) or that wait for the federation's failover rate limit when it has budget again.
     """
     lost = world.tracker.newly_lost(after=datetime.timedelta(seconds=world.min_lost_seconds()))
     keys = frozenset(
         key for key, seen in world.placed_ready.items()
         if world.spread(key) is not None and world.ready_selected(key) != seen
-    ) | frozenset(key for key in world.brakes.due(world.clock()) if world.spread(key) is not None)
+    )
+    now = world.clock()
+    due = world.brakes.due(now) | (world.brakes.held() if world.failover_limit.has_budget(now) else set())
+    keys |= frozenset(key for key in due if world.spread(key) is not None)
     return Lost(clusters=tuple(lost), keys=keys)
 
 

@@ -53,12 +53,14 @@ class World:
     """Spreads, targets, clusters, inventories, pod counts, marks, heartbeats and last placements."""
 
     def __init__(
-        self, clock: Callable[[], datetime.datetime], *, grace_from: datetime.datetime | None = None
+        self, clock: Callable[[], datetime.datetime], *, grace_from: datetime.datetime | None = None,
+        failover_per_minute: int | None = None,
     ) -> None:
         self.clock = clock
         self.tracker = failover.HeartbeatTracker(clock, grace_from=grace_from)
         self.brakes = brakes.Brakes()
         """Per spread, the failover brake (lost clusters kept as ready when the fault looks ours)."""
+        self.failover_limit = brakes.FailoverRateLimit(failover_per_minute)
         self._seeded: dict[str, dict[str, dict[str, int]]] = {}
         self.seeded: Mapping[str, dict[str, dict[str, int]]] = types.MappingProxyType(self._seeded)
         """Per spread, the placement its hub status recorded: `current` until the first recompute."""
@@ -167,6 +169,7 @@ class World:
         self._marks = {k: v for k, v in self._marks.items() if k[2] != name}
         self._marks_by_spread = None
         self.tracker.forget(name)
+        self.failover_limit.heard(name)  # nothing of it is failing over any more
         self._views.beats += 1
         self._views.forget_pools(name)
         self._relabel()
@@ -232,6 +235,7 @@ class World:
         limits = {self._spreads[k].lost_after for k in users}
         lost_before = {after for after in limits if self.tracker.lost(name, after=after)}
         self.tracker.beat(name, at)
+        self.failover_limit.heard(name)
         self._views.beats += 1
         back = {after for after in lost_before if not self.tracker.lost(name, after=after)}
         return {k for k in users if self._spreads[k].lost_after in back}
