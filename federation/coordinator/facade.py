@@ -167,8 +167,11 @@ class Coordinator:
             entry = self.world.spread(key)
             if entry is not None and key not in self.world.placements:
                 continue  # known but not placed yet (waiting for its Deployment): keep the agent's
+            # A spread the coordinator does not know was deleted (perhaps while it was down, its
+            # policy unknown): orphaned unless its deletion with `Delete` is remembered.
             stream.send(removal=assignments.removal(
                 key, generation=(entry.generation if entry else 0) + 1,
+                orphan=entry is None and self.world.lifecycle.orphans(key),
                 reason="spread deleted" if entry is None else "cluster no longer selected"))
             removed += 1
         self._sent.reset(name, sent)
@@ -213,20 +216,22 @@ class Coordinator:
                 new = self._assignments_for(key, only=listening)
                 for name in self._sent.clusters_for(key, new):
                     self._deliver(name, key, new.get(name))
-            for key in result.removed:
+            for key in result.removed:  # deleted spreads: their deletionPolicy decides
+                orphan = self.world.lifecycle.orphans(key)
                 for name in self._sent.clusters_for(key, ()):
-                    self._deliver(name, key, None, reason="spread deleted")
+                    self._deliver(name, key, None, reason="spread deleted", orphan=orphan)
             return result
 
     def _deliver(
         self, name: str, key: str, new: agent_pb2.SpreadAssignment | None, *,
-        reason: str = "cluster no longer selected",
+        reason: str = "cluster no longer selected", orphan: bool = False,
     ) -> None:
-        """Send cluster `name`'s resynced stream `new` (None: a removal) unless it holds the same."""
+        """Send cluster `name`'s resynced stream `new` (None: a removal, orphaning the workload when
+        `orphan`) unless it holds the same."""
         stream = self._streams.get(name)
         if stream is None or not stream.resynced:
             return
-        message = self._sent.deliver(name, key, new, reason=reason)
+        message = self._sent.deliver(name, key, new, reason=reason, orphan=orphan)
         if isinstance(message, agent_pb2.SpreadAssignment):
             stream.send(assignment=message)
         elif message is not None:

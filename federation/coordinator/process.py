@@ -273,7 +273,9 @@ class CoordinatorProcess:
                 self.statuses.members.add(event.key)
         elif event.kind == "spread" and event.key:
             if event.type == "DELETED":
-                self.statuses.spread_deleted(event.key)
+                with self.coordinator.lock:
+                    gone = self.world.spread(event.key)  # in force until now: its Deployment's status
+                self.statuses.spread_deleted(event.key, target=gone.spec.target_ref.name if gone else None)
             else:
                 self.statuses.spread_seen(event.key, generation=event.generation, found=event.problems)
         with self.coordinator.lock:
