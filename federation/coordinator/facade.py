@@ -212,14 +212,16 @@ class Coordinator:
             batch = self.backend.place_batch if self.backend.parallel else None
             result = loop.recompute(self.world, keys, now=self.clock(), place_batch=batch)
             listening = {name for name, stream in self._streams.items() if stream.resynced}
+            # Deleted spreads first (their deletionPolicy decides): a spread that took over the
+            # deleted one's Deployment is assigned after the old one is removed.
+            for key in result.removed:
+                orphan = self.world.lifecycle.orphans(key)
+                for name in self._sent.clusters_for(key, ()):
+                    self._deliver(name, key, None, reason="spread deleted", orphan=orphan)
             for key in sorted(result.placements):
                 new = self._assignments_for(key, only=listening)
                 for name in self._sent.clusters_for(key, new):
                     self._deliver(name, key, new.get(name))
-            for key in result.removed:  # deleted spreads: their deletionPolicy decides
-                orphan = self.world.lifecycle.orphans(key)
-                for name in self._sent.clusters_for(key, ()):
-                    self._deliver(name, key, None, reason="spread deleted", orphan=orphan)
             return result
 
     def _deliver(
