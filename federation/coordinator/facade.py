@@ -14,7 +14,8 @@ Why it is shaped like this:
 - **Full resync on every stream, deltas after.** A (re)connecting agent may have missed anything,
   and a restarted coordinator holds nothing: after Welcome it gets every assignment for its
   cluster, a `SpreadRemoval` for every spread its Hello lists as applied that no longer concerns
-  it, then `Notice{code: "ResyncComplete"}` (the agent prunes orphans only after that notice).
+  it (orphaning, when the spread no longer exists and was not deleted with `deletionPolicy:
+  Delete`), then `Notice{code: "ResyncComplete"}` (the agent prunes orphans only after that notice).
   The full set is queued under the same lock as publish, so no delta can overtake it.
 - **Nothing before the hub is known.** After a coordinator restart the world is empty until the
   hub watcher has listed everything; removing "unknown" spreads then would delete live workloads,

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import datetime
 import queue
-from typing import Any
+from typing import Any, cast
 
 from federation.api import spread as spread_api
 from federation.coordinator import facade
+from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import lifecycle, world
 from federation.core import status
@@ -243,3 +244,68 @@ def test_a_refused_spread_shows_valid_false_with_its_reason_and_keeps_the_rest()
     assert [(c.status, c.reason, c.observed_generation) for c in valid] == [
         ("False", lifecycle.TARGET_REF_IMMUTABLE, 2)]
     assert got.observed_generation == base.observed_generation and got.placement == base.placement
+
+
+# --- the hub's statuses ---------------------------------------------------------------------------
+
+
+class RecordingWriter:
+    """Stands in for `status_writer.StatusWriter`: records every write, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def write_spread(self, key: str, new: spread_api.FederatedSpreadStatus) -> bool:
+        self.calls.append(("spread", (key, new)))
+        return True
+
+    def write_deployment_status(self, namespace: str, name: str, fields: dict[str, int]) -> bool:
+        self.calls.append(("deployment", (f"{namespace}/{name}", fields)))
+        return True
+
+    def clear_deployment_status(self, namespace: str, name: str) -> bool:
+        self.calls.append(("clear", f"{namespace}/{name}"))
+        return True
+
+    def write_member_cluster(self, name: str, new: Any) -> bool:
+        return True
+
+    def kinds(self) -> list[tuple[str, str]]:
+        found = [(kind, args if isinstance(args, str) else args[0]) for kind, args in self.calls]
+        self.calls.clear()
+        return found
+
+
+def status_pass(fed: Federation) -> tuple[statuses.StatusPass, RecordingWriter]:
+    writer = RecordingWriter()
+    return statuses.StatusPass(fed.coordinator, cast(status_writer.StatusWriter, writer),
+                               agent_versions={}, member_status_seconds=60), writer
+
+
+def test_deleting_a_spread_clears_its_hub_deployment_status_once() -> None:
+    fed = placed()
+    passes, writer = status_pass(fed)
+    passes.run(T0)
+    assert ("deployment", "shop/web") in writer.kinds()
+    fed.apply(deleted(KEY))
+    passes.spread_deleted(KEY, target="web")
+    passes.run(T0)
+    assert writer.kinds() == [("clear", "shop/web")]
+    passes.run(T0)
+    assert writer.kinds() == [], "cleared once; nothing left to write"
+
+
+def test_a_successor_spread_writes_the_counts_instead_of_a_clear() -> None:
+    fed = placed()
+    fed.apply(upsert(spread("web-2", created="2025-01-02T00:00:00Z")))
+    passes, writer = status_pass(fed)
+    passes.run(T0)
+    spread_writes = {key: new for kind, (key, new) in writer.calls if kind == "spread"}
+    valid = [c for c in spread_writes["shop/web-2"].conditions if c.type == "Valid"]
+    assert [(c.status, c.reason) for c in valid] == [("False", lifecycle.TARGET_CONFLICT)]
+    writer.kinds()
+    fed.apply(deleted(KEY))
+    passes.spread_deleted(KEY, target="web")
+    passes.run(T0)
+    done = writer.kinds()
+    assert ("clear", "shop/web") not in done and ("deployment", "shop/web") in done

@@ -73,7 +73,8 @@ class StatusPass:
 
     def spread_deleted(self, key: str, *, target: str | None = None) -> None:
         """The spread is gone: forget its problems and what was written; with `target` (the hub
-        Deployment it was in force for), clear that Deployment's status in the next passes."""
+        Deployment it was in force for), clear that Deployment's status in the next passes. Call
+        it under the facade's lock, with the deletion applied to the World."""
         with self._lock:
             self._invalid.pop(key, None)
             self._spread_status.pop(key, None)
@@ -95,15 +96,18 @@ class StatusPass:
             members = [self._member_job(name, now=now) for name in self.world.cluster_names()
                        if name in self.members]
             refused = dict(self.world.lifecycle.refusals())
+            with self._lock:  # with the World (`spread_deleted` is called under the facade's lock)
+                claimed = {(t[0], t[1]) for _, _, t in spreads if t is not None}
+                self._released -= claimed  # a placed spread writes this Deployment's status now
+                released = set(self._released)
         with self._lock:
             invalid = dict(self._invalid)
             placed = {key for key, _, _ in spreads}
             for gone in set(self._spread_status) - placed - set(invalid) - set(refused):
                 del self._spread_status[gone]
             previous = dict(self._spread_status)
-            released = set(self._released)
         jobs = {key: (new, target) for key, new, target in spreads}
-        self._clear_released(released - {(t[0], t[1]) for _, t in jobs.values() if t is not None})
+        self._clear_released(released)
         for key, refusal in refused.items():
             if key not in invalid:  # a schema problem is reported first: it is what to fix first
                 base, target = jobs.get(key, (previous.get(key), None))
