@@ -311,18 +311,13 @@ def invalid_spread_status(
     if len(problems) > MAX_PROBLEMS_SHOWN:
         shown.append(f"and {len(problems) - MAX_PROBLEMS_SHOWN} more")
     kept = "the last valid spec stays in force" if base is not None else "nothing is placed"
-    return refused_spread_status(
-        base, generation=generation, reason="InvalidSpec",
-        message=f"{'; '.join(shown)} ({kept} until the spec is fixed)", now=now,
-    )
+    return refused_spread_status(base, generation=generation, reason="InvalidSpec", now=now,
+                                 message=f"{'; '.join(shown)} ({kept} until the spec is fixed)")
 
 
-def refused_spread_status(
-    base: spread.FederatedSpreadStatus | None, *, generation: int | None, reason: str, message: str,
-    now: datetime.datetime,
-) -> spread.FederatedSpreadStatus:
-    """`base` (or an empty status) with `Valid=False` naming `generation`: a spec not put in force
-    (invalid, a changed targetRef, a target another spread holds); the rest stays as it was."""
+def refused_spread_status(base: spread.FederatedSpreadStatus | None, *, generation: int | None, reason: str,
+                          message: str, now: datetime.datetime) -> spread.FederatedSpreadStatus:
+    """`base` (or an empty status) with `Valid=False` naming `generation`: a spec not in force."""
     current = base if base is not None else spread.FederatedSpreadStatus()
     valid = _condition("Valid", "False", reason, message, previous=current.conditions, now=now,
                        generation=generation)
