@@ -232,14 +232,17 @@ class WorkloadSync:
 
     def release(self, spread: str) -> int:
         """Stop managing `spread`'s Deployments but leave them running (a SpreadRemoval that
-        orphans its workload): our spread-key and hash annotations are removed, so neither
-        pruning nor `remove` will touch them again. How many were released."""
+        orphans its workload): our label and annotations come off the Deployment's metadata, so
+        neither pruning nor `remove` will touch it again. Its pod template is left alone: editing
+        it would roll every pod. Pods keep `fedspread.io/spread`, and the webhook and the
+        reconciler leave the pods of a spread the agent holds no assignment for untouched.
+        How many were released."""
         self._rendered.pop(spread, None)
         self._failed.pop(spread, None)
         released = 0
+        ours = (names.SPREAD_KEY_ANNOTATION, names.DESIRED_HASH_ANNOTATION, names.GENERATION_ANNOTATION)
         for namespace, name, _ in self._owned(spread):
-            released_keys = {names.SPREAD_KEY_ANNOTATION: None, names.DESIRED_HASH_ANNOTATION: None}
-            patch = {"metadata": {"annotations": released_keys}}
+            patch = {"metadata": {"labels": {names.SPREAD_LABEL: None}, "annotations": dict.fromkeys(ours)}}
             try:
                 self._apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
                                                        _content_type="application/merge-patch+json")

@@ -30,6 +30,7 @@ a duration is a timedelta in the coordinator and the agent, which overflows near
 
 ClusterSpread = Literal["Fill", "Balance", "Capacity"]
 StrategyType = Literal["Fixed", "Adaptive"]
+DeletionPolicy = Literal["Orphan", "Delete"]
 
 
 def percent_of(max_replicas: int | str | None) -> int | None:
@@ -222,6 +223,13 @@ class FederatedSpreadSpec(common.SpecModel):
     )
     failover: Failover = pydantic.Field(
         default_factory=Failover, description="Cluster loss detection."
+    )
+    deletion_policy: DeletionPolicy = pydantic.Field(
+        default="Orphan",
+        description=(
+            "What deleting this spread does to its member Deployments: Orphan (the default) leaves "
+            "them and their pods running, no longer managed by fedspread; Delete removes them."
+        ),
     )
 
     @pydantic.model_validator(mode="after")

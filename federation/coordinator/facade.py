@@ -14,7 +14,8 @@ Why it is shaped like this:
 - **Full resync on every stream, deltas after.** A (re)connecting agent may have missed anything,
   and a restarted coordinator holds nothing: after Welcome it gets every assignment for its
   cluster, a `SpreadRemoval` for every spread its Hello lists as applied that no longer concerns
-  it, then `Notice{code: "ResyncComplete"}` (the agent prunes orphans only after that notice).
+  it (orphaning, when the spread no longer exists and was not deleted with `deletionPolicy:
+  Delete`), then `Notice{code: "ResyncComplete"}` (the agent prunes orphans only after that notice).
   The full set is queued under the same lock as publish, so no delta can overtake it.
 - **Nothing before the hub is known.** After a coordinator restart the world is empty until the
   hub watcher has listed everything; removing "unknown" spreads then would delete live workloads,
@@ -167,8 +168,11 @@ class Coordinator:
             entry = self.world.spread(key)
             if entry is not None and key not in self.world.placements:
                 continue  # known but not placed yet (waiting for its Deployment): keep the agent's
+            # A spread the coordinator does not know was deleted (perhaps while it was down, its
+            # policy unknown): orphaned unless its deletion with `Delete` is remembered.
             stream.send(removal=assignments.removal(
                 key, generation=(entry.generation if entry else 0) + 1,
+                orphan=entry is None and self.world.lifecycle.orphans(key),
                 reason="spread deleted" if entry is None else "cluster no longer selected"))
             removed += 1
         self._sent.reset(name, sent)
@@ -209,24 +213,28 @@ class Coordinator:
             batch = self.backend.place_batch if self.backend.parallel else None
             result = loop.recompute(self.world, keys, now=self.clock(), place_batch=batch)
             listening = {name for name, stream in self._streams.items() if stream.resynced}
+            # Deleted spreads first (their deletionPolicy decides): a spread that took over the
+            # deleted one's Deployment is assigned after the old one is removed.
+            for key in result.removed:
+                orphan = self.world.lifecycle.orphans(key)
+                for name in self._sent.clusters_for(key, ()):
+                    self._deliver(name, key, None, reason="spread deleted", orphan=orphan)
             for key in sorted(result.placements):
                 new = self._assignments_for(key, only=listening)
                 for name in self._sent.clusters_for(key, new):
                     self._deliver(name, key, new.get(name))
-            for key in result.removed:
-                for name in self._sent.clusters_for(key, ()):
-                    self._deliver(name, key, None, reason="spread deleted")
             return result
 
     def _deliver(
         self, name: str, key: str, new: agent_pb2.SpreadAssignment | None, *,
-        reason: str = "cluster no longer selected",
+        reason: str = "cluster no longer selected", orphan: bool = False,
     ) -> None:
-        """Send cluster `name`'s resynced stream `new` (None: a removal) unless it holds the same."""
+        """Send cluster `name`'s resynced stream `new` (None: a removal, orphaning the workload when
+        `orphan`) unless it holds the same."""
         stream = self._streams.get(name)
         if stream is None or not stream.resynced:
             return
-        message = self._sent.deliver(name, key, new, reason=reason)
+        message = self._sent.deliver(name, key, new, reason=reason, orphan=orphan)
         if isinstance(message, agent_pb2.SpreadAssignment):
             stream.send(assignment=message)
         elif message is not None:

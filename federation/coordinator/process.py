@@ -274,13 +274,14 @@ class CoordinatorProcess:
                 self.backend.forget_cluster(event.key)
             else:
                 self.statuses.members.add(event.key)
-        elif event.kind == "spread" and event.key:
-            if event.type == "DELETED":
-                self.statuses.spread_deleted(event.key)
-            else:
-                self.statuses.spread_seen(event.key, generation=event.generation, found=event.problems)
+        elif event.kind == "spread" and event.key and event.type != "DELETED":
+            self.statuses.spread_seen(event.key, generation=event.generation, found=event.problems)
+        deleting = event.kind == "spread" and event.type == "DELETED"
         with self.coordinator.lock:
+            gone = self.world.spread(event.key) if deleting else None  # in force until now
             self.coordinator.publish(hub.apply_to_world(self.world, event))
+            if deleting:  # under the lock: a status pass sees it placed or its Deployment released
+                self.statuses.spread_deleted(event.key, target=gone.spec.target_ref.name if gone else None)
         if event.type == "SYNCED":
             self._synced_kinds.add(event.kind)
             if self._synced_kinds >= HUB_KINDS and not self.hub_synced.is_set():

@@ -328,15 +328,20 @@ def invalid_spread_status(
     is still enforced; `observedGeneration` stays with it too. Only the Valid condition names the
     rejected `generation`, so `kubectl wait --for=condition=Valid` sees the rejection.
     """
-    current = base if base is not None else spread.FederatedSpreadStatus()
     shown = list(problems[:MAX_PROBLEMS_SHOWN])
     if len(problems) > MAX_PROBLEMS_SHOWN:
         shown.append(f"and {len(problems) - MAX_PROBLEMS_SHOWN} more")
     kept = "the last valid spec stays in force" if base is not None else "nothing is placed"
-    valid = _condition(
-        "Valid", "False", "InvalidSpec", f"{'; '.join(shown)} ({kept} until the spec is fixed)",
-        previous=current.conditions, now=now, generation=generation,
-    )
+    return refused_spread_status(base, generation=generation, reason="InvalidSpec", now=now,
+                                 message=f"{'; '.join(shown)} ({kept} until the spec is fixed)")
+
+
+def refused_spread_status(base: spread.FederatedSpreadStatus | None, *, generation: int | None, reason: str,
+                          message: str, now: datetime.datetime) -> spread.FederatedSpreadStatus:
+    """`base` (or an empty status) with `Valid=False` naming `generation`: a spec not in force."""
+    current = base if base is not None else spread.FederatedSpreadStatus()
+    valid = _condition("Valid", "False", reason, message, previous=current.conditions, now=now,
+                       generation=generation)
     others = [c for c in current.conditions if c.type != "Valid"]
     return current.model_copy(update={"conditions": [valid, *others]})
 

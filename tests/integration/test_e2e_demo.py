@@ -40,7 +40,11 @@ def told(federation: environment.Federation) -> Iterator[story.Story]:
         hub_apps = client.AppsV1Api(running.hub)
         custom = client.CustomObjectsApi(running.hub)
         spread_path = (common.API_GROUP, common.API_VERSION, story.NAMESPACE, spread_api.PLURAL, story.NAME)
-        for delete in (lambda: custom.delete_namespaced_custom_object(*spread_path),
+        # The default deletionPolicy (Orphan) would leave the member workloads running: ask for Delete.
+        for delete in (lambda: custom.patch_namespaced_custom_object(
+                           *spread_path, {"spec": {"deletionPolicy": "Delete"}},
+                           _content_type="application/merge-patch+json"),
+                       lambda: custom.delete_namespaced_custom_object(*spread_path),
                        lambda: hub_apps.delete_namespaced_deployment(story.NAME, story.NAMESPACE)):
             try:
                 delete()

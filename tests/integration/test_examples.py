@@ -285,8 +285,11 @@ def clean_up(apis: Apis, namespace: str, deployment: str, spread: str) -> None:
     namespaces deleted (the hub has no namespace controller: its namespace stays Terminating)."""
     for name in sorted(apis.federation.stopped):
         apis.federation.start_agent(name)
-    delete_quietly(lambda: apis.custom().delete_namespaced_custom_object(
-        common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread))
+    path = (common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
+    # The default deletionPolicy (Orphan) would leave the member workloads running: ask for Delete.
+    delete_quietly(lambda: apis.custom().patch_namespaced_custom_object(
+        *path, {"spec": {"deletionPolicy": "Delete"}}, _content_type="application/merge-patch+json"))
+    delete_quietly(lambda: apis.custom().delete_namespaced_custom_object(*path))
     delete_quietly(lambda: apis.apps("hub").delete_namespaced_deployment(deployment, namespace))
 
     def leftovers() -> dict[str, list[str]]:

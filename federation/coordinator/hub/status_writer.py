@@ -129,6 +129,32 @@ class StatusWriter:
 
         return self._retrying("deployment", f"{namespace}/{name}", attempt)
 
+    def clear_deployment_status(self, namespace: str, name: str) -> bool:
+        """Remove what `write_deployment_status` wrote (a spread of this Deployment was deleted:
+        fedspread no longer vouches for any replica); True when patched, False when there was
+        nothing to remove or the Deployment is gone."""
+        written = (*DEPLOYMENT_FIELDS, "observedGeneration")
+
+        def attempt() -> bool:
+            try:
+                obj = self._raw(self._apps.read_namespaced_deployment_status(
+                    name, namespace, _preload_content=False))
+            except exceptions.ApiException as error:
+                if error.status == 404:
+                    return False
+                raise
+            present = [k for k in written if k in (obj.get("status") or {})]
+            if not present:
+                self.skips["deployment"] += 1
+                return False
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                    "status": dict.fromkeys(present)}
+            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH)
+            self.writes["deployment"] += 1
+            return True
+
+        return self._retrying("deployment", f"{namespace}/{name}", attempt)
+
     # --- internals -----------------------------------------------------------------------------
 
     @staticmethod

@@ -9,9 +9,14 @@ World), written outside it (a slow apiserver must not stall placement), only whe
   counts and unschedulable marks. A spread whose latest spec failed validation keeps the
   placement of its last valid spec (the World never saw the bad one) and shows `Valid=False`
   with every problem, so the fix is one `kubectl describe` away.
+- **FederatedSpread refused** by a target rule (`model.lifecycle`: its targetRef changed, or
+  another spread holds its Deployment): `Valid=False` with that reason; the rest of the status is
+  the one of what is in force (the last valid spec, or nothing).
 - **hub Deployment**: `status.replicas/readyReplicas/availableReplicas/updatedReplicas` summed over
   the member Deployments as their agents report them (pod counts stand in for an agent that
-  reports none); a lost cluster counts for nothing, nobody can vouch for its pods.
+  reports none); a lost cluster counts for nothing, nobody can vouch for its pods. When its spread
+  is deleted, these fields are removed (whatever the deletionPolicy: orphaned workloads run on,
+  but fedspread no longer counts them), unless another spread of the Deployment writes them.
 - **MemberCluster**: the Ready condition and heartbeat; rewritten when readiness changes, else at
   most every `member_status_seconds` (heartbeats arrive every few seconds).
 """
@@ -54,6 +59,7 @@ class StatusPass:
         self._spread_status: dict[str, spread_api.FederatedSpreadStatus] = {}
         self._member_status: dict[str, tuple[cluster_api.MemberClusterStatus, datetime.datetime]] = {}
         self._invalid: dict[str, tuple[int | None, tuple[problems.Problem, ...]]] = {}
+        self._released: set[tuple[str, str]] = set()  # hub Deployments whose status is to be cleared
 
     # --- what the hub watcher tells it -------------------------------------------------------
 
@@ -65,11 +71,15 @@ class StatusPass:
             else:
                 self._invalid.pop(key, None)
 
-    def spread_deleted(self, key: str) -> None:
-        """The spread is gone: forget its problems and what was written."""
+    def spread_deleted(self, key: str, *, target: str | None = None) -> None:
+        """The spread is gone: forget its problems and what was written; with `target` (the hub
+        Deployment it was in force for), clear that Deployment's status in the next passes. Call
+        it under the facade's lock, with the deletion applied to the World."""
         with self._lock:
             self._invalid.pop(key, None)
             self._spread_status.pop(key, None)
+            if target is not None:
+                self._released.add((key.partition("/")[0], target))
 
     def conditions(self, key: str) -> list[common.Condition]:
         """The conditions last written for spread `key` (for the PlacementService)."""
@@ -85,13 +95,25 @@ class StatusPass:
             spreads = [self._spread_job(key, now=now) for key in sorted(self.world.placements)]
             members = [self._member_job(name, now=now) for name in self.world.cluster_names()
                        if name in self.members]
+            refused = dict(self.world.lifecycle.refusals())
+            with self._lock:  # with the World (`spread_deleted` is called under the facade's lock)
+                claimed = {(t[0], t[1]) for _, _, t in spreads if t is not None}
+                self._released -= claimed  # a placed spread writes this Deployment's status now
+                released = set(self._released)
         with self._lock:
             invalid = dict(self._invalid)
             placed = {key for key, _, _ in spreads}
-            for gone in set(self._spread_status) - placed - set(invalid):
+            for gone in set(self._spread_status) - placed - set(invalid) - set(refused):
                 del self._spread_status[gone]
             previous = dict(self._spread_status)
         jobs = {key: (new, target) for key, new, target in spreads}
+        self._clear_released(released)
+        for key, refusal in refused.items():
+            if key not in invalid:  # a schema problem is reported first: it is what to fix first
+                base, target = jobs.get(key, (previous.get(key), None))
+                jobs[key] = (status_core.refused_spread_status(
+                    base, generation=refusal.generation, reason=refusal.reason, message=refusal.message,
+                    now=now), target)
         for key, (generation, found) in invalid.items():
             base, target = jobs.get(key, (previous.get(key), None))
             jobs[key] = (status_core.invalid_spread_status(
@@ -112,6 +134,16 @@ class StatusPass:
                 if self._write(functools.partial(self.writer.write_member_cluster, name, member),
                                what="cluster", key=name):
                     self._member_status[name] = (member, now)
+
+    def _clear_released(self, targets: set[tuple[str, str]]) -> None:
+        """Clear the status of hub Deployments whose spread was deleted and that no placed spread
+        writes now; one that fails is tried again in the next pass."""
+        for namespace, name in sorted(targets):
+            done = self._write(functools.partial(self.writer.clear_deployment_status, namespace, name),
+                               what="deployment", key=f"{namespace}/{name}")
+            if done:
+                with self._lock:
+                    self._released.discard((namespace, name))
 
     def _spread_job(self, key: str, *, now: datetime.datetime) -> tuple[
             str, spread_api.FederatedSpreadStatus, Target | None]:

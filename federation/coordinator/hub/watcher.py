@@ -205,15 +205,7 @@ def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
     if event.type == "SYNCED":
         return set()
     if event.kind == "spread":
-        if event.type == "DELETED":
-            return world.delete_spread(event.key)
-        if event.spread is None:
-            return set()
-        affected = world.upsert_spread(event.spread)
-        if event.target is not None:
-            affected |= world.set_target(event.key, replicas=event.target.replicas,
-                                         template=event.target.template)
-        return affected
+        return _apply_spread(world, event)
     if event.kind == "cluster":
         if event.type == "DELETED":
             return world.delete_cluster(event.key)
@@ -232,3 +224,37 @@ def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
             else:
                 targeted |= world.set_target(entry.key, replicas=info.replicas, template=info.template)
     return targeted
+
+
+def _apply_spread(world: world_model.World, event: HubEvent) -> set[str]:
+    """A spread event, through the target rules of `world.lifecycle`: a live spread's edit that
+    changes its targetRef is refused (the last valid spec stays in force), a spread whose target
+    another spread holds is refused and not placed, and deleting a holder admits the next one."""
+    claims = world.lifecycle
+    affected: set[str] = set()
+    if event.type == "DELETED":
+        gone = world.spread(event.key)
+        affected |= world.delete_spread(event.key)
+        successor = claims.release(event.key)
+        if successor is not None:
+            affected |= world.upsert_spread(successor)
+            if gone is not None and (gone.replicas is not None or gone.template is not None):
+                affected |= world.set_target(successor.key, replicas=gone.replicas, template=gone.template)
+        return affected
+    item = event.spread
+    if item is None:
+        return set()
+    live = world.spread(event.key)
+    if live is not None and live.spec.target_ref != item.spec.target_ref:
+        claims.refuse_target_change(item, current=live.spec.target_ref.name)
+        return set()
+    verdict = claims.claim(item, placed=world.placements)
+    if not verdict.admitted:
+        return set()
+    for displaced in verdict.displaced:
+        affected |= world.delete_spread(displaced)
+    affected |= world.upsert_spread(item)
+    if event.target is not None:
+        affected |= world.set_target(event.key, replicas=event.target.replicas,
+                                     template=event.target.template)
+    return affected

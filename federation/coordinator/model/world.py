@@ -33,7 +33,7 @@ from typing import Any
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator.model import brakes, facts, failover, member_views, selection_index
+from federation.coordinator.model import brakes, facts, failover, lifecycle, member_views, selection_index
 from federation.core import fit, overcommit, placement, status
 
 DEFAULT_LOST_SECONDS = 60
@@ -78,6 +78,8 @@ class World:
         self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
         self._marks: dict[tuple[str, str, str], datetime.datetime] = {}
         self._counter = itertools.count(1)
+        self.lifecycle = lifecycle.Lifecycle()
+        """Target holders, refusals, deletion policies of deleted spreads (`lifecycle`)."""
         # Indexes and caches (see the module docstring); none of them is a fact of its own.
         self._pods_by_spread: dict[str, dict[str, dict[str, status.ClusterPods]]] = {}
         self._marks_by_spread: dict[str, list[placement.UnschedulableMark]] | None = None
@@ -114,10 +116,12 @@ class World:
         return {key}
 
     def delete_spread(self, key: str) -> set[str]:
-        """A FederatedSpread was deleted (its placement is dropped by the next recompute)."""
+        """A FederatedSpread was deleted (its placement is dropped by the next recompute, and its
+        removals orphan its workloads unless its `deletionPolicy` is Delete)."""
         self._seeded.pop(key, None)
         if key not in self._spreads:
             return set()
+        self.lifecycle.deleted(key, self._spreads[key].spec.deletion_policy)
         self._index.unregister(key)
         del self._spreads[key]
         self._forget_plan(key)

@@ -46,10 +46,12 @@ class SentLedger:
             self._drop_holder(key, cluster)
 
     def deliver(
-        self, cluster: str, key: str, new: agent_pb2.SpreadAssignment | None, *, reason: str
+        self, cluster: str, key: str, new: agent_pb2.SpreadAssignment | None, *, reason: str,
+        orphan: bool = False,
     ) -> agent_pb2.SpreadAssignment | agent_pb2.SpreadRemoval | None:
         """What to send `cluster` so it holds `new` for spread `key` (None: a removal, if it holds
-        one), or None when it holds the same already (`assignments.comparable` equal)."""
+        one, leaving the member workload running when `orphan`), or None when it holds the same
+        already (`assignments.comparable` equal)."""
         sent = self._sent.setdefault(cluster, {})
         prints = self._prints.setdefault(cluster, {})
         old = sent.get(key)
@@ -59,7 +61,7 @@ class SentLedger:
             del sent[key]
             prints.pop(key, None)
             self._drop_holder(key, cluster)
-            return assignments.removal(key, generation=old.generation + 1, reason=reason)
+            return assignments.removal(key, generation=old.generation + 1, orphan=orphan, reason=reason)
         after = assignments.comparable(new)
         if old is not None:
             before = prints.get(key)

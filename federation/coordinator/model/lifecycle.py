@@ -1,0 +1,159 @@
+"""Which spread may place its target Deployment, and how a deleted spread's workloads go away.
+
+Why a module of its own: the World keeps facts per spread, but these rules span spreads and
+outlive them. The design rule behind all three is "do no harm": the federation never deletes or
+moves a workload that no rule asked it to.
+
+- **One spread per target.** Two spreads naming the same hub Deployment would write the same
+  member Deployments with different shares and fight. The senior one (earliest creationTimestamp,
+  then name) holds the target; the others are refused with `TargetConflict` naming the holder and
+  are not placed. A holder that is already placed is never displaced — only a holder not placed
+  yet (the hub still being listed) gives way to a senior claimant — so a late, older claimant (one
+  whose spec was invalid until now) cannot take running replicas away. When the holder is
+  deleted, the next claimant in seniority order takes the target.
+- **`targetRef` is fixed on a live spread.** Changing it would move every replica to another
+  Deployment at once; the edit is refused with `TargetRefImmutable` and the last valid spec stays
+  in force (the caller keeps it: this module only records the refusal).
+- **Deletion policy.** A deleted spread's removals orphan its workloads unless its spec said
+  `deletionPolicy: Delete`. The policy of a deleted spread is remembered (the most recent
+  `REMEMBERED_DELETIONS` only) so that an agent that was away when the spread was deleted gets the
+  same answer at its resync; a spread the coordinator never knew (deleted while it was down) is
+  orphaned, the safe choice.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Container, Mapping
+
+from federation.api import spread as spread_api
+
+TARGET_CONFLICT = "TargetConflict"
+TARGET_REF_IMMUTABLE = "TargetRefImmutable"
+REMEMBERED_DELETIONS = 10_000
+"""How many deleted spreads with `deletionPolicy: Delete` are remembered for late resyncs."""
+
+Target = tuple[str, str]
+"""(namespace, Deployment name) of a spread's targetRef."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a spread that passed validation is not in force: reason, message, rejected generation."""
+
+    reason: str
+    message: str
+    generation: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The answer to a claim: admitted or not, and the not-yet-placed spreads it displaced."""
+
+    admitted: bool
+    displaced: tuple[str, ...] = ()
+
+
+def target_of(item: spread_api.FederatedSpread) -> Target:
+    """The hub Deployment spread `item` names."""
+    return (item.metadata.namespace or "default", item.spec.target_ref.name)
+
+
+def seniority(item: spread_api.FederatedSpread) -> tuple[str, str]:
+    """Sort key of claimants: creationTimestamp (RFC 3339 sorts as text), then name."""
+    created = (item.metadata.model_extra or {}).get("creationTimestamp")
+    return (str(created) if created else "", item.metadata.name)
+
+
+class Lifecycle:
+    """Target holders, refusals, and the deletion policies of deleted spreads."""
+
+    def __init__(self) -> None:
+        self._claimants: dict[Target, dict[str, spread_api.FederatedSpread]] = {}
+        self._holders: dict[Target, str] = {}
+        self._refused: dict[str, Refusal] = {}
+        self._deleting: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    def claim(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> Verdict:
+        """Spread `item` (valid, with its current targetRef) asks for its target."""
+        key, target = item.key, target_of(item)
+        self._leave(key, keep=target)
+        claimants = self._claimants.setdefault(target, {})
+        claimants[key] = item
+        self._refused.pop(key, None)
+        self._deleting.pop(key, None)  # re-created under the same name
+        holder = self._holders.get(target)
+        if holder is None or holder == key:
+            self._holders[target] = key
+            return Verdict(admitted=True)
+        senior = claimants[holder]
+        if holder not in placed and seniority(item) < seniority(senior):
+            self._holders[target] = key
+            self._refused[holder] = self._conflict(senior, holder=key)
+            return Verdict(admitted=True, displaced=(holder,))
+        self._refused[key] = self._conflict(item, holder=holder)
+        return Verdict(admitted=False)
+
+    def refuse_target_change(self, item: spread_api.FederatedSpread, *, current: str) -> None:
+        """Spread `item` is live on Deployment `current` and its edit names another: refused."""
+        self._refused[item.key] = Refusal(
+            reason=TARGET_REF_IMMUTABLE, generation=item.metadata.generation,
+            message=(f"targetRef cannot change on a live spread (from Deployment {current!r} to "
+                     f"{item.spec.target_ref.name!r}); the spread keeps spreading {current!r}. "
+                     "To spread another Deployment, delete this spread and create a new one"),
+        )
+
+    def release(self, key: str) -> spread_api.FederatedSpread | None:
+        """Spread `key` was deleted: the spread that now holds its target (to admit), if any."""
+        self._refused.pop(key, None)
+        for target, claimants in list(self._claimants.items()):
+            if claimants.pop(key, None) is None:
+                continue
+            if not claimants:
+                del self._claimants[target]
+            if self._holders.get(target) != key:
+                return None
+            del self._holders[target]
+            if not claimants:
+                return None
+            successor = min(claimants.values(), key=seniority)
+            self._holders[target] = successor.key
+            self._refused.pop(successor.key, None)
+            return successor
+        return None
+
+    def refusals(self) -> Mapping[str, Refusal]:
+        """Every spread refused now, by key."""
+        return dict(self._refused)
+
+    def deleted(self, key: str, policy: spread_api.DeletionPolicy) -> None:
+        """Spread `key` was deleted with `policy`."""
+        self._deleting.pop(key, None)
+        if policy == "Delete":
+            self._deleting[key] = None
+            while len(self._deleting) > REMEMBERED_DELETIONS:
+                self._deleting.popitem(last=False)
+
+    def orphans(self, key: str) -> bool:
+        """Whether removing deleted spread `key` from an agent leaves its workloads running: yes
+        unless it was deleted with `deletionPolicy: Delete` (and that is remembered)."""
+        return key not in self._deleting
+
+    def _leave(self, key: str, *, keep: Target) -> None:
+        """Spread `key` claims `keep` now: forget its claim on any other target (a refused spread
+        may point elsewhere; a holder's targetRef never changes)."""
+        for target, claimants in list(self._claimants.items()):
+            if target != keep and key in claimants and self._holders.get(target) != key:
+                del claimants[key]
+                if not claimants:
+                    del self._claimants[target]
+
+    @staticmethod
+    def _conflict(item: spread_api.FederatedSpread, *, holder: str) -> Refusal:
+        namespace, name = target_of(item)
+        return Refusal(
+            reason=TARGET_CONFLICT, generation=item.metadata.generation,
+            message=(f"Deployment {namespace}/{name} is already spread by FederatedSpread {holder}; "
+                     "this spread places nothing until that one is deleted"),
+        )

@@ -1,0 +1,311 @@
+"""Deleting a spread, two spreads of one Deployment, and a changed targetRef, through the facade.
+
+Why here: the rule is "do no harm" — a deleted spread's workloads are orphaned unless its
+`deletionPolicy` says Delete, a removal because a cluster is no longer selected is not a deletion,
+a spread the coordinator never knew is orphaned, the newer of two spreads of one Deployment is
+refused and the older works on, and a live spread's targetRef cannot move. Hub events go through
+`hub.apply_to_world` as the coordinator applies them; what each agent is sent is read from the
+streams' queues (no gRPC, no Kubernetes).
+"""
+
+from __future__ import annotations
+
+import datetime
+import queue
+from typing import Any, cast
+
+from federation.api import spread as spread_api
+from federation.coordinator import facade
+from federation.coordinator.hub import status_writer, statuses
+from federation.coordinator.hub import watcher as hub
+from federation.coordinator.model import lifecycle, world
+from federation.core import status
+from federation.rpc import agent_pb2
+from tests.support import builders
+from tests.support.clock import ManualClock
+
+T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+KEY = "shop/web"
+TWO_SUBSETS: list[dict[str, Any]] = [
+    {"name": "onprem", "clusters": ["dc1"], "maxReplicas": 3},
+    {"name": "cloud", "clusters": ["aws"]},
+]
+
+
+def spread(name: str = "web", *, target: str = "web", created: str = "2025-01-01T00:00:00Z",
+           policy: str | None = None, subsets: list[dict[str, Any]] | None = None,
+           generation: int = 1) -> spread_api.FederatedSpread:
+    spec: dict[str, Any] = {"targetRef": {"name": target}, "subsets": subsets or TWO_SUBSETS}
+    if policy is not None:
+        spec["deletionPolicy"] = policy
+    return spread_api.FederatedSpread.model_validate({
+        "metadata": {"name": name, "namespace": "shop", "generation": generation,
+                     "creationTimestamp": created},
+        "spec": spec})
+
+
+def target(name: str = "web", replicas: int = 5) -> hub.DeploymentInfo:
+    body = builders.deployment(name, replicas, namespace="shop")
+    return hub.DeploymentInfo(namespace="shop", name=name, replicas=replicas, template=body)
+
+
+def upsert(item: spread_api.FederatedSpread, *, replicas: int = 5) -> hub.HubEvent:
+    return hub.HubEvent("spread", "MODIFIED", item.key, spread=item, generation=item.metadata.generation,
+                        target=target(item.spec.target_ref.name, replicas))
+
+
+def deleted(key: str) -> hub.HubEvent:
+    return hub.HubEvent("spread", "DELETED", key)
+
+
+class Federation:
+    """A facade with streams for dc1, aws and gcp, fed hub events as the coordinator's loop does."""
+
+    def __init__(self, *, applied: dict[str, list[str]] | None = None) -> None:
+        self.clock = ManualClock(T0)
+        self.coordinator = facade.Coordinator(world.World(self.clock), clock=self.clock, coordinator_id="t")
+        model = self.coordinator.world
+        for name in ("dc1", "aws", "gcp"):
+            model.upsert_cluster(name, labels={})
+            model.inventory(name, [builders.node_pool(4)])
+        self.streams = {name: self.connect(name, applied=(applied or {}).get(name, []))
+                        for name in ("dc1", "aws", "gcp")}
+
+    def connect(self, name: str, *, applied: list[str]) -> facade.AgentStream:
+        listed = [agent_pb2.AppliedSpread(spread=key) for key in applied]
+        hello = agent_pb2.Hello(cluster_name=name, applied=listed)
+        return self.coordinator.attach(hello, heartbeat_seconds=1)
+
+    def apply(self, event: hub.HubEvent) -> None:
+        with self.coordinator.lock:
+            self.coordinator.publish(hub.apply_to_world(self.coordinator.world, event))
+
+    def sent(self, name: str) -> list[agent_pb2.CoordinatorMessage]:
+        """What cluster `name`'s stream was queued since the last call."""
+        found = []
+        while True:
+            try:
+                item = self.streams[name].outgoing.get_nowait()
+            except queue.Empty:
+                return found
+            assert isinstance(item, agent_pb2.CoordinatorMessage)
+            found.append(item)
+
+    def removals(self, name: str) -> list[agent_pb2.SpreadRemoval]:
+        return [m.removal for m in self.sent(name) if m.WhichOneof("body") == "removal"]
+
+    def drain(self) -> None:
+        for name in self.streams:
+            self.sent(name)
+
+
+def placed(**settings: Any) -> Federation:
+    fed = Federation()
+    fed.apply(upsert(spread(**settings)))
+    assert fed.coordinator.world.placements[KEY].counts() == {"onprem": {"dc1": 3}, "cloud": {"aws": 2}}
+    fed.drain()
+    return fed
+
+
+# --- deletion policy ------------------------------------------------------------------------------
+
+
+def test_deleting_a_spread_with_the_default_policy_orphans_it_in_every_cluster_holding_it() -> None:
+    fed = placed()
+    fed.apply(deleted(KEY))
+    for name in ("dc1", "aws"):
+        [removal] = fed.removals(name)
+        assert (removal.spread, removal.orphan, removal.reason) == (KEY, True, "spread deleted")
+    assert fed.removals("gcp") == [], "gcp never held the spread"
+
+
+def test_deleting_a_spread_with_policy_delete_removes_its_workloads() -> None:
+    fed = placed(policy="Delete")
+    fed.apply(deleted(KEY))
+    for name in ("dc1", "aws"):
+        [removal] = fed.removals(name)
+        assert (removal.spread, removal.orphan) == (KEY, False)
+
+
+def test_a_cluster_no_longer_selected_is_not_a_deletion() -> None:
+    fed = placed()
+    fed.apply(upsert(spread(subsets=[TWO_SUBSETS[0]], generation=2)))
+    [removal] = fed.removals("aws")
+    assert (removal.orphan, removal.reason) == (False, "cluster no longer selected")
+    assert fed.removals("dc1") == []
+
+
+def test_resync_orphans_an_applied_spread_the_coordinator_never_knew() -> None:
+    fed = Federation(applied={"dc1": ["shop/gone"]})
+    [removal] = fed.removals("dc1")
+    assert (removal.spread, removal.orphan, removal.reason) == ("shop/gone", True, "spread deleted")
+
+
+def test_resync_after_a_deletion_follows_the_remembered_policy() -> None:
+    fed = placed(policy="Delete")
+    fed.coordinator.detach(fed.streams["aws"])  # aws is away when the spread is deleted
+    fed.apply(deleted(KEY))
+    assert [r.orphan for r in fed.removals("dc1")] == [False]
+    fed.streams["aws"] = fed.connect("aws", applied=[KEY])
+    [removal] = fed.removals("aws")
+    assert (removal.spread, removal.orphan) == (KEY, False)
+
+
+def test_resync_keeps_the_no_longer_selected_removal_non_orphaning() -> None:
+    fed = placed()
+    fed.apply(upsert(spread(subsets=[TWO_SUBSETS[0]], generation=2)))
+    fed.coordinator.detach(fed.streams["aws"])
+    fed.streams["aws"] = fed.connect("aws", applied=[KEY])
+    [removal] = fed.removals("aws")
+    assert (removal.orphan, removal.reason) == (False, "cluster no longer selected")
+
+
+def test_a_recreated_spread_forgets_the_old_delete_policy() -> None:
+    fed = placed(policy="Delete")
+    fed.apply(deleted(KEY))
+    fed.apply(upsert(spread()))
+    assert fed.coordinator.world.lifecycle.orphans(KEY)
+
+
+# --- one spread per target ------------------------------------------------------------------------
+
+
+def test_the_newer_spread_of_a_target_is_refused_and_the_older_works_undisturbed() -> None:
+    fed = placed()
+    fed.apply(upsert(spread("web-2", created="2025-01-02T00:00:00Z")))
+    assert "shop/web-2" not in fed.coordinator.world.placements
+    refusal = fed.coordinator.world.lifecycle.refusals()["shop/web-2"]
+    assert refusal.reason == lifecycle.TARGET_CONFLICT and KEY in refusal.message
+    assert all(fed.sent(name) == [] for name in fed.streams), "the older spread must not be disturbed"
+    assert KEY not in fed.coordinator.world.lifecycle.refusals()
+
+
+def test_order_of_arrival_does_not_matter_before_anything_is_placed() -> None:
+    model = world.World(ManualClock(T0))
+    newer, older = spread("a-newer", created="2025-01-02T00:00:00Z"), spread("z-older")
+    hub.apply_to_world(model, upsert(newer))
+    hub.apply_to_world(model, upsert(older))
+    assert [e.key for e in model.spreads()] == ["shop/z-older"]
+    assert set(model.lifecycle.refusals()) == {"shop/a-newer"}
+
+
+def test_same_creation_time_is_decided_by_name() -> None:
+    model = world.World(ManualClock(T0))
+    hub.apply_to_world(model, upsert(spread("b")))
+    hub.apply_to_world(model, upsert(spread("a")))
+    assert [e.key for e in model.spreads()] == ["shop/a"]
+
+
+def test_a_placed_holder_is_never_displaced_by_an_older_late_claimant() -> None:
+    fed = placed(created="2025-01-05T00:00:00Z")
+    fed.apply(upsert(spread("older", created="2025-01-01T00:00:00Z")))
+    assert set(fed.coordinator.world.placements) == {KEY}
+    assert fed.coordinator.world.lifecycle.refusals()["shop/older"].reason == lifecycle.TARGET_CONFLICT
+    assert all(fed.sent(name) == [] for name in fed.streams)
+
+
+def test_deleting_the_holder_admits_the_next_spread() -> None:
+    fed = placed()
+    fed.apply(upsert(spread("web-2", created="2025-01-02T00:00:00Z", policy="Delete")))
+    fed.apply(deleted(KEY))
+    model = fed.coordinator.world
+    assert set(model.placements) == {"shop/web-2"} and model.lifecycle.refusals() == {}
+    assert model.placements["shop/web-2"].counts() == {"onprem": {"dc1": 3}, "cloud": {"aws": 2}}
+    kinds = {name: [m.WhichOneof("body") for m in fed.sent(name)] for name in ("dc1", "aws")}
+    assert all(k == ["removal", "assignment"] for k in kinds.values()), kinds
+
+
+# --- targetRef is immutable -----------------------------------------------------------------------
+
+
+def test_changing_the_target_ref_is_refused_and_the_last_valid_spec_stays_in_force() -> None:
+    fed = placed()
+    before = fed.coordinator.world.placements[KEY]
+    fed.apply(upsert(spread(target="api", subsets=[TWO_SUBSETS[1]], generation=2)))
+    model = fed.coordinator.world
+    entry = model.spread(KEY)
+    assert entry is not None and entry.spec.target_ref.name == "web" and entry.generation == 1
+    assert model.placements[KEY] is before
+    assert all(fed.sent(name) == [] for name in fed.streams)
+    refusal = model.lifecycle.refusals()[KEY]
+    assert (refusal.reason, refusal.generation) == (lifecycle.TARGET_REF_IMMUTABLE, 2)
+    assert "delete" in refusal.message and "'api'" in refusal.message
+    fed.apply(upsert(spread(generation=3)))  # changed back: in force again
+    assert KEY not in model.lifecycle.refusals()
+
+
+def test_a_refused_spread_shows_valid_false_with_its_reason_and_keeps_the_rest() -> None:
+    base = status.spread_status(
+        placement=placed().coordinator.world.placements[KEY], spec=spread().spec, generation=1,
+        reports={}, marks=[], previous=None, now=T0)
+    got = status.refused_spread_status(base, generation=2, reason=lifecycle.TARGET_REF_IMMUTABLE,
+                                       message="no", now=T0)
+    valid = [c for c in got.conditions if c.type == "Valid"]
+    assert [(c.status, c.reason, c.observed_generation) for c in valid] == [
+        ("False", lifecycle.TARGET_REF_IMMUTABLE, 2)]
+    assert got.observed_generation == base.observed_generation and got.placement == base.placement
+
+
+# --- the hub's statuses ---------------------------------------------------------------------------
+
+
+class RecordingWriter:
+    """Stands in for `status_writer.StatusWriter`: records every write, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def write_spread(self, key: str, new: spread_api.FederatedSpreadStatus) -> bool:
+        self.calls.append(("spread", (key, new)))
+        return True
+
+    def write_deployment_status(self, namespace: str, name: str, fields: dict[str, int]) -> bool:
+        self.calls.append(("deployment", (f"{namespace}/{name}", fields)))
+        return True
+
+    def clear_deployment_status(self, namespace: str, name: str) -> bool:
+        self.calls.append(("clear", f"{namespace}/{name}"))
+        return True
+
+    def write_member_cluster(self, name: str, new: Any) -> bool:
+        return True
+
+    def kinds(self) -> list[tuple[str, str]]:
+        found = [(kind, args if isinstance(args, str) else args[0]) for kind, args in self.calls]
+        self.calls.clear()
+        return found
+
+
+def status_pass(fed: Federation) -> tuple[statuses.StatusPass, RecordingWriter]:
+    writer = RecordingWriter()
+    return statuses.StatusPass(fed.coordinator, cast(status_writer.StatusWriter, writer),
+                               agent_versions={}, member_status_seconds=60), writer
+
+
+def test_deleting_a_spread_clears_its_hub_deployment_status_once() -> None:
+    fed = placed()
+    passes, writer = status_pass(fed)
+    passes.run(T0)
+    assert ("deployment", "shop/web") in writer.kinds()
+    fed.apply(deleted(KEY))
+    passes.spread_deleted(KEY, target="web")
+    passes.run(T0)
+    assert writer.kinds() == [("clear", "shop/web")]
+    passes.run(T0)
+    assert writer.kinds() == [], "cleared once; nothing left to write"
+
+
+def test_a_successor_spread_writes_the_counts_instead_of_a_clear() -> None:
+    fed = placed()
+    fed.apply(upsert(spread("web-2", created="2025-01-02T00:00:00Z")))
+    passes, writer = status_pass(fed)
+    passes.run(T0)
+    spread_writes = {key: new for kind, (key, new) in writer.calls if kind == "spread"}
+    valid = [c for c in spread_writes["shop/web-2"].conditions if c.type == "Valid"]
+    assert [(c.status, c.reason) for c in valid] == [("False", lifecycle.TARGET_CONFLICT)]
+    writer.kinds()
+    fed.apply(deleted(KEY))
+    passes.spread_deleted(KEY, target="web")
+    passes.run(T0)
+    done = writer.kinds()
+    assert ("clear", "shop/web") not in done and ("deployment", "shop/web") in done
