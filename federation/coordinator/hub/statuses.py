@@ -125,7 +125,8 @@ class StatusPass:
             previous = self._spread_status.get(key)
         new = status_core.spread_status(
             placement=result, spec=entry.spec, generation=entry.spread.metadata.generation,
-            reports=reports, marks=self.world.marks_for(key), previous=previous, now=now)
+            reports=reports, marks=self.world.marks_for(key), previous=previous, now=now,
+            conflicts=self.world.conflicts_for(key))
         target = None
         if entry.replicas is not None:
             fields = status_core.deployment_status(
