@@ -192,8 +192,7 @@ class World:
 
         Affects the spreads whose counts changed and, through overcommit protection, every spread
         that can use the cluster and is not settled. `workloads` (the member Deployments' status
-        per spread) feeds the hub Deployment's status only, so it affects no placement; nor do
-        `conflicts` (per spread: why the agent leaves a same-name Deployment it does not own alone).
+        per spread) and `conflicts` (why a same-name Deployment is not ours) feed status only.
         """
         self._workloads[name] = dict(workloads or {})
         self._conflicts[name] = dict(conflicts or {})
