@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 
 from kubernetes import client
 
-from agents import bookkeeping, bootstrap, metrics, outbox
+from agents import bookkeeping, bootstrap, metrics, outbox, ownership
 from agents.cache import store as cache
 from agents.controller import reconciler, workload
 from agents.inventory import reporter
@@ -78,7 +78,7 @@ class Agent:
         self._tmp = pathlib.Path(tempfile.mkdtemp(prefix="fedspread-agent-"))
         self._threads: list[threading.Thread] = []
         self._wake = threading.Event()
-        self._removals: queue.Queue[tuple[str, bool]] = queue.Queue()
+        self._removals: queue.Queue[tuple[str, bool, str]] = queue.Queue()
         self._registered = False
         link_tls = settings.link_tls
         if link_tls is not None:
@@ -103,9 +103,12 @@ class Agent:
             raise
         core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
         self.cache = cache.Cache(core, apps)
-        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core)
+        self.federation = ownership.FederationState()
+        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
+                                              federation=self.federation)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
-                                                heartbeat_seconds=settings.heartbeat_seconds)
+                                                heartbeat_seconds=settings.heartbeat_seconds,
+                                                conflicts=self.workload.conflicts)
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox,
                                                    heartbeat_seconds=settings.heartbeat_seconds)
         self.link = link_client.Link(
@@ -114,7 +117,7 @@ class Agent:
             credentials=None if link_tls is None else (lambda: transport.channel_credentials(link_tls)),
             heartbeat_seconds=settings.heartbeat_seconds,
             on_assignment=lambda _value: self._wake.set(), on_removal=self._removed,
-            synced=self.workload.synced)
+            federation=self.federation)
 
     def start(self) -> None:
         """Start every part; AgentError when a port is taken or the registration is refused."""
@@ -191,20 +194,21 @@ class Agent:
     def _removed(self, spread: str, orphan: bool) -> None:
         if orphan:
             log.info("spread orphaned: its Deployment stays", extra={"spread": spread})
-        self._removals.put((spread, orphan))
+        # The removal's federation is the one of the stream it arrived on (read on the link thread).
+        self._removals.put((spread, orphan, self.federation.current))
         self._wake.set()
 
     def _workload_loop(self) -> None:
         while not self.stopping.is_set():
             self._wake.wait(1.0)
             self._wake.clear()
-            removal: tuple[str, bool] | None = None
+            removal: tuple[str, bool, str] | None = None
             try:
                 while not self._removals.empty():
                     removal = self._removals.get_nowait()
-                    spread, orphan = removal
+                    spread, orphan, federation = removal
                     # An orphaned workload keeps running, unmanaged; otherwise it is deleted.
-                    (self.workload.release if orphan else self.workload.remove)(spread)
+                    (self.workload.release if orphan else self.workload.remove)(spread, federation=federation)
                     removal = None
                 self.workload.sync_once()
             except Exception as error:  # the next round retries; the webhook enforces meanwhile

@@ -53,10 +53,11 @@ def workload_status(status: views.DeploymentStatus) -> agent_pb2.WorkloadStatus:
 
 def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCounts]], *, sequence: int,
                    generations: Mapping[str, int], observed_at: datetime.datetime,
-                   workloads: Mapping[str, views.DeploymentStatus | None] | None = None
-                   ) -> agent_pb2.AgentMessage:
-    """A full PodCountsReport: per spread, per subset, pods by state, and the member Deployment's
-    status (`workload` left unset for a spread without one in `workloads`)."""
+                   workloads: Mapping[str, views.DeploymentStatus | None] | None = None,
+                   conflicts: Mapping[str, str] | None = None) -> agent_pb2.AgentMessage:
+    """A full PodCountsReport: per spread, per subset, pods by state, the member Deployment's
+    status (`workload` left unset for a spread without one in `workloads`), and why the target
+    Deployment is left alone for a spread in `conflicts` (not ours: agents.ownership)."""
     report = agent_pb2.PodCountsReport(full=True, sequence=sequence)
     _stamp(report, "observed_at", observed_at)
     for spread, subsets in sorted(per_spread.items()):
@@ -68,6 +69,7 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
         status = (workloads or {}).get(spread)
         if status is not None:
             item.workload.CopyFrom(workload_status(status))
+        item.conflict = (conflicts or {}).get(spread, "")
     return agent_pb2.AgentMessage(pod_counts=report)
 
 

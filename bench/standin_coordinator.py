@@ -20,6 +20,7 @@ import dataclasses
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -46,9 +47,12 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
     """In-process AgentService on 127.0.0.1; `target` is what an agent connects to."""
 
     def __init__(self, *, heartbeat_interval_seconds: int = 1, coordinator_id: str = "standin",
-                 server_credentials: grpc.ServerCredentials | None = None) -> None:
-        """`server_credentials`: serve TLS with them (plaintext without)."""
+                 server_credentials: grpc.ServerCredentials | None = None,
+                 federation_id: str = "standin") -> None:
+        """`server_credentials`: serve TLS with them (plaintext without); `federation_id`: the
+        federation named in Welcome (agents manage only Deployments marked with it)."""
         self.server_credentials = server_credentials
+        self.federation_id = federation_id
         self.heartbeat_interval_seconds = heartbeat_interval_seconds
         self.coordinator_id = coordinator_id
         self.port = 0
@@ -121,8 +125,11 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
             return cluster in self._streams
 
     def assign(self, cluster: str, value: assignment_mod.Assignment) -> agent_pb2.SpreadAssignment:
-        """Make `value` the cluster's assignment and push it if the agent is connected."""
+        """Make `value` the cluster's assignment and push it if the agent is connected. Without a
+        spread uid it gets one derived from its key, as a real coordinator always sends one."""
         message = value.to_proto()
+        if not message.spread_uid:
+            message.spread_uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"fedspread:{value.spread}"))
         with self._cond:
             self._desired.setdefault(cluster, {})[value.spread] = message
             self._generations[(cluster, value.spread)] = value.generation
@@ -241,7 +248,8 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
         reader.start()
         welcome = agent_pb2.Welcome(cluster_name=cluster, coordinator_id=self.coordinator_id,
                                     heartbeat_interval_seconds=self.heartbeat_interval_seconds,
-                                    full_resync=True, resume_token=f"{self.coordinator_id}-{self.restarts}")
+                                    full_resync=True, resume_token=f"{self.coordinator_id}-{self.restarts}",
+                                    federation_id=self.federation_id)
         welcome.server_time.GetCurrentTime()
         try:  # gRPC may simply drop this generator when the RPC ends: clean up in `finally`
             yield agent_pb2.CoordinatorMessage(welcome=welcome)

@@ -64,6 +64,8 @@ class DeploymentView:
     annotations: Mapping[str, str]
     """Only the fedspread.io/ annotations."""
     status: DeploymentStatus = DeploymentStatus()
+    federation: str = ""
+    """The fedspread.io/federation label (whose Deployment it is; agents.ownership)."""
     """Kept so that a status change alone (readyReplicas going up) is a cache change the
     reconciler wakes for and reports."""
 
@@ -191,5 +193,6 @@ def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
         annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items()
                      if k.startswith(names.PREFIX)},
         status=deployment_status(deployment.get("status") or {}),
+        federation=str((meta.get("labels") or {}).get(names.FEDERATION_LABEL) or ""),
     )
 

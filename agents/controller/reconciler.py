@@ -31,12 +31,12 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import bookkeeping, outbox, retries
+from agents import bookkeeping, outbox, ownership, retries
 from agents.cache import store as cache_mod
 from agents.cache import views
 from federation import clock as clock_mod
@@ -92,8 +92,10 @@ def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod])
 def member_status(value: assignment.Assignment, view: views.DeploymentView | None
                   ) -> views.DeploymentStatus | None:
     """The status of the spread's member Deployment; None when the cache has no Deployment of that
-    name labelled for this spread (not created yet, or someone else's)."""
-    if view is None or view.spread_label != value.name:
+    name labelled for this spread and marked as this assignment's (not created yet, or someone
+    else's: agents.ownership)."""
+    if view is None or view.spread_label != value.name or not ownership.owns(
+            federation=view.federation, uid=view.annotations.get(names.SPREAD_UID_ANNOTATION), value=value):
         return None
     return view.status
 
@@ -114,8 +116,10 @@ class Round:
     counts_sent: bool = False
 
 
-Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None]]
-"""What a PodCountsReport says, per spread: pods per subset, and the member Deployment's status."""
+Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
+               dict[str, str]]
+"""What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, and
+why that Deployment is left alone (a conflict)."""
 
 _RETRY = retries.kube_retry(conflicts=False, attempts=4, max_wait=3.0)
 
@@ -128,8 +132,11 @@ class Reconciler:
 
     def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox,
                  cache: cache_mod.Cache, *, clock: clock_mod.Clock = clock_mod.utcnow,
-                 heartbeat_seconds: float = 10.0) -> None:
+                 heartbeat_seconds: float = 10.0,
+                 conflicts: Callable[[], Mapping[str, str]] | None = None) -> None:
         self._core = core_api
+        self._conflicts = conflicts
+        """Per spread, why its member Deployment is left alone (the workload sync's), reported."""
         self._books = books
         self._outbox = box
         self._cache = cache
@@ -262,15 +269,16 @@ class Reconciler:
         report: Report = (
             {a.spread: self._books.counts(a.spread) for a in current},
             {a.spread: member_status(a, self._cache.deployment(a.namespace, a.workload)) for a in current},
+            dict(self._conflicts()) if self._conflicts is not None else {},
         )
         now = time.monotonic()
         if report == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
             return False
         self._sequence += 1
-        per_spread, workloads = report
+        per_spread, workloads, conflicts = report
         self._outbox.put_counts(outbox.counts_message(
             per_spread, sequence=self._sequence, generations={a.spread: a.generation for a in current},
-            observed_at=self._clock(), workloads=workloads))
+            observed_at=self._clock(), workloads=workloads, conflicts=conflicts))
         self._last_counts, self._last_sent = report, now
         return True
 

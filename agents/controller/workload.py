@@ -6,21 +6,26 @@ running exactly as last assigned while the coordinator is away (fail static).
 
 What is written: the hub Deployment's selector, pod template and rollout settings, with
 `spec.replicas` = this cluster's share, the label `fedspread.io/spread` on the Deployment and on
-its pod template (so the webhook's objectSelector sees the pods), and annotations for the
-spread's generation, its key, and a hash of everything we set. Minimal writes: when the cached
-Deployment carries the desired hash and replicas, nothing is sent; otherwise the live object is
-read fresh and compared again before any write, so a lagging cache costs a read, never a write.
-Conflicts (409) and server errors are retried with tenacity (bounded, jittered).
+its pod template (so the webhook's objectSelector sees the pods), the ownership marks of
+`agents.ownership` (label `fedspread.io/federation`, annotation `fedspread.io/spread-uid`), and
+annotations for the spread's generation, its key, and a hash of everything we set. Minimal
+writes: when the cached Deployment is ours and carries the desired hash and replicas, nothing is
+sent; otherwise the live object is read fresh and compared again before any write, so a lagging
+cache costs a read, never a write. Conflicts (409) and server errors are retried with tenacity.
+
+Ownership (`agents.ownership`): a live Deployment of the target's name that does not carry this
+assignment's federation and spread uid is never adopted or modified (except one made by an
+earlier agent version for the same spread); it is a conflict, reported per spread in the pod
+counts (`conflicts()`), and looked at again every `CONFLICT_PAUSE` seconds.
 
 A spread's namespace that does not exist in the member is created (labelled
 `fedspread.io/created-by=agent`), as Karmada propagates namespaces; the agent never deletes one.
 
-Removal: `remove(spread)` for an explicit SpreadRemoval (`release(spread)` when the removal
-orphans the workload: it keeps running, unmanaged); `sync_once` also deletes Deployments it
-created (annotated with a spread key) whose assignment is gone — but only once the link has
-received a full set of assignments (`synced`), never from the empty state of a fresh start.
+Removal: `remove(spread, federation=...)` for an explicit SpreadRemoval (`release` when the
+removal orphans the workload: it keeps running, unmanaged), both only for Deployments marked with
+the removal's federation; `sync_once` also prunes Deployments whose assignment is gone — only
+those marked with the federation whose coordinator completed a full resync on the current stream.
 """
-
 from __future__ import annotations
 
 import copy
@@ -34,7 +39,7 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import bookkeeping, retries
+from agents import bookkeeping, ownership, retries
 from agents.cache import store as cache_mod
 from federation.api import names
 from federation.rpc import assignment
@@ -46,8 +51,11 @@ KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revi
                     "progressDeadlineSeconds", "paused")
 KEPT_POD_METADATA = ("labels", "annotations")
 CREATED, UPDATED, UNCHANGED, DELETED, FAILED = "created", "updated", "unchanged", "deleted", "failed"
+CONFLICT = "conflict"
 FAILURE_PAUSE = 30.0
 """Seconds before a desired Deployment the apiserver refused (422, say) is tried again."""
+CONFLICT_PAUSE = 5.0
+"""Seconds before a Deployment we do not own is read again (the cache does not see it)."""
 
 
 # --- rendering (pure) ----------------------------------------------------------------------------
@@ -69,13 +77,14 @@ def render(value: assignment.Assignment) -> Json:
     pod_meta = {k: v for k, v in (pod_template.get("metadata") or {}).items() if k in KEPT_POD_METADATA and v}
     pod_meta["labels"] = {**(pod_meta.get("labels") or {}), names.SPREAD_LABEL: value.name}
     pod_template["metadata"] = pod_meta
+    labels, annotations = ownership.marks(value)
     body: Json = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {
             "name": value.workload, "namespace": value.namespace,
-            "labels": {**(source_meta.get("labels") or {}), names.SPREAD_LABEL: value.name},
+            "labels": {**(source_meta.get("labels") or {}), names.SPREAD_LABEL: value.name, **labels},
             "annotations": {names.GENERATION_ANNOTATION: str(value.generation),
-                            names.SPREAD_KEY_ANNOTATION: value.spread},
+                            names.SPREAD_KEY_ANNOTATION: value.spread, **annotations},
         },
         "spec": spec,
     }
@@ -117,15 +126,18 @@ class WorkloadSync:
     """Creates, updates and removes the member Deployments of assigned spreads."""
 
     def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
-                 synced: threading.Event | None = None, core_api: Any = None) -> None:
+                 federation: ownership.FederationState | None = None, core_api: Any = None) -> None:
         self._apps = apps_api
         self._core = core_api  # creates a missing namespace when given
         self._books = books
         self._cache = cache
-        self.synced = synced if synced is not None else threading.Event()
-        """Set (by the link) once a full set of assignments has arrived: pruning is allowed."""
+        self.federation = federation if federation is not None else ownership.FederationState()
+        """Kept by the link: which federation's Deployments may be pruned (after its full resync)."""
         self._rendered: dict[str, tuple[assignment.Assignment, Json]] = {}
         self._failed: dict[str, tuple[str, float]] = {}
+        self._conflicts: dict[str, tuple[str, str, float]] = {}
+        """Per spread: (desired hash, why, when to look again) for a target we do not own."""
+        self._lock = threading.Lock()
         self.rounds = 0
         """Completed `sync_once` rounds (for status and for tests that wait for a round to pass)."""
 
@@ -138,18 +150,28 @@ class WorkloadSync:
         self._rendered[value.spread] = (value, body)
         return body
 
+    def conflicts(self) -> dict[str, str]:
+        """Per spread: why its member Deployment is left alone (for the pod-count reports)."""
+        with self._lock:
+            return {spread: why for spread, (_, why, _) in self._conflicts.items()}
+
     def apply(self, value: assignment.Assignment) -> str:
-        """Bring one spread's Deployment to its assignment: CREATED, UPDATED or UNCHANGED."""
+        """Bring one spread's Deployment to its assignment: CREATED, UPDATED, UNCHANGED or CONFLICT."""
         body = self.desired(value)
         view = self._cache.deployment(value.namespace, value.workload)
         if view is not None and is_current(annotations=view.annotations, replicas=view.replicas,
-                                           desired=body):
+                                           desired=body) and ownership.owns(
+                federation=view.federation, uid=view.annotations.get(names.SPREAD_UID_ANNOTATION),
+                value=value):
             return UNCHANGED
-        return self._write(body)
+        return self._write(body, value)
 
     @_RETRY
-    def _write(self, body: Json) -> str:
+    def _write(self, body: Json, value: assignment.Assignment) -> str:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        if not ownership.identified(value):
+            return self._conflict(value, body, ownership.claim(labels=None, annotations=None, value=value,
+                                                               where=f"{namespace}/{name}").reason)
         try:
             response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False)
             live = json.loads(response.data)
@@ -157,18 +179,38 @@ class WorkloadSync:
             if error.status != 404:
                 raise
             self._create(namespace, body)
+            self._resolved(value.spread)
             LOG.info("deployment created deployment=%s/%s replicas=%s",
                      namespace, name, body["spec"]["replicas"])
             return CREATED
         meta = live.get("metadata") or {}
+        verdict = ownership.claim(labels=meta.get("labels"), annotations=meta.get("annotations"),
+                                  value=value, where=f"{namespace}/{name}")
+        if verdict.verdict == ownership.CONFLICT:
+            return self._conflict(value, body, verdict.reason)
+        self._resolved(value.spread)
         if is_current(annotations=meta.get("annotations"), replicas=(live.get("spec") or {}).get("replicas"),
                       desired=body):
             return UNCHANGED
-        if names.SPREAD_KEY_ANNOTATION not in (meta.get("annotations") or {}):
-            LOG.info("taking over deployment=%s/%s", namespace, name)
+        if verdict.verdict == ownership.ADOPT:
+            LOG.info("adopting deployment=%s/%s reason=%s", namespace, name, verdict.reason)
         self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False)
         LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
         return UPDATED
+
+    def _conflict(self, value: assignment.Assignment, body: Json, reason: str) -> str:
+        digest = body["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION]
+        with self._lock:
+            known = self._conflicts.get(value.spread)
+            self._conflicts[value.spread] = (digest, reason, time.monotonic() + CONFLICT_PAUSE)
+        if known is None or known[1] != reason:
+            LOG.warning("deployment left alone spread=%s reason=%s", value.spread, reason)
+        return CONFLICT
+
+    def _resolved(self, spread: str) -> None:
+        with self._lock:
+            if self._conflicts.pop(spread, None) is not None:
+                LOG.info("deployment conflict resolved spread=%s", spread)
 
     def _create(self, namespace: str, body: Json) -> None:
         """Create the Deployment; a namespace the member lacks is created first (as Karmada does)."""
@@ -196,7 +238,12 @@ class WorkloadSync:
             body = self.desired(value)
             digest = body["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION]
             failed = self._failed.get(value.spread)
+            with self._lock:
+                conflict = self._conflicts.get(value.spread)
             if failed is not None and failed[0] == digest and now < failed[1]:
+                continue
+            if conflict is not None and conflict[0] == digest and now < conflict[2]:
+                outcomes[CONFLICT] = outcomes.get(CONFLICT, 0) + 1
                 continue
             try:
                 outcome = self.apply(value)
@@ -206,43 +253,50 @@ class WorkloadSync:
                 self._failed[value.spread] = (digest, now + FAILURE_PAUSE)
                 LOG.warning("deployment sync failed spread=%s error=%s", value.spread, _reason(error))
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        for spread in set(self._rendered) - {v.spread for v in current}:
+        assigned = {v.spread for v in current}
+        for spread in set(self._rendered) - assigned:
             self._rendered.pop(spread, None)
-        if self.synced.is_set() and self._cache.synced:
-            wanted = {(v.namespace, v.workload) for v in current}
-            orphans = [v for v in self._cache.deployments()
-                       if names.SPREAD_KEY_ANNOTATION in v.annotations
-                       and (v.namespace, v.name) not in wanted]
-            for view in orphans:
-                if self._delete(view.namespace, view.name, uid=view.uid):
+        with self._lock:
+            for spread in set(self._conflicts) - assigned:
+                del self._conflicts[spread]
+        federation = self.federation.prunable()
+        if federation and self._cache.synced:
+            keep = {(v.spread_uid, v.namespace, v.workload) for v in current if v.federation == federation}
+            for view in self._cache.deployments():
+                if ownership.prunable(labels={names.FEDERATION_LABEL: view.federation},
+                                      annotations=view.annotations, where=(view.namespace, view.name),
+                                      federation=federation, keep=keep) and \
+                        self._delete(view.namespace, view.name, uid=view.uid):
                     outcomes[DELETED] = outcomes.get(DELETED, 0) + 1
         self.rounds += 1
         return outcomes
 
-    def remove(self, spread: str) -> int:
-        """Delete the Deployments this agent made for `spread` (a SpreadRemoval); how many.
+    def remove(self, spread: str, *, federation: str) -> int:
+        """Delete the Deployments this agent made for `spread` in `federation` (a SpreadRemoval
+        received from a coordinator of that federation); how many.
 
         Call after `Bookkeeping.remove_assignment`, or the next round recreates them.
         """
-        self._rendered.pop(spread, None)
-        self._failed.pop(spread, None)
+        self._forget(spread)
         keep = {(v.namespace, v.workload) for v in self._books.assignments() if v.spread != spread}
         return sum(int(self._delete(namespace, name, uid=uid))
-                   for namespace, name, uid in self._owned(spread) if (namespace, name) not in keep)
+                   for namespace, name, uid in self._owned(spread, federation)
+                   if (namespace, name) not in keep)
 
-    def release(self, spread: str) -> int:
-        """Stop managing `spread`'s Deployments but leave them running (a SpreadRemoval that
-        orphans its workload): our label and annotations come off the Deployment's metadata, so
-        neither pruning nor `remove` will touch it again. Its pod template is left alone: editing
-        it would roll every pod. Pods keep `fedspread.io/spread`, and the webhook and the
-        reconciler leave the pods of a spread the agent holds no assignment for untouched.
-        How many were released."""
-        self._rendered.pop(spread, None)
-        self._failed.pop(spread, None)
+    def release(self, spread: str, *, federation: str) -> int:
+        """Stop managing `spread`'s Deployments of `federation` but leave them running (a
+        SpreadRemoval that orphans its workload): our label, spread-key, hash, generation and
+        ownership marks come off the Deployment's metadata, so neither pruning nor `remove` will
+        touch it again. Its pod template is left alone: editing it would roll every pod. Pods keep
+        `fedspread.io/spread`, and the webhook and the reconciler leave the pods of a spread the
+        agent holds no assignment for untouched. How many were released."""
+        self._forget(spread)
         released = 0
-        ours = (names.SPREAD_KEY_ANNOTATION, names.DESIRED_HASH_ANNOTATION, names.GENERATION_ANNOTATION)
-        for namespace, name, _ in self._owned(spread):
-            patch = {"metadata": {"labels": {names.SPREAD_LABEL: None}, "annotations": dict.fromkeys(ours)}}
+        ours = (names.SPREAD_KEY_ANNOTATION, names.DESIRED_HASH_ANNOTATION, names.GENERATION_ANNOTATION,
+                names.SPREAD_UID_ANNOTATION)
+        for namespace, name, _ in self._owned(spread, federation):
+            patch = {"metadata": {"labels": {names.SPREAD_LABEL: None, names.FEDERATION_LABEL: None},
+                                  "annotations": dict.fromkeys(ours)}}
             try:
                 self._apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
                                                        _content_type="application/merge-patch+json")
@@ -254,16 +308,27 @@ class WorkloadSync:
             released += 1
         return released
 
-    def _owned(self, spread: str) -> list[tuple[str, str, str]]:
-        """(namespace, name, uid) of the Deployments made for `spread`, from the apiserver (a
-        removal is rare and must not depend on the cache being current)."""
-        label = f"{names.SPREAD_LABEL}={spread.partition('/')[2]}"
+    def _forget(self, spread: str) -> None:
+        self._rendered.pop(spread, None)
+        self._failed.pop(spread, None)
+        with self._lock:
+            self._conflicts.pop(spread, None)
+
+    def _owned(self, spread: str, federation: str) -> list[tuple[str, str, str]]:
+        """(namespace, name, uid) of the Deployments made for `spread` and marked with `federation`,
+        from the apiserver (a removal is rare and must not depend on the cache being current)."""
+        if not federation:
+            return []
+        label = f"{names.SPREAD_LABEL}={spread.partition('/')[2]},{names.FEDERATION_LABEL}={federation}"
         listing = json.loads(self._apps.list_deployment_for_all_namespaces(
-            label_selector=label, _preload_content=False).data)
+            label_selector=label, _preload_content=False, _request_timeout=30).data)
         owned = []
         for item in listing.get("items") or ():
             meta = item.get("metadata") or {}
-            if (meta.get("annotations") or {}).get(names.SPREAD_KEY_ANNOTATION) == spread:
+            annotations = meta.get("annotations") or {}
+            if (annotations.get(names.SPREAD_KEY_ANNOTATION) == spread
+                    and annotations.get(names.SPREAD_UID_ANNOTATION)
+                    and (meta.get("labels") or {}).get(names.FEDERATION_LABEL) == federation):
                 owned.append((str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")))
         return owned
 

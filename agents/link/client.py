@@ -19,9 +19,11 @@ Why it looks like this:
   and pod counts go out before anything else, since a restarted coordinator holds nothing.
 - **One writer per stream** (agents.link.stream): reports, events, acks, ping answers and
   heartbeats go through one queue, numbered per stream as agent.proto asks.
-- **End of resync.** Hello advertises `resync-complete`; a coordinator that understands it sends a
-  Notice `ResyncComplete` after re-sending assignments, and the link sets `synced`: only then is
-  the set of assignments known complete (workload sync may prune orphaned Deployments).
+- **End of resync, and whose.** Hello advertises `resync-complete`; a coordinator that understands
+  it sends a Notice `ResyncComplete` after re-sending assignments, and the link sets `synced`:
+  only then is the set of assignments known complete. Welcome names the coordinator's federation;
+  the link records it (`federation`, `agents.ownership`), stamps it on each assignment, and marks
+  that federation's resync complete: workload sync prunes only Deployments of that federation.
 - **Stale generations, per stream.** Generations are the hub FederatedSpread's
   metadata.generation, which starts again at 1 when a spread is deleted and re-created under the
   same name (and a restarted coordinator may number removals afresh). So an assignment or removal
@@ -47,6 +49,7 @@ import tenacity
 
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
+from agents import ownership
 from agents.link import refusals
 from agents.link import stream as stream_mod
 from federation import clock as clock_mod
@@ -85,6 +88,7 @@ class Link:
         heartbeat_seconds: float = 10.0,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
+        federation: ownership.FederationState | None = None,
         clock: clock_mod.Clock = clock_mod.utcnow,
         backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
         misconfigured_backoff_seconds: float = 15.0, welcome_timeout_seconds: float = 30.0,
@@ -100,6 +104,7 @@ class Link:
         self._on_assignment = on_assignment
         self._on_removal = on_removal
         self.synced = synced if synced is not None else threading.Event()
+        self.federation = federation if federation is not None else ownership.FederationState()
         self._clock = clock
         self._started_at = clock()
         self._fast_wait = tenacity.wait_random_exponential(multiplier=backoff_initial_seconds,
@@ -319,12 +324,14 @@ class Link:
         if welcome.heartbeat_interval_seconds > 0:
             beat = min(beat, welcome.heartbeat_interval_seconds)
         self._resume_token = welcome.resume_token
+        self.federation.welcomed(welcome.federation_id)
         stream.welcomed_now(heartbeat_seconds=beat)
         self.connects += 1
         outage = None if self._down_since is None else round(time.monotonic() - self._down_since, 1)
         log.info("connected to coordinator", extra={
             "cluster": self.cluster, "coordinator": self.target,
-            "coordinator_id": welcome.coordinator_id, "outage_s": outage})
+            "coordinator_id": welcome.coordinator_id, "federation": welcome.federation_id,
+            "outage_s": outage})
         self._outage_logged, self._last_refusal, self._down_since = False, "", None
         self._set_connected(True)
 
@@ -332,7 +339,7 @@ class Link:
         """Apply an assignment unless malformed or older than one applied on this stream; Ack it."""
         error = ""
         try:
-            decoded = assignment_mod.Assignment.from_proto(message)
+            decoded = assignment_mod.Assignment.from_proto(message, federation=self.federation.current)
         except (ValueError, TypeError) as failure:
             error = f"not applied, previous assignment kept: {failure}"
             log.error("bad assignment", extra={"cluster": self.cluster, "spread": message.spread,
@@ -384,6 +391,7 @@ class Link:
             if not self.synced.is_set():
                 log.info("assignments complete", extra={"cluster": self.cluster,
                                                         "spreads": len(self._bookkeeping.assignments())})
+            self.federation.resync_complete()
             self.synced.set()
             return
         level = {agent_pb2.Notice.SEVERITY_ERROR: logging.ERROR,

@@ -54,6 +54,27 @@ Written by the agent's workload sync; read by it to find Deployments it manages 
 them on orphaning removal).
 """
 
+FEDERATION_LABEL = f"{PREFIX}federation"
+"""The federation identity (the coordinator's `--federation-id`) a member Deployment belongs to.
+
+Written by the agent's workload sync on the Deployments it creates or adopts; read by it: it
+scales, updates, prunes or deletes only Deployments whose value is the federation of the
+assignment (or removal, or full resync) at hand. A label, so `kubectl get deploy -l` finds them.
+"""
+
+SPREAD_UID_ANNOTATION = f"{PREFIX}spread-uid"
+"""The hub FederatedSpread's `metadata.uid` that owns a member Deployment.
+
+Written by the agent's workload sync next to `FEDERATION_LABEL`; read by it: a Deployment is
+managed only for the spread incarnation whose uid it carries.
+"""
+
+DEFAULT_FEDERATION_ID = "default"
+"""The coordinator's federation identity when `--federation-id` is not given."""
+
+FEDERATION_ID_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
+"""What a federation identity may be: a lowercase Kubernetes label value (it is written as one)."""
+
 CREATED_BY_LABEL = f"{PREFIX}created-by"
 """On namespaces the agent created for a spread's workload (value `agent`); the agent never deletes them.
 

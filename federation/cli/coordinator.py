@@ -13,10 +13,19 @@ contradict each other exit 2; a coordinator that cannot start exits 1.
 from __future__ import annotations
 
 import pathlib
+import re
 
 import click
 
+from federation.api import names
 from federation.cli import options
+
+
+def _federation_id(_context: click.Context, _param: click.Parameter, value: str) -> str:
+    if not re.match(names.FEDERATION_ID_PATTERN, value):
+        raise click.BadParameter(f"{value!r} is not a lowercase label value (a-z, 0-9, '-', '.'; "
+                                 "at most 63, starting and ending alphanumeric)")
+    return value
 
 
 @click.command("coordinator")
@@ -55,12 +64,17 @@ from federation.cli import options
               type=click.IntRange(0, 100_000),
               help="At most this many lost clusters start failing over per minute across the federation "
                    "(the others keep their replicas until the budget allows); 0: no limit.")
+@click.option("--federation-id", default=names.DEFAULT_FEDERATION_ID, show_default=True,
+              envvar="FEDSPREAD_FEDERATION_ID", callback=_federation_id,
+              help="This federation's identity, sent to agents: they manage only member Deployments "
+                   "labelled with it (fedspread.io/federation). Give each federation its own, and "
+                   "never change it once agents have created Deployments.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         no_ray: bool, spread_shards: int, cluster_shards: int, listen: str,
                         tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                        failover_clusters_per_minute: int, log_level: str) -> None:
+                        failover_clusters_per_minute: int, federation_id: str, log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
@@ -102,7 +116,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
     settings = coordinator_main.CoordinatorConfig(
         hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen, use_ray=not no_ray,
         ray_address=ray_address, spread_shards=spread_shards, cluster_shards=cluster_shards,
-        heartbeat_seconds=heartbeat_seconds, tls=tls,
+        heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
         failover_clusters_per_minute=failover_clusters_per_minute or None)
     try:
         process = coordinator_main.CoordinatorProcess(settings)

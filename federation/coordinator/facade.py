@@ -51,7 +51,7 @@ from collections.abc import Collection, Iterable
 from google.protobuf import timestamp_pb2
 
 from federation import clock as clock_mod
-from federation.api import cluster
+from federation.api import cluster, names
 from federation.coordinator import shards
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
@@ -76,6 +76,7 @@ class AgentStream:
         self.pools: dict[str, cluster.NodePool] = {}
         self.counts: dict[str, dict[str, status.ClusterPods]] = {}
         self.workloads: dict[str, status.WorkloadStatus] = {}
+        self.conflicts: dict[str, str] = {}
 
     def send(self, **body: object) -> None:
         """Queue one CoordinatorMessage, e.g. `send(assignment=...)`."""
@@ -88,8 +89,11 @@ class Coordinator:
     def __init__(
         self, world: world_model.World, *, clock: clock_mod.Clock, coordinator_id: str | None = None,
         hub_synced: bool = True, backend: shards.PlacementBackend | None = None,
+        federation_id: str = names.DEFAULT_FEDERATION_ID,
     ) -> None:
         self.world = world
+        self.federation_id = federation_id
+        """Sent in every Welcome: agents manage only member Deployments labelled with it."""
         self.clock = clock
         self.backend: shards.PlacementBackend = backend if backend is not None else shards.LocalBackend()
         self.coordinator_id = coordinator_id or uuid.uuid4().hex[:12]
@@ -150,7 +154,7 @@ class Coordinator:
         welcome = agent_pb2.Welcome(
             cluster_name=name, coordinator_id=self.coordinator_id, full_resync=True,
             heartbeat_interval_seconds=heartbeat_seconds, resume_token=self.coordinator_id,
-            capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
+            capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY], federation_id=self.federation_id,
         )
         welcome.server_time.FromDatetime(self.clock())
         return welcome
@@ -304,4 +308,7 @@ class Coordinator:
                      if item.HasField("workload")}
         stream.counts = counts if report.full else {**stream.counts, **counts}
         stream.workloads = workloads if report.full else {**stream.workloads, **workloads}
-        self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads))
+        conflicts = {item.spread: item.conflict for item in report.spreads if item.conflict}
+        stream.conflicts = conflicts if report.full else {**stream.conflicts, **conflicts}
+        self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
+                                           conflicts=stream.conflicts))

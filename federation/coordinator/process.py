@@ -39,7 +39,7 @@ from kubernetes import client
 
 from federation import clock
 from federation.api import cluster as cluster_api
-from federation.api import common
+from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
 from federation.coordinator import facade, shards
@@ -90,6 +90,8 @@ class CoordinatorConfig:
     """Serve mTLS with these files; None: plaintext (`--insecure`, local use only)."""
     failover_clusters_per_minute: int | None = 10
     """At most this many lost clusters start failing over per minute, federation-wide; None: no limit."""
+    federation_id: str = names.DEFAULT_FEDERATION_ID
+    """This federation's identity (`--federation-id`), sent to agents in Welcome."""
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
@@ -166,7 +168,7 @@ class CoordinatorProcess:
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else placement_backend(settings)
         self.coordinator = facade.Coordinator(self.world, clock=self.clock, hub_synced=False,
-                                                     backend=self.backend)
+                                              backend=self.backend, federation_id=settings.federation_id)
         self.stopping = threading.Event()
         self.hub_synced = threading.Event()
         self.port = 0
@@ -221,7 +223,8 @@ class CoordinatorProcess:
                                                else "mTLS",
                                                "placement": type(self.backend).__name__,
                                                "hub": self.api.configuration.host,
-                                               "coordinator_id": self.coordinator.coordinator_id})
+                                               "coordinator_id": self.coordinator.coordinator_id,
+                                               "federation_id": self.coordinator.federation_id})
 
     def run(self) -> None:
         """Block until SIGTERM or SIGINT (or `stopping` is set elsewhere), then stop cleanly."""

@@ -220,6 +220,22 @@ def _failover_condition(
     return _condition(brake.CONDITION, "False", "ClustersReturned", message, previous=previous, **common_args)
 
 
+MAX_CONFLICT_CHARS = 200
+"""Each cluster's conflict message is cut to this many characters in the condition."""
+
+
+def _conflict_condition(conflicts: Mapping[str, str], **common_args: Any) -> common.Condition:
+    """`Conflict=True` naming each cluster whose agent leaves a same-name Deployment it does not own."""
+    if not conflicts:
+        return _condition("Conflict", "False", "NoConflict",
+                          "no member cluster has a Deployment of the target's name that fedspread does "
+                          "not own", **common_args)
+    where = "; ".join(f"{name}: {conflicts[name][:MAX_CONFLICT_CHARS]}" for name in sorted(conflicts))
+    message = (f"{_plural(len(conflicts), 'cluster')} left alone ({where}); rename or remove the "
+               f"member's own Deployment, or point targetRef at another name")
+    return _condition("Conflict", "True", "MemberDeploymentNotOwned", message, **common_args)
+
+
 def _unscheduled(
     name: str,
     marks: Sequence[placement.UnschedulableMark],
@@ -254,12 +270,14 @@ def spread_status(
     now: datetime.datetime,
     failover: brake.BrakeState | None = None,
     selectable: int = 0,
+    conflicts: Mapping[str, str] | None = None,
 ) -> spread.FederatedSpreadStatus:
     """The FederatedSpread status for a placement, the agents' pod counts and the marks.
 
     `reports` is cluster -> subset -> pods (`UNASSIGNED` for pods of no subset); `previous` carries
     condition transition times and each subset's failedCount. `failover` is the spread's brake
-    (of `selectable` clusters), shown as the FailoverSuspended condition.
+    (of `selectable` clusters), shown as the FailoverSuspended condition; `conflicts` is cluster ->
+    why its agent leaves a same-name Deployment it does not own alone.
     """
     result = placement
     ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
@@ -300,6 +318,7 @@ def spread_status(
         _placed_condition(result, **common_args),
         _capacity_condition(result, spec, **common_args),
         _ready_condition(result, reports, **common_args),
+        _conflict_condition(conflicts or {}, **common_args),
     ]
     suspended = _failover_condition(failover, selectable=selectable, **common_args)
     if suspended is not None:

@@ -91,20 +91,22 @@ class PodCountsReport(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., sequence: _Optional[int] = ..., spreads: _Optional[_Iterable[_Union[SpreadPodCounts, _Mapping]]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SpreadPodCounts(_message.Message):
-    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload")
+    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_REVISION_FIELD_NUMBER: _ClassVar[int]
     SUBSETS_FIELD_NUMBER: _ClassVar[int]
     UNASSIGNED_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_revision: str
     subsets: _containers.RepeatedCompositeFieldContainer[SubsetPodCounts]
     unassigned: PodCounts
     workload: WorkloadStatus
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ...) -> None: ...
+    conflict: str
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ...) -> None: ...
 
 class SubsetPodCounts(_message.Message):
     __slots__ = ("subset", "counts")
@@ -199,7 +201,7 @@ class CoordinatorMessage(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[SpreadAssignment, _Mapping]] = ..., removal: _Optional[_Union[SpreadRemoval, _Mapping]] = ..., ping: _Optional[_Union[Ping, _Mapping]] = ..., notice: _Optional[_Union[Notice, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("cluster_name", "coordinator_id", "heartbeat_interval_seconds", "full_resync", "resume_token", "capabilities", "server_time")
+    __slots__ = ("cluster_name", "coordinator_id", "heartbeat_interval_seconds", "full_resync", "resume_token", "capabilities", "server_time", "federation_id")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +209,7 @@ class Welcome(_message.Message):
     RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_FIELD_NUMBER: _ClassVar[int]
+    FEDERATION_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     coordinator_id: str
     heartbeat_interval_seconds: int
@@ -214,10 +217,11 @@ class Welcome(_message.Message):
     resume_token: str
     capabilities: _containers.RepeatedScalarFieldContainer[str]
     server_time: _timestamp_pb2.Timestamp
-    def __init__(self, cluster_name: _Optional[str] = ..., coordinator_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., full_resync: _Optional[bool] = ..., resume_token: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    federation_id: str
+    def __init__(self, cluster_name: _Optional[str] = ..., coordinator_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., full_resync: _Optional[bool] = ..., resume_token: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., federation_id: _Optional[str] = ...) -> None: ...
 
 class SpreadAssignment(_message.Message):
-    __slots__ = ("spread", "generation", "template_json", "template_revision", "replicas", "subsets", "subset_count", "strategy", "target", "issued_at")
+    __slots__ = ("spread", "generation", "template_json", "template_revision", "replicas", "subsets", "subset_count", "strategy", "target", "issued_at", "spread_uid")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +232,7 @@ class SpreadAssignment(_message.Message):
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     ISSUED_AT_FIELD_NUMBER: _ClassVar[int]
+    SPREAD_UID_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_json: str
@@ -238,7 +243,8 @@ class SpreadAssignment(_message.Message):
     strategy: StrategySettings
     target: WorkloadRef
     issued_at: _timestamp_pb2.Timestamp
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_json: _Optional[str] = ..., template_revision: _Optional[str] = ..., replicas: _Optional[int] = ..., subsets: _Optional[_Iterable[_Union[SubsetRule, _Mapping]]] = ..., subset_count: _Optional[int] = ..., strategy: _Optional[_Union[StrategySettings, _Mapping]] = ..., target: _Optional[_Union[WorkloadRef, _Mapping]] = ..., issued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    spread_uid: str
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_json: _Optional[str] = ..., template_revision: _Optional[str] = ..., replicas: _Optional[int] = ..., subsets: _Optional[_Iterable[_Union[SubsetRule, _Mapping]]] = ..., subset_count: _Optional[int] = ..., strategy: _Optional[_Union[StrategySettings, _Mapping]] = ..., target: _Optional[_Union[WorkloadRef, _Mapping]] = ..., issued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spread_uid: _Optional[str] = ...) -> None: ...
 
 class WorkloadRef(_message.Message):
     __slots__ = ("api_version", "kind", "namespace", "name")

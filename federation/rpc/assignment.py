@@ -74,6 +74,12 @@ class Assignment:
     strategy: Strategy = Strategy()
     api_version: str = "apps/v1"
     kind: str = "Deployment"
+    spread_uid: str = ""
+    """The hub FederatedSpread's metadata.uid: which incarnation of the spread owns the member
+    Deployment (empty from a coordinator that does not send it)."""
+    federation: str = ""
+    """The federation identity of the coordinator that sent it (Welcome.federation_id). Not a
+    SpreadAssignment field: the agent's link fills it in from its stream's Welcome."""
 
     @property
     def name(self) -> str:
@@ -93,7 +99,7 @@ class Assignment:
         message = agent_pb2.SpreadAssignment(
             spread=self.spread, generation=self.generation,
             template_json=json.dumps(self.template), template_revision=self.template_revision,
-            replicas=self.replicas, subset_count=self.subset_count,
+            replicas=self.replicas, subset_count=self.subset_count, spread_uid=self.spread_uid,
         )
         message.target.api_version = self.api_version
         message.target.kind = self.kind
@@ -117,11 +123,12 @@ class Assignment:
         return message
 
     @classmethod
-    def from_proto(cls, message: agent_pb2.SpreadAssignment) -> Assignment:
+    def from_proto(cls, message: agent_pb2.SpreadAssignment, *, federation: str = "") -> Assignment:
         """Decode a SpreadAssignment; ValueError (with the spread) when its JSON is malformed.
 
         Unset fields take their defaults: the target from the spread key, the subset count from
-        the rules, the strategy settings from the CRD's defaults.
+        the rules, the strategy settings from the CRD's defaults. `federation` is the identity of
+        the stream it arrived on (Welcome.federation_id).
         """
         try:
             rules = tuple(
@@ -154,6 +161,7 @@ class Assignment:
                 unschedulable_seconds=strategy.unschedulable_seconds or DEFAULT_UNSCHEDULABLE_SECONDS,
             ),
             api_version=target.api_version or "apps/v1", kind=target.kind or "Deployment",
+            spread_uid=message.spread_uid, federation=federation,
         )
 
 

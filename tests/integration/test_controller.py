@@ -42,6 +42,7 @@ from tests.support import builders
 
 MEMBER = "member-1"
 WAIT = 60.0  # generous: the sandbox shares 2 cores with everything else
+FEDERATION = "test-fed"
 ZONE = "topology.kubernetes.io/zone"
 
 
@@ -112,7 +113,8 @@ def spread_of(namespace: str, name: str, quotas: dict[str, int], *, generation: 
         spread=assignment.spread_key(namespace, name), generation=generation, namespace=namespace,
         workload=name, replicas=sum(quotas.values()) if replicas is None else replicas,
         template=template or {}, template_revision="r1", subsets=rules, subset_count=len(rules),
-        strategy=strategy or assignment.Strategy())
+        strategy=strategy or assignment.Strategy(), spread_uid=f"uid-{namespace}-{name}",
+        federation=FEDERATION)
 
 
 def bare_pod(name: str, *, spread: str, subset: str | None, cpu: str = "100m") -> dict[str, Any]:
@@ -236,7 +238,7 @@ def test_workload_sync_creates_updates_skips_and_removes(agent: Agent, namespace
 
     # An explicit SpreadRemoval: the link drops the assignment, then removes the workload.
     agent.books.remove_assignment(web.spread)
-    assert agent.sync.remove(web.spread) == 1
+    assert agent.sync.remove(web.spread, federation=FEDERATION) == 1
     wait_for(lambda: read_deployment(agent, namespace, "web") is None, timeout=WAIT,
              message="the removed spread's Deployment still exists")
 
@@ -254,7 +256,7 @@ def test_workload_sync_creates_the_namespace_the_member_lacks(agent: Agent) -> N
         assert labels[names.CREATED_BY_LABEL] == "agent"
     finally:
         agent.books.remove_assignment(web.spread)
-        agent.sync.remove(web.spread)
+        agent.sync.remove(web.spread, federation=FEDERATION)
         core.delete_namespace(missing, propagation_policy="Background")
 
 
@@ -274,9 +276,11 @@ def test_orphan_deployment_kept_until_assignments_synced(agent: Agent, namespace
 
     # A removal that orphans its workload: released, it keeps running unmanaged.
     agent.books.remove_assignment(kept.spread)
-    assert agent.sync.release(kept.spread) == 1
+    assert agent.sync.release(kept.spread, federation=FEDERATION) == 1
 
-    agent.sync.synced.set()  # the link received the full set of assignments: api is not in it
+    # The link received the full set of assignments from this federation's coordinator: api is not in it.
+    agent.sync.federation.welcomed(FEDERATION)
+    agent.sync.federation.resync_complete()
     wait_for(lambda: read_deployment(agent, namespace, "api") is None, timeout=WAIT,
              message="the orphaned Deployment was never deleted after the full sync")
     agent.wait_rounds(lambda: agent.sync.rounds, rounds=2)

@@ -82,9 +82,10 @@ def federated_spread(
     strategy: str | None = None,
     adaptive: dict[str, Any] | None = None,
     lost_seconds: int | None = None,
+    uid: str | None = None,
 ) -> spread_api.FederatedSpread:
     """A FederatedSpread `namespace/name` for the Deployment of the same name; only the settings
-    given are written (the rest take the CRD's defaults)."""
+    given are written (the rest take the CRD's defaults; `uid` is metadata.uid)."""
     spec: dict[str, Any] = {"targetRef": {"name": name}, "subsets": list(subsets or [])}
     if strategy is not None or adaptive is not None:
         spec["scheduleStrategy"] = {"type": strategy or "Fixed"}
@@ -92,8 +93,10 @@ def federated_spread(
             spec["scheduleStrategy"]["adaptive"] = adaptive
     if lost_seconds is not None:
         spec["failover"] = {"clusterLostSeconds": lost_seconds}
-    return spread_api.FederatedSpread.model_validate(
-        {"metadata": {"name": name, "namespace": namespace, "generation": generation}, "spec": spec})
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "generation": generation}
+    if uid is not None:
+        metadata["uid"] = uid
+    return spread_api.FederatedSpread.model_validate({"metadata": metadata, "spec": spec})
 
 
 # --- workloads --------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ class Federation:
     def __init__(self) -> None:
         self.clock = ManualClock(T0)
         self.coordinator = facade.Coordinator(world.World(self.clock), clock=self.clock,
-                                                     coordinator_id="test")
+                                              coordinator_id="test", federation_id="test-fed")
         self.hellos: list[agent_pb2.Hello] = []
         self.servicer = agent_service.AgentServicer(
             self.coordinator, clock=self.clock, heartbeat_seconds=1, on_cluster_hello=self.hellos.append,
@@ -123,7 +123,8 @@ class Federation:
     def place(self, *, replicas: int, lost_seconds: int = 30) -> None:
         with self.coordinator.lock:
             keys = self.coordinator.world.upsert_spread(
-                builders.federated_spread("web", TWO_SUBSETS, generation=1, lost_seconds=lost_seconds))
+                builders.federated_spread("web", TWO_SUBSETS, generation=1, lost_seconds=lost_seconds,
+                                          uid="uid-web-1"))
             keys |= self.coordinator.world.set_target(
                 KEY, replicas=replicas, template=builders.deployment(namespace="shop"))
             self.coordinator.publish(keys)
@@ -168,6 +169,8 @@ def test_hello_welcome_then_assignment_with_quotas(placed: Federation) -> None:
     assert [s.name for s in current.subsets] == ["onprem", "cloud"]
     assert current.template["metadata"] == {"name": "web", "namespace": "shop"}
     assert placed.coordinator.connected() == ["aws", "dc1", "gcp"]
+    # Ownership: the spread's uid travels with the assignment, the federation comes from Welcome.
+    assert (current.spread_uid, current.federation) == ("uid-web-1", "test-fed")
 
 
 def test_scale_sends_only_the_delta(placed: Federation) -> None:

@@ -61,6 +61,7 @@ def assignments(draw: st.DrawFn) -> assignment.Assignment:
             reschedule_critical_seconds=draw(st.integers(min_value=1, max_value=2**31 - 1)),
             unschedulable_seconds=draw(st.integers(min_value=1, max_value=2**31 - 1)),
         ),
+        spread_uid=draw(st.uuids().map(str) | st.just("")),
     )
 
 
@@ -94,3 +95,15 @@ def test_unset_fields_decode_to_their_defaults() -> None:
     assert decoded.subset_count == 0
     assert decoded.strategy == assignment.Strategy()
     assert (decoded.api_version, decoded.kind) == ("apps/v1", "Deployment")
+    assert (decoded.spread_uid, decoded.federation) == ("", "")
+
+
+def test_spread_uid_travels_and_federation_comes_from_the_stream() -> None:
+    """The spread's uid is on the wire; the federation is the stream's (Welcome), never the message's."""
+    sent = assignment.Assignment(
+        spread="shop/web", generation=3, namespace="shop", workload="web", replicas=2, template={},
+        template_revision="r", subsets=(), subset_count=0, spread_uid="0b6c-uid", federation="ignored")
+    message = sent.to_proto()
+    assert message.spread_uid == "0b6c-uid"
+    decoded = assignment.Assignment.from_proto(message, federation="prod")
+    assert (decoded.spread_uid, decoded.federation) == ("0b6c-uid", "prod")

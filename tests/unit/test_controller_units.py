@@ -155,16 +155,18 @@ def assigned(*, replicas: int = 4, generation: int = 3, template: dict[str, Any]
         template=HUB_DEPLOYMENT if template is None else template, template_revision="r",
         subsets=(assignment.SubsetRule(name="a", index=0, quota=3),
                  assignment.SubsetRule(name="b", index=1, quota=1)),
-        subset_count=2)
+        subset_count=2, spread_uid="spread-uid-1", federation="prod")
 
 
 def test_render_keeps_workload_fields_and_drops_hub_state() -> None:
     body = workload.render(assigned())
     meta = body["metadata"]
     assert (meta["name"], meta["namespace"]) == ("web", "shop")
-    assert meta["labels"] == {"app": "web", "fedspread.io/spread": "web-spread"}
+    assert meta["labels"] == {"app": "web", "fedspread.io/spread": "web-spread",
+                              "fedspread.io/federation": "prod"}
     assert meta["annotations"] == {
         "fedspread.io/generation": "3", "fedspread.io/spread-key": "shop/web-spread",
+        "fedspread.io/spread-uid": "spread-uid-1",
         names.DESIRED_HASH_ANNOTATION: meta["annotations"][names.DESIRED_HASH_ANNOTATION]}
     assert set(meta) == {"name", "namespace", "labels", "annotations"}
     assert "status" not in body

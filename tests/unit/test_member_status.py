@@ -23,11 +23,13 @@ from federation.rpc import assignment
 AT0 = datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
 
-def member_deployment(*, spread: str = "web-spread", status: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Deployment shop/web as the apiserver returns it, labelled for `spread`."""
+def member_deployment(*, spread: str = "web-spread", status: dict[str, Any] | None = None,
+                      federation: str = "prod") -> dict[str, Any]:
+    """Deployment shop/web as the apiserver returns it, labelled for `spread` by `federation`."""
     return {"metadata": {"name": "web", "namespace": "shop", "uid": "u1",
-                         "labels": {names.SPREAD_LABEL: spread},
-                         "annotations": {"fedspread.io/spread-key": f"shop/{spread}", "other.io/x": "1"}},
+                         "labels": {names.SPREAD_LABEL: spread, names.FEDERATION_LABEL: federation},
+                         "annotations": {"fedspread.io/spread-key": f"shop/{spread}", "other.io/x": "1",
+                                         names.SPREAD_UID_ANNOTATION: "spread-uid-1"}},
             "spec": {"replicas": 4}, "status": status or {}}
 
 
@@ -36,7 +38,7 @@ def assigned() -> assignment.Assignment:
     return assignment.Assignment(
         spread="shop/web-spread", generation=3, namespace="shop", workload="web", replicas=4,
         template={}, template_revision="r", subsets=(assignment.SubsetRule(name="a", index=0, quota=4),),
-        subset_count=1)
+        subset_count=1, spread_uid="spread-uid-1", federation="prod")
 
 
 def test_deployment_view_keeps_the_status_counters() -> None:
@@ -46,7 +48,9 @@ def test_deployment_view_keeps_the_status_counters() -> None:
     assert view.status == views.DeploymentStatus(observed_generation=3, replicas=4, ready_replicas=2,
                                                  updated_replicas=4, available_replicas=2,
                                                  unavailable_replicas=2)
-    assert view.annotations == {"fedspread.io/spread-key": "shop/web-spread"}
+    assert view.annotations == {"fedspread.io/spread-key": "shop/web-spread",
+                                names.SPREAD_UID_ANNOTATION: "spread-uid-1"}
+    assert view.federation == "prod"
     # apps/v1 leaves zero counters out; a new Deployment has no status at all.
     assert views.deployment_view(member_deployment()).status == views.DeploymentStatus()
     assert views.deployment_status({"readyReplicas": "2", "replicas": True}) == views.DeploymentStatus()
@@ -131,6 +135,8 @@ def test_a_deployment_status_change_alone_sends_a_new_report() -> None:
 
     fake.deployments["shop", "web"] = views.deployment_view(member_deployment(spread="other"))
     assert not loop.reconcile_once().counts_sent, "another spread's Deployment is not the member's"
+    fake.deployments["shop", "web"] = views.deployment_view(member_deployment(federation="staging"))
+    assert not loop.reconcile_once().counts_sent, "another federation's Deployment is not the member's"
 
     fake.deployments["shop", "web"] = views.deployment_view(member_deployment(status={"replicas": 4}))
     assert loop.reconcile_once().counts_sent
@@ -145,6 +151,13 @@ def test_a_deployment_status_change_alone_sends_a_new_report() -> None:
     del fake.deployments["shop", "web"]
     assert loop.reconcile_once().counts_sent, "the Deployment went away"
     assert reported_workload(box) is None
+
+
+def test_counts_message_carries_conflicts() -> None:
+    message = outbox.counts_message(counts(), sequence=1, generations={}, observed_at=AT0,
+                                    conflicts={"shop/b": "Deployment shop/b was not created by fedspread"})
+    first, second = message.pod_counts.spreads
+    assert (first.conflict, second.conflict) == ("", "Deployment shop/b was not created by fedspread")
 
 
 def test_deployment_changes_wake_the_reconciler() -> None:

@@ -125,8 +125,19 @@ def test_everything_placed_and_ready() -> None:
                                marks=(), previous=None, now=NOW)
     assert [(c.type, c.status, c.reason) for c in got.conditions] == [
         ("Valid", "True", "SpecValid"), ("Placed", "True", "AllPlaced"),
-        ("CapacityExhausted", "False", "NotSimulated"), ("Ready", "True", "AllReady")]
+        ("CapacityExhausted", "False", "NotSimulated"), ("Ready", "True", "AllReady"),
+        ("Conflict", "False", "NoConflict")]
     assert all(c.last_transition_time == NOW and c.observed_generation == 3 for c in got.conditions)
+
+
+def test_a_member_deployment_we_do_not_own_is_a_conflict_naming_the_cluster() -> None:
+    result = placement.place(ONPREM_CLOUD, replicas=40, snapshot=THREE)
+    got = status.spread_status(placement=result, spec=ONPREM_CLOUD, generation=3, reports=all_ready(result),
+                               marks=(), previous=None, now=NOW,
+                               conflicts={"dc1": "Deployment shop/web is not fedspread's (no federation)"})
+    found = condition(got, "Conflict")
+    assert (found.status, found.reason) == ("True", "MemberDeploymentNotOwned")
+    assert found.message.startswith("1 cluster left alone (dc1: Deployment shop/web is not fedspread's")
 
 
 def test_replicas_beyond_every_cap_are_unplaced() -> None:
@@ -348,7 +359,7 @@ def test_status_invariants(case: tuple[spread.FederatedSpreadSpec, placement.Pla
     assert sum(p.replicas for p in got.placement) == result.placed
     assert got.ready_replicas == sum(p.ready_replicas for p in got.placement)
     assert all(s.missing_replicas >= -1 for s in got.subset_statuses)
-    assert [c.type for c in got.conditions] == ["Valid", "Placed", "CapacityExhausted", "Ready"]
+    assert [c.type for c in got.conditions] == ["Valid", "Placed", "CapacityExhausted", "Ready", "Conflict"]
     assert (condition(got, "Placed").status == "True") == (got.unplaced_replicas == 0)
     again = status.spread_status(placement=result, spec=sp, generation=1, reports=reports, marks=(),
                                  previous=got, now=NOW + MINUTE)

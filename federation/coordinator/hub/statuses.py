@@ -159,7 +159,8 @@ class StatusPass:
             placement=result, spec=entry.spec, generation=entry.spread.metadata.generation,
             reports=reports, marks=self.world.marks_for(key), previous=previous, now=now,
             failover=self.world.brakes.state(key),
-            selectable=len(self.world.selected(key) & frozenset(self.world.cluster_names())))
+            selectable=len(self.world.selected(key) & frozenset(self.world.cluster_names())),
+            conflicts=self.world.conflicts_for(key))
         target = None
         if entry.replicas is not None:
             fields = status_core.deployment_status(

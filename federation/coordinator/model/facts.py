@@ -36,6 +36,12 @@ class SpreadEntry:
         return self.spread.spec
 
     @property
+    def uid(self) -> str:
+        """The hub object's metadata.uid (an extra field of ObjectMeta); empty when absent. Agents
+        manage a member Deployment only for the spread incarnation whose uid it carries."""
+        return str((self.spread.metadata.model_extra or {}).get("uid") or "")
+
+    @property
     def lost_after(self) -> datetime.timedelta:
         """How long an agent may be silent before its cluster counts as lost for this spread."""
         return datetime.timedelta(seconds=self.spec.failover.cluster_lost_seconds)

@@ -76,6 +76,7 @@ class World:
         self._pools: dict[str, list[cluster.NodePool]] = {}
         self._pods: dict[str, dict[str, dict[str, status.ClusterPods]]] = {}
         self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
+        self._conflicts: dict[str, dict[str, str]] = {}
         self._marks: dict[tuple[str, str, str], datetime.datetime] = {}
         self._counter = itertools.count(1)
         self.lifecycle = lifecycle.Lifecycle()
@@ -95,7 +96,7 @@ class World:
         """A FederatedSpread was created or changed; a status-only update (our own write) affects nothing."""
         key = item.key
         old = self._spreads.get(key)
-        if old is not None and old.spread.spec == item.spec:
+        if old is not None and old.spread.spec == item.spec and old.uid == SpreadEntry(item, 0).uid:
             old.spread = item
             return set()
         if old is None and key not in self._placed and item.status is not None:
@@ -170,6 +171,7 @@ class World:
             self._spread_pods(key).pop(name, None)
             self._views.mark_stale((key,))
         self._workloads.pop(name, None)
+        self._conflicts.pop(name, None)
         self._marks = {k: v for k, v in self._marks.items() if k[2] != name}
         self._marks_by_spread = None
         self.tracker.forget(name)
@@ -194,14 +196,16 @@ class World:
     def pod_counts(
         self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]], *,
         workloads: Mapping[str, status.WorkloadStatus] | None = None,
+        conflicts: Mapping[str, str] | None = None,
     ) -> set[str]:
         """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins).
 
         Affects the spreads whose counts changed and, through overcommit protection, every spread
         that can use the cluster and is not settled. `workloads` (the member Deployments' status
-        per spread) feeds the hub Deployment's status only, so it affects no placement.
+        per spread) and `conflicts` (why a same-name Deployment is not ours) feed status only.
         """
         self._workloads[name] = dict(workloads or {})
+        self._conflicts[name] = dict(conflicts or {})
         new = {key: dict(per_subset) for key, per_subset in counts.items()}
         old = self._pods.get(name, {})
         if old == new:
@@ -354,6 +358,10 @@ class World:
         """Spread `key`'s member Deployment status per cluster, as agents last reported it."""
         return {name: found[key] for name, found in sorted(self._workloads.items()) if key in found}
 
+    def conflicts_for(self, key: str) -> dict[str, str]:
+        """Spread `key`'s ownership conflicts per cluster, as agents last reported them."""
+        return {name: found[key] for name, found in sorted(self._conflicts.items()) if key in found}
+
     def running_for(self, key: str) -> dict[str, dict[str, int]]:
         """Spread `key`'s running pods per subset per cluster."""
         return {
@@ -408,3 +416,4 @@ class World:
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""
         self._views.forget_plan(key)
         self._index.forget(key)
+

@@ -114,6 +114,7 @@ def for_clusters(
             unschedulable_seconds=settings.unschedulable_seconds,
         ),
         api_version=spec.target_ref.api_version, kind=spec.target_ref.kind,
+        spread_uid=entry.uid,
     )
     base = shared.to_proto()
     messages: dict[str, agent_pb2.SpreadAssignment] = {}
