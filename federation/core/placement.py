@@ -107,7 +107,8 @@ class Member(typing.NamedTuple):
 
     ready: bool
     cordon: cluster.Cordon
-    """"" none; "NoSchedule": keeps what it holds, takes nothing new; "NoExecute": holds nothing."""
+    """The cluster taints' cordon: none (""), "NoSchedule" (keeps what it holds, takes nothing new)
+    or "NoExecute" (holds nothing)."""
     slots: tuple[int, ...]
     """Per node pool, how many more pods of the spread's shape fit (other spreads' pending charged)."""
     admits: tuple[tuple[int, ...], ...]

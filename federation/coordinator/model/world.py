@@ -228,7 +228,8 @@ class World:
             return set()
         self._marks[mark] = since
         self._marks_by_spread = None
-        return {spread} if spread in self._spreads else set()
+        entry = self._spreads.get(spread)  # a Fixed spread is placed as if there were no marks
+        return {spread} if entry is not None and entry.spec.schedule_strategy.type == "Adaptive" else set()
 
     def heartbeat(self, name: str, at: datetime.datetime | None = None) -> set[str]:
         """`name`'s agent was heard; affects the spreads for which it was lost and is ready again."""
