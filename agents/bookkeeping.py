@@ -202,6 +202,7 @@ class Bookkeeping:
             book = self._books[spread]
             table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
             chosen = quotas.choose_subset(table, assigned=self._assigned(book, revision),
+                                          adaptive=current.strategy.adaptive,
                                           unschedulable=self._blocked(current, book, now))
             if chosen is None:
                 return None

@@ -179,9 +179,10 @@ def _grow(coordinator: facade.Coordinator, stdin: Any, *, name: str) -> tuple[fl
 
 
 def _cordon(coordinator: facade.Coordinator, *, name: str, region: str) -> tuple[float, int]:
-    """The worst single-cluster event: a NoSchedule taint on its MemberCluster, which every spread
-    that can select it must answer (its replicas there move); the seconds and the spreads placed."""
-    taint = common.Taint(key="fedspread.io/maintenance", effect="NoSchedule")
+    """The worst single-cluster event: a NoExecute taint on its MemberCluster (a drain), which every
+    spread that can select it must answer (its replicas there move; a NoSchedule cordon would keep
+    them); the seconds and the spreads placed."""
+    taint = common.Taint(key="fedspread.io/maintenance", effect="NoExecute")
     with coordinator.lock:
         started = time.perf_counter()
         labels = {names.REGION_LABEL: region}

@@ -9,6 +9,7 @@ the shape agents report it, so a snapshot captured from a live system can be rep
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 import pydantic
@@ -30,13 +31,27 @@ def _as_quantity(value: Any) -> str:
 Quantity = Annotated[str, pydantic.BeforeValidator(_as_quantity)]
 ResourceList = dict[str, Quantity]
 
+Cordon = Literal["", "NoSchedule", "NoExecute"]
+"""How hard a cluster's taints cordon it: not at all, no new replicas, or its replicas move too."""
+
+
+def cordon_of(taints: Iterable[common.Taint]) -> Cordon:
+    """The strongest cordon among cluster taints: NoExecute over NoSchedule; PreferNoSchedule is none."""
+    effects = {t.effect for t in taints}
+    if "NoExecute" in effects:
+        return "NoExecute"
+    return "NoSchedule" if "NoSchedule" in effects else ""
+
 
 class MemberClusterSpec(common.SpecModel):
     """What an operator sets on a member cluster."""
 
     taints: list[common.Taint] = pydantic.Field(
         default_factory=list,
-        description="Cluster-level taints; NoSchedule or NoExecute (a cordon) stops new placements.",
+        description=(
+            "Cluster-level taints. NoSchedule cordons the cluster: no new replicas, those running stay. "
+            "NoExecute also moves its replicas away. PreferNoSchedule changes nothing."
+        ),
     )
 
 
@@ -120,7 +135,12 @@ class ClusterCapacity(common.SpecModel):
     @property
     def cordoned(self) -> bool:
         """A NoSchedule or NoExecute cluster taint keeps new replicas away."""
-        return any(t.effect in ("NoSchedule", "NoExecute") for t in self.taints)
+        return self.cordon != ""
+
+    @property
+    def cordon(self) -> Cordon:
+        """The cluster's cordon (`cordon_of` its taints)."""
+        return cordon_of(self.taints)
 
 
 class CapacitySnapshot(common.SpecModel):

@@ -3,8 +3,9 @@
 Why it looks like this: a user who knows OpenKruise's WorkloadSpread should recognise every field.
 Subsets are ordered; each names its clusters (explicitly or by a label selector over MemberClusters),
 optionally a node pool inside them, and an optional cap. Cross-field rules (unique names, one kind of
-cap, percentages within 100%) are checked here so that every problem is reported with its own field
-path — see `federation.api.problems` for how they reach the user.
+cap, percentages within 100%, no adaptive settings under Fixed) are checked here so that every
+problem is reported with its own field path — see `federation.api.problems` for how they reach the
+user.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ class ScheduleStrategy(common.SpecModel):
         description="Fixed: caps only. Adaptive: caps and capacity, overflowing to the next subset.",
     )
     adaptive: AdaptiveStrategy | None = pydantic.Field(
-        default=None, description="Settings of the Adaptive strategy."
+        default=None, description="Settings of the Adaptive strategy; refused with type Fixed."
     )
 
     def adaptive_settings(self) -> AdaptiveStrategy:
@@ -283,6 +284,12 @@ def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
     if percent_total > 100:
         problems.append(
             ("subsets", f"percentage maxReplicas sum to {percent_total}%, at most 100% is allowed")
+        )
+    strategy = spec.schedule_strategy
+    if strategy.type == "Fixed" and strategy.adaptive is not None:
+        problems.append(
+            ("scheduleStrategy.adaptive",
+             "adaptive settings apply only to type Adaptive; remove them or set type: Adaptive")
         )
     return problems
 

@@ -6,7 +6,9 @@ benchmarks all need the same answer from the same inputs, so the whole decision 
 three passes over the subsets in spec order:
 
 1. **Keep** what is already placed on usable clusters (stability: capacity alone moves nothing),
-   trimmed to each subset's cap and, when replicas shrink, trimmed from the last subset first.
+   trimmed to each subset's cap and, when replicas shrink, trimmed from the last subset first. A
+   cluster cordoned with a `NoSchedule` taint keeps what it holds under the same trimming but takes
+   nothing new; one that is not ready or has a `NoExecute` taint keeps nothing.
 2. **Add** the missing replicas in order, each subset taking min(cap room, what is left) — and in
    Adaptive also no more than its simulated capacity, so the rest overflows to the next subset.
 3. **Wait**: in Adaptive, what fits nowhere waits (Pending) in the highest-priority subset whose
@@ -104,7 +106,9 @@ class Member(typing.NamedTuple):
     """A selected cluster as one spread's placement sees it (a tuple: views hold thousands)."""
 
     ready: bool
-    cordoned: bool
+    cordon: cluster.Cordon
+    """The cluster taints' cordon: none (""), "NoSchedule" (keeps what it holds, takes nothing new)
+    or "NoExecute" (holds nothing)."""
     slots: tuple[int, ...]
     """Per node pool, how many more pods of the spread's shape fit (other spreads' pending charged)."""
     admits: tuple[tuple[int, ...], ...]
@@ -168,7 +172,7 @@ def view_of(
                 continue
             pools = found.node_pools
             members[name] = Member(
-                ready=found.ready, cordoned=found.cordoned,
+                ready=found.ready, cordon=found.cordon,
                 slots=tuple(p.count * fit.pods_per_node(p, shape) for p in pools),
                 admits=tuple(
                     tuple(i for i, p in enumerate(pools) if p.count and fit.pool_admits(p, s)) for s in shapes
@@ -191,6 +195,8 @@ class _Subset:
     usable: list[str]
     held: dict[str, int]
     added: dict[str, int]
+    cordoned: list[str] = dataclasses.field(default_factory=list)
+    """Members cordoned with NoSchedule: in `held` (what they hold stays, within caps), not `usable`."""
     waiting: int = 0
     capacity: int | None = None
     reasons: list[str] = dataclasses.field(default_factory=list)
@@ -279,7 +285,7 @@ def _prepare(
         work.append(item)
         held_now = current.get(subset.name) or {}
         if subset.name not in marked_subsets:
-            kept = [n for n in members if (m := clusters.get(n)) is not None and m.ready and not m.cordoned]
+            kept = [n for n in members if (m := clusters.get(n)) is not None and m.ready and not m.cordon]
             if len(kept) == len(members) and kept:  # the usual case: every member usable
                 item.usable = kept
                 if held_now:
@@ -301,19 +307,31 @@ def _prepare(
             if not found.ready:
                 item.reasons.append(f"{name}: not ready")
                 continue
-            if found.cordoned:
-                item.reasons.append(f"{name}: cordoned")
+            if found.cordon == "NoExecute":
+                item.reasons.append(f"{name}: cordoned (NoExecute): its replicas move, takes no new replicas")
                 continue
             kept.append(name)
             held = held_now.get(name, 0)
-            if (subset.name, name) in marked:
+            marked_here = (subset.name, name) in marked
+            if marked_here:
                 item.reasons.append(f"{name}: unschedulable, skipped until the mark expires")
                 held = min(held, running.get(subset.name, {}).get(name, held))
-            else:
+            if found.cordon:
+                item.cordoned.append(name)
+            elif not marked_here:
                 item.usable.append(name)
             item.held[name] = max(0, held)
         item.added = dict.fromkeys(kept, 0)
     return work
+
+
+def _explain_cordons(work: list[_Subset]) -> None:
+    """Say, after the keep pass, how many replicas each NoSchedule-cordoned member keeps."""
+    for item in work:
+        for name in item.cordoned:
+            kept = item.held[name]
+            keeps = f"keeps its {kept} running, " if kept else ""
+            item.reasons.append(f"{name}: cordoned (NoSchedule): {keeps}takes no new replicas")
 
 
 def _keep(work: list[_Subset], replicas: int) -> None:
@@ -405,7 +423,8 @@ def place(
     `shape` is what one pod needs (default: nothing but a pod slot); `current` the replicas placed
     now per subset per cluster, kept where still allowed; `running` how many of those run, used
     for pairs marked unschedulable, whose pending replicas are released; `unschedulable` marks
-    expire `unschedulableSeconds` after `since` when `now` is given (without `now` all are active).
+    expire `unschedulableSeconds` after `since` when `now` is given (without `now` all are active),
+    and only the Adaptive strategy reads them.
     """
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, got {replicas}")
@@ -433,11 +452,15 @@ def place_view(
     settings = strategy.adaptive_settings()
     adaptive = strategy.type == "Adaptive"
     simulate = adaptive and not settings.disable_simulation_schedule
-    marked = _active_marks(unschedulable, now=now, seconds=settings.unschedulable_seconds)
+    # Marks belong to Adaptive: Fixed places by caps alone, whatever an agent reported.
+    marked = (
+        _active_marks(unschedulable, now=now, seconds=settings.unschedulable_seconds) if adaptive else set()
+    )
     work = _prepare(
         spec, replicas=replicas, view=view, current=current or {}, running=running or {}, marked=marked,
     )
     _keep(work, replicas)
+    _explain_cordons(work)
     ledger = _Ledger(view)
     left = _add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
     exhausted = 0

@@ -3,7 +3,7 @@
 Why: the coordinator decides numbers per (subset, cluster); each member's agent only needs its own
 column — for every subset in spec order, how many of the spread's pods it may run there. With that
 table the admission webhook decides locally, with no network call: the first subset, in spec order,
-that still has quota in this cluster and is not marked unschedulable here.
+that still has quota in this cluster and (Adaptive only) is not marked unschedulable here.
 """
 
 from __future__ import annotations
@@ -54,16 +54,19 @@ def choose_subset(
     table: Sequence[SubsetQuota],
     *,
     assigned: Mapping[str, int],
+    adaptive: bool,
     unschedulable: Collection[str] = (),
 ) -> str | None:
-    """The subset for a new pod: first in spec order with quota left and not unschedulable.
+    """The subset for a new pod: first in spec order with quota left and, under the Adaptive
+    strategy (`adaptive`), not unschedulable; Fixed ignores marks, as placement does.
 
     `assigned` counts the pods that already hold each subset's quota here (running, pending and
     being created, not those being deleted). None when every subset is full: the pod gets no
     subset, and the deletion cost makes it the first to go.
     """
+    skipped = unschedulable if adaptive else ()
     for row in sorted(table, key=lambda r: r.index):
-        if row.subset in unschedulable:
+        if row.subset in skipped:
             continue
         if assigned.get(row.subset, 0) < row.quota:
             return row.subset

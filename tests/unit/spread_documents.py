@@ -49,6 +49,13 @@ def label_selectors(draw: st.DrawFn) -> Doc:
 
 
 @st.composite
+def adaptive_settings(draw: st.DrawFn) -> Doc:
+    """A valid `scheduleStrategy.adaptive` block."""
+    return {"disableSimulationSchedule": draw(st.booleans()), "rescheduleCriticalSeconds": draw(SECONDS),
+            "unschedulableSeconds": draw(SECONDS)}
+
+
+@st.composite
 def subsets(draw: st.DrawFn, name: str, cap: int | str | None) -> Doc:
     subset: Doc = {"name": name}
     if draw(st.booleans()):
@@ -105,10 +112,8 @@ def documents(draw: st.DrawFn, *, min_subsets: int = 1, max_subsets: int = 4) ->
     }
     if draw(st.integers(0, 2)) != 0:  # two in three documents say which strategy
         strategy: Doc = {"type": draw(st.sampled_from(fs.STRATEGY_TYPES))}
-        if draw(st.booleans()):
-            strategy["adaptive"] = {"disableSimulationSchedule": draw(st.booleans()),
-                                    "rescheduleCriticalSeconds": draw(SECONDS),
-                                    "unschedulableSeconds": draw(SECONDS)}
+        if strategy["type"] == "Adaptive" and draw(st.booleans()):  # settings under Fixed are refused
+            strategy["adaptive"] = draw(adaptive_settings())
         doc["spec"]["scheduleStrategy"] = strategy
     if draw(st.booleans()):
         doc["spec"]["failover"] = {"clusterLostSeconds": draw(SECONDS)}
@@ -250,6 +255,15 @@ def bad_strategy_or_failover(draw: st.DrawFn, doc: Doc) -> str:
     return f"spec.scheduleStrategy.adaptive.{choice}"
 
 
+def adaptive_under_fixed(draw: st.DrawFn, doc: Doc) -> str:
+    """Adaptive settings with type Fixed, said or defaulted: refused, not silently ignored."""
+    strategy: Doc = {"adaptive": draw(adaptive_settings() | st.just({}))}
+    if draw(st.booleans()):
+        strategy["type"] = "Fixed"
+    doc["spec"]["scheduleStrategy"] = strategy
+    return "spec.scheduleStrategy.adaptive"
+
+
 def bad_target_or_kind(draw: st.DrawFn, doc: Doc) -> str:
     choice = draw(st.sampled_from(["targetName", "targetKind", "apiVersion", "kind", "metadataName",
                                    "noSubsets", "subsetsNotAList"]))
@@ -297,12 +311,13 @@ def unknown_field(draw: st.DrawFn, doc: Doc) -> str:
 MUTATIONS: dict[str, Mutation] = {m.__name__: m for m in (
     cap_of_wrong_type, negative_cap, malformed_cap, mixed_caps, percentages_over_100, duplicate_name,
     bad_subset_name, clusters_or_selector, bad_selector, bad_pod_fields, bad_strategy_or_failover,
-    bad_target_or_kind, unknown_field)}
+    adaptive_under_fixed, bad_target_or_kind, unknown_field)}
 
 
 @st.composite
-def broken_documents(draw: st.DrawFn) -> tuple[str, Doc, str]:
-    """(mutation name, a document broken by it, the path validation must report)."""
+def broken_documents(draw: st.DrawFn, mutation: str | None = None) -> tuple[str, Doc, str]:
+    """(mutation name, a document broken by it, the path validation must report); `mutation`
+    picks the mutation, else any is drawn."""
     doc = copy.deepcopy(draw(documents(min_subsets=2)))
-    name = draw(st.sampled_from(sorted(MUTATIONS)))
+    name = mutation if mutation is not None else draw(st.sampled_from(sorted(MUTATIONS)))
     return name, doc, MUTATIONS[name](draw, doc)

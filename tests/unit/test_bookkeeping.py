@@ -14,12 +14,15 @@ from tests.support.clock import ManualClock
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
-def book_with(quotas: dict[str, int], clock: ManualClock) -> bookkeeping.Bookkeeping:
+def book_with(
+    quotas: dict[str, int], clock: ManualClock, *, strategy: str = "Fixed"
+) -> bookkeeping.Bookkeeping:
     book = bookkeeping.Bookkeeping(clock=clock)
     rules = tuple(assignment.SubsetRule(name=n, index=i, quota=q) for i, (n, q) in enumerate(quotas.items()))
     book.set_assignment(assignment.Assignment(
         spread="ns/web", generation=1, namespace="ns", workload="web", replicas=sum(quotas.values()),
-        template={}, template_revision="r1", subsets=rules, subset_count=len(rules)))
+        template={}, template_revision="r1", subsets=rules, subset_count=len(rules),
+        strategy=assignment.Strategy(type=strategy)))
     return book
 
 
@@ -70,11 +73,17 @@ def test_each_revision_fills_the_subsets_from_the_first() -> None:
 
 def test_local_unschedulable_mark_skips_the_subset_until_it_expires() -> None:
     clock = ManualClock(T0)
-    book = book_with({"a": 5, "b": 5}, clock)
+    book = book_with({"a": 5, "b": 5}, clock, strategy="Adaptive")
     book.mark_unschedulable("ns/web", "a", until=T0 + datetime.timedelta(seconds=10))
     assert chosen(book, "p1") == "b"
     clock.now = T0 + datetime.timedelta(seconds=11)
     assert chosen(book, "p2") == "a"
+
+
+def test_fixed_strategy_admits_into_a_marked_subset() -> None:
+    book = book_with({"a": 5, "b": 5}, ManualClock(T0))
+    book.mark_unschedulable("ns/web", "a", until=T0 + datetime.timedelta(seconds=10))
+    assert chosen(book, "p1") == "a"
 
 
 def counting_book(count_wait: float) -> bookkeeping.Bookkeeping:

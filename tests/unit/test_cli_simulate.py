@@ -6,6 +6,7 @@ import json
 import pathlib
 
 import pytest
+import yaml
 from click import testing
 
 from federation import cli
@@ -74,6 +75,40 @@ def test_current_placement_is_kept(tmp_path: pathlib.Path) -> None:
                          "--current", str(current), "--replicas", "20")
     # Scale-down takes from the last subset first: eu loses 20, on-prem keeps its 12.
     assert down["clusters"] == {"dc1": 12, "aws-eu": 6, "gcp-eu": 2}
+
+
+def test_a_noschedule_cordon_keeps_the_current_replicas(tmp_path: pathlib.Path) -> None:
+    first = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS)
+    assert first["clusters"] == {"dc1": 12, "aws-eu": 21, "gcp-eu": 7}
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(first))
+    snapshot = yaml.safe_load((EXAMPLES / "clusters.yaml").read_text())
+    (aws,) = [c for c in snapshot["clusters"] if c["name"] == "aws-eu"]
+    aws["taints"] = [{"key": "maintenance", "effect": "NoSchedule"}]
+    cordoned = tmp_path / "clusters.yaml"
+    cordoned.write_text(yaml.safe_dump(snapshot))
+    args = ("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", str(cordoned),
+            "--current", str(current), "--replicas", "44")
+    up = simulate_json(*args)
+    # aws-eu keeps its 21 and takes none of the 4 new replicas; they go to dc1, first in order (the
+    # snapshot's requests do not include the spread's own 12 there, so it shows room for 4 more).
+    assert up["clusters"] == {"dc1": 16, "aws-eu": 21, "gcp-eu": 7}
+    down = simulate_json(*args[:-1], "30")
+    # Scale-down follows the spread's order, cordon or not: eu (the last subset) gives up 10.
+    assert down["clusters"]["dc1"] == 12 and down["clusters"]["aws-eu"] < 21
+    table = testing.CliRunner(env={"COLUMNS": "400"}).invoke(cli.main, ["simulate", *args, "-o", "table"])
+    assert table.exit_code == 0, table.output
+    assert "aws-eu: cordoned (NoSchedule): keeps its 21 running, takes no new replicas" in table.stdout
+
+
+def test_a_fixed_spread_with_adaptive_settings_is_refused(tmp_path: pathlib.Path) -> None:
+    documents = list(yaml.safe_load_all((EXAMPLES / "prefer-onprem.yaml").read_text()))
+    documents[-1]["spec"]["scheduleStrategy"]["type"] = "Fixed"
+    spread = tmp_path / "fixed.yaml"
+    spread.write_text(yaml.safe_dump_all(documents))
+    result = run("simulate", "-f", str(spread), "--clusters", CLUSTERS)
+    assert result.exit_code == 2, result.output
+    assert "spec.scheduleStrategy.adaptive: adaptive settings apply only to type Adaptive" in result.output
 
 
 def test_table_output_names_caps_and_reasons() -> None:

@@ -340,6 +340,45 @@ def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> No
         agent_assignment.SubsetRule(name="onprem", index=0, quota=1)
 
 
+def test_a_fixed_spread_ignores_unschedulable_marks() -> None:
+    clock = ManualClock(T0)
+    model = new_world(clock, {"dc1": 4, "aws": 4})
+    subsets = [{"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws"]}]
+    keys = add_spread(model, builders.federated_spread(subsets=subsets, strategy="Fixed"), replicas=4)
+    run(model, keys, clock)
+    model.pod_counts("dc1", {"shop/web": {"onprem": status.ClusterPods(running=1, pending=3)}})
+    keys = model.unschedulable("dc1", spread="shop/web", subset="onprem", since=clock())
+    assert keys == set(), "a mark does not concern a Fixed spread"
+    assert run(model, {"shop/web"}, clock).placements["shop/web"].clusters == {"dc1": 4, "aws": 0}
+    assert model.marks_for("shop/web") == []
+    rule = agent_assignment.Assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem")
+    assert rule is not None and rule.unschedulable_until is None
+
+
+def test_marks_are_spent_by_a_new_strategy_type_or_subset_list_only() -> None:
+    clock = ManualClock(T0)
+    model = new_world(clock, {"dc1": 4, "aws": 4})
+    subsets = [{"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws"]}]
+
+    def edit(strategy: str = "Adaptive", *, items: list[dict[str, Any]] = subsets, **extra: Any) -> None:
+        model.upsert_spread(builders.federated_spread(subsets=items, strategy=strategy, **extra))
+
+    def mark() -> None:
+        model.unschedulable("dc1", spread="shop/web", subset="onprem", since=clock())
+
+    add_spread(model, builders.federated_spread(subsets=subsets, strategy="Adaptive"), replicas=4)
+    mark()
+    edit(lost_seconds=90)
+    edit(lost_seconds=90, adaptive={"unschedulableSeconds": 600})
+    assert [m.subset for m in model.marks_for("shop/web")] == ["onprem"], "other fields keep the marks"
+    edit(items=[*subsets, {"name": "spill", "clusters": ["aws"]}])
+    assert model.marks_for("shop/web") == [], "a new subset list spends them"
+    mark()
+    edit("Fixed")
+    edit("Adaptive")
+    assert model.marks_for("shop/web") == [], "a new strategy type spends them"
+
+
 # --- assignments ------------------------------------------------------------------------------
 
 
@@ -397,6 +436,23 @@ def test_cluster_taint_cordons() -> None:
         taints=[common.Taint(key="cordon", effect="NoSchedule")],
     )
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 0, "aws": 2}
+
+
+def test_a_noschedule_cordon_keeps_what_runs_and_a_noexecute_one_moves_it() -> None:
+    clock = ManualClock(T0)
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=2)
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 2, "aws": 0}
+    keys = model.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"},
+                                taints=[common.Taint(key="cordon", effect="NoSchedule")])
+    assert keys == {"shop/web"}
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 2, "aws": 0}
+    keys = model.set_target("shop/web", replicas=4, template=builders.deployment(namespace="shop"))
+    # onprem's cap (3) has room, but the cordoned dc1 takes nothing new.
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 2, "aws": 2}
+    keys = model.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"},
+                                taints=[common.Taint(key="cordon", effect="NoExecute")])
+    assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 0, "aws": 4}
 
 
 # --- restart ----------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ SETTINGS = hypothesis.settings(
 REPLICAS = st.integers(0, 60) | st.sampled_from([2**31 - 1, 10**6])
 CROSS_FIELD = ("duplicate subset name", "mixes cap kinds", "percentage maxReplicas sum to",
                "set exactly one of clusters or clusterSelector")
+ADAPTIVE_UNDER_FIXED = "adaptive settings apply only to type Adaptive"
 
 
 def refused(doc: Any) -> list[problems.Problem]:
@@ -115,20 +116,22 @@ def test_a_broken_document_is_refused_at_the_broken_field(case: tuple[str, docs.
         assert f"{path}: " in valid.message, valid.message
 
 
-def test_every_mutation_is_exercised() -> None:
-    """The catalogue itself: each mutation breaks some valid document at the path it names."""
+@pytest.mark.parametrize("mutation", sorted(docs.MUTATIONS))
+def test_every_mutation_is_exercised(mutation: str) -> None:
+    """The catalogue itself: each mutation breaks valid documents at the path it names (one run per
+    mutation: drawing the mutation among many left one unexercised now and then)."""
     seen: Counter[str] = Counter()
 
-    @hypothesis.settings(max_examples=300, deadline=None, database=None, derandomize=True,
+    @hypothesis.settings(max_examples=25, deadline=None, database=None, derandomize=True,
                          suppress_health_check=list(hypothesis.HealthCheck))
-    @hypothesis.given(case=docs.broken_documents())
+    @hypothesis.given(case=docs.broken_documents(mutation))
     def run(case: tuple[str, docs.Doc, str]) -> None:
-        mutation, doc, path = case
+        name, doc, path = case
         assert path in [p.path for p in refused(doc)]
-        seen[mutation] += 1
+        seen[name] += 1
 
     run()
-    assert set(seen) == set(docs.MUTATIONS), set(docs.MUTATIONS) - set(seen)
+    assert seen[mutation] >= 1, f"{mutation} never broke a document"
 
 
 Steps = tuple[str | int, ...]
@@ -179,6 +182,10 @@ def test_any_one_value_replaced_is_placed_or_refused_near_it(doc: docs.Doc, data
     except problems.InvalidInput:
         found = refused(doc)
         cross = [p for p in found if p.path.startswith("spec.subsets") and p.message.startswith(CROSS_FIELD)]
+        # Dropping or changing the strategy type can leave an adaptive block under Fixed (a sibling).
+        cross += [p for p in found if changed.startswith("spec.scheduleStrategy")
+                  and p.path == "spec.scheduleStrategy.adaptive"
+                  and p.message.startswith(ADAPTIVE_UNDER_FIXED)]
         assert any(related(p.path, changed) for p in found) or cross, (changed, [str(p) for p in found])
         hypothesis.event("refused")
         return

@@ -128,7 +128,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         item = builders.federated_spread(
             fm.NAME, with_caps, namespace=fm.NAMESPACE, generation=self.generation, strategy=self.strategy,
             adaptive={"rescheduleCriticalSeconds": CRITICAL_SECONDS,
-                      "unschedulableSeconds": UNSCHEDULABLE_SECONDS},
+                      "unschedulableSeconds": UNSCHEDULABLE_SECONDS} if self.strategy == "Adaptive" else None,
             lost_seconds=LOST_SECONDS)
         self._hub(self.fed.world.upsert_spread(item))
 

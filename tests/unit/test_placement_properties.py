@@ -253,29 +253,66 @@ def test_unready_cordoned_and_unknown_clusters_take_nothing(scenario: Scenario) 
     _assert_only_usable_clusters_hold(scenario, scenario.place())
 
 
+def _taint(scenario: Scenario, data: st.DataObject, changes: list[str]) -> tuple[Scenario, set[str]]:
+    """The scenario with each cluster changed as drawn from `changes`; the NoSchedule-cordoned ones."""
+    snapshot = scenario.snapshot.model_dump(by_alias=True, mode="json")
+    cordoned: set[str] = set()
+    for entry in snapshot["clusters"]:
+        change = data.draw(st.sampled_from(changes), label=entry["name"])
+        if change == "unready":
+            entry["ready"] = False
+        elif change in ("NoSchedule", "NoExecute"):
+            entry["taints"].append({"key": builders.CORDON_TAINT_KEY, "effect": change})
+            if change == "NoSchedule":
+                cordoned.add(entry["name"])
+    later = dataclasses.replace(scenario, snapshot=cluster.CapacitySnapshot.model_validate(snapshot))
+    return later, cordoned
+
+
 @PROPERTY
 @hypothesis.given(data=st.data(), scenario=scenarios(usable=True))
-def test_clusters_that_become_unusable_lose_their_replicas(
+def test_unready_and_noexecute_clusters_lose_their_replicas_noschedule_ones_keep_them(
     data: st.DataObject, scenario: Scenario
 ) -> None:
     before = scenario.place()
-    snapshot = scenario.snapshot.model_dump(by_alias=True, mode="json")
-    for entry in snapshot["clusters"]:
-        change = data.draw(st.sampled_from(["keep", "keep", "unready", "cordon"]), label=entry["name"])
-        if change == "unready":
-            entry["ready"] = False
-        elif change == "cordon":
-            entry["taints"].append({"key": builders.CORDON_TAINT_KEY, "effect": "NoSchedule"})
-    later = dataclasses.replace(scenario, snapshot=cluster.CapacitySnapshot.model_validate(snapshot))
+    later, cordoned = _taint(scenario, data, ["keep", "keep", "unready", "NoExecute", "NoSchedule"])
     after = later.place(current=before.counts())
-    moved = any(
-        count and name not in fs.usable_clusters(later.snapshot)
-        for got in before.subsets for name, count in got.clusters.items()
-    )
-    hypothesis.event("replicas on a lost cluster" if moved else "no replicas lost")
+    kept = sum(got.clusters.get(name, 0) for got in before.subsets for name in cordoned)
+    hypothesis.event("a cordoned cluster keeps replicas" if kept else "nothing on a cordoned cluster")
 
-    _assert_only_usable_clusters_hold(later, after)
+    allowed = fs.usable_clusters(later.snapshot) | cordoned
+    for got in after.subsets:
+        for name, count in got.clusters.items():
+            if name not in allowed:
+                assert count == 0, (got.name, name, count)
+    # Same replicas, same caps: a NoSchedule cordon keeps exactly what ran there, and adds nothing.
+    for was, now in zip(before.subsets, after.subsets, strict=True):
+        for name in cordoned:
+            assert now.clusters.get(name, 0) == was.clusters.get(name, 0), (now.name, name, was, now)
     assert_accounts(after, scenario.replicas)
+
+
+@PROPERTY
+@hypothesis.given(data=st.data(), scenario=scenarios(usable=True, replicas=st.integers(0, 60)))
+def test_a_noschedule_cordon_never_grows_and_keeps_what_scale_down_order_keeps(
+    data: st.DataObject, scenario: Scenario
+) -> None:
+    """Against the same change of replicas without the cordon: a cordoned cluster never gets more
+    than it had, and keeps at least min(what it had, what it would hold uncordoned) — no new
+    replicas, no extra protection on scale-down."""
+    before = scenario.place()
+    replicas = data.draw(st.integers(0, 60), label="new replicas")
+    later, cordoned = _taint(scenario, data, ["keep", "NoSchedule"])
+    uncordoned = scenario.place(replicas=replicas, current=before.counts())
+    after = later.place(replicas=replicas, current=before.counts())
+    hypothesis.event("scale down" if replicas < scenario.replicas else "scale up or same")
+
+    assert_accounts(after, replicas)
+    for was, free, now in zip(before.subsets, uncordoned.subsets, after.subsets, strict=True):
+        for name in cordoned:
+            had, would, got = (s.clusters.get(name, 0) for s in (was, free, now))
+            assert got <= had, (now.name, name, had, got)
+            assert got >= min(had, would), (now.name, name, had, would, got)
 
 
 # 5 -------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from federation.api import cluster, spread
 from federation.core import fit, overcommit, placement, quotas
-from tests.support.builders import member, pool, snapshot, spread_spec
+from tests.support.builders import CORDON_TAINT_KEY, member, pool, snapshot, spread_spec
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -37,6 +37,19 @@ class Case:
     unplaced: int = 0
     waiting: int = 0
     shape: fit.PodShape = dataclasses.field(default_factory=fit.empty_shape)
+    current: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+
+
+def tainted(entry: dict[str, Any], effect: str) -> dict[str, Any]:
+    """A snapshot cluster with one cluster taint of `effect`."""
+    return {**entry, "taints": [{"key": CORDON_TAINT_KEY, "effect": effect}]}
+
+
+EU_BALANCE = spread_spec({"name": "eu", "clusterSpread": "Balance",
+                          "clusterSelector": {"matchLabels": {"topology.fedspread.io/region": "eu"}}})
+ONPREM_THEN_CLOUD = spread_spec({"name": "onprem", "clusters": ["dc1"]},
+                                {"name": "cloud", "clusters": ["aws-eu"]})
+ONPREM_4_CLOUD_4 = {"onprem": {"dc1": 4}, "cloud": {"aws-eu": 4}}
 
 
 BIG = snapshot(member("dc1", pool(10)), member("aws-eu", pool(10), region="eu"),
@@ -153,6 +166,43 @@ CASES = [
          snapshot(member("aws-eu", pool(10), region="eu", cordoned=True),
                   member("gcp-eu", pool(10), region="eu")),
          4, {"eu": {"aws-eu": 0, "gcp-eu": 4}}),
+    # --- cordons: NoSchedule keeps what runs, NoExecute moves it, PreferNoSchedule changes nothing --
+    Case("a NoSchedule cordon keeps its running replicas; new ones go to the neighbours",
+         EU_BALANCE, snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
+                              member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 3, "gcp-eu": 5}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("a NoSchedule cordon keeps its replicas under Adaptive too",
+         spread_spec({"name": "eu", "clusterSelector": region_eu(), "clusterSpread": "Balance"},
+                     strategy="Adaptive"),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
+                  member("gcp-eu", pool(10), region="eu")),
+         6, {"eu": {"aws-eu": 3, "gcp-eu": 3}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("a NoExecute cordon moves its replicas to the neighbours",
+         EU_BALANCE, snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoExecute"),
+                              member("gcp-eu", pool(10), region="eu")),
+         6, {"eu": {"aws-eu": 0, "gcp-eu": 6}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("a PreferNoSchedule taint changes nothing: new replicas are balanced over both",
+         EU_BALANCE, snapshot(tainted(member("aws-eu", pool(10), region="eu"), "PreferNoSchedule"),
+                              member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 4, "gcp-eu": 4}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("scale-down under a NoSchedule cordon trims the lowest-priority subset first (the cordoned keeps)",
+         ONPREM_THEN_CLOUD,
+         snapshot(tainted(member("dc1", pool(10)), "NoSchedule"), member("aws-eu", pool(10))),
+         6, {"onprem": {"dc1": 4}, "cloud": {"aws-eu": 2}}, current=ONPREM_4_CLOUD_4),
+    Case("scale-down gives a cordoned lowest-priority subset no extra protection",
+         ONPREM_THEN_CLOUD,
+         snapshot(member("dc1", pool(10)), tainted(member("aws-eu", pool(10)), "NoSchedule")),
+         6, {"onprem": {"dc1": 4}, "cloud": {"aws-eu": 2}}, current=ONPREM_4_CLOUD_4),
+    Case("scale-up never adds to a cordoned cluster, even the first subset's",
+         ONPREM_THEN_CLOUD,
+         snapshot(tainted(member("dc1", pool(10)), "NoSchedule"), member("aws-eu", pool(10))),
+         9, {"onprem": {"dc1": 4}, "cloud": {"aws-eu": 5}}, current={"onprem": {"dc1": 4}}),
+    Case("a cordoned cluster keeps no more than its subset's cap",
+         spread_spec({"name": "onprem", "clusters": ["dc1"], "maxReplicas": 2},
+                     {"name": "cloud", "clusters": ["aws-eu"]}),
+         snapshot(tainted(member("dc1", pool(10)), "NoSchedule"), member("aws-eu", pool(10))),
+         5, {"onprem": {"dc1": 2}, "cloud": {"aws-eu": 3}},
+         current={"onprem": {"dc1": 4}, "cloud": {"aws-eu": 1}}),
     Case("a cluster named by a subset but absent from the snapshot gets zero",
          spread_spec({"name": "a", "clusters": ["ghost", "dc1"], "clusterSpread": "Balance"}),
          snapshot(member("dc1", pool(1))),
@@ -192,7 +242,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_placement(case: Case) -> None:
-    result = placement.place(case.spec, replicas=case.replicas, snapshot=case.snapshot, shape=case.shape)
+    result = placement.place(case.spec, replicas=case.replicas, snapshot=case.snapshot, shape=case.shape,
+                             current=case.current)
     assert result.counts() == case.expected
     assert result.unplaced == case.unplaced
     assert result.capacity_exhausted == case.waiting
@@ -301,9 +352,11 @@ def test_quota_tables_and_local_subset_choice() -> None:
     assert tables["aws-eu"].replicas == 2 and tables["dc1"].replicas == 3
     assert sum(t.replicas for t in tables.values()) == result.placed
     dc1 = tables["dc1"].subsets
-    assert quotas.choose_subset(dc1, assigned={"onprem": 2}) == "onprem"
-    assert quotas.choose_subset(dc1, assigned={"onprem": 3}) is None
-    assert quotas.choose_subset(dc1, assigned={}, unschedulable={"onprem"}) is None
+    assert quotas.choose_subset(dc1, assigned={"onprem": 2}, adaptive=True) == "onprem"
+    assert quotas.choose_subset(dc1, assigned={"onprem": 3}, adaptive=True) is None
+    assert quotas.choose_subset(dc1, assigned={}, adaptive=True, unschedulable={"onprem"}) is None
+    # Fixed ignores marks: the marked subset still takes the pod.
+    assert quotas.choose_subset(dc1, assigned={}, adaptive=False, unschedulable={"onprem"}) == "onprem"
 
 
 def test_explanations_name_the_binding_constraint() -> None:
@@ -316,5 +369,30 @@ def test_explanations_name_the_binding_constraint() -> None:
     )
     onprem, eu = result.subsets
     assert onprem.reasons[0] == "cap 5 reached"
-    assert "gcp-eu: cordoned" in eu.reasons
+    assert "gcp-eu: cordoned (NoSchedule): takes no new replicas" in eu.reasons
     assert eu.capacity == 2 and eu.replicas == 4 and eu.waiting == 2
+
+
+def test_explanations_say_what_a_cordon_keeps() -> None:
+    result = placement.place(
+        EU_BALANCE, replicas=8, current={"eu": {"aws-eu": 3, "gcp-eu": 3}},
+        snapshot=snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
+                          tainted(member("gcp-eu", pool(10), region="eu"), "NoExecute"),
+                          member("azure-eu", pool(10), region="eu")),
+    )
+    (eu,) = result.subsets
+    assert eu.clusters == {"aws-eu": 3, "azure-eu": 5, "gcp-eu": 0}
+    assert "aws-eu: cordoned (NoSchedule): keeps its 3 running, takes no new replicas" in eu.reasons
+    assert "gcp-eu: cordoned (NoExecute): its replicas move, takes no new replicas" in eu.reasons
+
+
+def test_fixed_ignores_unschedulable_marks() -> None:
+    fixed = spread_spec({"name": "a", "clusters": ["dc1"], "maxReplicas": 5},
+                        {"name": "b", "clusters": ["aws-eu"]})
+    mark = placement.UnschedulableMark(subset="a", cluster="dc1", since=NOW)
+    result = placement.place(fixed, replicas=7, snapshot=BIG, current={"a": {"dc1": 5}},
+                             running={"a": {"dc1": 2}}, unschedulable=[mark], now=NOW)
+    assert result.counts() == {"a": {"dc1": 5}, "b": {"aws-eu": 2}}
+    assert not any("unschedulable" in r for r in result.subsets[0].reasons)
+    fresh = placement.place(fixed, replicas=7, snapshot=BIG, unschedulable=[mark], now=NOW)
+    assert fresh.counts() == {"a": {"dc1": 5}, "b": {"aws-eu": 2}}

@@ -150,6 +150,10 @@ INVALID = [
     pytest.param({"spec.scheduleStrategy.adaptive.unschedulableSeconds": 0},
                  "spec.scheduleStrategy.adaptive.unschedulableSeconds", "greater than 0",
                  id="unschedulableSeconds-zero"),
+    pytest.param({"spec.scheduleStrategy.type": "Fixed"}, "spec.scheduleStrategy.adaptive",
+                 "apply only to type Adaptive", id="adaptive-settings-with-Fixed"),
+    pytest.param({"spec.scheduleStrategy.type": DELETE}, "spec.scheduleStrategy.adaptive",
+                 "apply only to type Adaptive", id="adaptive-settings-with-default-Fixed"),
     pytest.param({"spec.failover.clusterLostSeconds": 0}, "spec.failover.clusterLostSeconds",
                  "greater than 0", id="clusterLostSeconds-zero"),
     # unknown and missing fields

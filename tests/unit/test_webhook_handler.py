@@ -39,12 +39,13 @@ def rule(name: str, index: int, quota: int, **extra: Any) -> assignment.SubsetRu
     return assignment.SubsetRule(name=name, index=index, quota=quota, required_term=term, **extra)
 
 
-def spread(*rules: assignment.SubsetRule, name: str = "web") -> assignment.Assignment:
+def spread(*rules: assignment.SubsetRule, name: str = "web",
+           strategy: str = "Fixed") -> assignment.Assignment:
     """An assignment of spread `shop/<name>` with these subsets."""
     return assignment.Assignment(
         spread=f"{NAMESPACE}/{name}", generation=1, namespace=NAMESPACE, workload=name,
         replicas=sum(r.quota for r in rules), template={}, template_revision="r1",
-        subsets=tuple(rules), subset_count=len(rules),
+        subsets=tuple(rules), subset_count=len(rules), strategy=assignment.Strategy(type=strategy),
     )
 
 
@@ -221,16 +222,23 @@ def test_revisions_fill_from_the_first_subset_again() -> None:
 
 def test_unschedulable_subset_is_skipped_until_it_recovers() -> None:
     until = NOW + datetime.timedelta(minutes=5)
-    agent = Agent(spread(rule("a", 0, 2, unschedulable_until=until), rule("b", 1, 2)))
+    agent = Agent(spread(rule("a", 0, 2, unschedulable_until=until), rule("b", 1, 2), strategy="Adaptive"))
     assert subset_of(agent.create(pod("p0"))[1]) == "b"
     agent.clock = until
     assert subset_of(agent.create(pod("p1"))[1]) == "a"
 
 
 def test_local_unschedulable_mark_is_honoured() -> None:
-    agent = Agent(spread(rule("a", 0, 2), rule("b", 1, 2)))
+    agent = Agent(spread(rule("a", 0, 2), rule("b", 1, 2), strategy="Adaptive"))
     agent.book.mark_unschedulable(SPREAD, "a", until=NOW + datetime.timedelta(minutes=1))
     assert subset_of(agent.create(pod("p0"))[1]) == "b"
+
+
+def test_fixed_strategy_ignores_unschedulable_marks() -> None:
+    until = NOW + datetime.timedelta(minutes=5)
+    agent = Agent(spread(rule("a", 0, 2, unschedulable_until=until), rule("b", 1, 2)))
+    agent.book.mark_unschedulable(SPREAD, "a", until=until)
+    assert [subset_of(agent.create(pod(f"p{i}"))[1]) for i in range(3)] == ["a", "a", "b"]
 
 
 def test_malformed_pod_of_a_spread_is_rejected_before_anything_is_recorded() -> None:

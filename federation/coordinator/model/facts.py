@@ -11,9 +11,8 @@ import dataclasses
 import datetime
 from typing import Any
 
-from federation.api import common
+from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.core import matching
 
 
 @dataclasses.dataclass
@@ -55,9 +54,9 @@ class ClusterFacts:
     taints: tuple[common.Taint, ...]
 
     @property
-    def cordoned(self) -> bool:
-        """A taint keeps new replicas off the whole cluster."""
-        return any(t.effect in matching.BINDING_TAINT_EFFECTS for t in self.taints)
+    def cordon(self) -> cluster.Cordon:
+        """How the cluster taints cordon it ("" when they do not)."""
+        return cluster.cordon_of(self.taints)
 
 
 @dataclasses.dataclass(frozen=True)

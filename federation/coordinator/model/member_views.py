@@ -371,8 +371,8 @@ class MemberViews:
         """Cluster `name` as spread `key` sees it (`key` empty: a spread without pending pods there)."""
         ledger = self._ledgers.get(name)
         member = self._clusters.get(name)
-        cordoned = member.cordoned if member is not None else False
+        cordon = member.cordon if member is not None else ""
         if ledger is None:
-            return placement.Member(ready, cordoned, (), tuple(() for _ in plan.profiles))
+            return placement.Member(ready, cordon, (), tuple(() for _ in plan.profiles))
         return placement.Member(
-            ready, cordoned, ledger.slots(key, plan.requests), ledger.admits(plan.signature, plan.profiles))
+            ready, cordon, ledger.slots(key, plan.requests), ledger.admits(plan.signature, plan.profiles))

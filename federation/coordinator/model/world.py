@@ -49,6 +49,12 @@ def _same_counts(old: placement.Placement, new: placement.Placement) -> bool:
     )
 
 
+def _marks_spent(old: spread_api.FederatedSpreadSpec, new: spread_api.FederatedSpreadSpec) -> bool:
+    """A mark speaks of the strategy type and subsets it was found under: a new type or subset list
+    spends it; an edit of anything else (target, failover, adaptive timings) keeps it."""
+    return (old.schedule_strategy.type, old.subsets) != (new.schedule_strategy.type, new.subsets)
+
+
 class World:
     """Spreads, targets, clusters, inventories, pod counts, marks, heartbeats and last placements."""
 
@@ -106,6 +112,8 @@ class World:
         target = self._targets.get(key)
         if old is not None:
             self._index.unregister(key)
+            if _marks_spent(old.spec, item.spec):
+                self._drop_marks(key)
         self._spreads[key] = SpreadEntry(
             spread=item,
             generation=item.metadata.generation or next(self._counter),
@@ -127,8 +135,7 @@ class World:
         del self._spreads[key]
         self._forget_plan(key)
         self._views.recharge(key)
-        self._marks = {k: v for k, v in self._marks.items() if k[0] != key}
-        self._marks_by_spread = None
+        self._drop_marks(key)
         self.brakes.forget(key)
         return {key}
 
@@ -235,7 +242,8 @@ class World:
             return set()
         self._marks[mark] = since
         self._marks_by_spread = None
-        return {spread} if spread in self._spreads else set()
+        entry = self._spreads.get(spread)  # a Fixed spread is placed as if there were no marks
+        return {spread} if entry is not None and entry.spec.schedule_strategy.type == "Adaptive" else set()
 
     def heartbeat(self, name: str, at: datetime.datetime | None = None) -> set[str]:
         """`name`'s agent was heard; affects the spreads for which it was lost and is ready again."""
@@ -336,7 +344,9 @@ class World:
         return frozenset(name for names in self._index.selection_of(key) for name in names)
 
     def marks_for(self, key: str) -> list[placement.UnschedulableMark]:
-        """Spread `key`'s unschedulable marks (expiry is the placement's business)."""
+        """Spread `key`'s unschedulable marks (expiry is the placement's business); none under Fixed."""
+        if (entry := self._spreads.get(key)) is not None and entry.spec.schedule_strategy.type != "Adaptive":
+            return []
         if self._marks_by_spread is None:
             index: dict[str, list[placement.UnschedulableMark]] = {}
             for (spread_key, subset, name), since in sorted(self._marks.items()):
@@ -407,6 +417,11 @@ class World:
         """The set of clusters or their labels changed: selections must be matched again."""
         self._index.relabel()
         self._views.groups.clear()
+
+    def _drop_marks(self, key: str) -> None:
+        """Forget every unschedulable mark of spread `key`."""
+        self._marks = {k: v for k, v in self._marks.items() if k[0] != key}
+        self._marks_by_spread = None
 
     def _spread_pods(self, key: str) -> dict[str, dict[str, status.ClusterPods]]:
         """Spread `key`'s pod counts per cluster per subset, as stored (created empty)."""

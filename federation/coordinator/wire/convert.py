@@ -71,7 +71,7 @@ class ClusterRecord:
     @property
     def cordoned(self) -> bool:
         """A NoSchedule or NoExecute cluster taint keeps new replicas away."""
-        return any(t.effect in ("NoSchedule", "NoExecute") for t in self.taints)
+        return cluster.cordon_of(self.taints) != ""
 
     def to_capacity(self) -> cluster.ClusterCapacity:
         """The placement core's view of this cluster."""
