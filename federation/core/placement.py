@@ -157,6 +157,18 @@ def with_ready(view: View, names: Collection[str]) -> View:
     return dataclasses.replace(view, members=members)
 
 
+def holding(view: View, names: Collection[str]) -> View:
+    """`view` with lost clusters `names` keeping their replicas but taking no new ones, as under a
+    NoSchedule cordon (their failover waits for the federation's rate limit)."""
+    members = dict(view.members)
+    for name in names:
+        member = members.get(name)
+        if member is not None and not member.ready:
+            cordon: cluster.Cordon = member.cordon or "NoSchedule"
+            members[name] = member._replace(ready=True, cordon=cordon)
+    return dataclasses.replace(view, members=members)
+
+
 def view_of(
     spec: spread.FederatedSpreadSpec, *, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape
 ) -> View:

@@ -104,9 +104,11 @@ def request_for(
     """Spread `entry`'s inputs on the world as it is, every other spread's pending pods deducted."""
     key = entry.key
     view = world.view_for(key)
-    kept = brake_for(world, entry, now=now)
+    kept, held = brake_for(world, entry, now=now)
     if kept:
         view = placement.with_ready(view, kept)
+    if held:
+        view = placement.holding(view, held)
     return PlaceRequest(
         key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
         current=world.current_for(key), running=world.running_for(key),
@@ -116,9 +118,10 @@ def request_for(
 
 def brake_for(
     world: world_model.World, entry: world_model.SpreadEntry, *, now: datetime.datetime
-) -> frozenset[str]:
-    """Update spread `entry`'s failover brake and the federation's failover rate limit; the lost
-    clusters its placement treats as ready (kept by the brake, or waiting for the rate limit)."""
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Update spread `entry`'s failover brake and the federation's failover rate limit: the lost
+    clusters the brake keeps (placed as if ready), and those waiting for the rate limit (they
+    keep their replicas and take no new ones)."""
     known = frozenset(world.cluster_names())
     selectable = world.selected(entry.key) & known
     lost = selectable - world.ready_selected(entry.key)
@@ -128,7 +131,7 @@ def brake_for(
     )
     waiting = (lost - kept) - world.failover_limit.admit(lost - kept, now=now)
     world.brakes.hold(entry.key, waiting=bool(waiting))
-    return kept | waiting
+    return kept, frozenset(waiting)
 
 
 def place_one(
