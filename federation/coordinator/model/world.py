@@ -33,7 +33,15 @@ from typing import Any
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator.model import brakes, facts, failover, lifecycle, member_views, selection_index
+from federation.coordinator.model import (
+    brakes,
+    facts,
+    failover,
+    lifecycle,
+    marks,
+    member_views,
+    selection_index,
+)
 from federation.core import fit, overcommit, placement, status
 
 DEFAULT_LOST_SECONDS = 60
@@ -47,12 +55,6 @@ def _same_counts(old: placement.Placement, new: placement.Placement) -> bool:
     return len(old.subsets) == len(new.subsets) and all(
         a.name == b.name and a.clusters == b.clusters for a, b in zip(old.subsets, new.subsets, strict=True)
     )
-
-
-def _marks_spent(old: spread_api.FederatedSpreadSpec, new: spread_api.FederatedSpreadSpec) -> bool:
-    """A mark speaks of the strategy type and subsets it was found under: a new type or subset list
-    spends it; an edit of anything else (target, failover, adaptive timings) keeps it."""
-    return (old.schedule_strategy.type, old.subsets) != (new.schedule_strategy.type, new.subsets)
 
 
 class World:
@@ -83,13 +85,12 @@ class World:
         self._pods: dict[str, dict[str, dict[str, status.ClusterPods]]] = {}
         self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
         self._conflicts: dict[str, dict[str, str]] = {}
-        self._marks: dict[tuple[str, str, str], datetime.datetime] = {}
+        self._marks = marks.Marks()
         self._counter = itertools.count(1)
         self.lifecycle = lifecycle.Lifecycle()
         """Target holders, refusals, deletion policies of deleted spreads (`lifecycle`)."""
         # Indexes and caches (see the module docstring); none of them is a fact of its own.
         self._pods_by_spread: dict[str, dict[str, dict[str, status.ClusterPods]]] = {}
-        self._marks_by_spread: dict[str, list[placement.UnschedulableMark]] | None = None
         self._index = selection_index.SelectionIndex(self._spreads, self._members, pools=self._pools)
         self._views = member_views.MemberViews(
             self._spreads, self._placed, pods=self._pods_by_spread, clusters=self._members,
@@ -112,8 +113,8 @@ class World:
         target = self._targets.get(key)
         if old is not None:
             self._index.unregister(key)
-            if _marks_spent(old.spec, item.spec):
-                self._drop_marks(key)
+            if marks.spent(old.spec, item.spec):
+                self._marks.drop_spread(key)
         self._spreads[key] = SpreadEntry(
             spread=item,
             generation=item.metadata.generation or next(self._counter),
@@ -135,7 +136,7 @@ class World:
         del self._spreads[key]
         self._forget_plan(key)
         self._views.recharge(key)
-        self._drop_marks(key)
+        self._marks.drop_spread(key)
         self.brakes.forget(key)
         return {key}
 
@@ -179,8 +180,7 @@ class World:
             self._views.mark_stale((key,))
         self._workloads.pop(name, None)
         self._conflicts.pop(name, None)
-        self._marks = {k: v for k, v in self._marks.items() if k[2] != name}
-        self._marks_by_spread = None
+        self._marks.drop_cluster(name)
         self.tracker.forget(name)
         self.failover_limit.heard(name)  # nothing of it is failing over any more
         self._views.beats += 1
@@ -237,11 +237,8 @@ class World:
         self, name: str, *, spread: str, subset: str, since: datetime.datetime
     ) -> set[str]:
         """An agent marked (subset, cluster) of `spread` unschedulable at `since`; the latest wins."""
-        mark = (spread, subset, name)
-        if self._marks.get(mark) == since:
+        if not self._marks.mark(spread=spread, subset=subset, cluster=name, since=since):
             return set()
-        self._marks[mark] = since
-        self._marks_by_spread = None
         entry = self._spreads.get(spread)  # a Fixed spread is placed as if there were no marks
         return {spread} if entry is not None and entry.spec.schedule_strategy.type == "Adaptive" else set()
 
@@ -347,13 +344,7 @@ class World:
         """Spread `key`'s unschedulable marks (expiry is the placement's business); none under Fixed."""
         if (entry := self._spreads.get(key)) is not None and entry.spec.schedule_strategy.type != "Adaptive":
             return []
-        if self._marks_by_spread is None:
-            index: dict[str, list[placement.UnschedulableMark]] = {}
-            for (spread_key, subset, name), since in sorted(self._marks.items()):
-                index.setdefault(spread_key, []).append(
-                    placement.UnschedulableMark(subset=subset, cluster=name, since=since))
-            self._marks_by_spread = index
-        return list(self._marks_by_spread.get(key, ()))
+        return self._marks.of_spread(key)
 
     def pods_for(self, key: str) -> dict[str, dict[str, status.ClusterPods]]:
         """Spread `key`'s pod counts per subset per cluster."""
@@ -417,11 +408,6 @@ class World:
         """The set of clusters or their labels changed: selections must be matched again."""
         self._index.relabel()
         self._views.groups.clear()
-
-    def _drop_marks(self, key: str) -> None:
-        """Forget every unschedulable mark of spread `key`."""
-        self._marks = {k: v for k, v in self._marks.items() if k[0] != key}
-        self._marks_by_spread = None
 
     def _spread_pods(self, key: str) -> dict[str, dict[str, status.ClusterPods]]:
         """Spread `key`'s pod counts per cluster per subset, as stored (created empty)."""
