@@ -33,7 +33,7 @@ import typing
 from collections.abc import Collection, Mapping, Sequence
 
 from federation.api import cluster, placement_json, spread
-from federation.core import apportion, division, fit, matching
+from federation.core import apportion, brake, division, fit, matching
 
 Counts = Mapping[str, Mapping[str, int]]
 
@@ -145,21 +145,11 @@ def rooms_of(selected: Sequence[Sequence[str]], members: Mapping[str, Member]) -
     )
 
 
-def with_ready(view: View, names: Collection[str]) -> View:
-    """`view` with clusters `names` counted as ready (the failover brake keeps their replicas)."""
-    if not any(name in view.members and not view.members[name].ready for name in names):
-        return view
-    members = dict(view.members)
-    for name in names:
-        member = members.get(name)
-        if member is not None and not member.ready:
-            members[name] = member._replace(ready=True)
-    return dataclasses.replace(view, members=members)
-
-
 def holding(view: View, names: Collection[str]) -> View:
     """`view` with lost clusters `names` keeping their replicas but taking no new ones, as under a
-    NoSchedule cordon (their failover waits for the federation's rate limit)."""
+    NoSchedule cordon (the failover brake holds, or their failover waits for the rate limit)."""
+    if not any(name in view.members and not view.members[name].ready for name in names):
+        return view
     members = dict(view.members)
     for name in names:
         member = members.get(name)
@@ -167,6 +157,17 @@ def holding(view: View, names: Collection[str]) -> View:
             cordon: cluster.Cordon = member.cordon or "NoSchedule"
             members[name] = member._replace(ready=True, cordon=cordon)
     return dataclasses.replace(view, members=members)
+
+
+def braked(view: View, *, heard_from_any: bool) -> View:
+    """`view` under the failover brake, judged on this one view (what-ifs: no history): when more
+    than half of the selectable clusters are unready, or none is ready anywhere, they keep their
+    replicas and take no new ones. The coordinator keeps the brake's state across placements."""
+    selectable = {name for names in view.selected for name in names if name in view.members}
+    lost = [name for name in selectable if not view.members[name].ready]
+    if brake.suspends(selectable=len(selectable), lost=len(lost), heard_from_any=heard_from_any):
+        return holding(view, lost)
+    return view
 
 
 def view_of(
@@ -441,6 +442,7 @@ def place(
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, got {replicas}")
     view = view_of(spec, snapshot=snapshot, shape=shape if shape is not None else fit.empty_shape())
+    view = braked(view, heard_from_any=any(c.ready for c in snapshot.clusters))
     return place_view(
         spec, replicas=replicas, view=view, current=current, running=running,
         unschedulable=unschedulable, now=now,

@@ -101,6 +101,27 @@ def test_a_noschedule_cordon_keeps_the_current_replicas(tmp_path: pathlib.Path) 
     assert "aws-eu: cordoned (NoSchedule): keeps its 21 running, takes no new replicas" in table.stdout
 
 
+def test_the_failover_brake_keeps_replicas_when_most_clusters_are_unready(tmp_path: pathlib.Path) -> None:
+    first = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS)
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(first))
+    snapshot = yaml.safe_load((EXAMPLES / "clusters.yaml").read_text())
+
+    def unready(*names: str) -> str:
+        for entry in snapshot["clusters"]:
+            entry["ready"] = entry["name"] not in names
+        path = tmp_path / f"unready-{'-'.join(names)}.yaml"
+        path.write_text(yaml.safe_dump(snapshot))
+        return str(path)
+
+    args = ("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--current", str(current), "--replicas", "40")
+    # Two of three silent: the fault is probably the coordinator's; nothing moves.
+    assert simulate_json(*args, "--clusters", unready("dc1", "aws-eu"))["clusters"] == first["clusters"]
+    # One of three is a real loss: its replicas go to the others.
+    moved = simulate_json(*args, "--clusters", unready("aws-eu"))["clusters"]
+    assert isinstance(moved, dict) and moved["aws-eu"] == 0 and sum(moved.values()) == 40, moved
+
+
 def test_a_fixed_spread_with_adaptive_settings_is_refused(tmp_path: pathlib.Path) -> None:
     documents = list(yaml.safe_load_all((EXAMPLES / "prefer-onprem.yaml").read_text()))
     documents[-1]["spec"]["scheduleStrategy"]["type"] = "Fixed"

@@ -22,7 +22,7 @@ import strategies as fs
 from hypothesis import strategies as st
 
 from federation.api import cluster, spread
-from federation.core import apportion, fit, placement
+from federation.core import apportion, brake, fit, placement
 from tests.support import builders
 
 PROPERTY = hypothesis.settings(
@@ -269,6 +269,16 @@ def _taint(scenario: Scenario, data: st.DataObject, changes: list[str]) -> tuple
     return later, cordoned
 
 
+def braked(scenario: Scenario) -> set[str]:
+    """The unready clusters the failover brake keeps: more than half of the selectable ones are
+    unready, or no cluster of the snapshot is ready (then they keep their replicas, take none new)."""
+    view = placement.view_of(scenario.spec, snapshot=scenario.snapshot, shape=scenario.shape)
+    selectable = {name for names in view.selected for name in names if name in view.members}
+    lost = {name for name in selectable if not view.members[name].ready}
+    heard = any(c.ready for c in scenario.snapshot.clusters)
+    return lost if brake.suspends(selectable=len(selectable), lost=len(lost), heard_from_any=heard) else set()
+
+
 @PROPERTY
 @hypothesis.given(data=st.data(), scenario=scenarios(usable=True))
 def test_unready_and_noexecute_clusters_lose_their_replicas_noschedule_ones_keep_them(
@@ -276,6 +286,9 @@ def test_unready_and_noexecute_clusters_lose_their_replicas_noschedule_ones_keep
 ) -> None:
     before = scenario.place()
     later, cordoned = _taint(scenario, data, ["keep", "keep", "unready", "NoExecute", "NoSchedule"])
+    held = braked(later)  # unready, but the brake keeps them: exactly as a NoSchedule cordon
+    hypothesis.event("the failover brake holds" if held else "no brake")
+    cordoned |= held
     after = later.place(current=before.counts())
     kept = sum(got.clusters.get(name, 0) for got in before.subsets for name in cordoned)
     hypothesis.event("a cordoned cluster keeps replicas" if kept else "nothing on a cordoned cluster")

@@ -198,8 +198,8 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
         if entry is None:
             twin.drop(key)
         elif entry.replicas is not None:
-            kept, held = loop.brake_for(twin, entry, now=now)  # not what is compared here
-            view = placement.holding(placement.with_ready(selectable(reference_view(twin, key)), kept), held)
+            kept = loop.brake_for(twin, entry, now=now)  # the failover brake is not what is compared here
+            view = placement.holding(selectable(reference_view(twin, key)), kept)
             placed[key] = placement.place_view(
                 entry.spec, replicas=entry.replicas, view=view,
                 current=twin.current_for(key), running=twin.running_for(key),

@@ -104,11 +104,9 @@ def request_for(
     """Spread `entry`'s inputs on the world as it is, every other spread's pending pods deducted."""
     key = entry.key
     view = world.view_for(key)
-    kept, held = brake_for(world, entry, now=now)
+    kept = brake_for(world, entry, now=now)
     if kept:
-        view = placement.with_ready(view, kept)
-    if held:
-        view = placement.holding(view, held)
+        view = placement.holding(view, kept)
     return PlaceRequest(
         key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
         current=world.current_for(key), running=world.running_for(key),
@@ -118,10 +116,10 @@ def request_for(
 
 def brake_for(
     world: world_model.World, entry: world_model.SpreadEntry, *, now: datetime.datetime
-) -> tuple[frozenset[str], frozenset[str]]:
+) -> frozenset[str]:
     """Update spread `entry`'s failover brake and the federation's failover rate limit: the lost
-    clusters the brake keeps (placed as if ready), and those waiting for the rate limit (they
-    keep their replicas and take no new ones)."""
+    clusters that keep their replicas (and take no new ones), because the brake holds or their
+    failover waits for the rate limit."""
     known = frozenset(world.cluster_names())
     selectable = world.selected(entry.key) & known
     lost = selectable - world.ready_selected(entry.key)
@@ -131,7 +129,7 @@ def brake_for(
     )
     waiting = (lost - kept) - world.failover_limit.admit(lost - kept, now=now)
     world.brakes.hold(entry.key, waiting=bool(waiting))
-    return kept, frozenset(waiting)
+    return kept | waiting
 
 
 def place_one(
