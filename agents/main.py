@@ -117,6 +117,7 @@ class Agent:
             credentials=None if link_tls is None else (lambda: transport.channel_credentials(link_tls)),
             heartbeat_seconds=settings.heartbeat_seconds,
             on_assignment=lambda _value: self._wake.set(), on_removal=self._removed,
+            on_removing=self._removing,
             federation=self.federation)
 
     def start(self) -> None:
@@ -190,6 +191,10 @@ class Agent:
         thread = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def _removing(self, spread: str, orphan: bool) -> None:
+        if orphan:  # until its release, no prune may delete the Deployment whose assignment goes now
+            self.workload.hold(spread)
 
     def _removed(self, spread: str, orphan: bool) -> None:
         if orphan:

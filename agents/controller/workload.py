@@ -137,6 +137,8 @@ class WorkloadSync:
         self._failed: dict[str, tuple[str, float]] = {}
         self._conflicts: dict[str, tuple[str, str, float]] = {}
         """Per spread: (desired hash, why, when to look again) for a target we do not own."""
+        self._held: set[str] = set()
+        """Spreads being orphaned: their assignment is gone, their release not done; never pruned."""
         self._lock = threading.Lock()
         self.rounds = 0
         """Completed `sync_once` rounds (for status and for tests that wait for a round to pass)."""
@@ -262,7 +264,11 @@ class WorkloadSync:
         federation = self.federation.prunable()
         if federation and self._cache.synced:
             keep = {(v.spread_uid, v.namespace, v.workload) for v in current if v.federation == federation}
+            with self._lock:
+                held = set(self._held)
             for view in self._cache.deployments():
+                if view.annotations.get(names.SPREAD_KEY_ANNOTATION) in held:
+                    continue  # being orphaned: release takes our marks off, prune must not win the race
                 if ownership.prunable(labels={names.FEDERATION_LABEL: view.federation},
                                       annotations=view.annotations, where=(view.namespace, view.name),
                                       federation=federation, keep=keep) and \
@@ -270,6 +276,12 @@ class WorkloadSync:
                     outcomes[DELETED] = outcomes.get(DELETED, 0) + 1
         self.rounds += 1
         return outcomes
+
+    def hold(self, spread: str) -> None:
+        """Spread `spread` is about to be orphaned (its removal is queued): no prune may delete its
+        Deployments before `release` has taken our marks off them."""
+        with self._lock:
+            self._held.add(spread)
 
     def remove(self, spread: str, *, federation: str) -> int:
         """Delete the Deployments this agent made for `spread` in `federation` (a SpreadRemoval
@@ -306,6 +318,8 @@ class WorkloadSync:
                 raise
             LOG.info("deployment released deployment=%s/%s", namespace, name)
             released += 1
+        with self._lock:
+            self._held.discard(spread)
         return released
 
     def _forget(self, spread: str) -> None:

@@ -88,6 +88,7 @@ class Link:
         heartbeat_seconds: float = 10.0,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
+        on_removing: Callable[[str, bool], None] | None = None,
         federation: ownership.FederationState | None = None,
         clock: clock_mod.Clock = clock_mod.utcnow,
         backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
@@ -103,6 +104,7 @@ class Link:
         self._heartbeat_seconds = heartbeat_seconds
         self._on_assignment = on_assignment
         self._on_removal = on_removal
+        self._on_removing = on_removing  # before the quotas go: an orphaned workload is held from pruning
         self.synced = synced if synced is not None else threading.Event()
         self.federation = federation if federation is not None else ownership.FederationState()
         self._clock = clock
@@ -368,11 +370,12 @@ class Link:
         if seen is not None and seen > message.generation:
             error = f"stale removal generation {message.generation}; generation {seen} kept"
         else:
+            error = self._callback(self._on_removing, message.spread, message.orphan, what="removal")
             self._bookkeeping.remove_assignment(message.spread)
             self._received.pop(message.spread, None)
             log.info("spread removed", extra={"cluster": self.cluster, "spread": message.spread,
                                               "orphan": message.orphan, "reason": message.reason})
-            error = self._callback(self._on_removal, message.spread, message.orphan, what="removal")
+            error = self._callback(self._on_removal, message.spread, message.orphan, what="removal") or error
         stream.send(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
             spread=message.spread, generation=message.generation, error=error)))
 

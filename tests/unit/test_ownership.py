@@ -116,6 +116,14 @@ class FakeApps:
         self.writes.append(("delete", name))
         self.items.pop((namespace, name), None)
 
+    def patch_namespaced_deployment(self, name: str, namespace: str, body: Any, **_: Any) -> None:
+        """A JSON merge patch of metadata labels and annotations (None removes a key)."""
+        self.writes.append(("patch", name))
+        meta = self.items[namespace, name]["metadata"]
+        for part in ("labels", "annotations"):
+            merged = {**(meta.get(part) or {}), **body["metadata"].get(part, {})}
+            meta[part] = {k: v for k, v in merged.items() if v is not None}
+
     def list_deployment_for_all_namespaces(self, **_: Any) -> Any:
         return type("Response", (), {"data": json.dumps({"items": list(self.items.values())})})()
 
@@ -200,3 +208,21 @@ def test_an_earlier_agents_deployment_is_adopted() -> None:
     adopted = apps.items["shop", "own"]["metadata"]
     assert (adopted["labels"][names.FEDERATION_LABEL], adopted["annotations"][names.SPREAD_UID_ANNOTATION]) \
         == ("prod", "uid-1")
+
+
+def test_an_orphaned_deployment_is_never_pruned_between_its_removal_and_its_release() -> None:
+    apps, books = FakeApps(), bookkeeping.Bookkeeping()
+    books.set_assignment(VALUE)
+    sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
+    sync.federation.welcomed("prod")
+    sync.federation.resync_complete()
+    assert sync.sync_once() == {workload.CREATED: 1}
+    apps.items["shop", "own"]["metadata"]["uid"] = "k8s-own"
+    sync.hold(VALUE.spread)  # the link saw an orphaning removal: the hold comes before the quotas go
+    books.remove_assignment(VALUE.spread)
+    assert sync.sync_once() == {} and ("shop", "own") in apps.items, "a prune raced the release"
+    assert sync.release(VALUE.spread, federation="prod") == 1
+    released = apps.items["shop", "own"]["metadata"]
+    assert names.FEDERATION_LABEL not in released["labels"], released
+    assert names.SPREAD_UID_ANNOTATION not in released.get("annotations", {}), released
+    assert sync.sync_once() == {} and ("shop", "own") in apps.items, "a released Deployment is not ours"
