@@ -64,6 +64,7 @@ log = logging.getLogger("fedspread.coordinator.agents")
 END = object()  # queued by the servicer when its stream ends: the writer returns
 SUPERSEDED = object()  # queued when a newer stream for the same cluster replaced this one
 
+
 class AgentStream:
     """One welcomed stream: the queue its writer drains, and per-stream report state."""
 

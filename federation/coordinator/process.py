@@ -9,7 +9,8 @@ understand the coordinator. The threads, and why each exists:
   slow recompute never stalls a watch stream and events are never reordered. After the first
   SYNCED of all three kinds it calls `mark_hub_synced()`: only then may agents be resynced (an
   empty World must not tell agents to remove live workloads).
-- **timer** (1 s) — `Coordinator.tick()` moves replicas off clusters whose agents went silent, and
+- **timer** (1 s) — `Coordinator.tick()` moves replicas off clusters whose agents went silent
+  (unless the failover brake holds for a spread, or the failover rate limit defers a cluster), and
   spreads whose unschedulable marks just expired are recomputed (the subset may take pods again).
 - **status** (~2 s) — FederatedSpread, MemberCluster and hub Deployment statuses from the World via
   `core.status`, written by `StatusWriter` (which skips unchanged ones), outside the lock.
