@@ -9,7 +9,7 @@ the shape agents report it, so a snapshot captured from a live system can be rep
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal
 
 import pydantic
@@ -35,9 +35,23 @@ Cordon = Literal["", "NoSchedule", "NoExecute"]
 """How hard a cluster's taints cordon it: not at all, no new replicas, or its replicas move too."""
 
 
-def cordon_of(taints: Iterable[common.Taint]) -> Cordon:
-    """The strongest cordon among cluster taints: NoExecute over NoSchedule; PreferNoSchedule is none."""
-    effects = {t.effect for t in taints}
+def tolerates_cluster_taint(toleration: common.Toleration, taint: common.Taint) -> bool:
+    """Whether a spread's cluster toleration tolerates a cluster taint: Kubernetes matching
+    (`common.tolerates`), except that a toleration with `tolerationSeconds` never tolerates a
+    NoExecute taint (timed tolerations are not built: the replicas move at once, as untolerated)."""
+    if taint.effect == "NoExecute" and toleration.toleration_seconds is not None:
+        return False
+    return common.tolerates(toleration, taint)
+
+
+def cordon_of(
+    taints: Iterable[common.Taint], *, tolerations: Sequence[common.Toleration] = ()
+) -> Cordon:
+    """The strongest cordon among the cluster taints no toleration tolerates (`tolerations`: one
+    spread's clusterTolerations): NoExecute over NoSchedule; PreferNoSchedule is none."""
+    effects = {
+        t.effect for t in taints if not any(tolerates_cluster_taint(tol, t) for tol in tolerations)
+    }
     if "NoExecute" in effects:
         return "NoExecute"
     return "NoSchedule" if "NoSchedule" in effects else ""
@@ -50,7 +64,8 @@ class MemberClusterSpec(common.SpecModel):
         default_factory=list,
         description=(
             "Cluster-level taints. NoSchedule cordons the cluster: no new replicas, those running stay. "
-            "NoExecute also moves its replicas away. PreferNoSchedule changes nothing."
+            "NoExecute also moves its replicas away. PreferNoSchedule changes nothing. A spread's "
+            "clusterTolerations lift them for that spread."
         ),
     )
 

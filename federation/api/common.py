@@ -132,6 +132,17 @@ class Taint(SpecModel):
     )
 
 
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """core/v1 Toleration.ToleratesTaint: effect (unless empty), key (unless empty), then value."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return toleration.value == taint.value
+
+
 class LabelSelectorRequirement(SpecModel):
     """One label requirement of a label selector (meta/v1 LabelSelectorRequirement)."""
 

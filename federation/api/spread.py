@@ -212,6 +212,45 @@ class Failover(common.SpecModel):
     )
 
 
+class ClusterToleration(common.Toleration):
+    """A MemberCluster taint this spread tolerates (a core/v1 Toleration, matched against cluster taints)."""
+
+    toleration_seconds: int | None = pydantic.Field(
+        default=None,
+        description=(
+            "Only with effect NoExecute or empty. Timed tolerations are not honoured yet: a NoExecute "
+            "cluster taint tolerated only for a while counts as not tolerated, so the spread's replicas "
+            "move away at once. Leave it unset to keep replicas on a NoExecute cluster."
+        ),
+        json_schema_extra={"minimum": 0, "maximum": MAX_SECONDS},
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _operator_rules(self) -> ClusterToleration:
+        # Overrides the pod toleration's rules to report each problem at its own field.
+        problems: list[tuple[str, str]] = []
+        if self.operator == "Exists" and self.value:
+            problems.append(("operator", "operator Exists takes no value; use Equal or remove the value"))
+        if not self.key and self.operator != "Exists":
+            problems.append(("operator", "an empty key requires operator Exists (it tolerates every taint)"))
+        seconds = self.toleration_seconds
+        if seconds is not None:
+            if self.effect not in ("", "NoExecute"):
+                problems.append(("tolerationSeconds",
+                                 f"applies only to effect NoExecute (or empty), not {self.effect}"))
+            if seconds < 0:
+                problems.append(("tolerationSeconds", f"must not be negative, got {seconds}"))
+            elif seconds > MAX_SECONDS:
+                problems.append(("tolerationSeconds", f"must be at most {MAX_SECONDS}, got {seconds}"))
+        if problems:
+            raise pydantic_core.PydanticCustomError(
+                "spread_rules",
+                "{summary}",
+                {"summary": "; ".join(f"{p}: {m}" for p, m in problems), "problems": problems},
+            )
+        return self
+
+
 class FederatedSpreadSpec(common.SpecModel):
     """What a user asks for: which workload, which ordered subsets, which strategy."""
 
@@ -224,6 +263,15 @@ class FederatedSpreadSpec(common.SpecModel):
     )
     failover: Failover = pydantic.Field(
         default_factory=Failover, description="Cluster loss detection."
+    )
+    cluster_tolerations: list[ClusterToleration] = pydantic.Field(
+        default_factory=list,
+        description=(
+            "MemberCluster taints this spread tolerates (as Karmada's PropagationPolicy "
+            "clusterTolerations): a tolerated NoSchedule taint lets new replicas go there; a tolerated "
+            "NoExecute taint keeps the replicas there and lets new ones come. An empty key with "
+            "operator Exists tolerates every taint; an empty effect matches every effect."
+        ),
     )
     deletion_policy: DeletionPolicy = pydantic.Field(
         default="Orphan",

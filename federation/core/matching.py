@@ -100,15 +100,8 @@ def label_selector_matches(selector: common.LabelSelector, labels: Mapping[str, 
     )
 
 
-def tolerates(toleration: common.Toleration, taint: common.Taint) -> bool:
-    """core/v1 Toleration.ToleratesTaint: effect (unless empty), key (unless empty), then value."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator == "Exists":
-        return True
-    return toleration.value == taint.value
+tolerates = common.tolerates
+"""core/v1 Toleration.ToleratesTaint (the rule lives in the API so cluster cordons share it)."""
 
 
 def untolerated_taints(

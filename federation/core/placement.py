@@ -173,10 +173,12 @@ def braked(view: View, *, heard_from_any: bool) -> View:
 def view_of(
     spec: spread.FederatedSpreadSpec, *, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape
 ) -> View:
-    """The view of `snapshot` for `spec`'s subsets and pods of `shape`."""
+    """The view of `snapshot` for `spec`'s subsets and pods of `shape` (cordons net of the spec's
+    clusterTolerations)."""
     clusters = snapshot.by_name()
     shapes = [fit.with_subset(shape, subset) for subset in spec.subsets]
     selected = tuple(tuple(selected_clusters(subset, snapshot)) for subset in spec.subsets)
+    tolerations = spec.cluster_tolerations
     members: dict[str, Member] = {}
     for names in selected:
         for name in names:
@@ -185,7 +187,7 @@ def view_of(
                 continue
             pools = found.node_pools
             members[name] = Member(
-                ready=found.ready, cordon=found.cordon,
+                ready=found.ready, cordon=cluster.cordon_of(found.taints, tolerations=tolerations),
                 slots=tuple(p.count * fit.pods_per_node(p, shape) for p in pools),
                 admits=tuple(
                     tuple(i for i, p in enumerate(pools) if p.count and fit.pool_admits(p, s)) for s in shapes

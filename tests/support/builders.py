@@ -83,6 +83,7 @@ def federated_spread(
     adaptive: dict[str, Any] | None = None,
     lost_seconds: int | None = None,
     uid: str | None = None,
+    cluster_tolerations: list[dict[str, Any]] | None = None,
 ) -> spread_api.FederatedSpread:
     """A FederatedSpread `namespace/name` for the Deployment of the same name; only the settings
     given are written (the rest take the CRD's defaults; `uid` is metadata.uid)."""
@@ -93,6 +94,8 @@ def federated_spread(
             spec["scheduleStrategy"]["adaptive"] = adaptive
     if lost_seconds is not None:
         spec["failover"] = {"clusterLostSeconds": lost_seconds}
+    if cluster_tolerations is not None:
+        spec["clusterTolerations"] = cluster_tolerations
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "generation": generation}
     if uid is not None:
         metadata["uid"] = uid

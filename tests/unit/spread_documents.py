@@ -19,6 +19,7 @@ import strategies as fs
 from hypothesis import strategies as st
 
 from federation.api import names, spread
+from tests.support.builders import CORDON_TAINT_KEY
 
 Doc = dict[str, Any]
 Mutation = Callable[[st.DrawFn, Doc], str]
@@ -33,6 +34,17 @@ SECONDS = st.integers(1, 600) | st.integers(spread.MAX_SECONDS - 10, spread.MAX_
 _SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 JSON = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8)
+
+
+CLUSTER_TOLERATIONS: list[Doc] = [
+    {"operator": "Exists"},
+    {"key": CORDON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+    {"key": CORDON_TAINT_KEY, "value": "maintenance", "effect": "NoExecute"},
+    {"key": CORDON_TAINT_KEY, "operator": "Exists", "tolerationSeconds": 300},
+]
+"""Valid `spec.clusterTolerations` entries."""
+CLUSTER_TOLERATION_DOCS = st.sampled_from(CLUSTER_TOLERATIONS).map(copy.deepcopy)
+"""One of them, a fresh copy (tests change drawn documents in place)."""
 
 
 @st.composite
@@ -117,6 +129,8 @@ def documents(draw: st.DrawFn, *, min_subsets: int = 1, max_subsets: int = 4) ->
         doc["spec"]["scheduleStrategy"] = strategy
     if draw(st.booleans()):
         doc["spec"]["failover"] = {"clusterLostSeconds": draw(SECONDS)}
+    if draw(st.integers(0, 3)) == 0:
+        doc["spec"]["clusterTolerations"] = draw(st.lists(CLUSTER_TOLERATION_DOCS, max_size=3))
     return doc
 
 
@@ -240,6 +254,31 @@ def bad_pod_fields(draw: st.DrawFn, doc: Doc) -> str:
     return _at(index, "patch")
 
 
+def bad_cluster_toleration(draw: st.DrawFn, doc: Doc) -> str:
+    """A cluster toleration Kubernetes would refuse, among valid ones: the path names its field."""
+    tolerations = draw(st.lists(CLUSTER_TOLERATION_DOCS, max_size=2))
+    index = draw(st.integers(0, len(tolerations)))
+    choice = draw(st.sampled_from(["Exists-with-value", "empty-key-Equal", "seconds-not-NoExecute",
+                                   "negative-seconds", "unknown-effect"]))
+    bad: Doc = {"key": "k"}
+    field = "tolerationSeconds"
+    if choice == "Exists-with-value":
+        bad, field = {"key": "k", "operator": "Exists", "value": draw(st.text(min_size=1))}, "operator"
+    elif choice == "empty-key-Equal":
+        bad, field = {"operator": "Equal", "value": draw(st.text())}, "operator"
+    elif choice == "seconds-not-NoExecute":
+        bad["effect"] = draw(st.sampled_from(["NoSchedule", "PreferNoSchedule"]))
+        bad["tolerationSeconds"] = draw(st.integers(0, 600))
+    elif choice == "negative-seconds":
+        bad["effect"] = draw(st.sampled_from(["NoExecute", ""]))
+        bad["tolerationSeconds"] = draw(st.integers(max_value=-1))
+    else:
+        bad["effect"], field = draw(st.sampled_from(["NoRun", "noschedule", "Evict"])), "effect"
+    tolerations.insert(index, bad)
+    doc["spec"]["clusterTolerations"] = tolerations
+    return f"spec.clusterTolerations[{index}].{field}"
+
+
 def bad_strategy_or_failover(draw: st.DrawFn, doc: Doc) -> str:
     spec = doc["spec"]
     bad = draw(st.integers(max_value=0) | st.integers(min_value=spread.MAX_SECONDS + 1)
@@ -291,7 +330,7 @@ KNOWN_FIELDS = frozenset({
     "cluster_selector", "clusterSpread", "cluster_spread", "requiredNodeSelectorTerm",
     "required_node_selector_term", "preferredNodeSelectorTerms", "preferred_node_selector_terms",
     "tolerations", "patch", "maxReplicas", "max_replicas", "type", "adaptive", "clusterLostSeconds",
-    "cluster_lost_seconds"})
+    "cluster_lost_seconds", "clusterTolerations", "cluster_tolerations"})
 
 
 def unknown_field(draw: st.DrawFn, doc: Doc) -> str:
@@ -310,7 +349,8 @@ def unknown_field(draw: st.DrawFn, doc: Doc) -> str:
 
 MUTATIONS: dict[str, Mutation] = {m.__name__: m for m in (
     cap_of_wrong_type, negative_cap, malformed_cap, mixed_caps, percentages_over_100, duplicate_name,
-    bad_subset_name, clusters_or_selector, bad_selector, bad_pod_fields, bad_strategy_or_failover,
+    bad_subset_name, clusters_or_selector, bad_selector, bad_pod_fields, bad_cluster_toleration,
+    bad_strategy_or_failover,
     adaptive_under_fixed, bad_target_or_kind, unknown_field)}
 
 

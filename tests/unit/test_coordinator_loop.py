@@ -455,6 +455,38 @@ def test_a_noschedule_cordon_keeps_what_runs_and_a_noexecute_one_moves_it() -> N
     assert run(model, keys, clock).placements["shop/web"].clusters == {"dc1": 0, "aws": 4}
 
 
+def test_cluster_tolerations_lift_a_cordon_for_the_spread_that_has_them_only() -> None:
+    """Two spreads with equal pods share the cached member views of dc1: one tolerates its taints
+    and uses it, the other does not, whichever view was built first."""
+    clock = ManualClock(T0)
+    model = new_world(clock, {"dc1": 4, "aws": 4})
+    balance = [{**REGION[0], "clusterSpread": "Balance"}]
+    keys = add_spread(model, builders.federated_spread("api", subsets=balance), replicas=4)
+    keys |= add_spread(model, builders.federated_spread(
+        "web", subsets=balance, cluster_tolerations=[{"operator": "Exists"}]), replicas=4)
+    keys |= add_spread(model, builders.federated_spread(
+        "pin", subsets=TWO_SUBSETS, cluster_tolerations=[{"key": "cordon", "operator": "Exists"}]),
+        replicas=4)
+    keys |= model.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"},
+                                 taints=[common.Taint(key="cordon", effect="NoSchedule")])
+    placed = run(model, keys, clock).placements
+    assert placed["shop/api"].clusters == {"dc1": 0, "aws": 4}
+    assert placed["shop/web"].clusters == {"dc1": 2, "aws": 2}
+    assert placed["shop/pin"].clusters == {"dc1": 3, "aws": 1}
+    keys = model.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"},
+                                taints=[common.Taint(key="cordon", effect="NoExecute")])
+    assert keys == {"shop/api", "shop/web", "shop/pin"}
+    placed = run(model, keys, clock).placements
+    assert placed["shop/api"].clusters == {"dc1": 0, "aws": 4}
+    assert placed["shop/web"].clusters == {"dc1": 2, "aws": 2}
+    assert placed["shop/pin"].clusters == {"dc1": 3, "aws": 1}
+    keys = model.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"},
+                                taints=[common.Taint(key="drain", effect="NoExecute")])
+    placed = run(model, keys, clock).placements
+    assert placed["shop/web"].clusters == {"dc1": 2, "aws": 2}
+    assert placed["shop/pin"].clusters == {"dc1": 0, "aws": 4}  # tolerates key "cordon" only
+
+
 # --- restart ----------------------------------------------------------------------------------------
 
 

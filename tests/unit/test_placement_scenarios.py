@@ -45,6 +45,17 @@ def tainted(entry: dict[str, Any], effect: str) -> dict[str, Any]:
     return {**entry, "taints": [{"key": CORDON_TAINT_KEY, "effect": effect}]}
 
 
+def tolerating(spec: spread.FederatedSpreadSpec, *tolerations: dict[str, Any]) -> spread.FederatedSpreadSpec:
+    """`spec` with clusterTolerations `tolerations` (camelCase documents)."""
+    return spec.model_copy(update={
+        "cluster_tolerations": [spread.ClusterToleration.model_validate(t) for t in tolerations]})
+
+
+def with_taints(entry: dict[str, Any], *effects: str) -> dict[str, Any]:
+    """A snapshot cluster with one cluster taint per effect, each under its own key."""
+    return {**entry, "taints": [{"key": f"taint-{i}", "effect": e} for i, e in enumerate(effects)]}
+
+
 EU_BALANCE = spread_spec({"name": "eu", "clusterSpread": "Balance",
                           "clusterSelector": {"matchLabels": {"topology.fedspread.io/region": "eu"}}})
 ONPREM_THEN_CLOUD = spread_spec({"name": "onprem", "clusters": ["dc1"]},
@@ -184,6 +195,54 @@ CASES = [
     Case("a PreferNoSchedule taint changes nothing: new replicas are balanced over both",
          EU_BALANCE, snapshot(tainted(member("aws-eu", pool(10), region="eu"), "PreferNoSchedule"),
                               member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 4, "gcp-eu": 4}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    # --- clusterTolerations: a tolerated taint cordons nothing for that spread ---------------------
+    Case("a tolerated NoSchedule cordon takes new replicas",
+         tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
+                  member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 4, "gcp-eu": 4}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("a tolerated NoExecute cordon keeps its replicas",
+         tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoExecute"),
+                  member("gcp-eu", pool(10), region="eu")),
+         6, {"eu": {"aws-eu": 3, "gcp-eu": 3}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("a tolerated NoExecute cordon takes new replicas too",
+         tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Equal", "effect": "NoExecute"}),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoExecute"),
+                  member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 4, "gcp-eu": 4}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("Exists with an empty key tolerates every taint of every effect",
+         tolerating(EU_BALANCE, {"operator": "Exists"}),
+         snapshot(with_taints(member("aws-eu", pool(10), region="eu"), "NoSchedule", "NoExecute"),
+                  member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 4, "gcp-eu": 4}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("a NoSchedule toleration does not tolerate NoExecute: the replicas move",
+         tolerating(EU_BALANCE, {"operator": "Exists", "effect": "NoSchedule"}),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoExecute"),
+                  member("gcp-eu", pool(10), region="eu")),
+         6, {"eu": {"aws-eu": 0, "gcp-eu": 6}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("tolerating NoExecute of two taints leaves the NoSchedule cordon",
+         tolerating(EU_BALANCE, {"key": "taint-1", "operator": "Exists", "effect": "NoExecute"}),
+         snapshot(with_taints(member("aws-eu", pool(10), region="eu"), "NoSchedule", "NoExecute"),
+                  member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 3, "gcp-eu": 5}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("an untolerated cordon behaves as without tolerations (another key, another value)",
+         tolerating(EU_BALANCE, {"key": "other", "operator": "Exists"},
+                    {"key": CORDON_TAINT_KEY, "operator": "Equal", "value": "x"}),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
+                  member("gcp-eu", pool(10), region="eu")),
+         8, {"eu": {"aws-eu": 3, "gcp-eu": 5}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("a NoExecute toleration with tolerationSeconds is not honoured yet: the replicas move",
+         tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Exists", "effect": "NoExecute",
+                                 "tolerationSeconds": 300}),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoExecute"),
+                  member("gcp-eu", pool(10), region="eu")),
+         6, {"eu": {"aws-eu": 0, "gcp-eu": 6}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+    Case("tolerationSeconds does not matter to a NoSchedule taint",
+         tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Exists", "tolerationSeconds": 60}),
+         snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
+                  member("gcp-eu", pool(10), region="eu")),
          8, {"eu": {"aws-eu": 4, "gcp-eu": 4}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
     Case("scale-down under a NoSchedule cordon trims the lowest-priority subset first (the cordoned keeps)",
          ONPREM_THEN_CLOUD,

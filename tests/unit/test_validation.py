@@ -93,6 +93,7 @@ def problems_of(doc: Any) -> list[problems.Problem]:
 
 S0 = "spec.subsets[0]"
 S1 = "spec.subsets[1]"
+CT = "spec.clusterTolerations"
 IN_NO_VALUES = {"matchExpressions": [{"key": "pool", "operator": "In"}]}
 
 INVALID = [
@@ -204,6 +205,22 @@ INVALID = [
                  id="toleration-empty-key-Equal"),
     pytest.param({f"{S0}.tolerations[0].effect": "NoRun"}, f"{S0}.tolerations[0].effect",
                  "'NoSchedule'", id="toleration-bad-taint-effect"),
+    # clusterTolerations: Kubernetes tolerations of MemberCluster taints
+    pytest.param({"spec.clusterTolerations": [{"key": "maint", "operator": "Exists", "value": "x"}]},
+                 f"{CT}[0].operator", "takes no value", id="cluster-toleration-Exists-with-value"),
+    pytest.param({"spec.clusterTolerations": [{"operator": "Equal", "value": "x"}]},
+                 f"{CT}[0].operator", "empty key requires operator Exists",
+                 id="cluster-toleration-empty-key-Equal"),
+    pytest.param({"spec.clusterTolerations": [{"key": "maint", "effect": "NoSchedule",
+                                               "tolerationSeconds": 30}]},
+                 f"{CT}[0].tolerationSeconds", "only to effect NoExecute",
+                 id="cluster-toleration-seconds-with-NoSchedule"),
+    pytest.param({"spec.clusterTolerations": [{"key": "maint", "effect": "NoExecute",
+                                               "tolerationSeconds": -1}]},
+                 f"{CT}[0].tolerationSeconds", "must not be negative",
+                 id="cluster-toleration-negative-seconds"),
+    pytest.param({"spec.clusterTolerations": [{"key": "maint"}, {"key": "m", "operator": "Near"}]},
+                 f"{CT}[1].operator", "'Exists'", id="cluster-toleration-unknown-operator"),
     pytest.param({f"{S1}.clusterSelector.matchExpressions[0].values": DELETE},
                  f"{S1}.clusterSelector.matchExpressions[0]", "needs at least one value",
                  id="cluster-selector-In-without-values"),
@@ -334,6 +351,28 @@ def test_every_field_problem_is_reported_at_once() -> None:
         "status.replicas",
         "extra",
     ]
+
+
+def test_cluster_tolerations_parse_and_report_every_problem_at_once() -> None:
+    doc = with_changes({"spec.clusterTolerations": [
+        {"operator": "Exists"},
+        {"key": "maint", "operator": "Equal", "value": "yes", "effect": "NoExecute", "tolerationSeconds": 0},
+    ]})
+    parsed = problems.validate(spread.FederatedSpread, doc, what="spread.yaml")
+    assert [(t.key, t.operator, t.toleration_seconds) for t in parsed.spec.cluster_tolerations] == [
+        ("", "Exists", None), ("maint", "Equal", 0)]
+    doc = with_changes({
+        f"{S0}.maxReplicas": -1,
+        "spec.clusterTolerations": [
+            {"key": "a", "operator": "Exists", "value": "v", "effect": "PreferNoSchedule",
+             "tolerationSeconds": -5},
+            {"key": "b", "effect": "NoExecute", "tolerationSeconds": 60},
+            {"operator": "Equal"},
+        ],
+    })
+    assert [p.path for p in problems_of(doc)] == [
+        f"{S0}.maxReplicas", f"{CT}[0].operator", f"{CT}[0].tolerationSeconds",
+        f"{CT}[0].tolerationSeconds", f"{CT}[2].operator"]
 
 
 def test_every_cross_field_problem_is_reported_at_once() -> None:

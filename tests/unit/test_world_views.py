@@ -108,11 +108,19 @@ templates = st.builds(
 )
 
 
+CLUSTER_TOLERATIONS: list[list[dict[str, Any]]] = [
+    [], [], [{"operator": "Exists"}],
+    [{"key": builders.CORDON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+]
+"""Spreads with equal pods share cached member views; some tolerate the cordon, some do not."""
+
+
 @st.composite
 def spreads(draw: st.DrawFn, key: str) -> spread_api.FederatedSpread:
     spec = draw(fs.spreads(list(NAMES), max_subsets=3))
     data = spec.model_dump(by_alias=True, mode="json")
     data["failover"] = {"clusterLostSeconds": draw(st.sampled_from((30, 60)))}
+    data["clusterTolerations"] = draw(st.sampled_from(CLUSTER_TOLERATIONS))
     namespace, name = key.split("/")
     return spread_api.FederatedSpread.model_validate(
         {"metadata": {"name": name, "namespace": namespace}, "spec": data})
@@ -163,7 +171,8 @@ def draw_event(model: world.World, clock: ManualClock, data: st.DataObject) -> t
     if kind == "labels":
         labels = {names.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
         cordoned = data.draw(st.integers(0, 3)) == 0
-        taints = [common.Taint(key=builders.CORDON_TAINT_KEY, effect="NoSchedule")] if cordoned else []
+        effect = data.draw(st.sampled_from(["NoSchedule", "NoExecute"]))
+        taints = [common.Taint(key=builders.CORDON_TAINT_KEY, effect=effect)] if cordoned else []
         return kind, lambda m: m.upsert_cluster(name, labels=labels, taints=taints)
     if kind == "beat":
         return kind, lambda m: m.heartbeat(name)

@@ -23,6 +23,7 @@ import datetime
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 from federation.api import cluster
+from federation.api import spread as spread_api
 from federation.coordinator.model import facts, failover, selection_index
 from federation.core import fit, overcommit, placement, status
 
@@ -307,9 +308,24 @@ class MemberViews:
                 for index, found in enumerate(rooms):
                     if name in found:
                         found[name] = member.room(index)
+        if entry.spec.cluster_tolerations:
+            self._tolerate(members, entry.spec.cluster_tolerations)
         # `names`: the placement lists the clusters this spread can select, not every cluster of
         # the federation (10k spreads x 1k clusters of zeros would be ~10M dict entries).
         return placement.View(names=tuple(members), selected=selected, members=members, rooms=tuple(rooms))
+
+    def _tolerate(
+        self, members: dict[str, placement.Member], tolerations: Sequence[spread_api.ClusterToleration]
+    ) -> None:
+        """Lift from `members` (one spread's, a copy of the shared views) the cordons the spread's
+        clusterTolerations tolerate. Applied here, not in the cached member views: those are shared
+        by every spread with equal pods, whatever it tolerates."""
+        for name, member in members.items():
+            if member.cordon:
+                found = self._clusters.get(name)
+                cordon = cluster.cordon_of(found.taints, tolerations=tolerations) if found is not None else ""
+                if cordon != member.cordon:
+                    members[name] = member._replace(cordon=cordon)
 
     def _member_view(self, name: str, plan: Plan, *, ready: bool) -> placement.Member:
         """Cluster `name` for spreads with this plan's pods and no pending pods of their own there."""

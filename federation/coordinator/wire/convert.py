@@ -172,9 +172,11 @@ def explanation_to_pb(
 ) -> placement_pb2.Explanation:
     """Why each subset got what it got, from the core's reasons, caps and capacities.
 
-    `clusters` supplies readiness and cordons; a cluster it does not list counts as not ready.
+    `clusters` supplies readiness and cordons (net of the spread's clusterTolerations); a cluster it
+    does not list counts as not ready.
     """
     known = {c.name: c for c in clusters}
+    tolerations = record.spec.cluster_tolerations if record.spec is not None else []
     subsets = []
     for sub, cap in zip(record.placement.subsets, _caps(record), strict=True):
         own = {f"{name}: " for name in sub.clusters}
@@ -189,7 +191,8 @@ def explanation_to_pb(
             reasons = _cluster_reasons(sub.reasons, name)
             explained.append(placement_pb2.ClusterExplanation(
                 cluster=name, ready=member is not None and member.ready,
-                cordoned=member is not None and member.cordoned,
+                cordoned=member is not None
+                and cluster.cordon_of(member.taints, tolerations=tolerations) != "",
                 unschedulable=until is not None or any(r.startswith("unschedulable") for r in reasons),
                 unschedulable_until=timestamp(until),
                 free_capacity=_known(record.free_capacity.get((sub.name, name))),
