@@ -272,7 +272,7 @@ class WorkloadSync:
                 if ownership.prunable(labels={names.FEDERATION_LABEL: view.federation},
                                       annotations=view.annotations, where=(view.namespace, view.name),
                                       federation=federation, keep=keep) and \
-                        self._delete(view.namespace, view.name, uid=view.uid):
+                        self._prune(view.namespace, view.name, federation=federation, keep=keep):
                     outcomes[DELETED] = outcomes.get(DELETED, 0) + 1
         self.rounds += 1
         return outcomes
@@ -347,10 +347,27 @@ class WorkloadSync:
         return owned
 
     @_RETRY
-    def _delete(self, namespace: str, name: str, *, uid: str) -> bool:
+    def _prune(self, namespace: str, name: str, *, federation: str, keep: set[tuple[str, str, str]]) -> bool:
+        """Delete a Deployment the cache says is prunable, after reading it again from the apiserver:
+        the cache may still show marks a release has just taken off. The delete is conditional on
+        the version read, so a change in between (a release, an adoption) makes it fail, not win."""
+        try:
+            response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False,
+                                                            _request_timeout=30)
+        except exceptions.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        meta = json.loads(response.data).get("metadata") or {}
+        if not ownership.prunable(labels=meta.get("labels") or {}, annotations=meta.get("annotations") or {},
+                                  where=(namespace, name), federation=federation, keep=keep):
+            return False
+        return self._delete(namespace, name, uid=meta.get("uid", ""), version=meta.get("resourceVersion", ""))
+
+    def _delete(self, namespace: str, name: str, *, uid: str, version: str = "") -> bool:
         options: Json = {"propagationPolicy": "Background"}
         if uid:
-            options["preconditions"] = {"uid": uid}
+            options["preconditions"] = {"uid": uid, **({"resourceVersion": version} if version else {})}
         try:
             self._apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False)
         except exceptions.ApiException as error:

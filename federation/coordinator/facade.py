@@ -129,10 +129,13 @@ class Coordinator:
             if name not in self.world.cluster_names():
                 affected |= self.world.upsert_cluster(name, labels=dict(hello.topology_labels))
             affected |= self.world.heartbeat(name)
+            # Place first, then resync: the returning agent must receive the placement of the world
+            # in which it is heard again, not one computed while it was silent (that one may say 0
+            # for pods it still runs, and a quota 0 followed by the fix a moment later kills them).
+            self.publish(affected)
             stream.send(welcome=self._welcome(name, heartbeat_seconds=heartbeat_seconds))
             if self._hub_synced:
                 self._resync(stream)
-            self.publish(affected)
         return stream
 
     def detach(self, stream: AgentStream) -> None:

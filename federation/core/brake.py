@@ -60,15 +60,21 @@ class BrakeState:
 def next_state(
     previous: BrakeState | None, *, selectable: Collection[str], lost: Collection[str],
     heard_from_any: bool, now: datetime.datetime, grace: datetime.timedelta,
+    falling_silent: Collection[str] = (),
 ) -> BrakeState | None:
     """The spread's brake after looking at its clusters now (None: failover works normally).
 
     `selectable` are the clusters its subsets can select, `lost` those of them that are lost,
     `heard_from_any` whether any agent of the federation is heard, `grace` the spread's
-    `clusterLostSeconds`.
+    `clusterLostSeconds`. `falling_silent` are clusters not lost yet but silent for a good part
+    of the limit: they count toward the brake, because agents cut off together fall silent a
+    heartbeat apart and are declared lost a tick apart — judged one at a time, the first would be
+    failed over before the others are seen.
     """
-    still_lost = frozenset(lost) & frozenset(selectable)
-    if suspends(selectable=len(frozenset(selectable)), lost=len(still_lost), heard_from_any=heard_from_any):
+    chosen = frozenset(selectable)
+    still_lost = frozenset(lost) & chosen
+    silent = still_lost | (frozenset(falling_silent) & chosen)
+    if suspends(selectable=len(chosen), lost=len(silent), heard_from_any=heard_from_any) and still_lost:
         since = previous.since if previous is not None and previous.suspended else now
         return BrakeState(clusters=still_lost, since=since)
     if previous is None:

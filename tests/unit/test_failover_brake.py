@@ -225,3 +225,25 @@ def test_a_cluster_heard_again_leaves_the_rate_limit() -> None:
     placed = model.placements[KEY].clusters
     assert placed["c2"] == 2 and placed["c1"] == 0, placed
     assert not model.failover_limit.has_budget(clock())
+
+
+def test_clusters_falling_silent_a_few_seconds_apart_are_judged_together() -> None:
+    """A partition cuts agents off a heartbeat apart: the first declared lost must not be failed
+    over alone while the next one is already silent for most of the limit."""
+    clock = ManualClock(T0)
+    model = partitioned_world(clock)  # every agent last heard at T0; now T0 + limit + 1
+    clock.advance(-(LOST_SECONDS + 1))
+    clock.advance(3)
+    model.heartbeat("dc1")  # dc1 is cut off 3 s after aws
+    clock.advance(LOST_SECONDS - 2)  # aws is lost, dc1 has been silent for most of the limit
+    model.heartbeat("gcp")
+    tick(model, clock)
+    assert model.placements[KEY].clusters == {"aws": 4, "dc1": 4, "gcp": 4}
+    state = model.brakes.state(KEY)
+    assert state is not None and state.suspended and state.clusters == {"aws"}, state
+    clock.advance(5)
+    model.heartbeat("gcp")
+    tick(model, clock)
+    assert model.placements[KEY].clusters == {"aws": 4, "dc1": 4, "gcp": 4}
+    state = model.brakes.state(KEY)
+    assert state is not None and state.clusters == {"aws", "dc1"}, state

@@ -31,11 +31,12 @@ class Brakes:
 
     def update(
         self, key: str, *, selectable: Collection[str], lost: Collection[str], heard_from_any: bool,
-        now: datetime.datetime, grace: datetime.timedelta,
+        now: datetime.datetime, grace: datetime.timedelta, falling_silent: Collection[str] = (),
     ) -> frozenset[str]:
-        """Spread `key`'s brake after looking at its clusters now: the lost clusters to treat as ready."""
+        """Spread `key`'s brake after looking at its clusters now: the lost clusters it keeps."""
         state = brake.next_state(self._states.get(key), selectable=selectable, lost=lost,
-                                 heard_from_any=heard_from_any, now=now, grace=grace)
+                                 heard_from_any=heard_from_any, now=now, grace=grace,
+                                 falling_silent=falling_silent)
         if state is None:
             self.forget(key)
             return frozenset()

@@ -123,9 +123,12 @@ def brake_for(
     known = frozenset(world.cluster_names())
     selectable = world.selected(entry.key) & known
     lost = selectable - world.ready_selected(entry.key)
+    half = entry.lost_after / 2
+    falling_silent = {name for name in selectable - lost
+                      if (silent := world.tracker.silent_for(name)) is not None and silent > half}
     kept = world.brakes.update(
         entry.key, selectable=selectable, lost=lost, heard_from_any=world.heard_from_any(entry.lost_after),
-        now=now, grace=entry.lost_after,
+        now=now, grace=entry.lost_after, falling_silent=falling_silent,
     )
     waiting = (lost - kept) - world.failover_limit.admit(lost - kept, now=now)
     world.brakes.hold(entry.key, waiting=bool(waiting))
