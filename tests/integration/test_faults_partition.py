@@ -116,10 +116,13 @@ def test_a_partition_on_the_coordinators_side_deletes_no_pod_and_moves_no_replic
                 proxy.block()
             for agent in agents:
                 link(agent, False)
-            waiting.wait_for(lambda: hub.condition("web", "FailoverSuspended").get("status") == "True",
-                             timeout=TIMEOUT, message="FailoverSuspended was never reported")
-            suspended = hub.condition("web", "FailoverSuspended")
-            assert all(name in suspended.get("message", "") for name in names), suspended
+            def suspended_naming_both() -> bool:
+                shown = hub.condition("web", "FailoverSuspended")
+                return shown.get("status") == "True" and all(n in shown.get("message", "") for n in names)
+
+            # The first cluster declared lost is named first; the other joins a tick later.
+            waiting.wait_for(suspended_naming_both, timeout=TIMEOUT, message=lambda: (
+                f"FailoverSuspended never named both clusters: {hub.condition('web', 'FailoverSuspended')}"))
             time.sleep(LOST_SECONDS + 6)  # both lost for a good while
             for agent, proxy in zip(agents, proxies, strict=True):
                 proxy.unblock()
