@@ -58,6 +58,9 @@ class SubsetPlacement:
     capacity: int | None
     waiting: int
     reasons: tuple[str, ...]
+    kept: int = 0
+    """Ready pods kept above the rule's share until their replacements are Ready (`handover`);
+    included in `replicas` and `clusters`."""
 
 
 @dataclasses.dataclass(frozen=True)

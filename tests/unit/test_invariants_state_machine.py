@@ -12,7 +12,11 @@ Kubernetes). After every step:
   above its cap, and nothing is placed on a cluster that is lost or unknown;
 * every connected agent enforces exactly the placement's column for its cluster (the quotas never
   exceed the placement), and no agent holds an assignment for a cluster the spread does not use;
-* no admission ever put a subset above its quota in a cluster (`Member.allowance`).
+* no admission ever put a subset above its quota in a cluster (`Member.allowance`);
+* no placement removes a verified Ready pod while the spread still needs it (the handover rule);
+* a partition on the coordinator's side (every agent silent past clusterLostSeconds, then back
+  one by one) moves no replica and deletes no pod (the `coordinator_partition` rule asserts it
+  whenever the federation was quiet before the partition).
 
 When the events stop (`teardown`), every agent comes back, capacity is made sufficient, and the
 federation runs controller rounds and clock steps until nothing changes: the coordinator must be
@@ -197,6 +201,37 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             self.fed.controller_round(name)
         self.fed.heartbeat_and_tick()
 
+    @stateful.rule(seconds=st.integers(LOST_SECONDS + 1, 3 * LOST_SECONDS), order=st.permutations(fm.CLUSTERS))
+    def coordinator_partition(self, seconds: int, order: list[str]) -> None:
+        """Every agent goes silent at once (the fault is on the coordinator's side) for longer than
+        clusterLostSeconds, then they return one by one: no replica moves, no pod is deleted."""
+        for name in fm.CLUSTERS:
+            self.fed.controller_round(name)
+        before = self.fed.world.placements.get(fm.KEY)
+        quiet = (before is not None and not self.fed.world.marks_for(fm.KEY)
+                 and all(m.stream is not None and sum(m.quotas().values()) == len(m.pods)
+                         for m in self.fed.members.values()))
+        pods = {name: set(member.pods) for name, member in self.fed.members.items()}
+        for name in fm.CLUSTERS:
+            self.fed.disconnect(name)
+        for _ in range(0, seconds, ROUND_SECONDS):
+            self.clock.advance(ROUND_SECONDS)
+            self.fed.heartbeat_and_tick()
+        for name in order:
+            self.fed.connect(name)
+            self.fed.heartbeat_and_tick()
+            for member in self.fed.members.values():
+                while member.replicaset_step():
+                    pass
+        hypothesis.event(f"partition judged: {quiet}")
+        if not quiet:
+            return
+        assert before is not None
+        after = self.fed.world.placements[fm.KEY]
+        assert after.counts() == before.counts(), (before.counts(), after.counts())
+        for name, member in self.fed.members.items():
+            assert pods[name] <= set(member.pods), (name, pods[name] - set(member.pods))
+
     # --- invariants -----------------------------------------------------------------------------------
 
     @stateful.invariant()
@@ -205,25 +240,42 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         if entry is None or result is None:
             return
         assert result.replicas == entry.replicas == self.replicas
-        assert result.placed + result.unplaced == result.replicas and result.unplaced >= 0
+        kept = {s.name: s.kept for s in result.subsets}  # Ready pods the handover keeps (not the rule's)
+        assert result.placed - sum(kept.values()) + result.unplaced == result.replicas and result.unplaced >= 0
         percents = [s.percent for s in entry.spec.subsets]
         if any(p is not None for p in percents):
             share = apportion.round_half_up(fractions.Fraction(
                 sum(p or 0 for p in percents) * result.replicas, 100))
             bounded = zip(result.subsets, percents, strict=True)
-            assert sum(r.replicas for r, p in bounded if p is not None) <= share
+            assert sum(r.replicas - r.kept for r, p in bounded if p is not None) <= share
         for subset, placed in zip(entry.spec.subsets, result.subsets, strict=True):
             if isinstance(subset.max_replicas, int):
-                assert placed.replicas <= subset.max_replicas, (subset.name, placed)
+                assert placed.replicas - placed.kept <= subset.max_replicas, (subset.name, placed)
             elif subset.percent is not None:
-                assert placed.replicas <= math.floor(subset.percent * result.replicas / 100) + 1
+                assert placed.replicas - placed.kept <= math.floor(subset.percent * result.replicas / 100) + 1
         lost_after = entry.lost_after
         brake = self.fed.world.brakes.state(fm.KEY)
-        kept = brake.clusters if brake is not None else frozenset()
+        braked = brake.clusters if brake is not None else frozenset()
         for name, count in result.clusters.items():
             if count:  # on a lost cluster only while the failover brake keeps it (the fault looks ours)
                 assert name in fm.CLUSTERS, (name, result)
-                assert self.fed.world.ready(name, after=lost_after) or name in kept, (name, result, brake)
+                assert self.fed.world.ready(name, after=lost_after) or name in braked, (name, result, brake)
+
+    @stateful.invariant()
+    def no_ready_pod_is_removed_while_the_spread_needs_it(self) -> None:
+        """The placement keeps as many of the verified Ready pods (of clusters it may still use) as
+        the spread needs: a Ready pod goes only when its replacements are Ready."""
+        entry, result = self.fed.world.spread(fm.KEY), self.fed.world.placements.get(fm.KEY)
+        if entry is None or result is None:
+            return
+        ready = self.fed.world.pods.ready_for(fm.KEY, usable=self.fed.world.ready_selected(fm.KEY))
+        have = keep = 0
+        for subset in result.subsets:
+            for name, count in (ready.get(subset.name) or {}).items():
+                if name in subset.clusters:
+                    have += count
+                    keep += min(count, subset.clusters[name])
+        assert keep >= min(have, result.replicas), (ready, result.counts())
 
     @stateful.invariant()
     def connected_agents_enforce_exactly_the_placement(self) -> None:

@@ -8,8 +8,11 @@ silent for `failover.clusterLostSeconds`. Keeping it pure lets unit tests drive 
 sequences and an injected clock; the Ray shards and gRPC servicers only call it.
 
 Stability comes from `placement.place` itself: the last placement is passed back as `current`, so
-a scale only moves the delta, and a cluster that returns after failover gets nothing back until
-new replicas are needed.
+a scale only moves the delta. A cluster that returns after failover counts the pods it runs again
+(`World.current_for`), so the surplus goes by the spread's scale-down order. Every placement the
+coordinator stores then passes the handover rule (`federation.core.handover`): Ready pods the
+spread cannot spare yet are kept until their replacements are Ready, and a returned cluster's pods
+are kept until it reports them again.
 
 Cost: a request is built from what the World keeps up to date per cluster (other spreads'
 pending pods already charged, see `World.view_for`), so it costs the clusters the spread can use,
@@ -25,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from federation.api import cluster, spread
 from federation.coordinator.model import world as world_model
-from federation.core import fit, overcommit, placement
+from federation.core import fit, handover, overcommit, placement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +75,11 @@ class PlaceRequest:
     marks: tuple[placement.UnschedulableMark, ...] = ()
     now: datetime.datetime | None = None
     view: placement.View | None = None
+    ready: Mapping[str, Mapping[str, int]] | None = None
+    """Verified Ready pods per subset per cluster: given, the handover rule keeps the Ready pods
+    the spread cannot spare yet (`handover.keep_ready`); None (what-ifs): the rule's answer as is."""
+    unverified: Mapping[str, Mapping[str, int]] | None = None
+    """Pods of clusters that returned and have not reported since, kept whole by the handover."""
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
@@ -80,10 +88,14 @@ PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
 def answer(request: PlaceRequest) -> placement.Placement:
     """The placement a request asks for (`placement.place_view`, or `placement.place` on its snapshot)."""
     if request.view is not None:
-        return placement.place_view(
+        result = placement.place_view(
             request.spec, replicas=request.replicas, view=request.view, current=request.current,
             running=request.running, unschedulable=request.marks, now=request.now,
         )
+        if request.ready is None:
+            return result
+        return handover.keep_ready(result, replicas=request.replicas, ready=request.ready,
+                                   unverified=request.unverified)
     if request.snapshot is None:
         raise ValueError(f"request {request.key!r} has neither a view nor a snapshot")
     return placement.place(
@@ -107,10 +119,13 @@ def request_for(
     kept = brake_for(world, entry, now=now)
     if kept:
         view = placement.holding(view, kept)
+    usable = world.ready_selected(key)
     return PlaceRequest(
         key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
         current=world.current_for(key), running=world.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, view=view,
+        ready=world.pods.ready_for(key, usable=usable),
+        unverified=world.pods.unverified_for(key, usable=usable),
     )
 
 

@@ -40,6 +40,7 @@ from federation.coordinator.model import (
     lifecycle,
     marks,
     member_views,
+    pod_reports,
     selection_index,
 )
 from federation.core import fit, overcommit, placement, status
@@ -82,18 +83,16 @@ class World:
         self._targets: dict[str, facts.Target] = {}
         self._members: dict[str, facts.ClusterFacts] = {}
         self._pools: dict[str, list[cluster.NodePool]] = {}
-        self._pods: dict[str, dict[str, dict[str, status.ClusterPods]]] = {}
-        self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
-        self._conflicts: dict[str, dict[str, str]] = {}
+        self.pods = pod_reports.PodReports()
+        """What the agents last reported of each spread's pods, and which reports still hold."""
         self._marks = marks.Marks()
         self._counter = itertools.count(1)
         self.lifecycle = lifecycle.Lifecycle()
         """Target holders, refusals, deletion policies of deleted spreads (`lifecycle`)."""
         # Indexes and caches (see the module docstring); none of them is a fact of its own.
-        self._pods_by_spread: dict[str, dict[str, dict[str, status.ClusterPods]]] = {}
         self._index = selection_index.SelectionIndex(self._spreads, self._members, pools=self._pools)
         self._views = member_views.MemberViews(
-            self._spreads, self._placed, pods=self._pods_by_spread, clusters=self._members,
+            self._spreads, self._placed, pods=self.pods.by_spread, clusters=self._members,
             index=self._index, tracker=self.tracker, clock=clock, grace_from=grace_from,
         )
 
@@ -175,11 +174,7 @@ class World:
         affected = self._index.selecting(name)
         self._members.pop(name, None)
         self._pools.pop(name, None)
-        for key in self._pods.pop(name, {}):
-            self._spread_pods(key).pop(name, None)
-            self._views.mark_stale((key,))
-        self._workloads.pop(name, None)
-        self._conflicts.pop(name, None)
+        self._views.mark_stale(self.pods.forget(name))
         self._marks.drop_cluster(name)
         self.tracker.forget(name)
         self.failover_limit.heard(name)  # nothing of it is failing over any more
@@ -207,22 +202,15 @@ class World:
     ) -> set[str]:
         """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins).
 
-        Affects the spreads whose counts changed and, through overcommit protection, every spread
+        Affects the spreads whose counts changed (all with pods there when the report verifies a
+        cluster that returned after being lost) and, through overcommit protection, every spread
         that can use the cluster and is not settled. `workloads` (the member Deployments' status
         per spread) and `conflicts` (why a same-name Deployment is not ours) feed status only.
         """
-        self._workloads[name] = dict(workloads or {})
-        self._conflicts[name] = dict(conflicts or {})
-        new = {key: dict(per_subset) for key, per_subset in counts.items()}
-        old = self._pods.get(name, {})
-        if old == new:
+        reported = self.pods.report(name, counts, workloads=workloads, conflicts=conflicts)
+        if reported is None:
             return set()
-        self._pods[name] = new
-        for key in set(old) - set(new):
-            self._spread_pods(key).pop(name, None)
-        for key, per_subset in new.items():
-            self._spread_pods(key)[name] = per_subset
-        changed = {k for k in set(old) | set(new) if old.get(k) != new.get(k) and k in self._spreads}
+        changed = reported & set(self._spreads)
         self._views.mark_stale(changed)
         return changed | self._capacity_bound(self._index.selecting(name))
 
@@ -247,6 +235,8 @@ class World:
         users = self._index.selecting(name)
         limits = {self._spreads[k].lost_after for k in users}
         lost_before = {after for after in limits if self.tracker.lost(name, after=after)}
+        if lost_before:
+            self.pods.lost(name)  # its last report is from before: its pods must report again
         self.tracker.beat(name, at)
         self.failover_limit.heard(name)
         self._views.beats += 1
@@ -348,35 +338,37 @@ class World:
 
     def pods_for(self, key: str) -> dict[str, dict[str, status.ClusterPods]]:
         """Spread `key`'s pod counts per subset per cluster."""
-        found: dict[str, dict[str, status.ClusterPods]] = {}
-        per_cluster = self._pods_by_spread.get(key, {})
-        for name in sorted(per_cluster):
-            for subset, pods in per_cluster[name].items():
-                found.setdefault(subset, {})[name] = pods
-        return found
+        return self.pods.pods_for(key)
 
     def workloads_for(self, key: str) -> dict[str, status.WorkloadStatus]:
         """Spread `key`'s member Deployment status per cluster, as agents last reported it."""
-        return {name: found[key] for name, found in sorted(self._workloads.items()) if key in found}
+        return self.pods.workloads_for(key)
 
     def conflicts_for(self, key: str) -> dict[str, str]:
         """Spread `key`'s ownership conflicts per cluster, as agents last reported them."""
-        return {name: found[key] for name, found in sorted(self._conflicts.items()) if key in found}
+        return self.pods.conflicts_for(key)
 
     def running_for(self, key: str) -> dict[str, dict[str, int]]:
         """Spread `key`'s running pods per subset per cluster."""
-        return {
-            subset: {name: pods.running for name, pods in per_cluster.items()}
-            for subset, per_cluster in self.pods_for(key).items()
-        }
+        return self.pods.running_for(key)
 
     def current_for(self, key: str) -> dict[str, dict[str, int]]:
         """Spread `key`'s last placement per subset per cluster; before the first, what its hub
-        status recorded (a restarted coordinator keeps what the last one placed), else empty."""
+        status recorded (a restarted coordinator keeps what the last one placed), else empty. A
+        cluster that was lost when the spread was last placed and is ready again holds (at least)
+        the pods it last reported running: its surplus goes by the spread's scale-down order, not
+        because it was away (`federation.core.handover` keeps them until the spread can spare them)."""
         last = self._placed.get(key)
-        if last is not None:
-            return last.counts()
-        return {subset: dict(counts) for subset, counts in self._seeded.get(key, {}).items()}
+        if last is None:
+            return {subset: dict(counts) for subset, counts in self._seeded.get(key, {}).items()}
+        counts = last.counts()
+        returned = self.ready_selected(key) - self._placed_ready.get(key, frozenset())
+        if returned:  # lost when last placed, heard again: its running pods count again
+            for subset, per_cluster in self.pods.running_for(key).items():
+                held = counts.setdefault(subset, {})
+                for name in returned & per_cluster.keys():
+                    held[name] = max(held.get(name, 0), per_cluster[name])
+        return counts
 
     def min_lost_seconds(self) -> int:
         """The smallest clusterLostSeconds among spreads (the default when there are none)."""
@@ -408,10 +400,6 @@ class World:
         """The set of clusters or their labels changed: selections must be matched again."""
         self._index.relabel()
         self._views.groups.clear()
-
-    def _spread_pods(self, key: str) -> dict[str, dict[str, status.ClusterPods]]:
-        """Spread `key`'s pod counts per cluster per subset, as stored (created empty)."""
-        return self._pods_by_spread.setdefault(key, {})
 
     def _forget_plan(self, key: str) -> None:
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""
