@@ -19,7 +19,7 @@ from federation.coordinator import facade
 from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import lifecycle, world
-from federation.core import status
+from federation.core import spread_status
 from federation.rpc import agent_pb2
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -235,11 +235,11 @@ def test_changing_the_target_ref_is_refused_and_the_last_valid_spec_stays_in_for
 
 
 def test_a_refused_spread_shows_valid_false_with_its_reason_and_keeps_the_rest() -> None:
-    base = status.spread_status(
+    base = spread_status.spread_status(
         placement=placed().coordinator.world.placements[KEY], spec=spread().spec, generation=1,
         reports={}, marks=[], previous=None, now=T0)
-    got = status.refused_spread_status(base, generation=2, reason=lifecycle.TARGET_REF_IMMUTABLE,
-                                       message="no", now=T0)
+    got = spread_status.refused_spread_status(base, generation=2, reason=lifecycle.TARGET_REF_IMMUTABLE,
+                                              message="no", now=T0)
     valid = [c for c in got.conditions if c.type == "Valid"]
     assert [(c.status, c.reason, c.observed_generation) for c in valid] == [
         ("False", lifecycle.TARGET_REF_IMMUTABLE, 2)]
