@@ -260,7 +260,7 @@ def test_workload_sync_creates_the_namespace_the_member_lacks(agent: Agent) -> N
         core.delete_namespace(missing, propagation_policy="Background")
 
 
-def test_orphan_deployment_kept_until_assignments_synced(agent: Agent, namespace: str) -> None:
+def test_nothing_is_deleted_without_an_explicit_removal(agent: Agent, namespace: str) -> None:
     api = spread_of(namespace, "api", {"a": 1}, template=hub_deployment("api"))
     kept = spread_of(namespace, "kept", {"a": 1}, template=hub_deployment("kept"))
     agent.books.set_assignment(api)
@@ -269,24 +269,35 @@ def test_orphan_deployment_kept_until_assignments_synced(agent: Agent, namespace
     for name in ("api", "kept"):
         wait_for(lambda name=name: agent.cache.deployment(namespace, name), timeout=WAIT,
                  message=f"the Deployment {name} never appeared in the cache")
+    before = read_deployment(agent, namespace, "api")
+    assert before is not None
 
-    agent.books.remove_assignment(api.spread)  # as on an agent restart: nothing assigned yet
-    agent.wait_rounds(lambda: agent.sync.rounds, rounds=3)
-    assert read_deployment(agent, namespace, "api") is not None, "deleted before the first full sync"
+    # Its assignment is gone (an agent restart, or a coordinator whose hub lists no such spread,
+    # resynced in full): the Deployment stays as last written, round after round.
+    agent.books.remove_assignment(api.spread)
+    agent.wait_rounds(lambda: agent.sync.rounds, rounds=5)
+    after = read_deployment(agent, namespace, "api")
+    assert after is not None, "deleted by absence"
+    def written(body: dict[str, Any]) -> tuple[Any, ...]:  # its status may move: its pods start meanwhile
+        meta = body["metadata"]
+        ours = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(names.PREFIX)}
+        return meta.get("generation"), meta.get("labels"), ours, body["spec"]["replicas"]
+    assert written(after) == written(before)
 
     # A removal that orphans its workload: released, it keeps running unmanaged.
     agent.books.remove_assignment(kept.spread)
     assert agent.sync.release(kept.spread, federation=FEDERATION) == 1
-
-    # The link received the full set of assignments from this federation's coordinator: api is not in it.
-    agent.sync.federation.welcomed(FEDERATION)
-    agent.sync.federation.resync_complete()
-    wait_for(lambda: read_deployment(agent, namespace, "api") is None, timeout=WAIT,
-             message="the orphaned Deployment was never deleted after the full sync")
     agent.wait_rounds(lambda: agent.sync.rounds, rounds=2)
     released = read_deployment(agent, namespace, "kept")
     assert released is not None, "a released Deployment was deleted"
     assert names.SPREAD_KEY_ANNOTATION not in released["metadata"]["annotations"]
+
+    # Only an explicit removal of this federation deletes: another federation's removes nothing.
+    assert agent.sync.remove(api.spread, federation="another-federation") == 0
+    assert agent.sync.remove(api.spread, federation=FEDERATION) == 1
+    wait_for(lambda: read_deployment(agent, namespace, "api") is None, timeout=WAIT,
+             message="the removed spread's Deployment still exists")
+    assert agent.sync.remove(kept.spread, federation=FEDERATION) == 0, "a released Deployment is not ours"
 
 
 # --------------------------------------------------------------------------------------------
