@@ -2,10 +2,10 @@
 
 Why here: the rule is "do no harm" — a deleted spread's workloads are orphaned unless its
 `deletionPolicy` says Delete, a removal because a cluster is no longer selected is not a deletion,
-a spread the coordinator never knew is orphaned, the newer of two spreads of one Deployment is
-refused and the older works on, and a live spread's targetRef cannot move. Hub events go through
-`hub.apply_to_world` as the coordinator applies them; what each agent is sent is read from the
-streams' queues (no gRPC, no Kubernetes).
+the newer of two spreads of one Deployment is refused and the older works on, and a live spread's
+targetRef cannot move (what a resync removes, and what it leaves alone: test_resync_removals.py).
+Hub events go through `hub.apply_to_world` as the coordinator applies them; what each agent is
+sent is read from the streams' queues (no gRPC, no Kubernetes).
 """
 
 from __future__ import annotations
@@ -133,12 +133,6 @@ def test_a_cluster_no_longer_selected_is_not_a_deletion() -> None:
     [removal] = fed.removals("aws")
     assert (removal.orphan, removal.reason) == (False, "cluster no longer selected")
     assert fed.removals("dc1") == []
-
-
-def test_resync_orphans_an_applied_spread_the_coordinator_never_knew() -> None:
-    fed = Federation(applied={"dc1": ["shop/gone"]})
-    [removal] = fed.removals("dc1")
-    assert (removal.spread, removal.orphan, removal.reason) == ("shop/gone", True, "spread deleted")
 
 
 def test_resync_after_a_deletion_follows_the_remembered_policy() -> None:
