@@ -28,6 +28,7 @@ from agents.controller import reconciler, workload
 from agents.inventory import reporter
 from agents.link import client as link_client
 from agents.webhook import handler, registration, server
+from federation.api import names
 from federation.certs import store, transport
 from federation.kube import errors as kube_errors
 
@@ -64,6 +65,8 @@ class AgentConfig:
     heartbeat_seconds: float = 10.0
     context: str | None = None
     """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
+    federation_id: str = names.DEFAULT_FEDERATION_ID
+    """The federation this agent expects its coordinator to serve (`--federation-id`)."""
 
 
 class Agent:
@@ -103,9 +106,8 @@ class Agent:
             raise
         core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
         self.cache = cache.Cache(core, apps)
-        self.federation = ownership.FederationState()
-        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
-                                              federation=self.federation)
+        self.federation = ownership.FederationState(settings.federation_id)
+        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
                                                 heartbeat_seconds=settings.heartbeat_seconds,
                                                 conflicts=self.workload.conflicts)
@@ -117,8 +119,7 @@ class Agent:
             credentials=None if link_tls is None else (lambda: transport.channel_credentials(link_tls)),
             heartbeat_seconds=settings.heartbeat_seconds,
             on_assignment=lambda _value: self._wake.set(), on_removal=self._removed,
-            on_removing=self._removing,
-            federation=self.federation)
+            federation=self.federation, cache=self.cache)
 
     def start(self) -> None:
         """Start every part; AgentError when a port is taken or the registration is refused."""
@@ -139,8 +140,12 @@ class Agent:
         if chosen.register_webhook:
             self._register()
         self.link.start()
+        if chosen.federation_id == names.DEFAULT_FEDERATION_ID:
+            log.warning("--federation-id left at its default; give each federation its own identity "
+                        "(the coordinator's --federation-id)", extra={"federation_id": chosen.federation_id})
         log.info("agent started", extra={"cluster": chosen.cluster, "coordinator": chosen.coordinator,
-                                         "webhook_port": self.webhook.port})
+                                         "webhook_port": self.webhook.port,
+                                         "federation_id": chosen.federation_id})
 
     def _register(self) -> None:
         chosen = self.settings
@@ -191,10 +196,6 @@ class Agent:
         thread = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
-
-    def _removing(self, spread: str, orphan: bool) -> None:
-        if orphan:  # until its release, no prune may delete the Deployment whose assignment goes now
-            self.workload.hold(spread)
 
     def _removed(self, spread: str, orphan: bool) -> None:
         if orphan:

@@ -2,26 +2,26 @@
 
 Why a rule of its own: a member cluster is shared. A user's own Deployment, or one another
 federation's agent manages, may have the very name a spread targets; an agent that adopted it
-would rewrite someone else's workload, and an agent that pruned "every Deployment with a spread
-annotation" after talking to an empty or foreign coordinator would delete them. So a Deployment
-the agent writes carries two marks: the federation identity (label `fedspread.io/federation`,
-the coordinator's `--federation-id`, learnt from Welcome) and the hub spread's `metadata.uid`
-(annotation `fedspread.io/spread-uid`, sent in each assignment). The agent then
+would rewrite someone else's workload. So a Deployment the agent writes carries two marks: the
+federation identity (label `fedspread.io/federation`, the coordinator's `--federation-id`, learnt
+from Welcome) and the hub spread's `metadata.uid` (annotation `fedspread.io/spread-uid`, sent in
+each assignment). The agent then
 
 - scales or updates only a Deployment whose marks equal the assignment's (`claim`); any other
   Deployment of the target's name is a `CONFLICT`, left untouched and reported to the coordinator;
+- adopts a Deployment of its federation made for an earlier spread of the same key (another uid:
+  the hub was restored, or the spread deleted while the coordinator was down and created again);
 - adopts a Deployment made by an earlier agent version (no marks at all, but the spread-key
   annotation of this very spread and the agent's desired-hash annotation, which only the agent
   writes) — the upgrade path; it is then stamped with both marks;
-- prunes (`prunable`) only Deployments marked with the federation whose coordinator has completed
-  a full resync on the current stream (`FederationState`), and whose (spread uid, namespace, name)
-  no assignment of that federation names: a foreign or fresh coordinator of another federation
-  deletes nothing; one of the same federation that has listed its hub means what it says;
-- deletes or releases on an explicit removal only Deployments marked with the federation of the
-  stream the removal came on.
+- deletes or releases only on an explicit removal, and only Deployments marked with the
+  federation of the stream the removal came on. Nothing is deleted because no assignment names
+  it: an agent that reached an empty hub's coordinator, or a wrong one, must not delete (or
+  un-manage) every workload of its cluster. `marked_spread` names what the agent's Hello lists, so
+  that the coordinator can send the removals it has reasons for.
 
-Pure functions of labels and annotations, plus one small thread-safe holder shared by the link
-(which learns the federation and the end of a resync) and the workload sync (which acts on them).
+Pure functions of labels and annotations, plus one small thread-safe holder of the federation,
+shared by the link (which learns it from Welcome) and the agent's wiring (which stamps removals).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 from federation.api import names
 from federation.rpc import assignment
@@ -77,8 +77,15 @@ def claim(*, labels: Mapping[str, str] | None, annotations: Mapping[str, str] | 
         return Claim(CONFLICT, f"Deployment {where} belongs to federation {federation!r}, "
                                f"not {value.federation!r}")
     if uid != value.spread_uid:
-        return Claim(CONFLICT, f"Deployment {where} belongs to another spread or an earlier spread of "
-                               f"this name (uid {uid!r}); it is pruned after the next full resync")
+        # A spread key (namespace/name) is unique among a hub's live spreads: the spread this
+        # Deployment was made for is gone. This is the hub-restore path (a restored hub gives its
+        # spreads new uids) and that of a spread deleted while the coordinator was down and created
+        # again: its Deployment was kept (nothing is deleted by absence) and is taken over.
+        if uid and annotations.get(names.SPREAD_KEY_ANNOTATION) == value.spread:
+            return Claim(ADOPT, f"made for an earlier spread {value.spread} (uid {uid!r}); "
+                                f"re-stamped with uid {value.spread_uid!r}")
+        return Claim(CONFLICT, f"Deployment {where} belongs to another spread "
+                               f"({annotations.get(names.SPREAD_KEY_ANNOTATION)!r}, uid {uid!r})")
     return Claim(OWNED)
 
 
@@ -87,43 +94,44 @@ def owns(*, federation: str, uid: str | None, value: assignment.Assignment) -> b
     return identified(value) and federation == value.federation and uid == value.spread_uid
 
 
-def prunable(*, labels: Mapping[str, str], annotations: Mapping[str, str], where: tuple[str, str],
-             federation: str, keep: Collection[tuple[str, str, str]]) -> bool:
-    """True when a Deployment may be deleted after `federation`'s full resync: it carries that
-    federation and a spread uid, and no assignment names (that uid, its namespace, its name)."""
+def marked_spread(*, federation_label: str, annotations: Mapping[str, str],
+                  federation: str) -> tuple[str, str] | None:
+    """(spread key, spread uid) of a Deployment marked as `federation`'s by this agent: the
+    federation label, a spread uid and a spread key annotation; None for any other Deployment."""
     uid = annotations.get(names.SPREAD_UID_ANNOTATION)
-    if not federation or labels.get(names.FEDERATION_LABEL) != federation or not uid:
-        return False
-    return (uid, *where) not in keep
+    key = annotations.get(names.SPREAD_KEY_ANNOTATION)
+    if not federation or federation_label != federation or not uid or not key:
+        return None
+    return key, uid
 
 
 class FederationState:
-    """The federation of the current coordinator stream, and whether its full resync is complete.
+    """The federation of the current coordinator stream, and the one the agent was started for.
 
-    Written by the link (Welcome, ResyncComplete), read by the workload sync. Every Welcome starts
-    again without a complete resync: until its ResyncComplete, nothing is pruned.
+    Written by the link (Welcome), read by the Hello (whose Deployments to list) and by the
+    agent's wiring (which federation a removal acts on: the one of the stream it came on).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, expected: str = "") -> None:
         self._lock = threading.Lock()
         self._current = ""
-        self._resynced = False
+        self.expected = expected
+        """The agent's `--federation-id` ("": not configured): what it expects to be welcomed by."""
 
     def welcomed(self, federation: str) -> None:
         """A new stream was welcomed by a coordinator of `federation` (empty: an older coordinator)."""
         with self._lock:
-            before, self._current, self._resynced = self._current, federation, False
+            before, self._current = self._current, federation
         if before and before != federation:
             LOG.warning("coordinator serves another federation than before previous=%s current=%s; "
                         "Deployments of %s are neither changed nor deleted", before, federation or "''",
                         before)
+        elif federation and self.expected and federation != self.expected and before != federation:
+            LOG.warning("coordinator serves another federation than this agent's --federation-id "
+                        "expected=%s current=%s; Deployments marked %s are left alone, the "
+                        "coordinator's spreads are applied", self.expected, federation, self.expected)
         if not federation:
             LOG.warning("coordinator sent no federation identity; member Deployments are not written")
-
-    def resync_complete(self) -> None:
-        """The current stream's coordinator has sent every assignment (Notice ResyncComplete)."""
-        with self._lock:
-            self._resynced = True
 
     @property
     def current(self) -> str:
@@ -131,7 +139,8 @@ class FederationState:
         with self._lock:
             return self._current
 
-    def prunable(self) -> str:
-        """The federation whose Deployments may be pruned now; empty when none may be."""
+    @property
+    def listed(self) -> str:
+        """Whose marked Deployments a Hello lists: the last stream's federation, else the expected."""
         with self._lock:
-            return self._current if self._resynced else ""
+            return self._current or self.expected

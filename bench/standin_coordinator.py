@@ -146,6 +146,12 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
             spread=spread, generation=generation, orphan=orphan, reason="test removal")))
         return generation
 
+    def forget(self, cluster: str) -> None:
+        """Drop every assignment of `cluster` without sending a removal, as a coordinator whose hub
+        lists no spread would (its next resync sends only Welcome and ResyncComplete)."""
+        with self._cond:
+            self._desired.pop(cluster, None)
+
     def ping(self, cluster: str, nonce: int) -> None:
         """Send a Ping; the agent answers with a Heartbeat carrying `nonce`."""
         self.send(cluster, agent_pb2.CoordinatorMessage(ping=agent_pb2.Ping(nonce=nonce)))
@@ -239,8 +245,11 @@ class StandinCoordinator(agent_pb2_grpc.AgentServiceServicer):
         with self._cond:
             previous = self._streams.get(cluster)
             self._streams[cluster] = stream
+            applied: dict[str, int] = {}  # a spread may be listed once per uid: its highest generation
+            for item in hello.applied:
+                applied[item.spread] = max(applied.get(item.spread, 0), item.generation)
             resend = [m for spread, m in sorted(self._desired.get(cluster, {}).items())
-                      if {a.spread: a.generation for a in hello.applied}.get(spread) != m.generation]
+                      if applied.get(spread) != m.generation]
             self._cond.notify_all()
         if previous is not None:
             previous.outgoing.put(_END)

@@ -138,10 +138,12 @@ class Cache:
         with self._cond:
             self._cond.notify_all()
 
-    def wait_synced(self, timeout: float) -> bool:
-        """True once every resource has been listed once; False after `timeout` seconds."""
+    def wait_synced(self, timeout: float, *, kinds: tuple[str, ...] = ()) -> bool:
+        """True once every resource (or each of `kinds`) has been listed once; False after `timeout`
+        seconds."""
+        chosen = [r for r in self._reflectors if not kinds or r.kind in kinds]
         with self._cond:
-            return self._cond.wait_for(lambda: all(r.synced.is_set() for r in self._reflectors), timeout)
+            return self._cond.wait_for(lambda: all(r.synced.is_set() for r in chosen), timeout)
 
     @property
     def synced(self) -> bool:

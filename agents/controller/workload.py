@@ -14,17 +14,21 @@ sent; otherwise the live object is read fresh and compared again before any writ
 cache costs a read, never a write. Conflicts (409) and server errors are retried with tenacity.
 
 Ownership (`agents.ownership`): a live Deployment of the target's name that does not carry this
-assignment's federation and spread uid is never adopted or modified (except one made by an
-earlier agent version for the same spread); it is a conflict, reported per spread in the pod
-counts (`conflicts()`), and looked at again every `CONFLICT_PAUSE` seconds.
+assignment's federation and spread uid is never adopted or modified (except one of this
+federation made for an earlier spread of the same key, and one made by an earlier agent version
+for the same spread); it is a conflict, reported per spread in the pod counts (`conflicts()`), and
+looked at again every `CONFLICT_PAUSE` seconds.
 
 A spread's namespace that does not exist in the member is created (labelled
 `fedspread.io/created-by=agent`), as Karmada propagates namespaces; the agent never deletes one.
 
 Removal: `remove(spread, federation=...)` for an explicit SpreadRemoval (`release` when the
 removal orphans the workload: it keeps running, unmanaged), both only for Deployments marked with
-the removal's federation; `sync_once` also prunes Deployments whose assignment is gone — only
-those marked with the federation whose coordinator completed a full resync on the current stream.
+the removal's federation. Nothing else deletes a member Deployment: `sync_once` never removes one
+because no assignment names it (an agent whose coordinator reads an empty or wrong hub would
+otherwise delete every workload of its cluster). A Deployment whose assignment is gone stays as
+last written until its coordinator sends a removal; the agent's Hello lists it, so a coordinator
+that knows why sends one at the next resync.
 """
 from __future__ import annotations
 
@@ -126,19 +130,15 @@ class WorkloadSync:
     """Creates, updates and removes the member Deployments of assigned spreads."""
 
     def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
-                 federation: ownership.FederationState | None = None, core_api: Any = None) -> None:
+                 core_api: Any = None) -> None:
         self._apps = apps_api
         self._core = core_api  # creates a missing namespace when given
         self._books = books
         self._cache = cache
-        self.federation = federation if federation is not None else ownership.FederationState()
-        """Kept by the link: which federation's Deployments may be pruned (after its full resync)."""
         self._rendered: dict[str, tuple[assignment.Assignment, Json]] = {}
         self._failed: dict[str, tuple[str, float]] = {}
         self._conflicts: dict[str, tuple[str, str, float]] = {}
         """Per spread: (desired hash, why, when to look again) for a target we do not own."""
-        self._held: set[str] = set()
-        """Spreads being orphaned: their assignment is gone, their release not done; never pruned."""
         self._lock = threading.Lock()
         self.rounds = 0
         """Completed `sync_once` rounds (for status and for tests that wait for a round to pass)."""
@@ -232,7 +232,7 @@ class WorkloadSync:
         self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
 
     def sync_once(self) -> dict[str, int]:
-        """Apply every assignment, then prune orphans if allowed; outcome counts."""
+        """Apply every assignment; outcome counts. Deletes nothing (module docstring)."""
         outcomes: dict[str, int] = {}
         current = self._books.assignments()
         now = time.monotonic()
@@ -261,27 +261,8 @@ class WorkloadSync:
         with self._lock:
             for spread in set(self._conflicts) - assigned:
                 del self._conflicts[spread]
-        federation = self.federation.prunable()
-        if federation and self._cache.synced:
-            keep = {(v.spread_uid, v.namespace, v.workload) for v in current if v.federation == federation}
-            with self._lock:
-                held = set(self._held)
-            for view in self._cache.deployments():
-                if view.annotations.get(names.SPREAD_KEY_ANNOTATION) in held:
-                    continue  # being orphaned: release takes our marks off, prune must not win the race
-                if ownership.prunable(labels={names.FEDERATION_LABEL: view.federation},
-                                      annotations=view.annotations, where=(view.namespace, view.name),
-                                      federation=federation, keep=keep) and \
-                        self._prune(view.namespace, view.name, federation=federation, keep=keep):
-                    outcomes[DELETED] = outcomes.get(DELETED, 0) + 1
         self.rounds += 1
         return outcomes
-
-    def hold(self, spread: str) -> None:
-        """Spread `spread` is about to be orphaned (its removal is queued): no prune may delete its
-        Deployments before `release` has taken our marks off them."""
-        with self._lock:
-            self._held.add(spread)
 
     def remove(self, spread: str, *, federation: str) -> int:
         """Delete the Deployments this agent made for `spread` in `federation` (a SpreadRemoval
@@ -298,8 +279,8 @@ class WorkloadSync:
     def release(self, spread: str, *, federation: str) -> int:
         """Stop managing `spread`'s Deployments of `federation` but leave them running (a
         SpreadRemoval that orphans its workload): our label, spread-key, hash, generation and
-        ownership marks come off the Deployment's metadata, so neither pruning nor `remove` will
-        touch it again. Its pod template is left alone: editing it would roll every pod. Pods keep
+        ownership marks come off the Deployment's metadata, so no removal will touch it again. Its
+        pod template is left alone: editing it would roll every pod. Pods keep
         `fedspread.io/spread`, and the webhook and the reconciler leave the pods of a spread the
         agent holds no assignment for untouched. How many were released."""
         self._forget(spread)
@@ -318,8 +299,6 @@ class WorkloadSync:
                 raise
             LOG.info("deployment released deployment=%s/%s", namespace, name)
             released += 1
-        with self._lock:
-            self._held.discard(spread)
         return released
 
     def _forget(self, spread: str) -> None:
@@ -346,28 +325,10 @@ class WorkloadSync:
                 owned.append((str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")))
         return owned
 
-    @_RETRY
-    def _prune(self, namespace: str, name: str, *, federation: str, keep: set[tuple[str, str, str]]) -> bool:
-        """Delete a Deployment the cache says is prunable, after reading it again from the apiserver:
-        the cache may still show marks a release has just taken off. The delete is conditional on
-        the version read, so a change in between (a release, an adoption) makes it fail, not win."""
-        try:
-            response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False,
-                                                            _request_timeout=30)
-        except exceptions.ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        meta = json.loads(response.data).get("metadata") or {}
-        if not ownership.prunable(labels=meta.get("labels") or {}, annotations=meta.get("annotations") or {},
-                                  where=(namespace, name), federation=federation, keep=keep):
-            return False
-        return self._delete(namespace, name, uid=meta.get("uid", ""), version=meta.get("resourceVersion", ""))
-
-    def _delete(self, namespace: str, name: str, *, uid: str, version: str = "") -> bool:
+    def _delete(self, namespace: str, name: str, *, uid: str) -> bool:
         options: Json = {"propagationPolicy": "Background"}
         if uid:
-            options["preconditions"] = {"uid": uid, **({"resourceVersion": version} if version else {})}
+            options["preconditions"] = {"uid": uid}
         try:
             self._apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False)
         except exceptions.ApiException as error:

@@ -14,16 +14,16 @@ Why it looks like this:
 - **Credentials per connect.** `credentials` may be a function that builds them (from the
   `--link-*` files): called for every stream, so renewed certificate files are used from the next
   reconnect on, without a restart.
-- **Full resync on every connect.** Hello lists the spreads applied (spread, generation, template
-  revision) so the coordinator re-sends only what changed; after Welcome the latest full inventory
+- **Full resync on every connect.** Hello lists the spreads applied (`agents.link.hello`: the
+  assignments held and the Deployments marked as ours); after Welcome the latest full inventory
   and pod counts go out before anything else, since a restarted coordinator holds nothing.
 - **One writer per stream** (agents.link.stream): reports, events, acks, ping answers and
   heartbeats go through one queue, numbered per stream as agent.proto asks.
 - **End of resync, and whose.** Hello advertises `resync-complete`; a coordinator that understands
-  it sends a Notice `ResyncComplete` after re-sending assignments, and the link sets `synced`:
-  only then is the set of assignments known complete. Welcome names the coordinator's federation;
-  the link records it (`federation`, `agents.ownership`), stamps it on each assignment, and marks
-  that federation's resync complete: workload sync prunes only Deployments of that federation.
+  it sends a Notice `ResyncComplete` after re-sending assignments, and the link sets `synced`.
+  Welcome names the coordinator's federation; the link records it (`federation`,
+  `agents.ownership`) and stamps it on each assignment; a removal acts only on Deployments of the
+  federation of the stream it came on. Nothing is deleted for being absent from the resync.
 - **Stale generations, per stream.** Generations are the hub FederatedSpread's
   metadata.generation, which starts again at 1 when a spread is deleted and re-created under the
   same name (and a restarted coordinator may number removals afresh). So an assignment or removal
@@ -36,7 +36,6 @@ Callbacks run on the link thread and should be quick (enqueue work, do not call 
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import random
 import threading
@@ -50,6 +49,7 @@ import tenacity
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents import ownership
+from agents.link import hello as hello_mod
 from agents.link import refusals
 from agents.link import stream as stream_mod
 from federation import clock as clock_mod
@@ -70,14 +70,6 @@ class LinkMetrics(Protocol):
         """Record whether the coordinator stream is up (and so whether the agent is fail static)."""
 
 
-def agent_version() -> str:
-    """The installed fedspread version ("0+unknown" when running from an uninstalled tree)."""
-    try:
-        return importlib.metadata.version("fedspread")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
 class Link:
     """Keeps one AgentService.Connect stream up, applies what arrives, sends what the agent reports."""
 
@@ -88,8 +80,8 @@ class Link:
         heartbeat_seconds: float = 10.0,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
-        on_removing: Callable[[str, bool], None] | None = None,
         federation: ownership.FederationState | None = None,
+        cache: hello_mod.DeploymentCache | None = None, cache_wait_seconds: float = 20.0,
         clock: clock_mod.Clock = clock_mod.utcnow,
         backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
         misconfigured_backoff_seconds: float = 15.0, welcome_timeout_seconds: float = 30.0,
@@ -104,7 +96,8 @@ class Link:
         self._heartbeat_seconds = heartbeat_seconds
         self._on_assignment = on_assignment
         self._on_removal = on_removal
-        self._on_removing = on_removing  # before the quotas go: an orphaned workload is held from pruning
+        self._cache = cache  # the member's Deployments the Hello lists (None: only the bookkeeping)
+        self._cache_wait: float | None = cache_wait_seconds  # None once the first stream waited
         self.synced = synced if synced is not None else threading.Event()
         self.federation = federation if federation is not None else ownership.FederationState()
         self._clock = clock
@@ -204,6 +197,7 @@ class Link:
         """One Connect stream, from Hello to its end; always raises refusals.StreamEnded."""
         if self._stop.is_set():
             raise refusals.StreamEnded(grpc.StatusCode.CANCELLED, "link stopped", welcomed=True)
+        self._await_cache()
         stream = stream_mod.Outgoing(self.hello, outbox=self._outbox, clock=self._clock,
                                      heartbeat_seconds=self._heartbeat_seconds, name=self.cluster)
         self._received = {}  # a new stream: the coordinator's Welcome resync decides afresh
@@ -237,6 +231,12 @@ class Link:
             channel.close()
         self._lost(error)
         raise error
+
+    def _await_cache(self) -> None:
+        """Before the first Hello: let the cache list the member's Deployments (with a deadline)."""
+        if self._cache is not None and self._cache_wait is not None:
+            deadline, self._cache_wait = self._cache_wait, None
+            hello_mod.wait_for_cache(self._cache, deadline_seconds=deadline, stopped=self._stop.is_set)
 
     def _channel(self) -> grpc.Channel:
         """A plaintext channel, or a TLS one with credentials built now (renewed files count)."""
@@ -293,14 +293,11 @@ class Link:
 
     def hello(self) -> agent_pb2.AgentMessage:
         """The Hello that opens every stream: identity plus what is enforced right now."""
-        hello = agent_pb2.Hello(cluster_name=self.cluster, agent_version=agent_version(),
-                                topology_labels=self._labels, resume_token=self._resume_token,
-                                capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
-        hello.started_at.FromDatetime(self._started_at)
-        for current in sorted(self._bookkeeping.assignments(), key=lambda a: a.spread):
-            hello.applied.add(spread=current.spread, generation=current.generation,
-                              template_revision=current.template_revision)
-        return agent_pb2.AgentMessage(hello=hello)
+        applied = hello_mod.listing(
+            self._bookkeeping.assignments(), self._cache.deployments() if self._cache is not None else (),
+            federation=self.federation.listed)
+        return hello_mod.build(cluster=self.cluster, labels=self._labels, resume_token=self._resume_token,
+                               started_at=self._started_at, applied=applied)
 
     # --- incoming ------------------------------------------------------------------------------
 
@@ -370,12 +367,11 @@ class Link:
         if seen is not None and seen > message.generation:
             error = f"stale removal generation {message.generation}; generation {seen} kept"
         else:
-            error = self._callback(self._on_removing, message.spread, message.orphan, what="removal")
             self._bookkeeping.remove_assignment(message.spread)
             self._received.pop(message.spread, None)
             log.info("spread removed", extra={"cluster": self.cluster, "spread": message.spread,
                                               "orphan": message.orphan, "reason": message.reason})
-            error = self._callback(self._on_removal, message.spread, message.orphan, what="removal") or error
+            error = self._callback(self._on_removal, message.spread, message.orphan, what="removal")
         stream.send(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
             spread=message.spread, generation=message.generation, error=error)))
 
@@ -394,7 +390,6 @@ class Link:
             if not self.synced.is_set():
                 log.info("assignments complete", extra={"cluster": self.cluster,
                                                         "spreads": len(self._bookkeeping.assignments())})
-            self.federation.resync_complete()
             self.synced.set()
             return
         level = {agent_pb2.Notice.SEVERITY_ERROR: logging.ERROR,

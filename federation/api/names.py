@@ -58,8 +58,8 @@ FEDERATION_LABEL = f"{PREFIX}federation"
 """The federation identity (the coordinator's `--federation-id`) a member Deployment belongs to.
 
 Written by the agent's workload sync on the Deployments it creates or adopts; read by it: it
-scales, updates, prunes or deletes only Deployments whose value is the federation of the
-assignment (or removal, or full resync) at hand. A label, so `kubectl get deploy -l` finds them.
+scales, updates, releases or deletes only Deployments whose value is the federation of the
+assignment (or removal) at hand. A label, so `kubectl get deploy -l` finds them.
 """
 
 SPREAD_UID_ANNOTATION = f"{PREFIX}spread-uid"
@@ -70,7 +70,8 @@ managed only for the spread incarnation whose uid it carries.
 """
 
 DEFAULT_FEDERATION_ID = "default"
-"""The coordinator's federation identity when `--federation-id` is not given."""
+"""The coordinator's (and the agent's) federation identity when `--federation-id` is not given;
+both log a warning at startup when left at it (fine for the sandbox and the demo only)."""
 
 FEDERATION_ID_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
 """What a federation identity may be: a lowercase Kubernetes label value (it is written as one)."""

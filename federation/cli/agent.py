@@ -84,6 +84,12 @@ def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
               "--insecure too). For local use only.")
 @click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 300),
               help="How often heartbeats and unchanged reports are sent to the coordinator.")
+@options.federation_id_option(
+    help_text="The federation this agent belongs to: its coordinator's --federation-id. Before the "
+              "first Welcome the agent tells the coordinator about the member Deployments marked "
+              "with it, and it warns when a coordinator of another federation welcomes it (that "
+              "coordinator manages only its own Deployments). A warning is logged when it is left "
+              "at the default.")
 @options.log_level_option()
 def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str | None, coordinator: str,
                   webhook_port: int, webhook_url_host: str, webhook_service: str | None,
@@ -92,7 +98,7 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
                   tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None,
                   link_cert: pathlib.Path | None, link_key: pathlib.Path | None,
                   link_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                  log_level: str) -> None:
+                  federation_id: str, log_level: str) -> None:
     """Run the member agent: enforce this cluster's share of every spread, report what it has.
 
     \b
@@ -145,7 +151,8 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
         webhook_name=webhook_name, webhook_namespace_selector=namespace_selector,
         webhook_service=service, register_webhook=register_webhook,
         deregister_on_exit=deregister_on_exit, metrics_port=metrics_port, tls_cert=tls_cert,
-        tls_key=tls_key, tls_ca=tls_ca, heartbeat_seconds=heartbeat_seconds, link_tls=link_tls)
+        tls_key=tls_key, tls_ca=tls_ca, heartbeat_seconds=heartbeat_seconds, link_tls=link_tls,
+        federation_id=federation_id)
     try:
         agent = agent_main.Agent(settings)
     except agent_main.AgentError as error:

@@ -13,19 +13,10 @@ contradict each other exit 2; a coordinator that cannot start exits 1.
 from __future__ import annotations
 
 import pathlib
-import re
 
 import click
 
-from federation.api import names
 from federation.cli import options
-
-
-def _federation_id(_context: click.Context, _param: click.Parameter, value: str) -> str:
-    if not re.match(names.FEDERATION_ID_PATTERN, value):
-        raise click.BadParameter(f"{value!r} is not a lowercase label value (a-z, 0-9, '-', '.'; "
-                                 "at most 63, starting and ending alphanumeric)")
-    return value
 
 
 @click.command("coordinator")
@@ -64,11 +55,11 @@ def _federation_id(_context: click.Context, _param: click.Parameter, value: str)
               type=click.IntRange(0, 100_000),
               help="At most this many lost clusters start failing over per minute across the federation "
                    "(the others keep their replicas until the budget allows); 0: no limit.")
-@click.option("--federation-id", default=names.DEFAULT_FEDERATION_ID, show_default=True,
-              envvar="FEDSPREAD_FEDERATION_ID", callback=_federation_id,
-              help="This federation's identity, sent to agents: they manage only member Deployments "
-                   "labelled with it (fedspread.io/federation). Give each federation its own, and "
-                   "never change it once agents have created Deployments.")
+@options.federation_id_option(
+    help_text="This federation's identity, sent to agents: they manage only member Deployments "
+              "labelled with it (fedspread.io/federation). Give each federation its own (a warning "
+              "is logged when it is left at the default), and never change it once agents have "
+              "created Deployments.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         no_ray: bool, spread_shards: int, cluster_shards: int, listen: str,

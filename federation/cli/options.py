@@ -10,17 +10,20 @@ mistake). Here each exists once, and the exit-code rule is written down in one p
   or apiserver, a process that cannot start).
 
 Either way the user sees one line, never a traceback. This module imports only click and the
-standard library so that `fedspread --help` stays fast.
+standard library (and `federation.api.names`, constants) so that `fedspread --help` stays fast.
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+
+from federation.api import names  # constants only: no import beyond the standard library
 
 if TYPE_CHECKING:
     from federation.certs import transport
@@ -129,3 +132,16 @@ def host_port(value: str, *, flag: str) -> str:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         usage_error(f"{flag} {value!r} is not HOST:PORT")
     return value
+
+
+def _federation_id(_context: click.Context, _param: click.Parameter, value: str) -> str:
+    if not re.match(names.FEDERATION_ID_PATTERN, value):
+        raise click.BadParameter(f"{value!r} is not a lowercase label value (a-z, 0-9, '-', '.'; "
+                                 "at most 63, starting and ending alphanumeric)")
+    return value
+
+
+def federation_id_option(*, help_text: str) -> Callable[[F], F]:
+    """`--federation-id` (env FEDSPREAD_FEDERATION_ID), a lowercase label value; default `default`."""
+    return click.option("--federation-id", default=names.DEFAULT_FEDERATION_ID, show_default=True,
+                        envvar="FEDSPREAD_FEDERATION_ID", callback=_federation_id, help=help_text)

@@ -13,9 +13,12 @@ Why it is shaped like this:
   failover timer's entry point (`loop.failover`, then publish).
 - **Full resync on every stream, deltas after.** A (re)connecting agent may have missed anything,
   and a restarted coordinator holds nothing: after Welcome it gets every assignment for its
-  cluster, a `SpreadRemoval` for every spread its Hello lists as applied that no longer concerns
-  it (orphaning, when the spread no longer exists and was not deleted with `deletionPolicy:
-  Delete`), then `Notice{code: "ResyncComplete"}` (the agent prunes orphans only after that notice).
+  cluster, then `Notice{code: "ResyncComplete"}`. A spread its Hello lists as applied (from its
+  bookkeeping or from the Deployments it marked) that it is not sent gets a `SpreadRemoval` only
+  when this coordinator knows why (`lifecycle.Lifecycle.leftover`): the spread is live and placed
+  without this cluster (`orphan=False`; orphaning when the agent's Deployment carries another uid,
+  an earlier spread of the name), or it saw the spread deleted (its policy decides). A spread it
+  never knew gets nothing: an empty or wrong hub must not un-manage or delete what agents run.
   The full set is queued under the same lock as publish, so no delta can overtake it.
 - **Nothing before the hub is known.** After a coordinator restart the world is empty until the
   hub watcher has listed everything; removing "unknown" spreads then would delete live workloads,
@@ -68,9 +71,13 @@ SUPERSEDED = object()  # queued when a newer stream for the same cluster replace
 class AgentStream:
     """One welcomed stream: the queue its writer drains, and per-stream report state."""
 
-    def __init__(self, cluster_name: str, *, applied: Iterable[str] = ()) -> None:
+    def __init__(self, cluster_name: str, *, applied: Iterable[agent_pb2.AppliedSpread] = ()) -> None:
         self.cluster = cluster_name
-        self.applied = tuple(applied)  # the Hello's applied spreads, for the (possibly later) resync
+        self.applied: dict[str, set[str]] = {}
+        """The Hello's applied spreads, for the (possibly later) resync: key -> the spread uids
+        listed for it ("" from an agent that does not say)."""
+        for item in applied:
+            self.applied.setdefault(item.spread, set()).add(item.spread_uid)
         self.outgoing: queue.Queue[object] = queue.Queue()
         self.resynced = False
         self.inventory_sequence = 0
@@ -118,7 +125,7 @@ class Coordinator:
     def attach(self, hello: agent_pb2.Hello, *, heartbeat_seconds: int) -> AgentStream:
         """A welcomed Hello: replace any older stream, register, queue Welcome and the full resync."""
         name = hello.cluster_name
-        stream = AgentStream(name, applied=[a.spread for a in hello.applied])
+        stream = AgentStream(name, applied=hello.applied)
         with self.lock:
             previous = self._streams.get(name)
             if previous is not None:
@@ -171,24 +178,27 @@ class Coordinator:
             if message is not None:
                 sent[key] = message
                 stream.send(assignment=message)
-        removed = 0
+        removed, unknown = 0, 0
         for key in sorted(set(stream.applied) - set(sent)):
             entry = self.world.spread(key)
-            if entry is not None and key not in self.world.placements:
-                continue  # known but not placed yet (waiting for its Deployment): keep the agent's
-            # A spread the coordinator does not know was deleted (perhaps while it was down, its
-            # policy unknown): orphaned unless its deletion with `Delete` is remembered.
+            verdict = self.world.lifecycle.leftover(
+                key, live_uid=None if entry is None else entry.uid, placed=key in self.world.placements,
+                applied_uids=stream.applied[key])
+            if not verdict.remove:
+                if entry is None:  # never known here: the agent keeps it (fail static)
+                    unknown += 1
+                continue
             stream.send(removal=assignments.removal(
-                key, generation=(entry.generation if entry else 0) + 1,
-                orphan=entry is None and self.world.lifecycle.orphans(key),
-                reason="spread deleted" if entry is None else "cluster no longer selected"))
+                key, generation=(entry.generation if entry else 0) + 1, orphan=verdict.orphan,
+                reason=verdict.reason))
             removed += 1
         self._sent.reset(name, sent)
         stream.resynced = True
         stream.send(notice=agent_pb2.Notice(
             severity=agent_pb2.Notice.SEVERITY_INFO, code=capabilities.RESYNC_COMPLETE_CODE,
-            message=f"{len(sent)} assignments, {removed} removals"))
-        log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed})
+            message=f"{len(sent)} assignments, {removed} removals, {unknown} unknown, kept"))
+        log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed,
+                                          "unknown_kept": unknown})
 
     def _assignments_for(
         self, key: str, *, only: Collection[str] | None = None

@@ -219,6 +219,10 @@ class CoordinatorProcess:
         if self._credentials is None:
             log.warning("serving plaintext gRPC (--insecure): anyone who reaches the port can speak for "
                         "any cluster; for local use only", extra={"listen": self.settings.listen})
+        if self.coordinator.federation_id == names.DEFAULT_FEDERATION_ID:
+            log.warning("--federation-id left at its default; give each federation its own identity, so "
+                        "that agents never take one federation's Deployments for another's",
+                        extra={"federation_id": self.coordinator.federation_id})
         log.info("coordinator started", extra={"listen": self.settings.listen, "port": port,
                                                "transport": "plaintext" if self._credentials is None
                                                else "mTLS",

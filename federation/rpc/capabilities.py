@@ -16,6 +16,7 @@ Sent by the agent's link; read by the coordinator, which then sends `RESYNC_COMP
 RESYNC_COMPLETE_CODE = "ResyncComplete"
 """Notice code: the coordinator has sent every assignment of a resync.
 
-Sent by the coordinator; after it the agent's set of assignments is complete and the agent may
-prune Deployments of spreads no longer assigned to it.
+Sent by the coordinator, after the removals it has reasons for; after it the agent's set of
+assignments is complete (the agent's `synced`). It is no licence to delete: an agent deletes or
+releases a member Deployment only on an explicit SpreadRemoval, never because a spread is absent.
 """

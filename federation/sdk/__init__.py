@@ -1,6 +1,6 @@
 """The fedspread Python SDK: ask the coordinator where replicas are and would go.
 
-This package re-exports its public names (the one place in fedspread that does) so that users
+This package re-exports its public names (the one package in fedspread that does) so that users
 write `from federation.sdk import PlacementClient, SpreadNotFound`.
 """
 

@@ -15,6 +15,7 @@ import pathlib
 import signal
 import subprocess
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 import conftest
@@ -30,7 +31,7 @@ class AgentProcess:
     """`fedspread agent --cluster CLUSTER` against sandbox member `member`, until `stop()`."""
 
     def __init__(self, clusters: conftest.Clusters, *, cluster: str, member: str, coordinator: str,
-                 namespace: str, log: pathlib.Path) -> None:
+                 namespace: str, log: pathlib.Path, args: Sequence[str] = ()) -> None:
         clusters.core(member).patch_namespace(
             namespace, {"metadata": {"labels": {NAMESPACE_LABEL: namespace}}})
         self.cluster = cluster
@@ -49,7 +50,7 @@ class AgentProcess:
             "--tls-key", str(pki / f"{member}-apiserver.key"), "--tls-ca", str(pki / "ca.crt"),
             "--metrics-port", str(self.metrics_port), "--webhook-name", self.webhook_name,
             "--webhook-namespace-label", f"{NAMESPACE_LABEL}={namespace}", "--heartbeat-seconds", "1",
-            "--label", "topology.fedspread.io/region=test", "--deregister-on-exit")
+            "--label", "topology.fedspread.io/region=test", "--deregister-on-exit", *args)
         self.starts = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.start()

@@ -260,33 +260,36 @@ def test_workload_sync_creates_the_namespace_the_member_lacks(agent: Agent) -> N
         core.delete_namespace(missing, propagation_policy="Background")
 
 
-def test_orphan_deployment_kept_until_assignments_synced(agent: Agent, namespace: str) -> None:
-    api = spread_of(namespace, "api", {"a": 1}, template=hub_deployment("api"))
-    kept = spread_of(namespace, "kept", {"a": 1}, template=hub_deployment("kept"))
-    agent.books.set_assignment(api)
-    agent.books.set_assignment(kept)
+def test_nothing_is_deleted_without_an_explicit_removal(agent: Agent, namespace: str) -> None:
+    api, kept = (spread_of(namespace, n, {"a": 1}, template=hub_deployment(n)) for n in ("api", "kept"))
+    for value in (api, kept):
+        agent.books.set_assignment(value)
     agent.start_workload_sync()
-    for name in ("api", "kept"):
-        wait_for(lambda name=name: agent.cache.deployment(namespace, name), timeout=WAIT,
-                 message=f"the Deployment {name} never appeared in the cache")
 
-    agent.books.remove_assignment(api.spread)  # as on an agent restart: nothing assigned yet
-    agent.wait_rounds(lambda: agent.sync.rounds, rounds=3)
-    assert read_deployment(agent, namespace, "api") is not None, "deleted before the first full sync"
-
+    def written(name: str) -> tuple[Any, ...] | None:  # not its status: its pods start meanwhile
+        found = read_deployment(agent, namespace, name)
+        meta = (found or {}).get("metadata") or {}
+        ours = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(names.PREFIX)}
+        return found and (meta["generation"], meta["labels"], ours, found["spec"]["replicas"])
+    before = wait_for(lambda: agent.cache.deployment(namespace, "kept") and written("api"), timeout=WAIT,
+                      message="the Deployments never appeared in the cache")
+    # Its assignment is gone (an agent restart, or a coordinator whose hub lists no such spread,
+    # resynced in full): the Deployment stays as last written, round after round.
+    agent.books.remove_assignment(api.spread)
+    agent.wait_rounds(lambda: agent.sync.rounds, rounds=5)
+    assert written("api") == before, "deleted or changed by absence"
     # A removal that orphans its workload: released, it keeps running unmanaged.
     agent.books.remove_assignment(kept.spread)
     assert agent.sync.release(kept.spread, federation=FEDERATION) == 1
-
-    # The link received the full set of assignments from this federation's coordinator: api is not in it.
-    agent.sync.federation.welcomed(FEDERATION)
-    agent.sync.federation.resync_complete()
-    wait_for(lambda: read_deployment(agent, namespace, "api") is None, timeout=WAIT,
-             message="the orphaned Deployment was never deleted after the full sync")
     agent.wait_rounds(lambda: agent.sync.rounds, rounds=2)
-    released = read_deployment(agent, namespace, "kept")
-    assert released is not None, "a released Deployment was deleted"
-    assert names.SPREAD_KEY_ANNOTATION not in released["metadata"]["annotations"]
+    released = written("kept")
+    assert released is not None and names.SPREAD_KEY_ANNOTATION not in released[2], "not released"
+    # Only an explicit removal of this federation deletes: another federation's removes nothing.
+    assert agent.sync.remove(api.spread, federation="another-federation") == 0
+    assert agent.sync.remove(api.spread, federation=FEDERATION) == 1
+    wait_for(lambda: read_deployment(agent, namespace, "api") is None, timeout=WAIT,
+             message="the removed spread's Deployment still exists")
+    assert agent.sync.remove(kept.spread, federation=FEDERATION) == 0, "a released Deployment is not ours"
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import shards
 from federation.coordinator.model import capacity, world
-from federation.core import fit, overcommit, placement, status
+from federation.core import fit, overcommit, placement, spread_status, status
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
@@ -90,7 +90,7 @@ def test_a_rejected_spec_keeps_the_last_valid_status_and_says_why() -> None:
         common.Condition(type="Valid", status="True", reason="SpecValid", last_transition_time=NOW), ready])
     later = NOW + datetime.timedelta(minutes=5)
     found = [f"spec.subsets[{i}].maxReplicas: must be at most 100%" for i in range(12)]
-    got = status.invalid_spread_status(base, generation=4, problems=found, now=later)
+    got = spread_status.invalid_spread_status(base, generation=4, problems=found, now=later)
     valid = next(c for c in got.conditions if c.type == "Valid")
     assert (valid.status, valid.reason, valid.observed_generation) == ("False", "InvalidSpec", 4)
     assert valid.message.startswith("spec.subsets[0].maxReplicas: must be at most 100%; ")
@@ -98,9 +98,10 @@ def test_a_rejected_spec_keeps_the_last_valid_status_and_says_why() -> None:
     assert valid.last_transition_time == later.replace(microsecond=0)
     assert got.observed_generation == 3 and got.replicas == 5  # still the last valid spec's
     assert ready in got.conditions
-    again = status.invalid_spread_status(got, generation=4, problems=found, now=later + datetime.timedelta(1))
+    again = spread_status.invalid_spread_status(
+        got, generation=4, problems=found, now=later + datetime.timedelta(1))
     kept = next(c for c in again.conditions if c.type == "Valid")
     assert kept.last_transition_time == valid.last_transition_time
-    never = status.invalid_spread_status(None, generation=1, problems=["spec: bad"], now=NOW)
+    never = spread_status.invalid_spread_status(None, generation=1, problems=["spec: bad"], now=NOW)
     assert [c.type for c in never.conditions] == ["Valid"]
     assert "nothing is placed" in never.conditions[0].message

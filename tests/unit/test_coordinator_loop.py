@@ -16,7 +16,7 @@ from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
-from federation.core import placement, status
+from federation.core import placement, spread_status, status
 from federation.rpc import assignment as agent_assignment
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -501,8 +501,8 @@ def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None
     run(before, keys, clock)
     placed = before.placements["shop/web"].counts()
     assert placed == {"onprem": {"dc1": 1}, "cloud": {"aws": 3}}
-    written = status.spread_status(placement=before.placements["shop/web"], spec=spread.spec, generation=1,
-                                   reports={}, marks=[], previous=None, now=clock())
+    written = spread_status.spread_status(placement=before.placements["shop/web"], spec=spread.spec,
+                                          generation=1, reports={}, marks=[], previous=None, now=clock())
 
     clock.advance(30)  # the coordinator restarts; meanwhile dc1 grew to two 4-cpu nodes
     after = world.World(clock, grace_from=clock())

@@ -193,7 +193,7 @@ def test_coordinator_deployment_runs_one_with_real_flags(coordinator: list[Doc])
     context = coordinator_cli.coordinator_command.make_context("coordinator", list(main["args"]))
     assert context.params["listen"] == "0.0.0.0:7443"
     assert context.params["hub_kubeconfig"] is None
-    assert context.params["no_ray"] is False
+    assert context.params["no_ray"] is False and context.params["federation_id"] == "prod-eu"
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
     assert ports == {"grpc": 7443}
 
@@ -362,7 +362,7 @@ def test_example_overlay_sets_cluster_coordinator_labels_image_and_ca(example: l
     deployment = one(example, "Deployment", "fedspread-agent")
     main = container(deployment)
     args = expand(main["args"], kubernetes_env(main["env"], [d for d in example if d["kind"] == "ConfigMap"]))
-    assert arg_value(args, "--cluster") == "dc1"
+    assert arg_value(args, "--cluster") == "dc1" and arg_value(args, "--federation-id") == "prod-eu"
     assert arg_value(args, "--coordinator") == "10.20.0.15:7443"
     labels = agent_cli.label_pairs(tuple(a.partition("=")[2] for a in args if a.startswith("--label=")))
     assert labels == {"topology.fedspread.io/region": "eu-west", "topology.fedspread.io/zone": "eu-west-1a",

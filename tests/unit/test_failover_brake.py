@@ -18,7 +18,7 @@ import pytest
 from federation.api import names
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
-from federation.core import brake, status
+from federation.core import brake, spread_status
 from tests.support import builders
 from tests.support.clock import ManualClock
 
@@ -104,7 +104,7 @@ def come_back(model: world.World, clock: ManualClock, name: str) -> None:
 def condition(model: world.World, clock: ManualClock) -> tuple[str, str] | None:
     entry = model.spread(KEY)
     assert entry is not None
-    shown = status.spread_status(
+    shown = spread_status.spread_status(
         placement=model.placements[KEY], spec=entry.spec, generation=1, reports={}, marks=(),
         previous=None, now=clock(), failover=model.brakes.state(KEY), selectable=len(CLUSTERS))
     found = [c for c in shown.conditions if c.type == brake.CONDITION]

@@ -3,7 +3,7 @@
 Why beyond `test_validation.py` (one hand-written change per case): users write YAML we did not
 imagine. Hypothesis writes it here, through every entry point a spread takes — `problems.validate`
 (the CLI, the SDK's simulate), `hub.parse_spread` (the coordinator's watcher) and
-`status.invalid_spread_status` (the `Valid=False` condition a person reads):
+`spread_status.invalid_spread_status` (the `Valid=False` condition a person reads):
 
 * a valid document (unicode cluster names, label expressions, patches, huge integers) is accepted,
   survives a round trip through its own JSON, and is placed by `placement.place` on random
@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from federation.api import problems, spread
 from federation.coordinator.hub import watcher as hub
-from federation.core import placement, status
+from federation.core import placement, placement_view, spread_status
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 SETTINGS = hypothesis.settings(
@@ -72,15 +72,15 @@ def assert_placeable(parsed: spread.FederatedSpread, data: st.DataObject) -> Non
     for subset, placed in zip(spec.subsets, result.subsets, strict=True):
         assert min(placed.clusters.values(), default=0) >= 0
         assert sum(placed.clusters.values()) == placed.replicas
-        assert set(placed.clusters) == set(placement.selected_clusters(subset, snapshot)), placed
+        assert set(placed.clusters) == set(placement_view.selected_clusters(subset, snapshot)), placed
         if isinstance(subset.max_replicas, int):
             assert placed.replicas <= subset.max_replicas
         elif subset.percent is not None:  # largest remainder: at most one above the exact share
             assert placed.replicas * 100 <= subset.percent * replicas + 100, (subset, placed)
     percent_placed = sum(p.replicas for s, p in zip(spec.subsets, result.subsets, strict=True) if s.percent)
     assert percent_placed * 100 <= percent_total * replicas + 50
-    written = status.spread_status(placement=result, spec=spec, generation=1, reports={}, marks=(),
-                                   previous=None, now=T0)
+    written = spread_status.spread_status(placement=result, spec=spec, generation=1, reports={}, marks=(),
+                                          previous=None, now=T0)
     assert [c.type for c in written.conditions][:1] == ["Valid"]
     assert written.unplaced_replicas == result.unplaced
     written.model_dump(by_alias=True, mode="json")
@@ -109,10 +109,11 @@ def test_a_broken_document_is_refused_at_the_broken_field(case: tuple[str, docs.
     assert path in paths, f"{mutation}: expected a problem at {path!r}, got {[str(p) for p in found]}"
     from_hub, hub_found = hub.parse_spread(doc)
     assert from_hub is None and list(hub_found) == found
-    invalid = status.invalid_spread_status(None, generation=7, problems=[str(p) for p in found], now=T0)
+    invalid = spread_status.invalid_spread_status(
+        None, generation=7, problems=[str(p) for p in found], now=T0)
     (valid,) = [c for c in invalid.conditions if c.type == "Valid"]
     assert (valid.status, valid.reason, valid.observed_generation) == ("False", "InvalidSpec", 7)
-    if paths.index(path) < status.MAX_PROBLEMS_SHOWN:
+    if paths.index(path) < spread_status.MAX_PROBLEMS_SHOWN:
         assert f"{path}: " in valid.message, valid.message
 
 

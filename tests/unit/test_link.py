@@ -19,6 +19,7 @@ from agents import bookkeeping as bookkeeping_mod
 from agents import metrics as metrics_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
+from agents.link import hello as hello_mod
 from bench import standin_coordinator
 from federation.api import cluster as cluster_api
 from federation.rpc import agent_pb2, agent_pb2_grpc
@@ -93,7 +94,7 @@ def test_hello_identifies_the_cluster(standin: standin_coordinator.StandinCoordi
     hello = standin.wait_message(CLUSTER, "hello")
     assert hello.cluster_name == CLUSTER
     assert dict(hello.topology_labels) == LABELS
-    assert hello.agent_version == link_mod.agent_version()
+    assert hello.agent_version == hello_mod.agent_version()
     assert hello.started_at.seconds > 0
     assert list(hello.applied) == []
     assert agent.gauge("fedspread_agent_link_connected") == 1

@@ -32,7 +32,15 @@ LEGACY_ANNOTATIONS = {names.SPREAD_KEY_ANNOTATION: "shop/own", names.DESIRED_HAS
         pytest.param({**OURS_LABELS, names.FEDERATION_LABEL: "staging"}, OURS_ANNOTATIONS, VALUE,
                      ownership.CONFLICT, id="another federation"),
         pytest.param(OURS_LABELS, {**OURS_ANNOTATIONS, names.SPREAD_UID_ANNOTATION: "uid-0"}, VALUE,
-                     ownership.CONFLICT, id="an earlier spread of the name"),
+                     ownership.ADOPT, id="an earlier spread of the key (a restored hub)"),
+        pytest.param(OURS_LABELS,
+                     {names.SPREAD_KEY_ANNOTATION: "shop/other", names.SPREAD_UID_ANNOTATION: "uid-0"},
+                     VALUE, ownership.CONFLICT, id="another spread of the federation"),
+        pytest.param(OURS_LABELS, {names.SPREAD_UID_ANNOTATION: "uid-0"}, VALUE, ownership.CONFLICT,
+                     id="another uid without a spread key"),
+        pytest.param({**OURS_LABELS, names.FEDERATION_LABEL: "staging"},
+                     {**OURS_ANNOTATIONS, names.SPREAD_UID_ANNOTATION: "uid-0"}, VALUE, ownership.CONFLICT,
+                     id="an earlier spread of the key in another federation"),
         pytest.param(OURS_LABELS, {names.SPREAD_KEY_ANNOTATION: "shop/own"}, VALUE, ownership.CONFLICT,
                      id="federation without uid"),
         pytest.param({names.SPREAD_LABEL: "own"}, LEGACY_ANNOTATIONS, VALUE, ownership.ADOPT,
@@ -54,39 +62,29 @@ def test_claim(labels: dict[str, str], annotations: dict[str, str], value: assig
 
 
 @pytest.mark.parametrize(
-    ("labels", "annotations", "federation", "prunable"),
+    ("label", "annotations", "federation", "marked"),
     [
-        pytest.param(OURS_LABELS, {names.SPREAD_UID_ANNOTATION: "uid-gone"}, "prod", True, id="ours, gone"),
-        pytest.param(OURS_LABELS, {names.SPREAD_UID_ANNOTATION: "uid-1"}, "prod", False, id="ours, assigned"),
-        pytest.param(OURS_LABELS, {names.SPREAD_UID_ANNOTATION: "uid-gone"}, "staging", False,
-                     id="another federation resynced"),
-        pytest.param(OURS_LABELS, {names.SPREAD_UID_ANNOTATION: "uid-gone"}, "", False, id="no resync"),
-        pytest.param({names.SPREAD_LABEL: "own"}, LEGACY_ANNOTATIONS, "prod", False, id="legacy"),
-        pytest.param(OURS_LABELS, {}, "prod", False, id="no uid"),
+        pytest.param("prod", OURS_ANNOTATIONS, "prod", ("shop/own", "uid-1"), id="ours"),
+        pytest.param("prod", OURS_ANNOTATIONS, "staging", None, id="another federation's"),
+        pytest.param("prod", OURS_ANNOTATIONS, "", None, id="no federation known yet"),
+        pytest.param("", OURS_ANNOTATIONS, "prod", None, id="released (no federation label)"),
+        pytest.param("prod", {names.SPREAD_KEY_ANNOTATION: "shop/own"}, "prod", None, id="no uid"),
+        pytest.param("prod", {names.SPREAD_UID_ANNOTATION: "uid-1"}, "prod", None, id="no spread key"),
+        pytest.param("", LEGACY_ANNOTATIONS, "prod", None, id="an earlier agent's, unmarked"),
     ],
 )
-def test_prunable(labels: dict[str, str], annotations: dict[str, str], federation: str,
-                  prunable: bool) -> None:
-    keep = {("uid-1", "shop", "own")}
-    assert ownership.prunable(labels=labels, annotations=annotations, where=("shop", "own"),
-                              federation=federation, keep=keep) is prunable
+def test_marked_spread(label: str, annotations: dict[str, str], federation: str,
+                       marked: tuple[str, str] | None) -> None:
+    assert ownership.marked_spread(federation_label=label, annotations=annotations,
+                                   federation=federation) == marked
 
 
-def test_a_renamed_target_prunes_the_old_name() -> None:
-    keep = {("uid-1", "shop", "own-v2")}
-    assert ownership.prunable(labels=OURS_LABELS, annotations={names.SPREAD_UID_ANNOTATION: "uid-1"},
-                              where=("shop", "own"), federation="prod", keep=keep)
-
-
-def test_each_welcome_withdraws_the_right_to_prune_until_its_resync() -> None:
-    state = ownership.FederationState()
-    assert state.prunable() == ""
-    state.welcomed("prod")
-    assert (state.current, state.prunable()) == ("prod", "")
-    state.resync_complete()
-    assert state.prunable() == "prod"
-    state.welcomed("staging")  # another coordinator: nothing of prod may be pruned, nor yet of staging
-    assert (state.current, state.prunable()) == ("staging", "")
+def test_the_federation_listed_is_the_last_welcomes_else_the_expected_one() -> None:
+    state = ownership.FederationState("prod")
+    assert (state.current, state.listed) == ("", "prod")
+    state.welcomed("staging")  # a coordinator of another federation: its own Deployments are listed
+    assert (state.current, state.listed) == ("staging", "staging")
+    assert (ownership.FederationState().listed, ownership.FederationState("x").expected) == ("", "x")
 
 
 # --- the sync against a fake apps API ----------------------------------------------------------------
@@ -166,21 +164,20 @@ def test_a_users_own_deployment_is_never_touched_and_is_a_conflict() -> None:
     assert "not created by fedspread" in sync.conflicts()["shop/own"]
 
 
-def test_a_deployment_of_another_federation_is_neither_adopted_nor_pruned() -> None:
+def test_a_deployment_of_another_federation_is_neither_adopted_nor_removed() -> None:
     foreign = users_own(**{names.SPREAD_LABEL: "own", names.FEDERATION_LABEL: "staging"})
     foreign["metadata"]["annotations"] = OURS_ANNOTATIONS
     apps = FakeApps(foreign, users_own("other", **{names.SPREAD_LABEL: "other",
                                                    names.FEDERATION_LABEL: "staging"}))
     sync = sync_over(apps, VALUE)
-    sync.federation.welcomed("prod")
-    sync.federation.resync_complete()
     assert sync.sync_once() == {workload.CONFLICT: 1}
     assert apps.writes == []
     assert "federation 'staging'" in sync.conflicts()["shop/own"]
     assert sync.remove("shop/other", federation="prod") == 0 and apps.writes == []
+    assert sync.release("shop/own", federation="prod") == 0 and apps.writes == []
 
 
-def test_created_ours_then_pruned_after_a_resync_of_the_same_federation_only() -> None:
+def test_nothing_is_deleted_when_its_assignment_is_gone_only_by_an_explicit_removal() -> None:
     apps, books = FakeApps(), bookkeeping.Bookkeeping()
     books.set_assignment(VALUE)
     sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
@@ -189,14 +186,23 @@ def test_created_ours_then_pruned_after_a_resync_of_the_same_federation_only() -
     assert created["metadata"]["labels"][names.FEDERATION_LABEL] == "prod"
     assert created["metadata"]["annotations"][names.SPREAD_UID_ANNOTATION] == "uid-1"
     created["metadata"]["uid"] = "k8s-own"
-    books.remove_assignment(VALUE.spread)  # the spread is gone from the full set
-    sync.federation.welcomed("staging")
-    sync.federation.resync_complete()
-    assert sync.sync_once() == {} and ("shop", "own") in apps.items, "another federation prunes nothing"
-    sync.federation.welcomed("prod")
-    assert sync.sync_once() == {} and ("shop", "own") in apps.items, "nothing before ResyncComplete"
-    sync.federation.resync_complete()
-    assert sync.sync_once() == {workload.DELETED: 1} and ("shop", "own") not in apps.items
+    books.remove_assignment(VALUE.spread)  # absent from a (complete) resync: an empty hub, say
+    for _ in range(3):
+        assert sync.sync_once() == {}
+    assert ("shop", "own") in apps.items and apps.writes == [("create", "own")], "deleted by absence"
+    assert sync.remove(VALUE.spread, federation="staging") == 0, "a removal of another federation"
+    assert sync.remove(VALUE.spread, federation="prod") == 1 and ("shop", "own") not in apps.items
+
+
+def test_a_deployment_of_an_earlier_spread_of_the_key_is_adopted_with_the_new_uid() -> None:
+    earlier = users_own(**{names.SPREAD_LABEL: "own", names.FEDERATION_LABEL: "prod"})
+    earlier["metadata"]["annotations"] = {**OURS_ANNOTATIONS, names.SPREAD_UID_ANNOTATION: "uid-0"}
+    apps = FakeApps(earlier)
+    sync = sync_over(apps, VALUE)
+    assert sync.sync_once() == {workload.UPDATED: 1} and sync.conflicts() == {}
+    adopted = apps.items["shop", "own"]
+    assert adopted["metadata"]["annotations"][names.SPREAD_UID_ANNOTATION] == "uid-1"
+    assert adopted["spec"]["replicas"] == VALUE.replicas
 
 
 def test_an_earlier_agents_deployment_is_adopted() -> None:
@@ -210,19 +216,17 @@ def test_an_earlier_agents_deployment_is_adopted() -> None:
         == ("prod", "uid-1")
 
 
-def test_an_orphaned_deployment_is_never_pruned_between_its_removal_and_its_release() -> None:
+def test_an_orphaning_removal_releases_the_deployment_and_nothing_deletes_it_afterwards() -> None:
     apps, books = FakeApps(), bookkeeping.Bookkeeping()
     books.set_assignment(VALUE)
     sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
-    sync.federation.welcomed("prod")
-    sync.federation.resync_complete()
     assert sync.sync_once() == {workload.CREATED: 1}
     apps.items["shop", "own"]["metadata"]["uid"] = "k8s-own"
-    sync.hold(VALUE.spread)  # the link saw an orphaning removal: the hold comes before the quotas go
     books.remove_assignment(VALUE.spread)
-    assert sync.sync_once() == {} and ("shop", "own") in apps.items, "a prune raced the release"
+    assert sync.sync_once() == {} and ("shop", "own") in apps.items
     assert sync.release(VALUE.spread, federation="prod") == 1
     released = apps.items["shop", "own"]["metadata"]
     assert names.FEDERATION_LABEL not in released["labels"], released
     assert names.SPREAD_UID_ANNOTATION not in released.get("annotations", {}), released
     assert sync.sync_once() == {} and ("shop", "own") in apps.items, "a released Deployment is not ours"
+    assert sync.remove(VALUE.spread, federation="prod") == 0, "a released Deployment is not ours"

@@ -1,7 +1,7 @@
 """Properties of placement (DESIGN §3) over random spreads, capacity snapshots and replica counts.
 
-Each test states one rule of §3 (or of the keep/add/wait passes in `federation.core.placement`) and
-checks it on inputs drawn by `strategies.py`. The rules are restated here independently of the
+Each test states one rule of §3 (or of the keep/add/wait passes in `federation.core.placement_passes`)
+and checks it on inputs drawn by `strategies.py`. The rules are restated here independently of the
 implementation: usable clusters, caps and pod slots are recomputed from the inputs rather than read
 from the placement's own bookkeeping where that would make a test circular.
 """
@@ -22,7 +22,7 @@ import strategies as fs
 from hypothesis import strategies as st
 
 from federation.api import cluster, spread
-from federation.core import apportion, brake, fit, placement
+from federation.core import apportion, brake, fit, placement, placement_view
 from tests.support import builders
 
 PROPERTY = hypothesis.settings(
@@ -272,7 +272,7 @@ def _taint(scenario: Scenario, data: st.DataObject, changes: list[str]) -> tuple
 def braked(scenario: Scenario) -> set[str]:
     """The unready clusters the failover brake keeps: more than half of the selectable ones are
     unready, or no cluster of the snapshot is ready (then they keep their replicas, take none new)."""
-    view = placement.view_of(scenario.spec, snapshot=scenario.snapshot, shape=scenario.shape)
+    view = placement_view.view_of(scenario.spec, snapshot=scenario.snapshot, shape=scenario.shape)
     selectable = {name for names in view.selected for name in names if name in view.members}
     lost = {name for name in selectable if not view.members[name].ready}
     heard = any(c.ready for c in scenario.snapshot.clusters)

@@ -2,10 +2,10 @@
 
 Why here: the rule is "do no harm" — a deleted spread's workloads are orphaned unless its
 `deletionPolicy` says Delete, a removal because a cluster is no longer selected is not a deletion,
-a spread the coordinator never knew is orphaned, the newer of two spreads of one Deployment is
-refused and the older works on, and a live spread's targetRef cannot move. Hub events go through
-`hub.apply_to_world` as the coordinator applies them; what each agent is sent is read from the
-streams' queues (no gRPC, no Kubernetes).
+the newer of two spreads of one Deployment is refused and the older works on, and a live spread's
+targetRef cannot move (what a resync removes, and what it leaves alone: test_resync_removals.py).
+Hub events go through `hub.apply_to_world` as the coordinator applies them; what each agent is
+sent is read from the streams' queues (no gRPC, no Kubernetes).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from federation.coordinator import facade
 from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import lifecycle, world
-from federation.core import status
+from federation.core import spread_status
 from federation.rpc import agent_pb2
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -135,12 +135,6 @@ def test_a_cluster_no_longer_selected_is_not_a_deletion() -> None:
     assert fed.removals("dc1") == []
 
 
-def test_resync_orphans_an_applied_spread_the_coordinator_never_knew() -> None:
-    fed = Federation(applied={"dc1": ["shop/gone"]})
-    [removal] = fed.removals("dc1")
-    assert (removal.spread, removal.orphan, removal.reason) == ("shop/gone", True, "spread deleted")
-
-
 def test_resync_after_a_deletion_follows_the_remembered_policy() -> None:
     fed = placed(policy="Delete")
     fed.coordinator.detach(fed.streams["aws"])  # aws is away when the spread is deleted
@@ -235,11 +229,11 @@ def test_changing_the_target_ref_is_refused_and_the_last_valid_spec_stays_in_for
 
 
 def test_a_refused_spread_shows_valid_false_with_its_reason_and_keeps_the_rest() -> None:
-    base = status.spread_status(
+    base = spread_status.spread_status(
         placement=placed().coordinator.world.placements[KEY], spec=spread().spec, generation=1,
         reports={}, marks=[], previous=None, now=T0)
-    got = status.refused_spread_status(base, generation=2, reason=lifecycle.TARGET_REF_IMMUTABLE,
-                                       message="no", now=T0)
+    got = spread_status.refused_spread_status(base, generation=2, reason=lifecycle.TARGET_REF_IMMUTABLE,
+                                              message="no", now=T0)
     valid = [c for c in got.conditions if c.type == "Valid"]
     assert [(c.status, c.reason, c.observed_generation) for c in valid] == [
         ("False", lifecycle.TARGET_REF_IMMUTABLE, 2)]

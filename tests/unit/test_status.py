@@ -16,7 +16,7 @@ import strategies as fs
 from hypothesis import strategies as st
 
 from federation.api import cluster, common, spread
-from federation.core import placement, status
+from federation.core import placement, spread_status, status
 from tests.support.builders import member, pool, snapshot, spread_spec
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
@@ -37,8 +37,8 @@ def compute(sp: spread.FederatedSpreadSpec, snap: cluster.CapacitySnapshot, repl
             previous: spread.FederatedSpreadStatus | None = None,
             now: datetime.datetime = NOW) -> spread.FederatedSpreadStatus:
     result = placement.place(sp, replicas=replicas, snapshot=snap, unschedulable=marks, now=now)
-    return status.spread_status(placement=result, spec=sp, generation=3, reports=reports or {},
-                                marks=marks, previous=previous, now=now)
+    return spread_status.spread_status(placement=result, spec=sp, generation=3, reports=reports or {},
+                                       marks=marks, previous=previous, now=now)
 
 
 def condition(st_: spread.FederatedSpreadStatus | list[common.Condition], kind: str) -> common.Condition:
@@ -121,8 +121,9 @@ def test_percentage_cap_is_resolved_against_the_replicas() -> None:
 
 def test_everything_placed_and_ready() -> None:
     result = placement.place(ONPREM_CLOUD, replicas=40, snapshot=THREE)
-    got = status.spread_status(placement=result, spec=ONPREM_CLOUD, generation=3, reports=all_ready(result),
-                               marks=(), previous=None, now=NOW)
+    got = spread_status.spread_status(
+        placement=result, spec=ONPREM_CLOUD, generation=3, reports=all_ready(result), marks=(),
+        previous=None, now=NOW)
     assert [(c.type, c.status, c.reason) for c in got.conditions] == [
         ("Valid", "True", "SpecValid"), ("Placed", "True", "AllPlaced"),
         ("CapacityExhausted", "False", "NotSimulated"), ("Ready", "True", "AllReady"),
@@ -132,9 +133,9 @@ def test_everything_placed_and_ready() -> None:
 
 def test_a_member_deployment_we_do_not_own_is_a_conflict_naming_the_cluster() -> None:
     result = placement.place(ONPREM_CLOUD, replicas=40, snapshot=THREE)
-    got = status.spread_status(placement=result, spec=ONPREM_CLOUD, generation=3, reports=all_ready(result),
-                               marks=(), previous=None, now=NOW,
-                               conflicts={"dc1": "Deployment shop/web is not fedspread's (no federation)"})
+    got = spread_status.spread_status(
+        placement=result, spec=ONPREM_CLOUD, generation=3, reports=all_ready(result), marks=(),
+        previous=None, now=NOW, conflicts={"dc1": "Deployment shop/web is not fedspread's (no federation)"})
     found = condition(got, "Conflict")
     assert (found.status, found.reason) == ("True", "MemberDeploymentNotOwned")
     assert found.message.startswith("1 cluster left alone (dc1: Deployment shop/web is not fedspread's")
@@ -213,8 +214,8 @@ def test_last_transition_time_kept_when_unchanged_and_bumped_when_changed() -> N
     assert condition(first, "Ready").status == "False"
     result = placement.place(ONPREM_CLOUD, replicas=40, snapshot=THREE)
     later = NOW + datetime.timedelta(microseconds=123)
-    second = status.spread_status(placement=result, spec=ONPREM_CLOUD, generation=4,
-                                  reports=all_ready(result), marks=(), previous=first, now=later)
+    second = spread_status.spread_status(placement=result, spec=ONPREM_CLOUD, generation=4,
+                                         reports=all_ready(result), marks=(), previous=first, now=later)
     assert condition(second, "Placed").last_transition_time == EARLIER  # still True
     assert condition(second, "Ready").last_transition_time == NOW  # flipped; whole seconds
     assert condition(second, "Placed").observed_generation == 4
@@ -352,8 +353,8 @@ def scenarios(draw: st.DrawFn) -> tuple[spread.FederatedSpreadSpec, placement.Pl
 def test_status_invariants(case: tuple[spread.FederatedSpreadSpec, placement.Placement,
                                        dict[str, dict[str, status.ClusterPods]]]) -> None:
     sp, result, reports = case
-    got = status.spread_status(placement=result, spec=sp, generation=1, reports=reports, marks=(),
-                               previous=None, now=NOW)
+    got = spread_status.spread_status(placement=result, spec=sp, generation=1, reports=reports, marks=(),
+                                      previous=None, now=NOW)
     assert [s.name for s in got.subset_statuses] == [s.name for s in sp.subsets]
     assert [p.cluster for p in got.placement] == sorted({p.cluster for p in got.placement})
     assert sum(p.replicas for p in got.placement) == result.placed
@@ -361,6 +362,6 @@ def test_status_invariants(case: tuple[spread.FederatedSpreadSpec, placement.Pla
     assert all(s.missing_replicas >= -1 for s in got.subset_statuses)
     assert [c.type for c in got.conditions] == ["Valid", "Placed", "CapacityExhausted", "Ready", "Conflict"]
     assert (condition(got, "Placed").status == "True") == (got.unplaced_replicas == 0)
-    again = status.spread_status(placement=result, spec=sp, generation=1, reports=reports, marks=(),
-                                 previous=got, now=NOW + MINUTE)
+    again = spread_status.spread_status(placement=result, spec=sp, generation=1, reports=reports, marks=(),
+                                        previous=got, now=NOW + MINUTE)
     assert not status.status_changed(got, again)

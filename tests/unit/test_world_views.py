@@ -4,7 +4,7 @@
 and indexes, all kept up to date as events arrive. The reference here recomputes everything from the
 facts each time, the way the coordinator did before issue 7: every other placed spread's pending
 pods (placed minus running, each subset's shape from the template), `deduct_pending` on the whole
-`snapshot_for`, then `placement.view_of`. Random worlds get random events — inventories, pod counts,
+`snapshot_for`, then `placement_view.view_of`. Random worlds get random events — inventories, pod counts,
 labels, cordons, heartbeats and a moving clock, spread edits, template changes, scaling, deletions
 and recompute rounds, sequential or as an optimistic parallel batch — and after every event the two
 must agree exactly, as must the rounds' placements.
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
-from federation.core import fit, overcommit, placement, status
+from federation.core import fit, overcommit, placement, placement_view, status
 from tests.support import builders
 from tests.support.clock import ManualClock
 
@@ -65,14 +65,14 @@ def reference_pending(model: world.World, key: str) -> list[overcommit.PendingPo
     return pending
 
 
-def reference_view(model: world.World, key: str) -> placement.View:
+def reference_view(model: world.World, key: str) -> placement_view.View:
     entry = model.spread(key)
     assert entry is not None
     snapshot = overcommit.deduct_pending(model.snapshot_for(key), reference_pending(model, key))
-    return placement.view_of(entry.spec, snapshot=snapshot, shape=reference_shape(entry))
+    return placement_view.view_of(entry.spec, snapshot=snapshot, shape=reference_shape(entry))
 
 
-def selectable(view: placement.View) -> placement.View:
+def selectable(view: placement_view.View) -> placement_view.View:
     """`view` listing the clusters the spread can select, as the coordinator's placements do."""
     return dataclasses.replace(view, names=tuple(view.members))
 
@@ -83,7 +83,7 @@ def check(model: world.World) -> None:
         assert view == selectable(reference), entry.key  # view_of lists every cluster
         assert loop.pending_of_others(model, entry.key) == reference_pending(model, entry.key)
         snapshot = model.snapshot_for(entry.key)
-        selected = {n for s in entry.spec.subsets for n in placement.selected_clusters(s, snapshot)}
+        selected = {n for s in entry.spec.subsets for n in placement_view.selected_clusters(s, snapshot)}
         ready = {n for n in selected if model.ready(n, after=entry.lost_after)}
         assert model.ready_selected(entry.key) == ready
 
@@ -208,7 +208,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
             twin.drop(key)
         elif entry.replicas is not None:
             kept = loop.brake_for(twin, entry, now=now)  # the failover brake is not what is compared here
-            view = placement.holding(selectable(reference_view(twin, key)), kept)
+            view = placement_view.holding(selectable(reference_view(twin, key)), kept)
             placed[key] = placement.place_view(
                 entry.spec, replicas=entry.replicas, view=view,
                 current=twin.current_for(key), running=twin.running_for(key),

@@ -5,7 +5,7 @@ each has its own rules — computed under the facade's lock (so they describe on
 World), written outside it (a slow apiserver must not stall placement), only when changed
 (`StatusWriter` compares first). The rules:
 
-- **FederatedSpread**: `core.status.spread_status` from the last placement, the agents' pod
+- **FederatedSpread**: `core.spread_status.spread_status` from the last placement, the agents' pod
   counts and unschedulable marks. A spread whose latest spec failed validation keeps the
   placement of its last valid spec (the World never saw the bad one) and shows `Valid=False`
   with every problem, so the fix is one `kubectl describe` away.
@@ -34,6 +34,7 @@ from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
+from federation.core import spread_status as spread_status_core
 from federation.core import status as status_core
 from federation.kube import errors as kube_errors
 
@@ -111,12 +112,12 @@ class StatusPass:
         for key, refusal in refused.items():
             if key not in invalid:  # a schema problem is reported first: it is what to fix first
                 base, target = jobs.get(key, (previous.get(key), None))
-                jobs[key] = (status_core.refused_spread_status(
+                jobs[key] = (spread_status_core.refused_spread_status(
                     base, generation=refusal.generation, reason=refusal.reason, message=refusal.message,
                     now=now), target)
         for key, (generation, found) in invalid.items():
             base, target = jobs.get(key, (previous.get(key), None))
-            jobs[key] = (status_core.invalid_spread_status(
+            jobs[key] = (spread_status_core.invalid_spread_status(
                 base, generation=generation, problems=[str(p) for p in found], now=now), target)
         for key in sorted(jobs):
             new, target = jobs[key]
@@ -155,7 +156,7 @@ class StatusPass:
                 reports.setdefault(name, {})[subset] = pods
         with self._lock:
             previous = self._spread_status.get(key)
-        new = status_core.spread_status(
+        new = spread_status_core.spread_status(
             placement=result, spec=entry.spec, generation=entry.spread.metadata.generation,
             reports=reports, marks=self.world.marks_for(key), previous=previous, now=now,
             failover=self.world.brakes.state(key),

@@ -1,7 +1,7 @@
-"""Which spread may place its target Deployment, and how a deleted spread's workloads go away.
+"""Which spread may place its target Deployment, and how a spread's workloads leave a cluster.
 
 Why a module of its own: the World keeps facts per spread, but these rules span spreads and
-outlive them. The design rule behind all three is "do no harm": the federation never deletes or
+outlive them. The design rule behind all of them is "do no harm": the federation never deletes or
 moves a workload that no rule asked it to.
 
 - **One spread per target.** Two spreads naming the same hub Deployment would write the same
@@ -15,24 +15,29 @@ moves a workload that no rule asked it to.
   Deployment at once; the edit is refused with `TargetRefImmutable` and the last valid spec stays
   in force (the caller keeps it: this module only records the refusal).
 - **Deletion policy.** A deleted spread's removals orphan its workloads unless its spec said
-  `deletionPolicy: Delete`. The policy of a deleted spread is remembered (the most recent
+  `deletionPolicy: Delete`. The deletion and its policy are remembered (the most recent
   `REMEMBERED_DELETIONS` only) so that an agent that was away when the spread was deleted gets the
-  same answer at its resync; a spread the coordinator never knew (deleted while it was down) is
-  orphaned, the safe choice.
+  same answer at its resync.
+- **Nothing is removed by inference from absence** (`leftover`). At a resync, a spread an agent
+  says it applies but is not sent is removed only when this coordinator knows why: the spread is
+  live and placed elsewhere (the cluster is no longer selected), or it saw the spread deleted. A
+  spread it never knew — deleted while it was down, or a hub that is empty, restored, or the wrong
+  one — is left to the agent as it is (fail static): an empty hub must not un-manage or delete
+  every workload of the federation.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Container, Mapping
+from collections.abc import Collection, Container, Mapping
 
 from federation.api import spread as spread_api
 
 TARGET_CONFLICT = "TargetConflict"
 TARGET_REF_IMMUTABLE = "TargetRefImmutable"
 REMEMBERED_DELETIONS = 10_000
-"""How many deleted spreads with `deletionPolicy: Delete` are remembered for late resyncs."""
+"""How many deleted spreads (and their deletion policies) are remembered for late resyncs."""
 
 Target = tuple[str, str]
 """(namespace, Deployment name) of a spread's targetRef."""
@@ -45,6 +50,18 @@ class Refusal:
     reason: str
     message: str
     generation: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Leftover:
+    """What a resync does with a spread an agent applies but is not sent an assignment for."""
+
+    remove: bool
+    """False: nothing is sent; the agent keeps its workload and its last assignment."""
+    orphan: bool = False
+    """For a removal: leave the workload running, unmanaged (else it is deleted)."""
+    reason: str = ""
+    """Why: for the removal's `reason` and the logs."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +90,7 @@ class Lifecycle:
         self._claimants: dict[Target, dict[str, spread_api.FederatedSpread]] = {}
         self._holders: dict[Target, str] = {}
         self._refused: dict[str, Refusal] = {}
-        self._deleting: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._deleting: collections.OrderedDict[str, spread_api.DeletionPolicy] = collections.OrderedDict()
 
     def claim(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> Verdict:
         """Spread `item` (valid, with its current targetRef) asks for its target."""
@@ -130,15 +147,39 @@ class Lifecycle:
     def deleted(self, key: str, policy: spread_api.DeletionPolicy) -> None:
         """Spread `key` was deleted with `policy`."""
         self._deleting.pop(key, None)
-        if policy == "Delete":
-            self._deleting[key] = None
-            while len(self._deleting) > REMEMBERED_DELETIONS:
-                self._deleting.popitem(last=False)
+        self._deleting[key] = policy
+        while len(self._deleting) > REMEMBERED_DELETIONS:
+            self._deleting.popitem(last=False)
+
+    def deletion(self, key: str) -> spread_api.DeletionPolicy | None:
+        """The policy spread `key` was deleted with, if this coordinator saw the deletion (and it is
+        among the last `REMEMBERED_DELETIONS`, and no spread of that name was created since)."""
+        return self._deleting.get(key)
 
     def orphans(self, key: str) -> bool:
         """Whether removing deleted spread `key` from an agent leaves its workloads running: yes
         unless it was deleted with `deletionPolicy: Delete` (and that is remembered)."""
-        return key not in self._deleting
+        return self.deletion(key) != "Delete"
+
+    def leftover(self, key: str, *, live_uid: str | None, placed: bool,
+                 applied_uids: Collection[str]) -> Leftover:
+        """What a resync does with spread `key`, which an agent applies (its member Deployments carry
+        `applied_uids`; "" from an agent that does not say) but is not sent an assignment for.
+
+        `live_uid`: the uid of the live spread of that key (None: no such spread); `placed`:
+        whether it is placed. Nothing is removed by inference from absence (module docstring).
+        """
+        if live_uid is not None:
+            if not placed:
+                return Leftover(remove=False)  # waiting for its Deployment or the hub: keep
+            if all(uid in ("", live_uid) for uid in applied_uids):
+                return Leftover(remove=True, reason="cluster no longer selected")
+            # An earlier spread of this name, gone: release it rather than delete (when in doubt).
+            return Leftover(remove=True, orphan=True, reason="an earlier spread of this name")
+        policy = self.deletion(key)
+        if policy is None:
+            return Leftover(remove=False)  # never known here: the agent keeps it (fail static)
+        return Leftover(remove=True, orphan=policy != "Delete", reason="spread deleted")
 
     def _leave(self, key: str, *, keep: Target) -> None:
         """Spread `key` claims `keep` now: forget its claim on any other target (a refused spread

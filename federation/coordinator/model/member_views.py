@@ -10,9 +10,9 @@ signature and readiness until the cluster is touched; share the member views of 
 clusters as a group, brought up to date from a log of touched clusters; and cache which clusters
 are ready until a heartbeat or the clock could change one.
 
-`view_for` gives `placement.place_view` exactly the view that `placement.view_of` would build from
-`World.snapshot_for` after `overcommit.deduct_pending` of the other spreads' pending pods (a unit
-test compares them on random worlds). The views read the World's facts through references to its
+`view_for` gives `placement.place_view` exactly the view that `placement_view.view_of` would build
+from `World.snapshot_for` after `overcommit.deduct_pending` of the other spreads' pending pods (a
+unit test compares them on random worlds). The views read the World's facts through references to its
 dictionaries and never write them; the World tells them what changed.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from federation.api import cluster
 from federation.api import spread as spread_api
 from federation.coordinator.model import facts, failover, selection_index
-from federation.core import fit, overcommit, placement, status
+from federation.core import fit, overcommit, placement, placement_view, status
 
 _TOUCH_LOG = 65536
 """Touched clusters remembered before the log starts again (groups behind it compare versions)."""
@@ -57,7 +57,7 @@ class Group:
 
     names: tuple[str, ...]
     ready: dict[str, bool]
-    members: dict[str, placement.Member]
+    members: dict[str, placement_view.Member]
     versions: dict[str, int]
     cursor: int
     rooms: dict[int, dict[str, int]] = dataclasses.field(default_factory=dict)
@@ -103,8 +103,8 @@ class MemberViews:
         self._readiness: dict[datetime.timedelta, _Readiness] = {}
         self._versions: dict[str, int] = {}
         """Per cluster, bumped whenever its member view may change (charges, pools, taints, labels)."""
-        self._member_views: dict[str, tuple[int, dict[tuple[int, bool], placement.Member]]] = {}
-        self._own_views: dict[str, dict[str, tuple[int, bool, placement.Member]]] = {}
+        self._member_views: dict[str, tuple[int, dict[tuple[int, bool], placement_view.Member]]] = {}
+        self._own_views: dict[str, dict[str, tuple[int, bool, placement_view.Member]]] = {}
         """Per cluster (until `touch`), per spread with pending pods there, its own member view."""
         self.groups: dict[tuple[str, int, datetime.timedelta], Group] = {}
         """Cleared by the World when the set of clusters or their labels change."""
@@ -271,16 +271,16 @@ class MemberViews:
             self._touched_base += len(self._touched)
             self._touched = []
 
-    def view_for(self, key: str) -> placement.View:
+    def view_for(self, key: str) -> placement_view.View:
         """Spread `key`'s placement view: its selected clusters, every other spread's pending pods
-        charged (`placement.view_of` of the deducted `World.snapshot_for`, from the ledgers)."""
+        charged (`placement_view.view_of` of the deducted `World.snapshot_for`, from the ledgers)."""
         entry = self._spreads[key]
         plan = self.plan(key)
         self._settle()
         selected = self._index.selection_of(key)
         after = entry.lost_after
         ready = self.ready_map(after)
-        members: dict[str, placement.Member] = {}
+        members: dict[str, placement_view.Member] = {}
         rooms: list[dict[str, int]] = []
         for index, (subset, selector) in enumerate(
                 zip(entry.spec.subsets, self._selector_keys[key], strict=True)):
@@ -312,10 +312,11 @@ class MemberViews:
             self._tolerate(members, entry.spec.cluster_tolerations)
         # `names`: the placement lists the clusters this spread can select, not every cluster of
         # the federation (10k spreads x 1k clusters of zeros would be ~10M dict entries).
-        return placement.View(names=tuple(members), selected=selected, members=members, rooms=tuple(rooms))
+        return placement_view.View(
+            names=tuple(members), selected=selected, members=members, rooms=tuple(rooms))
 
     def _tolerate(
-        self, members: dict[str, placement.Member], tolerations: Sequence[spread_api.ClusterToleration]
+        self, members: dict[str, placement_view.Member], tolerations: Sequence[spread_api.ClusterToleration]
     ) -> None:
         """Lift from `members` (one spread's, a copy of the shared views) the cordons the spread's
         clusterTolerations tolerate. Applied here, not in the cached member views: those are shared
@@ -327,7 +328,7 @@ class MemberViews:
                 if cordon != member.cordon:
                     members[name] = member._replace(cordon=cordon)
 
-    def _member_view(self, name: str, plan: Plan, *, ready: bool) -> placement.Member:
+    def _member_view(self, name: str, plan: Plan, *, ready: bool) -> placement_view.Member:
         """Cluster `name` for spreads with this plan's pods and no pending pods of their own there."""
         version = self._versions.get(name, 0)
         cached = self._member_views.get(name)
@@ -338,7 +339,7 @@ class MemberViews:
             found = cached[1][(plan.signature, ready)] = self._build_member(name, "", plan=plan, ready=ready)
         return found
 
-    def _own_view(self, name: str, key: str, *, plan: Plan, ready: bool) -> placement.Member:
+    def _own_view(self, name: str, key: str, *, plan: Plan, ready: bool) -> placement_view.Member:
         """Cluster `name` for spread `key`, which has pending pods there (not deducted for itself)."""
         views = self._own_views.setdefault(name, {})
         cached = views.get(key)
@@ -383,12 +384,12 @@ class MemberViews:
         group.cursor = end
         return group
 
-    def _build_member(self, name: str, key: str, *, plan: Plan, ready: bool) -> placement.Member:
+    def _build_member(self, name: str, key: str, *, plan: Plan, ready: bool) -> placement_view.Member:
         """Cluster `name` as spread `key` sees it (`key` empty: a spread without pending pods there)."""
         ledger = self._ledgers.get(name)
         member = self._clusters.get(name)
         cordon = member.cordon if member is not None else ""
         if ledger is None:
-            return placement.Member(ready, cordon, (), tuple(() for _ in plan.profiles))
-        return placement.Member(
+            return placement_view.Member(ready, cordon, (), tuple(() for _ in plan.profiles))
+        return placement_view.Member(
             ready, cordon, ledger.slots(key, plan.requests), ledger.admits(plan.signature, plan.profiles))

@@ -148,7 +148,7 @@ class SelectionIndex:
         return cached[2]
 
     def selection_of(self, key: str) -> tuple[tuple[str, ...], ...]:
-        """Per subset its member clusters in fill order (`placement.selected_clusters`)."""
+        """Per subset its member clusters in fill order (`placement_view.selected_clusters`)."""
         cached = self._selection.get(key)
         if cached is not None and cached[0] == self._epoch:
             return cached[1]

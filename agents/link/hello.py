@@ -1,0 +1,96 @@
+"""The Hello that opens every stream; what it lists as applied: the assignments held in memory, and
+the Deployments marked as ours.
+
+Why the Deployments too: the coordinator removes a spread from a cluster only when it knows why,
+and it learns what a cluster runs from the Hello. Nothing on the agent deletes a member Deployment
+because no assignment names it any more (`agents.ownership`), so a Deployment whose assignment
+was lost — the agent restarted (its bookkeeping is in memory) while the spread was de-selected for
+its cluster — would otherwise stay for ever: listed, it gets its removal at the next resync.
+
+Each entry names the spread, the generation and template revision of the assignment held (0 and
+empty when only a Deployment is known) and the spread uid, so that the coordinator can tell the
+live spread from an earlier one of the same name (and orphan, rather than delete, the latter). A
+spread is listed once per distinct uid: a Deployment that carries another uid than the assignment
+held (one not adopted yet) is listed beside it.
+
+Why the link waits for the cache (`wait_for_cache`): a Hello built from a cache that has not
+listed the member's Deployments yet lists none of them. The first stream waits for that list, up
+to a deadline; past it the Hello lists only the bookkeeping (the coordinator must be heard from,
+or it fails the cluster over), and later streams list what the cache holds by then.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from agents import ownership
+from agents.cache import store, views
+from federation.rpc import agent_pb2, capabilities
+from federation.rpc import assignment as assignment_mod
+
+LOG = logging.getLogger("fedspread.agent.link")
+
+
+def agent_version() -> str:
+    """The installed fedspread version ("0+unknown" when running from an uninstalled tree)."""
+    try:
+        return importlib.metadata.version("fedspread")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+class DeploymentCache(Protocol):
+    """What the Hello needs of `agents.cache.store.Cache`."""
+
+    def wait_synced(self, timeout: float, *, kinds: tuple[str, ...] = ()) -> bool:
+        """True once `kinds` (every kind if none) have been listed; False after `timeout` seconds."""
+
+    def deployments(self) -> list[views.DeploymentView]:
+        """Every Deployment labelled fedspread.io/spread."""
+
+
+def build(*, cluster: str, labels: Mapping[str, str], resume_token: str, started_at: datetime.datetime,
+          applied: Iterable[agent_pb2.AppliedSpread]) -> agent_pb2.AgentMessage:
+    """The Hello: identity, topology labels, capabilities and what is enforced right now."""
+    hello = agent_pb2.Hello(cluster_name=cluster, agent_version=agent_version(), topology_labels=labels,
+                            resume_token=resume_token, capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
+                            applied=applied)
+    hello.started_at.FromDatetime(started_at)
+    return agent_pb2.AgentMessage(hello=hello)
+
+
+def listing(assignments: Iterable[assignment_mod.Assignment], deployments: Iterable[views.DeploymentView],
+            *, federation: str) -> list[agent_pb2.AppliedSpread]:
+    """The Hello's applied spreads: every assignment held, then every (spread, uid) of a Deployment
+    marked with `federation` that no assignment held names; sorted by spread and uid."""
+    entries: dict[tuple[str, str], agent_pb2.AppliedSpread] = {}
+    for value in assignments:
+        entries[(value.spread, value.spread_uid)] = agent_pb2.AppliedSpread(
+            spread=value.spread, generation=value.generation, template_revision=value.template_revision,
+            spread_uid=value.spread_uid)
+    for view in deployments:
+        marked = ownership.marked_spread(federation_label=view.federation, annotations=view.annotations,
+                                         federation=federation)
+        if marked is not None and marked not in entries:
+            entries[marked] = agent_pb2.AppliedSpread(spread=marked[0], generation=0, spread_uid=marked[1])
+    return [entries[key] for key in sorted(entries)]
+
+
+def wait_for_cache(cache: DeploymentCache, *, deadline_seconds: float, stopped: Callable[[], bool]) -> bool:
+    """Wait until `cache` has listed the member's Deployments, at most `deadline_seconds` (and not
+    past `stopped()`); whether it has. Past the deadline, a warning says what the Hello lacks."""
+    end = time.monotonic() + deadline_seconds
+    while not stopped():
+        left = end - time.monotonic()
+        if cache.wait_synced(max(0.0, min(left, 0.5)), kinds=(store.DEPLOYMENTS,)):
+            return True
+        if left <= 0:
+            LOG.warning("member Deployments not listed yet; this Hello lists only the assignments "
+                        "held, the next one lists them", extra={"waited_s": deadline_seconds})
+            return False
+    return False

@@ -1,0 +1,234 @@
+"""The three passes of a placement — keep, add, wait — over each subset's working state.
+
+Why a module of its own: `placement.place_view` is the order of the passes and the shape of the
+answer; the passes are the arithmetic, and each reads best next to the state it changes. They run
+over the subsets in spec order, on a `SubsetWork` per subset that `prepare` fills from the view:
+
+1. `keep` trims what is already placed on usable clusters to each subset's cap and, when replicas
+   shrink, from the last subset first (stability: capacity alone moves nothing). A NoSchedule-
+   cordoned member keeps what it holds under the same trimming but takes nothing new
+   (`explain_cordons` says so); a member not ready or cordoned NoExecute keeps nothing.
+2. `add` places the missing replicas in order, each subset taking min(cap room, what is left), and
+   in Adaptive also no more than its simulated capacity, so the rest overflows to the next subset.
+3. `wait` (Adaptive) puts what fits nowhere, Pending, in the highest-priority subset whose cap
+   still has room.
+
+Capacity is a `Ledger` of pod slots per (cluster, node pool) for the spread's pods; subsets that
+share a pool draw from the same slots, so two subsets never promise the same node twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Mapping
+
+from federation.api import spread
+from federation.core import apportion, division, placement_view
+
+Counts = Mapping[str, Mapping[str, int]]
+"""Replicas (or running pods) per subset per cluster."""
+
+COUNT = operator.itemgetter(1)
+"""The count of a (name, count) item: `filter(COUNT, d.items())` keeps the non-zero ones, in C."""
+
+
+@dataclasses.dataclass
+class SubsetWork:
+    """Working state of one subset during a placement."""
+
+    spec: spread.Subset
+    index: int
+    cap: int | None
+    members: tuple[str, ...]
+    usable: list[str]
+    held: dict[str, int]
+    added: dict[str, int]
+    cordoned: list[str] = dataclasses.field(default_factory=list)
+    """Members cordoned with NoSchedule: in `held` (what they hold stays, within caps), not `usable`."""
+    waiting: int = 0
+    capacity: int | None = None
+    reasons: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.held.values()) + sum(self.added.values())
+
+    def cap_room(self) -> int | None:
+        return None if self.cap is None else max(0, self.cap - self.total)
+
+
+class Ledger:
+    """Free pod slots per (cluster, node pool) for the template, consumed as replicas are placed."""
+
+    def __init__(self, view: placement_view.View) -> None:
+        self._view = view
+        self._left: dict[str, list[int]] = {}
+
+    def rooms(self, subset: SubsetWork) -> dict[str, int]:
+        """How many more pods of the subset fit in each of its usable clusters now."""
+        before = self._view.rooms[subset.index]
+        usable = subset.usable
+        # Every member usable (the usual case): the view lists them all already.
+        found = dict(before) if len(usable) == len(before) else {name: before[name] for name in usable}
+        for name, slots in self._left.items():  # clusters an earlier subset took from
+            if name in found:
+                admitted = self._view.members[name].admits[subset.index]
+                found[name] = sum(slots[i] for i in admitted)
+        return found
+
+    def take(self, subset: SubsetWork, name: str, count: int) -> None:
+        """Consume slots for `count` new pods, first admitting pool first."""
+        member = self._view.members[name]
+        slots = self._left.get(name)
+        if slots is None:
+            slots = self._left[name] = list(member.slots)
+        for i in member.admits[subset.index]:
+            used = min(slots[i], count)
+            slots[i] -= used
+            count -= used
+            if not count:
+                return
+
+
+def prepare(
+    spec: spread.FederatedSpreadSpec,
+    *,
+    replicas: int,
+    view: placement_view.View,
+    current: Counts,
+    running: Counts,
+    marked: set[tuple[str, str]],
+) -> list[SubsetWork]:
+    """Each subset's working state before the passes: its cap, the members it can use and what they
+    hold, and a reason for each member it cannot use (missing, not ready, cordoned, marked)."""
+    clusters = view.members
+    marked_subsets = {subset for subset, _ in marked}
+    work: list[SubsetWork] = []
+    caps = apportion.subset_caps(spec.subsets, replicas)
+    for index, (subset, cap) in enumerate(zip(spec.subsets, caps, strict=True)):
+        members = view.selected[index]
+        item = SubsetWork(subset, index, cap, members, [], {}, {})
+        work.append(item)
+        held_now = current.get(subset.name) or {}
+        if subset.name not in marked_subsets:
+            kept = [n for n in members if (m := clusters.get(n)) is not None and m.ready and not m.cordon]
+            if len(kept) == len(members) and kept:  # the usual case: every member usable
+                item.usable = kept
+                if held_now:
+                    item.held = {n: held_now.get(n, 0) for n in kept}
+                    if min(item.held.values()) < 0:
+                        item.held = {n: max(0, count) for n, count in item.held.items()}
+                else:
+                    item.held = dict.fromkeys(kept, 0)
+                item.added = dict.fromkeys(kept, 0)
+                continue
+        if not members:
+            item.reasons.append("no member cluster matches the subset")
+        kept = []
+        for name in members:
+            found = clusters.get(name)
+            if found is None:
+                item.reasons.append(f"{name}: no such cluster in the snapshot")
+                continue
+            if not found.ready:
+                item.reasons.append(f"{name}: not ready")
+                continue
+            if found.cordon == "NoExecute":
+                item.reasons.append(f"{name}: cordoned (NoExecute): its replicas move, takes no new replicas")
+                continue
+            kept.append(name)
+            held = held_now.get(name, 0)
+            marked_here = (subset.name, name) in marked
+            if marked_here:
+                item.reasons.append(f"{name}: unschedulable, skipped until the mark expires")
+                held = min(held, running.get(subset.name, {}).get(name, held))
+            if found.cordon:
+                item.cordoned.append(name)
+            elif not marked_here:
+                item.usable.append(name)
+            item.held[name] = max(0, held)
+        item.added = dict.fromkeys(kept, 0)
+    return work
+
+
+def explain_cordons(work: list[SubsetWork]) -> None:
+    """Say, after the keep pass, how many replicas each NoSchedule-cordoned member keeps."""
+    for item in work:
+        for name in item.cordoned:
+            kept = item.held[name]
+            keeps = f"keeps its {kept} running, " if kept else ""
+            item.reasons.append(f"{name}: cordoned (NoSchedule): {keeps}takes no new replicas")
+
+
+def keep(work: list[SubsetWork], replicas: int) -> None:
+    """Trim held replicas to caps, then to `replicas` from the last subset first."""
+    for item in work:
+        held_total = sum(item.held.values())
+        if item.cap is not None and held_total > item.cap:
+            cut = division.remove(
+                held_total - item.cap, mode=item.spec.cluster_spread,
+                clusters=list(item.held), held=item.held,
+            )
+            item.held = {n: item.held[n] - cut[n] for n in item.held}
+    excess = sum(i.total for i in work) - replicas
+    for item in reversed(work):
+        if excess <= 0:
+            break
+        held_total = sum(item.held.values())
+        cut = division.remove(
+            min(excess, held_total), mode=item.spec.cluster_spread,
+            clusters=list(item.held), held=item.held,
+        )
+        item.held = {n: item.held[n] - cut[n] for n in item.held}
+        excess -= min(excess, held_total)
+
+
+def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool) -> int:
+    """Place `left` new replicas in subset order; return how many did not fit anywhere."""
+    for item in work:
+        free = ledger.rooms(item)
+        fits = sum(free.values())
+        item.capacity = sum(item.held.values()) + fits
+        if not left or not item.usable:
+            continue
+        cap_room = item.cap_room()
+        want = left if cap_room is None else min(left, cap_room)
+        room: dict[str, int | None] = dict(free) if simulate else dict.fromkeys(item.usable, None)
+        take = min(want, fits) if simulate else want
+        if simulate and take < want:
+            item.reasons.append(f"capacity: only {fits} more pods fit")
+        if take <= 0:
+            continue
+        added = division.divide(
+            take, mode=item.spec.cluster_spread, clusters=item.usable,
+            held=item.held, room=room, weights=free,
+        )
+        for name, count in list(filter(COUNT, added.items())):
+            item.added[name] += count
+            ledger.take(item, name, count)
+            left -= count
+    return left
+
+
+def wait(work: list[SubsetWork], left: int) -> int:
+    """Adaptive: put what fits nowhere in the first subsets whose caps allow; return the rest."""
+    for item in work:
+        if not left:
+            break
+        if not item.usable:
+            continue
+        cap_room = item.cap_room()
+        take = left if cap_room is None else min(left, cap_room)
+        if take <= 0:
+            continue
+        added = division.divide(
+            take, mode=item.spec.cluster_spread, clusters=item.usable,
+            held=item.held, room=dict.fromkeys(item.usable, None), weights={},
+        )
+        for name, count in added.items():
+            item.added[name] += count
+        item.waiting += take
+        item.reasons.append(f"{take} waiting: no capacity left in any subset")
+        left -= take
+    return left

@@ -1,0 +1,130 @@
+"""What one placement reads of the federation: a `View` of the clusters its spread can select.
+
+Why a module of its own: a view has two builders that must agree exactly. `view_of` builds it from
+a capacity snapshot (`fedspread simulate`, the SDK's what-if, the benchmarks); the coordinator
+builds the same view from what it keeps per cluster (parsed pools, other spreads' pending pods
+already charged, `coordinator/model/member_views.py`), so that a spread costs the clusters it can
+use, not every cluster of the federation; a unit test compares the two on random worlds. That
+builder needs the types, the subset selection and the room arithmetic, not the rules, so they live
+here, apart from the keep/add/wait passes that read them.
+
+A view holds, per selected cluster, its readiness, its cordon (net of the spec's
+clusterTolerations) and the free pod slots per node pool for this spread's pods; `holding` and
+`braked` adjust a view for the failover brake (lost clusters keep their replicas, take no new ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Collection, Mapping, Sequence
+
+from federation.api import cluster, spread
+from federation.core import brake, fit, matching
+
+
+def selected_clusters(subset: spread.Subset, snapshot: cluster.CapacitySnapshot) -> list[str]:
+    """The clusters a subset names, in fill order: as listed, else matching ones by name."""
+    if subset.clusters is not None:
+        return list(subset.clusters)
+    selector = subset.cluster_selector
+    if selector is None:
+        return []
+    return sorted(c.name for c in snapshot.clusters if matching.label_selector_matches(selector, c.labels))
+
+
+class Member(typing.NamedTuple):
+    """A selected cluster as one spread's placement sees it (a tuple: views hold thousands)."""
+
+    ready: bool
+    cordon: cluster.Cordon
+    """The cluster taints' cordon: none (""), "NoSchedule" (keeps what it holds, takes nothing new)
+    or "NoExecute" (holds nothing)."""
+    slots: tuple[int, ...]
+    """Per node pool, how many more pods of the spread's shape fit (other spreads' pending charged)."""
+    admits: tuple[tuple[int, ...], ...]
+    """Per subset in spec order, the pools (with nodes) whose nodes admit that subset's pods."""
+
+    def room(self, subset: int) -> int:
+        """How many more pods of subset number `subset` fit here, before anything is placed."""
+        admitted = self.admits[subset]
+        if len(admitted) == 1:
+            return self.slots[admitted[0]]
+        return sum(self.slots[i] for i in admitted)
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """What a placement reads of a snapshot, for one spec and pod shape."""
+
+    names: tuple[str, ...]
+    """The clusters the placement's `clusters` lists: every snapshot cluster, in snapshot order,
+    for `view_of` (`simulate`); the selectable ones for the coordinator's views."""
+    selected: tuple[tuple[str, ...], ...]
+    """Per subset in spec order, its member clusters in fill order (`selected_clusters`)."""
+    members: Mapping[str, Member]
+    """Every selected cluster that is in the snapshot."""
+    rooms: tuple[Mapping[str, int], ...]
+    """Per subset, `Member.room` of each of its members in the snapshot, in fill order (`rooms_of`)."""
+
+
+def rooms_of(selected: Sequence[Sequence[str]], members: Mapping[str, Member]) -> tuple[dict[str, int], ...]:
+    """Per subset, the room of each selected member before anything is placed."""
+    return tuple(
+        {name: members[name].room(index) for name in names if name in members}
+        for index, names in enumerate(selected)
+    )
+
+
+def holding(view: View, names: Collection[str]) -> View:
+    """`view` with lost clusters `names` keeping their replicas but taking no new ones, as under a
+    NoSchedule cordon (the failover brake holds, or their failover waits for the rate limit)."""
+    if not any(name in view.members and not view.members[name].ready for name in names):
+        return view
+    members = dict(view.members)
+    for name in names:
+        member = members.get(name)
+        if member is not None and not member.ready:
+            cordon: cluster.Cordon = member.cordon or "NoSchedule"
+            members[name] = member._replace(ready=True, cordon=cordon)
+    return dataclasses.replace(view, members=members)
+
+
+def braked(view: View, *, heard_from_any: bool) -> View:
+    """`view` under the failover brake, judged on this one view (what-ifs: no history): when more
+    than half of the selectable clusters are unready, or none is ready anywhere, they keep their
+    replicas and take no new ones. The coordinator keeps the brake's state across placements."""
+    selectable = {name for names in view.selected for name in names if name in view.members}
+    lost = [name for name in selectable if not view.members[name].ready]
+    if brake.suspends(selectable=len(selectable), lost=len(lost), heard_from_any=heard_from_any):
+        return holding(view, lost)
+    return view
+
+
+def view_of(
+    spec: spread.FederatedSpreadSpec, *, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape
+) -> View:
+    """The view of `snapshot` for `spec`'s subsets and pods of `shape` (cordons net of the spec's
+    clusterTolerations)."""
+    clusters = snapshot.by_name()
+    shapes = [fit.with_subset(shape, subset) for subset in spec.subsets]
+    selected = tuple(tuple(selected_clusters(subset, snapshot)) for subset in spec.subsets)
+    tolerations = spec.cluster_tolerations
+    members: dict[str, Member] = {}
+    for names in selected:
+        for name in names:
+            found = clusters.get(name)
+            if found is None or name in members:
+                continue
+            pools = found.node_pools
+            members[name] = Member(
+                ready=found.ready, cordon=cluster.cordon_of(found.taints, tolerations=tolerations),
+                slots=tuple(p.count * fit.pods_per_node(p, shape) for p in pools),
+                admits=tuple(
+                    tuple(i for i, p in enumerate(pools) if p.count and fit.pool_admits(p, s)) for s in shapes
+                ),
+            )
+    return View(
+        names=tuple(c.name for c in snapshot.clusters), selected=selected, members=members,
+        rooms=rooms_of(selected, members),
+    )

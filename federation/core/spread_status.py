@@ -1,0 +1,294 @@
+"""The FederatedSpread's status: its conditions and per-subset counts, from a placement.
+
+Why a module of its own: the status is how a person learns what the coordinator decided and why,
+so each condition's message names the cause and the fix (a cap reached, clusters not ready or
+cordoned, no free capacity, silent clusters, a Deployment fedspread does not own), and is tested
+word for word. It is arithmetic over a `placement.Placement`, the pod counts agents report
+(`status.ClusterPods`) and the unschedulable marks; the condition rule it shares with the other
+kinds (`lastTransitionTime` moves only when a status flips) lives in `status`.
+
+`creatingPods` / `deletingPods` stay empty here: each agent keeps those maps for its own webhook
+(a pod name and a timestamp per admission, expiring in seconds); the hub gets their counts through
+`missingReplicas` instead of a copy that would be stale on arrival.
+
+A spec that is not in force (invalid, or refused by a target rule) keeps the status of the last
+valid one with `Valid=False` (`invalid_spread_status`, `refused_spread_status`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from federation.api import common, spread
+from federation.core import brake, placement, status
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _capped(subset: placement.SubsetPlacement) -> bool:
+    return subset.cap is not None and subset.replicas >= subset.cap
+
+
+def _blockers(subset: placement.SubsetPlacement) -> list[str]:
+    """The subset's reasons about its clusters (not ready, cordoned, ...), not about caps/capacity."""
+    return [
+        r for r in subset.reasons
+        if not r.startswith(("cap ", "capacity:")) and "waiting:" not in r
+    ]
+
+
+def _placed_condition(result: placement.Placement, **common_args: Any) -> common.Condition:
+    if not result.unplaced:
+        return status.condition(
+            "Placed", "True", reason="AllPlaced",
+            message=f"all {_plural(result.replicas, 'replica')} are placed", **common_args,
+        )
+    capped = [f"subset {s.name} is capped at {s.cap}" for s in result.subsets if _capped(s)]
+    unusable = [
+        f"subset {s.name} has no usable cluster ({'; '.join(_blockers(s)) or 'none selected'})"
+        for s in result.subsets if not _capped(s)
+    ]
+    advice = []
+    if capped:
+        advice.append("raise maxReplicas or add a subset without a cap")
+    if unusable:
+        advice.append("bring its clusters back (Ready, not cordoned) or change the subset's clusters")
+    reason = "NoUsableCluster" if unusable else "BeyondCaps"
+    message = (
+        f"{_plural(result.unplaced, 'replica')} of {result.replicas} could not be placed: "
+        f"{', '.join(capped + unusable)}; {' or '.join(advice)}"
+    )
+    return status.condition("Placed", "False", reason=reason, message=message, **common_args)
+
+
+def _capacity_condition(
+    result: placement.Placement, spec: spread.FederatedSpreadSpec, **common_args: Any
+) -> common.Condition:
+    strategy = spec.schedule_strategy
+    if strategy.type != "Adaptive" or strategy.adaptive_settings().disable_simulation_schedule:
+        return status.condition(
+            "CapacityExhausted", "False", reason="NotSimulated",
+            message="capacity is not simulated (Fixed strategy or disableSimulationSchedule); "
+            "pods that cannot schedule stay Pending where they were placed", **common_args,
+        )
+    if not result.capacity_exhausted:
+        return status.condition(
+            "CapacityExhausted", "False", reason="CapacityAvailable",
+            message="every placed replica fits the clusters' free capacity", **common_args,
+        )
+    where = ", ".join(f"{s.waiting} in {s.name}" for s in result.subsets if s.waiting)
+    causes = []
+    for s in result.subsets:
+        if s.cap is not None and s.replicas - s.waiting >= s.cap:
+            causes.append(f"subset {s.name} is capped at {s.cap}")
+        else:
+            blocked = _blockers(s)
+            causes.append(f"{s.name} has no free capacity" + (f" ({'; '.join(blocked)})" if blocked else ""))
+    message = (
+        f"{_plural(result.capacity_exhausted, 'replica')} wait Pending for capacity ({where}): "
+        f"{' and '.join(causes)}; add nodes or raise maxReplicas"
+    )
+    return status.condition("CapacityExhausted", "True", reason="NoCapacity", message=message, **common_args)
+
+
+def _ready_condition(
+    result: placement.Placement, reports: Mapping[str, Mapping[str, status.ClusterPods]],
+    **common_args: Any,
+) -> common.Condition:
+    every = [pods for subsets in reports.values() for pods in subsets.values()]
+    ready = sum(p.ready for p in every)
+    if ready == result.replicas:
+        return status.condition(
+            "Ready", "True", reason="AllReady", message=f"{ready} of {result.replicas} replicas are ready",
+            **common_args,
+        )
+    if ready > result.replicas:
+        return status.condition(
+            "Ready", "False", reason="ScalingDown",
+            message=f"{ready} replicas are ready for {result.replicas} wanted; the surplus is being removed",
+            **common_args,
+        )
+    pending = sum(p.pending for p in every)
+    unschedulable = sum(p.unschedulable for p in every)
+    lagging = []
+    for name in sorted(set(result.clusters) | set(reports)):
+        want = result.clusters.get(name, 0)
+        have = sum(p.ready for p in reports.get(name, {}).values())
+        if have < want:
+            lagging.append(f"{name} {have}/{want}")
+    message = f"{ready} of {result.replicas} replicas are ready"
+    if lagging:
+        message += f" ({', '.join(lagging)})"
+    if pending:
+        message += f"; {pending} pending, {unschedulable} of them unschedulable"
+        if unschedulable:
+            message += " (they move to the next subset after rescheduleCriticalSeconds)"
+    return status.condition("Ready", "False", reason="ReplicasNotReady", message=message, **common_args)
+
+
+def _failover_condition(
+    state: brake.BrakeState | None, *, selectable: int, previous: Sequence[common.Condition],
+    **common_args: Any,
+) -> common.Condition | None:
+    """FailoverSuspended: True while the brake holds; False once it lifted (absent if it never held)."""
+    if state is not None and state.suspended:
+        return status.condition(brake.CONDITION, "True", reason="ClustersSilent",
+                                message=brake.describe(state, selectable=selectable), previous=previous,
+                                **common_args)
+    if state is None and not any(c.type == brake.CONDITION for c in previous):
+        return None
+    message = (brake.describe(state, selectable=selectable) if state is not None
+               else "failover works normally: enough of this spread's clusters are heard")
+    return status.condition(brake.CONDITION, "False", reason="ClustersReturned", message=message,
+                            previous=previous, **common_args)
+
+
+MAX_CONFLICT_CHARS = 200
+"""Each cluster's conflict message is cut to this many characters in the condition."""
+
+
+def _conflict_condition(conflicts: Mapping[str, str], **common_args: Any) -> common.Condition:
+    """`Conflict=True` naming each cluster whose agent leaves a same-name Deployment it does not own."""
+    if not conflicts:
+        return status.condition("Conflict", "False", reason="NoConflict",
+                                message="no member cluster has a Deployment of the target's name that "
+                                "fedspread does not own", **common_args)
+    where = "; ".join(f"{name}: {conflicts[name][:MAX_CONFLICT_CHARS]}" for name in sorted(conflicts))
+    message = (f"{_plural(len(conflicts), 'cluster')} left alone ({where}); rename or remove the "
+               f"member's own Deployment, or point targetRef at another name")
+    return status.condition("Conflict", "True", reason="MemberDeploymentNotOwned", message=message,
+                            **common_args)
+
+
+def _unscheduled(
+    name: str,
+    marks: Sequence[placement.UnschedulableMark],
+    *,
+    window: datetime.timedelta,
+    previous: spread.SubsetUnscheduledStatus | None,
+    now: datetime.datetime,
+) -> spread.SubsetUnscheduledStatus | None:
+    """The subset's marks folded into previous: a mark is new when later than the last one seen."""
+    mine = [m for m in marks if m.subset == name]
+    if not mine and previous is None:
+        return None
+    last = previous.unscheduled_time if previous is not None else None
+    count = previous.failed_count if previous is not None else 0
+    count += sum(1 for m in mine if last is None or status.whole_seconds(m.since) > last)
+    times = [status.whole_seconds(m.since) for m in mine] + ([last] if last is not None else [])
+    return spread.SubsetUnscheduledStatus(
+        unschedulable=any(now < m.since + window for m in mine),
+        unscheduled_time=max(times) if times else None,
+        failed_count=count,
+    )
+
+
+def spread_status(
+    *,
+    placement: placement.Placement,
+    spec: spread.FederatedSpreadSpec,
+    generation: int | None,
+    reports: Mapping[str, Mapping[str, status.ClusterPods]],
+    marks: Sequence[placement.UnschedulableMark],
+    previous: spread.FederatedSpreadStatus | None,
+    now: datetime.datetime,
+    failover: brake.BrakeState | None = None,
+    selectable: int = 0,
+    conflicts: Mapping[str, str] | None = None,
+) -> spread.FederatedSpreadStatus:
+    """The FederatedSpread status for a placement, the agents' pod counts and the marks.
+
+    `reports` is cluster -> subset -> pods (`UNASSIGNED` for pods of no subset); `previous` carries
+    condition transition times and each subset's failedCount. `failover` is the spread's brake
+    (of `selectable` clusters), shown as the FailoverSuspended condition; `conflicts` is cluster ->
+    why its agent leaves a same-name Deployment it does not own alone.
+    """
+    result = placement
+    ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
+    empty = status.ClusterPods()
+    reported = {name for name, subsets in reports.items() if any(p != empty for p in subsets.values())}
+    shown = sorted({n for n, count in result.clusters.items() if count} | reported)
+    cluster_statuses = [
+        spread.ClusterPlacementStatus(
+            cluster=name, replicas=result.clusters.get(name, 0), ready_replicas=ready_of.get(name, 0)
+        )
+        for name in shown
+    ]
+    by_name = {s.name: s for s in result.subsets}
+    before = {s.name: s for s in previous.subset_statuses} if previous is not None else {}
+    window = datetime.timedelta(seconds=spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
+    subset_statuses = []
+    for subset in spec.subsets:
+        placed = by_name.get(subset.name)
+        cap = placed.cap if placed is not None else None
+        active = sum(subsets[subset.name].active for subsets in reports.values() if subset.name in subsets)
+        old = before.get(subset.name)
+        subset_statuses.append(spread.SubsetStatus(
+            name=subset.name,
+            replicas=placed.replicas if placed is not None else 0,
+            missing_replicas=-1 if cap is None else max(0, cap - active),
+            clusters=dict(placed.clusters) if placed is not None else {},
+            subset_unscheduled_status=_unscheduled(
+                subset.name, marks, window=window,
+                previous=old.subset_unscheduled_status if old is not None else None, now=now,
+            ),
+        ))
+    common_args: dict[str, Any] = {
+        "previous": previous.conditions if previous is not None else [], "now": now,
+        "generation": generation,
+    }
+    conditions = [
+        status.condition("Valid", "True", reason="SpecValid", message="the spec passed validation",
+                         **common_args),
+        _placed_condition(result, **common_args),
+        _capacity_condition(result, spec, **common_args),
+        _ready_condition(result, reports, **common_args),
+        _conflict_condition(conflicts or {}, **common_args),
+    ]
+    suspended = _failover_condition(failover, selectable=selectable, **common_args)
+    if suspended is not None:
+        conditions.append(suspended)
+    return spread.FederatedSpreadStatus(
+        observed_generation=generation,
+        replicas=result.replicas,
+        ready_replicas=sum(ready_of.values()),
+        unplaced_replicas=result.unplaced,
+        placement=cluster_statuses,
+        subset_statuses=subset_statuses,
+        conditions=conditions,
+    )
+
+
+MAX_PROBLEMS_SHOWN = 10
+
+
+def invalid_spread_status(
+    base: spread.FederatedSpreadStatus | None, *, generation: int | None, problems: Sequence[str],
+    now: datetime.datetime,
+) -> spread.FederatedSpreadStatus:
+    """`base` (the status of the last valid spec, or an empty one) with `Valid=False` and the problems.
+
+    The placement, counts and other conditions stay those of the last valid spec, which is what
+    is still enforced; `observedGeneration` stays with it too. Only the Valid condition names the
+    rejected `generation`, so `kubectl wait --for=condition=Valid` sees the rejection.
+    """
+    shown = list(problems[:MAX_PROBLEMS_SHOWN])
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        shown.append(f"and {len(problems) - MAX_PROBLEMS_SHOWN} more")
+    kept = "the last valid spec stays in force" if base is not None else "nothing is placed"
+    return refused_spread_status(base, generation=generation, reason="InvalidSpec", now=now,
+                                 message=f"{'; '.join(shown)} ({kept} until the spec is fixed)")
+
+
+def refused_spread_status(base: spread.FederatedSpreadStatus | None, *, generation: int | None, reason: str,
+                          message: str, now: datetime.datetime) -> spread.FederatedSpreadStatus:
+    """`base` (or an empty status) with `Valid=False` naming `generation`: a spec not in force."""
+    current = base if base is not None else spread.FederatedSpreadStatus()
+    valid = status.condition("Valid", "False", reason=reason, message=message, previous=current.conditions,
+                             now=now, generation=generation)
+    others = [c for c in current.conditions if c.type != "Valid"]
+    return current.model_copy(update={"conditions": [valid, *others]})

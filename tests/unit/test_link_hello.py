@@ -1,0 +1,137 @@
+"""What the agent's Hello lists as applied: the assignments held and the Deployments marked as ours.
+
+Why: nothing on the agent deletes a member Deployment because no assignment names it, so the
+coordinator must learn from the Hello what the cluster runs, uids included, to send the removals
+it has reasons for — also after an agent restart, when the bookkeeping is empty. Row by row on
+`agents.link.hello.listing`, then through a real `Link` against the stand-in coordinator with a
+cache that lists its Deployments late (the first Hello waits for it, up to a deadline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from agents import bookkeeping as bookkeeping_mod
+from agents import outbox as outbox_mod
+from agents import ownership
+from agents.cache import views
+from agents.link import client as link_mod
+from agents.link import hello as hello_mod
+from bench import standin_coordinator
+from federation.api import names
+from federation.rpc import assignment as assignment_mod
+
+CLUSTER = "member-1"
+DEADLINE = 10.0
+VALUE = assignment_mod.Assignment(
+    spread="shop/web", generation=4, namespace="shop", workload="web", replicas=2, template={},
+    template_revision="rev-4", subsets=(), subset_count=0, spread_uid="uid-web", federation="prod")
+
+
+def deployment(name: str, *, federation: str = "prod", uid: str | None = None,
+               key: str | None = None) -> views.DeploymentView:
+    annotations = {names.SPREAD_KEY_ANNOTATION: key or f"shop/{name}"}
+    if uid != "":
+        annotations[names.SPREAD_UID_ANNOTATION] = uid or f"uid-{name}"
+    return views.DeploymentView(namespace="shop", name=name, uid=f"k8s-{name}", spread_label=name,
+                                replicas=1, annotations=annotations, federation=federation)
+
+
+def rows(assignments: list[assignment_mod.Assignment], deployments: list[views.DeploymentView],
+         federation: str = "prod") -> list[tuple[str, int, str, str]]:
+    return [(a.spread, a.generation, a.template_revision, a.spread_uid)
+            for a in hello_mod.listing(assignments, deployments, federation=federation)]
+
+
+def test_assignments_are_listed_with_generation_revision_and_uid() -> None:
+    assert rows([VALUE], [deployment("web")]) == [("shop/web", 4, "rev-4", "uid-web")]
+
+
+def test_a_marked_deployment_without_assignment_is_listed_at_generation_zero() -> None:
+    assert rows([VALUE], [deployment("web"), deployment("api")]) == [
+        ("shop/api", 0, "", "uid-api"), ("shop/web", 4, "rev-4", "uid-web")]
+
+
+def test_a_deployment_of_an_earlier_spread_of_the_key_is_listed_beside_the_assignment() -> None:
+    assert rows([VALUE], [deployment("web", uid="uid-old")]) == [
+        ("shop/web", 0, "", "uid-old"), ("shop/web", 4, "rev-4", "uid-web")]
+
+
+@pytest.mark.parametrize("other", [
+    pytest.param(deployment("api", federation="staging"), id="another federation's"),
+    pytest.param(deployment("api", federation=""), id="released (unmarked)"),
+    pytest.param(deployment("api", uid=""), id="no spread uid"),
+])
+def test_deployments_not_marked_as_ours_are_not_listed(other: views.DeploymentView) -> None:
+    assert rows([], [other]) == []
+
+
+def test_before_any_welcome_nothing_is_listed_without_an_expected_federation() -> None:
+    assert rows([], [deployment("api")], federation="") == []
+
+
+class LateCache:
+    """A cache that lists its Deployments only when `listed` is set (as a slow first list)."""
+
+    def __init__(self, *items: views.DeploymentView) -> None:
+        self.items = list(items)
+        self.listed = threading.Event()
+
+    def wait_synced(self, timeout: float, *, kinds: tuple[str, ...] = ()) -> bool:
+        return self.listed.wait(timeout)
+
+    def deployments(self) -> list[views.DeploymentView]:
+        return self.items if self.listed.is_set() else []
+
+
+def start_link(standin: standin_coordinator.StandinCoordinator, cache: LateCache, **options: Any
+               ) -> link_mod.Link:
+    link = link_mod.Link(standin.target, cluster=CLUSTER, bookkeeping=bookkeeping_mod.Bookkeeping(),
+                         outbox=outbox_mod.Outbox(), heartbeat_seconds=0.2, cache=cache,
+                         federation=ownership.FederationState("prod"), backoff_initial_seconds=0.05,
+                         backoff_cap_seconds=0.5, **options)
+    link.start()
+    return link
+
+
+def test_the_first_hello_waits_for_the_cache_and_lists_the_deployments_marked_as_ours() -> None:
+    cache = LateCache(deployment("api"), deployment("web", federation="staging"))
+    with standin_coordinator.StandinCoordinator(federation_id="prod") as standin:
+        link = start_link(standin, cache)
+        try:
+            threading.Timer(0.5, cache.listed.set).start()
+            hello = standin.wait_message(CLUSTER, "hello", timeout=DEADLINE)
+            listed = [(a.spread, a.generation, a.spread_uid) for a in hello.applied]
+            assert listed == [("shop/api", 0, "uid-api")]
+            assert link.wait_connected(DEADLINE)
+        finally:
+            link.stop()
+
+
+def test_past_the_deadline_the_hello_goes_without_them_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="fedspread.agent.link")
+    cache = LateCache(deployment("api"))
+    with standin_coordinator.StandinCoordinator(federation_id="prod") as standin:
+        link = start_link(standin, cache, cache_wait_seconds=0.3)
+        try:
+            hello = standin.wait_message(CLUSTER, "hello", timeout=DEADLINE)
+            assert list(hello.applied) == [] and link.wait_connected(DEADLINE)
+            assert any("not listed yet" in r.getMessage() for r in caplog.records)
+            cache.listed.set()
+            mark = standin.mark(CLUSTER)
+            standin.stop()  # the next stream's Hello lists what the cache holds by then
+            standin.start()
+            hello = standin.wait_message(CLUSTER, "hello", since=mark, timeout=DEADLINE)
+            assert [a.spread for a in hello.applied] == ["shop/api"]
+        finally:
+            link.stop()
+
+
+def test_an_assignment_of_the_hello_keeps_its_generation_when_its_deployment_is_listed_too() -> None:
+    value = dataclasses.replace(VALUE, federation="")
+    assert rows([value], [deployment("web")]) == [("shop/web", 4, "rev-4", "uid-web")]
