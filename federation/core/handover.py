@@ -11,15 +11,16 @@ across clusters: replacements first, then the originals.
 from agents heard since their cluster was last lost, for clusters the spread can still use — and
 gives back the placement with some Ready pods kept above their cluster's share:
 
-- The spread can spare `Ready - replicas` Ready pods (never fewer than zero). The Ready pods the
-  placement would remove are released in the spread's scale-down order — the last subset first,
-  within a subset its last cluster first — while that budget lasts; the rest are kept. As the
-  replacements become Ready (a new pod count report, a new placement), the budget grows and the
-  kept pods go.
+- The spread can spare `Ready - replicas` Ready pods (never fewer than zero), counting the pods of
+  (subset, cluster) pairs the placement still has (a subset edited away from a cluster loses its
+  pods there first, by their deletion cost). The Ready pods the placement would remove are
+  released in the spread's scale-down order — the last subset first, within a subset its last
+  cluster first — while that budget lasts; the rest are kept. As the replacements become Ready (a
+  new pod count report, a new placement), the budget grows and the kept pods go.
 - A cluster that returns after being lost has reported nothing yet on its new stream: its pods are
-  *unverified*. Their last reported count is kept whole (the cluster is not told to remove pods it
-  may still need) and does not count as Ready (they may have died while it was away). The next
-  report of the cluster verifies them.
+  *unverified*. What it holds (its last report, or the share it ran before it was lost, whichever
+  is more) is kept whole — it is not told to remove pods it may still need — and does not count as
+  Ready (they may have died while it was away). The next report of the cluster verifies them.
 
 The kept pods are visible: `SubsetPlacement.kept` counts them, the subset's reasons say why, and the
 placement's `replicas`/`unplaced` still describe the rule's answer (`placed - kept + unplaced ==
@@ -51,7 +52,7 @@ def keep_ready(
     unverified = unverified or {}
     if not _removes_any(result, ready=ready, unverified=unverified):
         return result
-    spare = max(0, sum(sum(per.values()) for per in ready.values()) - replicas)
+    spare = max(0, _matched(result, ready) - replicas)
     subsets = list(result.subsets)
     for index in range(len(subsets) - 1, -1, -1):  # the scale-down order: the last subset first
         subset = subsets[index]
@@ -86,6 +87,14 @@ def keep_ready(
                 if name in totals:
                     totals[name] += count - before.clusters.get(name, 0)
     return dataclasses.replace(result, subsets=tuple(subsets), clusters=totals)
+
+
+def _matched(result: placement.Placement, ready: Counts) -> int:
+    """Ready pods of (subset, cluster) pairs the placement still has: the ones that may survive.
+    Pods of a subset that no longer selects their cluster (or no longer exists) are removed first
+    by their member (lowest deletion cost), so they do not count as Ready for the spread."""
+    return sum(count for subset in result.subsets
+               for name, count in (ready.get(subset.name) or {}).items() if name in subset.clusters)
 
 
 def _removes_any(result: placement.Placement, *, ready: Counts, unverified: Counts) -> bool:

@@ -83,6 +83,12 @@ class Placement:
         """Replicas assigned to some (subset, cluster)."""
         return sum(s.replicas for s in self.subsets)
 
+    def same_counts(self, other: Placement) -> bool:
+        """Both place the same replicas per subset per cluster (`counts` equal, cheaper)."""
+        pairs = zip(self.subsets, other.subsets, strict=False)
+        return len(self.subsets) == len(other.subsets) and all(
+            a.name == b.name and a.clusters == b.clusters for a, b in pairs)
+
     def counts(self) -> dict[str, dict[str, int]]:
         """Replicas per subset per cluster, zeros included: the next round's `current`."""
         return {s.name: dict(s.clusters) for s in self.subsets}

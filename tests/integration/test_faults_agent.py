@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import pathlib
 import random
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -34,6 +33,7 @@ import agentside
 import conftest
 import hubside
 import pytest
+import sampling
 import waiting
 
 from federation import sdk
@@ -61,28 +61,25 @@ class PodSampler:
         self.most = 0
         """The largest replica count asked for so far (bounds subset "rest")."""
         self.violations: list[str] = []
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pod-sampler", daemon=True)
+        self.sampler = sampling.Sampler(self._observe, name="pod-sampler")
 
     def __enter__(self) -> PodSampler:
-        self._thread.start()
+        self.sampler.__enter__()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        self.sampler.__exit__(*exc_info)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.25):
-            counts = agentside.by_subset(
-                agentside.spread_pods(self.clusters, MEMBER, self.namespace, "web"))
-            self.samples += 1
-            bounds = {**CAPS, "rest": max(0, self.most - 4)}
-            for subset, count in counts.items():
-                if subset is not None and count > bounds.get(subset, 0):
-                    self.violations.append(
-                        f"{count} pods in subset {subset} (at most {bounds.get(subset)})")
+    @property
+    def samples(self) -> int:
+        return self.sampler.samples
+
+    def _observe(self) -> None:
+        counts = agentside.by_subset(agentside.spread_pods(self.clusters, MEMBER, self.namespace, "web"))
+        bounds = {**CAPS, "rest": max(0, self.most - 4)}
+        for subset, count in counts.items():
+            if subset is not None and count > bounds.get(subset, 0):
+                self.violations.append(f"{count} pods in subset {subset} (at most {bounds.get(subset)})")
 
 
 @pytest.fixture

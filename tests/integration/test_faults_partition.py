@@ -17,7 +17,6 @@ pods were deleted.
 from __future__ import annotations
 
 import pathlib
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +25,7 @@ import agentside
 import conftest
 import hubside
 import pytest
+import sampling
 import waiting
 
 from federation import sdk
@@ -45,43 +45,35 @@ def coordinator(sandbox: Any, clusters: conftest.Clusters, local_ray: str) -> It
 
 
 class PodWatch:
-    """Lists the spread's pods in both members every 0.25 s; records every name ever seen."""
+    """Every name ever seen and the fewest Running pods, per member, sampled every 0.25 s."""
 
     def __init__(self, clusters: conftest.Clusters, namespace: str) -> None:
         self.clusters, self.namespace = clusters, namespace
         self.seen: dict[str, set[str]] = {member: set() for member in MEMBERS}
         self.fewest_running: dict[str, int] = {}
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self.sampler = sampling.Sampler(self._observe, name="pod-watch")
 
     def __enter__(self) -> PodWatch:
-        self._thread.start()
+        self.sampler.__enter__()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        self.sampler.__exit__(*exc_info)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.25):
-            for member in MEMBERS:
-                pods = agentside.owned(agentside.spread_pods(self.clusters, member, self.namespace, "web"))
-                running = len([p for p in pods if is_running(p)])
-                self.seen[member] |= {p.metadata.name for p in pods}
-                self.fewest_running[member] = min(self.fewest_running.get(member, running), running)
-            self.samples += 1
+    @property
+    def samples(self) -> int:
+        return self.sampler.samples
 
-
-def is_running(pod: Any) -> bool:
-    """Running and not being deleted."""
-    return bool(pod.status.phase == "Running" and not pod.metadata.deletion_timestamp)
+    def _observe(self) -> None:
+        for member in MEMBERS:
+            self.seen[member] |= sampling.pods_where(self.clusters, member, self.namespace, lambda _: True)
+            running = len(running_pods(self.clusters, member, self.namespace))
+            self.fewest_running[member] = min(self.fewest_running.get(member, running), running)
 
 
 def running_pods(clusters: conftest.Clusters, member: str, namespace: str) -> set[str]:
     """Names of the spread's Running, not deleting pods in `member`."""
-    pods = agentside.owned(agentside.spread_pods(clusters, member, namespace, "web"))
-    return {p.metadata.name for p in pods if is_running(p)}
+    return sampling.pods_where(clusters, member, namespace, sampling.is_running)
 
 
 def test_a_partition_on_the_coordinators_side_deletes_no_pod_and_moves_no_replica(

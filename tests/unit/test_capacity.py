@@ -76,12 +76,12 @@ def test_the_world_keeps_member_workloads_per_cluster_without_replacing() -> Non
     model.upsert_spread(item)
     up = status.WorkloadStatus(replicas=3, ready=2, available=2, updated=3)
     assert model.pod_counts("dc1", {}, workloads={"shop/web": up}) == set()  # feeds status only
-    assert model.workloads_for("shop/web") == {"dc1": up}
+    assert model.pods.workloads_for("shop/web") == {"dc1": up}
     model.pod_counts("dc1", {}, workloads={})  # latest wins
-    assert model.workloads_for("shop/web") == {}
+    assert model.pods.workloads_for("shop/web") == {}
     model.pod_counts("dc1", {}, workloads={"shop/web": up})
     model.delete_cluster("dc1")
-    assert model.workloads_for("shop/web") == {}
+    assert model.pods.workloads_for("shop/web") == {}
 
 
 def test_a_rejected_spec_keeps_the_last_valid_status_and_says_why() -> None:

@@ -201,7 +201,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             self.fed.controller_round(name)
         self.fed.heartbeat_and_tick()
 
-    @stateful.rule(seconds=st.integers(LOST_SECONDS + 1, 3 * LOST_SECONDS), order=st.permutations(fm.CLUSTERS))
+    @stateful.rule(seconds=st.integers(LOST_SECONDS + 1, 3 * LOST_SECONDS),
+                   order=st.permutations(fm.CLUSTERS))
     def coordinator_partition(self, seconds: int, order: list[str]) -> None:
         """Every agent goes silent at once (the fault is on the coordinator's side) for longer than
         clusterLostSeconds, then they return one by one: no replica moves, no pod is deleted."""
@@ -240,8 +241,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         if entry is None or result is None:
             return
         assert result.replicas == entry.replicas == self.replicas
-        kept = {s.name: s.kept for s in result.subsets}  # Ready pods the handover keeps (not the rule's)
-        assert result.placed - sum(kept.values()) + result.unplaced == result.replicas and result.unplaced >= 0
+        kept = sum(s.kept for s in result.subsets)  # Ready pods the handover keeps (not the rule's)
+        assert result.placed - kept + result.unplaced == result.replicas and result.unplaced >= 0
         percents = [s.percent for s in entry.spec.subsets]
         if any(p is not None for p in percents):
             share = apportion.round_half_up(fractions.Fraction(

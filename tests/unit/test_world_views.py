@@ -52,7 +52,7 @@ def reference_pending(model: world.World, key: str) -> list[overcommit.PendingPo
         if other.key == key or last is None:
             continue
         shape = reference_shape(other)
-        running = model.running_for(other.key)
+        running = model.pods.running_for(other.key)
         specs = {s.name: s for s in other.spec.subsets}
         for result in last.subsets:
             if result.name not in specs:
@@ -211,7 +211,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
             view = placement_view.holding(selectable(reference_view(twin, key)), kept)
             placed[key] = placement.place_view(
                 entry.spec, replicas=entry.replicas, view=view,
-                current=twin.current_for(key), running=twin.running_for(key),
+                current=twin.current_for(key), running=twin.pods.running_for(key),
                 unschedulable=twin.marks_for(key), now=now,
             )
             twin.store(key, placed[key])

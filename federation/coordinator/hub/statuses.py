@@ -151,7 +151,7 @@ class StatusPass:
         entry, result = self.world.spread(key), self.world.placements[key]
         assert entry is not None  # placements of deleted spreads are dropped by the same publish
         reports: dict[str, dict[str, status_core.ClusterPods]] = {}
-        for subset, per_cluster in self.world.pods_for(key).items():
+        for subset, per_cluster in self.world.pods.pods_for(key).items():
             for name, pods in per_cluster.items():
                 reports.setdefault(name, {})[subset] = pods
         with self._lock:
@@ -161,7 +161,7 @@ class StatusPass:
             reports=reports, marks=self.world.marks_for(key), previous=previous, now=now,
             failover=self.world.brakes.state(key),
             selectable=len(self.world.selected(key) & frozenset(self.world.cluster_names())),
-            conflicts=self.world.conflicts_for(key))
+            conflicts=self.world.pods.conflicts_for(key))
         target = None
         if entry.replicas is not None:
             fields = status_core.deployment_status(
@@ -174,7 +174,7 @@ class StatusPass:
         lost_after: datetime.timedelta,
     ) -> dict[str, status_core.WorkloadStatus]:
         """Each ready cluster's member Deployment status for spread `key` (pod counts stand in)."""
-        reported = self.world.workloads_for(key)
+        reported = self.world.pods.workloads_for(key)
         found: dict[str, status_core.WorkloadStatus] = {}
         for name in sorted(set(reported) | set(reports)):
             if not self.world.ready(name, after=lost_after):

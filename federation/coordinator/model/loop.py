@@ -122,7 +122,7 @@ def request_for(
     usable = world.ready_selected(key)
     return PlaceRequest(
         key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
-        current=world.current_for(key), running=world.running_for(key),
+        current=world.current_for(key), running=world.pods.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, view=view,
         ready=world.pods.ready_for(key, usable=usable),
         unverified=world.pods.unverified_for(key, usable=usable),

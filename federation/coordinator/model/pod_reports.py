@@ -7,6 +7,12 @@ evidence: a cluster that was lost kept its last report while it was away, and it
 died meanwhile. So a cluster found lost is marked *unverified* until its agent sends a full report
 again; until then its pods are kept (never told to go) but not counted as Ready.
 
+What a lost cluster holds is the larger of two pieces of evidence: its last report, and the share
+it was last told to run before its replicas moved away (`away`). The report alone is not enough: an
+agent reports pod counts when they change, so one that dies a moment after its pods became Ready
+may have last said "0 running" — while its Deployment, which keeps the last assigned replicas,
+runs them all.
+
 Reports arrive per cluster; readers ask per spread. Both shapes are kept (`by_spread` is shared
 with the member views, which charge every spread's pending pods), and the World tells this store
 what happened. Pure: no clock, no I/O; used under the coordinator's lock.
@@ -32,6 +38,8 @@ class PodReports:
         self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
         self._conflicts: dict[str, dict[str, str]] = {}
         self._unverified: set[str] = set()
+        self._away: dict[str, dict[str, dict[str, int]]] = {}
+        """Per lost cluster, per spread key, per subset: the share it ran before its replicas moved."""
 
     # --- events --------------------------------------------------------------------------------
 
@@ -49,6 +57,8 @@ class PodReports:
         old = self.by_cluster.get(name, {})
         verified = name in self._unverified
         self._unverified.discard(name)
+        if verified:
+            self._away.pop(name, None)
         if old == new:
             return set(new) if verified else None
         self.by_cluster[name] = new
@@ -62,8 +72,14 @@ class PodReports:
 
     def lost(self, name: str) -> None:
         """`name` was found lost: its last report no longer proves that its pods are Ready."""
-        if name in self.by_cluster:
+        if name in self.by_cluster or name in self._away:
             self._unverified.add(name)
+
+    def away(self, name: str, *, key: str, subset: str, share: int) -> None:
+        """Lost cluster `name` ran a share of `share` pods of spread `key`'s `subset` when it was
+        last placed there (the largest share seen while it is away is kept)."""
+        held = self._away.setdefault(name, {}).setdefault(key, {})
+        held[subset] = max(held.get(subset, 0), share)
 
     def forget(self, name: str) -> set[str]:
         """`name`'s MemberCluster was deleted; the spreads that had pods counted there."""
@@ -73,7 +89,13 @@ class PodReports:
         self._workloads.pop(name, None)
         self._conflicts.pop(name, None)
         self._unverified.discard(name)
+        self._away.pop(name, None)
         return keys
+
+    def forget_spread(self, key: str) -> None:
+        """Spread `key` was deleted: what lost clusters held of it no longer matters."""
+        for held in self._away.values():
+            held.pop(key, None)
 
     # --- readers -------------------------------------------------------------------------------
 
@@ -106,15 +128,22 @@ class PodReports:
                         found.setdefault(subset, {})[name] = pods.ready
         return found
 
+    def held_by(self, name: str, key: str) -> dict[str, int]:
+        """What cluster `name` holds of spread `key` per subset, as far as the coordinator knows:
+        its last report's running pods, or the share it ran before it was lost, whichever is more."""
+        held = {subset: pods.running for subset, pods in self.by_spread.get(key, {}).get(name, {}).items()}
+        for subset, share in self._away.get(name, {}).get(key, {}).items():
+            held[subset] = max(held.get(subset, 0), share)
+        return {subset: count for subset, count in held.items() if count}
+
     def unverified_for(self, key: str, *, usable: Container[str]) -> dict[str, dict[str, int]]:
-        """Of the `usable` clusters that returned and have not reported since, spread `key`'s pods
-        per subset as last reported (running): what the handover keeps until they report again."""
+        """Of the `usable` clusters that returned and have not reported since, what each holds of
+        spread `key` per subset (`held_by`): what the handover keeps until they report again."""
         found: dict[str, dict[str, int]] = {}
         for name in self._unverified:
             if name in usable:
-                for subset, pods in self.by_spread.get(key, {}).get(name, {}).items():
-                    if pods.running:
-                        found.setdefault(subset, {})[name] = pods.running
+                for subset, count in self.held_by(name, key).items():
+                    found.setdefault(subset, {})[name] = count
         return found
 
     def workloads_for(self, key: str) -> dict[str, status.WorkloadStatus]:

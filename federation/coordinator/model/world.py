@@ -51,13 +51,6 @@ SpreadEntry = facts.SpreadEntry
 """One spread as the coordinator knows it (defined in `facts`; this is the name other modules use)."""
 
 
-def _same_counts(old: placement.Placement, new: placement.Placement) -> bool:
-    """Both place the same replicas per subset per cluster (`Placement.counts` equal)."""
-    return len(old.subsets) == len(new.subsets) and all(
-        a.name == b.name and a.clusters == b.clusters for a, b in zip(old.subsets, new.subsets, strict=True)
-    )
-
-
 class World:
     """Spreads, targets, clusters, inventories, pod counts, marks, heartbeats and last placements."""
 
@@ -137,6 +130,7 @@ class World:
         self._views.recharge(key)
         self._marks.drop_spread(key)
         self.brakes.forget(key)
+        self.pods.forget_spread(key)
         return {key}
 
     def set_target(self, key: str, *, replicas: int | None, template: dict[str, Any] | None) -> set[str]:
@@ -249,7 +243,9 @@ class World:
         """Record spread `key`'s new placement; the clusters where its pending pods changed."""
         old = self._placed.get(key)
         self._placed[key] = result
-        if old is not None and not self._views.is_stale(key) and _same_counts(old, result):
+        if old is not None:
+            self._remember_away(key, old)
+        if old is not None and not self._views.is_stale(key) and old.same_counts(result):
             return set()  # same replicas where they were, same pods running: same pending pods
         occupied = selection_index.occupancy(result)
         self._index.index_placed(key, occupied)
@@ -336,22 +332,6 @@ class World:
             return []
         return self._marks.of_spread(key)
 
-    def pods_for(self, key: str) -> dict[str, dict[str, status.ClusterPods]]:
-        """Spread `key`'s pod counts per subset per cluster."""
-        return self.pods.pods_for(key)
-
-    def workloads_for(self, key: str) -> dict[str, status.WorkloadStatus]:
-        """Spread `key`'s member Deployment status per cluster, as agents last reported it."""
-        return self.pods.workloads_for(key)
-
-    def conflicts_for(self, key: str) -> dict[str, str]:
-        """Spread `key`'s ownership conflicts per cluster, as agents last reported them."""
-        return self.pods.conflicts_for(key)
-
-    def running_for(self, key: str) -> dict[str, dict[str, int]]:
-        """Spread `key`'s running pods per subset per cluster."""
-        return self.pods.running_for(key)
-
     def current_for(self, key: str) -> dict[str, dict[str, int]]:
         """Spread `key`'s last placement per subset per cluster; before the first, what its hub
         status recorded (a restarted coordinator keeps what the last one placed), else empty. A
@@ -363,11 +343,10 @@ class World:
             return {subset: dict(counts) for subset, counts in self._seeded.get(key, {}).items()}
         counts = last.counts()
         returned = self.ready_selected(key) - self._placed_ready.get(key, frozenset())
-        if returned:  # lost when last placed, heard again: its running pods count again
-            for subset, per_cluster in self.pods.running_for(key).items():
+        for name in returned:  # lost when last placed, heard again: what it runs counts again
+            for subset, count in self.pods.held_by(name, key).items():
                 held = counts.setdefault(subset, {})
-                for name in returned & per_cluster.keys():
-                    held[name] = max(held.get(name, 0), per_cluster[name])
+                held[name] = max(held.get(name, 0), count)
         return counts
 
     def min_lost_seconds(self) -> int:
@@ -400,6 +379,16 @@ class World:
         """The set of clusters or their labels changed: selections must be matched again."""
         self._index.relabel()
         self._views.groups.clear()
+
+    def _remember_away(self, key: str, old: placement.Placement) -> None:
+        """Of spread `key`'s previous placement, the shares of clusters that are lost now: what they
+        run while away (their agents keep the last assignment), kept whatever the new placement says."""
+        lost = self.selected(key) - self.ready_selected(key)
+        if lost:
+            for subset in old.subsets:
+                for name in lost & subset.clusters.keys():
+                    if subset.clusters[name]:
+                        self.pods.away(name, key=key, subset=subset.name, share=subset.clusters[name])
 
     def _forget_plan(self, key: str) -> None:
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""

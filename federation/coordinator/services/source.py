@@ -153,7 +153,7 @@ class WorldSource:
             return None
         ready: dict[str, dict[str, int]] = {
             subset: {name: pods.ready for name, pods in per_cluster.items()}
-            for subset, per_cluster in world.pods_for(key).items()
+            for subset, per_cluster in world.pods.pods_for(key).items()
         }
         window = datetime.timedelta(
             seconds=entry.spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
