@@ -101,15 +101,18 @@ class AgentProcess:
                 return float(line.split()[1])
         return None
 
-    def decisions(self) -> float:
-        """Admission decisions so far, every outcome (-1 when the agent does not answer)."""
+    def decisions(self, *, outcome: str | None = None) -> float:
+        """Admission decisions so far, of every outcome or of `outcome` only (`passthrough`,
+        `assigned`, ...: agents.metrics); -1 when the agent does not answer."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as page:
                 text = page.read().decode()
         except OSError:
             return -1.0
+        wanted = f'outcome="{outcome}"'
         return sum(float(line.split()[-1]) for line in text.splitlines()
-                   if line.startswith("fedspread_agent_admission_decisions_total{"))
+                   if line.startswith("fedspread_agent_admission_decisions_total{")
+                   and (outcome is None or wanted in line.partition("}")[0]))
 
     def output(self) -> str:
         """Everything it logged, over every start."""

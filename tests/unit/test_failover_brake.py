@@ -69,8 +69,8 @@ def test_after_lifting_the_still_silent_clusters_get_one_more_grace() -> None:
 # --- the coordinator's loop ----------------------------------------------------------------------
 
 
-def partitioned_world(clock: ManualClock) -> world.World:
-    """Three clusters, one spread of 12 balanced 4/4/4, then every agent silent past the limit."""
+def balanced_world(clock: ManualClock) -> world.World:
+    """Three clusters, one spread of 12 balanced 4/4/4, every agent heard now."""
     model = world.World(clock)
     for name in CLUSTERS:
         model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
@@ -80,6 +80,12 @@ def partitioned_world(clock: ManualClock) -> world.World:
     keys |= model.set_target(KEY, replicas=12, template=builders.deployment(namespace="shop"))
     loop.recompute(model, keys, now=clock())
     assert model.placements[KEY].clusters == {"aws": 4, "dc1": 4, "gcp": 4}
+    return model
+
+
+def partitioned_world(clock: ManualClock) -> world.World:
+    """The balanced world, then every agent silent past the limit."""
+    model = balanced_world(clock)
     clock.advance(LOST_SECONDS + 1)
     return model
 
@@ -231,8 +237,7 @@ def test_clusters_falling_silent_a_few_seconds_apart_are_judged_together() -> No
     """A partition cuts agents off a heartbeat apart: the first declared lost must not be failed
     over alone while the next one is already silent for most of the limit."""
     clock = ManualClock(T0)
-    model = partitioned_world(clock)  # every agent last heard at T0; now T0 + limit + 1
-    clock.advance(-(LOST_SECONDS + 1))
+    model = balanced_world(clock)  # every agent heard at T0
     clock.advance(3)
     model.heartbeat("dc1")  # dc1 is cut off 3 s after aws
     clock.advance(LOST_SECONDS - 2)  # aws is lost, dc1 has been silent for most of the limit
