@@ -35,26 +35,57 @@ Cordon = Literal["", "NoSchedule", "NoExecute"]
 """How hard a cluster's taints cordon it: not at all, no new replicas, or its replicas move too."""
 
 
-def tolerates_cluster_taint(toleration: common.Toleration, taint: common.Taint) -> bool:
-    """Whether a spread's cluster toleration tolerates a cluster taint: Kubernetes matching
-    (`common.tolerates`), except that a toleration with `tolerationSeconds` never tolerates a
-    NoExecute taint (timed tolerations are not built: the replicas move at once, as untolerated)."""
-    if taint.effect == "NoExecute" and toleration.toleration_seconds is not None:
+def tolerates_cluster_taint(
+    toleration: common.Toleration, taint: common.Taint, *, now: datetime.datetime | None = None
+) -> bool:
+    """Whether a spread's cluster toleration tolerates a cluster taint at `now`: Kubernetes matching
+    (`common.tolerates`); a toleration with `tolerationSeconds` tolerates a NoExecute taint only
+    until `tolerationSeconds` after the taint's `timeAdded` (as the taint manager evicts pods). With
+    no `now` or no `timeAdded` the time cannot be judged and the toleration holds."""
+    if not common.tolerates(toleration, taint):
         return False
-    return common.tolerates(toleration, taint)
+    seconds = toleration.toleration_seconds
+    if taint.effect != "NoExecute" or seconds is None or now is None or taint.time_added is None:
+        return True
+    return now < taint.time_added + datetime.timedelta(seconds=max(0, seconds))
 
 
 def cordon_of(
-    taints: Iterable[common.Taint], *, tolerations: Sequence[common.Toleration] = ()
+    taints: Iterable[common.Taint], *, tolerations: Sequence[common.Toleration] = (),
+    now: datetime.datetime | None = None,
 ) -> Cordon:
-    """The strongest cordon among the cluster taints no toleration tolerates (`tolerations`: one
-    spread's clusterTolerations): NoExecute over NoSchedule; PreferNoSchedule is none."""
+    """The strongest cordon among the cluster taints no toleration tolerates at `now` (`tolerations`:
+    one spread's clusterTolerations): NoExecute over NoSchedule; PreferNoSchedule is none."""
     effects = {
-        t.effect for t in taints if not any(tolerates_cluster_taint(tol, t) for tol in tolerations)
+        t.effect for t in taints if not any(tolerates_cluster_taint(tol, t, now=now) for tol in tolerations)
     }
     if "NoExecute" in effects:
         return "NoExecute"
     return "NoSchedule" if "NoSchedule" in effects else ""
+
+
+def toleration_ends(
+    taints: Iterable[common.Taint], *, tolerations: Sequence[common.Toleration]
+) -> list[datetime.datetime]:
+    """When the timed tolerations among `tolerations` stop tolerating these NoExecute taints."""
+    return [
+        taint.time_added + datetime.timedelta(seconds=max(0, toleration.toleration_seconds))
+        for taint in taints if taint.effect == "NoExecute" and taint.time_added is not None
+        for toleration in tolerations
+        if toleration.toleration_seconds is not None and common.tolerates(toleration, taint)
+    ]
+
+
+def stamped(
+    taints: Sequence[common.Taint], *, before: Sequence[common.Taint], now: datetime.datetime
+) -> tuple[common.Taint, ...]:
+    """`taints` with every missing `timeAdded` filled in: the time of the same taint in `before`
+    (what the coordinator saw earlier), else `now` (first seen)."""
+    seen = {t.identity: t.time_added for t in before if t.time_added is not None}
+    return tuple(
+        t if t.time_added is not None else t.model_copy(update={"time_added": seen.get(t.identity, now)})
+        for t in taints
+    )
 
 
 class MemberClusterSpec(common.SpecModel):

@@ -130,6 +130,18 @@ class Taint(SpecModel):
     effect: TaintEffect = pydantic.Field(
         description="NoSchedule or NoExecute keep new replicas away; PreferNoSchedule only discourages."
     )
+    time_added: datetime.datetime | None = pydantic.Field(
+        default=None,
+        description=(
+            "When the taint was added (RFC 3339). Timed NoExecute tolerations count from here; when "
+            "unset, the coordinator counts from when it first saw the taint."
+        ),
+    )
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """(key, value, effect): what makes two taints the same taint, whenever added."""
+        return (self.key, self.value, self.effect)
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:

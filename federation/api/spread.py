@@ -218,9 +218,9 @@ class ClusterToleration(common.Toleration):
     toleration_seconds: int | None = pydantic.Field(
         default=None,
         description=(
-            "Only with effect NoExecute or empty. Timed tolerations are not honoured yet: a NoExecute "
-            "cluster taint tolerated only for a while counts as not tolerated, so the spread's replicas "
-            "move away at once. Leave it unset to keep replicas on a NoExecute cluster."
+            "Only with effect NoExecute or empty: the spread's replicas stay on a cluster with a "
+            "matching NoExecute taint for this many seconds after the taint's timeAdded, then move "
+            "away (gracefully: replacements Ready first). Unset: they stay as long as the taint."
         ),
         json_schema_extra={"minimum": 0, "maximum": MAX_SECONDS},
     )

@@ -16,6 +16,7 @@ import click
 import rich.console
 import rich.table
 
+from federation import clock
 from federation.api import problems, spread
 from federation.cli.options import EXIT_USAGE, usage_error
 from federation.core import fit, placement
@@ -126,7 +127,7 @@ def simulate_command(
         shape = fit.shape_from_deployment(template)
         result = placement.place(
             parsed.spec, replicas=_replicas(replicas, template), snapshot=snapshot,
-            shape=shape, current=_current(current_file),
+            shape=shape, current=_current(current_file), now=clock.utcnow(),
         )
     except problems.InvalidInput as error:
         click.echo(str(error), err=True)  # every problem, one per line, with its field path

@@ -326,10 +326,11 @@ class CoordinatorProcess:
             last = now
 
     def tick(self, *, since: datetime.datetime, now: datetime.datetime) -> None:
-        """Failover, then recompute spreads whose unschedulable marks expired in (since, now]."""
+        """Failover, then recompute spreads whose unschedulable marks or timed cluster tolerations
+        ended in (since, now]."""
         with self.coordinator.lock:
             self.coordinator.tick()
-            expired = loop.marks_expired(self.world, since=since, now=now)
+            expired = loop.due(self.world, since=since, now=now)
             if expired:
                 self.coordinator.publish(expired)
 

@@ -144,11 +144,11 @@ def place(
     now per subset per cluster, kept where still allowed; `running` how many of those run, used
     for pairs marked unschedulable, whose pending replicas are released; `unschedulable` marks
     expire `unschedulableSeconds` after `since` when `now` is given (without `now` all are active),
-    and only the Adaptive strategy reads them.
+    and only the Adaptive strategy reads them; timed cluster tolerations end at `now` too.
     """
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, got {replicas}")
-    view = view_of(spec, snapshot=snapshot, shape=shape if shape is not None else fit.empty_shape())
+    view = view_of(spec, snapshot=snapshot, shape=shape if shape is not None else fit.empty_shape(), now=now)
     view = placement_view.braked(view, heard_from_any=any(c.ready for c in snapshot.clusters))
     return place_view(
         spec, replicas=replicas, view=view, current=current, running=running,

@@ -16,6 +16,7 @@ clusterTolerations) and the free pod slots per node pool for this spread's pods;
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import typing
 from collections.abc import Collection, Mapping, Sequence
 
@@ -102,10 +103,11 @@ def braked(view: View, *, heard_from_any: bool) -> View:
 
 
 def view_of(
-    spec: spread.FederatedSpreadSpec, *, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape
+    spec: spread.FederatedSpreadSpec, *, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape,
+    now: datetime.datetime | None = None,
 ) -> View:
     """The view of `snapshot` for `spec`'s subsets and pods of `shape` (cordons net of the spec's
-    clusterTolerations)."""
+    clusterTolerations at `now`: a timed one no longer tolerates past its end)."""
     clusters = snapshot.by_name()
     shapes = [fit.with_subset(shape, subset) for subset in spec.subsets]
     selected = tuple(tuple(selected_clusters(subset, snapshot)) for subset in spec.subsets)
@@ -118,7 +120,7 @@ def view_of(
                 continue
             pools = found.node_pools
             members[name] = Member(
-                ready=found.ready, cordon=cluster.cordon_of(found.taints, tolerations=tolerations),
+                ready=found.ready, cordon=cluster.cordon_of(found.taints, tolerations=tolerations, now=now),
                 slots=tuple(p.count * fit.pods_per_node(p, shape) for p in pools),
                 admits=tuple(
                     tuple(i for i, p in enumerate(pools) if p.count and fit.pool_admits(p, s)) for s in shapes

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66\x65\x64\x65ration/rpc/common.proto\x12\x0c\x66\x65\x64spread.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"3\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\"\x8d\x03\n\x08NodePool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x32\n\x06labels\x18\x03 \x03(\x0b\x32\".fedspread.v1.NodePool.LabelsEntry\x12#\n\x06taints\x18\x04 \x03(\x0b\x32\x13.fedspread.v1.Taint\x12<\n\x0b\x61llocatable\x18\x05 \x03(\x0b\x32\'.fedspread.v1.NodePool.AllocatableEntry\x12\x38\n\trequested\x18\x06 \x03(\x0b\x32%.fedspread.v1.NodePool.RequestedEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x30\n\x0eRequestedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x84\x01\n\tCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x38\n\x14last_transition_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66\x65\x64\x65ration/rpc/common.proto\x12\x0c\x66\x65\x64spread.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"c\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\x12.\n\ntime_added\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8d\x03\n\x08NodePool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x32\n\x06labels\x18\x03 \x03(\x0b\x32\".fedspread.v1.NodePool.LabelsEntry\x12#\n\x06taints\x18\x04 \x03(\x0b\x32\x13.fedspread.v1.Taint\x12<\n\x0b\x61llocatable\x18\x05 \x03(\x0b\x32\'.fedspread.v1.NodePool.AllocatableEntry\x12\x38\n\trequested\x18\x06 \x03(\x0b\x32%.fedspread.v1.NodePool.RequestedEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x30\n\x0eRequestedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x84\x01\n\tCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x38\n\x14last_transition_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,15 +39,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEPOOL_REQUESTEDENTRY']._loaded_options = None
   _globals['_NODEPOOL_REQUESTEDENTRY']._serialized_options = b'8\001'
   _globals['_TAINT']._serialized_start=78
-  _globals['_TAINT']._serialized_end=129
-  _globals['_NODEPOOL']._serialized_start=132
-  _globals['_NODEPOOL']._serialized_end=529
-  _globals['_NODEPOOL_LABELSENTRY']._serialized_start=382
-  _globals['_NODEPOOL_LABELSENTRY']._serialized_end=427
-  _globals['_NODEPOOL_ALLOCATABLEENTRY']._serialized_start=429
-  _globals['_NODEPOOL_ALLOCATABLEENTRY']._serialized_end=479
-  _globals['_NODEPOOL_REQUESTEDENTRY']._serialized_start=481
-  _globals['_NODEPOOL_REQUESTEDENTRY']._serialized_end=529
-  _globals['_CONDITION']._serialized_start=532
-  _globals['_CONDITION']._serialized_end=664
+  _globals['_TAINT']._serialized_end=177
+  _globals['_NODEPOOL']._serialized_start=180
+  _globals['_NODEPOOL']._serialized_end=577
+  _globals['_NODEPOOL_LABELSENTRY']._serialized_start=430
+  _globals['_NODEPOOL_LABELSENTRY']._serialized_end=475
+  _globals['_NODEPOOL_ALLOCATABLEENTRY']._serialized_start=477
+  _globals['_NODEPOOL_ALLOCATABLEENTRY']._serialized_end=527
+  _globals['_NODEPOOL_REQUESTEDENTRY']._serialized_start=529
+  _globals['_NODEPOOL_REQUESTEDENTRY']._serialized_end=577
+  _globals['_CONDITION']._serialized_start=580
+  _globals['_CONDITION']._serialized_end=712
 # @@protoc_insertion_point(module_scope)

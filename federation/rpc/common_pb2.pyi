@@ -10,14 +10,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Taint(_message.Message):
-    __slots__ = ("key", "value", "effect")
+    __slots__ = ("key", "value", "effect", "time_added")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TIME_ADDED_FIELD_NUMBER: _ClassVar[int]
     key: str
     value: str
     effect: str
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+    time_added: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., time_added: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class NodePool(_message.Message):
     __slots__ = ("name", "count", "labels", "taints", "allocatable", "requested")

@@ -120,6 +120,8 @@ class Taint:
     key: str
     value: str
     effect: str
+    time_added: datetime.datetime | None = None
+    """When the taint was added (timed NoExecute tolerations count from here); None when unknown."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +224,8 @@ def condition_from_pb(message: common_pb2.Condition) -> Condition:
 
 def taint_from_pb(message: common_pb2.Taint) -> Taint:
     """A wire taint as a Taint."""
-    return Taint(key=message.key, value=message.value, effect=message.effect)
+    return Taint(key=message.key, value=message.value, effect=message.effect,
+                 time_added=_time(message, "time_added"))
 
 
 def placement_from_pb(message: placement_pb2.Placement) -> SpreadPlacement:

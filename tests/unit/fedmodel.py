@@ -357,7 +357,7 @@ class Federation:
         with self.coordinator.lock:
             for name in self.coordinator.tick().clusters:
                 self.members[name].seen["cluster lost"] += 1
-            expired = loop.marks_expired(self.world, since=self.last_tick, now=now)
+            expired = loop.due(self.world, since=self.last_tick, now=now)
             if expired:
                 self.coordinator.publish(expired)
         self.last_tick = now

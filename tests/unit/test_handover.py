@@ -156,3 +156,29 @@ def test_a_scale_down_removes_ready_pods_at_once_when_the_rest_are_ready() -> No
     loop.recompute(model, model.set_target(KEY, replicas=4, template=builders.deployment(namespace="shop")),
                    now=clock())
     assert model.placements[KEY].clusters == {"dc1": 4, "aws": 0, "gcp": 0}
+
+
+def test_a_timed_toleration_keeps_replicas_on_a_noexecute_cluster_until_it_ends() -> None:
+    clock = ManualClock(T0)
+    model = federation(clock)
+    tolerating = builders.federated_spread(subsets=SUBSETS, lost_seconds=LOST_SECONDS, cluster_tolerations=[
+        {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}])
+    loop.recompute(model, model.upsert_spread(tolerating), now=clock())
+    taint = common.Taint(key="maintenance", effect="NoExecute")  # no timeAdded: counted from first seen
+    loop.recompute(model, model.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"}, taints=[taint]),
+                   now=clock())
+    assert model.placements[KEY].clusters == {"dc1": 4, "aws": 2, "gcp": 2}
+    since = clock()
+    clock.advance(29)
+    # The same taint listed again (a resync of the hub): its time is the one first seen, not now.
+    loop.recompute(model, model.upsert_cluster("dc1", labels={names.REGION_LABEL: "eu"}, taints=[taint]),
+                   now=clock())
+    assert loop.due(model, since=since, now=clock()) == set()
+    assert model.placements[KEY].clusters == {"dc1": 4, "aws": 2, "gcp": 2}
+    clock.advance(2)
+    due = loop.due(model, since=since + datetime.timedelta(seconds=29), now=clock())
+    assert due == {KEY}
+    loop.recompute(model, due, now=clock())
+    result = model.placements[KEY]
+    assert result.subsets[1].clusters == {"aws": 4, "gcp": 4}  # the toleration ended: the move starts,
+    assert result.subsets[0].kept == 4  # gracefully (dc1's Ready pods stay until the new ones are Ready)

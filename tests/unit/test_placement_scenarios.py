@@ -233,12 +233,12 @@ CASES = [
          snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
                   member("gcp-eu", pool(10), region="eu")),
          8, {"eu": {"aws-eu": 3, "gcp-eu": 5}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
-    Case("a NoExecute toleration with tolerationSeconds is not honoured yet: the replicas move",
+    Case("a timed NoExecute toleration holds while its time cannot be judged (no timeAdded, no clock)",
          tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Exists", "effect": "NoExecute",
                                  "tolerationSeconds": 300}),
          snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoExecute"),
                   member("gcp-eu", pool(10), region="eu")),
-         6, {"eu": {"aws-eu": 0, "gcp-eu": 6}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
+         6, {"eu": {"aws-eu": 3, "gcp-eu": 3}}, current={"eu": {"aws-eu": 3, "gcp-eu": 3}}),
     Case("tolerationSeconds does not matter to a NoSchedule taint",
          tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Exists", "tolerationSeconds": 60}),
          snapshot(tainted(member("aws-eu", pool(10), region="eu"), "NoSchedule"),
@@ -355,6 +355,19 @@ def test_cap_shrink_trims_the_subset_and_refills_below() -> None:
     result = placement.place(tighter, replicas=8, snapshot=roomy,
                              current={"onprem": {"dc1": 8}, "cloud": {"aws-eu": 0}})
     assert result.counts() == {"onprem": {"dc1": 3}, "cloud": {"aws-eu": 5}}
+
+
+@pytest.mark.parametrize(("added_seconds_ago", "aws"), [(299, 3), (300, 0), (301, 0)])
+def test_a_timed_noexecute_toleration_keeps_replicas_until_it_ends(added_seconds_ago: int, aws: int) -> None:
+    spec = tolerating(EU_BALANCE, {"key": CORDON_TAINT_KEY, "operator": "Exists", "effect": "NoExecute",
+                                   "tolerationSeconds": 300})
+    added = (NOW - datetime.timedelta(seconds=added_seconds_ago)).isoformat()
+    cordoned = {**member("aws-eu", pool(10), region="eu"),
+                "taints": [{"key": CORDON_TAINT_KEY, "effect": "NoExecute", "timeAdded": added}]}
+    both = snapshot(cordoned, member("gcp-eu", pool(10), region="eu"))
+    current = {"eu": {"aws-eu": 3, "gcp-eu": 3}}
+    result = placement.place(spec, replicas=6, snapshot=both, current=current, now=NOW)
+    assert result.counts() == {"eu": {"aws-eu": aws, "gcp-eu": 6 - aws}}
 
 
 def test_failover_moves_replicas_off_an_unready_cluster() -> None:

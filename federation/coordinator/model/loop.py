@@ -236,6 +236,26 @@ def failover(world: world_model.World) -> Lost:
     return Lost(clusters=tuple(lost), keys=keys)
 
 
+def due(world: world_model.World, *, since: datetime.datetime, now: datetime.datetime) -> set[str]:
+    """The timer's spreads to place again for what ended in (since, now]: unschedulable marks
+    (`marks_expired`) and timed cluster tolerations (`tolerations_expired`)."""
+    return marks_expired(world, since=since, now=now) | tolerations_expired(world, since=since, now=now)
+
+
+def tolerations_expired(
+    world: world_model.World, *, since: datetime.datetime, now: datetime.datetime
+) -> set[str]:
+    """Spreads with a timed clusterToleration (`tolerationSeconds`) of a NoExecute cluster taint
+    that ended in (since, now]: their replicas on that cluster move now."""
+    expired = set()
+    for entry in world.spreads():
+        timed = [t for t in entry.spec.cluster_tolerations if t.toleration_seconds is not None]
+        if timed and any(since < end <= now for name in world.selected(entry.key)
+                         for end in cluster.toleration_ends(world.taints_of(name), tolerations=timed)):
+            expired.add(entry.key)
+    return expired
+
+
 def marks_expired(world: world_model.World, *, since: datetime.datetime, now: datetime.datetime) -> set[str]:
     """Spreads with an unschedulable mark whose window ended in (since, now]: the marked subset
     may take replicas in that cluster again, so they are placed anew (the timer's second duty)."""

@@ -324,7 +324,8 @@ class MemberViews:
         for name, member in members.items():
             if member.cordon:
                 found = self._clusters.get(name)
-                cordon = cluster.cordon_of(found.taints, tolerations=tolerations) if found is not None else ""
+                cordon = (cluster.cordon_of(found.taints, tolerations=tolerations, now=self._clock())
+                          if found is not None else "")
                 if cordon != member.cordon:
                     members[name] = member._replace(cordon=cordon)
 

@@ -20,9 +20,9 @@ what happened. Pure: no clock, no I/O; used under the coordinator's lock.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Collection, Container, Mapping
 
-from federation.core import status
+from federation.core import placement, status
 
 PerSubset = dict[str, status.ClusterPods]
 
@@ -75,11 +75,15 @@ class PodReports:
         if name in self.by_cluster or name in self._away:
             self._unverified.add(name)
 
-    def away(self, name: str, *, key: str, subset: str, share: int) -> None:
-        """Lost cluster `name` ran a share of `share` pods of spread `key`'s `subset` when it was
-        last placed there (the largest share seen while it is away is kept)."""
-        held = self._away.setdefault(name, {}).setdefault(key, {})
-        held[subset] = max(held.get(subset, 0), share)
+    def remember_away(self, key: str, old: placement.Placement, *, lost: Collection[str]) -> None:
+        """Spread `key` is placed anew; of its previous placement `old`, remember the shares of the
+        `lost` clusters (the largest seen while each is away): what they run meanwhile."""
+        for subset in old.subsets if lost else ():
+            for name in lost:
+                share = subset.clusters.get(name, 0)
+                if share:
+                    held = self._away.setdefault(name, {}).setdefault(key, {})
+                    held[subset.name] = max(held.get(subset.name, 0), share)
 
     def forget(self, name: str) -> set[str]:
         """`name`'s MemberCluster was deleted; the spreads that had pods counted there."""

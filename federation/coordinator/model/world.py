@@ -152,8 +152,9 @@ class World:
         self, name: str, *, labels: Mapping[str, str], taints: Sequence[common.Taint] = ()
     ) -> set[str]:
         """A MemberCluster was created or changed (topology labels, cluster taints)."""
-        member = facts.ClusterFacts(dict(labels), tuple(taints))
         old = self._members.get(name)
+        member = facts.ClusterFacts(dict(labels), cluster.stamped(
+            taints, before=old.taints if old is not None else (), now=self.clock()))
         if old == member:
             return set()
         before = self._index.selecting(name)
@@ -243,8 +244,8 @@ class World:
         """Record spread `key`'s new placement; the clusters where its pending pods changed."""
         old = self._placed.get(key)
         self._placed[key] = result
-        if old is not None:
-            self._remember_away(key, old)
+        if old is not None:  # what clusters lost now ran before (their agents keep the last assignment)
+            self.pods.remember_away(key, old, lost=self.selected(key) - self.ready_selected(key))
         if old is not None and not self._views.is_stale(key) and old.same_counts(result):
             return set()  # same replicas where they were, same pods running: same pending pods
         occupied = selection_index.occupancy(result)
@@ -320,6 +321,10 @@ class World:
         the start-up grace)."""
         return any(self._views.ready_map(after).values())
 
+    def taints_of(self, name: str) -> tuple[common.Taint, ...]:
+        """Cluster `name`'s MemberCluster taints, each with its `timeAdded` (first seen, if unset)."""
+        return found.taints if (found := self._members.get(name)) is not None else ()
+
     def selected(self, key: str) -> frozenset[str]:
         """Every cluster spread `key`'s subsets name or select."""
         if key not in self._spreads:
@@ -379,16 +384,6 @@ class World:
         """The set of clusters or their labels changed: selections must be matched again."""
         self._index.relabel()
         self._views.groups.clear()
-
-    def _remember_away(self, key: str, old: placement.Placement) -> None:
-        """Of spread `key`'s previous placement, the shares of clusters that are lost now: what they
-        run while away (their agents keep the last assignment), kept whatever the new placement says."""
-        lost = self.selected(key) - self.ready_selected(key)
-        if lost:
-            for subset in old.subsets:
-                for name in lost & subset.clusters.keys():
-                    if subset.clusters[name]:
-                        self.pods.away(name, key=key, subset=subset.name, share=subset.clusters[name])
 
     def _forget_plan(self, key: str) -> None:
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""

@@ -125,7 +125,8 @@ def condition_to_pb(condition: common.Condition) -> common_pb2.Condition:
 
 def taint_to_pb(taint: common.Taint) -> common_pb2.Taint:
     """An API taint as a wire taint."""
-    return common_pb2.Taint(key=taint.key, value=taint.value or "", effect=taint.effect)
+    return common_pb2.Taint(key=taint.key, value=taint.value or "", effect=taint.effect,
+                            time_added=timestamp(taint.time_added))
 
 
 def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
@@ -192,7 +193,7 @@ def explanation_to_pb(
             explained.append(placement_pb2.ClusterExplanation(
                 cluster=name, ready=member is not None and member.ready,
                 cordoned=member is not None
-                and cluster.cordon_of(member.taints, tolerations=tolerations) != "",
+                and cluster.cordon_of(member.taints, tolerations=tolerations, now=record.computed_at) != "",
                 unschedulable=until is not None or any(r.startswith("unschedulable") for r in reasons),
                 unschedulable_until=timestamp(until),
                 free_capacity=_known(record.free_capacity.get((sub.name, name))),
