@@ -207,5 +207,6 @@ class Story:
         seen = self.wait(lambda o: o.ready.get(victim, False) and o.settled(replicas=5),
                          what=f"{victim} back", observer=observer)
         yield step(5, f"the agent of {victim} returns",
-                   f"{victim} is ready again; its agent scales its old pods away and nothing flaps back: "
-                   "new replicas would go to it first again only when the spread's order says so.", seen)
+                   f"{victim} is ready again and its running pods count again; the eu subset now holds "
+                   "more than its share, and the surplus goes by the spread's scale-down order once "
+                   "the replacements are Ready (no pod the spread needs is removed).", seen)
