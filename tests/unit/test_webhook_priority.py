@@ -41,7 +41,8 @@ def admitted(patch: dict[str, Any], spec: dict[str, Any]) -> tuple[list[dict[str
                "kind": {"group": "", "version": "v1", "kind": "Pod"},
                "resource": {"group": "", "version": "v1", "resource": "pods"}, "object": pod}
     raw = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
-    response = json.loads(handler.AdmissionHandler(book, metrics.AgentMetrics()).respond(raw.encode()))["response"]
+    answer = handler.AdmissionHandler(book, metrics.AgentMetrics()).respond(raw.encode())
+    response = json.loads(answer)["response"]
     assert response["allowed"] is True
     operations: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
     return operations, jsonpatch.apply_patch(pod, operations)
@@ -79,6 +80,7 @@ def test_a_patch_that_keeps_the_class_keeps_the_priority(patch: dict[str, Any]) 
 
 
 def test_values_the_patch_sets_itself_are_kept() -> None:
-    patch = {"spec": {"priorityClassName": "high", "priority": 1000, "preemptionPolicy": "PreemptLowerPriority"}}
+    patch = {"spec": {"priorityClassName": "high", "priority": 1000,
+                      "preemptionPolicy": "PreemptLowerPriority"}}
     _, stored = admitted(patch, RESOLVED_LOW)
     assert {k: stored["spec"][k] for k in RESOLVED_LOW} == patch["spec"]
