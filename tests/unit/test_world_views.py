@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
-from federation.core import fit, overcommit, placement, placement_view, status
+from federation.core import fit, handover, overcommit, placement, placement_view, status
 from tests.support import builders
 from tests.support.clock import ManualClock
 
@@ -209,11 +209,15 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
         elif entry.replicas is not None:
             kept = loop.brake_for(twin, entry, now=now)  # the failover brake is not what is compared here
             view = placement_view.holding(selectable(reference_view(twin, key)), kept)
-            placed[key] = placement.place_view(
+            result = placement.place_view(
                 entry.spec, replicas=entry.replicas, view=view,
                 current=twin.current_for(key), running=twin.pods.running_for(key),
-                unschedulable=twin.marks_for(key), now=now,
+                unschedulable=twin.marks_for(key), now=now, waiting=twin.waiting_for(key),
             )
+            usable = twin.ready_selected(key)  # the handover, as the coordinator's loop applies it
+            placed[key] = handover.keep_ready(
+                result, replicas=entry.replicas, ready=twin.pods.ready_for(key, usable=usable),
+                unverified=twin.pods.unverified_for(key, usable=usable))
             twin.store(key, placed[key])
     return placed
 
