@@ -219,6 +219,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
                 result, replicas=entry.replicas, ready=twin.pods.ready_for(key, usable=usable),
                 unverified=twin.pods.unverified_for(key, usable=usable))
             twin.store(key, placed[key])
+            twin.settled_placement(key)  # as the loop stores it: what was ready is remembered
     return placed
 
 
