@@ -60,6 +60,9 @@ class PodRecord:
     unschedulable_since: datetime.datetime | None = None
     current_cost: int | None = None
     restarts: int = 0
+    owned: bool = True
+    """Made by a controller (a controller ownerReference, the member Deployment's ReplicaSet): only
+    such pods are part of the workload and matched to a subset by their node."""
 
     @property
     def active(self) -> bool:
@@ -278,7 +281,7 @@ class Bookkeeping:
             current = self._assignments.get(spread)
             book = self._books[spread]
             waiting = sorted((p for p in book.observed.values() if p.subset is None and p.active
-                              and p.node_name and p.name not in book.deleting),
+                              and p.owned and p.node_name and p.name not in book.deleting),
                              key=lambda p: (p.created, p.name))
             if current is None or not waiting:
                 return {}

@@ -129,6 +129,7 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
         unschedulable_since=unschedulable_since(pod),
         current_cost=deletion_cost.parse_cost(annotations.get(names.DELETION_COST_ANNOTATION)),
         restarts=max(restarts, default=0),
+        owned=any(ref.get("controller") for ref in meta.get("ownerReferences") or ()),
     )
     return SpreadPod(
         namespace=namespace, spread=assignment.spread_key(namespace, spread_name),

@@ -35,10 +35,13 @@ def zone_rule(name: str, index: int, quota: int) -> assignment.SubsetRule:
         "matchExpressions": [{"key": ZONE, "operator": "In", "values": [f"{MEMBER}-{name}"]}]})
 
 
-def old_pod(name: str, zone: str) -> dict[str, Any]:
-    """A pod of spread `web` made before the agent ran: no subset, pinned to `zone`."""
+def old_pod(name: str, zone: str, *, owner: dict[str, Any]) -> dict[str, Any]:
+    """A pod of spread `web` made before the agent ran by a controller (`owner`, a controller
+    ownerReference: only a workload's pods are matched, not stray pods carrying the label): no
+    subset, pinned to `zone`."""
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {names.SPREAD_LABEL: "web", "app": "old-web"}},
+            "metadata": {"name": name, "labels": {names.SPREAD_LABEL: "web", "app": "old-web"},
+                         "ownerReferences": [owner]},
             "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {ZONE: f"{MEMBER}-{zone}"},
                      "containers": [{"name": "app", "image": "registry.example/app:1.0",
                                      "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}
@@ -56,8 +59,13 @@ def test_pods_running_before_the_assignment_are_matched_by_node_and_counted(
         clusters: Clusters, namespace: str, standin: standin_coordinator.StandinCoordinator,
         tmp_path: pathlib.Path) -> None:
     core = clusters.core(MEMBER)
+    # The pods' controller stands in as a ConfigMap: an owner that exists, so the garbage collector
+    # leaves its dependents alone, and that no ReplicaSet controller acts on.
+    made = core.create_namespaced_config_map(namespace, {"metadata": {"name": "old-web-owner"}})
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "old-web-owner", "uid": made.metadata.uid,
+             "controller": True}
     for name, zone in (("old-a1", "a"), ("old-a2", "a"), ("old-b", "b"), ("old-c", "c")):
-        core.create_namespaced_pod(namespace, old_pod(name, zone))
+        core.create_namespaced_pod(namespace, old_pod(name, zone, owner=owner))
         time.sleep(1.1)  # creationTimestamps a second apart: old-a1 is the older of zone a's
 
     def running() -> bool:

@@ -9,6 +9,7 @@ room stays unmatched and is reported as such.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping
 
@@ -108,3 +109,14 @@ def test_annotated_pods_are_counted_as_such_and_not_matched_again() -> None:
     book.observe(SPREAD, [running("p1", "node-b", "a"), running("old", "node-a")])
     assert book.match_by_node(SPREAD, NODES) == {"old": "a"}
     assert book.counts(SPREAD)["a"] == status.ClusterPods(running=2, ready=2)
+
+
+def test_a_pod_no_controller_made_is_not_matched() -> None:
+    # A stray pod carrying the spread's label (made by hand, owned by nothing) is not the
+    # workload's: it keeps no subset and takes no quota, as the webhook left it.
+    book = book_with(a=1, b=1)
+    stray = dataclasses.replace(running("stray", "node-a"), owned=False)
+    book.observe(SPREAD, [stray])
+    assert book.match_by_node(SPREAD, NODES) == {}
+    assert all(pods.running == 0 for pods in book.counts(SPREAD).values())
+    assert book.unassigned(SPREAD).running == 1
