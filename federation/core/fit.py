@@ -25,6 +25,8 @@ from federation.core.pod_shape import shape_from_deployment as shape_from_deploy
 from federation.core.pod_shape import shape_from_pod_spec as shape_from_pod_spec
 from federation.core.pod_shape import with_subset as with_subset
 
+_parsed = pod_shape.cached_quantity
+
 DEFAULT_MAX_PODS = 110
 """The kubelet's default pods limit, used when a node reports no allocatable pods."""
 
@@ -51,15 +53,15 @@ def pods_per_node(pool: cluster.NodePool, shape: PodShape) -> int:
     parsed, each once.
     """
     allocatable, requested = pool.allocatable, pool.requested
-    pods_allocatable = pod_shape.cached_quantity(allocatable[PODS]) if PODS in allocatable else DEFAULT_MAX_PODS
-    pods_requested = pod_shape.cached_quantity(requested[PODS]) if PODS in requested else 0
+    pods_allocatable = _parsed(allocatable[PODS]) if PODS in allocatable else DEFAULT_MAX_PODS
+    pods_requested = _parsed(requested[PODS]) if PODS in requested else 0
     fits = math.floor(pods_allocatable - pods_requested)
     for name, amount in shape.requests.items():
         if name == PODS or amount <= 0:
             continue
         if name not in allocatable:
             return 0
-        free = pod_shape.cached_quantity(allocatable[name]) - (pod_shape.cached_quantity(requested[name]) if name in requested else 0)
+        free = _parsed(allocatable[name]) - (_parsed(requested[name]) if name in requested else 0)
         fits = min(fits, math.floor(free / amount))
     return max(fits, 0)
 
@@ -106,7 +108,7 @@ def deduct(pool: cluster.NodePool, shape: PodShape, *, pods: int) -> cluster.Nod
         if name != PODS and amount > 0:
             additions[name] = amount * share
     for name, extra in additions.items():
-        before = pod_shape.cached_quantity(requested[name]) if name in requested else 0
+        before = _parsed(requested[name]) if name in requested else 0
         requested[name] = _format_at_least(before + extra, name)
     copy = pool.model_copy(deep=True)
     copy.requested = requested
@@ -139,9 +141,9 @@ class Pool:
 
 def pool_of(pool: cluster.NodePool) -> Pool:
     """The numbers of a NodePool, parsed once."""
-    allocatable = {name: quantity.nanos(pod_shape.cached_quantity(text)) for name, text in pool.allocatable.items()}
+    allocatable = {name: quantity.nanos(_parsed(text)) for name, text in pool.allocatable.items()}
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS * quantity.NANO)
-    requested = {name: quantity.nanos(pod_shape.cached_quantity(text)) for name, text in pool.requested.items()}
+    requested = {name: quantity.nanos(_parsed(text)) for name, text in pool.requested.items()}
     return Pool(pool.count, dict(pool.labels), tuple(pool.taints), allocatable, requested)
 
 
@@ -220,3 +222,31 @@ def admitting(pools: Sequence[Pool], shape: PodShape) -> tuple[int, ...]:
     return tuple(
         i for i, p in enumerate(pools) if p.count and admits(shape, labels=p.labels, taints=p.taints)
     )
+
+
+def binding(
+    allocatable: Mapping[str, quantity.Nanos], requested: Mapping[str, quantity.Nanos], requests: Requests
+) -> str:
+    """The resource that bounds `free_pods` on one node: "pods" for the pods limit, else the first
+    request (by name) that allows the fewest pods (one the node does not offer allows none)."""
+    fits = (allocatable[PODS] - requested.get(PODS, 0)) // quantity.NANO
+    found = PODS
+    for name, amount in requests:
+        have = allocatable.get(name)
+        if have is None:
+            return name
+        here = (have - requested.get(name, 0)) // amount
+        if here < fits:
+            fits, found = here, name
+    return found
+
+
+def kinds(requests: Sequence[Requests]) -> tuple[tuple[Requests, ...], tuple[int, ...]]:
+    """The distinct requests among subsets' pods, in first-seen order, and each subset's number.
+
+    Subsets whose pods request the same share their pod slots in a pool (one kind); the resource
+    ledger of a placement (`placement_passes.Ledger`) keeps one count per kind.
+    """
+    distinct: dict[Requests, int] = {}
+    numbers = tuple(distinct.setdefault(r, len(distinct)) for r in requests)
+    return tuple(distinct), numbers

@@ -194,6 +194,12 @@ class Ledger:
             found = self._slots[requests] = self._slots_on(self._state, requests)
         return found
 
+    def bindings(self, key: str, requests: fit.Requests) -> tuple[str, ...]:
+        """Per pool, the resource bounding `slots(key, requests)` on one node (`fit.binding`)."""
+        state = self.requested(key) if key in self._charges else self._state
+        pools = zip(self._pools, state, strict=True)
+        return tuple(fit.binding(p.allocatable, node, requests) for p, node in pools)
+
     # --- internals ----------------------------------------------------------------------------
 
     def _fresh(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import fractions
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from federation.api import common, quantity, spread
@@ -252,6 +252,11 @@ def with_subset(shape: PodShape, subset: spread.Subset) -> PodShape:
     return _injected(shape, subset)
 
 
+def _missing(extra: Sequence[Any], have: Sequence[Any]) -> list[Any]:
+    """The requirements of `extra` not in `have` (the webhook does not AND one twice)."""
+    return [r for r in extra if r not in have]
+
+
 def _injected(shape: PodShape, subset: spread.Subset) -> PodShape:
     """`with_subset` on the shape's models, for a shape without a pod spec (no patch)."""
     extra = subset.required_node_selector_term
@@ -260,9 +265,9 @@ def _injected(shape: PodShape, subset: spread.Subset) -> PodShape:
         if terms:
             terms = tuple(
                 common.NodeSelectorTerm(
-                    match_expressions=[*t.match_expressions,
-                                       *(r for r in extra.match_expressions if r not in t.match_expressions)],
-                    match_fields=[*t.match_fields, *(r for r in extra.match_fields if r not in t.match_fields)],
+                    match_expressions=[
+                        *t.match_expressions, *_missing(extra.match_expressions, t.match_expressions)],
+                    match_fields=[*t.match_fields, *_missing(extra.match_fields, t.match_fields)],
                 )
                 for t in terms
             )

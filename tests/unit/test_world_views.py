@@ -117,7 +117,7 @@ CLUSTER_TOLERATIONS: list[list[dict[str, Any]]] = [
 
 @st.composite
 def spreads(draw: st.DrawFn, key: str) -> spread_api.FederatedSpread:
-    spec = draw(fs.spreads(list(NAMES), max_subsets=3))
+    spec = draw(fs.spreads(list(NAMES), max_subsets=3, patches=True))
     data = spec.model_dump(by_alias=True, mode="json")
     data["failover"] = {"clusterLostSeconds": draw(st.sampled_from((30, 60)))}
     data["clusterTolerations"] = draw(st.sampled_from(CLUSTER_TOLERATIONS))
