@@ -228,8 +228,8 @@ def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool) ->
         room: dict[str, int | None] = dict(free) if simulate else dict.fromkeys(item.usable, None)
         take = min(want, fits) if simulate else want
         if simulate and take < want:
-            item.reasons.append(f"capacity: only {fits} more pods fit")
-            item.reasons.extend(f"{name}: {free[name]} fit ({ledger.limit(item, name)})" for name in free)
+            limits = ", ".join(f"{name}: {free[name]} fit ({ledger.limit(item, name)})" for name in free)
+            item.reasons.append(f"capacity: only {fits} more pods fit" + (f" ({limits})" if limits else ""))
         if take <= 0:
             continue
         added = division.divide(
