@@ -194,11 +194,16 @@ class Ledger:
             found = self._slots[requests] = self._slots_on(self._state, requests)
         return found
 
-    def bindings(self, key: str, requests: fit.Requests) -> tuple[str, ...]:
-        """Per pool, the resource bounding `slots(key, requests)` on one node (`fit.binding`)."""
+    def kinds(
+        self, key: str, kinds: Sequence[fit.Requests]
+    ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[str, ...], ...]]:
+        """Per requests of `kinds`: `slots(key, ·)`, and per pool the resource bounding one node
+        (`fit.binding`); the state without `key`'s charges is computed once for all of them."""
         state = self.requested(key) if key in self._charges else self._state
-        pools = zip(self._pools, state, strict=True)
-        return tuple(fit.binding(p.allocatable, node, requests) for p, node in pools)
+        slots = (tuple(self._slots_on(state, r) for r in kinds) if key in self._charges
+                 else tuple(self.slots(key, r) for r in kinds))
+        pools = list(zip(self._pools, state, strict=True))
+        return slots, tuple(tuple(fit.binding(p.allocatable, node, r) for p, node in pools) for r in kinds)
 
     # --- internals ----------------------------------------------------------------------------
 

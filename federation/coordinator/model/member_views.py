@@ -389,7 +389,6 @@ class MemberViews:
             return placement_view.Member(
                 ready, cordon, tuple(() for _ in distinct), tuple(() for _ in plan.profiles), numbers, (),
                 tuple(() for _ in distinct))
-        return placement_view.Member(
-            ready, cordon, tuple(ledger.slots(key, requests) for requests in distinct),
-            ledger.admits(plan.signature, plan.profiles), numbers, tuple(p.count for p in ledger.pools),
-            tuple(ledger.bindings(key, requests) for requests in distinct))
+        slots, limits = ledger.kinds(key, distinct)
+        return placement_view.Member(ready, cordon, slots, ledger.admits(plan.signature, plan.profiles),
+                                     numbers, tuple(p.count for p in ledger.pools), limits)
