@@ -35,6 +35,54 @@ def selected_clusters(subset: spread.Subset, snapshot: cluster.CapacitySnapshot)
     return sorted(c.name for c in snapshot.clusters if matching.label_selector_matches(selector, c.labels))
 
 
+class Limits:
+    """Per pod kind, per node pool: the resource bounding what one node takes (`fit.binding`),
+    worked out when first read.
+
+    Why lazy: only a capacity reason reads it (a subset short of room), while member views are
+    rebuilt for every spread whenever a cluster is touched; so a view keeps the per-node numbers it
+    was built from (never changed afterwards) and names the resources only when asked. Two are
+    equal when they name the same resources (views built from a snapshot and from the ledgers hold
+    the same numbers in different objects).
+    """
+
+    __slots__ = ("_allocatable", "_found", "_kinds", "_requested")
+
+    def __init__(
+        self, allocatable: Sequence[Mapping[str, quantity.Nanos]],
+        requested: Sequence[Mapping[str, quantity.Nanos]], kinds: Sequence[fit.Requests],
+    ) -> None:
+        self._allocatable = allocatable
+        self._requested = requested
+        """Per pool, what each node holds requested: read only, its owner never changes it."""
+        self._kinds = kinds
+        self._found: tuple[tuple[str, ...], ...] | None = None
+
+    def value(self) -> tuple[tuple[str, ...], ...]:
+        """Per kind, per pool, the binding resource."""
+        found = self._found
+        if found is None:
+            pools = list(zip(self._allocatable, self._requested, strict=True))
+            found = self._found = tuple(
+                tuple(fit.binding(allocatable, node, k) for allocatable, node in pools) for k in self._kinds)
+        return found
+
+    def __getitem__(self, kind: int) -> tuple[str, ...]:
+        return self.value()[kind]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Limits) and (other is self or self.value() == other.value())
+
+    def __hash__(self) -> int:
+        return hash(self.value())
+
+    def __repr__(self) -> str:
+        return f"Limits({self.value()!r})"
+
+    def __reduce__(self) -> tuple[typing.Any, ...]:
+        return Limits, (self._allocatable, self._requested, self._kinds)
+
+
 class Member(typing.NamedTuple):
     """A selected cluster as one spread's placement sees it (a tuple: views hold thousands)."""
 
@@ -51,7 +99,7 @@ class Member(typing.NamedTuple):
     """Per subset in spec order, the number of its pods' kind (`fit.kinds`: equal requests, one kind)."""
     nodes: tuple[int, ...]
     """Per node pool, its nodes."""
-    limits: tuple[tuple[str, ...], ...]
+    limits: Limits
     """Per pod kind, per node pool: the resource bounding what one node takes (`fit.binding`)."""
 
     def room(self, subset: int) -> int:
@@ -85,8 +133,7 @@ def member_of(
         ready, cordon,
         tuple(tuple(fit.slots(p, r, k) for p, r in zip(pools, requested, strict=True)) for k in distinct),
         admits, numbers, tuple(p.count for p in pools),
-        tuple(tuple(fit.binding(p.allocatable, r, k) for p, r in zip(pools, requested, strict=True))
-              for k in distinct),
+        Limits([p.allocatable for p in pools], requested, distinct),
     )
 
 

@@ -388,7 +388,8 @@ class MemberViews:
         if ledger is None:
             return placement_view.Member(
                 ready, cordon, tuple(() for _ in distinct), tuple(() for _ in plan.profiles), numbers, (),
-                tuple(() for _ in distinct))
-        slots, limits = ledger.kinds(key, distinct)
+                placement_view.Limits((), (), distinct))
+        slots, state = ledger.kinds(key, distinct)
+        limits = placement_view.Limits(ledger.allocatable, state, distinct)  # worked out if a reason asks
         return placement_view.Member(ready, cordon, slots, ledger.admits(plan.signature, plan.profiles),
-                                     numbers, tuple(p.count for p in ledger.pools), limits)
+                                     numbers, ledger.nodes, limits)
