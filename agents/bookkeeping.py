@@ -34,8 +34,10 @@ import datetime
 import threading
 from collections.abc import Iterable, Mapping
 
+import pydantic
+
 from federation import clock as clock_mod
-from federation.api import names
+from federation.api import common, names
 from federation.core import quotas, status
 from federation.rpc import assignment as assignment_mod
 
@@ -74,6 +76,17 @@ class Pending:
     since: datetime.datetime
 
 
+def _term(value: Mapping[str, object] | None) -> common.NodeSelectorTerm | None:
+    """A subset's required node-selector term as the matching rules read it (None: any node);
+    one that does not parse matches no node."""
+    if value is None:
+        return None
+    try:
+        return common.NodeSelectorTerm.model_validate(value)
+    except pydantic.ValidationError:
+        return common.NodeSelectorTerm()
+
+
 class NotCounted(Exception):
     """The spread's pods have not been counted yet: no subset can be chosen within quota."""
 
@@ -88,6 +101,8 @@ class _SpreadBook:
     creating: dict[str, Pending] = dataclasses.field(default_factory=dict)
     deleting: dict[str, Pending] = dataclasses.field(default_factory=dict)
     local_marks: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
+    matched: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Pods of no subset given one by their node (`match_by_node`), until the cache shows it."""
     tally: collections.Counter[Holder] = dataclasses.field(default_factory=collections.Counter)
     """Pods holding quota by (revision, subset), in step with the three maps above."""
 
@@ -201,9 +216,15 @@ class Bookkeeping:
                     return None
             book = self._books[spread]
             table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
-            chosen = quotas.choose_subset(table, assigned=self._assigned(book, revision),
-                                          adaptive=current.strategy.adaptive,
-                                          unschedulable=self._blocked(current, book, now))
+            assigned = self._assigned(book, revision)
+            own = book.holder(pod_name) if pod_name in book.creating else None
+            if own is not None and own[0] != revision:
+                own = None
+            if own is not None:  # admitted before (a retried call): its entry is replaced, not counted
+                assigned[own[1]] -= 1
+            chosen = quotas.choose_subset(table, assigned=assigned, adaptive=current.strategy.adaptive,
+                                          unschedulable=self._blocked(current, book, now),
+                                          previous=own[1] if own is not None else None)
             if chosen is None:
                 return None
             if not dry_run:
@@ -236,6 +257,10 @@ class Bookkeeping:
         with self._lock:
             book = self._books[spread]
             book.observed = {p.name: p for p in pods}
+            book.matched = {n: s for n, s in book.matched.items()
+                            if n in book.observed and book.observed[n].subset is None}
+            for name, subset in book.matched.items():
+                book.observed[name] = dataclasses.replace(book.observed[name], subset=subset)
             for name in [n for n in book.creating if n in book.observed]:
                 del book.creating[name]
             for name in [n for n in book.deleting if n not in book.observed]:
@@ -244,6 +269,32 @@ class Bookkeeping:
             if spread not in self._counted:
                 self._counted.add(spread)
                 self._counted_changed.notify_all()
+
+    def match_by_node(self, spread: str, nodes: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+        """Give observed pods of no subset, bound to a node, the subset their node matches
+        (`quotas.match_by_node`, per template revision, oldest pods first) and count them there
+        from now on; returns the new matches (pod name -> subset). `nodes`: name -> labels."""
+        with self._lock:
+            current = self._assignments.get(spread)
+            book = self._books[spread]
+            waiting = sorted((p for p in book.observed.values() if p.subset is None and p.active
+                              and p.node_name and p.name not in book.deleting),
+                             key=lambda p: (p.created, p.name))
+            if current is None or not waiting:
+                return {}
+            table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
+            terms = {r.name: _term(r.required_term) for r in current.subsets}
+            found: dict[str, str] = {}
+            for revision in sorted({p.revision for p in waiting}):
+                group = [(p.name, p.node_name) for p in waiting if p.revision == revision]
+                found.update(quotas.match_by_node(group, table, terms=terms, nodes=nodes,
+                                                  assigned=self._assigned(book, revision)))
+            for name, subset in found.items():
+                before = book.holder(name)
+                book.matched[name] = subset
+                book.observed[name] = dataclasses.replace(book.observed[name], subset=subset)
+                book.moved(before, book.holder(name))
+            return found
 
     def expire(self) -> int:
         """Drop creating entries older than 30 s and deleting entries older than 15 s."""
@@ -283,25 +334,44 @@ class Bookkeeping:
             book = self._books[spread]
             return dict(book.creating), dict(book.deleting)
 
+    def unassigned(self, spread: str) -> SubsetCounts:
+        """Active pods of the spread in no subset (not matched by their node either), by state."""
+        with self._lock:
+            pods = [p for p in self._books[spread].observed.values() if p.subset is None and p.active]
+            running = [p for p in pods if p.phase == "Running"]
+            pending = [p for p in pods if p.phase == "Pending"]
+            return SubsetCounts(running=len(running), ready=sum(p.ready for p in running),
+                                pending=len(pending),
+                                unschedulable=sum(p.unschedulable_since is not None for p in pending))
+
     def counts(self, spread: str) -> dict[str, SubsetCounts]:
-        """Pods per subset by state (for reports and status)."""
+        """Pods per subset by state (for reports and status).
+
+        A pod being deleted — a deletingPods entry, or a deletionTimestamp in the cache — is
+        counted once, as `deleting`: not as running, pending or creating, however far its delete
+        has got (webhook only, grace period, entry expired).
+        """
         with self._lock:
             book = self._books[spread]
             current = self._assignments.get(spread)
             names = [r.name for r in current.subsets] if current else []
             tally = {n: collections.Counter[str]() for n in names}
+            for entry in book.deleting.values():
+                if entry.subset in tally:
+                    tally[entry.subset]["deleting"] += 1
             for pod in book.observed.values():
-                if pod.subset not in tally or not pod.active:
+                if pod.subset not in tally or pod.phase in FINISHED_PHASES or pod.name in book.deleting:
                     continue
                 bucket = tally[pod.subset]
-                if pod.phase == "Running":
+                if pod.deleting:
+                    bucket["deleting"] += 1
+                elif pod.phase == "Running":
                     bucket["running"] += 1
                     bucket["ready"] += int(pod.ready)
                 elif pod.phase == "Pending":
                     bucket["pending"] += 1
                     bucket["unschedulable"] += int(pod.unschedulable_since is not None)
-            for entries, key in ((book.creating, "creating"), (book.deleting, "deleting")):
-                for entry in entries.values():
-                    if entry.subset in tally:
-                        tally[entry.subset][key] += 1
+            for name, entry in book.creating.items():
+                if entry.subset in tally and name not in book.deleting and name not in book.observed:
+                    tally[entry.subset]["creating"] += 1
             return {n: SubsetCounts(**tally[n]) for n in names}

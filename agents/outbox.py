@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from agents import bookkeeping
 from agents.cache import views
 from federation.api import cluster
+from federation.core import status as status_mod
 from federation.rpc import agent_pb2, common_pb2
 
 MAX_EVENTS = 1000
@@ -63,9 +64,13 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
     for spread, subsets in sorted(per_spread.items()):
         item = report.spreads.add(spread=spread, generation=generations.get(spread, 0))
         for name, counts in subsets.items():
-            item.subsets.add(subset=name, counts=agent_pb2.PodCounts(
+            message = agent_pb2.PodCounts(
                 running=counts.running, ready=counts.ready, pending=counts.pending,
-                unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting))
+                unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting)
+            if name == status_mod.UNASSIGNED:  # pods in no subset: their own field
+                item.unassigned.CopyFrom(message)
+            else:
+                item.subsets.add(subset=name, counts=message)
         status = (workloads or {}).get(spread)
         if status is not None:
             item.workload.CopyFrom(workload_status(status))

@@ -7,6 +7,9 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    has listed everything: a partial list would undercount), which settles the webhook's
    creatingPods/deletingPods and lets the webhook place pods of a spread it never counted; then
    `Bookkeeping.expire` drops stale entries and local unschedulable marks whose time is up;
+   pods of no subset (they predate the assignment, or the webhook was down) are matched to a
+   subset by their node's labels (`Bookkeeping.match_by_node`), counted there at once and
+   annotated with it;
 2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (per pod-template
    revision, as quotas are counted, kruise#834); only pods whose annotation differs are patched,
    with a one-key merge patch on metadata.annotations;
@@ -14,8 +17,9 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    pods waited longer than rescheduleCriticalSeconds; the subset is marked unschedulable here for
    unschedulableSeconds, reported once per mark, and those pods are deleted (their ReplicaSet
    recreates them and the webhook now skips the subset);
-4. pod counts — with each spread's member Deployment status (from the cached Deployment; none
-   while it does not exist), sent to the outbox when either changed, and at least every heartbeat.
+4. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
+   spread's member Deployment status (from the cached Deployment; none while it does not
+   exist), sent to the outbox when either changed, and at least every heartbeat.
 
 Rounds run every second, or sooner when the spreads' pods or the fedspread Deployments change in
 the cache: a Deployment whose readyReplicas went up is reported at once, not at the next beat.
@@ -41,7 +45,7 @@ from agents.cache import store as cache_mod
 from agents.cache import views
 from federation import clock as clock_mod
 from federation.api import names
-from federation.core import deletion_cost, reschedule
+from federation.core import deletion_cost, reschedule, status
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -111,6 +115,7 @@ class Round:
     """What one reconcile round did."""
 
     patched: int = 0
+    matched: int = 0
     deleted: int = 0
     reported: int = 0
     counts_sent: bool = False
@@ -159,10 +164,15 @@ class Reconciler:
         current = self._books.assignments()
         counted = self._cache.synced  # a cache still listing would count too few pods
         versions, snapshot = {}, {}
+        nodes: dict[str, Mapping[str, str]] | None = None
         for value in current:
             versions[value.spread], snapshot[value.spread] = self._cache.spread_snapshot(value.spread)
             if counted:
                 self._books.observe(value.spread, [p.record for p in snapshot[value.spread]])
+                if nodes is None and any(p.record.subset is None for p in snapshot[value.spread]):
+                    nodes = {n.name: n.labels for n in self._cache.nodes()}
+                if nodes is not None:
+                    done.matched += self._match_by_node(value, snapshot[value.spread], nodes)
         self._books.expire()
         for spread in set(self._costs_done) - set(snapshot):
             del self._costs_done[spread]
@@ -180,6 +190,35 @@ class Reconciler:
         done.counts_sent = self._send_counts(current)
         self.rounds += 1
         return done
+
+    # --- pods that predate the spread ------------------------------------------------------------
+
+    def _match_by_node(self, value: assignment.Assignment, pods: Sequence[views.SpreadPod],
+                       nodes: Mapping[str, Mapping[str, str]]) -> int:
+        """Match the spread's pods of no subset to one by their node (the bookkeeping counts them
+        there at once) and annotate each with it, so the match outlives this agent."""
+        found = self._books.match_by_node(value.spread, nodes)
+        namespaces = {p.record.name: p.namespace for p in pods}
+        for name, subset in sorted(found.items()):
+            LOG.info("pod matched by its node spread=%s pod=%s subset=%s", value.spread, name, subset)
+            try:
+                self._annotate(namespaces[name], name, {names.SUBSET_ANNOTATION: subset})
+            except Exception as error:  # counted all the same; the next agent matches it again
+                LOG.warning("subset annotation failed pod=%s/%s error=%s", namespaces[name], name,
+                            str(error)[:300])
+        return len(found)
+
+    @_RETRY
+    def _annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> bool:
+        body = {"metadata": {"annotations": dict(annotations)}}
+        try:
+            self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
+                                            _preload_content=False)
+        except exceptions.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
 
     # --- deletion cost -----------------------------------------------------------------------------
 
@@ -203,16 +242,9 @@ class Reconciler:
                 patched += 1
         return patched
 
-    @_RETRY
     def _patch_cost(self, namespace: str, name: str, cost: int) -> bool:
-        body = {"metadata": {"annotations": {names.DELETION_COST_ANNOTATION: str(cost)}}}
-        try:
-            self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
-                                            _preload_content=False)
-        except exceptions.ApiException as error:
-            if error.status == 404:
-                return False
-            raise
+        if not self._annotate(namespace, name, {names.DELETION_COST_ANNOTATION: str(cost)}):
+            return False
         LOG.debug("deletion cost pod=%s/%s cost=%d", namespace, name, cost)
         return True
 
@@ -267,7 +299,8 @@ class Reconciler:
     def _send_counts(self, current: Sequence[assignment.Assignment]) -> bool:
         """Queue a PodCountsReport if counts or a member Deployment's status changed, or a beat is due."""
         report: Report = (
-            {a.spread: self._books.counts(a.spread) for a in current},
+            {a.spread: {**self._books.counts(a.spread), status.UNASSIGNED: self._books.unassigned(a.spread)}
+             for a in current},
             {a.spread: member_status(a, self._cache.deployment(a.namespace, a.workload)) for a in current},
             dict(self._conflicts()) if self._conflicts is not None else {},
         )

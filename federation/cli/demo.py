@@ -72,7 +72,7 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
       2. scales the hub Deployment to 12: dc1 fills up, the rest overflows to eu;
       3. scales down to 5: the eu replicas go first;
       4. stops one eu agent: after 10 s its replicas fail over to the other eu clusters;
-      5. starts that agent again: its old pods go, nothing flaps back;
+      5. starts that agent again: its pods count again, the surplus goes by scale-down order;
     and tears everything down (unless --keep). The first run builds the sandbox binaries
     (several minutes, with progress).
     """

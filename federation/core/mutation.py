@@ -3,7 +3,8 @@
 Why pure: the admission path must be fast and local, and the injection rules are where
 Kruise's WorkloadSpread semantics live: the subset's requiredNodeSelectorTerm is ANDed
 into every required node-selector term (or becomes the only one), preferred terms and tolerations
-are appended, the subset's strategic-merge `patch` is applied, and the `fedspread.io/subset`
+are appended, the subset's strategic-merge `patch` is applied (a patch that changes the priority
+class also drops the priority resolved from the old one), and the `fedspread.io/subset`
 annotation records the choice. Keeping this free of HTTP and Kubernetes clients lets it be tested
 exhaustively and lets the webhook be a thin shell: decode, `mutate_pod`, `json_patch`, encode.
 
@@ -100,6 +101,32 @@ def _and_required(pod: dict[str, Any], term: dict[str, Any]) -> None:
                 existing[field] = [*have, *strategic_merge.to_plain(missing)]
 
 
+RESOLVED_FROM_CLASS = ("priority", "preemptionPolicy")
+"""Pod spec fields the Priority admission plugin fills in from `priorityClassName`."""
+
+
+def _drop_resolved_priority(pod: Mapping[str, Any], result: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """When the patch changed `spec.priorityClassName`, remove what the Priority plugin resolved
+    from the old class (`priority`, `preemptionPolicy`), unless the patch sets them itself.
+
+    The Priority plugin runs before mutating webhooks and, because a webhook changed the pod,
+    once more after them: it then resolves the new class and refuses a pod whose `priority` or
+    `preemptionPolicy` differ from it. Without those fields it fills them in from the new class
+    (docs/decisions.md, "A subset patch may change the priority class").
+    """
+    before, after = pod.get("spec"), result.get("spec")
+    if not isinstance(after, dict):
+        return
+    old_class = before.get("priorityClassName") if isinstance(before, Mapping) else None
+    if after.get("priorityClassName") == old_class:
+        return
+    patch_spec = patch.get("spec")
+    given = patch_spec.keys() if isinstance(patch_spec, Mapping) else ()
+    for field in RESOLVED_FROM_CLASS:
+        if field not in given:
+            after.pop(field, None)
+
+
 def mutate_pod(
     pod: Mapping[str, Any],
     *,
@@ -125,6 +152,7 @@ def mutate_pod(
         _append_new(result, ("spec", "tolerations"), tolerations)
     if patch:
         result = strategic_merge.apply(result, patch)
+        _drop_resolved_priority(pod, result, patch)
     _ensure(result, ("metadata", "annotations"))[names.SUBSET_ANNOTATION] = subset
     metadata = _ensure(result, ("metadata",))
     if name is not None and not metadata.get("name"):

@@ -31,7 +31,11 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 
 @dataclasses.dataclass(frozen=True)
 class ClusterPods:
-    """One subset's pods of one spread in one cluster, as the cluster's agent counted them."""
+    """One subset's pods of one spread in one cluster, as the cluster's agent counted them.
+
+    The states are disjoint: a pod is counted in one of running, pending, creating or deleting
+    (`ready` and `unschedulable` are parts of running and pending).
+    """
 
     running: int = 0
     ready: int = 0
@@ -42,8 +46,13 @@ class ClusterPods:
 
     @property
     def active(self) -> int:
-        """Pods that exist or are about to: running + pending + creating - deleting."""
-        return self.running + self.pending + self.creating - self.deleting
+        """Pods that exist or are about to and are not going: running + pending + creating.
+
+        A pod being deleted is counted in `deleting` only, never also in running, pending or
+        creating, so nothing is subtracted here: a subset's missing replicas (its cap minus this)
+        count that pod once, as the slot its replacement takes.
+        """
+        return self.running + self.pending + self.creating
 
 
 @dataclasses.dataclass(frozen=True)

@@ -181,8 +181,8 @@ CASES: dict[str, list[Step]] = {
         Step("apply (3 replicas)", {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}),
         Step("aws-eu's agent stops: after clusterLostSeconds its replicas move",
              {"primary": {"aws-eu": 0}, "standby": {"gcp-eu": 3}}, stop_agent="aws-eu", not_before=8.0),
-        Step("aws-eu's agent returns: nothing flaps back, its old pods go",
-             {"primary": {"aws-eu": 0}, "standby": {"gcp-eu": 3}}, start_agent="aws-eu"),
+        Step("aws-eu's agent returns: its pods count again, the standby's surplus goes",
+             {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}, start_agent="aws-eu"),
     ],
 }
 

@@ -378,7 +378,8 @@ def test_failover_moves_replicas_off_an_unready_cluster() -> None:
     result = placement.place(spread_eu, replicas=6, snapshot=lost, current=current)
     assert result.counts() == {"eu": {"aws-eu": 0, "gcp-eu": 6}}
     back = snapshot(member("aws-eu", pool(1), region="eu"), member("gcp-eu", pool(1), region="eu"))
-    # When the cluster returns nothing flaps back: running replicas stay where they are.
+    # `place` alone keeps what `current` says (stability); the coordinator counts a returning
+    # cluster's running pods in `current` again (`World.current_for`, tests/unit/test_handover.py).
     assert placement.place(spread_eu, replicas=6, snapshot=back, current=result.counts()).counts() == \
         result.counts()
 
