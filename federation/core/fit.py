@@ -1,238 +1,34 @@
-"""How many more pods of a template fit on a cluster's node pools.
+"""How many more pods of a shape fit on a cluster's node pools.
 
 Why: the Adaptive strategy limits each subset by simulated capacity so that replicas
 which cannot schedule overflow to the next subset instead of waiting Pending. The simulation follows
-kube-scheduler's NodeResourcesFit, NodeAffinity and TaintToleration filters: effective pod requests
-(containers, init and sidecar containers, overhead, limits defaulting requests), the node's free
-allocatable and pods limit, node selector and required affinity, and binding taints. Quantities are
-exact Fractions so "100m" times ten is exactly one cpu.
+kube-scheduler's NodeResourcesFit, NodeAffinity and TaintToleration filters on a node pool's
+identical nodes: the node's free allocatable and pods limit, node selector and required affinity,
+and binding taints. What one pod needs (its `PodShape`, a subset's patch applied) is read by
+`pod_shape`, re-exported here because every caller of the arithmetic names shapes through `fit`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fractions
-import functools
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
 
-from federation.api import cluster, common, quantity, spread
-from federation.core import matching
+from federation.api import cluster, common, quantity
+from federation.core import matching, pod_shape
+from federation.core.pod_shape import PODS as PODS
+from federation.core.pod_shape import PodShape as PodShape
+from federation.core.pod_shape import Resources as Resources
+from federation.core.pod_shape import empty_shape as empty_shape
+from federation.core.pod_shape import shape_from_deployment as shape_from_deployment
+from federation.core.pod_shape import shape_from_pod_spec as shape_from_pod_spec
+from federation.core.pod_shape import with_subset as with_subset
 
-PODS = "pods"
+_parsed = pod_shape.cached_quantity
+
 DEFAULT_MAX_PODS = 110
 """The kubelet's default pods limit, used when a node reports no allocatable pods."""
-
-POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
-"""Resources a pod-level `spec.resources` may set (they replace the container aggregate)."""
-
-Resources = dict[str, fractions.Fraction]
-
-
-@dataclasses.dataclass(frozen=True)
-class PodShape:
-    """What the scheduler looks at when fitting one pod: requests, node constraints, tolerations."""
-
-    requests: Mapping[str, fractions.Fraction] = dataclasses.field(default_factory=dict)
-    """Per-pod effective requests, overhead included; the implicit one pod is not listed."""
-    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    required_terms: tuple[common.NodeSelectorTerm, ...] = ()
-    """Required node-affinity terms, ORed; empty means any node."""
-    tolerations: tuple[common.Toleration, ...] = ()
-
-    @classmethod
-    def empty_shape(cls) -> PodShape:
-        """A pod that requests nothing and goes anywhere untainted."""
-        return cls()
-
-
-def empty_shape() -> PodShape:
-    """A pod that requests nothing and goes anywhere untainted."""
-    return PodShape()
-
-
-# --- pod spec -> shape ----------------------------------------------------------------------------
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if type(value) is dict:
-        return value
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if type(value) is list:
-        return value
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"{where}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _quantities(value: Any, where: str) -> Resources:
-    parsed: Resources = {}
-    for name, text in _mapping(value, where).items():
-        try:
-            parsed[str(name)] = _parsed(text) if type(text) is str else quantity.parse_quantity(text)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{where}.{name}: {err}") from None
-    return parsed
-
-
-def _container_requests(container: Any, where: str) -> Resources:
-    """Requests of one container, each unset request defaulting to its limit (k8s defaulting)."""
-    resources = _mapping(_mapping(container, where).get("resources"), f"{where}.resources")
-    requests = _quantities(resources.get("requests"), f"{where}.resources.requests")
-    limits = _quantities(resources.get("limits"), f"{where}.resources.limits")
-    return {**limits, **requests}
-
-
-def _label(container: Any, kind: str, index: int) -> str:
-    name = container.get("name") if isinstance(container, Mapping) else None
-    return f"{kind}[{index}]" + (f" ({name})" if name else "")
-
-
-def _add(total: Resources, extra: Mapping[str, fractions.Fraction]) -> None:
-    for name, amount in extra.items():
-        total[name] = total.get(name, fractions.Fraction(0)) + amount
-
-
-def _max_into(total: Resources, other: Mapping[str, fractions.Fraction]) -> None:
-    for name, amount in other.items():
-        if amount > total.get(name, fractions.Fraction(0)):
-            total[name] = amount
-
-
-def _effective_requests(spec: Mapping[str, Any]) -> Resources:
-    """k8s PodRequests: max(containers + sidecars, each init step), pod-level override, overhead."""
-    requests: Resources = {}
-    for i, container in enumerate(_list(spec.get("containers"), "containers")):
-        _add(requests, _container_requests(container, _label(container, "containers", i)))
-    sidecars: Resources = {}
-    init_peak: Resources = {}
-    for i, container in enumerate(_list(spec.get("initContainers"), "initContainers")):
-        own = _container_requests(container, _label(container, "initContainers", i))
-        if _mapping(container, "initContainers").get("restartPolicy") == "Always":
-            # A sidecar keeps running next to the app containers and the later init containers.
-            _add(requests, own)
-            _add(sidecars, own)
-            step = dict(sidecars)
-        else:
-            step = dict(sidecars)
-            _add(step, own)
-        _max_into(init_peak, step)
-    _max_into(requests, init_peak)
-    pod_level = _mapping(spec.get("resources"), "resources")
-    pod_requests = {
-        **_quantities(pod_level.get("limits"), "resources.limits"),
-        **_quantities(pod_level.get("requests"), "resources.requests"),
-    }
-    for name, amount in pod_requests.items():
-        if name in POD_LEVEL_RESOURCES:
-            requests[name] = amount
-    _add(requests, _quantities(spec.get("overhead"), "overhead"))
-    requests.pop(PODS, None)
-    return requests
-
-
-def _without_nulls(value: Any) -> Any:
-    """JSON from the apiserver may carry explicit nulls; the API models want the key absent."""
-    if isinstance(value, Mapping):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
-
-
-def _required_terms(spec: Mapping[str, Any]) -> tuple[common.NodeSelectorTerm, ...]:
-    affinity = _mapping(spec.get("affinity"), "affinity")
-    node_affinity = _mapping(affinity.get("nodeAffinity"), "affinity.nodeAffinity")
-    where = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), where)
-    terms = []
-    for i, raw in enumerate(_list(required.get("nodeSelectorTerms"), f"{where}.nodeSelectorTerms")):
-        try:
-            terms.append(common.NodeSelectorTerm.model_validate(_without_nulls(raw)))
-        except ValueError as err:
-            raise ValueError(f"{where}.nodeSelectorTerms[{i}]: {err}") from None
-    return tuple(terms)
-
-
-def _tolerations(spec: Mapping[str, Any]) -> tuple[common.Toleration, ...]:
-    tolerations = []
-    for i, raw in enumerate(_list(spec.get("tolerations"), "tolerations")):
-        data = dict(_without_nulls(_mapping(raw, f"tolerations[{i}]")))
-        if data.get("operator") == "":
-            del data["operator"]  # empty means Equal
-        try:
-            tolerations.append(common.Toleration.model_validate(data))
-        except ValueError as err:
-            raise ValueError(f"tolerations[{i}]: {err}") from None
-    return tuple(tolerations)
-
-
-def shape_from_pod_spec(pod_spec: Mapping[str, Any] | None) -> PodShape:
-    """The shape of a pod spec (camelCase, as in spec.template.spec); ValueError if malformed."""
-    spec = _mapping(pod_spec, "pod spec")
-    node_selector = {str(k): str(v) for k, v in _mapping(spec.get("nodeSelector"), "nodeSelector").items()}
-    return PodShape(
-        requests=_effective_requests(spec),
-        node_selector=node_selector,
-        required_terms=_required_terms(spec),
-        tolerations=_tolerations(spec),
-    )
-
-
-def shape_from_deployment(deployment: Mapping[str, Any] | None) -> PodShape:
-    """The shape of a Deployment's pod template (spec.template.spec); empty when absent."""
-    spec = _mapping(_mapping(deployment, "deployment").get("spec"), "spec")
-    template = _mapping(spec.get("template"), "spec.template")
-    try:
-        return shape_from_pod_spec(template.get("spec"))
-    except ValueError as err:
-        raise ValueError(f"spec.template.spec: {err}") from None
-
-
-def with_subset(shape: PodShape, subset: spread.Subset) -> PodShape:
-    """The shape after the fedspread webhook injects the subset.
-
-    The subset's requiredNodeSelectorTerm is ANDed into every required term, or becomes the only
-    term; its tolerations are appended. Preferred terms do not affect fit. As in Kubernetes, an
-    empty subset term on a pod without terms yields one empty term, which matches no node.
-    """
-    extra = subset.required_node_selector_term
-    if extra is None and not subset.tolerations:
-        return shape  # nothing injected: the same (immutable) shape
-    terms = shape.required_terms
-    if extra is not None:
-        if terms:
-            terms = tuple(
-                common.NodeSelectorTerm(
-                    match_expressions=[*t.match_expressions, *extra.match_expressions],
-                    match_fields=[*t.match_fields, *extra.match_fields],
-                )
-                for t in terms
-            )
-        else:
-            terms = (extra.model_copy(deep=True),)
-    return dataclasses.replace(
-        shape, required_terms=terms, tolerations=(*shape.tolerations, *subset.tolerations)
-    )
-
-
-# --- pools ----------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed(text: str) -> fractions.Fraction:
-    """Pools repeat the same few quantity texts; Fractions are immutable, so cache the parse."""
-    return quantity.parse_quantity(text)
 
 
 def admits(shape: PodShape, *, labels: Mapping[str, str], taints: Sequence[common.Taint]) -> bool:
@@ -426,3 +222,31 @@ def admitting(pools: Sequence[Pool], shape: PodShape) -> tuple[int, ...]:
     return tuple(
         i for i, p in enumerate(pools) if p.count and admits(shape, labels=p.labels, taints=p.taints)
     )
+
+
+def binding(
+    allocatable: Mapping[str, quantity.Nanos], requested: Mapping[str, quantity.Nanos], requests: Requests
+) -> str:
+    """The resource that bounds `free_pods` on one node: "pods" for the pods limit, else the first
+    request (by name) that allows the fewest pods (one the node does not offer allows none)."""
+    fits = (allocatable[PODS] - requested.get(PODS, 0)) // quantity.NANO
+    found = PODS
+    for name, amount in requests:
+        have = allocatable.get(name)
+        if have is None:
+            return name
+        here = (have - requested.get(name, 0)) // amount
+        if here < fits:
+            fits, found = here, name
+    return found
+
+
+def kinds(requests: Sequence[Requests]) -> tuple[tuple[Requests, ...], tuple[int, ...]]:
+    """The distinct requests among subsets' pods, in first-seen order, and each subset's number.
+
+    Subsets whose pods request the same share their pod slots in a pool (one kind); the resource
+    ledger of a placement (`placement_passes.Ledger`) keeps one count per kind.
+    """
+    distinct: dict[Requests, int] = {}
+    numbers = tuple(distinct.setdefault(r, len(distinct)) for r in requests)
+    return tuple(distinct), numbers

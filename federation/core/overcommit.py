@@ -104,6 +104,7 @@ class Ledger:
         self._largest: list[dict[fit.Requests, collections.Counter[int]]] | None = None
         self._slots: dict[fit.Requests, tuple[int, ...]] = {}
         self._without: dict[str, State] = {}
+        self._frozen: State | None = None
         self._cached = 0
         """The version `_slots` and `_without` hold answers for."""
         self.version = 0
@@ -114,6 +115,16 @@ class Ledger:
     def pools(self) -> tuple[fit.Pool, ...]:
         """The cluster's node pools as reported, nothing charged."""
         return self._pools
+
+    @property
+    def allocatable(self) -> tuple[Mapping[str, quantity.Nanos], ...]:
+        """Per pool, what one node offers."""
+        return self._allocatable
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        """Per pool, its nodes."""
+        return self._nodes
 
     def keys(self) -> list[str]:
         """Spreads with charges here, in key order."""
@@ -126,6 +137,8 @@ class Ledger:
     def set_pools(self, pools: Sequence[fit.Pool]) -> None:
         """The cluster reported new pools: charge everything on them again."""
         self._pools = tuple(pools)
+        self._allocatable = tuple(p.allocatable for p in self._pools)
+        self._nodes = tuple(p.count for p in self._pools)
         self._integral = all(type(v) is int for p in self._pools for v in p.requested.values())
         self._admitted: dict[Hashable, tuple[int, ...]] = {}
         self._admits: dict[Hashable, tuple[tuple[int, ...], ...]] = {}
@@ -194,6 +207,19 @@ class Ledger:
             found = self._slots[requests] = self._slots_on(self._state, requests)
         return found
 
+    def kinds(self, key: str, kinds: Sequence[fit.Requests]) -> tuple[tuple[tuple[int, ...], ...], State]:
+        """Per requests of `kinds`: `slots(key, ·)`; and the state they were counted on (per pool,
+        what each node holds without `key`'s charges), a copy nothing changes afterwards, so that
+        what binds (`fit.binding`) can be worked out from it later, only if asked."""
+        if key in self._charges:
+            state = self.requested(key)  # computed once for every kind; a fresh copy
+            return tuple(self._slots_on(state, r) for r in kinds), state
+        self._fresh()
+        frozen = self._frozen
+        if frozen is None:  # once per version, shared by every view built on it
+            frozen = self._frozen = tuple(dict(node) for node in self._state)
+        return tuple(self.slots(key, r) for r in kinds), frozen
+
     # --- internals ----------------------------------------------------------------------------
 
     def _fresh(self) -> None:
@@ -201,6 +227,7 @@ class Ledger:
         if self._cached != self.version:
             self._slots.clear()
             self._without.clear()
+            self._frozen = None
             self._cached = self.version
 
     def _slots_on(

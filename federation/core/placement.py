@@ -14,12 +14,14 @@ three passes over the subsets in spec order:
 3. **Wait**: in Adaptive, what fits nowhere waits (Pending) in the highest-priority subset whose
    cap still has room, counted as capacity-exhausted; what no cap allows is unplaced.
 
-Capacity is a ledger of pod slots per (cluster, node pool) for the template's requests; subsets
-that share a pool draw from the same slots, so two subsets never promise the same node twice.
+Capacity is fitted per subset with the pod the subset creates (the template with the subset's
+injection and `patch` applied, `pod_shape.with_subset`), and consumed from one ledger per (cluster,
+node pool) in whole nodes per kind of pod; subsets that share a pool draw from the same nodes, so
+two subsets never promise the same room twice.
 
 The decision reads its snapshot through a `View`: the selected clusters only, each with its
-readiness and free pod slots per pool for this spread's pods. `place` builds the view from a
-snapshot; the coordinator builds the same view from what it keeps per cluster (parsed pools,
+readiness and free pod slots per pool for each kind of this spread's pods. `place` builds the
+view from a snapshot; the coordinator builds the same view from what it keeps per cluster (parsed pools,
 other spreads' pending pods already charged) and calls `place_view`, so a spread costs the
 clusters it can use, not every cluster of the federation.
 

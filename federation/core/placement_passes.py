@@ -13,8 +13,9 @@ over the subsets in spec order, on a `SubsetWork` per subset that `prepare` fill
 3. `wait` (Adaptive) puts what fits nowhere, Pending, in the highest-priority subset whose cap
    still has room.
 
-Capacity is a `Ledger` of pod slots per (cluster, node pool) for the spread's pods; subsets that
-share a pool draw from the same slots, so two subsets never promise the same node twice.
+Capacity is a `Ledger` of what is left of each (cluster, node pool) for the spread's pods, whose
+requests may differ per subset (a subset's patch); subsets that share a pool draw from the same
+nodes, so two subsets never promise the same room twice.
 """
 
 from __future__ import annotations
@@ -59,11 +60,23 @@ class SubsetWork:
 
 
 class Ledger:
-    """Free pod slots per (cluster, node pool) for the template, consumed as replicas are placed."""
+    """What is left of each (cluster, node pool) as replicas are placed, for pods of every kind.
+
+    Subsets whose patched pods request different resources share a pool's nodes, so the ledger
+    counts nodes, not pod slots of one shape: a pool's nodes are identical, and each node this
+    placement fills is given to one kind of pods (`Member.kinds`), first fit, whole nodes. A kind
+    first fills the nodes it holds, then takes whole free nodes. With one kind in a pool (subsets
+    whose pods request the same: the usual case) the count is exact. With several, a node given to
+    one kind takes no pod of another even where it has room, so the ledger can promise fewer pods
+    than fit, never more: per kind and pool at most one partly filled node's room, plus what that
+    kind's requests leave unused on each node it fills (docs/decisions.md).
+    """
 
     def __init__(self, view: placement_view.View) -> None:
         self._view = view
-        self._left: dict[str, list[int]] = {}
+        self._left: dict[str, tuple[list[int], list[list[int]]]] = {}
+        """Per cluster an earlier take touched: per pool its free nodes, and per kind per pool the
+        pods of that kind still fitting on the nodes it holds."""
 
     def rooms(self, subset: SubsetWork) -> dict[str, int]:
         """How many more pods of the subset fit in each of its usable clusters now."""
@@ -71,22 +84,40 @@ class Ledger:
         usable = subset.usable
         # Every member usable (the usual case): the view lists them all already.
         found = dict(before) if len(usable) == len(before) else {name: before[name] for name in usable}
-        for name, slots in self._left.items():  # clusters an earlier subset took from
+        for name, (free, held) in self._left.items():  # clusters an earlier subset took from
             if name in found:
-                admitted = self._view.members[name].admits[subset.index]
-                found[name] = sum(slots[i] for i in admitted)
+                member = self._view.members[name]
+                kind = member.kinds[subset.index]
+                slots, nodes, opened = member.slots[kind], member.nodes, held[kind]
+                found[name] = sum(opened[i] + free[i] * (slots[i] // nodes[i])
+                                  for i in member.admits[subset.index])
         return found
 
+    def limit(self, subset: SubsetWork, name: str) -> str:
+        """What bounds the subset's pods in cluster `name` (`Member.limit`)."""
+        return self._view.members[name].limit(subset.index)
+
     def take(self, subset: SubsetWork, name: str, count: int) -> None:
-        """Consume slots for `count` new pods, first admitting pool first."""
+        """Take room for `count` new pods, first admitting pool first: the kind's own nodes, then
+        whole free nodes."""
         member = self._view.members[name]
-        slots = self._left.get(name)
-        if slots is None:
-            slots = self._left[name] = list(member.slots)
+        state = self._left.get(name)
+        if state is None:
+            state = self._left[name] = (list(member.nodes), [[0] * len(member.nodes) for _ in member.slots])
+        free, held = state
+        kind = member.kinds[subset.index]
+        slots, opened = member.slots[kind], held[kind]
         for i in member.admits[subset.index]:
-            used = min(slots[i], count)
-            slots[i] -= used
+            used = min(opened[i], count)
+            opened[i] -= used
             count -= used
+            per_node = slots[i] // member.nodes[i]
+            if count and per_node and free[i]:
+                whole = min(free[i], -(-count // per_node))
+                free[i] -= whole
+                used = min(whole * per_node, count)
+                opened[i] += whole * per_node - used
+                count -= used
             if not count:
                 return
 
@@ -197,7 +228,8 @@ def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool) ->
         room: dict[str, int | None] = dict(free) if simulate else dict.fromkeys(item.usable, None)
         take = min(want, fits) if simulate else want
         if simulate and take < want:
-            item.reasons.append(f"capacity: only {fits} more pods fit")
+            limits = ", ".join(f"{name}: {free[name]} fit ({ledger.limit(item, name)})" for name in free)
+            item.reasons.append(f"capacity: only {fits} more pods fit" + (f" ({limits})" if limits else ""))
         if take <= 0:
             continue
         added = division.divide(

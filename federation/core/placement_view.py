@@ -9,7 +9,8 @@ builder needs the types, the subset selection and the room arithmetic, not the r
 here, apart from the keep/add/wait passes that read them.
 
 A view holds, per selected cluster, its readiness, its cordon (net of the spec's
-clusterTolerations) and the free pod slots per node pool for this spread's pods; `holding` and
+clusterTolerations) and, per kind of this spread's pods (subsets whose patched pods request the
+same), the free pod slots per node pool; `holding` and
 `braked` adjust a view for the failover brake (lost clusters keep their replicas, take no new ones).
 """
 
@@ -20,7 +21,7 @@ import datetime
 import typing
 from collections.abc import Collection, Mapping, Sequence
 
-from federation.api import cluster, spread
+from federation.api import cluster, quantity, spread
 from federation.core import brake, fit, matching
 
 
@@ -34,6 +35,54 @@ def selected_clusters(subset: spread.Subset, snapshot: cluster.CapacitySnapshot)
     return sorted(c.name for c in snapshot.clusters if matching.label_selector_matches(selector, c.labels))
 
 
+class Limits:
+    """Per pod kind, per node pool: the resource bounding what one node takes (`fit.binding`),
+    worked out when first read.
+
+    Why lazy: only a capacity reason reads it (a subset short of room), while member views are
+    rebuilt for every spread whenever a cluster is touched; so a view keeps the per-node numbers it
+    was built from (never changed afterwards) and names the resources only when asked. Two are
+    equal when they name the same resources (views built from a snapshot and from the ledgers hold
+    the same numbers in different objects).
+    """
+
+    __slots__ = ("_allocatable", "_found", "_kinds", "_requested")
+
+    def __init__(
+        self, allocatable: Sequence[Mapping[str, quantity.Nanos]],
+        requested: Sequence[Mapping[str, quantity.Nanos]], kinds: Sequence[fit.Requests],
+    ) -> None:
+        self._allocatable = allocatable
+        self._requested = requested
+        """Per pool, what each node holds requested: read only, its owner never changes it."""
+        self._kinds = kinds
+        self._found: tuple[tuple[str, ...], ...] | None = None
+
+    def value(self) -> tuple[tuple[str, ...], ...]:
+        """Per kind, per pool, the binding resource."""
+        found = self._found
+        if found is None:
+            pools = list(zip(self._allocatable, self._requested, strict=True))
+            found = self._found = tuple(
+                tuple(fit.binding(allocatable, node, k) for allocatable, node in pools) for k in self._kinds)
+        return found
+
+    def __getitem__(self, kind: int) -> tuple[str, ...]:
+        return self.value()[kind]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Limits) and (other is self or self.value() == other.value())
+
+    def __hash__(self) -> int:
+        return hash(self.value())
+
+    def __repr__(self) -> str:
+        return f"Limits({self.value()!r})"
+
+    def __reduce__(self) -> tuple[typing.Any, ...]:
+        return Limits, (self._allocatable, self._requested, self._kinds)
+
+
 class Member(typing.NamedTuple):
     """A selected cluster as one spread's placement sees it (a tuple: views hold thousands)."""
 
@@ -41,17 +90,51 @@ class Member(typing.NamedTuple):
     cordon: cluster.Cordon
     """The cluster taints' cordon: none (""), "NoSchedule" (keeps what it holds, takes nothing new)
     or "NoExecute" (holds nothing)."""
-    slots: tuple[int, ...]
-    """Per node pool, how many more pods of the spread's shape fit (other spreads' pending charged)."""
+    slots: tuple[tuple[int, ...], ...]
+    """Per pod kind of the spread (`kinds`), per node pool: how many more pods of that kind fit in
+    the pool (its nodes times what one node takes), other spreads' pending pods charged."""
     admits: tuple[tuple[int, ...], ...]
     """Per subset in spec order, the pools (with nodes) whose nodes admit that subset's pods."""
+    kinds: tuple[int, ...]
+    """Per subset in spec order, the number of its pods' kind (`fit.kinds`: equal requests, one kind)."""
+    nodes: tuple[int, ...]
+    """Per node pool, its nodes."""
+    limits: Limits
+    """Per pod kind, per node pool: the resource bounding what one node takes (`fit.binding`)."""
 
     def room(self, subset: int) -> int:
         """How many more pods of subset number `subset` fit here, before anything is placed."""
         admitted = self.admits[subset]
+        if not admitted:
+            return 0
+        slots = self.slots[self.kinds[subset]]
         if len(admitted) == 1:
-            return self.slots[admitted[0]]
-        return sum(self.slots[i] for i in admitted)
+            return slots[admitted[0]]
+        return sum(slots[i] for i in admitted)
+
+    def limit(self, subset: int) -> str:
+        """What bounds subset number `subset` here: the resources of its admitting pools, or why no
+        node admits its pods."""
+        admitted = self.admits[subset]
+        if not admitted:
+            return "no node admits its pods"
+        limits = self.limits[self.kinds[subset]]
+        return ", ".join(dict.fromkeys(limits[i] for i in admitted))
+
+
+def member_of(
+    pools: Sequence[fit.Pool], requested: Sequence[Mapping[str, quantity.Nanos]], *, ready: bool,
+    cordon: cluster.Cordon, kinds: tuple[tuple[fit.Requests, ...], tuple[int, ...]],
+    admits: tuple[tuple[int, ...], ...],
+) -> Member:
+    """A member from its pools in numbers (`requested`: what each pool's nodes hold, charges included)."""
+    distinct, numbers = kinds
+    return Member(
+        ready, cordon,
+        tuple(tuple(fit.slots(p, r, k) for p, r in zip(pools, requested, strict=True)) for k in distinct),
+        admits, numbers, tuple(p.count for p in pools),
+        Limits([p.allocatable for p in pools], requested, distinct),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +193,7 @@ def view_of(
     clusterTolerations at `now`: a timed one no longer tolerates past its end)."""
     clusters = snapshot.by_name()
     shapes = [fit.with_subset(shape, subset) for subset in spec.subsets]
+    kinds = fit.kinds([fit.requests_of(s) for s in shapes])
     selected = tuple(tuple(selected_clusters(subset, snapshot)) for subset in spec.subsets)
     tolerations = spec.cluster_tolerations
     members: dict[str, Member] = {}
@@ -118,13 +202,11 @@ def view_of(
             found = clusters.get(name)
             if found is None or name in members:
                 continue
-            pools = found.node_pools
-            members[name] = Member(
-                ready=found.ready, cordon=cluster.cordon_of(found.taints, tolerations=tolerations, now=now),
-                slots=tuple(p.count * fit.pods_per_node(p, shape) for p in pools),
-                admits=tuple(
-                    tuple(i for i, p in enumerate(pools) if p.count and fit.pool_admits(p, s)) for s in shapes
-                ),
+            pools = [fit.pool_of(p) for p in found.node_pools]
+            members[name] = member_of(
+                pools, [p.requested for p in pools], ready=found.ready,
+                cordon=cluster.cordon_of(found.taints, tolerations=tolerations, now=now), kinds=kinds,
+                admits=tuple(fit.admitting(pools, s) for s in shapes),
             )
     return View(
         names=tuple(c.name for c in snapshot.clusters), selected=selected, members=members,

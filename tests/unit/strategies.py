@@ -196,6 +196,7 @@ def _subset(
     node_terms: bool,
     tolerations: bool,
     unknown: bool,
+    patches: bool = False,
 ) -> dict[str, Any]:
     subset: dict[str, Any] = {"name": name, **_cluster_choice(draw, cluster_names, unknown)}
     subset["clusterSpread"] = draw(st.sampled_from(tuple(cluster_spreads)))
@@ -205,6 +206,8 @@ def _subset(
         }
     if tolerations and draw(_ONE_IN_THREE):
         subset["tolerations"] = [{"key": NODE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    if patches and draw(_ONE_IN_THREE):
+        subset["patch"] = draw(subset_patches())
     if cap is not None:
         subset["maxReplicas"] = cap
     return subset
@@ -220,6 +223,27 @@ def _strategy(
         if disable or draw(_COIN):
             strategy["adaptive"] = {"disableSimulationSchedule": disable}
     return strategy
+
+
+PATCHED_CONTAINER = "app"
+"""The container name subset patches address (the templates of the view tests use it)."""
+
+
+@st.composite
+def subset_patches(draw: st.DrawFn) -> dict[str, Any]:
+    """A subset's strategic-merge patch: raised requests or limits of the `app` container, maybe a
+    nodeSelector on the pool type or tolerations replaced by none."""
+    resources: dict[str, Any] = {}
+    if draw(_COIN):
+        resources["requests"] = {"cpu": draw(st.sampled_from(("100m", "500m", "1", "2", "5")))}
+    if draw(_COIN):
+        resources["limits"] = {"cpu": draw(st.sampled_from(("1", "3"))), "memory": "1Gi"}
+    spec: dict[str, Any] = {"containers": [{"name": PATCHED_CONTAINER, "resources": resources}]}
+    if draw(_ONE_IN_FOUR):
+        spec["nodeSelector"] = {POOL_TYPE_LABEL: draw(_POOL_TYPE)}
+    if draw(_ONE_IN_FOUR):
+        spec["tolerations"] = []
+    return {"spec": spec}
 
 
 @st.composite
@@ -265,12 +289,13 @@ def spreads(
     simulation: bool | None = None,
     cluster_spreads: Sequence[spread.ClusterSpread] = CLUSTER_SPREADS,
     unknown: bool = True,
+    patches: bool = False,
 ) -> spread.FederatedSpreadSpec:
     """A valid FederatedSpreadSpec over `cluster_names` (plus sometimes an unknown cluster).
 
     `cap_kinds` limits the kinds of caps drawn ("none", "integer", "percent"); `strategy_types` and
     `simulation` constrain the strategy (`simulation=True`: Adaptive always simulates, False: never);
-    `unknown=False` lists only clusters from `cluster_names`.
+    `unknown=False` lists only clusters from `cluster_names`; `patches` gives some subsets a patch.
     """
     count = draw(st.integers(min_subsets, max_subsets))
     names = draw(st.permutations(_SUBSET_NAMES))[:count]
@@ -278,7 +303,7 @@ def spreads(
     subsets = [
         _subset(
             draw, name, cluster_names, cap=cap, cluster_spreads=cluster_spreads,
-            node_terms=True, tolerations=True, unknown=unknown,
+            node_terms=True, tolerations=True, unknown=unknown, patches=patches,
         )
         for name, cap in zip(names, caps, strict=True)
     ]

@@ -152,3 +152,15 @@ def test_every_command_has_help(command: list[str]) -> None:
     result = run(*command, "--help")
     assert result.exit_code == 0
     assert "Usage:" in result.output and len(result.output.splitlines()) > 5
+
+
+def test_a_subset_patch_is_fitted() -> None:
+    """examples/simulate/patched-onprem.yaml: dc1's pods are patched to 4 cpus, so dc1's 2 nodes
+    with 6 free cpus take 2 of them, not the 12 one-cpu pods the template alone would give."""
+    data = simulate_json("-f", str(EXAMPLES / "patched-onprem.yaml"), "--clusters", CLUSTERS)
+    assert data["clusters"] == {"dc1": 2, "aws-eu": 14, "gcp-eu": 4}
+    result = testing.CliRunner(env={"COLUMNS": "200"}).invoke(
+        cli.main, ["simulate", "-f", str(EXAMPLES / "patched-onprem.yaml"), "--clusters", CLUSTERS,
+                   "-o", "table"])
+    assert result.exit_code == 0, result.output
+    assert "dc1: 2 fit (cpu)" in " ".join(result.output.replace("│", " ").split())

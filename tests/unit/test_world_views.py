@@ -117,7 +117,7 @@ CLUSTER_TOLERATIONS: list[list[dict[str, Any]]] = [
 
 @st.composite
 def spreads(draw: st.DrawFn, key: str) -> spread_api.FederatedSpread:
-    spec = draw(fs.spreads(list(NAMES), max_subsets=3))
+    spec = draw(fs.spreads(list(NAMES), max_subsets=3, patches=True))
     data = spec.model_dump(by_alias=True, mode="json")
     data["failover"] = {"clusterLostSeconds": draw(st.sampled_from((30, 60)))}
     data["clusterTolerations"] = draw(st.sampled_from(CLUSTER_TOLERATIONS))
@@ -219,7 +219,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
                 result, replicas=entry.replicas, ready=twin.pods.ready_for(key, usable=usable),
                 unverified=twin.pods.unverified_for(key, usable=usable))
             twin.store(key, placed[key])
-            twin.settled_placement(key)  # as the loop stores it: what was ready is remembered
+            twin.settled_placement(key)  # as the loop's `_store`: the ready clusters it was placed with
     return placed
 
 
@@ -254,3 +254,41 @@ def test_views_and_rounds_equal_the_straightforward_reference(data: st.DataObjec
             event(model)
             event(twin)
         check(model)
+
+
+
+def test_the_reference_round_keeps_the_clusters_a_spread_was_placed_with() -> None:
+    """Regression: the reference must record, as the loop's `_store` does, the ready clusters each
+    spread was placed with (`settled_placement`); otherwise every ready cluster looks returned from
+    failover, `current_for` counts what its agent reports running, and a NoSchedule-cordoned cluster
+    whose report leads the placement keeps more than it was given (the views were equal)."""
+    clock = ManualClock(T0)
+    model, twin = world.World(clock), world.World(clock)
+    item = spread_api.FederatedSpread.model_validate({
+        "metadata": {"name": "a", "namespace": "shop"},
+        "spec": {"targetRef": {"name": "web"}, "scheduleStrategy": {"type": "Fixed"}, "subsets": [
+            {"name": "home", "clusters": ["c0"], "maxReplicas": 2}, {"name": "rest", "clusters": ["c1"]}]},
+    })
+    pod = template("1", selector=None, tolerate=False)
+    region = {names.REGION_LABEL: fs.REGIONS[0]}
+    cordon = [common.Taint(key=builders.CORDON_TAINT_KEY, effect="NoSchedule")]
+    report = {"shop/a": {"rest": status.ClusterPods(running=3)}}  # the agent's count leads the placement
+
+    def apply(event: Event) -> None:
+        event(model)
+        event(twin)
+
+    for name in ("c0", "c1"):
+        apply(lambda m, n=name: (m.upsert_cluster(n, labels=region), m.inventory(n, [builders.node_pool(2)]),
+                                 m.heartbeat(n)))
+    apply(lambda m: (m.upsert_spread(item), m.set_target("shop/a", replicas=4, template=pod)))
+    first = loop.recompute(model, ["shop/a"], now=clock())
+    assert first.placements == reference_round(twin, ["shop/a"], now=clock())
+    assert first.placements["shop/a"].counts() == {"home": {"c0": 2}, "rest": {"c1": 2}}
+    apply(lambda m: m.pod_counts("c1", report))
+    apply(lambda m: m.upsert_cluster("c1", labels=region, taints=cordon))
+    apply(lambda m: m.set_target("shop/a", replicas=5, template=pod))
+    check(model)
+    second = loop.recompute(model, ["shop/a"], now=clock())
+    assert second.placements == reference_round(twin, ["shop/a"], now=clock())
+    assert second.placements["shop/a"].counts()["rest"] == {"c1": 2}  # keeps what it was given, takes nothing

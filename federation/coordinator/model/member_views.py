@@ -5,7 +5,8 @@ the clusters its spread can use, not every cluster times every spread. So the Wo
 parse a cluster's pools once per inventory report into one `overcommit.Ledger` per cluster, with
 every placed spread's pending pods (placed minus running) charged, updated when a placement, a pod
 count, a spec or a template changes; profile each spread's pods once per spec or template change
-(`Plan`), spreads with equal pods sharing a signature; build a cluster's member view once per
+(`Plan`: per subset, the pod its webhook admits, patch applied; subsets whose pods request the same
+share one kind), spreads with equal pods sharing a signature; build a cluster's member view once per
 signature and readiness until the cluster is touched; share the member views of one selector's
 clusters as a group, brought up to date from a log of touched clusters; and cache which clusters
 are ready until a heartbeat or the clock could change one.
@@ -39,9 +40,10 @@ class Plan:
     """What a spread's spec and template give, computed once per change of either."""
 
     shape: fit.PodShape
-    requests: fit.Requests
+    kinds: tuple[tuple[fit.Requests, ...], tuple[int, ...]]
+    """The distinct requests of the subsets' pods, and each subset's number among them (`fit.kinds`)."""
     profiles: tuple[fit.Profile, ...]
-    """Per subset in spec order: the pods after the subset's term and tolerations are injected."""
+    """Per subset in spec order: the pods the webhook admits into it (term, tolerations, patch)."""
     by_subset: dict[str, fit.Profile]
     signature: int
     """Equal for spreads whose pods have equal requests and admission per subset."""
@@ -150,22 +152,14 @@ class MemberViews:
         if plan is None:
             entry = self._spreads[key]
             shape = fit.shape_from_deployment(entry.template) if entry.template else fit.empty_shape()
-            requests = fit.requests_of(shape)
-            plain: fit.Profile | None = None  # subsets injecting nothing share the pod's own profile
-            made: list[fit.Profile] = []
-            for subset in entry.spec.subsets:
-                subset_shape = fit.with_subset(shape, subset)
-                if subset_shape is not shape:
-                    made.append(fit.profile(subset_shape, requests=requests))
-                    continue
-                if plain is None:
-                    plain = fit.profile(shape, requests=requests)
-                made.append(plain)
-            profiles = tuple(made)
-            signature = (requests, tuple(p.admission for p in profiles))
+            plain = fit.profile(shape)  # subsets injecting nothing share the pod's own profile
+            shapes = [fit.with_subset(shape, subset) for subset in entry.spec.subsets]
+            profiles = tuple(plain if s is shape else fit.profile(s) for s in shapes)
+            kinds = fit.kinds([p.requests for p in profiles])
+            signature = (kinds, tuple(p.admission for p in profiles))
             number = self._signatures.setdefault(signature, len(self._signatures))
             by_subset = {s.name: p for s, p in zip(entry.spec.subsets, profiles, strict=True)}
-            plan = self._plans[key] = Plan(shape, requests, profiles, by_subset, number)
+            plan = self._plans[key] = Plan(shape, kinds, profiles, by_subset, number)
         return plan
 
     def _charges_of(
@@ -390,7 +384,12 @@ class MemberViews:
         ledger = self._ledgers.get(name)
         member = self._clusters.get(name)
         cordon = member.cordon if member is not None else ""
+        distinct, numbers = plan.kinds
         if ledger is None:
-            return placement_view.Member(ready, cordon, (), tuple(() for _ in plan.profiles))
-        return placement_view.Member(
-            ready, cordon, ledger.slots(key, plan.requests), ledger.admits(plan.signature, plan.profiles))
+            return placement_view.Member(
+                ready, cordon, tuple(() for _ in distinct), tuple(() for _ in plan.profiles), numbers, (),
+                placement_view.Limits((), (), distinct))
+        slots, state = ledger.kinds(key, distinct)
+        limits = placement_view.Limits(ledger.allocatable, state, distinct)  # worked out if a reason asks
+        return placement_view.Member(ready, cordon, slots, ledger.admits(plan.signature, plan.profiles),
+                                     numbers, ledger.nodes, limits)
