@@ -212,7 +212,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
             result = placement.place_view(
                 entry.spec, replicas=entry.replicas, view=view,
                 current=twin.current_for(key), running=twin.pods.running_for(key),
-                unschedulable=twin.marks_for(key), now=now,
+                unschedulable=twin.marks_for(key), now=now, waiting=twin.waiting_for(key),
             )
             usable = twin.ready_selected(key)  # the handover, as the coordinator's loop applies it
             placed[key] = handover.keep_ready(
