@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from federation.api import cluster, placement_json, spread
 from federation.core import fit, placement_view
@@ -68,6 +68,9 @@ class SubsetPlacement:
     kept: int = 0
     """Ready pods kept above the rule's share until their replacements are Ready (`handover`);
     included in `replicas` and `clusters`."""
+    waiting_clusters: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Of `waiting`, how many per cluster: the next placement places them again while they do not
+    run (Adaptive: waiting is state, not a one-round verdict)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,12 +142,15 @@ def place(
     running: passes.Counts | None = None,
     unschedulable: Sequence[UnschedulableMark] = (),
     now: datetime.datetime | None = None,
+    waiting: passes.Counts | None = None,
 ) -> Placement:
     """Replicas per (subset, cluster) for `replicas` in total.
 
     `shape` is what one pod needs (default: nothing but a pod slot); `current` the replicas placed
-    now per subset per cluster, kept where still allowed; `running` how many of those run, used
-    for pairs marked unschedulable, whose pending replicas are released; `unschedulable` marks
+    now per subset per cluster, kept where still allowed; `running` how many of those run (given,
+    held replicas not running yet take their room first, and marked pairs release their pending
+    replicas); `waiting` the last placement's waiting replicas, placed again while they do not run
+    (Adaptive); `unschedulable` marks
     expire `unschedulableSeconds` after `since` when `now` is given (without `now` all are active),
     and only the Adaptive strategy reads them; timed cluster tolerations end at `now` too.
     """
@@ -154,7 +160,7 @@ def place(
     view = placement_view.braked(view, heard_from_any=any(c.ready for c in snapshot.clusters))
     return place_view(
         spec, replicas=replicas, view=view, current=current, running=running,
-        unschedulable=unschedulable, now=now,
+        unschedulable=unschedulable, now=now, waiting=waiting,
     )
 
 
@@ -167,8 +173,13 @@ def place_view(
     running: passes.Counts | None = None,
     unschedulable: Sequence[UnschedulableMark] = (),
     now: datetime.datetime | None = None,
+    waiting: passes.Counts | None = None,
 ) -> Placement:
-    """`place` on a view of the snapshot (`view_of`, or the coordinator's own, built the same way)."""
+    """`place` on a view of the snapshot (`view_of`, or the coordinator's own, built the same way).
+
+    Adaptive, with `running` given (the coordinator always gives it): the spread's own held
+    replicas that do not run yet take their room before new ones are added, and `waiting` (the
+    last placement's `waiting_clusters`) that still do not run are placed again."""
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, got {replicas}")
     strategy = spec.schedule_strategy
@@ -182,9 +193,13 @@ def place_view(
     work = passes.prepare(
         spec, replicas=replicas, view=view, current=current or {}, running=running or {}, marked=marked,
     )
+    if simulate and waiting:
+        passes.release_waiting(work, waiting=waiting, running=running or {})
     passes.keep(work, replicas)
     passes.explain_cordons(work)
     ledger = passes.Ledger(view)
+    if simulate and running is not None:
+        passes.take_in_flight(work, ledger=ledger, running=running)
     left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
     exhausted = 0
     if simulate and left:
@@ -209,7 +224,7 @@ def place_view(
         subsets.append(SubsetPlacement(
             name=item.spec.name, replicas=item.total, clusters=per_cluster, cap=item.cap,
             capacity=item.capacity if simulate else None,
-            waiting=item.waiting, reasons=tuple(item.reasons),
+            waiting=item.waiting, reasons=tuple(item.reasons), waiting_clusters=dict(item.waiting_at),
         ))
     return Placement(
         replicas=replicas, unplaced=left, capacity_exhausted=exhausted,

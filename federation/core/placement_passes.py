@@ -48,6 +48,8 @@ class SubsetWork:
     cordoned: list[str] = dataclasses.field(default_factory=list)
     """Members cordoned with NoSchedule: in `held` (what they hold stays, within caps), not `usable`."""
     waiting: int = 0
+    waiting_at: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Of `waiting`, how many per cluster."""
     capacity: int | None = None
     reasons: list[str] = dataclasses.field(default_factory=list)
 
@@ -183,6 +185,38 @@ def prepare(
     return work
 
 
+def release_waiting(work: list[SubsetWork], *, waiting: Counts, running: Counts) -> int:
+    """Adaptive: the replicas the last placement left waiting (they fit nowhere) and that still do
+    not run go back to be placed again — where capacity has freed, in subset order, or to wait
+    again; how many. Without this they would count as held after one round, and the spread as
+    settled while its pods stay Pending."""
+    released = 0
+    for item in work:
+        waited = waiting.get(item.spec.name)
+        if not waited:
+            continue
+        ran = running.get(item.spec.name) or {}
+        for name, count in waited.items():
+            held = item.held.get(name, 0)
+            back = min(count, max(0, held - ran.get(name, 0)))
+            if back > 0:
+                item.held[name] = held - back
+                released += back
+    return released
+
+
+def take_in_flight(work: list[SubsetWork], *, ledger: Ledger, running: Counts) -> None:
+    """The spread's own held replicas that do not run yet take their room first: new replicas see
+    what is left (scaled 4 -> 6 before the first pods bind, a cluster with room for 4 gets 4).
+    Conservative: a pod bound but not Running yet is counted by its node and here too."""
+    for item in work:
+        ran = running.get(item.spec.name) or {}
+        for name in item.usable:
+            in_flight = item.held.get(name, 0) - ran.get(name, 0)
+            if in_flight > 0:
+                ledger.take(item, name, in_flight)
+
+
 def explain_cordons(work: list[SubsetWork]) -> None:
     """Say, after the keep pass, how many replicas each NoSchedule-cordoned member keeps."""
     for item in work:
@@ -258,8 +292,9 @@ def wait(work: list[SubsetWork], left: int) -> int:
             take, mode=item.spec.cluster_spread, clusters=item.usable,
             held=item.held, room=dict.fromkeys(item.usable, None), weights={},
         )
-        for name, count in added.items():
+        for name, count in filter(COUNT, added.items()):
             item.added[name] += count
+            item.waiting_at[name] = item.waiting_at.get(name, 0) + count
         item.waiting += take
         item.reasons.append(f"{take} waiting: no capacity left in any subset")
         left -= take

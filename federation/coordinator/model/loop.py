@@ -80,6 +80,8 @@ class PlaceRequest:
     the spread cannot spare yet (`handover.keep_ready`); None (what-ifs): the rule's answer as is."""
     unverified: Mapping[str, Mapping[str, int]] | None = None
     """Pods of clusters that returned and have not reported since, kept whole by the handover."""
+    waiting: Mapping[str, Mapping[str, int]] | None = None
+    """The last placement's waiting replicas per subset per cluster (Adaptive places them again)."""
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
@@ -91,6 +93,7 @@ def answer(request: PlaceRequest) -> placement.Placement:
         result = placement.place_view(
             request.spec, replicas=request.replicas, view=request.view, current=request.current,
             running=request.running, unschedulable=request.marks, now=request.now,
+            waiting=request.waiting,
         )
         if request.ready is None:
             return result
@@ -126,6 +129,7 @@ def request_for(
         marks=tuple(world.marks_for(key)), now=now, view=view,
         ready=world.pods.ready_for(key, usable=usable),
         unverified=world.pods.unverified_for(key, usable=usable),
+        waiting=world.waiting_for(key),
     )
 
 

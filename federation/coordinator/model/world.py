@@ -354,6 +354,11 @@ class World:
                 held[name] = max(held.get(name, 0), count)
         return counts
 
+    def waiting_for(self, key: str) -> dict[str, dict[str, int]]:
+        """Spread `key`'s replicas its last placement left waiting for capacity, per subset per cluster."""
+        last = self._placed.get(key)
+        return {} if last is None else {s.name: dict(s.waiting_clusters) for s in last.subsets if s.waiting}
+
     def min_lost_seconds(self) -> int:
         """The smallest clusterLostSeconds among spreads (the default when there are none)."""
         return min(
