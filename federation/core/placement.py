@@ -193,19 +193,20 @@ def place_view(
     work = passes.prepare(
         spec, replicas=replicas, view=view, current=current or {}, running=running or {}, marked=marked,
     )
+    still_waiting = 0
     if simulate and waiting:
-        passes.release_waiting(work, waiting=waiting, running=running or {})
+        still_waiting = passes.release_waiting(work, waiting=waiting, running=running or {})
     passes.keep(work, replicas)
     passes.explain_cordons(work)
     ledger = passes.Ledger(view)
     if simulate and running is not None:
         passes.take_in_flight(work, ledger=ledger, running=running)
     left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
-    exhausted = 0
+    exhausted = still_waiting
     if simulate and left:
         before = left
         left = passes.wait(work, left)
-        exhausted = before - left
+        exhausted += before - left
     totals = _zeros(view.names)
     subsets: list[SubsetPlacement] = []
     for item in work:

@@ -188,9 +188,10 @@ def prepare(
 def release_waiting(work: list[SubsetWork], *, waiting: Counts, running: Counts) -> int:
     """Adaptive: the replicas the last placement left waiting (they fit nowhere) and that still do
     not run go back to be placed again — where capacity has freed, in subset order, or to wait
-    again; how many. Without this they would count as held after one round, and the spread as
-    settled while its pods stay Pending."""
-    released = 0
+    again. Without this they would count as held after one round, and the spread as settled while
+    its pods stay Pending. Where the cluster holds but takes nothing new (cordoned, or kept by the
+    failover brake) they stay where they wait, still waiting; how many do (capacity-exhausted)."""
+    still = 0
     for item in work:
         waited = waiting.get(item.spec.name)
         if not waited:
@@ -199,10 +200,15 @@ def release_waiting(work: list[SubsetWork], *, waiting: Counts, running: Counts)
         for name, count in waited.items():
             held = item.held.get(name, 0)
             back = min(count, max(0, held - ran.get(name, 0)))
-            if back > 0:
+            if back <= 0:
+                continue
+            if name in item.usable:
                 item.held[name] = held - back
-                released += back
-    return released
+            else:
+                item.waiting += back
+                item.waiting_at[name] = item.waiting_at.get(name, 0) + back
+                still += back
+    return still
 
 
 def take_in_flight(work: list[SubsetWork], *, ledger: Ledger, running: Counts) -> None:
