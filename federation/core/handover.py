@@ -11,8 +11,11 @@ across clusters: replacements first, then the originals.
 from agents heard since their cluster was last lost, for clusters the spread can still use — and
 gives back the placement with some Ready pods kept above their cluster's share:
 
-- The spread can spare `Ready - replicas` Ready pods (never fewer than zero), counting the pods of
-  (subset, cluster) pairs the placement still has (a subset edited away from a cluster loses its
+- The spread can spare `Ready - placed` Ready pods (never fewer than zero), where `placed` is what
+  the rule places (its replicas less those no rule lets it place anywhere: a pod kept for a
+  replacement that can never exist would be kept against the rule for good — a cap lowered to 0
+  on the only subset removes its pods), counting the pods of (subset, cluster) pairs the placement
+  still has (a subset edited away from a cluster loses its
   pods there first, by their deletion cost). The Ready pods the placement would remove are
   released in the spread's scale-down order — the last subset first, within a subset its last
   cluster first — while that budget lasts; the rest are kept. As the replacements become Ready (a
@@ -52,7 +55,7 @@ def keep_ready(
     unverified = unverified or {}
     if not _removes_any(result, ready=ready, unverified=unverified):
         return result
-    spare = max(0, _matched(result, ready) - replicas)
+    spare = max(0, _matched(result, ready) - (replicas - result.unplaced))
     subsets = list(result.subsets)
     for index in range(len(subsets) - 1, -1, -1):  # the scale-down order: the last subset first
         subset = subsets[index]

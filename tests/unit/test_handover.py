@@ -9,6 +9,7 @@ spread needs (all its replicas, minus the lost cluster's while it is away).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from federation.api import common, names
@@ -182,3 +183,14 @@ def test_a_timed_toleration_keeps_replicas_on_a_noexecute_cluster_until_it_ends(
     result = model.placements[KEY]
     assert result.subsets[1].clusters == {"aws": 4, "gcp": 4}  # the toleration ended: the move starts,
     assert result.subsets[0].kept == 4  # gracefully (dc1's Ready pods stay until the new ones are Ready)
+
+
+def test_pods_no_rule_places_anywhere_are_not_kept_for_replacements_that_cannot_exist() -> None:
+    # The only subset's cap lowered to 0: its three replicas are unplaced, so no replacement will
+    # ever be Ready; the Ready pods go (the user's rule), they are not kept for good.
+    capped = dataclasses.replace(placed(("a", {"x": 0}), replicas=3), unplaced=3)
+    assert handover.keep_ready(capped, replicas=3, ready={"a": {"x": 3}}).clusters == {"x": 0}
+    # One of three still placed elsewhere: one Ready pod stays until its replacement is Ready.
+    partly = dataclasses.replace(placed(("a", {"x": 0}), ("b", {"y": 1}), replicas=3), unplaced=2)
+    kept = handover.keep_ready(partly, replicas=3, ready={"a": {"x": 3}})
+    assert kept.clusters == {"x": 1, "y": 1} and kept.subsets[0].kept == 1
