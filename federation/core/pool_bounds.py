@@ -148,11 +148,11 @@ def bound(classes: Sequence[NodeClass], *, budget: int = DEFAULT_BUDGET) -> Boun
 
 
 def _exact_groups(node_class: NodeClass) -> dict[_Exact, list[str]]:
-    """Node names by exact requested amounts, in the order of the amounts (deterministic)."""
+    """Node names by exact requested amounts, ordered by their first node's name (deterministic)."""
     groups: dict[_Exact, list[str]] = {}
     for name, requested in node_class.nodes:
         groups.setdefault(tuple(sorted(requested.items())), []).append(name)
-    return dict(sorted(groups.items()))
+    return dict(sorted(groups.items(), key=lambda item: min(item[1])))
 
 
 def _loads(allocatable: Amounts, groups: Mapping[_Exact, list[str]]) -> list[_Load]:
