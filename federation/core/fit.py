@@ -3,8 +3,9 @@
 Why: the Adaptive strategy limits each subset by simulated capacity so that replicas
 which cannot schedule overflow to the next subset instead of waiting Pending. The simulation follows
 kube-scheduler's NodeResourcesFit, NodeAffinity and TaintToleration filters on a node pool's
-identical nodes: the node's free allocatable and pods limit, node selector and required affinity,
-and binding taints. What one pod needs (its `PodShape`, a subset's patch applied) is read by
+nodes, alike as the pool states them (each real node has at least the room its pool states:
+`inventory`, `pool_bounds`): the node's free allocatable and pods limit, node selector and required
+affinity, and binding taints. What one pod needs (its `PodShape`, a subset's patch applied) is read by
 `pod_shape`, re-exported here because every caller of the arithmetic names shapes through `fit`.
 """
 

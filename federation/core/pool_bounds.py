@@ -28,7 +28,7 @@ the nodes, not a fixed grid, so dense load ranges get fine groups and sparse one
 the inventory benchmark's member (5,000 nodes, 100,000 pods, 30 classes, ~55% of cpu requested)
 100 pools state ~87% of the free cpu the nodes have (a template's fit: ~87% of exact), where a
 uniform grid of allocatable/B (every requested amount rounded up to a multiple of it, B as fine
-as the budget allows) states ~62%.
+as the budget allows) kept ~62% of the template's fit.
 
 How far from exact: a node's stated requested exceeds its real one by at most the spread of its
 pool in that resource (the most minus the least its nodes requested), `Bounded.distortion` the
