@@ -86,7 +86,7 @@ class Bounded:
     every node and resource that splits groups (0.0: exact)."""
     kept: dict[str, float]
     """Per resource that splits groups: the free room the pools state over the room the nodes have
-    (1.0: exact; a node at or above its allocatable has none)."""
+    (a node at or above its allocatable has none); empty when the groups are exact."""
     over_budget: bool
     """More classes than the budget: one pool per class, more pools than the budget."""
 
@@ -124,8 +124,8 @@ def bound(classes: Sequence[NodeClass], *, budget: int = DEFAULT_BUDGET) -> Boun
             groups=tuple(tuple(Group(tuple(sorted(names)), dict(key)) for key, names in groups.items())
                          for groups in exact),
             exact=count, distortion=0.0, kept={}, over_budget=False)
-    parts: list[list[list[_Load]]] = [[_loads(c.allocatable, groups)] for c, groups in zip(classes, exact,
-                                                                                          strict=True)]
+    # Per class, its parts (each a pool to be): at first the whole class.
+    parts = [[_loads(c.allocatable, groups)] for c, groups in zip(classes, exact, strict=True)]
     # A split's priority: the room it recovers over the square root of its class's node count, so
     # that big classes get more pools without starving a small one (a GPU node group).
     weights = [len(c.nodes) ** -0.5 for c in classes]
