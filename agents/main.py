@@ -63,6 +63,8 @@ class AgentConfig:
     link_tls: transport.TLSFiles | None = None
     """mTLS to the coordinator with these files (re-read on every reconnect); None: plaintext."""
     heartbeat_seconds: float = 10.0
+    max_node_pools: int = 100
+    """The most node pools the inventory reports (`--max-node-pools`; `federation.core.pool_bounds`)."""
     context: str | None = None
     """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
     federation_id: str = names.DEFAULT_FEDERATION_ID
@@ -112,7 +114,8 @@ class Agent:
                                                 heartbeat_seconds=settings.heartbeat_seconds,
                                                 conflicts=self.workload.conflicts)
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox,
-                                                   heartbeat_seconds=settings.heartbeat_seconds)
+                                                   heartbeat_seconds=settings.heartbeat_seconds,
+                                                   max_pools=settings.max_node_pools)
         self.link = link_client.Link(
             settings.coordinator, cluster=settings.cluster, labels=settings.labels,
             bookkeeping=self.bookkeeping, outbox=self.outbox, metrics=self.metrics,

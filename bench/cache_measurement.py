@@ -1,35 +1,43 @@
 """The inventory benchmark's measurement, run in a fresh interpreter: the agent's cache on a fake lister.
 
-Why a fresh interpreter and a fake lister: the memory number is RSS growth, so nothing but the
-agent's imports and the synthesis plan may exist before the baseline; and `agents.cache.store`
-must run unchanged, so its four `federation.kube.reflector` threads list, emit, and the cache
-converts and stores — the path every watch event takes — with no kube-apiserver involved.
+Why a fresh interpreter and a fake lister: the memory number is the process's whole RSS, so
+nothing but the agent's imports, the synthesis plan (in arrays, ~2 MB at 100,000 pods) and the fake
+server's indices may exist besides what the agent holds; and `agents.cache.store` must run
+unchanged, so its four `federation.kube.reflector` threads list, emit, and the cache converts and
+stores — the path every watch event takes — with no kube-apiserver involved.
 `FakeApi` is shaped like the generated client's listers (`list_node(limit=, _continue=, ...)`,
 raw JSON bytes, selectors honoured, a watch that blocks until cut) and builds each page from
 `synthetic_cluster` only when asked, as a server streams it.
 
-* **Memory** is RSS growth (`/proc/self/status` VmRSS) from just before the cache starts to after
-  it has synced and the pools are built, `gc.collect()`ed: what the process really holds,
-  allocator fragmentation included, which is what Karmada's number is. The interpreter and the
-  agent's imports (Kubernetes client, gRPC) are reported apart (`rss_total_mb`). `live_mb` is what
-  the cache's data really occupies (every object reachable from its stores, interned requests, the
-  reflectors' version maps, and the pools; it agrees with tracemalloc, which `--tracemalloc` runs
-  but which is ten times slower); the gap to `rss_mb` is pymalloc arenas kept alive by a few
-  long-lived views among each list page's parsed JSON.
-* **Pools**: `inventory.pools` over the cache's nodes and usage, as `InventoryReporter.pools` calls
-  it on a change (first call cold, then p50 of repeats).
-* **Fit**: how many more pods of one template fit on those pools, p50 over repeated questions, as
-  the coordinator answers it (pools parsed into integer nano-units once per inventory report, by
-  `fit.pool_of`; per question `fit.admitting` and `fit.slots`), and as `fit.cluster_capacity` (the
-  exact-Fraction reference, used by Explain) for comparison; both must give the same answer.
+* **Memory** is the whole process's RSS (`/proc/self/status` VmRSS) once the cache has synced and
+  the pools are built, `gc.collect()`ed: what the process really holds, allocator fragmentation
+  included, which is what Karmada's number (its agent's RSS) is. It is the interpreter, the agent's
+  imports (Kubernetes client, gRPC, pydantic), the synthesis plan and the fake server's indices —
+  all present before the cache starts (`rss_baseline_mb`) — and the growth across sync and pool
+  build (`rss_growth_mb`). `live_mb` is what the cache's data really occupies (every object
+  reachable from its stores, interned requests, the reflectors' version maps, and the pools; it
+  agrees with tracemalloc, which `--tracemalloc` runs but which is ten times slower); the gap to
+  the growth is pymalloc arenas kept alive by a few long-lived views among each list page's JSON.
+* **Pools**: `inventory.pooling` over the cache's nodes and usage with the agent's default budget,
+  as `InventoryReporter.pools` calls it on a change (first call cold, then p50 of repeats); how
+  many pools exact grouping would make (`pools_exact`, the count before bounding) and how much
+  of the nodes' free room the bounded pools state (`kept`).
+* **Fit**: how many more pods of one template fit on those pools, p50 and p99 over all of many
+  questions, as the coordinator answers it (pools parsed into integer nano-units once per
+  inventory report, by `fit.pool_of`; per question `fit.admitting` and `fit.slots`), and as
+  `fit.cluster_capacity` (the exact-Fraction reference, used by Explain) for comparison; both must
+  give the same answer. The same question on the exact pools gives the time and the answer before
+  bounding.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import gc
 import json
+import math
 import pathlib
 import statistics
 import sys
@@ -86,9 +94,11 @@ class FakeApi:
         self._lock = threading.Lock()
         self._nodes = range(len(item.nodes))
         self._all_pods = range(len(item.pods))
-        self._bound_active = [i for i, p in enumerate(item.pods)
-                              if p[2] >= 0 and p[3] not in ("Succeeded", "Failed")]
-        self._spread_pods = [i for i, p in enumerate(item.pods) if item.workloads[p[0]].spread]
+        # Arrays: this process's whole RSS is the measurement, and 100,000 ints in a list take ~3.5 MB.
+        self._bound_active = array.array("i", (i for i, p in enumerate(item.pods)
+                                               if p[2] >= 0 and p[3] not in ("Succeeded", "Failed")))
+        self._spread_pods = array.array("i", (i for i, p in enumerate(item.pods)
+                                              if item.workloads[p[0]].spread))
         self._spread_workloads = [i for i, w in enumerate(item.workloads) if w.spread]
 
     @property
@@ -164,16 +174,29 @@ def _trimmed_mb() -> float:
 
 def _timed(call: Callable[[], object], *, runs: int) -> list[float]:
     """Seconds each of `runs` calls took."""
-    times = []
+    return _timed_both(call, runs=runs)[0]
+
+
+def _timed_both(call: Callable[[], object], *, runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU (this thread's) seconds each of `runs` calls took: on a shared machine a wall
+    time's tail is mostly time the OS gave other processes, which the CPU time leaves out."""
+    wall, cpu = [], []
     for _ in range(runs):
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         call()
-        times.append(time.perf_counter() - began)
-    return times
+        cpu.append(time.thread_time() - began_cpu)
+        wall.append(time.perf_counter() - began)
+    return wall, cpu
 
 
 def _ms(seconds: Sequence[float]) -> float:
     return round(statistics.median(seconds) * 1000, 3)
+
+
+def _percentile_ms(seconds: Sequence[float], share: float) -> float:
+    """The nearest-rank percentile of all samples, in milliseconds."""
+    ordered = sorted(seconds)
+    return round(ordered[max(0, math.ceil(share * len(ordered)) - 1)] * 1000, 3)
 
 
 TEMPLATE: Json = {"spec": {"template": {"spec": {
@@ -232,49 +255,80 @@ def child_measure(
         peak = _status_mb("VmHWM")
         trimmed = _trimmed_mb()
         live = _deep_mb(feed._stores, feed._interned, [r._known for r in feed._reflectors], pools)
+        stores = feed._stores
+        parts = {"nodes": _deep_mb(stores[cache.NODES].items),
+                 "usage": _deep_mb(stores[cache.USAGE].items),
+                 "spread_pods": _deep_mb(stores[cache.SPREAD_PODS].items, stores[cache.SPREAD_PODS].by_index),
+                 "deployments": _deep_mb(stores[cache.DEPLOYMENTS].items),
+                 "reflector_versions": _deep_mb([r._known for r in feed._reflectors]),
+                 "pools": _deep_mb(pools)}
         emit(f"{len(pools)} pools; RSS {baseline:.0f} -> {rss:.0f} MiB (peak {peak:.0f}, "
              f"{trimmed:.0f} after malloc_trim)")
         builds = []
         for _ in range(pool_runs):
             began = time.perf_counter()
-            inventory.pools(feed.nodes(), feed.usage())
+            found = inventory.pooling(feed.nodes(), feed.usage())
             builds.append(time.perf_counter() - began)
         shape = fit.shape_from_deployment(TEMPLATE)
         began = time.perf_counter()
         numbers = [fit.pool_of(pool) for pool in pools]  # once per inventory report, as the world does
         prepare = time.perf_counter() - began
 
-        def question() -> int:
+        def question(parsed: Sequence[fit.Pool]) -> int:
             """The coordinator's answer: admission, then free pods per pool, in integer nano-units."""
             requests = fit.requests_of(shape)
-            return sum(fit.slots(numbers[i], numbers[i].requested, requests)
-                       for i in fit.admitting(numbers, shape))
+            return sum(fit.slots(parsed[i], parsed[i].requested, requests)
+                       for i in fit.admitting(parsed, shape))
 
         member = cluster.ClusterCapacity(name="member", node_pools=pools)
         fits = fit.cluster_capacity(member, shape)  # warm: parsed quantities are cached, as in a coordinator
-        if question() != fits:
-            raise RuntimeError(f"the two fits disagree: {question()} != {fits}")
-        times = _timed(question, runs=fit_runs)
+        if question(numbers) != fits:
+            raise RuntimeError(f"the two fits disagree: {question(numbers)} != {fits}")
+        times, cpu_times = _timed_both(lambda: question(numbers), runs=fit_runs)
         reference = _timed(lambda: fit.cluster_capacity(member, shape), runs=max(1, fit_runs // 5))
+        # Before bounding, for comparison (after the memory figures: the agent no longer holds these).
+        exact = [fit.pool_of(pool) for pool in inventory.pools(feed.nodes(), feed.usage(), budget=10**9)]
+        fits_exact = question(exact)
+        times_exact = _timed(lambda: question(exact), runs=max(20, fit_runs // 5))
     finally:
         feed.stop()
+    emit(f"{len(pools)} pools (exact: {len(exact)}), the template fits {fits} pods ({fits_exact} exact); "
+         f"fit p50 {_ms(times)} ms, p99 {_percentile_ms(times, 0.99)} ms (CPU p99 "
+         f"{_percentile_ms(cpu_times, 0.99)} ms)")
     return {
-        "nodes": size.nodes, "pods": size.pods, "rss_mb": round(rss - baseline, 1), "fit_ms": _ms(times),
-        "pools": len(pools), "pool_build_ms": _ms(builds), "pool_first_ms": round(pool_first * 1000, 1),
-        "pool_prepare_ms": round(prepare * 1000, 1), "fit_pods": fits, "fit_runs": fit_runs,
-        "fit_p90_ms": round(sorted(times)[int(0.9 * (len(times) - 1))] * 1000, 3),
+        "nodes": size.nodes, "pods": size.pods, "bound_pods": api.bound_active,
+        "pools": len(pools), "pools_exact": len(exact), "node_classes": found.classes,
+        "kept": {name: round(share, 3) for name, share in found.kept.items()},
+        "distortion": round(found.distortion, 3),
+        "rss_mb": round(rss, 1), "rss_baseline_mb": round(baseline, 1),
+        "rss_growth_mb": round(rss - baseline, 1),
+        "rss_peak_mb": round(peak, 1), "rss_trimmed_mb": round(trimmed, 1), "live_mb": round(live, 1),
+        "live_mb_by_part": {name: round(mb, 1) for name, mb in parts.items()},
+        "fit_p50_ms": _ms(times), "fit_p99_ms": _percentile_ms(times, 0.99), "fit_runs": fit_runs,
+        "fit_cpu_p50_ms": _ms(cpu_times), "fit_cpu_p99_ms": _percentile_ms(cpu_times, 0.99),
+        "fit_pods": fits, "fit_pods_exact": fits_exact,
+        "fit_kept": round(fits / fits_exact, 3) if fits_exact else 1.0,
+        "fit_exact_p50_ms": _ms(times_exact), "fit_exact_p99_ms": _percentile_ms(times_exact, 0.99),
         "fit_reference_ms": _ms(reference),
-        "rss_total_mb": round(rss, 1), "rss_baseline_mb": round(baseline, 1), "rss_peak_mb": round(peak, 1),
-        "rss_trimmed_mb": round(trimmed - baseline, 1), "live_mb": round(live, 1),
-        "bound_pods": api.bound_active, "sync_s": round(wall, 2),
-        "cache_cpu_s": round(max(0.0, wall - api.serve_seconds), 2),
-        "method": ("rss_mb: VmRSS growth of a fresh interpreter across cache sync + pool build, after gc "
-                   "(baseline after imports incl. agents.main); live_mb: sizeof of every object reachable "
-                   "from the cache's stores and the pools; rss_trimmed_mb: the growth after malloc_trim(0); "
-                   "pool_build_ms: p50 of inventory.pools(cache.nodes(), cache.usage()); "
-                   "fit_ms: p50 of one template's free pods over the pools as the coordinator answers it "
-                   "(fit.requests_of + fit.admitting + fit.slots on pools parsed once by fit.pool_of, whose "
-                   "time is pool_prepare_ms); fit_reference_ms: p50 of fit.cluster_capacity (Fractions), "
-                   "same answer; cache_cpu_s: sync wall time minus the fake server's synthesis CPU "
-                   "(approximate)"),
+        "pool_build_ms": _ms(builds), "pool_first_ms": round(pool_first * 1000, 1),
+        "pool_prepare_ms": round(prepare * 1000, 1),
+        "sync_s": round(wall, 2), "cache_cpu_s": round(max(0.0, wall - api.serve_seconds), 2),
+        "method": ("rss_mb: VmRSS of the whole measuring interpreter after cache sync + pool build, gc'd: "
+                   "Python, the agent's imports (agents.main: Kubernetes client, gRPC, pydantic), the "
+                   "synthesis plan and fake server's indices (rss_baseline_mb, before the cache starts), "
+                   "then the cache's nodes, bound pods' usage, spread pods and Deployments and the pools "
+                   "(rss_growth_mb; live_mb: sizeof of every object reachable from them, live_mb_by_part "
+                   "per store, shared objects counted in each); "
+                   "rss_trimmed_mb: after malloc_trim(0); pools: inventory.pools with the default budget "
+                   "(100), pools_exact: the same nodes grouped by exact load (before bounding); kept: per "
+                   "resource, free room the pools state over the nodes' real free room; "
+                   "pool_build_ms: p50 of inventory.pooling(cache.nodes(), cache.usage()); "
+                   "fit_p50_ms/fit_p99_ms: percentiles over fit_runs answers of one template's free pods "
+                   "over the pools as the coordinator answers it (fit.requests_of + fit.admitting + "
+                   "fit.slots on pools parsed once by fit.pool_of, whose time is pool_prepare_ms); "
+                   "fit_cpu_*: the same answers' thread CPU time; fit_exact_*: the same on the exact pools; "
+                   "fit_pods vs fit_pods_exact: the template's "
+                   "answer on bounded vs exact pools; fit_reference_ms: p50 of fit.cluster_capacity "
+                   "(Fractions), same answer; cache_cpu_s: sync wall time minus the fake server's "
+                   "synthesis CPU (approximate)"),
     }

@@ -31,6 +31,7 @@ import fractions
 import functools
 import itertools
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
@@ -214,7 +215,7 @@ class Cache:
                ) -> tuple[str, inventory.PodUsage] | None:
         """(uid, usage); a pod's requests are computed once, not on each of its status updates."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = sys.intern(str((pod.get("spec") or {}).get("nodeName") or ""))  # one copy per node
         if previous is not None and previous[0] == uid and previous[1].node_name == node:
             return previous
         requests = views.pod_requests(pod)

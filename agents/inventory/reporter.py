@@ -1,10 +1,14 @@
 """The inventory reporter: this member's node pools, sent to the coordinator on change and heartbeat.
 
-Why pools and not nodes: the coordinator simulates capacity per node kind; identical
-nodes with the same load fold into one `NodePool` with a count (`federation.core.inventory`), so a
-5,000-node cluster of a few machine types reports a few dozen pools.
+Why pools and not nodes: the coordinator simulates capacity per node kind; nodes that only their
+load tells apart fold into one `NodePool` with a count (`federation.core.inventory`), and the pools
+stay within a budget (`max_pools`, the agent's `--max-node-pools`, 100 by default) by merging
+nodes of different load into pools that state the most any of them requested
+(`federation.core.pool_bounds`), so a 5,000-node cluster of a few machine types reports at most
+100 pools and never more room than it has. A cluster with more kinds of node than the budget
+reports one pool per kind, over the budget, and says so in a warning.
 
-Why it is cheap enough for 5,000 nodes and 20,000 pods: the cache already holds each node as a
+Why it is cheap enough for 5,000 nodes and 100,000 pods: the cache already holds each node as a
 `NodeView` and each bound pod as a `PodUsage` whose requests were computed once, when the pod
 arrived; the cache does not count an event as a change when the compact view is unchanged (node
 heartbeats, most pod status updates). So the pools are recomputed — one pass over nodes and pods,
@@ -23,7 +27,7 @@ from agents import outbox
 from agents.cache import store as cache_mod
 from federation import clock as clock_mod
 from federation.api import cluster
-from federation.core import inventory
+from federation.core import inventory, pool_bounds
 
 LOG = logging.getLogger(__name__)
 
@@ -32,8 +36,11 @@ class InventoryReporter:
     """Puts the member's InventoryReport into the outbox when the pools change and on heartbeat."""
 
     def __init__(self, cache: cache_mod.Cache, box: outbox.Outbox, *,
-                 clock: clock_mod.Clock = clock_mod.utcnow, heartbeat_seconds: float = 10.0) -> None:
+                 clock: clock_mod.Clock = clock_mod.utcnow, heartbeat_seconds: float = 10.0,
+                 max_pools: int = pool_bounds.DEFAULT_BUDGET) -> None:
         self._cache = cache
+        self.max_pools = max_pools
+        self._over_budget = False
         self._outbox = box
         self._clock = clock
         self.heartbeat_seconds = heartbeat_seconds
@@ -50,10 +57,24 @@ class InventoryReporter:
         with self._lock:
             version = self._cache.version(cache_mod.NODES, cache_mod.USAGE)
             if version != self._seen:
-                self._pools = inventory.pools(self._cache.nodes(), self._cache.usage())
+                found = inventory.pooling(self._cache.nodes(), self._cache.usage(), budget=self.max_pools)
+                self._note(found)
+                self._pools = found.pools
                 self._observed_at = self._clock()
                 self._seen = version
             return list(self._pools)
+
+    def _note(self, found: inventory.Pooling) -> None:
+        """Log how the pools were bounded: a warning when the node classes alone exceed the budget
+        (once, until they fit again), the loss of room at debug level."""
+        if found.over_budget and not self._over_budget:
+            LOG.warning("inventory over its pool budget: %d node classes (labels, taints, allocatable) "
+                        "exceed max_pools=%d; one pool per class", found.classes, self.max_pools)
+        self._over_budget = found.over_budget
+        if found.exact > len(found.pools):
+            LOG.debug("inventory pools bounded pools=%d exact=%d classes=%d kept=%s distortion=%.3f",
+                      len(found.pools), found.exact, found.classes,
+                      ",".join(f"{k}:{v:.3f}" for k, v in found.kept.items()), found.distortion)
 
     def summary(self) -> cluster.CapacitySummary:
         """Totals over every node (for MemberCluster status), cordoned and unready ones included."""
@@ -79,7 +100,8 @@ class InventoryReporter:
 
     def run(self, stop: threading.Event, *, min_gap: float = 2.0) -> None:
         """Report until `stop`: after nodes or bound pods change, at most every `min_gap` seconds
-        (a recount of 5,000 nodes costs a few hundred milliseconds), and at least every heartbeat."""
+        (a recount of 5,000 nodes and 100,000 pods costs about half a second), and at least every
+        heartbeat."""
         while not stop.is_set():
             seen = self._cache.version(cache_mod.NODES, cache_mod.USAGE)
             try:

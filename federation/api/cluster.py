@@ -149,17 +149,24 @@ class MemberCluster(pydantic.BaseModel):
 
 
 class NodePool(common.SpecModel):
-    """Identical nodes grouped together: `count` nodes with the same labels, taints and resources."""
+    """Nodes grouped together: `count` nodes with the same labels, taints and allocatable.
+
+    `requested` is per node, and never less than what any node of the pool has requested: an
+    agent keeping its pools within a budget merges nodes of different load and states the most
+    (`federation.core.pool_bounds`), so the pool's room is what every one of its nodes has at least.
+    """
 
     name: str = pydantic.Field(default="", description="Optional pool name, for explanations.")
-    count: int = pydantic.Field(default=1, ge=0, description="Number of identical nodes.")
+    count: int = pydantic.Field(default=1, ge=0, description="Number of nodes in the pool.")
     labels: dict[str, str] = pydantic.Field(default_factory=dict, description="Node labels.")
     taints: list[common.Taint] = pydantic.Field(default_factory=list, description="Node taints.")
     allocatable: ResourceList = pydantic.Field(
         default_factory=dict, description="Allocatable resources per node (cpu, memory, pods, ...)."
     )
     requested: ResourceList = pydantic.Field(
-        default_factory=dict, description="Resources already requested per node, including pods."
+        default_factory=dict,
+        description="Resources already requested per node, including pods (at least what any node of the "
+                    "pool has requested).",
     )
 
 
@@ -175,7 +182,7 @@ class ClusterCapacity(common.SpecModel):
         default_factory=list, description="Cluster-level taints from MemberCluster.spec."
     )
     node_pools: list[NodePool] = pydantic.Field(
-        default_factory=list, description="The cluster's nodes, grouped into identical pools."
+        default_factory=list, description="The cluster's nodes, grouped into pools."
     )
 
     @property

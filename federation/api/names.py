@@ -112,5 +112,5 @@ rolling update are counted per revision).
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 """A node's hostname label, written by the kubelet.
 
-Read by the placement core's inventory, which leaves it out when it groups identical nodes.
+Read by the placement core's inventory, which leaves it out when it groups nodes into pools.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fractions
 import functools
+import math
 import re
 
 NANO = 10**9
@@ -85,6 +86,18 @@ def format_quantity(amount: fractions.Fraction, *, resource: str = "") -> str:
         return f"{milli.numerator}m"
     nano = amount * 10**9
     return f"{nano.numerator // nano.denominator}n"
+
+
+def format_at_least(amount: fractions.Fraction, *, resource: str = "") -> str:
+    """`format_quantity`, rounded up to the next nano-unit when the amount is finer than that.
+
+    For amounts that must never be understated (a node's requested resources: less would promise
+    room the node lacks); `format_quantity` alone truncates such an amount down.
+    """
+    text = format_quantity(amount, resource=resource)
+    if parse_quantity(text) < amount:
+        text = f"{math.ceil(amount * NANO)}n"
+    return text
 
 
 @functools.lru_cache(maxsize=4096)

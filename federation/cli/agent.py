@@ -84,6 +84,11 @@ def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
               "--insecure too). For local use only.")
 @click.option("--heartbeat-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 300),
               help="How often heartbeats and unchanged reports are sent to the coordinator.")
+@click.option("--max-node-pools", default=100, show_default=True, type=click.IntRange(1, 100_000),
+              help="The most node pools the inventory reports. Beyond it, nodes of one kind (labels, "
+                   "taints, allocatable) but different load share a pool that states the most any of "
+                   "them requested: never more room than real, some room unseen. A cluster with more "
+                   "kinds of node than this reports one pool per kind, and logs a warning.")
 @options.federation_id_option(
     help_text="The federation this agent belongs to: its coordinator's --federation-id. Before the "
               "first Welcome the agent tells the coordinator about the member Deployments marked "
@@ -98,7 +103,7 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
                   tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None,
                   link_cert: pathlib.Path | None, link_key: pathlib.Path | None,
                   link_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                  federation_id: str, log_level: str) -> None:
+                  max_node_pools: int, federation_id: str, log_level: str) -> None:
     """Run the member agent: enforce this cluster's share of every spread, report what it has.
 
     \b
@@ -152,7 +157,7 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
         webhook_service=service, register_webhook=register_webhook,
         deregister_on_exit=deregister_on_exit, metrics_port=metrics_port, tls_cert=tls_cert,
         tls_key=tls_key, tls_ca=tls_ca, heartbeat_seconds=heartbeat_seconds, link_tls=link_tls,
-        federation_id=federation_id)
+        max_node_pools=max_node_pools, federation_id=federation_id)
     try:
         agent = agent_main.Agent(settings)
     except agent_main.AgentError as error:

@@ -3,8 +3,9 @@
 Why: the Adaptive strategy limits each subset by simulated capacity so that replicas
 which cannot schedule overflow to the next subset instead of waiting Pending. The simulation follows
 kube-scheduler's NodeResourcesFit, NodeAffinity and TaintToleration filters on a node pool's
-identical nodes: the node's free allocatable and pods limit, node selector and required affinity,
-and binding taints. What one pod needs (its `PodShape`, a subset's patch applied) is read by
+nodes, alike as the pool states them (each real node has at least the room its pool states:
+`inventory`, `pool_bounds`): the node's free allocatable and pods limit, node selector and required
+affinity, and binding taints. What one pod needs (its `PodShape`, a subset's patch applied) is read by
 `pod_shape`, re-exported here because every caller of the arithmetic names shapes through `fit`.
 """
 
@@ -78,14 +79,6 @@ def cluster_capacity(cluster: cluster.ClusterCapacity, shape: PodShape) -> int:
     return sum(pool_capacity(pool, shape) for pool in cluster.node_pools)
 
 
-def _format_at_least(amount: fractions.Fraction, resource: str) -> str:
-    """The quantity text for amount, rounded up to the next nano unit when not exact."""
-    text = quantity.format_quantity(amount, resource=resource)
-    if quantity.parse_quantity(text) < amount:
-        text = f"{math.ceil(amount * 10**9)}n"
-    return text
-
-
 def deduct(pool: cluster.NodePool, shape: PodShape, *, pods: int) -> cluster.NodePool:
     """A copy of the pool with `pods` more pods of the shape counted as requested.
 
@@ -109,7 +102,7 @@ def deduct(pool: cluster.NodePool, shape: PodShape, *, pods: int) -> cluster.Nod
             additions[name] = amount * share
     for name, extra in additions.items():
         before = _parsed(requested[name]) if name in requested else 0
-        requested[name] = _format_at_least(before + extra, name)
+        requested[name] = quantity.format_at_least(before + extra, resource=name)
     copy = pool.model_copy(deep=True)
     copy.requested = requested
     return copy

@@ -2,11 +2,14 @@
 
 Why pools: the coordinator simulates capacity per node, and a cluster of thousands of
 nodes is usually a few kinds of machine in a few states. Nodes that look the same to the scheduler
-(labels, taints, allocatable) and carry the same load (requests of the pods bound to them, pod
-count) are one `NodePool` with a count, so reports stay small and the simulation's cost follows the
-number of distinct nodes, not the number of nodes. Labels that name the node itself
-(`kubernetes.io/hostname`, or any label whose value is the node's name) are dropped, or no two nodes
-would ever be alike; a spread selecting single nodes by hostname is not something fedspread models.
+(labels, taints, allocatable: a node *class*) are one `NodePool` with a count, so reports stay
+small and the simulation's cost follows the number of pools, not the number of nodes. Labels that
+name the node itself (`kubernetes.io/hostname`, or any label whose value is the node's name) are
+dropped, or no two nodes would ever be alike; a spread selecting single nodes by hostname is not
+something fedspread models. Within a class, nodes with the same load (requests of the pods bound to
+them, pod count) are one pool while the member's pools fit a budget (100 by default); beyond it,
+`pool_bounds` merges nodes of different load into pools that state the most any of their nodes
+requested, so a pool never promises room one of its nodes lacks.
 
 Nodes that take no new pods (not Ready, or cordoned with spec.unschedulable) are left out of the
 pools; the capacity summary (for people reading MemberCluster status) still counts every node.
@@ -25,16 +28,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from federation.api import cluster, common, names, quantity
-from federation.core import fit
+from federation.core import fit, pool_bounds
 
 _ZERO = fractions.Fraction(0)
 
-_Key = tuple[
+_Class = tuple[
     tuple[tuple[str, str], ...],
     tuple[tuple[str, str, str], ...],
     tuple[tuple[str, fractions.Fraction], ...],
-    tuple[tuple[str, fractions.Fraction], ...],
 ]
+"""What tells nodes apart for placement, load aside: labels (node identity dropped), taints, allocatable."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,9 +55,12 @@ class NodeView:
     """The node's Ready condition is True."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodUsage:
-    """What one pod bound to a node takes from it: its effective requests."""
+    """What one pod bound to a node takes from it: its effective requests.
+
+    Slotted: the agent holds one per bound pod (100,000 on a big member), and a per-instance
+    `__dict__` would be ~10 MB of it."""
 
     node_name: str
     requests: Mapping[str, fractions.Fraction] = dataclasses.field(default_factory=dict)
@@ -105,8 +111,8 @@ def _taint_triple(taint: Mapping[str, Any]) -> tuple[str, str, str]:
     return (str(taint.get("key") or ""), str(taint.get("value") or ""), str(taint.get("effect") or ""))
 
 
-def _node_key(node: NodeView, requested: Mapping[str, fractions.Fraction]) -> _Key:
-    """The canonical (sorted, hashable) description under which identical nodes coincide."""
+def _node_class(node: NodeView) -> _Class:
+    """The canonical (sorted, hashable) description under which nodes of one class coincide."""
     try:
         allocatable = tuple(sorted((k, _parsed(v)) for k, v in node.allocatable.items()))
     except (ValueError, TypeError, AttributeError) as err:
@@ -115,7 +121,6 @@ def _node_key(node: NodeView, requested: Mapping[str, fractions.Fraction]) -> _K
         tuple(sorted((k, v) for k, v in node.labels.items() if k != names.HOSTNAME_LABEL and v != node.name)),
         tuple(sorted(_taint_triple(t) for t in node.taints)),
         allocatable,
-        tuple(sorted(requested.items())),
     )
 
 
@@ -123,37 +128,86 @@ def _formatted(amounts: Mapping[str, fractions.Fraction]) -> dict[str, str]:
     return {name: quantity.format_quantity(amount, resource=name) for name, amount in sorted(amounts.items())}
 
 
-def pools(nodes: Sequence[NodeView], usage: Sequence[PodUsage]) -> list[cluster.NodePool]:
-    """Ready, uncordoned nodes grouped into pools of identical nodes, sorted by pool name.
+@dataclasses.dataclass(frozen=True)
+class Pooling:
+    """A member's pools and how they were bounded (`pools` gives only the pools)."""
+
+    pools: list[cluster.NodePool]
+    """Sorted by pool name."""
+    members: dict[str, tuple[str, ...]]
+    """Per pool name: its nodes' names, sorted."""
+    classes: int
+    """Node classes (labels, taints, allocatable): the fewest pools bounding can reach."""
+    exact: int
+    """Pools that exact grouping (same load to the last unit) would have made."""
+    distortion: float
+    """The most a node's stated requested exceeds its real one, as a share of its allocatable
+    (`pool_bounds.Bounded.distortion`; 0.0 when the pools are exact)."""
+    kept: dict[str, float]
+    """Per resource: the free room the pools state over the room the nodes have (empty: exact)."""
+    over_budget: bool
+    """More classes than the budget: one pool per class, and more pools than the budget."""
+
+
+def pooling(nodes: Sequence[NodeView], usage: Sequence[PodUsage], *,
+            budget: int = pool_bounds.DEFAULT_BUDGET) -> Pooling:
+    """Ready, uncordoned nodes grouped into at most `budget` pools (more only if their classes are).
 
     A pool is named after its first node (by name), with "+N" for N more. `requested` is per node
-    and always has `pods`; pods bound to unknown or excluded nodes are ignored.
+    and always has `pods`: for every node of the pool, at least what it has requested (exactly that
+    when the member's exact grouping fits the budget); see `pool_bounds`. Pods bound to unknown or
+    excluded nodes are ignored.
     """
     per_node = _usage_by_node(usage)
     idle = {fit.PODS: _ZERO}
-    groups: dict[_Key, list[NodeView]] = {}
+    by_class: dict[_Class, list[tuple[str, Mapping[str, fractions.Fraction]]]] = {}
     for node in nodes:
         if not node.ready or node.unschedulable:
             continue
-        groups.setdefault(_node_key(node, per_node.get(node.name, idle)), []).append(node)
+        by_class.setdefault(_node_class(node), []).append((node.name, per_node.get(node.name, idle)))
+    keys = sorted(by_class)  # the same pools whatever the order of the nodes
+    bounded = pool_bounds.bound(
+        [pool_bounds.NodeClass(_fit_allocatable(key[2]), by_class[key]) for key in keys], budget=budget)
+    texts = {node.name: node.allocatable for node in nodes}
     result = []
-    for key, members in groups.items():
-        members.sort(key=lambda n: n.name)
-        first = members[0]
-        labels, taints, _, requested = key
-        name = first.name if len(members) == 1 else f"{first.name}+{len(members) - 1}"
-        # model_construct: every quantity was parsed above; re-validating them all triples the cost.
-        pool = cluster.NodePool.model_construct(
-            name=name,
-            count=len(members),
-            labels=dict(labels),
-            taints=[common.Taint.model_validate({"key": k, "value": v, "effect": e}) for k, v, e in taints],
-            allocatable={k: str(v).strip() for k, v in first.allocatable.items()},
-            requested=_formatted(dict(requested)),
-        )
-        result.append(pool)
+    members = {}
+    for (labels, taints, _), groups in zip(keys, bounded.groups, strict=True):
+        taint_models = [common.Taint.model_validate({"key": k, "value": v, "effect": e})
+                        for k, v, e in taints]
+        for group in groups:
+            first = group.names[0]
+            name = first if len(group.names) == 1 else f"{first}+{len(group.names) - 1}"
+            # model_construct: every quantity was parsed above; re-validating them all triples the cost.
+            result.append(cluster.NodePool.model_construct(
+                name=name,
+                count=len(group.names),
+                labels=dict(labels),
+                taints=[t.model_copy() for t in taint_models],
+                allocatable={k: str(v).strip() for k, v in texts[first].items()},
+                requested=_at_least(group.requested),
+            ))
+            members[name] = group.names
     result.sort(key=lambda pool: pool.name)
-    return result
+    return Pooling(pools=result, members=members, classes=len(keys), exact=bounded.exact,
+                   distortion=bounded.distortion, kept=bounded.kept, over_budget=bounded.over_budget)
+
+
+def pools(nodes: Sequence[NodeView], usage: Sequence[PodUsage], *,
+          budget: int = pool_bounds.DEFAULT_BUDGET) -> list[cluster.NodePool]:
+    """`pooling(...).pools`: the member's node pools, sorted by name."""
+    return pooling(nodes, usage, budget=budget).pools
+
+
+def _fit_allocatable(allocatable: Sequence[tuple[str, fractions.Fraction]]) -> dict[str, fractions.Fraction]:
+    """A class's allocatable as the fit reads it: `pods` defaults to the kubelet's limit."""
+    found = dict(allocatable)
+    found.setdefault(fit.PODS, fractions.Fraction(fit.DEFAULT_MAX_PODS))
+    return found
+
+
+def _at_least(amounts: Mapping[str, fractions.Fraction]) -> dict[str, str]:
+    """Quantity texts never below the amounts (a text holds whole nano-units; finer rounds up)."""
+    return {name: quantity.format_at_least(amount, resource=name) for name, amount in sorted(amounts.items())}
 
 
 def capacity_summary(

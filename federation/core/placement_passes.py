@@ -65,8 +65,9 @@ class Ledger:
     """What is left of each (cluster, node pool) as replicas are placed, for pods of every kind.
 
     Subsets whose patched pods request different resources share a pool's nodes, so the ledger
-    counts nodes, not pod slots of one shape: a pool's nodes are identical, and each node this
-    placement fills is given to one kind of pods (`Member.kinds`), first fit, whole nodes. A kind
+    counts nodes, not pod slots of one shape: a pool's nodes are alike (each has at least the room
+    the pool states, `core/pool_bounds.py`), and each node this placement fills is given to one
+    kind of pods (`Member.kinds`), first fit, whole nodes. A kind
     first fills the nodes it holds, then takes whole free nodes. With one kind in a pool (subsets
     whose pods request the same: the usual case) the count is exact. With several, a node given to
     one kind takes no pod of another even where it has room, so the ledger can promise fewer pods

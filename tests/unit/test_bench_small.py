@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from bench import failover, inventory
+from bench import failover, inventory, synthetic_cluster
 from bench import run as runner
+from federation.api import quantity
 
 
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     """`--quick` means a tiny member cluster and a tiny federation."""
-    monkeypatch.setattr(inventory, "QUICK", inventory.Size(nodes=60, pods=240))
+    monkeypatch.setattr(inventory, "QUICK", inventory.Size(nodes=60, pods=1200))
     monkeypatch.setattr(failover, "QUICK", failover.Size(spreads=16, clusters=4))
 
 
@@ -33,10 +34,12 @@ def test_both_benchmarks_record_their_keys_through_the_runner() -> None:
     assert all("error" not in item for item in found.values()), found
     json.dumps(results)  # the runner writes it as JSON
     store = found["inventory"]
-    assert {"nodes", "pods", "rss_mb", "fit_ms", "pools", "pool_build_ms", "method"} <= set(store)
-    assert (store["nodes"], store["pods"]) == (60, 240)
-    assert store["pools"] > 0 and store["fit_ms"] > 0 and store["pool_build_ms"] > 0
-    assert store["fit_pods"] > 0 and store["bound_pods"] <= 240
+    assert {"nodes", "pods", "rss_mb", "fit_p50_ms", "fit_p99_ms", "pools", "pools_exact", "pool_build_ms",
+            "within_goals", "method"} <= set(store)
+    assert (store["nodes"], store["pods"]) == (60, 1200)
+    assert 0 < store["pools"] <= 100 and store["fit_p50_ms"] > 0 and store["pool_build_ms"] > 0
+    assert store["fit_p99_ms"] >= store["fit_p50_ms"] and store["rss_mb"] > store["rss_growth_mb"]
+    assert 0 < store["fit_pods"] <= store["fit_pods_exact"] and store["bound_pods"] <= 1200
     moved = found["failover"]
     assert {"spreads", "clusters", "reconverge_s", "affected_spreads", "method"} <= set(moved)
     assert (moved["spreads"], moved["clusters"]) == (16, 4)
@@ -57,3 +60,20 @@ def test_synthesized_cluster_has_the_asked_size_and_variety() -> None:
     pod = inventory.pod_json(plan, 5)
     assert node["metadata"]["labels"]["kubernetes.io/hostname"] == node["metadata"]["name"]
     assert pod["spec"]["containers"] and pod["metadata"]["namespace"]
+
+
+def test_synthesized_load_fits_the_nodes_and_varies_from_node_to_node() -> None:
+    """Pods are bound only where they fit (as the scheduler binds them), and the load differs enough
+    from node to node that grouping nodes by exact load would make almost one pool per node."""
+    plan = inventory.plan(inventory.Size(nodes=300, pods=6000))
+    load: dict[int, list[int]] = {}
+    for workload, _, node, phase in plan.pods:
+        if node >= 0 and phase != "Succeeded":
+            needs = synthetic_cluster.pod_needs(plan.workloads[workload])
+            load[node] = [a + b for a, b in zip(load.get(node, [0, 0, 0, 0]), needs, strict=True)]
+    for node, (cpu, memory, pods, gpus) in load.items():
+        kind = synthetic_cluster.NODE_KINDS[plan.nodes[node][0]]
+        assert cpu <= quantity.parse_quantity(kind.allocatable_cpu) * 1000 and pods <= int(kind.pods)
+        assert memory <= quantity.parse_quantity(kind.allocatable_memory) and gpus <= kind.gpus
+    assert len({tuple(v) for v in load.values()}) >= 0.9 * len(load)
+    assert sum(1 for p in plan.pods if p[2] < 0) < 0.05 * len(plan.pods), "few pods find no room"
