@@ -192,8 +192,8 @@ def measure(size: world.Size, *, report: Report, directory: pathlib.Path | None 
         where = directory or pathlib.Path(temporary)
         with environment.Federation(where, members=scenario.members, report=report, ray=False) as federation:
             run = Run(federation, scenario, report=report)
-            run.watch.start()
             try:
+                run.watch.start()
                 run.other_workloads()
                 began = time.monotonic()
                 steps = run.steps()
