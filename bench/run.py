@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("inventory", "placement", "failover", "admission")
+BENCHMARKS = ("inventory", "placement", "failover", "admission", "accuracy")
 
 
 def machine() -> dict[str, Any]:

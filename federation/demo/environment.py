@@ -11,8 +11,9 @@ Everything talks mTLS, as a user's federation would: `start()` first issues, wit
 its cluster) and a client certificate for the SDK, under `<directory>/pki/` (each run makes new
 ones). `placement_client()` is the SDK client with those.
 
-The members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then `aws-eu`,
-`gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`).
+The demo's members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then
+`aws-eu`, `gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`). A benchmark
+may bring members of its own shape (`MemberPlan.of_groups`) and place without Ray (`ray=False`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ class MemberPlan:
     region: str
     nodes: int
     cpu: str
+    groups: tuple[nodesim.NodeGroup, ...] = ()
+    """The member's nodes when it has a shape of its own (see `of_groups`); empty for the demo's."""
+
+    @classmethod
+    def of_groups(cls, name: str, region: str, groups: Sequence[nodesim.NodeGroup]) -> MemberPlan:
+        """A member whose nodes are exactly `groups` (mixed shapes, labels, taints)."""
+        return cls(name, region, nodes=sum(g.count for g in groups), cpu="", groups=tuple(groups))
 
     def profile(self) -> list[nodesim.NodeGroup]:
         """The node simulator's profile: `nodes` nodes labelled with the region, `cpu` CPUs each.
@@ -61,7 +69,10 @@ class MemberPlan:
         pools (`cloud.google.com/gke-nodepool`): `general` (all nodes but one, 16Gi) and `highmem`
         (one node, 64Gi). Every node of a member has the same CPUs, so CPU-bound pods fit exactly as
         on identical nodes (the demo's story depends on that, and on dc1's two 2-CPU nodes).
+        A member made `of_groups` has exactly those groups.
         """
+        if self.groups:
+            return list(self.groups)
         allocatable = {"cpu": self.cpu, "memory": "16Gi", "pods": "110"}
         labels = {"type": "worker", "topology.kubernetes.io/region": self.region}
         if self.name == "aws-eu":
@@ -134,12 +145,14 @@ class Process:
 class Federation:
     """Sandbox + coordinator + agents under `directory`; use as a context manager or call close()."""
 
-    def __init__(self, directory: pathlib.Path, *, members: int = 3, report: Report = lambda _: None,
-                 heartbeat_seconds: float = 1.0) -> None:
+    def __init__(self, directory: pathlib.Path, *, members: int | Sequence[MemberPlan] = 3,
+                 report: Report = lambda _: None, heartbeat_seconds: float = 1.0, ray: bool = True) -> None:
         self.directory = directory
-        self.members = plan(members)
+        self.members = plan(members) if isinstance(members, int) else list(members)
         self.report = report
         self.heartbeat_seconds = heartbeat_seconds
+        self.ray = ray
+        """Place on a local Ray (as a user's coordinator would), or in-process (`--no-ray`)."""
         self.sandbox: state.SandboxState | None = None
         self.coordinator: Process | None = None
         self.coordinator_address = f"127.0.0.1:{free_port()}"
@@ -167,12 +180,13 @@ class Federation:
                 self.directory / "sandbox", members=[m.name for m in self.members],
                 profiles={m.name: m.profile() for m in self.members}, crds=hubsetup.bundled_crds(),
                 report=self.report)
-            self.report("starting the coordinator (and a local Ray)")
+            self.report("starting the coordinator" + (" (and a local Ray)" if self.ray else ", without Ray"))
             served = self.tls(COORDINATOR)
             self.coordinator = Process("coordinator", fedspread_command(
                 "coordinator", "--hub-kubeconfig", self.sandbox.hub.kubeconfig,
                 "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds),
-                "--tls-cert", str(served.cert), "--tls-key", str(served.key), "--tls-ca", str(served.ca)),
+                "--tls-cert", str(served.cert), "--tls-key", str(served.key), "--tls-ca", str(served.ca),
+                *(() if self.ray else ("--no-ray",))),
                 log=self.logs / "coordinator.log")
             self._wait_serving()
             for member in self.members:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import time
+import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -31,6 +32,8 @@ KEY = f"{NAMESPACE}/{NAME}"
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "demo" / "web.yaml"
 STEP_TIMEOUT = 120.0
 POLL_SECONDS = 1.0
+REQUEST_TIMEOUT = 10.0
+"""Seconds any one request to the hub may take."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +87,34 @@ class Step:
 
 
 Observer = Callable[[str, Observation], None]
+
+
+def ensure_namespace(api: client.ApiClient, namespace: str) -> None:
+    """Create `namespace` in the cluster of `api` unless it exists."""
+    try:
+        with kube_errors.translated(f"create namespace {namespace}"):
+            client.CoreV1Api(api).create_namespace(
+                client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)),
+                _request_timeout=REQUEST_TIMEOUT)
+    except kube_errors.Conflict:
+        pass  # it exists from an earlier step
+
+
+def create_workload(hub: client.ApiClient, namespace: str, *, deployment: dict[str, Any],
+                    spread: dict[str, Any]) -> None:
+    """On the hub: the namespace (unless it exists), the target Deployment, its FederatedSpread."""
+    ensure_namespace(hub, namespace)
+    body = typing.cast(client.V1Deployment, deployment)  # the client sends a dict body as it is
+    client.AppsV1Api(hub).create_namespaced_deployment(namespace, body, _request_timeout=REQUEST_TIMEOUT)
+    client.CustomObjectsApi(hub).create_namespaced_custom_object(
+        common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread,
+        _request_timeout=REQUEST_TIMEOUT)
+
+
+def scale_target(hub: client.ApiClient, namespace: str, name: str, *, replicas: int) -> None:
+    """`kubectl scale deployment/NAME --replicas=N` on the hub: the one knob of a spread's size."""
+    client.AppsV1Api(hub).patch_namespaced_deployment_scale(
+        name, namespace, {"spec": {"replicas": replicas}}, _request_timeout=REQUEST_TIMEOUT)
 
 
 class Story:
@@ -153,20 +184,11 @@ class Story:
     def apply_example(self) -> None:
         """The namespace, the Deployment and the FederatedSpread of examples/demo/web.yaml."""
         deployment, spread = yaml.safe_load_all(EXAMPLE.read_text())
-        core, apps = client.CoreV1Api(self.hub), client.AppsV1Api(self.hub)
-        try:
-            with kube_errors.translated(f"create namespace {NAMESPACE}"):
-                core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
-        except kube_errors.Conflict:
-            pass  # it exists from an earlier step
-        apps.create_namespaced_deployment(NAMESPACE, deployment)
-        client.CustomObjectsApi(self.hub).create_namespaced_custom_object(
-            common.API_GROUP, common.API_VERSION, NAMESPACE, spread_api.PLURAL, spread)
+        create_workload(self.hub, NAMESPACE, deployment=deployment, spread=spread)
 
     def scale(self, replicas: int) -> None:
         """`kubectl scale deployment/web --replicas=N` on the hub."""
-        client.AppsV1Api(self.hub).patch_namespaced_deployment_scale(
-            NAME, NAMESPACE, {"spec": {"replicas": replicas}})
+        scale_target(self.hub, NAMESPACE, NAME, replicas=replicas)
 
     # --- the steps -----------------------------------------------------------------------------
 

@@ -11,25 +11,14 @@ from __future__ import annotations
 
 import pathlib
 
+from leftovers import processes_mentioning
+
 from bench import admission
 from federation.sandbox import state
 
 SIZE = 20
 MODE_KEYS = {"handler_p50_ms", "handler_p99_ms", "create_p50_ms", "create_p99_ms", "burst_s", "conflicts",
              "over_cap"}
-
-
-def processes_mentioning(text: str) -> list[str]:
-    """Command lines of live processes that mention `text` (the sandbox's directory)."""
-    found = []
-    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except OSError:  # the process ended meanwhile
-            continue
-        if any(text.encode() in arg for arg in args):
-            found.append(b" ".join(args).decode(errors="replace")[:200])
-    return found
 
 
 def test_a_small_run_keeps_fedspread_under_its_caps_and_cleans_up(tmp_path: pathlib.Path) -> None:
