@@ -242,14 +242,16 @@ class Federation:
             return time.perf_counter() - started
 
     def expected(self, keys: Sequence[str], clusters: Sequence[str]) -> Expected:
-        """What each of `clusters` should hold for `keys`, from the world's placements (lock held)."""
+        """What each of `clusters` given replicas of `keys` should hold, from the world's placements
+        (lock held). A cluster with none is not checked: it is sent nothing unless it held some
+        before (then its zero quotas, then a removal once its pods are gone)."""
         found: Expected = {}
         for key in keys:
             result = self.world.placements[key]
-            holders = {name for s in result.subsets for name in s.clusters}
             for name in clusters:
-                found[(name, key)] = (tuple(s.clusters.get(name, 0) for s in result.subsets)
-                                      if name in holders else None)
+                quotas = tuple(s.clusters.get(name, 0) for s in result.subsets)
+                if any(quotas):
+                    found[(name, key)] = quotas
         return found
 
     def settle(self, expected: Expected, *, what: str, poll: float) -> None:

@@ -66,6 +66,8 @@ log = logging.getLogger("fedspread.coordinator.agents")
 
 END = object()  # queued by the servicer when its stream ends: the writer returns
 SUPERSEDED = object()  # queued when a newer stream for the same cluster replaced this one
+NOT_SELECTED = "cluster no longer selected"
+NO_REPLICAS_LEFT = "no replicas here: a share of 0 and no pods left"
 
 
 class AgentStream:
@@ -174,7 +176,9 @@ class Coordinator:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
         name, sent = stream.cluster, {}
         for key in sorted(self.world.placements):
-            message = self._assignments_for(key, only={name}).get(name)
+            # A spread the agent holds a workload of is sent even at quota 0 (removed once empty).
+            applied = (name,) if key in stream.applied else ()
+            message = self._assignments_for(key, only={name}, keep=applied).get(name)
             if message is not None:
                 sent[key] = message
                 stream.send(assignment=message)
@@ -201,14 +205,17 @@ class Coordinator:
                                           "unknown_kept": unknown})
 
     def _assignments_for(
-        self, key: str, *, only: Collection[str] | None = None
+        self, key: str, *, only: Collection[str] | None = None, keep: Collection[str] = (),
     ) -> dict[str, agent_pb2.SpreadAssignment]:
+        """Spread `key`'s assignments: to clusters with replicas of it, and to the ones that still
+        hold its pods (reported), were last sent replicas of it, or are in `keep`."""
         entry, result = self.world.spread(key), self.world.placements.get(key)
         if entry is None or result is None:
             return {}
         now = self.clock()
+        holding = self.world.pods.holding(key) | self._sent.gave_replicas(key) | set(keep)
         messages = assignments.for_clusters(
-            entry, result, marks=self.world.marks_for(key), now=now, only=only)
+            entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding)
         if messages:
             issued = timestamp_pb2.Timestamp()
             issued.FromDatetime(now)
@@ -239,13 +246,15 @@ class Coordinator:
                     self._deliver(name, key, None, reason="spread deleted", orphan=orphan)
             for key in sorted(result.placements):
                 new = self._assignments_for(key, only=listening)
+                selected = {name for s in result.placements[key].subsets for name in s.clusters}
                 for name in self._sent.clusters_for(key, new):
-                    self._deliver(name, key, new.get(name))
+                    self._deliver(name, key, new.get(name),
+                                  reason=NO_REPLICAS_LEFT if name in selected else NOT_SELECTED)
             return result
 
     def _deliver(
         self, name: str, key: str, new: agent_pb2.SpreadAssignment | None, *,
-        reason: str = "cluster no longer selected", orphan: bool = False,
+        reason: str = NOT_SELECTED, orphan: bool = False,
     ) -> None:
         """Send cluster `name`'s resynced stream `new` (None: a removal, orphaning the workload when
         `orphan`) unless it holds the same."""
@@ -291,8 +300,18 @@ class Coordinator:
                     log.warning("agent could not apply", extra={
                         "cluster": name, "spread": message.ack.spread,
                         "generation": message.ack.generation, "error": message.ack.error})
+                else:
+                    self._remove_if_empty(name, message.ack.spread)
             elif kind == "hello":
                 raise ValueError("Hello is only valid as the first message of a stream")
+
+    def _remove_if_empty(self, name: str, key: str) -> None:
+        """Cluster `name` applied an assignment of spread `key`: if what it holds now is a share of 0
+        and it reports no pods of the spread, it is sent the removal (its pod reports would not
+        change, so no publish would send it)."""
+        last = self._sent.last(name, key)
+        if last is not None and last.replicas == 0 and name not in self.world.pods.holding(key):
+            self._deliver(name, key, None, reason=NO_REPLICAS_LEFT)
 
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
         pools = inbound.node_pools(report)

@@ -229,6 +229,13 @@ def replicas_of(agents: dict[str, standin_agent.StandInAgent], key: str) -> dict
 
 def wait_replicas(agents: dict[str, standin_agent.StandInAgent], key: str, expected: dict[str, int], *,
                   what: str, timeout: float = TIMEOUT) -> None:
-    """Wait until the agents hold exactly `expected` replicas of spread `key`."""
-    waiting.wait_for(lambda: replicas_of(agents, key) == expected, timeout=timeout,
+    """Wait until the agents hold exactly `expected` replicas of spread `key` (an expected 0 is met
+    by no assignment too: a cluster is sent a spread only while it has replicas of it)."""
+
+    def met() -> bool:
+        found = replicas_of(agents, key)
+        return found.keys() == expected.keys() and all(
+            found[name] == count or (count == 0 and found[name] is None) for name, count in expected.items())
+
+    waiting.wait_for(met, timeout=timeout,
                      message=lambda: f"{what}: agents have {replicas_of(agents, key)}, expected {expected}")

@@ -263,6 +263,8 @@ class Member:
             if seen is None or seen <= decoded.generation:
                 self.book.set_assignment(decoded)
                 self.received[decoded.spread] = decoded.generation
+                self.outbox.put_event(agent_pb2.AgentMessage(ack=agent_pb2.Ack(  # as the link acks
+                    spread=decoded.spread, generation=decoded.generation)))
         elif kind == "removal":
             seen = self.received.get(message.removal.spread)
             if seen is None or seen <= message.removal.generation:

@@ -163,7 +163,7 @@ def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:
 def test_delete_sends_a_removal_to_every_cluster() -> None:
     clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})
-    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=2)
+    keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS), replicas=5)  # 3 + 2
     run(model, keys, clock)
     before = sent(model, "shop/web", clock)
     keys = model.delete_spread("shop/web")

@@ -298,6 +298,9 @@ class FederationMachine(stateful.RuleBasedStateMachine):
                 continue
             assert result is not None
             expected = {s.name: s.clusters.get(name, 0) for s in result.subsets}
+            if member.book.assignment(fm.KEY) is None:  # sent only while it has replicas or pods
+                assert not any(expected.values()), (name, expected)
+                continue
             assert member.quotas() == expected, (name, member.quotas(), expected)
 
     @stateful.invariant()
@@ -366,6 +369,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             assert member.stream is not None and member.stream.outgoing.empty(), member.name
             assert sum(member.quotas().values()) == len(member.pods), (member.name, member.quotas(),
                                                                        sorted(member.pods))
+            # Assignments only where replicas are: a share of 0 with no pods left is removed.
+            assert member.book.assignment(fm.KEY) is None or member.pods, (member.name, member.quotas())
         self.connected_agents_enforce_exactly_the_placement()
         if self.strategy == "Adaptive" and not any("" in m.holding() for m in self.fed.members.values()):
             # Waiting is state: replicas that fit nowhere stay waiting until their pods run. Pods of

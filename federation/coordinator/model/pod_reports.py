@@ -132,6 +132,12 @@ class PodReports:
                         found.setdefault(subset, {})[name] = pods.ready
         return found
 
+    def holding(self, key: str) -> frozenset[str]:
+        """The clusters whose last report counts pods of spread `key` (running, pending, being
+        created or being deleted): they keep its assignment until their pods are gone."""
+        return frozenset(name for name, per_subset in self.by_spread.get(key, {}).items()
+                         if any(pods.active or pods.deleting for pods in per_subset.values()))
+
     def held_by(self, name: str, key: str) -> dict[str, int]:
         """What cluster `name` holds of spread `key` per subset, as far as the coordinator knows:
         its last report's running pods, or the share it ran before it was lost, whichever is more."""

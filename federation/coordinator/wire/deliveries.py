@@ -27,6 +27,16 @@ class SentLedger:
         """Per cluster and spread, `assignments.comparable` of what `_sent` holds (when known)."""
         self._holders: dict[str, set[str]] = {}
 
+    def last(self, cluster: str, key: str) -> agent_pb2.SpreadAssignment | None:
+        """The assignment of spread `key` that `cluster` was last sent (None: none, or a removal)."""
+        return self._sent.get(cluster, {}).get(key)
+
+    def gave_replicas(self, key: str) -> frozenset[str]:
+        """The clusters last sent spread `key` with a quota above 0: they are sent its zero quotas
+        before it is removed from them (`assignments` module docstring)."""
+        return frozenset(cluster for cluster in self._holders.get(key, ())
+                         if self._sent[cluster][key].replicas > 0)
+
     def holders(self, key: str) -> frozenset[str]:
         """The clusters that were sent spread `key` and not a removal since."""
         return frozenset(self._holders.get(key, ()))
