@@ -65,10 +65,11 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
     if not ours:
         return
     when, load = _when(document, only="admission"), _load(found, document)
-    yield ("admission", f"handler p99 {ours['handler_p99_ms']} ms (baseline {baseline.get('handler_p99_ms')} ms)",
-           "≤ 1 ms", _verdict(ours["handler_p99_ms"] <= 1.0), load, when)
-    yield ("admission", f"pod create p99 {ours['create_p99_ms']} ms (baseline {baseline.get('create_p99_ms')} ms); "
-           f"{ours['over_cap']} pods over a cap", "0 over a cap", _verdict(ours["over_cap"] == 0), load, when)
+    handler = f"handler p99 {ours['handler_p99_ms']} ms (baseline {baseline.get('handler_p99_ms')} ms)"
+    yield ("admission", handler, "≤ 1 ms", _verdict(ours["handler_p99_ms"] <= 1.0), load, when)
+    create = (f"pod create p99 {ours['create_p99_ms']} ms (baseline {baseline.get('create_p99_ms')} ms); "
+              f"{ours['over_cap']} pods over a cap")
+    yield ("admission", create, "0 over a cap", _verdict(ours["over_cap"] == 0), load, when)
 
 
 def _placement(document: dict[str, Any]) -> Iterator[Row]:
@@ -77,8 +78,9 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
         if "error" in row:
             continue
         backend = f", {row['backend']}" if row.get("backend") else ""
-        figure = (f"{row['spreads']:,} spreads × {row['clusters']:,} clusters{backend}: "
-                  f"{row['per_spread_ms']} ms per spread, full round {row['full_s']} s, RSS {row['rss_mb']} MB")
+        figure = (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters{backend}: "
+                  f"{row['per_spread_ms']} ms per spread, full round {row['full_s']} s, "
+                  f"RSS {row['rss_mb']} MB")
         if row["clusters"] >= 1000:
             goal, verdict = "≤ 0.5 ms per spread at 1,000 clusters", _verdict(row["per_spread_ms"] <= 0.5)
         else:
@@ -158,7 +160,8 @@ def rendered(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.readme", description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if bench/README.md differs from the JSON")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if bench/README.md differs from the JSON")
     options = parser.parse_args(argv)
     before = README.read_text()
     after = rendered(before)
