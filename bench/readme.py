@@ -78,7 +78,8 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
         if "error" in row:
             continue
         backend = f", {row['backend']}" if row.get("backend") else ""
-        figure = (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters{backend}: "
+        size = f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters"
+        figure = (f"{size}{backend}: "
                   f"{row['per_spread_ms']} ms per spread, full round {row['full_s']} s, "
                   f"RSS {row['rss_mb']} MB")
         if row["clusters"] >= 1000:
