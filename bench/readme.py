@@ -99,6 +99,18 @@ def _failover(document: dict[str, Any]) -> Iterator[Row]:
            _when(document, only="failover"))
 
 
+def _recovery(document: dict[str, Any]) -> Iterator[Row]:
+    found = document.get("recovery") or {}
+    if "running_s" not in found:
+        return
+    lost = found["cluster_lost_seconds"]
+    figure = (f"agent SIGKILLed \N{RIGHTWARDS ARROW} replacements Ready in the survivor "
+              f"{found['running_s']} s (placement moved at {found['placed_s']} s; clusterLostSeconds "
+              f"{lost}; {found['moved_replicas']} replicas)")
+    yield ("recovery", figure, "(what a user sees; no goal set)", "\N{EM DASH}", _load(found, document),
+           _when(document, only="recovery"))
+
+
 def _inventory(document: dict[str, Any]) -> Iterator[Row]:
     found = document.get("inventory") or {}
     if "rss_mb" not in found:
@@ -138,6 +150,7 @@ def rows() -> list[Row]:
     found += _admission(full)
     found += _placement(full)
     found += _failover(full)
+    found += _recovery(_document("recovery"))
     found += _inventory(_document("inventory"))
     found += _accuracy(_document("accuracy"))
     return found
