@@ -16,7 +16,9 @@ runs all its replicas where agents answer. This measures that, end to end, on th
   the spread has replicas (`running_s`: the replacements scheduled, started and Ready).
 
 The dead member's pods keep running unmanaged (do no harm: a lost cluster is never told to delete);
-they are not counted. `running_s` minus `clusterLostSeconds` is what fedspread adds to detection.
+they are not counted. Detection counts from the victim's last heartbeat, not from the kill, so
+`placed_s` can be a heartbeat interval under `clusterLostSeconds`; `after_placement_s` is the
+rest: from the new placement to the replacements Ready.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def measure(replicas: int, *, report: Report, directory: pathlib.Path | None = N
                 unmanaged = ready_pods(apis[VICTIM])
     found = {"replicas": replicas, "moved_replicas": before[VICTIM], "cluster_lost_seconds": LOST_SECONDS,
              "placed_s": round(placed - killed, 2), "running_s": round(running - killed, 2),
-             "after_detection_s": round(running - killed - LOST_SECONDS, 2),
+             "after_placement_s": round(running - placed, 2),
              "unmanaged_ready_pods": unmanaged,
              "method": "agent SIGKILLed; placed_s until the SDK's placement gives the lost member 0 "
                        "(detection included); running_s until the survivor has Ready pods for every "
