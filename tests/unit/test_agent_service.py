@@ -9,7 +9,6 @@ waits poll with deadlines. No Kubernetes, no Ray.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import functools
 import queue
@@ -25,7 +24,7 @@ from agents import outbox as outbox_mod
 from agents.link import client as link_mod
 from federation.coordinator import facade
 from federation.coordinator.model import world
-from federation.coordinator.services import agent_service
+from federation.coordinator.services import agent_service, aio_server
 from federation.rpc import agent_pb2, agent_pb2_grpc
 from federation.rpc import assignment as assignment_mod
 from tests.support import builders
@@ -85,7 +84,7 @@ class Federation:
             self.coordinator, clock=self.clock, heartbeat_seconds=1, on_cluster_hello=self.hellos.append,
             require_identity=False)  # plaintext here; identities over mTLS: test_mtls.py
         self.port = 0
-        self.server: grpc.Server | None = None
+        self.server: aio_server.AioServer | None = None
         self.agents: dict[str, Agent] = {}
 
     @property
@@ -93,8 +92,8 @@ class Federation:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16))
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(self.servicer, server)
+        server = aio_server.AioServer(workers=4)
+        agent_service.add_to_server(server.server, self.servicer)
         self.port = server.add_insecure_port(f"127.0.0.1:{self.port}")
         assert self.port, "cannot bind"
         server.start()
@@ -102,7 +101,7 @@ class Federation:
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.stop(grace=None).wait()
+            self.server.stop(grace=None)
             self.server = None
 
     def connect(self, *names: str) -> None:
@@ -139,6 +138,7 @@ class Federation:
         for agent in self.agents.values():
             agent.link.stop()
         self.stop()
+        self.servicer.close()
 
 
 @pytest.fixture
