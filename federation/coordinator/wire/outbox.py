@@ -15,7 +15,10 @@ The rules, each because of what the agent does with the message (agents/link/cli
 - An assignment never replaces a queued **removal**: it is queued after it. The removal resets
   the spread's generation history on the stream (a spread re-created under the same name starts
   again at generation 1, which the agent would refuse as stale after the old one) and orphans or
-  deletes the old workload by its policy. So a spread has at most two messages queued.
+  deletes the old workload by its policy.
+- A removal after such a pair (removal, assignment) takes the assignment out and is itself not
+  queued: the first removal leaves the agent without the spread, which is what the ledger says
+  after the second. So a spread has at most two messages queued, a removal then an assignment.
 - A `ResyncRequest` is idempotent ("send your full reports again"): a queued one absorbs the next
   (their flags OR-ed).
 - Welcome and the `ResyncComplete` notice come once per stream and are never dropped. Other
@@ -47,13 +50,14 @@ _RESYNC = "resync"
 
 
 class _Slot:
-    """One place in the queue; a keyed slot's message is replaced in place while it waits."""
+    """One place in the queue; a keyed slot's message is replaced in place while it waits, and a
+    slot taken out of the middle is left empty (None) for `take` to skip."""
 
     __slots__ = ("key", "message")
 
     def __init__(self, key: tuple[str, str] | None, message: agent_pb2.CoordinatorMessage) -> None:
         self.key = key
-        self.message = message
+        self.message: agent_pb2.CoordinatorMessage | None = message
 
 
 def _key(message: agent_pb2.CoordinatorMessage) -> tuple[str, str] | None:
@@ -78,8 +82,10 @@ class Outbox:
     def __init__(self, *, max_notices: int = MAX_NOTICES) -> None:
         self._lock = threading.Lock()
         self._queue: collections.deque[_Slot] = collections.deque()
-        self._latest: dict[tuple[str, str], _Slot] = {}
-        """Per key, its last slot still queued: the one a newer message may replace."""
+        self._pending: dict[tuple[str, str], list[_Slot]] = {}
+        """Per key, its slots still queued, in order (at most two: a removal, then an assignment)."""
+        self._size = 0
+        """Slots queued and not emptied."""
         self._max_notices = max_notices
         self._notices = 0
         self._closing: object | None = None
@@ -93,7 +99,7 @@ class Outbox:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._queue)
+            return self._size
 
     def qsize(self) -> int:
         """Messages queued (as `queue.Queue.qsize`)."""
@@ -102,7 +108,7 @@ class Outbox:
     def empty(self) -> bool:
         """Nothing to hand out: no message and no close reason."""
         with self._lock:
-            return not self._queue and self._closing is None
+            return not self._size and self._closing is None
 
     @property
     def closed(self) -> bool:
@@ -124,9 +130,7 @@ class Outbox:
             if self._closing is not None:
                 self.dropped += 1
                 return False
-            waiting = self._latest.get(key) if key is not None else None
-            if waiting is not None and not self._keeps(waiting.message, message):
-                waiting.message = _merged(waiting.message, message)
+            if key is not None and key in self._pending and self._coalesce(key, message):
                 self.coalesced += 1
                 return True
             if _advisory(message):
@@ -136,11 +140,30 @@ class Outbox:
                 self._notices += 1
             slot = _Slot(key, message)
             self._queue.append(slot)
+            self._size += 1
             if key is not None:
-                self._latest[key] = slot
+                self._pending.setdefault(key, []).append(slot)
             waker = self._disarm()
         if waker is not None:
             waker()
+        return True
+
+    def _coalesce(self, key: tuple[str, str], message: agent_pb2.CoordinatorMessage) -> bool:
+        """Under the lock: fold `message` into key's queued slots; False when it must be appended."""
+        slots = self._pending[key]
+        last = slots[-1]
+        assert last.message is not None
+        new, queued = message.WhichOneof("body"), last.message.WhichOneof("body")
+        if new == "assignment" and queued == "removal":
+            return False  # after the removal, never instead of it
+        if new == "removal" and queued == "removal":
+            return True  # the agent holds nothing of it already (the ledger never sends this)
+        if new == "removal" and len(slots) == 2:  # removal, assignment, removal: the first stands
+            last.message = None
+            slots.pop()
+            self._size -= 1
+            return True
+        last.message = _merged(last.message, message)
         return True
 
     def close(self, reason: object, *, drain: bool = False) -> None:
@@ -159,17 +182,24 @@ class Outbox:
         """The next message, or the close reason when it is due; None when there is nothing, and
         then the waker is called on the next `put` or `close`."""
         with self._lock:
-            if self._closing is not None and (not self._drain or not self._queue):
+            if self._closing is not None and (not self._drain or not self._size):
                 return self._closing
-            if not self._queue:
-                self._armed = True
-                return None
-            slot = self._queue.popleft()
-            if slot.key is not None and self._latest.get(slot.key) is slot:
-                del self._latest[slot.key]
-            if _advisory(slot.message):
-                self._notices -= 1
-            return slot.message
+            while self._queue:
+                slot = self._queue.popleft()
+                message = slot.message
+                if message is None:  # taken out by a later removal
+                    continue
+                self._size -= 1
+                if slot.key is not None:
+                    slots = self._pending[slot.key]
+                    slots.remove(slot)
+                    if not slots:
+                        del self._pending[slot.key]
+                elif _advisory(message):
+                    self._notices -= 1
+                return message
+            self._armed = True
+            return None
 
     def get_nowait(self) -> object:
         """`take`, raising `queue.Empty` for nothing (as `queue.Queue.get_nowait`; tests drain so)."""
@@ -184,11 +214,6 @@ class Outbox:
             return None
         self._armed = False
         return self._waker
-
-    @staticmethod
-    def _keeps(queued: agent_pb2.CoordinatorMessage, new: agent_pb2.CoordinatorMessage) -> bool:
-        """Whether `queued` must stay and `new` go after it: an assignment after a removal."""
-        return bool(queued.WhichOneof("body") == "removal" and new.WhichOneof("body") == "assignment")
 
 
 def _merged(
