@@ -120,10 +120,12 @@ class Coordinator:
         with self.lock:
             return sorted(self._streams)
 
-    def backlog(self) -> int:
-        """Messages queued for the agents and not yet written to their streams (after coalescing)."""
+    def backlog(self, cluster_name: str | None = None) -> int:
+        """Messages queued for the agents (for `cluster_name`'s only, if given) and not yet written
+        to their streams (after coalescing)."""
         with self.lock:
-            return sum(stream.outgoing.qsize() for stream in self._streams.values())
+            streams = [s for name, s in self._streams.items() if cluster_name in (None, name)]
+            return sum(stream.outgoing.qsize() for stream in streams)
 
     def attach(self, hello: agent_pb2.Hello, *, heartbeat_seconds: int) -> AgentStream:
         """A welcomed Hello: replace any older stream, register, queue Welcome and the full resync."""
