@@ -247,6 +247,17 @@ def test_second_stream_for_a_cluster_replaces_the_first(fed: Federation) -> None
         call.cancel()
 
 
+def test_a_stream_that_ends_while_it_is_being_attached_is_detached_afterwards(fed: Federation) -> None:
+    with fed.coordinator.lock:  # the facade is busy: attach waits on its pool
+        requests, call = raw_stream(fed, "late")
+        wait(lambda: [h for h in fed.hellos if h.cluster_name == "late"], what="the Hello")
+        call.cancel()
+        time.sleep(0.2)  # the servicer sees the call end before attach returns
+    wait(lambda: "late" in fed.coordinator.world.cluster_names(), what="the attach")
+    wait(lambda: fed.coordinator.connected() == [], what="the late detach")
+    requests.put(None)
+
+
 def test_silent_agent_fails_over_after_cluster_lost_seconds(placed: Federation) -> None:
     dc1, aws = placed.agents["dc1"], placed.agents["aws"]
     dc1.link.stop()

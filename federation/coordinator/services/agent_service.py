@@ -85,9 +85,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> AsyncIterator[agent_pb2.CoordinatorMessage]:
         hello = await self._hello(request_iterator, context)
         self._hook(hello)
+        loop = asyncio.get_running_loop()
+        attaching = loop.run_in_executor(self._executor, functools.partial(
+            self.coordinator.attach, hello, heartbeat_seconds=max(1, round(self.heartbeat_seconds))))
         try:
-            stream = await self._blocking(self.coordinator.attach, hello,
-                                          heartbeat_seconds=max(1, round(self.heartbeat_seconds)))
+            stream = await asyncio.shield(attaching)
+        except asyncio.CancelledError:  # the call ended while the facade attached: detach after it
+            attaching.add_done_callback(self._detach_late)
+            raise
         except Exception:  # the coordinator's fault, not the agent's: say so, never UNKNOWN
             log.exception("attaching an agent stream failed", extra={"cluster": hello.cluster_name})
             await context.abort(grpc.StatusCode.INTERNAL, "the coordinator could not attach the stream")
@@ -103,7 +108,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             reader.cancel()
             stream.outgoing.set_waker(None)
             # Not awaited: the handler may be ending by cancellation; the pool runs it regardless.
-            asyncio.get_running_loop().run_in_executor(self._executor, self._detach, stream)
+            loop.run_in_executor(self._executor, self._detach, stream)
 
     async def _hello(
         self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext,
@@ -217,6 +222,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         """`call` on the executor, awaited from the loop."""
         return await asyncio.get_running_loop().run_in_executor(
             self._executor, functools.partial(call, *args, **kwargs))
+
+    def _detach_late(self, attaching: asyncio.Future[facade.AgentStream]) -> None:
+        if not attaching.cancelled() and attaching.exception() is None:
+            asyncio.get_running_loop().run_in_executor(self._executor, self._detach, attaching.result())
 
     def _detach(self, stream: facade.AgentStream) -> None:
         try:
