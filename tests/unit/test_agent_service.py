@@ -25,7 +25,8 @@ from agents.link import client as link_mod
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.coordinator.wire import inbound
+from federation.rpc import agent_pb2, agent_pb2_grpc, keepalive
 from federation.rpc import assignment as assignment_mod
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -217,6 +218,29 @@ def raw_stream(fed: Federation, name: str) -> tuple[queue.Queue[Any], Any]:
     channel = grpc.insecure_channel(fed.target)
     call = agent_pb2_grpc.AgentServiceStub(channel).Connect(iter(requests.get, None), timeout=DEADLINE)
     return requests, call
+
+
+def test_a_stream_without_hello_ends_after_the_hello_deadline(
+    fed: Federation, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(agent_service, "HELLO_SECONDS", 0.3)
+    requests: queue.Queue[Any] = queue.Queue()
+    with grpc.insecure_channel(fed.target) as channel:
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect(iter(requests.get, None), timeout=DEADLINE)
+        with pytest.raises(grpc.RpcError) as failure:
+            list(call)
+        requests.put(None)
+    assert failure.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "no Hello within" in (failure.value.details() or "")
+
+
+def test_keepalive_settings_of_both_ends_agree() -> None:
+    """The server must accept the agent's PINGs (else GOAWAY too_many_pings after two strikes)."""
+    server, client = dict(inbound.SERVER_OPTIONS), dict(keepalive.CHANNEL_OPTIONS)
+    assert server["grpc.http2.min_ping_interval_without_data_ms"] < client["grpc.keepalive_time_ms"]
+    assert server["grpc.keepalive_permit_without_calls"] == client["grpc.keepalive_permit_without_calls"] == 1
+    assert server["grpc.http2.max_pings_without_data"] == client["grpc.http2.max_pings_without_data"] == 0
+    assert server["grpc.keepalive_time_ms"] and server["grpc.keepalive_timeout_ms"]
 
 
 def test_bad_report_is_a_notice_and_the_stream_lives_on(fed: Federation) -> None:

@@ -32,6 +32,9 @@ are enough to keep a slow call (a what-if, a long publish) from stalling every s
 CALL_SECONDS = 10.0
 """Deadline for starting, binding and the part of stopping that is not the grace period."""
 
+SETTLE_SECONDS = 2.0
+"""After stopping, how long the cancelled calls may take to unwind."""
+
 T = TypeVar("T")
 Options = Sequence[tuple[str, Any]]
 
@@ -73,6 +76,7 @@ class AioServer:
         self._stopped = True
         try:
             self.call(self.server.stop(grace), timeout=(grace or 0.0) + CALL_SECONDS)
+            self.call(self._settle(), timeout=SETTLE_SECONDS + CALL_SECONDS)
         except (TimeoutError, concurrent.futures.TimeoutError):
             log.warning("gRPC server did not stop in time", extra={"grace": grace})
         finally:
@@ -86,6 +90,15 @@ class AioServer:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
+
+    async def _settle(self) -> None:
+        """Let the cancelled calls' tasks finish (their `finally` blocks queue the detaches), so
+        none is left pending when the loop closes."""
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=SETTLE_SECONDS)
 
     async def _create(self, options: Options) -> grpc.aio.Server:
         return grpc.aio.server(options=options)
