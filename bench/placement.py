@@ -46,7 +46,7 @@ MAX_STREAMS = 200
 """Agents with a live gRPC stream; the other clusters report straight into the coordinator's World.
 Placement still covers every cluster. The limit dates from the sync AgentService (two coordinator
 threads per stream: a 10k x 1k run with 1,000 streams had not finished its first delivery in 25
-minutes); the coordinator now serves streams as coroutines on a fixed pool (issue 16), but the
+minutes); the coordinator now serves streams as coroutines on a fixed pool, but the
 stand-in agents below are sync clients with a thread per stream, and the numbers in bench/README.md
 were measured with 200. Not re-measured with 1,000 streams yet."""
 TEMPLATE = {"spec": {"replicas": 1, "template": {"spec": {"containers": [
