@@ -207,7 +207,6 @@ class CoordinatorProcess:
         """Check the hub, listen, start watching and the loops; CoordinatorError on user problems."""
         probe_hub(self.api)
         server = aio_server.AioServer(options=inbound.SERVER_OPTIONS, workers=GRPC_WORKERS)
-        self._server = server  # stopped by stop(), also after a failed start
         self._placement_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
         agent_service.add_to_server(server.server, self.agents)
@@ -217,11 +216,11 @@ class CoordinatorProcess:
         else:
             port = server.add_secure_port(self.settings.listen, self._credentials)
         if not port:
-            self.stop()
+            server.stop()  # its loop thread and pool
             raise CoordinatorError(f"cannot listen on {self.settings.listen}: the port is in use "
                                    "or the address is not this machine's")
         server.start()
-        self.port = port
+        self._server, self.port = server, port
         self.watcher.start()
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
@@ -250,7 +249,7 @@ class CoordinatorProcess:
 
     def stop(self) -> None:
         """Stop serving, watching and the loops; safe to call twice and after a failed start."""
-        started = self.port != 0
+        started = self._server is not None
         self.stopping.set()
         self._events.put(None)
         if self._server is not None:
