@@ -101,6 +101,18 @@ def test_a_removal_after_a_removal_and_an_assignment_leaves_the_first_removal() 
     assert [describe(m) for m in drain(box)] == [("assignment", "shop/b", "1"), ("removal", "shop/a")]
 
 
+def test_deleting_and_recreating_a_spread_forever_leaves_no_trace() -> None:
+    box = outbox.Outbox()
+    box.put(assignment("shop/b", replicas=1))
+    for _ in range(10_000):
+        box.put(removal("shop/a", generation=6))
+        box.put(assignment("shop/a", replicas=1, generation=1))
+    assert len(box) == 3
+    assert len(box._queue) <= 3 + 65, "emptied slots are compacted away"
+    assert [describe(m) for m in drain(box)] == [
+        ("assignment", "shop/b", "1"), ("removal", "shop/a"), ("assignment", "shop/a", "1")]
+
+
 def test_a_key_taken_by_the_writer_is_queued_anew() -> None:
     box = outbox.Outbox()
     box.put(assignment("shop/a", replicas=1))

@@ -86,6 +86,8 @@ class Outbox:
         """Per key, its slots still queued, in order (at most two: a removal, then an assignment)."""
         self._size = 0
         """Slots queued and not emptied."""
+        self._emptied = 0
+        """Emptied slots still in the queue; compacted away when they outnumber the live ones."""
         self._max_notices = max_notices
         self._notices = 0
         self._closing: object | None = None
@@ -162,6 +164,10 @@ class Outbox:
             last.message = None
             slots.pop()
             self._size -= 1
+            self._emptied += 1
+            if self._emptied > max(self._size, 64):
+                self._queue = collections.deque(slot for slot in self._queue if slot.message is not None)
+                self._emptied = 0
             return True
         last.message = _merged(last.message, message)
         return True
@@ -188,6 +194,7 @@ class Outbox:
                 slot = self._queue.popleft()
                 message = slot.message
                 if message is None:  # taken out by a later removal
+                    self._emptied -= 1
                     continue
                 self._size -= 1
                 if slot.key is not None:
