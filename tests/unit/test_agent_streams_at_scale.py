@@ -11,9 +11,10 @@ servicer on loopback (plaintext: identity is test_mtls.py's), no Kubernetes, no 
   a full inventory and a heartbeat, and must be welcomed and resynced; then every cluster is
   given an assignment (one spread per cluster) and each must receive it.
 - A stalled agent (a raw stream that never reads, its HTTP/2 window full) is sent thirty rounds of
-  changes to twenty spreads of ~20 kB each, while a real agent `Link` must see each round within a
-  second; the stalled stream's outbox never holds more than one message per spread, and when it
-  reads at last it gets the latest version of each.
+  changes to twenty spreads of ~20 kB each, while a real agent `Link` must see each round within
+  3 s (0.04 to 0.7 s measured, the latter on a machine loaded 6x over); the stalled stream's outbox
+  never holds more than one message per spread, and when it reads at last it gets the latest
+  version of each.
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ def test_a_stalled_agent_delays_no_one_and_its_outbox_stays_bounded(served: Serv
             largest = max(largest, served.coordinator.backlog("stuck"))
         print(f"\nstalled agent: fast agent's slowest round {slowest:.3f} s; the stalled outbox held at "
               f"most {largest} messages for {SPREADS} spreads")
-        assert slowest < 1.0, f"a round took {slowest:.2f} s to reach the fast agent"
+        # A loop blocked by the stalled stream would never deliver; 3 s is for a loaded machine.
+        assert slowest < 3.0, f"a round took {slowest:.2f} s to reach the fast agent"
         assert 0 < largest <= SPREADS, largest
         assert served.coordinator.backlog("stuck") > 0, "the stalled stream should still be blocked"
         last = str(ROUNDS - 1)
