@@ -4,7 +4,8 @@ Why measured this way: the claim is per-spread cost at federation scale — ≤ 
 spread amortized at 1,000 clusters, ≤ 50 ms to react to one cluster's capacity change — against
 Karmada's published scheduling latency (P50 12 ms, P99 32 ms per binding). So the coordinator side
 is the real one: `facade.Coordinator` (World, loop, assignments) behind the real
-`AgentServicer` on a gRPC server, in a process of its own so its RSS is the coordinator's memory.
+`AgentServicer` on the coordinator's `grpc.aio` server, in a process of its own so its RSS is the
+coordinator's memory.
 The member clusters are stand-in agents in a second process: one real AgentService stream each
 (Hello, a full InventoryReport of synthesized node pools, heartbeats), counting the assignments
 they receive. Spreads and their hub Deployments are fed to the World directly (the hub watcher is
@@ -16,7 +17,6 @@ its stream until the recompute it triggers has been published.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import datetime
 import json
 import os
@@ -34,7 +34,7 @@ from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import world
-from federation.coordinator.services import agent_service
+from federation.coordinator.services import agent_service, aio_server
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
 
@@ -44,9 +44,11 @@ REGIONS = 10
 HEARTBEAT_SECONDS = 5.0
 MAX_STREAMS = 200
 """Agents with a live gRPC stream; the other clusters report straight into the coordinator's World.
-A sync gRPC server gives each stream two threads: 1,000 agents are 2,000 coordinator threads plus
-1,000 client threads, which 2 cores only spend switching (measured: a 10k x 1k run did not finish
-its first delivery in 25 minutes). Placement still covers every cluster."""
+Placement still covers every cluster. The limit dates from the sync AgentService (two coordinator
+threads per stream: a 10k x 1k run with 1,000 streams had not finished its first delivery in 25
+minutes); the coordinator now serves streams as coroutines on a fixed pool, but the
+stand-in agents below are sync clients with a thread per stream, and the numbers in bench/README.md
+were measured with 200. Not re-measured with 1,000 streams yet."""
 TEMPLATE = {"spec": {"replicas": 1, "template": {"spec": {"containers": [
     {"name": "app", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}]}}}}
 
@@ -221,11 +223,9 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
     coordinator = facade.Coordinator(model, clock=clock)
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=clusters + 32),
-                         options=[("grpc.max_send_message_length", 64 << 20)])
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(
-        agent_service.AgentServicer(coordinator, clock=clock, heartbeat_seconds=30.0, require_identity=False),
-        server)
+    server = aio_server.AioServer(options=[("grpc.max_send_message_length", 64 << 20)])
+    servicer = agent_service.add_to_server(server.server, agent_service.AgentServicer(
+        coordinator, clock=clock, heartbeat_seconds=30.0, require_identity=False))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     baseline = _rss_mb()
@@ -281,6 +281,7 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
             agents.stdin.close()
         agents.wait(30)
         server.stop(grace=None)
+        servicer.close()
 
 
 def run(*, quick: bool, report: Callable[[str], None]) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ import threading
 import time
 import tomllib
 from collections.abc import Iterator
-from concurrent import futures
 
 import grpc
 import pytest
@@ -19,7 +18,7 @@ from click import testing
 
 from federation import cli, sdk
 from federation.api import cluster, common, names, problems, spread
-from federation.coordinator.services import placement_service
+from federation.coordinator.services import aio_server, placement_service
 from federation.coordinator.wire import convert
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
@@ -91,8 +90,8 @@ def source() -> in_memory_source.InMemorySource:
 
 @pytest.fixture()
 def target(source: in_memory_source.InMemorySource) -> Iterator[str]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    placement_service.add_to_server(server, source)
+    server = aio_server.AioServer(workers=4)
+    placement_service.add_to_server(server.server, source)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
