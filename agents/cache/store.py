@@ -17,6 +17,9 @@ keeps, per object, only what its readers use, converted once when the event arri
 * Deployments labelled `fedspread.io/spread` — `DeploymentView` (replicas, fedspread annotations,
   status counters).
 
+Each object is stored under the reflector's own key string (`emit_keyed`), shared with the
+reflector's version map rather than copied: on a big member the keys alone were 15 MB.
+
 Responses are read as raw JSON (`_preload_content=False`): building client models for every pod on
 every event is what makes the generated client slow, not the network.
 
@@ -27,6 +30,7 @@ watch events alike as ADDED/MODIFIED/DELETED changes.
 
 from __future__ import annotations
 
+import dataclasses
 import fractions
 import functools
 import itertools
@@ -54,6 +58,15 @@ MAX_INTERNED = 10_000
 """Distinct request sets shared between pods (a workload's pods all request the same)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CachedUsage(inventory.PodUsage):
+    """A bound pod's usage as the cache keeps it: with the pod's uid, compacted (`views.compact_uid`),
+    so a pod replaced under the same name has its requests computed anew. One slotted object per
+    bound pod, not a (uid, usage) pair: 100,000 pods on a big member."""
+
+    uid: int | str = ""
+
+
 class _Store(Generic[V]):
     """Compact values by object key, optionally indexed; guarded by the cache's lock.
 
@@ -71,21 +84,28 @@ class _Store(Generic[V]):
         self._counter = itertools.count(1)
 
     def put(self, key: str, value: V | None) -> None:
-        old = self.items.pop(key, None)
-        if old is not None and self.index is not None:
-            name = self.index(old)
-            group = self.by_index.get(name, {})
-            group.pop(key, None)
-            self.group_versions[name] = next(self._counter)
-            if not group:
-                self.by_index.pop(name, None)
-                self.group_versions.pop(name, None)
-        if value is not None:
+        """Store `value` under `key` (None: remove it). A replaced entry keeps its key string (the
+        reflector's own, shared with its version map) rather than taking the caller's copy."""
+        old = self.items.get(key)
+        if value is None:
+            self.items.pop(key, None)
+        else:
             self.items[key] = value
-            if self.index is not None:
-                name = self.index(value)
-                self.by_index.setdefault(name, {})[key] = value
-                self.group_versions[name] = next(self._counter)
+        if self.index is None:
+            return
+        before = None if old is None else self.index(old)
+        after = None if value is None else self.index(value)
+        if before is not None and before != after:
+            group = self.by_index.get(before, {})
+            group.pop(key, None)
+            if group:
+                self.group_versions[before] = next(self._counter)
+            else:
+                self.by_index.pop(before, None)
+                self.group_versions.pop(before, None)
+        if value is not None and after is not None:
+            self.by_index.setdefault(after, {})[key] = value
+            self.group_versions[after] = next(self._counter)
 
 
 class Cache:
@@ -99,17 +119,18 @@ class Cache:
         self._interned: dict[tuple[tuple[str, fractions.Fraction], ...], Requests] = {}
         self._stores: dict[str, _Store[Any]] = {
             NODES: _Store[inventory.NodeView](lambda obj, _: views.node_view(obj)),
-            USAGE: _Store[tuple[str, inventory.PodUsage]](self._usage),
+            USAGE: _Store[CachedUsage](self._usage),
             SPREAD_PODS: _Store[views.SpreadPod](lambda obj, _: views.spread_pod(obj),
                                                  index=lambda p: p.spread),
             DEPLOYMENTS: _Store[views.DeploymentView](lambda obj, _: views.deployment_view(obj)),
         }
         self._stop = threading.Event()
 
-        def watch(kind: str, lister: Callable[..., Any], **selectors: str) -> reflector.Reflector:
-            return reflector.Reflector(kind, lister, emit=functools.partial(self._apply, kind),
+        def watch(kind: str, lister: Callable[..., Any], *, label_selector: str | None = None,
+                  field_selector: str | None = None) -> reflector.Reflector:
+            return reflector.Reflector(kind, lister, emit_keyed=functools.partial(self._apply, kind),
                                        stop=self._stop, watch_seconds=watch_seconds, page_size=page_size,
-                                       **selectors)
+                                       label_selector=label_selector, field_selector=field_selector)
 
         spread = names.SPREAD_LABEL
         self._reflectors = [
@@ -196,7 +217,7 @@ class Cache:
     def usage(self) -> list[inventory.PodUsage]:
         """What every bound, unfinished pod takes from its node."""
         with self._cond:
-            return [usage for _, usage in self._stores[USAGE].items.values()]
+            return list(self._stores[USAGE].items.values())
 
     def deployments(self) -> list[views.DeploymentView]:
         """Every Deployment labelled fedspread.io/spread."""
@@ -211,12 +232,11 @@ class Cache:
 
     # --- writers (reflector threads) ---------------------------------------------------------------
 
-    def _usage(self, pod: Json, previous: tuple[str, inventory.PodUsage] | None
-               ) -> tuple[str, inventory.PodUsage] | None:
-        """(uid, usage); a pod's requests are computed once, not on each of its status updates."""
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
+    def _usage(self, pod: Json, previous: CachedUsage | None) -> CachedUsage | None:
+        """The pod's usage; its requests are computed once, not on each of its status updates."""
+        uid = views.compact_uid(str((pod.get("metadata") or {}).get("uid") or ""))
         node = sys.intern(str((pod.get("spec") or {}).get("nodeName") or ""))  # one copy per node
-        if previous is not None and previous[0] == uid and previous[1].node_name == node:
+        if previous is not None and previous.uid == uid and previous.node_name == node:
             return previous
         requests = views.pod_requests(pod)
         key = tuple(sorted(requests.items()))
@@ -225,16 +245,18 @@ class Cache:
             shared = dict(requests)
             if len(self._interned) < MAX_INTERNED:
                 self._interned[key] = shared
-        return uid, inventory.PodUsage(node_name=node, requests=shared)
+        return CachedUsage(node_name=node, requests=shared, uid=uid)
 
-    def _apply(self, kind: str, event: reflector.EventType, obj: Json) -> None:
-        """One change from the `kind` reflector: convert it and store it if its view changed."""
+    def _apply(self, kind: str, event: reflector.EventType, key: str, obj: Json) -> None:
+        """One change from the `kind` reflector: convert it and store it if its view changed.
+
+        `key` is the reflector's own string for the object (`reflector.key`), so the store and the
+        reflector's version map share it."""
         if event == "SYNCED":
             with self._cond:
                 self._cond.notify_all()  # wake wait_synced
             return
         store = self._stores[kind]
-        key = reflector.key(obj)  # the key the reflector names vanished objects by
         with self._cond:
             previous = store.items.get(key)
         value = None if event == "DELETED" else store.convert(obj, previous)

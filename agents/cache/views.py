@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import fractions
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from federation.rpc import assignment
 LOG = logging.getLogger(__name__)
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,15 @@ class DeploymentView:
     """The fedspread.io/federation label (whose Deployment it is; agents.ownership)."""
     """Kept so that a status change alone (readyReplicas going up) is a cache change the
     reconciler wakes for and reports."""
+
+
+def compact_uid(uid: str) -> int | str:
+    """A uid as a cache keeps it to tell objects apart: a canonical (lowercase) UUID, as the
+    apiserver makes them, as its 128-bit int (44 bytes rather than an 85-byte string); any other
+    text as it is. Distinct texts stay distinct: only the canonical form becomes an int."""
+    if _UUID.fullmatch(uid):
+        return int(uid.replace("-", ""), 16)
+    return uid
 
 
 def parse_time(text: Any) -> datetime.datetime | None:

@@ -125,6 +125,25 @@ def test_node_view(node: dict[str, Any], expected: dict[str, Any]) -> None:
     assert {k: getattr(view, k) for k in expected} == expected
 
 
+@pytest.mark.parametrize(
+    ("uid", "compact"),
+    [
+        ("6f1c2a9e-0b7d-4c1e-9a3f-2d5e8b7c6a10", 0x6F1C2A9E0B7D4C1E9A3F2D5E8B7C6A10),
+        ("00000000-0000-4000-8000-000000000000", 0x00000000_0000_4000_8000_000000000000),
+        ("6F1C2A9E-0B7D-4C1E-9A3F-2D5E8B7C6A10", "6F1C2A9E-0B7D-4C1E-9A3F-2D5E8B7C6A10"),  # not canonical
+        ("6f1c2a9e0b7d4c1e9a3f2d5e8b7c6a10", "6f1c2a9e0b7d4c1e9a3f2d5e8b7c6a10"),
+        ("uid-web-1", "uid-web-1"),
+        ("", ""),
+    ],
+)
+def test_compact_uid_keeps_canonical_uuids_as_ints_and_anything_else_as_text(uid: str,
+                                                                             compact: int | str) -> None:
+    assert views.compact_uid(uid) == compact
+    if isinstance(compact, int):  # and back: no two uids share a compact form
+        text = f"{compact:032x}"
+        assert f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}" == uid
+
+
 def test_pod_requests_and_malformed_spec() -> None:
     assert {k: str(v) for k, v in views.pod_requests(pod()).items()} == {"cpu": "1/4"}
     broken = pod()
