@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -123,6 +124,27 @@ def test_spread_pod_ready_since_and_no_label() -> None:
 def test_node_view(node: dict[str, Any], expected: dict[str, Any]) -> None:
     view = views.node_view(node)
     assert {k: getattr(view, k) for k in expected} == expected
+
+
+def test_views_share_the_texts_pods_and_nodes_repeat() -> None:
+    def parsed(source: dict[str, Any]) -> dict[str, Any]:  # as from the apiserver: every text a new copy
+        loaded: dict[str, Any] = json.loads(json.dumps(source))
+        return loaded
+
+    subset = {names.SUBSET_ANNOTATION: "a"}
+    raw = [parsed(pod(name, node="n1", phase="Running", annotations=subset)) for name in ("web-1", "web-2")]
+    assert raw[0]["metadata"]["namespace"] is not raw[1]["metadata"]["namespace"]
+    first, second = (views.spread_pod(source) for source in raw)
+    assert first is not None and second is not None
+    for field in ("namespace", "spread"):
+        assert getattr(first, field) is getattr(second, field)
+    for field in ("subset", "revision", "phase", "node_name"):
+        assert getattr(first.record, field) is getattr(second.record, field)
+    nodes = [views.node_view(parsed({"metadata": {"name": name, "labels": {"zone": "eu-a"}},
+                                     "status": {"allocatable": {"cpu": "16"}}})) for name in ("n1", "n2")]
+    assert nodes[0].name is first.record.node_name
+    assert nodes[0].labels["zone"] is nodes[1].labels["zone"]
+    assert nodes[0].allocatable["cpu"] is nodes[1].allocatable["cpu"]
 
 
 @pytest.mark.parametrize(
