@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from agents.cache import views
+from agents.cache import heap, views
 from federation.api import names
 from federation.core import inventory
 from federation.kube import reflector
@@ -255,6 +255,7 @@ class Cache:
         if event == "SYNCED":
             with self._cond:
                 self._cond.notify_all()  # wake wait_synced
+            heap.release()  # the list's pages are garbage now: give their memory back
             return
         store = self._stores[kind]
         with self._cond:
