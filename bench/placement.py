@@ -11,6 +11,15 @@ they receive. Spreads and their hub Deployments are fed to the World directly (t
 measured elsewhere). A full recompute is `Coordinator.publish(every spread)` — placement plus the
 assignment deltas queued to every agent; incremental is one cluster's new inventory arriving over
 its stream until the recompute it triggers has been published.
+
+Each size runs twice, once per placement backend (`backend`): `local` places in the coordinator's
+process (`--no-ray`), `ray` on the `SpreadShard` actors of a local Ray the benchmark starts for
+that run (`RAY_SHARDS` shards, the coordinator's default; `RAY_CPUS` CPUs; its own temp dir),
+exactly as `fedspread coordinator` does without `--ray-address`. The Ray actors' memory is
+recorded apart from the coordinator's (`ray_actors_rss_mb`), and so is how many spreads of the
+parallel round the coordinator had to place again itself (`round_replaced`: an earlier spread of
+the round changed the pending pods of a cluster it can use). One machine cannot show Ray scaling
+across nodes; what it shows is what Ray costs and saves on the cores it has.
 """
 
 from __future__ import annotations
@@ -21,8 +30,10 @@ import datetime
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +43,7 @@ import grpc
 
 from federation.api import common, names
 from federation.api import spread as spread_api
-from federation.coordinator import facade
+from federation.coordinator import facade, shards
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service
 from federation.coordinator.wire import inbound
@@ -40,6 +51,10 @@ from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
 
 QUICK_SIZES = ((100, 10), (1_000, 100))
 FULL_SIZES = ((100, 10), (1_000, 100), (10_000, 1_000))
+BACKENDS = ("local", "ray")
+RAY_SHARDS = 2
+"""SpreadShard actors in the Ray runs: `fedspread coordinator`'s default `--spread-shards`."""
+RAY_CPUS = 2
 REGIONS = 10
 HEARTBEAT_SECONDS = 5.0
 MAX_STREAMS = 200
@@ -129,14 +144,6 @@ def run_agents(target: str, *, clusters: int, grow: int) -> None:
 # --- the coordinator (its own process) ------------------------------------------------------------
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _wait(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -216,11 +223,66 @@ def _report_directly(
     threading.Thread(target=beat, daemon=True, name="direct-heartbeats").start()
 
 
-def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
+def _rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of process `pid` (this one by default), MB; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class _Backend:
+    """The placement backend of one run: in this process, or on a local Ray started for it."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.temp_dir: str | None = None
+        self.ready_s = 0.0
+        self.ray: shards.RayBackend | None = None
+        self.backend: shards.PlacementBackend = shards.LocalBackend()
+        if kind == "ray":
+            self.temp_dir = tempfile.mkdtemp(prefix="fsbench-ray-", dir="/tmp")  # short: unix sockets
+            started = time.perf_counter()
+            self.ray = shards.RayBackend(shards=RAY_SHARDS, init_options={
+                "num_cpus": RAY_CPUS, "_temp_dir": self.temp_dir, "log_to_driver": False,
+                "configure_logging": False})
+            self.ray.footprint()  # every actor started, its modules imported: not in the round's time
+            self.ready_s = time.perf_counter() - started
+            self.backend = self.ray
+
+    def describe(self) -> dict[str, Any]:
+        """What the run's placement ran on, and the Ray actors' memory now."""
+        if self.ray is None:
+            return {"backend": "local"}
+        found = self.ray.footprint()
+        return {"backend": "ray", "ray_shards": self.ray.shards,
+                "ray_cluster_shards": self.ray.cluster_shards, "ray_nodes": found.nodes,
+                "ray_cpus": found.cpus, "ray_ready_s": round(self.ready_s, 1),
+                "ray_actors_rss_mb": round(sum(_rss_mb(pid) for pid in found.actor_pids), 1)}
+
+    def close(self) -> None:
+        self.backend.close()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def measure(*, spreads: int, clusters: int, backend: str = "local") -> dict[str, Any]:
     """One size, in this process: the coordinator, with the agents in a child process."""
+    placing = _Backend(backend)
+    try:
+        return _measure(spreads=spreads, clusters=clusters, placing=placing)
+    finally:
+        placing.close()
+
+
+def _measure(*, spreads: int, clusters: int, placing: _Backend) -> dict[str, Any]:
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
-    coordinator = facade.Coordinator(model, clock=clock)
+    coordinator = facade.Coordinator(model, clock=clock, backend=placing.backend)
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=clusters + 32),
                          options=[("grpc.max_send_message_length", 64 << 20)])
     agent_pb2_grpc.add_AgentServiceServicer_to_server(
@@ -273,8 +335,8 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
                 "incremental_wall_ms": round(incremental_wall * 1000, 1),
                 "cordon_ms": round(cordon_s * 1000, 1), "cordon_replaced": cordoned,
                 "rss_mb": round(rss - baseline, 1), "replicas_placed": placed,
-                "incremental_pools": f"{before}->{grown} nodes", "backend": "in-process",
-                "agent_streams": streams}
+                "incremental_pools": f"{before}->{grown} nodes", "round_replaced": result.replaced,
+                "agent_streams": streams, **placing.describe()}
     finally:
         beating.set()
         if agents.stdin is not None:
@@ -283,19 +345,28 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
         server.stop(grace=None)
 
 
-def run(*, quick: bool, report: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Every size, each in a fresh coordinator process (clean RSS)."""
+def run(*, quick: bool, report: Callable[[str], None],
+        backends: tuple[str, ...] = BACKENDS) -> list[dict[str, Any]]:
+    """Every size with every backend, each in a fresh coordinator process (clean RSS)."""
     found = []
     for spreads, clusters in QUICK_SIZES if quick else FULL_SIZES:
-        report(f"{spreads} spreads x {clusters} clusters")
-        child = subprocess.run([sys.executable, "-m", "bench.placement", "--spreads", str(spreads),
-                                "--clusters", str(clusters)], capture_output=True, text=True, timeout=3600,
-                               env={**os.environ, "PYTHONPATH": os.getcwd()})
-        if child.returncode != 0:
-            raise RuntimeError(f"{spreads}x{clusters} failed: {child.stderr.strip()[-2000:]}")
-        found.append(json.loads(child.stdout.strip().splitlines()[-1]))
-        report(json.dumps(found[-1]))
+        for backend in backends:
+            report(f"{spreads} spreads x {clusters} clusters, {backend}")
+            found.append(run_one(spreads=spreads, clusters=clusters, backend=backend))
+            report(json.dumps(found[-1]))
     return found
+
+
+def run_one(*, spreads: int, clusters: int, backend: str) -> dict[str, Any]:
+    """One size with one backend in a child process; its record."""
+    child = subprocess.run([sys.executable, "-m", "bench.placement", "--spreads", str(spreads),
+                            "--clusters", str(clusters), "--backend", backend],
+                           capture_output=True, text=True, timeout=3600,
+                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+    if child.returncode != 0:
+        raise RuntimeError(f"{spreads}x{clusters} ({backend}) failed: {child.stderr.strip()[-2000:]}")
+    record: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,11 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=10)
     parser.add_argument("--agents", metavar="TARGET", help="run the stand-in agents against TARGET")
     parser.add_argument("--grow", type=int, default=0)
+    parser.add_argument("--backend", choices=BACKENDS, default="local",
+                        help="place in this process (local) or on a local Ray's shard actors (ray)")
     options = parser.parse_args(argv)
     if options.agents:
         run_agents(options.agents, clusters=options.clusters, grow=options.grow)
         return 0
-    print(json.dumps(measure(spreads=options.spreads, clusters=options.clusters)), flush=True)
+    print(json.dumps(measure(spreads=options.spreads, clusters=options.clusters,
+                             backend=options.backend)), flush=True)
     return 0
 
 

@@ -22,6 +22,7 @@ project imports `ray`; this module imports it lazily, only when a `RayBackend` i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import uuid
@@ -164,6 +165,15 @@ def _remotes() -> tuple[Any, Any, Any]:
         _remote_cache["cluster"] = restartable(ClusterShard)
         _remote_cache["task"] = ray.remote(num_cpus=0)(_simulate_task)
     return _remote_cache["spread"], _remote_cache["cluster"], _remote_cache["task"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RayFootprint:
+    """What a RayBackend runs on (for benchmarks and logs)."""
+
+    nodes: int
+    cpus: float
+    actor_pids: tuple[int, ...]
 
 
 class RayJoinTimeout(Exception):
@@ -309,6 +319,15 @@ class RayBackend:
             if self._loaded[shard] is not None:
                 self.reloads += 1  # a restart, not the first load
             self._loaded[shard] = loaded
+
+    def footprint(self, *, timeout: float = 30.0) -> RayFootprint:
+        """The Ray nodes and CPUs this backend's cluster has, and its actors' process ids."""
+        ray: Any = self._ray  # `nodes` and `cluster_resources` are untyped in Ray
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        pids = self._ray.get([a.pid.remote() for a in [*self.actors, *self.cluster_actors]],
+                             timeout=timeout)
+        return RayFootprint(nodes=len(nodes), cpus=cpus, actor_pids=tuple(int(p) for p in pids))
 
     def close(self) -> None:
         """Kill the shard actors (no restart); shut Ray down if this backend started it."""
