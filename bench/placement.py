@@ -57,6 +57,7 @@ RAY_SHARDS = 2
 RAY_CPUS = 2
 REGIONS = 10
 HEARTBEAT_SECONDS = 5.0
+LOST_AFTER_SECONDS = 3600
 MAX_STREAMS = 200
 """Agents with a live gRPC stream; the other clusters report straight into the coordinator's World.
 A sync gRPC server gives each stream two threads: 1,000 agents are 2,000 coordinator threads plus
@@ -81,10 +82,14 @@ def pools(index: int, *, grown: bool = False) -> list[common_pb2.NodePool]:
 
 
 def spread(index: int, *, clusters: int) -> spread_api.FederatedSpread:
-    """A capped first cluster, then the spread's region by free capacity (Adaptive)."""
+    """A capped first cluster, then the spread's region by free capacity (Adaptive). Clusters are
+    lost only after an hour: a cordon at 10k x 100 holds the coordinator's lock longer than the
+    default minute, and heartbeats queued behind it would otherwise make clusters lost and found
+    again, placing a thousand spreads anew per cluster (failover is bench/failover.py's)."""
     return spread_api.FederatedSpread.model_validate({
         "metadata": {"name": f"s{index:05d}", "namespace": f"ns{index % 50}", "generation": 1},
         "spec": {"targetRef": {"name": f"s{index:05d}"}, "scheduleStrategy": {"type": "Adaptive"},
+                 "failover": {"clusterLostSeconds": LOST_AFTER_SECONDS},
                  "subsets": [{"name": "home", "clusters": [cluster_name(index * 7 % clusters)],
                               "maxReplicas": 4},
                              {"name": "region", "clusterSelector": {"matchLabels": {
