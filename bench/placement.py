@@ -16,7 +16,9 @@ Each size runs twice, once per placement backend (`backend`): `local` places in 
 process (`--no-ray`), `ray` on the `SpreadShard` actors of a local Ray the benchmark starts for
 that run (`RAY_SHARDS` shards, the coordinator's default; `RAY_CPUS` CPUs; its own temp dir),
 exactly as `fedspread coordinator` does without `--ray-address`. The Ray actors' memory is
-recorded apart from the coordinator's (`ray_actors_rss_mb`), and so is how many spreads of the
+recorded apart from the coordinator's (`ray_actors_rss_mb`), so is the CPU time of the full round
+in the coordinator's process and in the actors' (`full_cpu_s`, `full_actors_cpu_s`: on a shared
+machine wall time follows the load, CPU time less so), and so is how many spreads of the
 parallel round the coordinator had to place again itself (`round_replaced`: an earlier spread of
 the round changed the pending pods of a cluster it can use). One machine cannot show Ray scaling
 across nodes; what it shows is what Ray costs and saves on the cores it has.
@@ -30,10 +32,8 @@ import datetime
 import json
 import os
 import queue
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,9 +41,10 @@ from typing import Any
 
 import grpc
 
+from bench import placement_backends
 from federation.api import common, names
 from federation.api import spread as spread_api
-from federation.coordinator import facade, shards
+from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service
 from federation.coordinator.wire import inbound
@@ -51,10 +52,8 @@ from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
 
 QUICK_SIZES = ((100, 10), (1_000, 100))
 FULL_SIZES = ((100, 10), (1_000, 100), (10_000, 1_000))
-BACKENDS = ("local", "ray")
-RAY_SHARDS = 2
-"""SpreadShard actors in the Ray runs: `fedspread coordinator`'s default `--spread-shards`."""
-RAY_CPUS = 2
+BACKENDS = placement_backends.BACKENDS
+RAY_SHARDS, RAY_CPUS = placement_backends.RAY_SHARDS, placement_backends.RAY_CPUS
 REGIONS = 10
 HEARTBEAT_SECONDS = 5.0
 LOST_AFTER_SECONDS = 3600
@@ -228,63 +227,16 @@ def _report_directly(
     threading.Thread(target=beat, daemon=True, name="direct-heartbeats").start()
 
 
-def _rss_mb(pid: int | str = "self") -> float:
-    """Resident memory of process `pid` (this one by default), MB; 0 when it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-class _Backend:
-    """The placement backend of one run: in this process, or on a local Ray started for it."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.temp_dir: str | None = None
-        self.ready_s = 0.0
-        self.ray: shards.RayBackend | None = None
-        self.backend: shards.PlacementBackend = shards.LocalBackend()
-        if kind == "ray":
-            self.temp_dir = tempfile.mkdtemp(prefix="fsbench-ray-", dir="/tmp")  # short: unix sockets
-            started = time.perf_counter()
-            self.ray = shards.RayBackend(shards=RAY_SHARDS, init_options={
-                "num_cpus": RAY_CPUS, "_temp_dir": self.temp_dir, "log_to_driver": False,
-                "configure_logging": False})
-            self.ray.footprint()  # every actor started, its modules imported: not in the round's time
-            self.ready_s = time.perf_counter() - started
-            self.backend = self.ray
-
-    def describe(self) -> dict[str, Any]:
-        """What the run's placement ran on, and the Ray actors' memory now."""
-        if self.ray is None:
-            return {"backend": "local"}
-        found = self.ray.footprint()
-        return {"backend": "ray", "ray_shards": self.ray.shards,
-                "ray_cluster_shards": self.ray.cluster_shards, "ray_nodes": found.nodes,
-                "ray_cpus": found.cpus, "ray_ready_s": round(self.ready_s, 1),
-                "ray_actors_rss_mb": round(sum(_rss_mb(pid) for pid in found.actor_pids), 1)}
-
-    def close(self) -> None:
-        self.backend.close()
-        if self.temp_dir is not None:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
 def measure(*, spreads: int, clusters: int, backend: str = "local") -> dict[str, Any]:
     """One size, in this process: the coordinator, with the agents in a child process."""
-    placing = _Backend(backend)
+    placing = placement_backends.Backend(backend)
     try:
         return _measure(spreads=spreads, clusters=clusters, placing=placing)
     finally:
         placing.close()
 
 
-def _measure(*, spreads: int, clusters: int, placing: _Backend) -> dict[str, Any]:
+def _measure(*, spreads: int, clusters: int, placing: placement_backends.Backend) -> dict[str, Any]:
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
     coordinator = facade.Coordinator(model, clock=clock, backend=placing.backend)
@@ -295,7 +247,7 @@ def _measure(*, spreads: int, clusters: int, placing: _Backend) -> dict[str, Any
         server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    baseline = _rss_mb()
+    baseline = placement_backends.rss_mb()
     streams = min(clusters, MAX_STREAMS)
     grow = streams // 2
     beating = threading.Event()
@@ -319,11 +271,13 @@ def _measure(*, spreads: int, clusters: int, placing: _Backend) -> dict[str, Any
                 model.upsert_spread(item)
                 model.set_target(item.key, replicas=12, template=TEMPLATE)
                 keys.append(item.key)
+        cpu, actors_cpu = time.process_time(), placing.actors_cpu_s()
         started = time.perf_counter()
         result = coordinator.publish(keys)
         full = time.perf_counter() - started
+        cpu, actors_cpu = time.process_time() - cpu, placing.actors_cpu_s() - actors_cpu
         placed = sum(p.placed for p in result.placements.values())
-        rss = _rss_mb()
+        rss = placement_backends.rss_mb()
 
         _wait(lambda: coordinator.backlog() == 0, timeout=1800, what="the full round's delivery")
         delivered = time.perf_counter() - started
@@ -341,6 +295,7 @@ def _measure(*, spreads: int, clusters: int, placing: _Backend) -> dict[str, Any
                 "cordon_ms": round(cordon_s * 1000, 1), "cordon_replaced": cordoned,
                 "rss_mb": round(rss - baseline, 1), "replicas_placed": placed,
                 "incremental_pools": f"{before}->{grown} nodes", "round_replaced": result.replaced,
+                "full_cpu_s": round(cpu, 3), "full_actors_cpu_s": round(actors_cpu, 3),
                 "agent_streams": streams, **placing.describe()}
     finally:
         beating.set()

@@ -17,7 +17,7 @@ import pytest
 from bench import placement
 
 KEYS = {"spreads", "clusters", "full_s", "delivered_s", "per_spread_ms", "incremental_ms", "cordon_ms",
-        "rss_mb", "replicas_placed", "round_replaced", "backend"}
+        "rss_mb", "replicas_placed", "round_replaced", "full_cpu_s", "full_actors_cpu_s", "backend"}
 RAY_KEYS = {"ray_shards", "ray_cluster_shards", "ray_nodes", "ray_cpus", "ray_ready_s", "ray_actors_rss_mb"}
 
 
