@@ -12,6 +12,17 @@ they receive. Spreads and their hub Deployments are fed to the World directly (t
 measured elsewhere). A full recompute is `Coordinator.publish(every spread)` — placement plus the
 assignment deltas queued to every agent; incremental is one cluster's new inventory arriving over
 its stream until the recompute it triggers has been published.
+
+Each size runs twice, once per placement backend (`backend`): `local` places in the coordinator's
+process (`--no-ray`), `ray` on the `SpreadShard` actors of a local Ray the benchmark starts for
+that run (`RAY_SHARDS` shards, the coordinator's default; `RAY_CPUS` CPUs; its own temp dir),
+exactly as `fedspread coordinator` does without `--ray-address`. The Ray actors' memory is
+recorded apart from the coordinator's (`ray_actors_rss_mb`), so is the CPU time of the full round
+in the coordinator's process and in the actors' (`full_cpu_s`, `full_actors_cpu_s`: on a shared
+machine wall time follows the load, CPU time less so), and so is how many spreads of the
+parallel round the coordinator had to place again itself (`round_replaced`: an earlier spread of
+the round changed the pending pods of a cluster it can use). One machine cannot show Ray scaling
+across nodes; what it shows is what Ray costs and saves on the cores it has.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from typing import Any
 
 import grpc
 
+from bench import placement_backends
 from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.coordinator import facade
@@ -40,8 +52,11 @@ from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
 
 QUICK_SIZES = ((100, 10), (1_000, 100))
 FULL_SIZES = ((100, 10), (1_000, 100), (10_000, 1_000))
+BACKENDS = placement_backends.BACKENDS
+RAY_SHARDS, RAY_CPUS = placement_backends.RAY_SHARDS, placement_backends.RAY_CPUS
 REGIONS = 10
 HEARTBEAT_SECONDS = 5.0
+LOST_AFTER_SECONDS = 3600
 MAX_STREAMS = 200
 """Agents with a live gRPC stream; the other clusters report straight into the coordinator's World.
 Placement still covers every cluster. The limit dates from the sync AgentService (two coordinator
@@ -68,10 +83,14 @@ def pools(index: int, *, grown: bool = False) -> list[common_pb2.NodePool]:
 
 
 def spread(index: int, *, clusters: int) -> spread_api.FederatedSpread:
-    """A capped first cluster, then the spread's region by free capacity (Adaptive)."""
+    """A capped first cluster, then the spread's region by free capacity (Adaptive). Clusters are
+    lost only after an hour: a cordon at 10k x 100 holds the coordinator's lock longer than the
+    default minute, and heartbeats queued behind it would otherwise make clusters lost and found
+    again, placing a thousand spreads anew per cluster (failover is bench/failover.py's)."""
     return spread_api.FederatedSpread.model_validate({
         "metadata": {"name": f"s{index:05d}", "namespace": f"ns{index % 50}", "generation": 1},
         "spec": {"targetRef": {"name": f"s{index:05d}"}, "scheduleStrategy": {"type": "Adaptive"},
+                 "failover": {"clusterLostSeconds": LOST_AFTER_SECONDS},
                  "subsets": [{"name": "home", "clusters": [cluster_name(index * 7 % clusters)],
                               "maxReplicas": 4},
                              {"name": "region", "clusterSelector": {"matchLabels": {
@@ -129,14 +148,6 @@ def run_agents(target: str, *, clusters: int, grow: int) -> None:
 
 
 # --- the coordinator (its own process) ------------------------------------------------------------
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _wait(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
@@ -218,17 +229,25 @@ def _report_directly(
     threading.Thread(target=beat, daemon=True, name="direct-heartbeats").start()
 
 
-def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
+def measure(*, spreads: int, clusters: int, backend: str = "local") -> dict[str, Any]:
     """One size, in this process: the coordinator, with the agents in a child process."""
+    placing = placement_backends.Backend(backend)
+    try:
+        return _measure(spreads=spreads, clusters=clusters, placing=placing)
+    finally:
+        placing.close()
+
+
+def _measure(*, spreads: int, clusters: int, placing: placement_backends.Backend) -> dict[str, Any]:
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
-    coordinator = facade.Coordinator(model, clock=clock)
+    coordinator = facade.Coordinator(model, clock=clock, backend=placing.backend)
     server = aio_server.AioServer(options=[("grpc.max_send_message_length", 64 << 20)])
     servicer = agent_service.add_to_server(server.server, agent_service.AgentServicer(
         coordinator, clock=clock, heartbeat_seconds=30.0, require_identity=False))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    baseline = _rss_mb()
+    baseline = placement_backends.rss_mb()
     streams = min(clusters, MAX_STREAMS)
     grow = streams // 2
     beating = threading.Event()
@@ -252,11 +271,13 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
                 model.upsert_spread(item)
                 model.set_target(item.key, replicas=12, template=TEMPLATE)
                 keys.append(item.key)
+        cpu, actors_cpu = time.process_time(), placing.actors_cpu_s()
         started = time.perf_counter()
         result = coordinator.publish(keys)
         full = time.perf_counter() - started
+        cpu, actors_cpu = time.process_time() - cpu, placing.actors_cpu_s() - actors_cpu
         placed = sum(p.placed for p in result.placements.values())
-        rss = _rss_mb()
+        rss = placement_backends.rss_mb()
 
         _wait(lambda: coordinator.backlog() == 0, timeout=1800, what="the full round's delivery")
         delivered = time.perf_counter() - started
@@ -273,8 +294,9 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
                 "incremental_wall_ms": round(incremental_wall * 1000, 1),
                 "cordon_ms": round(cordon_s * 1000, 1), "cordon_replaced": cordoned,
                 "rss_mb": round(rss - baseline, 1), "replicas_placed": placed,
-                "incremental_pools": f"{before}->{grown} nodes", "backend": "in-process",
-                "agent_streams": streams}
+                "incremental_pools": f"{before}->{grown} nodes", "round_replaced": result.replaced,
+                "full_cpu_s": round(cpu, 3), "full_actors_cpu_s": round(actors_cpu, 3),
+                "agent_streams": streams, **placing.describe()}
     finally:
         beating.set()
         if agents.stdin is not None:
@@ -284,19 +306,28 @@ def measure(*, spreads: int, clusters: int) -> dict[str, Any]:
         servicer.close()
 
 
-def run(*, quick: bool, report: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Every size, each in a fresh coordinator process (clean RSS)."""
+def run(*, quick: bool, report: Callable[[str], None],
+        backends: tuple[str, ...] = BACKENDS) -> list[dict[str, Any]]:
+    """Every size with every backend, each in a fresh coordinator process (clean RSS)."""
     found = []
     for spreads, clusters in QUICK_SIZES if quick else FULL_SIZES:
-        report(f"{spreads} spreads x {clusters} clusters")
-        child = subprocess.run([sys.executable, "-m", "bench.placement", "--spreads", str(spreads),
-                                "--clusters", str(clusters)], capture_output=True, text=True, timeout=3600,
-                               env={**os.environ, "PYTHONPATH": os.getcwd()})
-        if child.returncode != 0:
-            raise RuntimeError(f"{spreads}x{clusters} failed: {child.stderr.strip()[-2000:]}")
-        found.append(json.loads(child.stdout.strip().splitlines()[-1]))
-        report(json.dumps(found[-1]))
+        for backend in backends:
+            report(f"{spreads} spreads x {clusters} clusters, {backend}")
+            found.append(run_one(spreads=spreads, clusters=clusters, backend=backend))
+            report(json.dumps(found[-1]))
     return found
+
+
+def run_one(*, spreads: int, clusters: int, backend: str) -> dict[str, Any]:
+    """One size with one backend in a child process; its record."""
+    child = subprocess.run([sys.executable, "-m", "bench.placement", "--spreads", str(spreads),
+                            "--clusters", str(clusters), "--backend", backend],
+                           capture_output=True, text=True, timeout=3600,
+                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+    if child.returncode != 0:
+        raise RuntimeError(f"{spreads}x{clusters} ({backend}) failed: {child.stderr.strip()[-2000:]}")
+    record: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,11 +336,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=10)
     parser.add_argument("--agents", metavar="TARGET", help="run the stand-in agents against TARGET")
     parser.add_argument("--grow", type=int, default=0)
+    parser.add_argument("--backend", choices=BACKENDS, default="local",
+                        help="place in this process (local) or on a local Ray's shard actors (ray)")
     options = parser.parse_args(argv)
     if options.agents:
         run_agents(options.agents, clusters=options.clusters, grow=options.grow)
         return 0
-    print(json.dumps(measure(spreads=options.spreads, clusters=options.clusters)), flush=True)
+    print(json.dumps(measure(spreads=options.spreads, clusters=options.clusters,
+                             backend=options.backend)), flush=True)
     return 0
 
 

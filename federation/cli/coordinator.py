@@ -29,6 +29,10 @@ from federation.cli import options
 @click.option("--ray-address", metavar="ADDRESS", default=None,
               help="Join an existing Ray cluster (e.g. ray://head:10001 for KubeRay, or a head's "
                    "host:6379) instead of starting a local Ray in this process.")
+@click.option("--ray-join-seconds", default=25.0, show_default=True, type=click.FloatRange(1, 600),
+              help="Give up joining --ray-address after this long, with one line saying why (the "
+                   "address is asked once first: nothing listening, no answer or a missing Ray "
+                   "token fail within seconds).")
 @click.option("--no-ray", is_flag=True,
               help="Place in this process, without Ray: for a laptop, or a federation of a few spreads.")
 @click.option("--spread-shards", default=2, show_default=True, type=click.IntRange(1, 256),
@@ -62,8 +66,8 @@ from federation.cli import options
               "created Deployments.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
-                        no_ray: bool, spread_shards: int, cluster_shards: int, listen: str,
-                        tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
+                        ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
+                        listen: str, tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
                         failover_clusters_per_minute: int, federation_id: str, log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
@@ -102,11 +106,18 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         options.usage_error("--no-ray and --ray-address contradict each other; give one")
     from federation import logs
     from federation.coordinator import process as coordinator_main  # Ray, gRPC, Kubernetes
+    from federation.coordinator import ray_join
 
+    if ray_address:
+        try:
+            ray_join.target(ray_address)
+        except ray_join.RayJoinError as error:
+            options.usage_error(str(error))
     logs.configure(log_level)
     settings = coordinator_main.CoordinatorConfig(
         hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen, use_ray=not no_ray,
-        ray_address=ray_address, spread_shards=spread_shards, cluster_shards=cluster_shards,
+        ray_address=ray_address, ray_join_seconds=ray_join_seconds, spread_shards=spread_shards,
+        cluster_shards=cluster_shards,
         heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
         failover_clusters_per_minute=failover_clusters_per_minute or None)
     try:

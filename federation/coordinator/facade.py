@@ -10,7 +10,9 @@ Why it is shaped like this:
   servicer only validates and converts wire messages. The Ray shards (or a test) drive the same
   facade: `publish(keys)` recomputes through `loop.recompute` and pushes to each connected agent
   only what differs (`assignments.changed`) from what that agent last received; `tick()` is the
-  failover timer's entry point (`loop.failover`, then publish).
+  failover timer's entry point (`loop.failover`, then publish). A parallel round whose answers
+  were mostly placed again here (spreads sharing clusters) is said once in the log: measured,
+  such a federation is placed faster with `--no-ray` (bench/README.md).
 - **Full resync on every stream, deltas after.** A (re)connecting agent may have missed anything,
   and a restarted coordinator holds nothing: after Welcome it gets every assignment for its
   cluster, then `Notice{code: "ResyncComplete"}`. A spread its Hello lists as applied (from its
@@ -67,6 +69,9 @@ END = object()  # the close reason when the agent half-closed its stream: the wr
 SUPERSEDED = object()  # the close reason when a newer stream for the same cluster replaced this one
 NOT_SELECTED = "cluster no longer selected"
 NO_REPLICAS_LEFT = "no replicas here: a share of 0 and no pods left"
+WASTED_ROUND_SPREADS = 50
+"""A parallel round of at least this many spreads, more than half of them placed again in this
+process, is said once in the log: the Ray shards gained nothing for this federation."""
 
 
 class AgentStream:
@@ -112,6 +117,8 @@ class Coordinator:
         self._hub_synced = hub_synced
         self._streams: dict[str, AgentStream] = {}
         self._sent = deliveries.SentLedger()
+        self.ray_gained_nothing = False
+        """A parallel round was mostly placed again here (logged once, when it first happened)."""
 
     # --- streams -------------------------------------------------------------------------------
 
@@ -240,6 +247,8 @@ class Coordinator:
                 return loop.Round(placements={})
             batch = self.backend.place_batch if self.backend.parallel else None
             result = loop.recompute(self.world, keys, now=self.clock(), place_batch=batch)
+            if batch is not None:
+                self._say_if_ray_gained_nothing(result)
             listening = {name for name, stream in self._streams.items() if stream.resynced}
             # Deleted spreads first (their deletionPolicy decides): a spread that took over the
             # deleted one's Deployment is assigned after the old one is removed.
@@ -254,6 +263,17 @@ class Coordinator:
                     self._deliver(name, key, new.get(name),
                                   reason=NO_REPLICAS_LEFT if name in selected else NOT_SELECTED)
             return result
+
+    def _say_if_ray_gained_nothing(self, result: loop.Round) -> None:
+        """Once: a big parallel round whose answers were mostly placed again in this process."""
+        placed = len(result.placements)
+        if self.ray_gained_nothing or placed < WASTED_ROUND_SPREADS or result.replaced * 2 <= placed:
+            return
+        self.ray_gained_nothing = True
+        log.warning("the Ray shards' placements were mostly redone in the coordinator: these spreads "
+                    "share clusters, so each must see the ones before it and they are placed one "
+                    "after the other; the shards only added a round trip (--no-ray avoids it)",
+                    extra={"spreads": placed, "placed_again": result.replaced})
 
     def _deliver(
         self, name: str, key: str, new: agent_pb2.SpreadAssignment | None, *,

@@ -25,7 +25,9 @@ understand the coordinator. The threads, and why each exists:
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
-process (`shards.LocalBackend`), for a laptop or a federation of a few spreads.
+process (`shards.LocalBackend`), for a laptop or a federation of a few spreads. Joining is bounded
+(`--ray-join-seconds`): the address is asked one question first (`ray_join.check`), because
+`ray.init` alone retries a dead address for minutes and hides a missing Ray token.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import pathlib
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 import grpc
@@ -48,7 +51,7 @@ from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
-from federation.coordinator import facade, shards
+from federation.coordinator import facade, ray_join, shards
 from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
@@ -72,6 +75,8 @@ HUB_CALL_TIMEOUT = 10.0
 """Deadline of the hub call that registers a new agent's MemberCluster."""
 GRACE_SECONDS = 1.0
 """On stop, open calls get this long before they are cancelled."""
+RAY_PROBE_SECONDS = 5.0
+"""The one question to a Ray address before joining it (`ray_join.check`) gets this long."""
 
 
 class CoordinatorError(Exception):
@@ -91,6 +96,8 @@ class CoordinatorConfig:
     use_ray: bool = True
     ray_address: str | None = None
     """Join this Ray cluster; None starts a local one (when `use_ray`)."""
+    ray_join_seconds: float = 25.0
+    """Joining `ray_address` (the probe, then `ray.init`) fails after this long."""
     spread_shards: int = 2
     cluster_shards: int = 1
     heartbeat_seconds: float = 10.0
@@ -121,19 +128,39 @@ def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -
 
 
 def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
-    """Ray shards (local Ray, or the cluster at `ray_address`), or in-process with `use_ray=False`."""
+    """Ray shards (local Ray, or the cluster at `ray_address`), or in-process with `use_ray=False`;
+    CoordinatorError with one line when Ray cannot be started or joined (within
+    `ray_join_seconds` for an address)."""
     if not settings.use_ray:
         return shards.LocalBackend()
     where = settings.ray_address or "a local Ray"
     log.info("starting placement shards", extra={"ray": where, "spread_shards": settings.spread_shards,
                                                  "cluster_shards": settings.cluster_shards})
+    join_timeout = None
+    if settings.ray_address:
+        started = time.monotonic()
+        try:
+            ray_join.check(settings.ray_address,
+                           timeout=min(RAY_PROBE_SECONDS, settings.ray_join_seconds))
+        except ray_join.RayJoinError as error:
+            raise CoordinatorError(str(error)) from error
+        join_timeout = max(1.0, settings.ray_join_seconds - (time.monotonic() - started))
     try:
         return shards.RayBackend(
             shards=settings.spread_shards, cluster_shards=settings.cluster_shards,
-            address=settings.ray_address, init_options={"log_to_driver": False})
+            address=settings.ray_address, init_options={"log_to_driver": False},
+            join_timeout=join_timeout)
+    except shards.RayJoinTimeout as error:
+        raise CoordinatorError(
+            f"Ray at {where} answered, but joining it did not finish within "
+            f"{settings.ray_join_seconds:g} s: a GCS address (HOST:6379) can be joined only from a "
+            "machine that runs a Ray node, elsewhere use Ray Client (ray://HEAD:10001); "
+            "--ray-join-seconds allows longer, --no-ray places in this process") from error
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError... all "cannot start"
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise CoordinatorError(f"cannot start Ray placement shards on {where}: {first[:200]}") from error
+        if "authentication" in first.lower():
+            first += " (deploy/README.md, 'Ray token authentication')"
+        raise CoordinatorError(f"cannot start Ray placement shards on {where}: {first[:240]}") from error
 
 
 def server_credentials(tls: transport.TLSFiles | None) -> grpc.ServerCredentials | None:

@@ -22,6 +22,7 @@ project imports `ray`; this module imports it lazily, only when a `RayBackend` i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import uuid
@@ -166,19 +167,54 @@ def _remotes() -> tuple[Any, Any, Any]:
     return _remote_cache["spread"], _remote_cache["cluster"], _remote_cache["task"]
 
 
+@dataclasses.dataclass(frozen=True)
+class RayFootprint:
+    """What a RayBackend runs on (for benchmarks and logs)."""
+
+    nodes: int
+    cpus: float
+    actor_pids: tuple[int, ...]
+
+
+class RayJoinTimeout(Exception):
+    """`ray.init` did not finish joining a Ray cluster within its deadline."""
+
+
+def _init_within(ray: Any, *, address: str, options: Mapping[str, Any], timeout: float) -> None:
+    """`ray.init(address, **options)` within `timeout` seconds, its own errors re-raised."""
+    outcome: list[BaseException | None] = []
+
+    def join() -> None:
+        try:
+            ray.init(address=address, **options)
+            outcome.append(None)
+        except BaseException as error:  # handed to the caller's thread
+            outcome.append(error)
+
+    thread = threading.Thread(target=join, name="ray-join", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise RayJoinTimeout(f"joining Ray at {address} did not finish within {timeout:g} s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
 class RayBackend:
     """`shards` SpreadShard and `cluster_shards` ClusterShard actors; thread-safe.
 
     Joins the Ray cluster at `address` when given (e.g. KubeRay), otherwise starts a local one —
-    unless Ray is already initialised in this process, which is then used as is. `close()` kills
-    the actors, and shuts Ray down only if this backend started it.
+    unless Ray is already initialised in this process, which is then used as is. A join gives up
+    after `join_timeout` seconds (RayJoinTimeout; `ray.init` has no deadline of its own, so it runs
+    in a thread that is abandoned: the caller is expected to exit). `close()` kills the actors,
+    and shuts Ray down only if this backend started it.
     """
 
     parallel = True
 
     def __init__(
         self, *, shards: int, cluster_shards: int = 1, address: str | None = None,
-        init_options: Mapping[str, Any] | None = None,
+        init_options: Mapping[str, Any] | None = None, join_timeout: float | None = None,
     ) -> None:
         if shards < 1 or cluster_shards < 1:
             raise ValueError(f"shard counts must be at least 1, got {shards} and {cluster_shards}")
@@ -190,7 +226,10 @@ class RayBackend:
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False}
             options.update(init_options or {})
-            ray.init(address=address, **options)
+            if address is not None and join_timeout is not None:
+                _init_within(ray, address=address, options=options, timeout=join_timeout)
+            else:
+                ray.init(address=address, **options)
             self._owns_ray = True
         spread_class, cluster_class, self._task = _remotes()
         self.actors: list[Any] = [spread_class.remote() for _ in range(shards)]
@@ -280,6 +319,15 @@ class RayBackend:
             if self._loaded[shard] is not None:
                 self.reloads += 1  # a restart, not the first load
             self._loaded[shard] = loaded
+
+    def footprint(self, *, timeout: float = 30.0) -> RayFootprint:
+        """The Ray nodes and CPUs this backend's cluster has, and its actors' process ids."""
+        ray: Any = self._ray  # `nodes` and `cluster_resources` are untyped in Ray
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        pids = self._ray.get([a.pid.remote() for a in [*self.actors, *self.cluster_actors]],
+                             timeout=timeout)
+        return RayFootprint(nodes=len(nodes), cpus=cpus, actor_pids=tuple(int(p) for p in pids))
 
     def close(self) -> None:
         """Kill the shard actors (no restart); shut Ray down if this backend started it."""

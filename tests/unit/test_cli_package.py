@@ -56,6 +56,7 @@ def test_an_unknown_command_is_a_usage_error() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["coordinator", "--insecure", "--listen", "nowhere"], "--listen 'nowhere' is not HOST:PORT"),
     (["coordinator", "--insecure", "--no-ray", "--ray-address", "ray://x:1"], "contradict each other"),
+    (["coordinator", "--insecure", "--ray-address", "ray://head"], "is not HOST:PORT or ray://HOST:PORT"),
     (["agent", "--insecure", "--cluster", "dc1", "--coordinator", "nowhere"], "is not HOST:PORT"),
     (["agent", "--insecure", "--cluster", "dc1", "--coordinator", "x:1", "--webhook-service", "svc"],
      "is not NAMESPACE/NAME"),

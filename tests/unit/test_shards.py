@@ -1,4 +1,5 @@
-"""The Ray wrapper without Ray: LocalBackend answers, shard routing, and the unit-test Ray guard."""
+"""The Ray wrapper without Ray: LocalBackend answers, shard routing, the unit-test Ray guard, and
+the coordinator saying when a parallel round was redone in its own process."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from federation.api import cluster, names
 from federation.api import spread as spread_api
-from federation.coordinator import shards
+from federation.coordinator import facade, shards
 from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement
 from tests.support import builders
@@ -115,3 +116,46 @@ def test_the_autouse_guard_forbids_starting_ray() -> None:
     with pytest.raises(RuntimeError, match="unit tests must not start Ray"):
         shards.RayBackend(shards=2)
     assert not ray.is_initialized()
+
+
+class ParallelLocal(shards.LocalBackend):
+    """In-process answers through the parallel path, as the Ray shards' round takes it."""
+
+    parallel = True
+
+
+def sharing(count: int) -> tuple[facade.Coordinator, world.World, list[str]]:
+    """`count` spreads over the same two clusters, placed through the parallel path."""
+    clock = lambda: NOW  # noqa: E731
+    model = world.World(clock)
+    for name, nodes in (("dc1", 2), ("aws", 3)):
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        model.inventory(name, [builders.node_pool(nodes)])
+        model.heartbeat(name)
+    keys = []
+    for index in range(count):
+        item = builders.federated_spread(f"web-{index}", [{"name": "all", "clusters": ["dc1", "aws"]}])
+        model.upsert_spread(item)
+        model.set_target(item.key, replicas=2, template=builders.deployment(f"web-{index}", cpu="100m"))
+        keys.append(item.key)
+    return facade.Coordinator(model, clock=clock, backend=ParallelLocal()), model, keys
+
+
+def test_a_parallel_round_redone_in_the_coordinator_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    coordinator, model, keys = sharing(facade.WASTED_ROUND_SPREADS)
+    with caplog.at_level("WARNING", logger="fedspread.coordinator.agents"):
+        first = coordinator.publish(keys)
+        for key in keys:  # a new round over the same shared clusters: redone again, said no more
+            name = key.split("/")[1]
+            model.set_target(key, replicas=3, template=builders.deployment(name, cpu="100m"))
+        coordinator.publish(keys)
+    assert first.replaced * 2 > len(first.placements) == facade.WASTED_ROUND_SPREADS
+    said = [r for r in caplog.records if "mostly redone in the coordinator" in r.getMessage()]
+    assert len(said) == 1 and coordinator.ray_gained_nothing
+    assert said[0].placed_again == first.replaced  # type: ignore[attr-defined]
+
+
+def test_a_small_round_says_nothing_however_much_is_redone() -> None:
+    coordinator, _model, keys = sharing(facade.WASTED_ROUND_SPREADS - 1)
+    result = coordinator.publish(keys)
+    assert result.replaced * 2 > len(result.placements) and not coordinator.ray_gained_nothing

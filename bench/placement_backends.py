@@ -1,0 +1,85 @@
+"""The placement benchmark's two backends, and the memory and CPU of the processes they use.
+
+Why apart from bench/placement.py: the Ray side has to be started, warmed, described and torn
+down like the coordinator does it (`shards.RayBackend` on a local Ray, `--spread-shards` actors),
+and its cost is in other processes — the actors' — whose memory and CPU time are read from
+/proc, so that the Ray runs are compared on what they really use, not on the coordinator's
+process alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from federation.coordinator import shards
+
+BACKENDS = ("local", "ray")
+RAY_SHARDS = 2
+"""SpreadShard actors in the Ray runs: `fedspread coordinator`'s default `--spread-shards`."""
+RAY_CPUS = 2
+"""CPUs the benchmark's local Ray is given: this machine's cores."""
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of process `pid` (this one by default), MB; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class Backend:
+    """The placement backend of one run: in this process, or on a local Ray started for it."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.temp_dir: str | None = None
+        self.ready_s = 0.0
+        self.ray: shards.RayBackend | None = None
+        self.backend: shards.PlacementBackend = shards.LocalBackend()
+        if kind == "ray":
+            self.temp_dir = tempfile.mkdtemp(prefix="fsbench-ray-", dir="/tmp")  # short: unix sockets
+            started = time.perf_counter()
+            self.ray = shards.RayBackend(shards=RAY_SHARDS, init_options={
+                "num_cpus": RAY_CPUS, "_temp_dir": self.temp_dir, "log_to_driver": False,
+                "configure_logging": False})
+            self.ray.footprint()  # every actor started, its modules imported: not in the round's time
+            self.ready_s = time.perf_counter() - started
+            self.backend = self.ray
+
+    def actors_cpu_s(self) -> float:
+        """CPU seconds the Ray actors' processes have used (user and system; 0 in-process)."""
+        if self.ray is None:
+            return 0.0
+        total = 0
+        for pid in self.ray.footprint().actor_pids:
+            try:
+                with open(f"/proc/{pid}/stat") as stat:  # fields after the ")" of the command
+                    fields = stat.read().rpartition(")")[2].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+            except OSError:
+                pass
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def describe(self) -> dict[str, Any]:
+        """What the run's placement ran on, and the Ray actors' memory now."""
+        if self.ray is None:
+            return {"backend": "local"}
+        found = self.ray.footprint()
+        return {"backend": "ray", "ray_shards": self.ray.shards,
+                "ray_cluster_shards": self.ray.cluster_shards, "ray_nodes": found.nodes,
+                "ray_cpus": found.cpus, "ray_ready_s": round(self.ready_s, 1),
+                "ray_actors_rss_mb": round(sum(rss_mb(pid) for pid in found.actor_pids), 1)}
+
+    def close(self) -> None:
+        self.backend.close()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
