@@ -160,9 +160,10 @@ def method(*, levels: Sequence[report_mod.Level], runs: int, pods: int, deadline
 def line(row: Json) -> str:
     """One run's result in a line of progress."""
     hook = row["apiserver"].get("webhook_p99") or {}
+    bound = "\N{GREATER-THAN OR EQUAL TO}" if hook.get("beyond_last_bucket") else "~"
     return (f"{row['pods_stored']}/{row['pods_asked']} pods in {row['burst_s']:.2f} s, handler p99 "
             f"{row['handler_p99_ms']:.3f} ms (cpu {row['handler_cpu_p99_ms']:.3f}), create p99 "
-            f"{row['create_p99_ms']:.0f} ms, apiserver webhook p99 ~{hook.get('ms', 0):.0f} ms, "
+            f"{row['create_p99_ms']:.0f} ms, apiserver webhook p99 {bound}{hook.get('ms', 0):.0f} ms, "
             f"conflicts {row['conflicts']}, refused {row['create_refused']}, over cap {row['over_cap']}, "
             f"without subset {row['without_subset']}{', COLLAPSED' if row['collapsed'] else ''}")
 
