@@ -11,10 +11,13 @@ each rule is unit-tested directly:
   linear interpolation inside the bucket that holds it, as Prometheus's `histogram_quantile` does;
   when it falls in the `+Inf` bucket only a lower bound is known, and `Quantile.beyond` says so.
 * `spread` — each figure's median over the runs of a level, with the smallest and largest run.
-* `run_collapse` / `collapse_point` — a run collapsed when its create p99 passed the webhook's
-  timeout or a create never succeeded; a level collapsed for a mode when most of its runs did;
-  the collapse point is the lowest such concurrency.
-* `level_ratio` — baseline over fedspread, only where neither mode collapsed at that level.
+* `over_timeout` / `run_collapse` / `collapse_point` — a run is over the timeout when its create
+  p99 passed the webhook's registered timeout or a create never succeeded (or the load did not
+  finish); it collapsed when it was over the timeout or the apiserver refused any create; a level
+  is either for a mode when most of its runs were; the collapse point is the lowest concurrency
+  whose level collapsed.
+* `level_ratio` — baseline over fedspread, only where neither mode was over the timeout at that
+  level: a quotient against a mode that had stopped answering in time measures its timeouts.
 """
 
 from __future__ import annotations
@@ -104,16 +107,26 @@ def median_index(values: Sequence[float]) -> int:
     return order[(len(order) - 1) // 2]
 
 
-def run_collapse(*, create_p99_s: float | None, timeout_s: float, lost: int, completed: bool) -> list[str]:
-    """Why one run counts as collapsed (empty: it did not): its create p99 passed the webhook's
-    timeout, some create never succeeded, or the load did not finish before its deadline."""
+def over_timeout(*, create_p99_s: float, timeout_s: float, lost: int, completed: bool) -> list[str]:
+    """Why one run was not answered in time (empty: it was): its create p99 passed the webhook's
+    registered timeout, some create never succeeded, or the load did not finish by its deadline."""
     reasons = []
-    if create_p99_s is not None and create_p99_s > timeout_s:
+    if create_p99_s > timeout_s:
         reasons.append(f"create p99 {create_p99_s:.2f} s > webhook timeout {timeout_s:g} s")
     if lost:
         reasons.append(f"{lost} creates never succeeded")
     if not completed:
         reasons.append("the load did not finish before its deadline")
+    return reasons
+
+
+def run_collapse(*, create_p99_s: float, timeout_s: float, lost: int, completed: bool,
+                 refused: int) -> list[str]:
+    """Why one run counts as collapsed (empty: it did not): `over_timeout`'s reasons, or creates
+    the apiserver refused (retried, but failed as the creator saw them)."""
+    reasons = over_timeout(create_p99_s=create_p99_s, timeout_s=timeout_s, lost=lost, completed=completed)
+    if refused:
+        reasons.append(f"{refused} create attempts refused")
     return reasons
 
 
@@ -132,10 +145,10 @@ def ratio(baseline: float, fedspread: float) -> float | None:
     return round(baseline / fedspread, 1) if fedspread > 0 else None
 
 
-def level_ratio(baseline: float, fedspread: float, *, baseline_collapsed: bool,
-                fedspread_collapsed: bool) -> float | None:
-    """`ratio` at one load level, only where neither mode collapsed there (None otherwise: a
-    quotient against a collapsed mode measures its timeouts, not a per-operation cost)."""
-    if baseline_collapsed or fedspread_collapsed:
+def level_ratio(baseline: float, fedspread: float, *, baseline_over: bool,
+                fedspread_over: bool) -> float | None:
+    """`ratio` at one load level, only where neither mode was over its webhook's timeout there
+    (None otherwise: the quotient would measure a timeout, not a per-operation cost)."""
+    if baseline_over or fedspread_over:
         return None
     return ratio(baseline, fedspread)

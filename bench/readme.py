@@ -96,17 +96,19 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
             figure += f": {ratio:g}\N{MULTIPLICATION SIGN}"
             verdict = _verdict(ratio >= 5.0)
         else:
-            down = [m for m in ("baseline", "fedspread") if level[m]["collapsed"]]
-            figure += f": no ratio, {' and '.join(down)} collapsed"
+            late = [m for m in ("baseline", "fedspread") if level[m]["over_timeout"]]
+            figure += f": no ratio, {' and '.join(late)} over its webhook timeout"
             verdict = "\N{EM DASH}"
-        yield ("admission", figure, "≥ 5\N{MULTIPLICATION SIGN} where neither collapsed", verdict,
+        if level["ratios"].get("baseline_refusing"):
+            figure += f" (baseline refused {theirs['create_refused']['median']:g} creates per run)"
+        yield ("admission", figure, "≥ 5\N{MULTIPLICATION SIGN} where both under the timeout", verdict,
                _load(level, document), when)
     collapse = found["collapse"]
     points = "; ".join(f"{mode} {_point(collapse[mode])}" for mode in ("fedspread", "baseline"))
     first = next(iter(levels.values()))
     timeouts = (f"registered webhook timeouts: fedspread {first['fedspread']['webhook_timeout_s']:g} s, "
                 f"baseline {first['baseline']['webhook_timeout_s']:g} s")
-    yield ("admission", f"collapse point (create p99 past the webhook timeout, or creates failing): "
+    yield ("admission", f"collapse point (create p99 past the webhook timeout, or creates refused): "
            f"{points} ({timeouts})", "(reported; no goal set)", "\N{EM DASH}", _load(found, document), when)
     over = found["goals"]["fedspread_over_cap"]["figure"]
     figure = (f"{over} pods over a cap in any run ({found['pods_per_run']} pods per run, caps sum to "
@@ -116,9 +118,12 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
 
 def _point(collapse: dict[str, Any]) -> str:
     tried = collapse.get("levels_tried") or []
-    if collapse.get("clients") is None:
-        return f"none up to {max(tried, default=0)} clients"
-    return f"at {collapse['clients']} clients"
+    point = (f"none up to {max(tried, default=0)} clients" if collapse.get("clients") is None
+             else f"at {collapse['clients']} clients")
+    replicaset = collapse.get("replicaset_collapsed")
+    if replicaset is not None:
+        point += f", {'' if replicaset else 'not '}collapsed under the ReplicaSet controller"
+    return point
 
 
 def _admission_single(document: dict[str, Any]) -> Iterator[Row]:

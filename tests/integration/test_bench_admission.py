@@ -55,7 +55,8 @@ def test_a_small_run_keeps_fedspread_under_its_caps_and_cleans_up(tmp_path: path
     level = result["levels"]["clients-5"]
     assert level["fedspread"]["webhook_timeout_s"] == 2 and level["baseline"]["webhook_timeout_s"] == 10
     assert level["fedspread"]["handler_p99_ms"]["median"] == result["fedspread"]["handler_p99_ms"]
-    assert set(level["ratios"]) == {"create_p99_ms", "handler_p99_ms", "burst_s", "compared"}
+    assert set(level["ratios"]) == {"create_p99_ms", "handler_p99_ms", "burst_s", "compared",
+                                    "baseline_refusing"}
     assert set(result["collapse"]["baseline"]) == {"clients", "levels_tried", "replicaset_collapsed"}
 
     recorded = state.SandboxState.load(directory)

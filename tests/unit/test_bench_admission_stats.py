@@ -64,12 +64,19 @@ def test_runs_give_the_median_with_its_spread_not_the_best() -> None:
         stats.spread([])
 
 
-def test_a_run_collapses_past_the_timeout_or_when_a_create_never_succeeds() -> None:
-    assert stats.run_collapse(create_p99_s=9.9, timeout_s=10, lost=0, completed=True) == []
-    assert stats.run_collapse(create_p99_s=10.5, timeout_s=10, lost=0, completed=True)
-    assert stats.run_collapse(create_p99_s=0.1, timeout_s=10, lost=1, completed=True)
-    assert stats.run_collapse(create_p99_s=0.1, timeout_s=10, lost=0, completed=False)
+def test_a_run_is_over_the_timeout_past_it_or_when_a_create_never_succeeds() -> None:
+    assert stats.over_timeout(create_p99_s=9.9, timeout_s=10, lost=0, completed=True) == []
+    assert stats.over_timeout(create_p99_s=10.5, timeout_s=10, lost=0, completed=True)
+    assert stats.over_timeout(create_p99_s=0.1, timeout_s=10, lost=1, completed=True)
+    assert stats.over_timeout(create_p99_s=0.1, timeout_s=10, lost=0, completed=False)
     assert stats.majority([True, True, False]) and not stats.majority([True, False, False])
+
+
+def test_a_run_collapses_over_the_timeout_or_when_creates_are_refused() -> None:
+    assert stats.run_collapse(create_p99_s=9.9, timeout_s=10, lost=0, completed=True, refused=0) == []
+    assert stats.run_collapse(create_p99_s=0.1, timeout_s=10, lost=0, completed=True, refused=3) == [
+        "3 create attempts refused"]
+    assert stats.run_collapse(create_p99_s=11, timeout_s=10, lost=0, completed=True, refused=0)
 
 
 def test_the_collapse_point_is_the_lowest_collapsed_concurrency() -> None:
@@ -78,10 +85,10 @@ def test_the_collapse_point_is_the_lowest_collapsed_concurrency() -> None:
     assert stats.collapse_point({1: False, 5: False}) is None
 
 
-def test_ratios_only_where_neither_mode_collapsed() -> None:
-    assert stats.level_ratio(100.0, 10.0, baseline_collapsed=False, fedspread_collapsed=False) == 10.0
-    assert stats.level_ratio(20000.0, 10.0, baseline_collapsed=True, fedspread_collapsed=False) is None
-    assert stats.level_ratio(100.0, 10.0, baseline_collapsed=False, fedspread_collapsed=True) is None
+def test_ratios_only_where_neither_mode_was_over_its_timeout() -> None:
+    assert stats.level_ratio(100.0, 10.0, baseline_over=False, fedspread_over=False) == 10.0
+    assert stats.level_ratio(20000.0, 10.0, baseline_over=True, fedspread_over=False) is None
+    assert stats.level_ratio(100.0, 10.0, baseline_over=False, fedspread_over=True) is None
     assert stats.ratio(1.0, 0.0) is None
 
 
@@ -107,13 +114,13 @@ class _Burst:
 
 
 def _row(mode: str, run: int, *, create: float, handler: float, over: int = 0,
-         lost: int = 0) -> dict[str, Any]:
+         refused: int = 0) -> dict[str, Any]:
     level = report.Level.of(5)
     samples = [webhook_samples.Sample(0.0, "CREATE", handler / 1000, handler / 2000, False)] * 10
     subsets = {"a": 4 + over, "b": 3, "c": 3, None: 2 - over}
     return report.run_row(
         mode=mode, level=level, run=run, order=run * 2 + (mode == "baseline"), asked=12,
-        burst=_Burst(latencies=[create / 1000] * 12, lost=lost), handler=samples, apiserver={},
+        burst=_Burst(latencies=[create / 1000] * 12, denied=refused), handler=samples, apiserver={},
         subsets=subsets, limits={"a": 4, "b": 3, "c": 3}, timeout_s=2.0 if mode == "fedspread" else 10.0,
         conflicts=0, counters={}, load={"at_start": [1.0, 1.0, 1.0], "at_end": [2.0, 1.0, 1.0]})
 
@@ -146,7 +153,8 @@ def test_a_collapsed_baseline_gets_no_ratio_and_a_collapse_point() -> None:
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
                             limits={"a": 4, "b": 3, "c": 3}, method={})
     assert found["levels"]["clients-5"]["ratios"] == {"create_p99_ms": None, "handler_p99_ms": None,
-                                                      "burst_s": None, "compared": False}
+                                                      "burst_s": None, "compared": False,
+                                                      "baseline_refusing": False}
     assert found["collapse"] == {
         "fedspread": {"clients": None, "levels_tried": [5], "replicaset_collapsed": None},
         "baseline": {"clients": 5, "levels_tried": [5], "replicaset_collapsed": None}}
@@ -179,3 +187,15 @@ def test_the_apiserver_metrics_are_read_per_webhook_and_summed_over_rejected() -
     assert snapshot.total(f"{hook}_count", name="pods.a", rejected="true") == 1
     assert snapshot.codes(apiserver_metrics.REQUEST_TOTAL, **apiserver_metrics.POD_CREATE) == {
         "201": 12.0, "500": 2.0}, "bindings are a subresource, not creates"
+
+
+def test_a_baseline_refusing_creates_collapses_but_keeps_its_ratio_under_the_timeout() -> None:
+    rows = [_row("fedspread", r, create=30, handler=0.5) for r in range(3)]
+    rows += [_row("baseline", r, create=600, handler=40, refused=5 if r else 0) for r in range(3)]
+    found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
+                            limits={"a": 4, "b": 3, "c": 3}, method={})
+    level = found["levels"]["clients-5"]
+    assert level["baseline"]["collapsed"] and level["baseline"]["refusing"]
+    assert not level["baseline"]["over_timeout"]
+    assert level["ratios"]["create_p99_ms"] == 20.0 and level["ratios"]["baseline_refusing"]
+    assert found["collapse"]["baseline"]["clients"] == 5
