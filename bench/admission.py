@@ -22,7 +22,8 @@ grows. A claim like that is only worth the method behind it, so:
   mode's webhook and its pod-create request latency, from /metrics scraped before and after the
   load (`apiserver_metrics`; p50/p99 interpolated inside the histogram's buckets).
 * A mode collapsed at a level when, in most of its runs, its create p99 passed its webhook's
-  registered timeout, a create never succeeded, or the apiserver refused creates; its collapse
+  registered timeout, a create never succeeded, the apiserver refused creates, or it gave up on a
+  webhook call and let the pod in unexamined (its log says so; `failurePolicy: Ignore`); its collapse
   point is the lowest client count where that happened. Ratios are given per level only where
   neither mode's create p99 passed its timeout (refusals are flagged beside them).
 
@@ -80,14 +81,14 @@ def pods_per_run(replicas: int) -> int:
 
 
 def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: report_mod.Level, mode: str,
-            run: int, order: int, pods: int, deadline: float) -> Json:
+            run: int, order: int, pods: int, deadline: float, apiserver_log: pathlib.Path) -> Json:
     """One run of `mode` at `level` on an empty namespace, which it leaves empty; its row."""
     at_start = runner.load()
     namespace = hooks.namespaces[mode]
     if level.clients is None:
         replicaset_load.create(api, namespace)
     with hooks.serving(mode, f"{level.name}-{run}") as session:
-        before = apiserver_metrics.scrape(api)
+        before, log = apiserver_metrics.scrape(api), apiserver_metrics.LogWindow(apiserver_log)
         if level.clients is None:
             burst = replicaset_load.scale(api, namespace, replicas=pods, deadline=deadline)
         else:
@@ -100,7 +101,8 @@ def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: r
     row = report_mod.run_row(
         mode=mode, level=level, run=run, order=order, asked=pods, burst=burst,
         handler=recorded.window(operation="CREATE", start=burst.started),
-        apiserver=apiserver_metrics.run_figures(before, after, webhook=session.webhook),
+        apiserver={**apiserver_metrics.run_figures(before, after, webhook=session.webhook),
+                   **log.failed_calls(session.webhook)},
         subsets=client.stored_subsets(api, namespace), limits=hooks.limits, timeout_s=session.timeout_s,
         conflicts=session.conflicts(), counters=recorded.counters,
         load={"at_start": at_start, "at_end": at_end})
@@ -125,12 +127,13 @@ def measure(*, size: int, report: Report, directory: pathlib.Path | None = None,
         sandbox = launcher.up(where, members=[member], profiles={member: profile}, report=report)
         try:
             kubeconfig = sandbox.cluster(member).kubeconfig
+            log = pathlib.Path(next(c.log for c in sandbox.components if c.name == f"{member}-apiserver"))
             api = rawkube.RawApi(rawkube.api_client(kubeconfig, pool_size=clients + 8))
             hooks = admission_webhooks.Webhooks(api, kubeconfig, scratch, limits=limits)
             hooks.prepare()
             for number, (level, mode, run) in enumerate(order):
                 row = one_run(api, hooks, level=level, mode=mode, run=run, order=number, pods=pods,
-                              deadline=deadline)
+                              deadline=deadline, apiserver_log=log)
                 rows.append(row)
                 report(f"{number + 1}/{len(order)} {level.name} {mode} run {run + 1}: {line(row)}")
         finally:
@@ -154,7 +157,8 @@ def method(*, levels: Sequence[report_mod.Level], runs: int, pods: int, deadline
                              "delta of scrapes around the load, p50/p99 interpolated inside its buckets",
         "over_timeout": "create p99 above the webhook's registered timeoutSeconds, a create that never "
                         "succeeded, or the load unfinished at its deadline, in most of a level's runs",
-        "collapse": "over the timeout, or creates refused by the apiserver, in most of a level's runs",
+        "collapse": "over the timeout, creates refused by the apiserver, or webhook calls it gave up on "
+                    "and failed open (its log), in most of a level's runs",
         "ratios": "baseline median / fedspread median per level, only where neither was over the timeout",
     }
 
@@ -167,7 +171,8 @@ def line(row: Json) -> str:
             f"{row['handler_p99_ms']:.3f} ms (cpu {row['handler_cpu_p99_ms']:.3f}), create p99 "
             f"{row['create_p99_ms']:.0f} ms, apiserver webhook p99 {bound}{hook.get('ms', 0):.0f} ms, "
             f"conflicts {row['conflicts']}, refused {row['create_refused']}, over cap {row['over_cap']}, "
-            f"without subset {row['without_subset']}, short of caps {row['subsets_short']}"
+            f"without subset {row['without_subset']}, short of caps {row['subsets_short']}, failed open "
+            f"{row['apiserver'].get('webhook_failed_open', 0)}"
             f"{', COLLAPSED' if row['collapsed'] else ''}")
 
 

@@ -90,7 +90,8 @@ def run_row(*, mode: str, level: Level, run: int, order: int, asked: int, burst:
     late = stats.over_timeout(create_p99_s=create_p99 / 1000, timeout_s=timeout_s, lost=burst.lost,
                               completed=burst.completed)
     reasons = stats.run_collapse(create_p99_s=create_p99 / 1000, timeout_s=timeout_s, lost=burst.lost,
-                                 completed=burst.completed, refused=refused)
+                                 completed=burst.completed, refused=refused,
+                                 failed_open=int(apiserver.get("webhook_failed_open", 0)))
     return {
         "mode": mode, "level": level.name, "clients": level.clients, "run": run, "order": order,
         "load": load, "pods_asked": asked, "pods_stored": burst.pods, "completed": burst.completed,

@@ -13,9 +13,9 @@ each rule is unit-tested directly:
 * `spread` — each figure's median over the runs of a level, with the smallest and largest run.
 * `over_timeout` / `run_collapse` / `collapse_point` — a run is over the timeout when its create
   p99 passed the webhook's registered timeout or a create never succeeded (or the load did not
-  finish); it collapsed when it was over the timeout or the apiserver refused any create; a level
-  is either for a mode when most of its runs were; the collapse point is the lowest concurrency
-  whose level collapsed.
+  finish); it collapsed when it was over the timeout, or the apiserver refused a create or gave up
+  on a webhook call and let the pod in unexamined; a level is either for a mode when most of its
+  runs were; the collapse point is the lowest concurrency whose level collapsed.
 * `level_ratio` — baseline over fedspread, only where neither mode was over the timeout at that
   level: a quotient against a mode that had stopped answering in time measures its timeouts.
 """
@@ -121,12 +121,15 @@ def over_timeout(*, create_p99_s: float, timeout_s: float, lost: int, completed:
 
 
 def run_collapse(*, create_p99_s: float, timeout_s: float, lost: int, completed: bool,
-                 refused: int) -> list[str]:
-    """Why one run counts as collapsed (empty: it did not): `over_timeout`'s reasons, or creates
-    the apiserver refused (retried, but failed as the creator saw them)."""
+                 refused: int, failed_open: int = 0) -> list[str]:
+    """Why one run counts as collapsed (empty: it did not): `over_timeout`'s reasons, creates the
+    apiserver refused (retried, but failed as the creator saw them), or webhook calls it gave up
+    on and let through unexamined (a webhook registered to fail open)."""
     reasons = over_timeout(create_p99_s=create_p99_s, timeout_s=timeout_s, lost=lost, completed=completed)
     if refused:
         reasons.append(f"{refused} create attempts refused")
+    if failed_open:
+        reasons.append(f"{failed_open} webhook calls timed out and failed open")
     return reasons
 
 

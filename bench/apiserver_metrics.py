@@ -11,12 +11,18 @@ sandbox's kubeconfig may read /metrics.
 Both are cumulative histograms; a run's figures are the bucket-by-bucket difference of the scrapes
 taken just before and just after its load (`admission_stats.bucket_delta`), so each run stands on
 its own whatever ran before. Only the needed series are parsed, from Prometheus's text format.
+
+What the metrics of 1.20 do not count is a webhook call the apiserver gave up on: with
+`failurePolicy: Ignore` (fedspread's) the pod is then created without a subset, silently. The
+apiserver logs each such call ("Failed calling webhook, failing open NAME: ..."; "failing closed"
+under `Fail`), so `LogWindow` counts those lines in the part of its log a run wrote.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import pathlib
 import re
 from collections.abc import Iterable, Mapping
 
@@ -125,3 +131,19 @@ def run_figures(before: Snapshot, after: Snapshot, *, webhook: str) -> dict[str,
         "create_p50": admission_stats.quantile_ms(creates, 0.50),
         "create_p99": admission_stats.quantile_ms(creates, 0.99),
     }
+
+
+class LogWindow:
+    """The lines an apiserver log gained since this was made (the log is only ever appended to)."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size
+
+    def failed_calls(self, webhook: str) -> dict[str, int]:
+        """The calls of `webhook` the apiserver gave up on since then: failing open, failing closed."""
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            text = log.read().decode(errors="replace")
+        return {"webhook_failed_open": text.count(f"failing open {webhook}:"),
+                "webhook_failed_closed": text.count(f"failing closed {webhook}:")}

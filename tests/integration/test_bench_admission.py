@@ -48,6 +48,7 @@ def test_a_small_run_keeps_fedspread_under_its_caps_and_cleans_up(tmp_path: path
         assert row["admissions"] == pods, f"{where}: one handler sample per pod, in the window"
         assert row["apiserver"]["webhook_calls"] >= pods, f"{where}: the apiserver counted the calls"
         assert row["apiserver"]["create_requests"].get("201") == pods, where
+        assert row["apiserver"]["webhook_failed_open"] == 0, f"{where}: the apiserver's log was read"
         assert len(row["load"]["at_start"]) == 3 and len(row["load"]["at_end"]) == 3
         if row["mode"] == "fedspread":
             assert row["by_subset"] == caps and row["without_subset"] == pods - SIZE, where

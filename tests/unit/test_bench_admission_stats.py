@@ -77,6 +77,8 @@ def test_a_run_collapses_over_the_timeout_or_when_creates_are_refused() -> None:
     assert stats.run_collapse(create_p99_s=0.1, timeout_s=10, lost=0, completed=True, refused=3) == [
         "3 create attempts refused"]
     assert stats.run_collapse(create_p99_s=11, timeout_s=10, lost=0, completed=True, refused=0)
+    assert stats.run_collapse(create_p99_s=0.1, timeout_s=2, lost=0, completed=True, refused=0,
+                              failed_open=1) == ["1 webhook calls timed out and failed open"]
 
 
 def test_the_collapse_point_is_the_lowest_collapsed_concurrency() -> None:
@@ -199,3 +201,16 @@ def test_a_baseline_refusing_creates_collapses_but_keeps_its_ratio_under_the_tim
     assert not level["baseline"]["over_timeout"]
     assert level["ratios"]["create_p99_ms"] == 20.0 and level["ratios"]["baseline_refusing"]
     assert found["collapse"]["baseline"]["clients"] == 5
+
+
+def test_the_apiserver_log_counts_the_calls_it_gave_up_on_since_the_window_opened(tmp_path: Any) -> None:
+    from bench import apiserver_metrics
+
+    log = tmp_path / "apiserver.log"
+    log.write_text("W1 dispatcher.go:170] Failed calling webhook, failing open pods.a: old\n")
+    window = apiserver_metrics.LogWindow(log)
+    with log.open("a") as sink:
+        sink.write("W2 dispatcher.go:170] Failed calling webhook, failing open pods.a: context deadline\n")
+        sink.write("W3 dispatcher.go:170] Failed calling webhook, failing closed pods.b: timeout\n")
+    assert window.failed_calls("pods.a") == {"webhook_failed_open": 1, "webhook_failed_closed": 0}
+    assert window.failed_calls("pods.b") == {"webhook_failed_open": 0, "webhook_failed_closed": 1}
