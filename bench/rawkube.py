@@ -69,6 +69,16 @@ class RawApi:
         """GET `path`."""
         return self.request("GET", path)
 
+    def text(self, path: str, *, timeout: float = 60.0) -> str:
+        """GET `path` as text (e.g. /metrics); RawError for an HTTP error status."""
+        headers = {**self._headers, "Accept": "text/plain"}
+        response = self._pool.request("GET", self._host + path, headers=headers, timeout=timeout,
+                                      retries=False)
+        body = response.data.decode(errors="replace")
+        if response.status >= 400:
+            raise RawError(response.status, body)
+        return body
+
     def post(self, path: str, body: Any) -> Any:
         """POST `body` to `path`."""
         return self.request("POST", path, body)

@@ -7,8 +7,10 @@ its figure, the goal, whether it was met, the load average at its start and end,
 the command that reproduces it. The prose around the table explains the figures; the table itself
 is never edited by hand (`--check`, run by the unit tests, fails when it differs from the JSON).
 
-A benchmark's own reference file (`reference-inventory.json`, `reference-accuracy.json`) is used
-when present, since it was measured after the last full run; otherwise `reference-full.json`.
+A benchmark's own reference file (`reference-admission.json`, `reference-inventory.json`,
+`reference-accuracy.json`, ...) is used when present, since it was measured after the last full
+run; otherwise `reference-full.json`. The admission rows are per load level: the handler's p99 at
+5 clients, the create p99 ratio at each level where neither mode collapsed, the collapse points.
 """
 
 from __future__ import annotations
@@ -59,7 +61,73 @@ def _document(name: str) -> dict[str, Any]:
     return found
 
 
+def _spread(figure: dict[str, Any], unit: str) -> str:
+    """A level's figure: its median run, and the smallest and largest run in brackets."""
+    return f"{figure['median']:g} {unit} ({figure['min']:g}\N{EN DASH}{figure['max']:g})"
+
+
 def _admission(document: dict[str, Any]) -> Iterator[Row]:
+    found = document.get("admission") or {}
+    if "levels" not in found:
+        yield from _admission_single(document)
+        return
+    when, levels = _when(document, only="admission"), found["levels"]
+    runs = found.get("runs_per_level", 3)
+    five = levels.get("clients-5")
+    if five:
+        ours, theirs = five["fedspread"], five["baseline"]
+        figure = (f"handler wall p99 at 5 clients, all samples: {_spread(ours['handler_p99_ms'], 'ms')}, "
+                  f"median of {runs} runs (min\N{EN DASH}max); CPU p99 "
+                  f"{ours['handler_cpu_p99_ms']['median']:g} ms; "
+                  f"baseline {theirs['handler_p99_ms']['median']:g} ms")
+        met = ours["handler_p99_ms"]["median"] <= 1.0
+        yield ("admission", figure, "≤ 1 ms", _verdict(met), _load(five, document), when)
+    ordered = sorted(levels.values(), key=lambda level: (level["clients"] is not None, level["clients"] or 0))
+    for level in ordered:
+        ours, theirs = level["fedspread"], level["baseline"]
+        clients = level["clients"]
+        where = ("the ReplicaSet controller" if clients is None
+                 else f"{clients} client{'s' if clients != 1 else ''}")
+        source = " (apiserver, bucket-interpolated)" if level["clients"] is None else ""
+        figure = (f"pod create p99 at {where}{source}: {_spread(ours['create_p99_ms'], 'ms')} vs baseline "
+                  f"{_spread(theirs['create_p99_ms'], 'ms')}")
+        ratio = level["ratios"]["create_p99_ms"]
+        if ratio is not None:
+            figure += f": {ratio:g}\N{MULTIPLICATION SIGN}"
+            verdict = _verdict(ratio >= 5.0)
+        else:
+            late = [m for m in ("baseline", "fedspread") if level[m]["over_timeout"]]
+            figure += f": no ratio, {' and '.join(late)} over its webhook timeout"
+            verdict = "\N{EM DASH}"
+        if level["ratios"].get("baseline_refusing"):
+            figure += f" (baseline refused {theirs['create_refused']['median']:g} creates per run)"
+        yield ("admission", figure, "≥ 5\N{MULTIPLICATION SIGN} where both under the timeout", verdict,
+               _load(level, document), when)
+    collapse = found["collapse"]
+    points = "; ".join(f"{mode} {_point(collapse[mode])}" for mode in ("fedspread", "baseline"))
+    first = next(iter(levels.values()))
+    timeouts = (f"registered webhook timeouts: fedspread {first['fedspread']['webhook_timeout_s']:g} s, "
+                f"baseline {first['baseline']['webhook_timeout_s']:g} s")
+    yield ("admission", f"collapse point (create p99 past the webhook timeout, or creates refused): "
+           f"{points} ({timeouts})", "(reported; no goal set)", "\N{EM DASH}", _load(found, document), when)
+    over = found["goals"]["fedspread_over_cap"]["figure"]
+    figure = (f"{over} pods over a cap in any run ({found['pods_per_run']} pods per run, caps sum to "
+              f"{found['replicas']})")
+    yield ("admission", figure, "0 over a cap", _verdict(over == 0), _load(found, document), when)
+
+
+def _point(collapse: dict[str, Any]) -> str:
+    tried = collapse.get("levels_tried") or []
+    point = (f"none up to {max(tried, default=0)} clients" if collapse.get("clients") is None
+             else f"at {collapse['clients']} clients")
+    replicaset = collapse.get("replicaset_collapsed")
+    if replicaset is not None:
+        point += f", {'' if replicaset else 'not '}collapsed under the ReplicaSet controller"
+    return point
+
+
+def _admission_single(document: dict[str, Any]) -> Iterator[Row]:
+    """A result of the one-burst benchmark that came before the load levels."""
     found = document.get("admission") or {}
     ours, baseline = found.get("fedspread") or {}, found.get("baseline") or {}
     if not ours:
@@ -147,7 +215,7 @@ def rows() -> list[Row]:
     """Every headline row, from the committed result documents."""
     found: list[Row] = []
     full = _document("full")
-    found += _admission(full)
+    found += _admission(_document("admission"))
     found += _placement(full)
     found += _failover(full)
     found += _recovery(_document("recovery"))
