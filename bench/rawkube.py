@@ -31,7 +31,7 @@ class RawError(Exception):
 def api_client(kubeconfig: str, *, pool_size: int = 16) -> client.ApiClient:
     """A generated-client ApiClient for `kubeconfig` whose pool keeps `pool_size` connections."""
     settings = client.Configuration()
-    config.load_kube_config(config_file=kubeconfig, client_configuration=settings)
+    config.load_kube_config(config_file=kubeconfig, client_configuration=settings)  # type: ignore[no-untyped-call]
     settings.connection_pool_maxsize = pool_size
     return client.ApiClient(settings)
 

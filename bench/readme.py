@@ -61,9 +61,16 @@ def _document(name: str) -> dict[str, Any]:
     return found
 
 
+def _number(value: float) -> str:
+    """Three significant figures or so: 0.564, 3.87, 69.9, 2,441."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
 def _spread(figure: dict[str, Any], unit: str) -> str:
     """A level's figure: its median run, and the smallest and largest run in brackets."""
-    return f"{figure['median']:g} {unit} ({figure['min']:g}\N{EN DASH}{figure['max']:g})"
+    return f"{_number(figure['median'])} {unit} ({_number(figure['min'])}\N{EN DASH}{_number(figure['max'])})"
 
 
 def _admission(document: dict[str, Any]) -> Iterator[Row]:
@@ -78,8 +85,8 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
         ours, theirs = five["fedspread"], five["baseline"]
         figure = (f"handler wall p99 at 5 clients, all samples: {_spread(ours['handler_p99_ms'], 'ms')}, "
                   f"median of {runs} runs (min\N{EN DASH}max); CPU p99 "
-                  f"{ours['handler_cpu_p99_ms']['median']:g} ms; "
-                  f"baseline {theirs['handler_p99_ms']['median']:g} ms")
+                  f"{_number(ours['handler_cpu_p99_ms']['median'])} ms; "
+                  f"baseline {_number(theirs['handler_p99_ms']['median'])} ms")
         met = ours["handler_p99_ms"]["median"] <= 1.0
         yield ("admission", figure, "≤ 1 ms", _verdict(met), _load(five, document), when)
     ordered = sorted(levels.values(), key=lambda level: (level["clients"] is not None, level["clients"] or 0))
@@ -96,11 +103,12 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
             figure += f": {ratio:g}\N{MULTIPLICATION SIGN}"
             verdict = _verdict(ratio >= 5.0)
         else:
-            late = [m for m in ("baseline", "fedspread") if level[m]["over_timeout"]]
-            figure += f": no ratio, {' and '.join(late)} over its webhook timeout"
+            late = [f"{m} over its {level[m]['webhook_timeout_s']:g} s webhook timeout"
+                    for m in ("baseline", "fedspread") if level[m]["over_timeout"]]
+            figure += f": no ratio, {' and '.join(late)}"
             verdict = "\N{EM DASH}"
         if level["ratios"].get("baseline_refusing"):
-            figure += f" (baseline refused {theirs['create_refused']['median']:g} creates per run)"
+            figure += f" (baseline refused {theirs['create_refused']['median']:g} create attempts per run)"
         yield ("admission", figure, "≥ 5\N{MULTIPLICATION SIGN} where both under the timeout", verdict,
                _load(level, document), when)
     collapse = found["collapse"]
@@ -108,8 +116,9 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
     first = next(iter(levels.values()))
     timeouts = (f"registered webhook timeouts: fedspread {first['fedspread']['webhook_timeout_s']:g} s, "
                 f"baseline {first['baseline']['webhook_timeout_s']:g} s")
-    yield ("admission", f"collapse point (create p99 past the webhook timeout, or creates refused): "
-           f"{points} ({timeouts})", "(reported; no goal set)", "\N{EM DASH}", _load(found, document), when)
+    figure = (f"collapse point (create p99 past the webhook timeout, creates refused or failed open): "
+              f"{points} ({timeouts})")
+    yield ("admission", figure, "(reported; no goal set)", "\N{EM DASH}", _load(found, document), when)
     over = found["goals"]["fedspread_over_cap"]["figure"]
     figure = (f"{over} pods over a cap in any run ({found['pods_per_run']} pods per run, caps sum to "
               f"{found['replicas']})")
