@@ -59,8 +59,8 @@ PAGE_SIZE = 250
 """Objects per list page. Half client-go's 500: a page's JSON (a pod is 3-4 KB, a node 7 KB) is
 parsed whole and lives until its objects are converted, with four resources listing at once, so
 smaller pages keep the agent's peak and what the allocator retains afterwards smaller (on the
-inventory benchmark's member 156 MB at the peak rather than 171-174, and 8-10 MB less resident once
-trimmed) at the cost of twice as many list requests (400 for 100,000 pods)."""
+inventory benchmark's member 154-157 MB at the peak rather than 169-175, and about 8 MB less
+resident once trimmed) at the cost of twice as many list requests (400 for 100,000 pods)."""
 MAX_INTERNED = 10_000
 """Distinct request sets shared between pods (a workload's pods all request the same)."""
 
