@@ -9,7 +9,7 @@ STAMP   = $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[agent,coordinator,dev]'
 	touch $(STAMP)
 
 ## test: install into .venv, build (once) the sandbox control plane, run lint, types, import

@@ -99,7 +99,8 @@ class Agent:
                 ca=settings.tls_ca)
             self.webhook = server.WebhookServer(
                 handler.AdmissionHandler(self.bookkeeping, self.metrics), port=settings.webhook_port,
-                cert_file=self.serving.cert_file, key_file=self.serving.key_file)
+                cert_file=self.serving.cert_file, key_file=self.serving.key_file,
+                ready=lambda: self.cache.synced)  # ready: serving and counting from synced caches
         except (OSError, ValueError) as error:  # unreadable or mismatched certificate files
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise AgentError(f"webhook serving certificate: {error}") from None

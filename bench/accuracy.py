@@ -1,4 +1,4 @@
-"""Placement accuracy: does each replica land in a (subset, cluster) where it can run? (issue 15)
+"""Placement accuracy: does each replica land in a (subset, cluster) where it can run?
 
 The claim: with the Adaptive strategy the coordinator takes into each subset only what fits on its
 nodes — fitting the pod the subset really creates, its patch applied — so a replica placed

@@ -1,6 +1,6 @@
 """Placement accuracy from pod histories: the pure arithmetic of the accuracy benchmark.
 
-Why pure and apart: the numbers issue 15 asks for are a classification of what each pod went
+Why pure and apart: the numbers the benchmark reports are a classification of what each pod went
 through, and a benchmark is only worth its definitions. Here they are, tested without a cluster
 (tests/unit/test_bench_accuracy.py):
 
@@ -32,7 +32,7 @@ from typing import Literal
 from federation.api import quantity
 
 PENDING_LIMIT = 10.0
-"""Seconds a pod may wait Pending before it counts (issue 15)."""
+"""Seconds a pod may wait Pending before it counts."""
 PODS = "pods"
 
 Outcome = Literal["accurate", "rescheduled", "waiting", "unassigned"]

@@ -1,6 +1,6 @@
 """The accuracy benchmark's world: mixed node shapes, other workloads, subsets that patch their pods.
 
-Why this scenario (issue 15): Adaptive placement is only as good as its answer to "how many of
+Why this scenario: Adaptive placement is only as good as its answer to "how many of
 *this subset's* pods fit on *these* nodes now". What makes that answer hard in a real cluster is
 all here, small:
 

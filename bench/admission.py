@@ -1,40 +1,50 @@
-"""Admission under a burst : fedspread's local quota table against Kruise's design.
+"""Admission under load: fedspread's local quota table against Kruise's design, level by level.
 
 The claim (README, "How it compares"): a webhook that decides from a local quota table answers in
-well under a millisecond and lets a burst of pods through as fast as the apiserver stores them,
-where Kruise's webhook design — one optimistic-lock update of the spread object per pod, behind a
-per-spread mutex — serialises every admission on an API write and retries 409s.
+well under a millisecond and lets pods through as fast as the apiserver stores them, where Kruise's
+webhook design — one optimistic-lock update of the spread object per pod, behind a per-spread
+mutex — serialises every admission on an API write, retries 409s, and falls over as concurrency
+grows. A claim like that is only worth the method behind it, so:
 
-How it is measured, on a sandbox of its own (one member, `bench-1`, three zones of simulated nodes
-with room for every pod; the hub apiserver the launcher always starts stays idle), twice in the
-same run:
+* On a sandbox of its own (one member, `bench-1`, three zones of simulated nodes with room for
+  every pod; the hub the launcher always starts stays idle), a spread of three subsets capped at
+  40/30/30 % of N, each pinned to its zone. Every run creates N + 20 % pods: the caps sum to N, so
+  a fifth of the pods must be left without a subset, and `over_cap` counts whether any went over.
+* Two kinds of load (`admission_report.Level`): the real ReplicaSet controller scaling a
+  Deployment from 0 (`replicaset_load`), and direct creates by 1, 5, 20 and 50 concurrent clients
+  (`admission_client.burst`), each create timed as the client sees it.
+* Three runs per mode per level, the modes alternating in swapped pairs (`admission_report.plan`),
+  each run with a fresh webhook process and a cluster emptied of the previous run's pods
+  (`admission_webhooks`). A level reports each figure's median run with the smallest and largest.
+* Every figure over all samples of a run: the handler's wall p50/p99/p99.9 and CPU p50/p99 over
+  every CREATE admission (`webhook_samples`), create p50/p99 over every pod, burst seconds.
+  Beside them the apiserver's own `apiserver_admission_webhook_admission_duration_seconds` for the
+  mode's webhook and its pod-create request latency, from /metrics scraped before and after the
+  load (`apiserver_metrics`; p50/p99 interpolated inside the histogram's buckets).
+* A mode collapsed at a level when, in most of its runs, its create p99 passed its webhook's
+  registered timeout, a create never succeeded, the apiserver refused creates, or it gave up on a
+  webhook call and let the pod in unexamined (its log says so; `failurePolicy: Ignore`); its collapse
+  point is the lowest client count where that happened. Ratios are given per level only where
+  neither mode's create p99 passed its timeout (refusals are flagged beside them).
 
-* a spread of three subsets capped at 40/30/30 % of N (integers), each pinned to one zone;
-* (a) fedspread's agent, then (b) Kruise's design, each a webhook process of its own in its own
-  namespace, the other one unregistered and its pods gone (`admission_webhooks`);
-* the burst: N pods created at once by a pool of client threads (50), each create timed as the
-  client sees it (`admission_client`).
-
-Reported per mode: handler p50/p99 (every CREATE admission during the burst, as the webhook's own
-handler timed it: parse -> decision -> encoded answer), create p50/p99 (client side, from the first
-request to success; a denied create is retried, up to 5 attempts), burst_s (first request to last
-pod stored), conflicts (the webhook's 409 retries; fedspread makes no API call to admit) and
-over_cap (stored pods whose subset annotation exceeds that subset's cap). `details` says what the
-fixed keys cannot: denials, pods left without a subset, the baseline controller's own 409s and
-deletion-cost patches, and what the handler's wall time was made of — its CPU time, and how many
-admissions the OS preempted (`webhook_samples`): on 2 cores shared with a whole control plane, a
-sub-millisecond handler's tail is the scheduler's, and the report should say so rather than hide it.
+Sizes: N = 100 (quick, 120 pods per run) and 500 (full, 600 per run) — the 1,000 of earlier
+versions at 5 levels x 2 modes x 3 runs would take most of an hour on 2 cores, since a collapsed
+baseline stores ~10 pods/s. A load stops taking new pods after its deadline (the rest are lost,
+the run incomplete). Nothing here asserts a figure: the benchmark records.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import pathlib
 import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import admission_client, admission_webhooks, baseline_webhook, rawkube
+from bench import admission_client as client
+from bench import admission_report as report_mod
+from bench import admission_webhooks, apiserver_metrics, baseline_webhook, rawkube, replicaset_load
+from bench import run as runner
 from federation.sandbox import launcher
 
 Report = Callable[[str], None]
@@ -42,9 +52,19 @@ Json = dict[str, Any]
 
 SUBSETS = (("a", 40), ("b", 30), ("c", 30))
 """Subset (and zone) names with their caps in percent of N."""
-QUICK_REPLICAS, FULL_REPLICAS = 200, 1000
-WORKERS = 50
-"""Concurrent creates of the burst's client."""
+LEVELS: tuple[str | int, ...] = ("replicaset", 1, 5, 20, 50)
+RUNS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """N (the caps' sum; each run creates N + 20 %) and how long a load may take."""
+
+    replicas: int
+    deadline: float
+
+
+QUICK, FULL = Size(replicas=100, deadline=90.0), Size(replicas=500, deadline=240.0)
 
 
 def caps(replicas: int) -> dict[str, int]:
@@ -55,62 +75,51 @@ def caps(replicas: int) -> dict[str, int]:
     return shares
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile (0 for no values)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+def pods_per_run(replicas: int) -> int:
+    """N + 20 %: a fifth more pods than the caps hold."""
+    return replicas + replicas // 5
 
 
-def _ms(values: Sequence[float], pct: float) -> float:
-    """The `pct` percentile of `values` (seconds) in milliseconds."""
-    return round(percentile(values, pct) * 1000, 3)
-
-
-def summary(mode: admission_webhooks.Mode, limits: dict[str, int]) -> Json:
-    """The result keys of one mode (bench/README.md lists them)."""
-    wall = [s.seconds for s in mode.handler]
-    return {
-        "handler_p50_ms": _ms(wall, 50),
-        "handler_p99_ms": _ms(wall, 99),
-        "create_p50_ms": round(percentile(mode.burst.latencies, 50) * 1000, 1),
-        "create_p99_ms": round(percentile(mode.burst.latencies, 99) * 1000, 1),
-        "burst_s": round(mode.burst.seconds, 2),
-        "conflicts": mode.conflicts,
-        "over_cap": admission_client.over_cap(mode.subsets, limits),
-    }
-
-
-def details(mode: admission_webhooks.Mode) -> Json:
-    """What the fixed keys leave out: counts behind the percentiles, denials, pods without a subset,
-    and what the handler's wall time consisted of (its CPU time; admissions the OS preempted)."""
-    calm = [s.seconds for s in mode.handler if not s.preempted]
-    return {
-        "admissions": len(mode.handler), "pods_stored": len(mode.burst.latencies),
-        "create_denied": mode.burst.denied, "pods_lost": mode.burst.lost,
-        "without_subset": mode.subsets.get(None, 0),
-        "by_subset": {str(k): v for k, v in sorted(mode.subsets.items(), key=lambda kv: str(kv[0])) if k},
-        "handler_max_ms": round(max((s.seconds for s in mode.handler), default=0.0) * 1000, 3),
-        "handler_cpu_p50_ms": _ms([s.cpu_seconds for s in mode.handler], 50),
-        "handler_cpu_p99_ms": _ms([s.cpu_seconds for s in mode.handler], 99),
-        "handler_preempted": sum(s.preempted for s in mode.handler),
-        "handler_p99_not_preempted_ms": _ms(calm, 99),
-        "load_average_at_start": round(mode.burst.load, 2),
-        **{k: v for k, v in sorted(mode.counters.items())},
-    }
-
-
-def _ratio(baseline: float, fedspread: float) -> float | None:
-    """How many times fedspread's number is below the baseline's (None: fedspread's is 0)."""
-    return round(baseline / fedspread, 1) if fedspread > 0 else None
+def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: report_mod.Level, mode: str,
+            run: int, order: int, pods: int, deadline: float, apiserver_log: pathlib.Path) -> Json:
+    """One run of `mode` at `level` on an empty namespace, which it leaves empty; its row."""
+    at_start = runner.load()
+    namespace = hooks.namespaces[mode]
+    if level.clients is None:
+        replicaset_load.create(api, namespace)
+    with hooks.serving(mode, f"{level.name}-{run}") as session:
+        before, log = apiserver_metrics.scrape(api), apiserver_metrics.LogWindow(apiserver_log)
+        if level.clients is None:
+            burst = replicaset_load.scale(api, namespace, replicas=pods, deadline=deadline)
+        else:
+            burst = client.burst(api, namespace, count=pods, workers=level.clients, deadline=deadline)
+        after = apiserver_metrics.scrape(api)
+    at_end = runner.load()
+    recorded = session.recorded
+    if recorded is None:
+        raise RuntimeError(f"the {mode} webhook recorded nothing")
+    row = report_mod.run_row(
+        mode=mode, level=level, run=run, order=order, asked=pods, burst=burst,
+        handler=recorded.window(operation="CREATE", start=burst.started),
+        apiserver={**apiserver_metrics.run_figures(before, after, webhook=session.webhook),
+                   **log.failed_calls(session.webhook)},
+        subsets=client.stored_subsets(api, namespace), limits=hooks.limits, timeout_s=session.timeout_s,
+        conflicts=session.conflicts(), counters=recorded.counters,
+        load={"at_start": at_start, "at_end": at_end})
+    replicaset_load.delete_all(api, namespace)
+    client.delete_pods(api, namespace)
+    return row
 
 
 def measure(*, size: int, report: Report, directory: pathlib.Path | None = None,
-            workers: int = WORKERS) -> Json:
-    """The benchmark at `size` pods on a sandbox of its own (in `directory`, or a temporary one),
-    stopped before this returns."""
-    limits = caps(size)
+            levels: Sequence[str | int] = LEVELS, runs: int = RUNS, deadline: float = FULL.deadline) -> Json:
+    """The benchmark with caps summing to `size`, on a sandbox of its own (in `directory`, or a
+    temporary one) that is stopped before this returns."""
+    limits, pods = caps(size), pods_per_run(size)
+    chosen = [report_mod.Level.of(spec) for spec in levels]
+    order = report_mod.plan(chosen, runs)
+    clients = max((level.clients or 0 for level in chosen), default=0)
+    rows: list[Json] = []
     with tempfile.TemporaryDirectory(prefix="fedspread-bench-admission-") as temporary:
         scratch = pathlib.Path(temporary)
         where = directory or scratch / "sandbox"
@@ -118,39 +127,56 @@ def measure(*, size: int, report: Report, directory: pathlib.Path | None = None,
         sandbox = launcher.up(where, members=[member], profiles={member: profile}, report=report)
         try:
             kubeconfig = sandbox.cluster(member).kubeconfig
-            api = rawkube.RawApi(rawkube.api_client(kubeconfig, pool_size=workers + 8))
-            fed = admission_webhooks.run_fedspread(api, kubeconfig, scratch, limits=limits, workers=workers,
-                                                   report=report)
-            report(f"fedspread: {_line(fed)}")
-            base = admission_webhooks.run_baseline(api, kubeconfig, scratch, limits=limits, workers=workers,
-                                                   report=report)
-            report(f"baseline: {_line(base)}")
+            log = pathlib.Path(next(c.log for c in sandbox.components if c.name == f"{member}-apiserver"))
+            api = rawkube.RawApi(rawkube.api_client(kubeconfig, pool_size=clients + 8))
+            hooks = admission_webhooks.Webhooks(api, kubeconfig, scratch, limits=limits)
+            hooks.prepare()
+            for number, (level, mode, run) in enumerate(order):
+                row = one_run(api, hooks, level=level, mode=mode, run=run, order=number, pods=pods,
+                              deadline=deadline, apiserver_log=log)
+                rows.append(row)
+                report(f"{number + 1}/{len(order)} {level.name} {mode} run {run + 1}: {line(row)}")
         finally:
             launcher.down(where, remove=False)
-    fed_summary, base_summary = summary(fed, limits), summary(base, limits)
+    return report_mod.document(rows, levels=chosen, replicas=size, pods=pods, limits=limits,
+                               method=method(levels=chosen, runs=runs, pods=pods, deadline=deadline))
+
+
+def method(*, levels: Sequence[report_mod.Level], runs: int, pods: int, deadline: float) -> Json:
+    """How the figures were made, in the result document."""
     return {
-        "replicas": size,
-        "fedspread": fed_summary,
-        "baseline": base_summary,
-        "ratios": {"handler_p99": _ratio(base_summary["handler_p99_ms"], fed_summary["handler_p99_ms"]),
-                   "burst": _ratio(base_summary["burst_s"], fed_summary["burst_s"])},
-        "details": {
-            "method": {"caps": limits, "client_threads": workers,
-                       "baseline_replicas": baseline_webhook.REPLICAS,
-                       "create_latency": "client side: first request to pod stored, denied attempts retried",
-                       "handler_latency": "inside the webhook's handler: parse to encoded answer"},
-            "fedspread": details(fed), "baseline": details(base)},
+        "levels": [level.name for level in levels], "runs_per_mode_and_level": runs,
+        "order": "per level the modes alternate in swapped pairs (A B, B A, A B); levels start alternately",
+        "pods_per_run": pods, "load_deadline_s": deadline, "client_create_attempts": client.ATTEMPTS,
+        "baseline_replicas": baseline_webhook.REPLICAS,
+        "handler_latency": "inside the webhook's handler, parse to encoded answer; every CREATE admission",
+        "create_latency": {"clients": "client side, first request to pod stored, refused attempts retried",
+                           "replicaset": "the apiserver's apiserver_request_duration_seconds for POST pods, "
+                                         "p50/p99 interpolated inside its buckets"},
+        "apiserver_webhook": f"{apiserver_metrics.WEBHOOK_DURATION} of the mode's pod webhook, CREATE, "
+                             "delta of scrapes around the load, p50/p99 interpolated inside its buckets",
+        "over_timeout": "create p99 above the webhook's registered timeoutSeconds, a create that never "
+                        "succeeded, or the load unfinished at its deadline, in most of a level's runs",
+        "collapse": "over the timeout, creates refused by the apiserver, or webhook calls it gave up on "
+                    "and failed open (its log), in most of a level's runs",
+        "ratios": "baseline median / fedspread median per level, only where neither was over the timeout",
     }
 
 
-def _line(mode: admission_webhooks.Mode) -> str:
-    """One mode's result in a line of progress."""
-    return (f"{len(mode.burst.latencies)} pods in {mode.burst.seconds:.2f} s, handler p99 "
-            f"{_ms([s.seconds for s in mode.handler], 99):.3f} ms, create p99 "
-            f"{percentile(mode.burst.latencies, 99) * 1000:.0f} ms, conflicts {mode.conflicts}, "
-            f"subsets {dict(mode.subsets)}")
+def line(row: Json) -> str:
+    """One run's result in a line of progress."""
+    hook = row["apiserver"].get("webhook_p99") or {}
+    bound = "\N{GREATER-THAN OR EQUAL TO}" if hook.get("beyond_last_bucket") else "~"
+    return (f"{row['pods_stored']}/{row['pods_asked']} pods in {row['burst_s']:.2f} s, handler p99 "
+            f"{row['handler_p99_ms']:.3f} ms (cpu {row['handler_cpu_p99_ms']:.3f}), create p99 "
+            f"{row['create_p99_ms']:.0f} ms, apiserver webhook p99 {bound}{hook.get('ms', 0):.0f} ms, "
+            f"conflicts {row['conflicts']}, refused {row['create_refused']}, over cap {row['over_cap']}, "
+            f"without subset {row['without_subset']}, short of caps {row['subsets_short']}, failed open "
+            f"{row['apiserver'].get('webhook_failed_open', 0)}"
+            f"{', COLLAPSED' if row['collapsed'] else ''}")
 
 
 def run(*, quick: bool, report: Callable[[str], None]) -> dict[str, Any]:
-    """The admission benchmark: N = 200 (quick) or 1,000 pods, fedspread then the baseline."""
-    return measure(size=QUICK_REPLICAS if quick else FULL_REPLICAS, report=report)
+    """The admission benchmark: N = 100 (quick) or 500, every level, three runs per mode."""
+    size = QUICK if quick else FULL
+    return measure(size=size.replicas, report=report, deadline=size.deadline)

@@ -1,12 +1,13 @@
-"""The admission benchmark's client: the pods it creates in a burst, and its calls to the member.
+"""The admission benchmark's client: pods created by concurrent clients, and its calls to the member.
 
-Why the benchmark creates the pods itself: N pods are created at once by a pool of client threads,
-as a ReplicaSet controller does in its slow-start batches, but with the benchmark as the client, so
-that each create's latency is what the client sees (request sent -> pod stored, admission
-included). Scaling a Deployment instead and reading the pods' creationTimestamp would measure
-nothing useful: the apiserver stamps it after mutating admission. A denied create is retried, up to
-`ATTEMPTS` attempts. The other calls here set up and tear down a mode's namespace, tell when its
-webhook answers, and count the stored pods per subset.
+Why the benchmark also creates pods itself, beside scaling a Deployment (`replicaset_load`): with
+the benchmark as the client, each create's latency is what the client sees (request sent -> pod
+stored, admission included), and the concurrency is a number the benchmark sets — 1, 5, 20 or 50
+clients, each taking the next pod when its last one is stored. The ReplicaSet controller's creates
+cannot be timed one by one (the apiserver stamps creationTimestamp after mutating admission). A
+refused create is retried, up to `ATTEMPTS` attempts; a load stops taking new pods at its
+deadline. The other calls here set up and tear down a mode's namespace, tell when its webhook
+answers, and count the stored pods per subset.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ IMAGE = "registry.example/app:1"
 ATTEMPTS = 5
 NAMESPACE_LABEL = "fedspread-bench/admission"
 WAIT = 120.0
+DEADLINE = 300.0
+"""Seconds after which a load takes no new pod."""
 
 
 def pod_body() -> Json:
@@ -65,16 +68,28 @@ class Burst:
     """Pods never stored after ATTEMPTS attempts."""
     load: float = 0.0
     """The machine's 1-minute load average when the burst began (other work on the same cores)."""
+    completed: bool = True
+    """False when the deadline came before every pod was stored (the rest count as lost)."""
+    stored: int | None = None
+    """Pods stored, when it is not len(latencies) (a load whose creates nobody timed)."""
+
+    @property
+    def pods(self) -> int:
+        """Pods the load stored."""
+        return len(self.latencies) if self.stored is None else self.stored
 
 
-def burst(api: rawkube.RawApi, namespace: str, *, count: int, workers: int) -> Burst:
-    """Create `count` pods at once from `workers` threads; each worker takes the next pod when done."""
+def burst(api: rawkube.RawApi, namespace: str, *, count: int, workers: int,
+          deadline: float = DEADLINE) -> Burst:
+    """Create `count` pods from `workers` threads at once; each worker takes the next pod when its
+    last one is stored, none after `deadline` seconds (the pods not tried then count as lost)."""
     body, path = pod_body(), pods_path(namespace)
     todo = iter(range(count))
     lock = threading.Lock()
     latencies: list[float] = []
     failures = {"denied": 0, "lost": 0}
     start = threading.Barrier(workers + 1)
+    late = threading.Event()
 
     def work() -> None:
         start.wait()
@@ -82,7 +97,11 @@ def burst(api: rawkube.RawApi, namespace: str, *, count: int, workers: int) -> B
             with lock:
                 if next(todo, None) is None:
                     return
-            began = time.perf_counter()
+                if time.perf_counter() - opened > deadline:
+                    late.set()
+                    failures["lost"] += 1
+                    continue
+            sent = time.perf_counter()
             for _ in range(ATTEMPTS):
                 try:
                     api.post(path, body)
@@ -91,7 +110,7 @@ def burst(api: rawkube.RawApi, namespace: str, *, count: int, workers: int) -> B
                         failures["denied"] += 1
                     continue
                 with lock:
-                    latencies.append(time.perf_counter() - began)
+                    latencies.append(time.perf_counter() - sent)
                 break
             else:
                 with lock:
@@ -101,12 +120,12 @@ def burst(api: rawkube.RawApi, namespace: str, *, count: int, workers: int) -> B
     for thread in threads:
         thread.start()
     load = os.getloadavg()[0]
+    started, opened = time.time(), time.perf_counter()
     start.wait()
-    started, began = time.time(), time.perf_counter()
     for thread in threads:
         thread.join()
-    return Burst(started=started, seconds=time.perf_counter() - began, latencies=latencies, load=load,
-                 **failures)
+    return Burst(started=started, seconds=time.perf_counter() - opened, latencies=latencies, load=load,
+                 completed=not late.is_set(), **failures)
 
 
 def stored_subsets(api: rawkube.RawApi, namespace: str) -> collections.Counter[str | None]:

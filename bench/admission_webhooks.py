@@ -1,17 +1,25 @@
-"""The two webhooks the admission benchmark compares, each started, registered and put under a burst.
+"""The two webhooks the admission benchmark compares, each served for one run at a time.
 
-Why each in a process of its own, on the same sandbox, one after the other: (a) fedspread — the
-real agent (`bench.fedspread_webhook`, `agents.main.Agent`) with this cluster's quotas pushed by the
-stand-in coordinator; (b) baseline — Kruise's design (`bench.baseline_webhook`, 2 replicas as
-kruise-manager runs) on the same HTTPS server and handler code, its quota in a custom resource's
-status. Each mode has its own namespace and finds the cluster idle: the other mode's webhook is
-unregistered and its pods are gone. The member (`MEMBER`) has one zone of simulated nodes per
-subset, and each subset is pinned to its zone.
+Why a process of its own per run, on the same sandbox: (a) fedspread — the real agent
+(`bench.fedspread_webhook`, `agents.main.Agent`) with this cluster's quotas pushed by a stand-in
+coordinator; (b) baseline — Kruise's design (`bench.baseline_webhook`, 2 replicas as kruise-manager
+runs) on the same HTTPS server and handler code, its quota in a custom resource's status. Runs of
+the two modes alternate; a webhook that stayed up through the other mode's runs would spend the
+shared cores on them (the agent watches every pod of its cluster), and one that stayed up through
+its own earlier runs would carry their state (the baseline's `creatingPods` entries live 30 s).
+So each run gets a fresh process, and for the baseline a fresh spread object; each mode has its
+own namespace, and a run finds the cluster idle — the other webhook unregistered and every pod of
+the previous run gone. The member (`MEMBER`) has one zone of simulated nodes per subset, and each
+subset is pinned to its zone.
+
+`Webhooks.serving(mode, tag)` is the context of one run: the webhook registered and answering on
+entry (`Session`: its namespace, its name as the apiserver's metrics label it, the timeout its
+registration gives the apiserver), stopped on exit, after which `Session.recorded` holds what its
+handler recorded.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import os
@@ -19,7 +27,7 @@ import pathlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from agents.webhook import registration
@@ -39,6 +47,11 @@ PODS_PER_NODE = 100
 """Pods planned per simulated node (its allocatable is 110)."""
 BASELINE_TIMEOUT_SECONDS = 10
 """The baseline's registration as Kruise ships it: failurePolicy Fail, the API's default 10 s."""
+MODES = ("fedspread", "baseline")
+FEDSPREAD_CONFIGURATION, BASELINE_CONFIGURATION = "fedspread-bench", "bench-baseline"
+BASELINE_HOOK = "pods.baseline.bench"
+"""The baseline's pod webhook name, distinct from fedspread's in the apiserver's metrics."""
+WEBHOOKS_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 def zone_term(subset: str) -> Json:
@@ -106,14 +119,19 @@ class Child:
 
 
 @dataclasses.dataclass
-class Mode:
-    """One mode's measurements."""
+class Session:
+    """One run's webhook: its mode's namespace, the pods webhook's name (the `name` label of the
+    apiserver's webhook metrics), its registered timeout, and after the run what it recorded."""
 
-    burst: client.Burst
-    handler: list[webhook_samples.Sample]
-    conflicts: int
-    subsets: collections.Counter[str | None]
-    counters: dict[str, int]
+    mode: str
+    namespace: str
+    webhook: str
+    timeout_s: float
+    recorded: webhook_samples.Recorded | None = None
+
+    def conflicts(self) -> int:
+        """The webhook's 409 retries (fedspread's makes no API call to admit)."""
+        return (self.recorded.counters.get(baseline_admission.CONFLICTS, 0) if self.recorded else 0)
 
 
 def _recorded(child: Child, samples: pathlib.Path) -> webhook_samples.Recorded:
@@ -123,88 +141,121 @@ def _recorded(child: Child, samples: pathlib.Path) -> webhook_samples.Recorded:
     return webhook_samples.load(samples)
 
 
-def run_fedspread(api: rawkube.RawApi, kubeconfig: str, scratch: pathlib.Path, *, limits: dict[str, int],
-                  workers: int, report: Report) -> Mode:
-    """The burst against the real agent, its quotas pushed by the stand-in coordinator."""
-    namespace = "bench-fedspread"
-    client.create_namespace(api, namespace)
-    samples = scratch / "fedspread-samples.json"
-    coordinator = standin_coordinator.StandinCoordinator(heartbeat_interval_seconds=10).start()
-    try:
-        child = Child("bench.fedspread_webhook", [
-            "--cluster", MEMBER, "--kubeconfig", kubeconfig, "--coordinator", coordinator.target,
-            "--webhook-name", "fedspread-bench", "--namespace-label", f"{client.NAMESPACE_LABEL}={namespace}",
-            "--samples", str(samples)], scratch / "fedspread-agent.log")
+def registered_timeout(api: rawkube.RawApi, configuration: str, hook: str) -> float:
+    """The timeoutSeconds the apiserver holds for webhook `hook` of `configuration`."""
+    stored = api.get(f"{WEBHOOKS_PATH}/{configuration}")
+    for item in stored["webhooks"]:
+        if item["name"] == hook:
+            return float(item.get("timeoutSeconds", 10))
+    raise RuntimeError(f"{configuration} registers no webhook {hook}")
+
+
+class Webhooks:
+    """Both modes' webhooks on one member: namespaces, CRD and certificate once, a process per run."""
+
+    def __init__(self, api: rawkube.RawApi, kubeconfig: str, scratch: pathlib.Path, *,
+                 limits: dict[str, int]) -> None:
+        self.api = api
+        self.kubeconfig = kubeconfig
+        self.scratch = scratch
+        self.limits = limits
+        self.namespaces = {mode: f"bench-{mode}" for mode in MODES}
+        self._authority = pki.CertificateAuthority.create("bench-baseline-webhook-ca")
+        serving = self._authority.issue_server("bench-baseline-webhook", ips=("127.0.0.1",))
+        self._cert, self._key = serving.write(scratch, "baseline")
+
+    def prepare(self) -> None:
+        """Both modes' namespaces, and the baseline's CustomResourceDefinition served."""
+        for namespace in self.namespaces.values():
+            client.create_namespace(self.api, namespace)
+        self.api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", baseline_resource.crd())
+        client.wait_for(lambda: self.api.get(baseline_resource.object_path("default")) is not None,
+                        what="the baseline's custom resource served")
+
+    def serving(self, mode: str, tag: str) -> contextlib.AbstractContextManager[Session]:
+        """The context of one run of `mode` (`tag` names its files)."""
+        return self._fedspread(tag) if mode == "fedspread" else self._baseline(tag)
+
+    @contextlib.contextmanager
+    def _fedspread(self, tag: str) -> Iterator[Session]:
+        """The real agent, its quotas pushed by a stand-in coordinator of its own."""
+        namespace = self.namespaces["fedspread"]
+        samples = self.scratch / f"fedspread-{tag}-samples.json"
+        coordinator = standin_coordinator.StandinCoordinator(heartbeat_interval_seconds=10).start()
         try:
-            coordinator.wait_message(MEMBER, "hello", timeout=client.WAIT)
-            coordinator.assign(MEMBER, fedspread_assignment(namespace, limits))
-            ack = coordinator.wait_message(MEMBER, "ack", timeout=client.WAIT,
-                                           where=lambda a: a.generation == 1)
-            if ack.error:
-                raise RuntimeError(f"the agent refused the assignment: {ack.error}")
-            client.wait_for(lambda: client.admitting(api, namespace), what="the agent's webhook answering",
-                            alive=child.death)
-            report(f"fedspread: agent admitting; {sum(limits.values())} creates from {workers} threads")
-            result = client.burst(api, namespace, count=sum(limits.values()), workers=workers)
+            child = Child("bench.fedspread_webhook", [
+                "--cluster", MEMBER, "--kubeconfig", self.kubeconfig, "--coordinator", coordinator.target,
+                "--webhook-name", FEDSPREAD_CONFIGURATION,
+                "--namespace-label", f"{client.NAMESPACE_LABEL}={namespace}",
+                "--samples", str(samples)], self.scratch / f"fedspread-{tag}-agent.log")
+            try:
+                coordinator.wait_message(MEMBER, "hello", timeout=client.WAIT)
+                coordinator.assign(MEMBER, fedspread_assignment(namespace, self.limits))
+                ack = coordinator.wait_message(MEMBER, "ack", timeout=client.WAIT,
+                                               where=lambda a: a.generation == 1)
+                if ack.error:
+                    raise RuntimeError(f"the agent refused the assignment: {ack.error}")
+                client.wait_for(lambda: client.admitting(self.api, namespace),
+                                what="the agent's webhook answering", alive=child.death)
+                timeout = registered_timeout(self.api, FEDSPREAD_CONFIGURATION, registration.PODS_WEBHOOK)
+                session = Session(mode="fedspread", namespace=namespace, webhook=registration.PODS_WEBHOOK,
+                                  timeout_s=timeout)
+                yield session
+            finally:
+                child.stop()
         finally:
-            child.stop()
-    finally:
-        coordinator.stop()
-    recorded = _recorded(child, samples)
-    mode = Mode(burst=result, conflicts=0, subsets=client.stored_subsets(api, namespace),
-                counters=recorded.counters, handler=recorded.window(operation="CREATE", start=result.started))
-    client.delete_pods(api, namespace)
-    return mode
+            coordinator.stop()
+        session.recorded = _recorded(child, samples)
 
-
-def install_crd(api: rawkube.RawApi) -> None:
-    """The baseline's CustomResourceDefinition, served before this returns."""
-    api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", baseline_resource.crd())
-    client.wait_for(lambda: api.get(baseline_resource.object_path("default")) is not None,
-                    what="the baseline's custom resource served")
-
-
-def run_baseline(api: rawkube.RawApi, kubeconfig: str, scratch: pathlib.Path, *, limits: dict[str, int],
-                 workers: int, report: Report) -> Mode:
-    """The burst against Kruise's design: quota in the spread object's status, one update per pod."""
-    namespace = "bench-baseline"
-    install_crd(api)
-    client.create_namespace(api, namespace)
-    api.post(baseline_resource.object_path(namespace), baseline_resource.spread_object(
-        namespace, client.SPREAD, [(name, cap, zone_term(name)) for name, cap in limits.items()]))
-    authority = pki.CertificateAuthority.create("bench-baseline-webhook-ca")
-    serving = authority.issue_server("bench-baseline-webhook", ips=("127.0.0.1",))
-    cert, key = serving.write(scratch, "baseline")
-    samples, ready = scratch / "baseline-samples.json", scratch / "baseline.port"
-    child = Child("bench.baseline_webhook", [
-        "--kubeconfig", kubeconfig, "--namespace", namespace, "--cert", str(cert), "--key", str(key),
-        "--samples", str(samples), "--ready", str(ready)], scratch / "baseline-webhook.log")
-    name = "bench-baseline"
-    registered = False
-    try:
-        port = client.wait_for(lambda: ready.exists() and ready.read_text().strip(),
-                               what="the baseline webhook serving", alive=child.death)
-        config = registration.configuration(
-            registration.url_client_config(f"https://127.0.0.1:{port}{registration.MUTATE_PATH}",
-                                           ca_pem=authority.cert_pem),
-            name=name, namespace_selector={"matchLabels": {client.NAMESPACE_LABEL: namespace}})
-        for hook in config["webhooks"]:
-            hook.update(failurePolicy="Fail", timeoutSeconds=BASELINE_TIMEOUT_SECONDS)
-        api.post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", config)
-        registered = True
-        client.wait_for(lambda: client.admitting(api, namespace), what="the baseline webhook answering",
-                        alive=child.death)
-        report(f"baseline: webhook admitting; {sum(limits.values())} creates from {workers} threads")
-        result = client.burst(api, namespace, count=sum(limits.values()), workers=workers)
-    finally:
+    @contextlib.contextmanager
+    def _baseline(self, tag: str) -> Iterator[Session]:
+        """Kruise's design on a fresh spread object: quota in its status, one update per pod."""
+        namespace = self.namespaces["baseline"]
+        path = baseline_resource.object_path(namespace, client.SPREAD)
+        with contextlib.suppress(rawkube.RawError):
+            self.api.delete(path)
+        client.wait_for(lambda: _absent(self.api, path), what="the previous spread object deleted")
+        self.api.post(baseline_resource.object_path(namespace), baseline_resource.spread_object(
+            namespace, client.SPREAD, [(name, cap, zone_term(name)) for name, cap in self.limits.items()]))
+        samples, ready = self.scratch / f"baseline-{tag}-samples.json", self.scratch / f"baseline-{tag}.port"
+        child = Child("bench.baseline_webhook", [
+            "--kubeconfig", self.kubeconfig, "--namespace", namespace, "--cert", str(self._cert),
+            "--key", str(self._key), "--samples", str(samples), "--ready", str(ready)],
+            self.scratch / f"baseline-{tag}-webhook.log")
+        registered = False
         try:
-            if registered:  # first: with failurePolicy Fail, deletes would need the webhook
-                api.delete(f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}")
+            port = client.wait_for(lambda: ready.exists() and ready.read_text().strip(),
+                                   what="the baseline webhook serving", alive=child.death)
+            config = registration.configuration(
+                registration.url_client_config(f"https://127.0.0.1:{port}{registration.MUTATE_PATH}",
+                                               ca_pem=self._authority.cert_pem),
+                name=BASELINE_CONFIGURATION,
+                namespace_selector={"matchLabels": {client.NAMESPACE_LABEL: namespace}})
+            for hook in config["webhooks"]:
+                hook.update(failurePolicy="Fail", timeoutSeconds=BASELINE_TIMEOUT_SECONDS)
+                hook["name"] = hook["name"].replace(".fedspread.io", ".baseline.bench")
+            self.api.post(WEBHOOKS_PATH, config)
+            registered = True
+            client.wait_for(lambda: client.admitting(self.api, namespace),
+                            what="the baseline webhook answering", alive=child.death)
+            timeout = registered_timeout(self.api, BASELINE_CONFIGURATION, BASELINE_HOOK)
+            session = Session(mode="baseline", namespace=namespace, webhook=BASELINE_HOOK, timeout_s=timeout)
+            yield session
         finally:
-            child.stop()
-    recorded = _recorded(child, samples)
-    mode = Mode(burst=result, conflicts=recorded.counters.get(baseline_admission.CONFLICTS, 0),
-                subsets=client.stored_subsets(api, namespace), counters=recorded.counters,
-                handler=recorded.window(operation="CREATE", start=result.started))
-    client.delete_pods(api, namespace)
-    return mode
+            try:
+                if registered:  # first: with failurePolicy Fail, deletes would need the webhook
+                    self.api.delete(f"{WEBHOOKS_PATH}/{BASELINE_CONFIGURATION}")
+            finally:
+                child.stop()
+        session.recorded = _recorded(child, samples)
+
+
+def _absent(api: rawkube.RawApi, path: str) -> bool:
+    """True once GET `path` answers 404."""
+    try:
+        api.get(path)
+    except rawkube.RawError as error:
+        if error.status == 404:
+            return True
+        raise
+    return False

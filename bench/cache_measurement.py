@@ -15,9 +15,12 @@ raw JSON bytes, selectors honoured, a watch that blocks until cut) and builds ea
   imports (Kubernetes client, gRPC, pydantic), the synthesis plan and the fake server's indices —
   all present before the cache starts (`rss_baseline_mb`) — and the growth across sync and pool
   build (`rss_growth_mb`). `live_mb` is what the cache's data really occupies (every object
-  reachable from its stores, interned requests, the reflectors' version maps, and the pools; it
-  agrees with tracemalloc, which `--tracemalloc` runs but which is ten times slower); the gap to
-  the growth is pymalloc arenas kept alive by a few long-lived views among each list page's JSON.
+  reachable from its stores, interned requests, the reflectors' key and version maps, and the
+  pools, dict keys included; within a few per cent of tracemalloc, which `--tracemalloc` runs but
+  which is ten times slower); the gap to the growth is what the allocators keep: pymalloc pools
+  and arenas that a few long-lived views hold among each list page's freed JSON, and glibc heap
+  (the agent hands that back with `malloc_trim` after its lists and pool builds, so
+  `rss_trimmed_mb` is close to `rss_mb`).
 * **Pools**: `inventory.pooling` over the cache's nodes and usage with the agent's default budget,
   as `InventoryReporter.pools` calls it on a change (first call cold, then p50 of repeats); how
   many pools exact grouping would make (`pools_exact`, the count before bounding) and how much
@@ -150,18 +153,26 @@ def _status_mb(field: str) -> float:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def _deep_mb(*roots: object) -> float:
-    """Bytes of every object reachable from `roots` (each counted once; types and modules skipped)."""
-    seen: set[int] = set()
+def _deep_mb(*roots: object, seen: set[int] | None = None) -> float:
+    """Bytes of every object reachable from `roots` (each counted once; types, modules, functions
+    and methods skipped: a bound method leads to its whole object, the fake server included),
+    leaving out, and adding to, the ids in `seen`: parts measured with one `seen` add up.
+
+    Dictionaries' keys are followed explicitly: the garbage collector does not report the keys of
+    a dict whose keys are all strings as its referents, and the cache's maps are keyed by strings
+    (one per object: ~140,000 on the full member)."""
+    seen = set() if seen is None else seen
     stack = list(roots)
     total = 0
     while stack:
         obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType)):
             continue
         seen.add(id(obj))
         total += sys.getsizeof(obj)
         stack.extend(gc.get_referents(obj))
+        if isinstance(obj, dict):
+            stack.extend(obj)
     return total / 2**20
 
 
@@ -255,13 +266,14 @@ def child_measure(
         peak = _status_mb("VmHWM")
         trimmed = _trimmed_mb()
         live = _deep_mb(feed._stores, feed._interned, [r._known for r in feed._reflectors], pools)
-        stores = feed._stores
-        parts = {"nodes": _deep_mb(stores[cache.NODES].items),
-                 "usage": _deep_mb(stores[cache.USAGE].items),
-                 "spread_pods": _deep_mb(stores[cache.SPREAD_PODS].items, stores[cache.SPREAD_PODS].by_index),
-                 "deployments": _deep_mb(stores[cache.DEPLOYMENTS].items),
-                 "reflector_versions": _deep_mb([r._known for r in feed._reflectors]),
-                 "pools": _deep_mb(pools)}
+        stores, counted = feed._stores, set[int]()  # each object in the first part that reaches it
+        parts = {"reflector_maps": _deep_mb([r._known for r in feed._reflectors], seen=counted),
+                 "nodes": _deep_mb(stores[cache.NODES].items, seen=counted),
+                 "usage": _deep_mb(stores[cache.USAGE].items, feed._interned, seen=counted),
+                 "spread_pods": _deep_mb(stores[cache.SPREAD_PODS].items, stores[cache.SPREAD_PODS].by_index,
+                                         seen=counted),
+                 "deployments": _deep_mb(stores[cache.DEPLOYMENTS].items, seen=counted),
+                 "pools": _deep_mb(pools, seen=counted)}
         emit(f"{len(pools)} pools; RSS {baseline:.0f} -> {rss:.0f} MiB (peak {peak:.0f}, "
              f"{trimmed:.0f} after malloc_trim)")
         builds = []
@@ -318,8 +330,10 @@ def child_measure(
                    "Python, the agent's imports (agents.main: Kubernetes client, gRPC, pydantic), the "
                    "synthesis plan and fake server's indices (rss_baseline_mb, before the cache starts), "
                    "then the cache's nodes, bound pods' usage, spread pods and Deployments and the pools "
-                   "(rss_growth_mb; live_mb: sizeof of every object reachable from them, live_mb_by_part "
-                   "per store, shared objects counted in each); "
+                   "(rss_growth_mb; live_mb: sizeof of every object reachable from them, dict keys included; "
+                   "live_mb_by_part: the same split, each object counted once, in the first part that "
+                   "reaches it: reflector_maps are the reflectors' object keys (which the stores share) and "
+                   "resourceVersions, then each store's views and maps, usage with its shared request sets); "
                    "rss_trimmed_mb: after malloc_trim(0); pools: inventory.pools with the default budget "
                    "(100), pools_exact: the same nodes grouped by exact load (before bounding); kept: per "
                    "resource, free room the pools state over the nodes' real free room; "

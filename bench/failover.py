@@ -1,4 +1,8 @@
-"""Failover benchmark: how long until replicas have left a lost cluster, for many spreads.
+"""Quota re-convergence after a failover: how long until every survivor holds its new quotas.
+
+Named for what it measures: from the tick that declares a cluster lost to the surviving agents'
+in-memory quotas. Detection (`clusterLostSeconds`, a setting) is not in it, and neither are the
+replacement pods starting (the members' controllers act after the quotas arrive).
 
 Why this shape: failover is the coordinator's promise with the most moving parts — the tick that
 declares a cluster lost, the placement of every affected spread, the assignment messages built and

@@ -2,12 +2,13 @@
 
 Why everything real but the hub: failover's promise involves the coordinator's tick, placement,
 the assignment messages queued per stream, gRPC, and each agent's link decoding and applying them,
-so `Federation` runs the real `facade.Coordinator` and `AgentServicer` on a gRPC server on
-loopback and one real agent `Link` (with real bookkeeping and outbox, as
-`tests/support/standin_agent.py`) per cluster, each reporting a synthesized inventory. Spreads,
-targets and MemberClusters are fed to the `World` directly, as `tests/unit/test_coordinator_loop.py`
-does, and so are the pod counts of the steady state (everything placed is running), which agents
-would otherwise report one by one, each report recomputing hundreds of spreads during setup.
+so `Federation` runs the real `facade.Coordinator` and `AgentServicer` on the coordinator's
+`grpc.aio` server (`aio_server.AioServer`) on loopback, and one real agent `Link` (with real
+bookkeeping and outbox, as `tests/support/standin_agent.py`) per cluster, each reporting a
+synthesized inventory. Spreads, targets and MemberClusters are fed to the `World` directly, as
+`tests/unit/test_coordinator_loop.py` does, and so are the pod counts of the steady state
+(everything placed is running), which agents would otherwise report one by one, each report
+recomputing hundreds of spreads during setup.
 
 Spreads are of four kinds, so that losing a cluster moves replicas in several ways: a region with
 `Balance`, a primary pair with a cap then a standby list (`Fill`), an `Adaptive` percentage of one
@@ -17,7 +18,6 @@ world's clock (`Clock`) is injected and stands still except when the benchmark m
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import datetime
 import math
@@ -26,8 +26,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import grpc
-
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents.link import client as link_mod
@@ -35,9 +33,8 @@ from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import world
-from federation.coordinator.services import agent_service
+from federation.coordinator.services import agent_service, aio_server
 from federation.core import status
-from federation.rpc import agent_pb2_grpc
 from federation.rpc import assignment as assignment_mod
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -199,8 +196,9 @@ class Federation:
         self.coordinator = facade.Coordinator(self.world, clock=self.clock, coordinator_id="bench")
         servicer = agent_service.AgentServicer(self.coordinator, clock=self.clock,
                                                heartbeat_seconds=HEARTBEAT_SECONDS, require_identity=False)
-        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2 * size.clusters + 16))
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, self.server)
+        self.servicer = servicer
+        self.server = aio_server.AioServer()
+        agent_service.add_to_server(self.server.server, servicer)
         port = self.server.add_insecure_port("127.0.0.1:0")
         if not port:
             raise RuntimeError("cannot bind a loopback port")
@@ -214,7 +212,8 @@ class Federation:
     def __exit__(self, *_: object) -> None:
         for agent in self.agents.values():
             agent.link.stop()
-        self.server.stop(grace=None).wait()
+        self.server.stop(grace=None)
+        self.servicer.close()
 
     def connect(self) -> None:
         """Register every MemberCluster, start every agent, wait for its Welcome and inventory."""

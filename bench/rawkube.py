@@ -31,7 +31,7 @@ class RawError(Exception):
 def api_client(kubeconfig: str, *, pool_size: int = 16) -> client.ApiClient:
     """A generated-client ApiClient for `kubeconfig` whose pool keeps `pool_size` connections."""
     settings = client.Configuration()
-    config.load_kube_config(config_file=kubeconfig, client_configuration=settings)
+    config.load_kube_config(config_file=kubeconfig, client_configuration=settings)  # type: ignore[no-untyped-call]
     settings.connection_pool_maxsize = pool_size
     return client.ApiClient(settings)
 
@@ -68,6 +68,16 @@ class RawApi:
     def get(self, path: str) -> Any:
         """GET `path`."""
         return self.request("GET", path)
+
+    def text(self, path: str, *, timeout: float = 60.0) -> str:
+        """GET `path` as text (e.g. /metrics); RawError for an HTTP error status."""
+        headers = {**self._headers, "Accept": "text/plain"}
+        response = self._pool.request("GET", self._host + path, headers=headers, timeout=timeout,
+                                      retries=False)
+        body = response.data.decode(errors="replace")
+        if response.status >= 400:
+            raise RawError(response.status, body)
+        return body
 
     def post(self, path: str, body: Any) -> Any:
         """POST `body` to `path`."""

@@ -4,6 +4,10 @@ Why one runner: the results file is the contract (bench/README.md names its keys
 in the same process and on the same machine as its baseline, and a reader needs the machine and
 the time next to the numbers. Each benchmark module exposes `run(*, quick, report) -> result`;
 a benchmark that fails is recorded with its error instead of losing the others' results.
+
+Every result states the load average of the machine at its start and end (`load`; per row for a
+benchmark that returns rows, unless the benchmark measured each row's own), and the document names
+the command and the commit that produced it: a figure without them cannot be reproduced.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import os
 import pathlib
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -22,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("inventory", "placement", "failover", "admission", "accuracy")
+BENCHMARKS = ("inventory", "placement", "failover", "recovery", "admission", "accuracy")
 
 
 def machine() -> dict[str, Any]:
@@ -30,6 +35,34 @@ def machine() -> dict[str, Any]:
     pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
     return {"cores": os.cpu_count(), "memory_gb": round(pages * page_size / 2**30, 1),
             "python": platform.python_version(), "platform": platform.platform()}
+
+
+def load() -> list[float]:
+    """The 1, 5 and 15 minute load averages, rounded."""
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def commit() -> str:
+    """The git commit of the working tree (with `+dirty` when it has changes), or "unknown"."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def with_load(result: Any, *, at_start: list[float], at_end: list[float]) -> Any:
+    """`result` with `load` (start and end) on it, or on each of its rows that lacks its own."""
+    stamp = {"at_start": at_start, "at_end": at_end}
+    rows = result if isinstance(result, list) else [result]
+    for row in rows:
+        if isinstance(row, dict):
+            row.setdefault("load", stamp)
+    return result
 
 
 def say(line: str) -> None:
@@ -41,24 +74,29 @@ def now() -> str:
 
 
 def run_all(
-    *, quick: bool, only: tuple[str, ...] = BENCHMARKS, report: Callable[[str], None] = say
+    *, quick: bool, only: tuple[str, ...] = BENCHMARKS, report: Callable[[str], None] = say,
+    command: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Every benchmark of `only`, in order; the results document."""
+    """Every benchmark of `only`, in order; the results document (`command`: the runner's
+    arguments, recorded)."""
     mode = "quick" if quick else "full"
-    results: dict[str, Any] = {"mode": mode, "machine": machine(), "started_at": now()}
-    load_at_start = [round(v, 2) for v in os.getloadavg()]  # other work on the machine skews latencies
+    results: dict[str, Any] = {"mode": mode, "machine": machine(), "started_at": now(),
+                               "command": " ".join(["python", "-m", "bench.run", *command]),
+                               "commit": commit()}
+    load_at_start = load()  # other work on the machine skews latencies
     for name in only:
         module = importlib.import_module(f"bench.{name}")
         report(f"{name}: starting")
-        started = time.monotonic()
+        started, before = time.monotonic(), load()
         try:
-            results[name] = module.run(quick=quick, report=lambda line, n=name: report(f"{n}: {line}"))
+            found = module.run(quick=quick, report=lambda line, n=name: report(f"{n}: {line}"))
         except Exception as error:  # one benchmark failing must not lose the others' numbers
             traceback.print_exc()
-            results[name] = {"error": f"{type(error).__name__}: {error}"}
+            found = {"error": f"{type(error).__name__}: {error}"}
+        results[name] = with_load(found, at_start=before, at_end=load())
         report(f"{name}: done in {time.monotonic() - started:.0f} s")
     results["finished_at"] = now()
-    results["load_average"] = {"at_start": load_at_start, "at_end": [round(v, 2) for v in os.getloadavg()]}
+    results["load_average"] = {"at_start": load_at_start, "at_end": load()}
     return results
 
 
@@ -70,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=pathlib.Path, default=RESULTS / "latest.json",
                         help="where to write the results (default: bench/results/latest.json)")
     options = parser.parse_args(argv)
-    results = run_all(quick=options.quick, only=tuple(options.only))
+    arguments = tuple(sys.argv[1:] if argv is None else argv)
+    results = run_all(quick=options.quick, only=tuple(options.only), command=arguments)
     options.output.parent.mkdir(parents=True, exist_ok=True)
     options.output.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     say(f"wrote {options.output}")

@@ -24,6 +24,7 @@ import threading
 import time
 
 from agents import outbox
+from agents.cache import heap
 from agents.cache import store as cache_mod
 from federation import clock as clock_mod
 from federation.api import cluster
@@ -62,6 +63,7 @@ class InventoryReporter:
                 self._pools = found.pools
                 self._observed_at = self._clock()
                 self._seen = version
+                heap.release()  # the copies of the cache's views the build took are garbage now
             return list(self._pools)
 
     def _note(self, found: inventory.Pooling) -> None:

@@ -11,6 +11,9 @@ Why it looks like this:
   need a human (PERMISSION_DENIED, INVALID_ARGUMENT, UNAUTHENTICATED, a TLS handshake our CA
   rejects, ...: `agents.link.refusals`) are logged as ERROR with the coordinator's reason and
   retried slowly, so fixing the coordinator side heals the link.
+- **Keepalive.** The channel PINGs the coordinator every 30 s (`federation.rpc.keepalive`, which
+  the coordinator's server options match), so a half-open connection fails the call and the link
+  reconnects, instead of waiting on a socket nobody answers.
 - **Credentials per connect.** `credentials` may be a function that builds them (from the
   `--link-*` files): called for every stream, so renewed certificate files are used from the next
   reconnect on, without a restart.
@@ -54,7 +57,7 @@ from agents.link import refusals
 from agents.link import stream as stream_mod
 from federation import clock as clock_mod
 from federation.certs import transport
-from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
+from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities, keepalive
 from federation.rpc import assignment as assignment_mod
 
 log = logging.getLogger("fedspread.agent.link")
@@ -242,7 +245,7 @@ class Link:
         """A plaintext channel, or a TLS one with credentials built now (renewed files count)."""
         given = self._credentials
         if given is None:
-            return grpc.insecure_channel(self.target)
+            return grpc.insecure_channel(self.target, options=keepalive.CHANNEL_OPTIONS)
         try:
             credentials = given if isinstance(given, grpc.ChannelCredentials) else given()
         except Exception as failure:  # unreadable or mismatched files: a refusal until they are fixed
@@ -250,7 +253,7 @@ class Link:
                                          f"cannot load the link certificate: {failure}", welcomed=False)
             self._lost(error)
             raise error from None
-        return grpc.secure_channel(self.target, credentials)
+        return grpc.secure_channel(self.target, credentials, options=keepalive.CHANNEL_OPTIONS)
 
     def _no_welcome(self, call: Any, stream: stream_mod.Outgoing) -> None:
         if not stream.welcomed and not stream.done.is_set():

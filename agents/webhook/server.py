@@ -29,6 +29,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from agents.webhook import handler as handler_mod
@@ -39,7 +40,10 @@ LOG = logging.getLogger(__name__)
 MUTATE_PATH = "/mutate"
 JSON_MEDIA_TYPE = "application/json"
 """What the apiserver sends; any other Content-Type is refused (as controller-runtime does)."""
-HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/livez"})
+HEALTH_PATHS = frozenset({"/healthz", "/livez"})
+READY_PATH = "/readyz"
+"""200 once the agent can answer admissions from counted pods (`WebhookServer(ready=...)`: its
+caches synced) — the server answering is the other half — else 503 with the reason."""
 IDLE_TIMEOUT = 120.0  # longer than Go's 90 s IdleConnTimeout: the apiserver closes idle connections first
 REQUEST_TIMEOUT = 10.0  # once a request has started, each read must make progress within this
 DRAIN_LIMIT = 64 * 1024 * 1024
@@ -121,8 +125,10 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], *, certificates: _Certificates,
-                 admission: handler_mod.AdmissionHandler, max_body: int) -> None:
+                 admission: handler_mod.AdmissionHandler, max_body: int,
+                 ready: Callable[[], bool]) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.ready = ready
         self.certificates = certificates
         self.admission = admission
         self.max_body = max_body
@@ -240,9 +246,15 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
     # --- methods --------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
-        """Health probes."""
-        if urllib.parse.urlsplit(self.path).path in HEALTH_PATHS:
+        """Health probes: alive while serving; ready when the agent's caches are synced too."""
+        path = urllib.parse.urlsplit(self.path).path
+        if path in HEALTH_PATHS:
             self._send(200, b"ok\n", content_type="text/plain")
+        elif path == READY_PATH:
+            if self.server.ready():
+                self._send(200, b"ok\n", content_type="text/plain")
+            else:
+                self._send(503, b"not ready: the caches are not synced yet\n", content_type="text/plain")
         else:
             self._fail(404, f"no such path {urllib.parse.urlsplit(self.path).path!r}")
 
@@ -290,8 +302,10 @@ class WebhookServer:
 
     def __init__(self, admission: handler_mod.AdmissionHandler, *, host: str = "0.0.0.0", port: int = 9443,
                  cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str],
-                 max_body: int = review.MAX_BODY) -> None:
+                 max_body: int = review.MAX_BODY, ready: Callable[[], bool] = lambda: True) -> None:
         self.admission = admission
+        self.ready = ready
+        """Whether /readyz says ready (the agent passes its caches' `synced`)."""
         self.host = host
         self._requested_port = port
         self.max_body = max_body
@@ -313,7 +327,7 @@ class WebhookServer:
         if self._server is not None:
             raise RuntimeError("the webhook server is already running")
         self._server = _HTTPServer((self.host, self._requested_port), certificates=self._certificates,
-                                   admission=self.admission, max_body=self.max_body)
+                                   admission=self.admission, max_body=self.max_body, ready=self.ready)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="webhook-server", daemon=True)
         self._thread.start()

@@ -80,6 +80,9 @@ def _column(name: str, type_: str, json_path: str, description: str) -> Schema:
     return {"name": name, "type": type_, "jsonPath": json_path, "description": description}
 
 
+CATEGORY = "fedspread"
+"""`kubectl get fedspread` lists every fedspread object (spreads and member clusters)."""
+
 _AGE = _column("Age", "date", ".metadata.creationTimestamp", "Time since the object was created.")
 
 _KINDS = (
@@ -94,6 +97,10 @@ _KINDS = (
             _column("Replicas", "integer", ".status.replicas", "Replicas the target asks for."),
             _column("Ready", "integer", ".status.readyReplicas", "Ready replicas in all clusters."),
             _column("Unplaced", "integer", ".status.unplacedReplicas", "Replicas with no room."),
+            _column("Valid", "string", '.status.conditions[?(@.type=="Valid")].status',
+                    "Whether the spec is in force (False: see the Valid condition's message)."),
+            _column("Placed", "string", '.status.conditions[?(@.type=="Placed")].status',
+                    "Whether every replica has a place."),
             _AGE,
         ),
     ),
@@ -242,6 +249,7 @@ def _definition(kind: _Kind) -> dict[str, Any]:
                 "plural": kind.plural,
                 "singular": kind.kind.lower(),
                 "shortNames": [kind.short_name],
+                "categories": [CATEGORY],
             },
             "scope": kind.scope,
             "versions": [

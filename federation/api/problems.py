@@ -5,10 +5,16 @@ coordinator's status conditions and the SDK all need the same thing — every pr
 with the exact camelCase path into the YAML they wrote (`spec.subsets[1].maxReplicas`) — and never
 a traceback. Cross-field rules carry their own paths through the error context (see
 `federation.api.spread.cross_field_problems`).
+
+Every problem in one pass: pydantic runs a model's cross-field rules only once its fields are
+valid, so a user who fixed the two schema problems reported would then meet three cross-field
+ones. `validate` therefore also validates a copy with the invalid optional fields removed, and
+reports the cross-field problems of what remains beside the schema problems.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pathlib
 from typing import Any, TypeVar
@@ -73,19 +79,78 @@ def _message(error: Any) -> str:
 
 def problems_from(error: pydantic.ValidationError) -> list[Problem]:
     """Every problem in a pydantic ValidationError, with camelCase paths."""
+    return problems_from_items(list(error.errors()))
+
+
+RULES = "spread_rules"
+"""The error type of cross-field rules (`spread.cross_field_problems`)."""
+_PRUNE_ROUNDS = 3
+
+
+def _without(data: Any, loc: tuple[str | int, ...]) -> bool:
+    """Remove the field at `loc` from `data` in place (a list item is left alone: removing it would
+    renumber the paths); whether something was removed."""
+    parent = data
+    for part in loc[:-1]:
+        try:
+            parent = parent[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    last = loc[-1] if loc else None
+    if isinstance(parent, dict) and isinstance(last, str) and last in parent:
+        del parent[last]
+        return True
+    return False
+
+
+def _rules_beyond(
+    model: type[pydantic.BaseModel], data: Any, error: pydantic.ValidationError
+) -> list[Problem]:
+    """The cross-field problems of `data` once its invalid fields are removed (as far as removing
+    them leaves a document whose fields validate)."""
+    pruned, items = copy.deepcopy(data), list(error.errors())
+    touched: set[str] = set()
+    """Paths of the objects a field was removed from: a rule judged there may only be reacting to
+    the default that took the removed field's place (type: Random removed, so Fixed, so "adaptive
+    settings apply only to Adaptive"), so none is reported."""
+    for _ in range(_PRUNE_ROUNDS):
+        schema = [item for item in items if item["type"] != RULES]
+        removed = [tuple(item["loc"]) for item in schema if _without(pruned, tuple(item["loc"]))]
+        if not removed:
+            break  # only rules left, or nothing more to remove: what the rules said is the answer
+        touched.update(_path(loc[:-1]) for loc in removed)
+        try:
+            model.model_validate(pruned)
+        except pydantic.ValidationError as again:
+            items = list(again.errors())
+        else:
+            return []
+    # Only the rules' problems: a removed required field's "missing" is this function's doing.
+    return [problem for problem in problems_from_items([item for item in items if item["type"] == RULES])
+            if not any(_inside(problem.path, parent) for parent in touched)]
+
+
+def _inside(path: str, parent: str) -> bool:
+    """Whether `path` is `parent` or a field below it."""
+    return path == parent or path.startswith((f"{parent}.", f"{parent}["))
+
+
+def problems_from_items(items: list[Any]) -> list[Problem]:
+    """`problems_from` of some of a ValidationError's `errors()`."""
     found: list[Problem] = []
-    for item in error.errors():
+    for item in items:
         base = _path(tuple(item["loc"]))
-        if item["type"] == "spread_rules":
-            for relative, message in item["ctx"]["problems"]:
-                found.append(Problem(_join(base, relative) if base else relative, message))
-            continue
-        found.append(Problem(base, _message(item)))
+        if item["type"] == RULES:
+            found += [Problem(_join(base, relative) if base else relative, message)
+                      for relative, message in item["ctx"]["problems"]]
+        else:
+            found.append(Problem(base, _message(item)))
     return found
 
 
 def validate(model: type[ModelT], data: Any, *, what: str) -> ModelT:
-    """Validate `data` as `model`, raising InvalidInput with every problem."""
+    """Validate `data` as `model`, raising InvalidInput with every problem: the schema's and, in
+    the same pass, the cross-field rules' (module docstring)."""
     if data is None:
         raise InvalidInput(what, [Problem("", "the document is empty")])
     if not isinstance(data, dict):
@@ -93,7 +158,9 @@ def validate(model: type[ModelT], data: Any, *, what: str) -> ModelT:
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as error:
-        raise InvalidInput(what, problems_from(error)) from None
+        found = problems_from(error)
+        beyond = [problem for problem in _rules_beyond(model, data, error) if problem not in found]
+        raise InvalidInput(what, found + beyond) from None
 
 
 def read_documents(path: pathlib.Path | str) -> list[Any]:

@@ -9,6 +9,10 @@ Transport as for every gRPC client: mTLS with a client certificate (`--ca/--cert
 FEDSPREAD_CA/FEDSPREAD_CERT/FEDSPREAD_KEY, from `fedspread certs client`), or plaintext with an
 explicit `--insecure`; neither is a usage error. The SDK (and so gRPC) is imported only when a
 query runs, so `--help` stays fast.
+
+kubectl's habits, because its users have them: `-n NAMESPACE NAME` (or `NAMESPACE/NAME`; the
+namespace defaults to FEDSPREAD_NAMESPACE, else `default`), `-o table|wide|json|yaml`, and the
+console script `kubectl-fedspread`, so `kubectl fedspread get placement web -n shop` works.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import rich.console
 import rich.table
+import yaml
 
 from federation.cli import options
 
@@ -37,9 +42,15 @@ _coordinator_option = click.option(
     metavar="HOST:PORT", help="The coordinator's PlacementService address (env FEDSPREAD_COORDINATOR).",
 )
 _output_option = click.option(
-    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
-    help="table (for people) or json (stable, for scripts).",
+    "-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table",
+    show_default=True,
+    help="table or wide (more columns) for people; json or yaml (the same stable shape) for scripts.",
 )
+_namespace_option = click.option(
+    "-n", "--namespace", envvar="FEDSPREAD_NAMESPACE", default=None, metavar="NAMESPACE",
+    help="The spread's namespace, as with kubectl (env FEDSPREAD_NAMESPACE; default: default).",
+)
+DEFAULT_NAMESPACE = "default"
 _timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
     help="Seconds to wait for the coordinator.",
@@ -111,25 +122,54 @@ def _ask(connection: Connection, question: Callable[[sdk.PlacementClient], T]) -
         options.fail(str(error))
 
 
+def spread_key(name: str, namespace: str | None) -> str:
+    """`NAMESPACE/NAME` from a `NAME` or `NAMESPACE/NAME` argument and `-n` (usage error when the
+    two name different namespaces)."""
+    given, slash, short = name.rpartition("/")
+    if not slash:
+        return f"{namespace or DEFAULT_NAMESPACE}/{name}"
+    if namespace is not None and namespace != given:
+        options.usage_error(f"{name!r} names namespace {given!r}, but -n says {namespace!r}: give one")
+    return f"{given}/{short}"
+
+
+def emit(document: Any, *, output: str) -> bool:
+    """Print `document` as json or yaml when `output` asks for one (True), else nothing (False)."""
+    if output == "json":
+        click.echo(json.dumps(document, indent=2))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(document, sort_keys=False).rstrip())
+    else:
+        return False
+    return True
+
+
 def _cap(subset: sdk.SubsetPlacement) -> str:
     return subset.cap or "-"
 
 
-def render_placement(result: sdk.SpreadPlacement) -> None:
-    """Print a live placement for people: subsets with caps and ready/placed per cluster, totals."""
+def render_placement(result: sdk.SpreadPlacement, *, wide: bool = False) -> None:
+    """Print a live placement for people: subsets with caps and ready/placed per cluster, totals
+    (`wide`: also the ready pods per subset and when the coordinator computed it)."""
     console = rich.console.Console()
     title = f"{result.spread}: {result.replicas} replicas"
     if result.generation:
         title += f" (generation {result.generation})"
     table = rich.table.Table(title=title)
-    for column in ("#", "subset", "cap", "replicas", "waiting", "clusters (ready/placed)"):
-        table.add_column(column, justify="right" if column in ("#", "cap", "replicas", "waiting")
-                         else "left")
+    columns = ["#", "subset", "cap", "replicas", "waiting", "clusters (ready/placed)"]
+    if wide:
+        columns.insert(4, "ready")
+    for column in columns:
+        table.add_column(column, justify="left" if column.startswith(("subset", "clusters")) else "right")
     for index, sub in enumerate(result.subsets):
         clusters = " ".join(f"{c}={sub.ready.get(c, 0)}/{n}" for c, n in sub.clusters.items())
-        table.add_row(str(index), sub.name, _cap(sub), str(sub.replicas), str(sub.waiting),
-                      clusters or "-")
+        row = [str(index), sub.name, _cap(sub), str(sub.replicas), str(sub.waiting), clusters or "-"]
+        if wide:
+            row.insert(4, str(sum(sub.ready.values())))
+        table.add_row(*row)
     console.print(table)
+    if wide and result.computed_at is not None:
+        console.print(f"computed at {result.computed_at.isoformat(timespec='seconds')}")
     console.print("clusters: " + (", ".join(
         f"{c}={result.ready.get(c, 0)}/{n}" for c, n in result.clusters.items()) or "-"))
     console.print(f"placed {result.placed}, unplaced {result.unplaced}, "
@@ -143,22 +183,30 @@ def render_placement(result: sdk.SpreadPlacement) -> None:
         console.print(line, markup=False)
 
 
-def render_clusters(found: list[sdk.ClusterInfo]) -> None:
-    """Print member clusters for people: health, cordon, size and agent."""
+def render_clusters(found: list[sdk.ClusterInfo], *, wide: bool = False) -> None:
+    """Print member clusters for people: health, cordon, size and agent (`wide`: also the labels,
+    taints and node pools)."""
     console = rich.console.Console()
     table = rich.table.Table(title=f"{len(found)} member clusters")
-    for column in ("name", "ready", "cordoned", "nodes", "cpu (req/alloc)", "memory (req/alloc)",
-                   "agent", "last heartbeat"):
-        table.add_column(column, justify="right" if column == "nodes" else "left")
+    columns = ["name", "ready", "cordoned", "nodes", "cpu (req/alloc)", "memory (req/alloc)",
+               "agent", "last heartbeat"]
+    if wide:
+        columns += ["labels", "taints", "pools"]
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("nodes", "pools") else "left")
     for item in found:
         def used(resource: str, info: sdk.ClusterInfo = item) -> str:
             return f"{info.requested.get(resource, '0')}/{info.allocatable.get(resource, '0')}"
 
-        table.add_row(
+        row = [
             item.name, "yes" if item.ready else "NO", "yes" if item.cordoned else "no",
             str(item.node_count), used("cpu"), used("memory"), item.agent_version or "-",
             item.last_heartbeat.isoformat(timespec="seconds") if item.last_heartbeat else "never",
-        )
+        ]
+        if wide:
+            row += [",".join(f"{k}={v}" for k, v in sorted(item.labels.items())) or "-",
+                    ",".join(f"{t.key}:{t.effect}" for t in item.taints) or "-", str(len(item.node_pools))]
+        table.add_row(*row)
     console.print(table)
 
 
@@ -168,22 +216,26 @@ def get_group() -> None:
 
 
 @get_group.command("placement")
-@click.argument("key", metavar="NS/NAME")
+@click.argument("name", metavar="NAME")
+@_namespace_option
 @_output_option
 @_connection_options
-def placement_command(*, key: str, output: str, connection: Connection) -> None:
-    """Show where the replicas of FederatedSpread NS/NAME are placed, and how many are ready.
+def placement_command(*, name: str, namespace: str | None, output: str, connection: Connection) -> None:
+    """Show where the replicas of FederatedSpread NAME are placed, and how many are ready.
+
+    NAME is the spread's name in -n NAMESPACE (default: default), or NAMESPACE/NAME.
 
     \b
     Example, with certificates from `fedspread certs client --name alice --out pki/alice ...`:
-      fedspread get placement shop/web -o json \\
+      fedspread get placement web -n shop -o yaml \\
           --ca pki/alice/ca.crt --cert pki/alice/tls.crt --key pki/alice/tls.key
+    As a kubectl plugin (the `kubectl-fedspread` script on PATH):
+      kubectl fedspread get placement web -n shop
     """
+    key = spread_key(name, namespace)
     result = _ask(connection, lambda client: client.placement(key))
-    if output == "json":
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        render_placement(result)
+    if not emit(result.to_json(), output=output):
+        render_placement(result, wide=output == "wide")
 
 
 @get_group.command("clusters")
@@ -192,7 +244,5 @@ def placement_command(*, key: str, output: str, connection: Connection) -> None:
 def clusters_command(*, output: str, connection: Connection) -> None:
     """List member clusters: ready, cordoned, nodes, requested/allocatable, agent, heartbeat."""
     found = _ask(connection, lambda client: client.clusters())
-    if output == "json":
-        click.echo(json.dumps({"clusters": [c.to_json() for c in found]}, indent=2))
-    else:
-        render_clusters(found)
+    if not emit({"clusters": [c.to_json() for c in found]}, output=output):
+        render_clusters(found, wide=output == "wide")

@@ -4,14 +4,24 @@ Why: the commands need Kubernetes, gRPC and Ray, which take about a second to im
 should wait for that to read `fedspread --help` or to mistype a command. The group knows each
 command by `module:attribute` and its one-line help, so it can list every command without
 importing any of them.
+
+The same laziness lets `pip install fedspread` (the SDK and the client commands) leave out Ray
+and the Kubernetes client: a command that needs a package of an extra the user did not install
+ends with one line naming the extra, not an ImportError's traceback.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+from typing import Any
 
 import click
+
+from federation.cli import options
+
+OPTIONAL = frozenset({"kubernetes", "ray", "prometheus_client"})
+"""Top-level packages that come with an extra (`fedspread[agent]`, `fedspread[coordinator]`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +30,8 @@ class LazyCommand:
 
     target: str
     short_help: str
+    extra: str = ""
+    """The pip extra whose packages the command needs (`agent`, `coordinator`), if any."""
 
 
 class LazyGroup(click.Group):
@@ -52,6 +64,20 @@ class LazyGroup(click.Group):
             rows.append((name, shown.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a package of a missing extra ends with one line that names the extra."""
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as missing:
+            package = (missing.name or "").partition(".")[0]
+            if package not in OPTIONAL:
+                raise
+            name = ctx.invoked_subcommand or ""
+            extra = self.lazy_commands[name].extra if name in self.lazy_commands else ""
+            install = f"pip install 'fedspread[{extra}]'" if extra else "install it"
+            options.fail(f"`fedspread {name}` needs the {package} package, which this installation "
+                         f"lacks: {install}")
 
     def _load(self, name: str) -> click.Command:
         module_name, _, attribute = self.lazy_commands[name].target.partition(":")

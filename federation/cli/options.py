@@ -64,11 +64,25 @@ def compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 
 
 def log_level_option() -> Callable[[F], F]:
-    """`--log-level`, for the long-running commands (coordinator, agent)."""
-    return click.option(
-        "--log-level", default="info", show_default=True,
-        type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-        help="Least severe log level printed.")
+    """`--log-level` and `--log-format`, for the long-running commands (coordinator, agent). The
+    format is handed to `federation.logs` as it is parsed, so the commands take only the level."""
+    def chosen(_: click.Context, __: click.Parameter, value: str) -> str:
+        from federation import logs
+
+        logs.use_format(value)
+        return value
+
+    return compose(
+        click.option(
+            "--log-level", default="info", show_default=True,
+            type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+            help="Least severe log level printed."),
+        click.option(
+            "--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]),
+            expose_value=False, callback=chosen, envvar="FEDSPREAD_LOG_FORMAT",
+            help="text: `time LEVEL logger message key=value` lines; json: one JSON object per line "
+                 "(env FEDSPREAD_LOG_FORMAT)."),
+    )
 
 
 def kubeconfig_options(*, flag: str = "--kubeconfig", dest: str = "kubeconfig",

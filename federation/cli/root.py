@@ -14,25 +14,30 @@ from federation.cli.lazy import LazyCommand, LazyGroup
 COMMANDS = {
     "agent": LazyCommand(
         "federation.cli.agent:agent_command",
-        "Run the member agent: enforce this cluster's share of every spread, report what it has."),
+        "Run the member agent: enforce this cluster's share of every spread, report what it has.",
+        extra="agent"),
     "certs": LazyCommand(
         "federation.cli.certs:certs_group",
         "Issue certificates for mTLS between agents, the coordinator and SDK users."),
     "coordinator": LazyCommand(
         "federation.cli.coordinator:coordinator_command",
-        "Run the coordinator: decide how many replicas each cluster gets, and keep deciding."),
+        "Run the coordinator: decide how many replicas each cluster gets, and keep deciding.",
+        extra="coordinator"),
     "crds": LazyCommand(
         "federation.cli.crds:crds_command",
-        "Generate the FederatedSpread and MemberCluster CRDs, and the API reference, from the models."),
+        "Generate the FederatedSpread and MemberCluster CRDs, and the API reference, from the models.",
+        extra="coordinator"),
     "demo": LazyCommand(
         "federation.cli.demo:demo_command",
-        "Run the whole federation on this machine and show one workload spreading over it."),
+        "Run the whole federation on this machine and show one workload spreading over it.",
+        extra="coordinator"),
     "get": LazyCommand(
         "federation.cli.get:get_group",
         "Show what the running coordinator decided (live, read-only)."),
     "sandbox": LazyCommand(
         "federation.cli.sandbox:sandbox_group",
-        "Run a local federation of real Kubernetes control planes (no Docker needed)."),
+        "Run a local federation of real Kubernetes control planes (no Docker needed).",
+        extra="coordinator"),
     "simulate": LazyCommand(
         "federation.cli.simulate:simulate_command",
         "Show where a FederatedSpread would place its replicas on a capacity snapshot."),

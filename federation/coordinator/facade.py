@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import queue
 import threading
 import uuid
 from collections.abc import Collection, Iterable
@@ -60,14 +59,14 @@ from federation.api import cluster, names
 from federation.coordinator import shards
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
-from federation.coordinator.wire import assignments, convert, deliveries, inbound
+from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
 from federation.core import status
 from federation.rpc import agent_pb2, capabilities
 
 log = logging.getLogger("fedspread.coordinator.agents")
 
-END = object()  # queued by the servicer when its stream ends: the writer returns
-SUPERSEDED = object()  # queued when a newer stream for the same cluster replaced this one
+END = object()  # the close reason when the agent half-closed its stream: the writer returns
+SUPERSEDED = object()  # the close reason when a newer stream for the same cluster replaced this one
 NOT_SELECTED = "cluster no longer selected"
 NO_REPLICAS_LEFT = "no replicas here: a share of 0 and no pods left"
 WASTED_ROUND_SPREADS = 50
@@ -76,7 +75,7 @@ process, is said once in the log: the Ray shards gained nothing for this federat
 
 
 class AgentStream:
-    """One welcomed stream: the queue its writer drains, and per-stream report state."""
+    """One welcomed stream: the outbox its writer drains, and per-stream report state."""
 
     def __init__(self, cluster_name: str, *, applied: Iterable[agent_pb2.AppliedSpread] = ()) -> None:
         self.cluster = cluster_name
@@ -85,7 +84,9 @@ class AgentStream:
         listed for it ("" from an agent that does not say)."""
         for item in applied:
             self.applied.setdefault(item.spread, set()).add(item.spread_uid)
-        self.outgoing: queue.Queue[object] = queue.Queue()
+        self.outgoing = outbox.Outbox()
+        """Bounded and coalescing per spread (`wire.outbox`): a slow agent holds at most two
+        messages per spread it is being sent, whatever happens meanwhile."""
         self.resynced = False
         self.inventory_sequence = 0
         self.pools: dict[str, cluster.NodePool] = {}
@@ -94,7 +95,7 @@ class AgentStream:
         self.conflicts: dict[str, str] = {}
 
     def send(self, **body: object) -> None:
-        """Queue one CoordinatorMessage, e.g. `send(assignment=...)`."""
+        """Queue one CoordinatorMessage, e.g. `send(assignment=...)` (coalesced per spread)."""
         self.outgoing.put(agent_pb2.CoordinatorMessage(**body))  # type: ignore[arg-type]
 
 
@@ -126,10 +127,12 @@ class Coordinator:
         with self.lock:
             return sorted(self._streams)
 
-    def backlog(self) -> int:
-        """Messages queued for the agents and not yet written to their streams."""
+    def backlog(self, cluster_name: str | None = None) -> int:
+        """Messages queued for the agents (for `cluster_name`'s only, if given) and not yet written
+        to their streams (after coalescing)."""
         with self.lock:
-            return sum(stream.outgoing.qsize() for stream in self._streams.values())
+            streams = [s for name, s in self._streams.items() if cluster_name in (None, name)]
+            return sum(stream.outgoing.qsize() for stream in streams)
 
     def attach(self, hello: agent_pb2.Hello, *, heartbeat_seconds: int) -> AgentStream:
         """A welcomed Hello: replace any older stream, register, queue Welcome and the full resync."""
@@ -138,7 +141,7 @@ class Coordinator:
         with self.lock:
             previous = self._streams.get(name)
             if previous is not None:
-                previous.outgoing.put(SUPERSEDED)
+                previous.outgoing.close(SUPERSEDED)
                 log.warning("newer stream replaces the old one", extra={"cluster": name})
             self._streams[name] = stream
             affected: set[str] = set()

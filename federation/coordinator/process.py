@@ -14,9 +14,14 @@ understand the coordinator. The threads, and why each exists:
   spreads whose unschedulable marks just expired are recomputed (the subset may take pods again).
 - **status** (~2 s) — FederatedSpread, MemberCluster and hub Deployment statuses from the World via
   `core.status`, written by `StatusWriter` (which skips unchanged ones), outside the lock.
-- **gRPC** — AgentService and PlacementService on one server (`--listen`), over mTLS (`tls`: client
-  certificates signed by the CA required; agents may only speak for the cluster theirs names,
-  `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`).
+- **gRPC** — AgentService and PlacementService on one `grpc.aio` server (`--listen`,
+  `services.aio_server`): one event-loop thread serves every agent stream and SDK call as
+  coroutines, and a fixed pool of `GRPC_WORKERS` threads runs what blocks (the facade's lock), plus
+  `PLACEMENT_WORKERS` for PlacementService (what-ifs may be slow) and two that register the
+  MemberClusters of new agents on the hub. So the threads do not grow with the federation. Over
+  mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
+  cluster theirs names, `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`);
+  keepalive PINGs both ways (`federation.rpc.keepalive`).
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
@@ -52,21 +57,27 @@ from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
-from federation.coordinator.services import agent_service, placement_service, source
+from federation.coordinator.services import agent_service, aio_server, placement_service, source
 from federation.coordinator.wire import inbound
 from federation.kube import clients
 from federation.kube import errors as kube_errors
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
 
 HUB_KINDS = frozenset({"spread", "cluster", "deployment"})
 PROBE_TIMEOUT = 10.0
+GRPC_WORKERS = 8
+"""Threads for the agent streams' calls into the facade, however many agents connect (an agent stream
+is a coroutine on the gRPC event loop, `services.aio_server`)."""
+PLACEMENT_WORKERS = 4
+"""Threads for PlacementService's calls (a what-if may take a while), apart from the agents'."""
+HUB_CALL_TIMEOUT = 10.0
+"""Deadline of the hub call that registers a new agent's MemberCluster."""
+GRACE_SECONDS = 1.0
+"""On stop, open calls get this long before they are cancelled."""
 RAY_PROBE_SECONDS = 5.0
 """The one question to a Ray address before joining it (`ray_join.check`) gets this long."""
-GRPC_THREADS = 4096
-"""Each agent stream holds one server thread for its lifetime (grpc's sync server), so the pool must
-outnumber the member clusters; threads are only created as streams and calls arrive."""
 
 
 class CoordinatorError(Exception):
@@ -214,7 +225,8 @@ class CoordinatorProcess:
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
             on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
         self.watcher = hub.HubWatcher(self.api, self._events.put)
-        self._server: grpc.Server | None = None
+        self._server: aio_server.AioServer | None = None
+        self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -222,20 +234,17 @@ class CoordinatorProcess:
     def start(self) -> None:
         """Check the hub, listen, start watching and the loops; CoordinatorError on user problems."""
         probe_hub(self.api)
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=GRPC_THREADS,
-                                                                   thread_name_prefix="grpc"),
-                             options=inbound.SERVER_OPTIONS)
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(
-            self.agents, server)
-        placement_service.add_to_server(server, self.source)
-        try:
-            if self._credentials is None:
-                port = server.add_insecure_port(self.settings.listen)
-            else:
-                port = server.add_secure_port(self.settings.listen, self._credentials)
-        except RuntimeError:
-            port = 0
+        server = aio_server.AioServer(options=inbound.SERVER_OPTIONS, workers=GRPC_WORKERS)
+        self._placement_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
+        agent_service.add_to_server(server.server, self.agents)
+        placement_service.add_to_server(server.server, self.source, executor=self._placement_pool)
+        if self._credentials is None:
+            port = server.add_insecure_port(self.settings.listen)
+        else:
+            port = server.add_secure_port(self.settings.listen, self._credentials)
         if not port:
+            server.stop()  # its loop thread and pool
             raise CoordinatorError(f"cannot listen on {self.settings.listen}: the port is in use "
                                    "or the address is not this machine's")
         server.start()
@@ -272,8 +281,12 @@ class CoordinatorProcess:
         self.stopping.set()
         self._events.put(None)
         if self._server is not None:
-            self._server.stop(grace=1.0).wait(5)
+            self._server.stop(grace=GRACE_SECONDS)
             self._server = None
+        if self._placement_pool is not None:
+            self._placement_pool.shutdown(wait=False, cancel_futures=True)
+            self._placement_pool = None
+        self.agents.close()
         self.watcher.stop()
         for thread in self._threads:
             thread.join(timeout=10)
@@ -335,7 +348,8 @@ class CoordinatorProcess:
                 "metadata": {"name": name, "labels": dict(hello.topology_labels)}, "spec": {}}
         try:
             self._custom.create_cluster_custom_object(common.API_GROUP, common.API_VERSION,
-                                                      cluster_api.PLURAL, body)
+                                                      cluster_api.PLURAL, body,
+                                                      _request_timeout=HUB_CALL_TIMEOUT)
             log.info("MemberCluster registered", extra={"cluster": name})
         except client.ApiException as error:
             if error.status != 409:  # 409: it exists already, the hub's copy wins

@@ -19,6 +19,11 @@ federation but federation may never import agents.
 
 Responses are requested with `_preload_content=False` and parsed with `json`: the generated
 client's model deserialisation is an order of magnitude slower than the network here.
+
+What it remembers per object is kept small, because an agent on a big member follows 100,000 pods:
+the resourceVersion as an int when it is a plain decimal (etcd's always are; `compact_version`),
+and one key string, which a consumer taking `emit_keyed` receives and can key its own map by
+instead of building another copy.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ Json = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "SYNCED"]
 Emit = Callable[[EventType, Json], None]
 """Receives every change: (ADDED|MODIFIED|DELETED, object), and (SYNCED, {}) once."""
+KeyedEmit = Callable[[EventType, str, Json], None]
+"""`Emit` with the object's key (`key(object)`, "" for SYNCED): the very string the reflector keeps,
+so a consumer's map keyed by it shares the string instead of holding a copy of its own."""
+MAX_VERSION_DIGITS = 19
+"""The longest decimal resourceVersion kept as an int: etcd's revisions are int64."""
 
 BACKOFF_BASE = 0.5
 BACKOFF_MAX = 8.0
@@ -72,6 +82,20 @@ def key(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
+def compact_version(version: object) -> int | str:
+    """A resourceVersion as the reflector remembers it: an int when the text is a canonical decimal
+    (etcd's revisions; 28 bytes instead of a 50-odd-byte string per object), else the text itself.
+
+    Only text that `str(int(text))` gives back becomes an int, so two versions compare equal
+    compacted exactly when their texts do: resourceVersions are opaque strings to clients.
+    """
+    text = str(version)
+    if (0 < len(text) <= MAX_VERSION_DIGITS and text.isascii() and text.isdigit()
+            and (text[0] != "0" or text == "0")):
+        return int(text)
+    return text
+
+
 def _status(error: BaseException) -> int | None:
     status = getattr(error, "status", None)
     return status if isinstance(status, int) else None
@@ -86,22 +110,29 @@ def _stub(object_key: str) -> Json:
 class Reflector:
     """Follows one resource from a generated client's list function, delivering changes to `emit`.
 
-    `emit` is called from the reflector's thread only; if it raises, the stream counts as failed
-    and the event comes again (after backoff), so it should not raise for an event it cannot use.
+    Exactly one of `emit` and `emit_keyed` (which also receives the object's key) is given. It is
+    called from the reflector's thread only; if it raises, the stream counts as failed and the
+    event comes again (after backoff), so it should not raise for an event it cannot use.
     """
 
-    def __init__(self, kind: str, lister: Callable[..., Any], *, emit: Emit, stop: threading.Event,
+    def __init__(self, kind: str, lister: Callable[..., Any], *, emit: Emit | None = None,
+                 emit_keyed: KeyedEmit | None = None, stop: threading.Event,
                  label_selector: str | None = None, field_selector: str | None = None,
                  watch_seconds: int = 300, page_size: int = 500) -> None:
+        if emit is not None and emit_keyed is None:
+            self._emit = _unkeyed(emit)
+        elif emit_keyed is not None and emit is None:
+            self._emit = emit_keyed
+        else:
+            raise TypeError("Reflector takes exactly one of emit and emit_keyed")
         self.kind = kind
         self._lister = lister
-        self._emit = emit
         self._stop = stop
         self._selectors = {"label_selector": label_selector, "field_selector": field_selector}
         self._watch_seconds = watch_seconds
         self._page_size = page_size
         self._version: str | None = None
-        self._known: dict[str, str] = {}  # key -> resourceVersion, as last emitted
+        self._known: dict[str, int | str] = {}  # key -> compact_version(resourceVersion), as last emitted
         self._response: Any = None
         self.synced = threading.Event()
         """Set after the first complete list (just before SYNCED is emitted)."""
@@ -150,21 +181,21 @@ class Reflector:
         try:
             for obj in self._pages():
                 object_key = key(obj)
-                version = str((obj.get("metadata") or {}).get("resourceVersion"))
+                version = compact_version((obj.get("metadata") or {}).get("resourceVersion"))
                 seen.add(object_key)
                 old = self._known.get(object_key)
                 if old != version:
-                    self._emit("ADDED" if old is None else "MODIFIED", obj)
-                    self._known[object_key] = version
+                    self._emit("ADDED" if old is None else "MODIFIED", object_key, obj)
+                    self._known[object_key] = version  # an existing entry keeps its key string
             for object_key in [k for k in self._known if k not in seen]:  # in the order first seen
-                self._emit("DELETED", _stub(object_key))
+                self._emit("DELETED", object_key, _stub(object_key))
                 del self._known[object_key]
         except BaseException:
             self._version = None  # failed part way (emit raised after the last page): list again
             raise
         if not self.synced.is_set():
             self.synced.set()
-            self._emit("SYNCED", {})
+            self._emit("SYNCED", "", {})
         LOG.debug("listed kind=%s version=%s objects=%d", self.kind, self._version, len(seen))
 
     def _pages(self) -> Iterator[Json]:
@@ -215,13 +246,23 @@ class Reflector:
         version = (obj.get("metadata") or {}).get("resourceVersion")
         change = _CHANGES.get(str(type_))
         if change is not None:
-            self._emit(change, obj)
+            object_key = key(obj)
+            self._emit(change, object_key, obj)
             if change == "DELETED":
-                self._known.pop(key(obj), None)
+                self._known.pop(object_key, None)
             else:
-                self._known[key(obj)] = str(version)
+                self._known[object_key] = compact_version(version)
         if version:
             self._version = str(version)
+
+
+def _unkeyed(emit: Emit) -> KeyedEmit:
+    """`emit` called as a `KeyedEmit` (the key left out)."""
+
+    def deliver(change: EventType, _key: str, obj: Json) -> None:
+        emit(change, obj)
+
+    return deliver
 
 
 def _lines(response: Any) -> Iterator[Json]:

@@ -19,7 +19,8 @@ from bench import accuracy_scenario as world
 from federation.sandbox import state
 
 TINY = world.Size(nodes=1, steps=(2, 8))
-KEYS = {"replicas", "accuracy_pct", "placed", "accurate", "rescheduled", "waiting", "unassigned",
+KEYS = {"replicas", "accuracy_pct", "share", "stuck_pending", "placed", "accurate", "rescheduled",
+        "waiting", "unassigned",
         "pending_over_10s", "stuck_with_room", "pending_p50_s", "pending_p99_s", "pending_max_s",
         "measured_s", "wall_s", "steps", "details"}
 

@@ -1,10 +1,13 @@
 """The admission benchmark (`bench/admission.py`) at a tiny size, end to end on its own sandbox.
 
 Why a test for a benchmark: `make bench` runs it once, rarely, and a benchmark that silently
-measures the wrong thing is worse than none. At 20 pods it proves that both webhooks really
-admitted every pod (the real agent with quotas from the stand-in coordinator; the seed's design
-on its custom resource), that the result has the keys issue 7 fixes, that fedspread kept every
-cap without a single API write to do so — and that nothing it started outlives it.
+measures the wrong thing is worse than none. At N = 10 (12 pods per run: the caps hold 10) and one
+run per mode, through the ReplicaSet controller and through 5 clients, it proves that both webhooks
+really admitted every pod (the real agent with quotas from the stand-in coordinator; the seed's
+design on its custom resource), that fedspread filled every cap and left exactly the surplus
+without a subset, that the apiserver's own webhook histogram counted each mode's calls, that the
+result keeps the keys issue 7 fixed and has the per-level shape issue 16 asks for — and that
+nothing it started outlives it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from leftovers import processes_mentioning
 from bench import admission
 from federation.sandbox import state
 
-SIZE = 20
+SIZE = 10
 MODE_KEYS = {"handler_p50_ms", "handler_p99_ms", "create_p50_ms", "create_p99_ms", "burst_s", "conflicts",
              "over_cap"}
 
@@ -24,22 +27,38 @@ MODE_KEYS = {"handler_p50_ms", "handler_p99_ms", "create_p50_ms", "create_p99_ms
 def test_a_small_run_keeps_fedspread_under_its_caps_and_cleans_up(tmp_path: pathlib.Path) -> None:
     directory = tmp_path / "sandbox"
     lines: list[str] = []
-    result = admission.measure(size=SIZE, workers=10, report=lines.append, directory=directory)
+    result = admission.measure(size=SIZE, report=lines.append, directory=directory,
+                               levels=("replicaset", 5), runs=1, deadline=60.0)
 
-    assert result["replicas"] == SIZE
+    pods = admission.pods_per_run(SIZE)
+    assert (result["replicas"], result["pods_per_run"]) == (SIZE, 12)
     for mode in ("fedspread", "baseline"):
         assert set(result[mode]) == MODE_KEYS, mode
         assert all(isinstance(v, int | float) and v >= 0 for v in result[mode].values()), result[mode]
         assert result[mode]["burst_s"] > 0 and result[mode]["handler_p99_ms"] > 0, result[mode]
-        assert result["details"][mode]["pods_stored"] == SIZE, result["details"][mode]
-    assert set(result["ratios"]) == {"handler_p99", "burst"}
-    assert all(isinstance(v, float) for v in result["ratios"].values()), result["ratios"]
+    assert set(result["levels"]) == {"replicaset", "clients-5"}
+    assert [(r["level"], r["mode"]) for r in result["runs"]] == [
+        ("replicaset", "fedspread"), ("replicaset", "baseline"),
+        ("clients-5", "baseline"), ("clients-5", "fedspread")], "modes alternate, levels start alternately"
 
-    fedspread = result["fedspread"]
-    assert fedspread["over_cap"] == 0 and fedspread["conflicts"] == 0
     caps = admission.caps(SIZE)
-    assert result["details"]["fedspread"]["by_subset"] == caps, "every pod placed, every subset to its cap"
-    assert result["details"]["fedspread"]["admissions"] == SIZE, "one admission per pod, in the window"
+    for row in result["runs"]:
+        where = (row["level"], row["mode"])
+        assert row["pods_stored"] == pods and row["completed"], where
+        assert row["admissions"] == pods, f"{where}: one handler sample per pod, in the window"
+        assert row["apiserver"]["webhook_calls"] >= pods, f"{where}: the apiserver counted the calls"
+        assert row["apiserver"]["create_requests"].get("201") == pods, where
+        assert row["apiserver"]["webhook_failed_open"] == 0, f"{where}: the apiserver's log was read"
+        assert len(row["load"]["at_start"]) == 3 and len(row["load"]["at_end"]) == 3
+        if row["mode"] == "fedspread":
+            assert row["by_subset"] == caps and row["without_subset"] == pods - SIZE, where
+            assert row["over_cap"] == 0 and row["conflicts"] == 0, where
+    level = result["levels"]["clients-5"]
+    assert level["fedspread"]["webhook_timeout_s"] == 2 and level["baseline"]["webhook_timeout_s"] == 10
+    assert level["fedspread"]["handler_p99_ms"]["median"] == result["fedspread"]["handler_p99_ms"]
+    assert set(level["ratios"]) == {"create_p99_ms", "handler_p99_ms", "burst_s", "compared",
+                                    "baseline_refusing"}
+    assert set(result["collapse"]["baseline"]) == {"clients", "levels_tried", "replicaset_collapsed"}
 
     recorded = state.SandboxState.load(directory)
     assert recorded.components, "the benchmark started its sandbox here"

@@ -93,8 +93,3 @@ class InMemorySource:
     def version(self) -> int:
         with self._cond:
             return self._version
-
-    def wait_for_change(self, version: int, *, timeout: float) -> int:
-        with self._cond:
-            self._cond.wait_for(lambda: self._version != version, timeout=timeout)
-            return self._version

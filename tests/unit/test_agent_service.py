@@ -9,7 +9,6 @@ waits poll with deadlines. No Kubernetes, no Ray.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import functools
 import queue
@@ -25,8 +24,9 @@ from agents import outbox as outbox_mod
 from agents.link import client as link_mod
 from federation.coordinator import facade
 from federation.coordinator.model import world
-from federation.coordinator.services import agent_service
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.coordinator.services import agent_service, aio_server
+from federation.coordinator.wire import inbound
+from federation.rpc import agent_pb2, agent_pb2_grpc, keepalive
 from federation.rpc import assignment as assignment_mod
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -85,7 +85,7 @@ class Federation:
             self.coordinator, clock=self.clock, heartbeat_seconds=1, on_cluster_hello=self.hellos.append,
             require_identity=False)  # plaintext here; identities over mTLS: test_mtls.py
         self.port = 0
-        self.server: grpc.Server | None = None
+        self.server: aio_server.AioServer | None = None
         self.agents: dict[str, Agent] = {}
 
     @property
@@ -93,8 +93,8 @@ class Federation:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16))
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(self.servicer, server)
+        server = aio_server.AioServer(workers=4)
+        agent_service.add_to_server(server.server, self.servicer)
         self.port = server.add_insecure_port(f"127.0.0.1:{self.port}")
         assert self.port, "cannot bind"
         server.start()
@@ -102,7 +102,7 @@ class Federation:
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.stop(grace=None).wait()
+            self.server.stop(grace=None)
             self.server = None
 
     def connect(self, *names: str) -> None:
@@ -139,6 +139,7 @@ class Federation:
         for agent in self.agents.values():
             agent.link.stop()
         self.stop()
+        self.servicer.close()
 
 
 @pytest.fixture
@@ -219,6 +220,29 @@ def raw_stream(fed: Federation, name: str) -> tuple[queue.Queue[Any], Any]:
     return requests, call
 
 
+def test_a_stream_without_hello_ends_after_the_hello_deadline(
+    fed: Federation, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(agent_service, "HELLO_SECONDS", 0.3)
+    requests: queue.Queue[Any] = queue.Queue()
+    with grpc.insecure_channel(fed.target) as channel:
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect(iter(requests.get, None), timeout=DEADLINE)
+        with pytest.raises(grpc.RpcError) as failure:
+            list(call)
+        requests.put(None)
+    assert failure.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "no Hello within" in (failure.value.details() or "")
+
+
+def test_keepalive_settings_of_both_ends_agree() -> None:
+    """The server must accept the agent's PINGs (else GOAWAY too_many_pings after two strikes)."""
+    server, client = dict(inbound.SERVER_OPTIONS), dict(keepalive.CHANNEL_OPTIONS)
+    assert server["grpc.http2.min_ping_interval_without_data_ms"] < client["grpc.keepalive_time_ms"]
+    assert server["grpc.keepalive_permit_without_calls"] == client["grpc.keepalive_permit_without_calls"] == 1
+    assert server["grpc.http2.max_pings_without_data"] == client["grpc.http2.max_pings_without_data"] == 0
+    assert server["grpc.keepalive_time_ms"] and server["grpc.keepalive_timeout_ms"]
+
+
 def test_bad_report_is_a_notice_and_the_stream_lives_on(fed: Federation) -> None:
     requests, call = raw_stream(fed, "raw")
     replies = iter(call)
@@ -245,6 +269,17 @@ def test_second_stream_for_a_cluster_replaces_the_first(fed: Federation) -> None
     for requests, call in ((old_requests, old), (new_requests, new)):
         requests.put(None)
         call.cancel()
+
+
+def test_a_stream_that_ends_while_it_is_being_attached_is_detached_afterwards(fed: Federation) -> None:
+    with fed.coordinator.lock:  # the facade is busy: attach waits on its pool
+        requests, call = raw_stream(fed, "late")
+        wait(lambda: [h for h in fed.hellos if h.cluster_name == "late"], what="the Hello")
+        call.cancel()
+        time.sleep(0.2)  # the servicer sees the call end before attach returns
+    wait(lambda: "late" in fed.coordinator.world.cluster_names(), what="the attach")
+    wait(lambda: fed.coordinator.connected() == [], what="the late detach")
+    requests.put(None)
 
 
 def test_silent_agent_fails_over_after_cluster_lost_seconds(placed: Federation) -> None:

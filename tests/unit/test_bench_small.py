@@ -47,6 +47,9 @@ def test_both_benchmarks_record_their_keys_through_the_runner() -> None:
     assert 0 < moved["tick_s"] <= moved["reconverge_s"]
     assert any(line.startswith("inventory: ") for line in lines)
     assert any(line.startswith("failover: ") and " lost: " in line for line in lines)
+    for item in found.values():  # every result states the machine's load at its start and end
+        assert len(item["load"]["at_start"]) == 3 and len(item["load"]["at_end"]) == 3
+    assert results["commit"] and results["command"].startswith("python -m bench.run")
 
 
 def test_synthesized_cluster_has_the_asked_size_and_variety() -> None:

@@ -164,3 +164,12 @@ def test_a_subset_patch_is_fitted() -> None:
                    "-o", "table"])
     assert result.exit_code == 0, result.output
     assert "dc1: 2 fit (cpu)" in " ".join(result.output.replace("│", " ").split())
+
+
+def test_the_per_arch_example_gives_its_documented_answer() -> None:
+    """examples/per-arch-patches.yaml (two subsets, each pinned to its architecture and patched):
+    the answer its header documents for the demo's federation, arm64 2 on aws-eu, amd64 2 on gcp-eu."""
+    data = simulate_json("-f", str(EXAMPLES.parent / "per-arch-patches.yaml"), "--clusters", CLUSTERS)
+    assert data["clusters"] == {"aws-eu": 2, "dc1": 0, "gcp-eu": 2}
+    assert {s["name"]: s["clusters"] for s in data["subsets"]} == {"arm64": {"aws-eu": 2},
+                                                                  "amd64": {"gcp-eu": 2}}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -123,6 +124,46 @@ def test_spread_pod_ready_since_and_no_label() -> None:
 def test_node_view(node: dict[str, Any], expected: dict[str, Any]) -> None:
     view = views.node_view(node)
     assert {k: getattr(view, k) for k in expected} == expected
+
+
+def test_views_share_the_texts_pods_and_nodes_repeat() -> None:
+    def parsed(source: dict[str, Any]) -> dict[str, Any]:  # as from the apiserver: every text a new copy
+        loaded: dict[str, Any] = json.loads(json.dumps(source))
+        return loaded
+
+    subset = {names.SUBSET_ANNOTATION: "a"}
+    raw = [parsed(pod(name, node="n1", phase="Running", annotations=subset)) for name in ("web-1", "web-2")]
+    assert raw[0]["metadata"]["namespace"] is not raw[1]["metadata"]["namespace"]
+    first, second = (views.spread_pod(source) for source in raw)
+    assert first is not None and second is not None
+    for field in ("namespace", "spread"):
+        assert getattr(first, field) is getattr(second, field)
+    for field in ("subset", "revision", "phase", "node_name"):
+        assert getattr(first.record, field) is getattr(second.record, field)
+    nodes = [views.node_view(parsed({"metadata": {"name": name, "labels": {"zone": "eu-a"}},
+                                     "status": {"allocatable": {"cpu": "16"}}})) for name in ("n1", "n2")]
+    assert nodes[0].name is first.record.node_name
+    assert nodes[0].labels["zone"] is nodes[1].labels["zone"]
+    assert nodes[0].allocatable["cpu"] is nodes[1].allocatable["cpu"]
+
+
+@pytest.mark.parametrize(
+    ("uid", "compact"),
+    [
+        ("6f1c2a9e-0b7d-4c1e-9a3f-2d5e8b7c6a10", 0x6F1C2A9E0B7D4C1E9A3F2D5E8B7C6A10),
+        ("00000000-0000-4000-8000-000000000000", 0x00000000_0000_4000_8000_000000000000),
+        ("6F1C2A9E-0B7D-4C1E-9A3F-2D5E8B7C6A10", "6F1C2A9E-0B7D-4C1E-9A3F-2D5E8B7C6A10"),  # not canonical
+        ("6f1c2a9e0b7d4c1e9a3f2d5e8b7c6a10", "6f1c2a9e0b7d4c1e9a3f2d5e8b7c6a10"),
+        ("uid-web-1", "uid-web-1"),
+        ("", ""),
+    ],
+)
+def test_compact_uid_keeps_canonical_uuids_as_ints_and_anything_else_as_text(uid: str,
+                                                                             compact: int | str) -> None:
+    assert views.compact_uid(uid) == compact
+    if isinstance(compact, int):  # and back: no two uids share a compact form
+        text = f"{compact:032x}"
+        assert f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}" == uid
 
 
 def test_pod_requests_and_malformed_spec() -> None:

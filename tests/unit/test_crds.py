@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -154,7 +155,7 @@ def test_names_scope_and_version(name: str, kind: str, plural: str, short: str, 
     assert spec["scope"] == scope
     assert spec["names"] == {
         "kind": kind, "listKind": f"{kind}List", "plural": plural,
-        "singular": kind.lower(), "shortNames": [short],
+        "singular": kind.lower(), "shortNames": [short], "categories": ["fedspread"],
     }
     (version,) = spec["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
@@ -171,6 +172,8 @@ def test_printer_columns() -> None:
         ("Replicas", "integer", ".status.replicas"),
         ("Ready", "integer", ".status.readyReplicas"),
         ("Unplaced", "integer", ".status.unplacedReplicas"),
+        ("Valid", "string", '.status.conditions[?(@.type=="Valid")].status'),
+        ("Placed", "string", '.status.conditions[?(@.type=="Placed")].status'),
         ("Age", "date", ".metadata.creationTimestamp"),
     ]
     assert columns(CLUSTERS) == [
@@ -189,7 +192,7 @@ def test_printer_column_paths_exist_in_the_schema() -> None:
             path = column["jsonPath"]
             if path.startswith(".metadata."):
                 continue
-            path = path.replace('[?(@.type=="Ready")]', "[]")
+            path = re.sub(r'\[\?\(@\.type=="\w+"\)\]', "[]", path)
             assert path in paths, f"{name}: printer column {column['name']} points at {path}"
 
 

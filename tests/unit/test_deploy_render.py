@@ -35,6 +35,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 NAMESPACE = "fedspread-system"
 PLACEHOLDER_IMAGE = "fedspread:0.1.0"
+PLACEHOLDER_AGENT_IMAGE = "fedspread-agent:0.1.0"
 
 Doc = dict[str, Any]
 Rule = tuple[str, str, frozenset[str]]
@@ -244,9 +245,13 @@ def test_ray_version_is_pinned_once_and_within_pyproject() -> None:
     match = re.search(r"^ARG RAY_VERSION=(\S+)$", dockerfile, flags=re.MULTILINE)
     assert match is not None and match.group(1) == pinned, "Dockerfile RAY_VERSION must equal rayVersion"
     assert '"ray[default,client]==${RAY_VERSION}"' in dockerfile
-    assert re.search(r"^FROM python:3\.11-slim$", dockerfile, flags=re.MULTILINE)
+    assert re.search(r"^FROM python:3\.11-slim AS coordinator$", dockerfile, flags=re.MULTILINE)
+    # The agent's image is built without Ray: its target installs the agent extra only.
+    agent_stage = dockerfile.split("AS agent", 1)[1].split("FROM ", 1)[0]
+    assert '"/src[agent]"' in agent_stage and "ray" not in agent_stage.lower()
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    (ray,) = [requirements.Requirement(r) for r in project["dependencies"] if r.startswith("ray")]
+    (ray,) = [requirements.Requirement(r) for r in project["optional-dependencies"]["coordinator"]
+              if r.startswith("ray")]
     assert version.Version(pinned) in ray.specifier, f"rayVersion {pinned} is outside pyproject's {ray}"
 
 
@@ -296,7 +301,7 @@ def test_agent_deployment_is_one_replica_recreated(agent: list[Doc]) -> None:
     assert spec["strategy"] == {"type": "Recreate"}, "a rolling update would run two agents at once"
     assert spec["template"]["spec"]["serviceAccountName"] == "fedspread-agent"
     main = container(deployment)
-    assert main["image"] == PLACEHOLDER_IMAGE
+    assert main["image"] == PLACEHOLDER_AGENT_IMAGE
     assert main["command"] == ["fedspread", "agent"]
     unknown = set(flags_used(main["args"])) - flag_names(agent_cli.agent_command)
     assert not unknown, f"flags `fedspread agent` does not have: {unknown}"
@@ -367,7 +372,7 @@ def test_example_overlay_sets_cluster_coordinator_labels_image_and_ca(example: l
     labels = agent_cli.label_pairs(tuple(a.partition("=")[2] for a in args if a.startswith("--label=")))
     assert labels == {"topology.fedspread.io/region": "eu-west", "topology.fedspread.io/zone": "eu-west-1a",
                       "topology.fedspread.io/provider": "onprem"}
-    assert main["image"] == "registry.example.com/fedspread:0.1.0"
+    assert main["image"] == "registry.example.com/fedspread-agent:0.1.0"
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
     webhook = one(example, "MutatingWebhookConfiguration", registration.NAME)
     bundles = {hook["clientConfig"].get("caBundle") for hook in webhook["webhooks"]}

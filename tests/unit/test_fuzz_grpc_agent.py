@@ -11,7 +11,6 @@ facade and the servicer are the real ones, with an injected clock. No Kubernetes
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import queue
 import re
@@ -27,7 +26,7 @@ from hypothesis import strategies as st
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import world
-from federation.coordinator.services import agent_service
+from federation.coordinator.services import agent_service, aio_server
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
 
@@ -60,9 +59,8 @@ class Coordinator:
         self.facade = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="fuzz")
         servicer = agent_service.AgentServicer(self.facade, clock=clock, heartbeat_seconds=0.5,
                                                 require_identity=False)
-        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=32),
-                                  options=inbound.SERVER_OPTIONS)
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, self.server)
+        self.server = aio_server.AioServer(options=inbound.SERVER_OPTIONS, workers=4)
+        agent_service.add_to_server(self.server.server, servicer)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
         # The client may send more than the server accepts: that is the point of some tests.
@@ -77,7 +75,7 @@ class Coordinator:
 
     def stop(self) -> None:
         self.channel.close()
-        self.server.stop(grace=None).wait()
+        self.server.stop(grace=None)
 
 
 class Stream:

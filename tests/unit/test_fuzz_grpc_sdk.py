@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from typing import Any
 
 import grpc
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 
 from federation import sdk
 from federation.api import cluster
-from federation.coordinator.services import placement_service
+from federation.coordinator.services import aio_server, placement_service
 from federation.coordinator.wire import convert, inbound
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
@@ -58,8 +57,8 @@ def target() -> Iterator[str]:
     snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in source.clusters()])
     source.put("shop/web", convert.PlacementRecord(
         key="shop/web", spec=spec, placement=placement.place(spec, replicas=5, snapshot=snapshot)))
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=inbound.SERVER_OPTIONS)
-    placement_service.add_to_server(server, source)
+    server = aio_server.AioServer(options=inbound.SERVER_OPTIONS, workers=4)
+    placement_service.add_to_server(server.server, source)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     yield f"127.0.0.1:{port}"

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from agents import outbox
+from agents.cache import heap
 from agents.cache import store as cache_mod
 from agents.inventory import reporter
 from federation.api import quantity
@@ -72,3 +73,17 @@ def test_the_agent_command_takes_the_budget() -> None:
     refused = CliRunner().invoke(agent_cli.agent_command, [
         "--cluster", "c1", "--coordinator", "127.0.0.1:1", "--insecure", "--max-node-pools", "0"])
     assert refused.exit_code == 2 and "--max-node-pools" in refused.output
+
+
+def test_a_pool_rebuild_gives_freed_heap_back_and_a_cached_answer_does_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[bool] = []
+    monkeypatch.setattr(heap, "release", lambda: trims.append(True) or True)
+    cache = member(racks=3)
+    report = reporter.InventoryReporter(cache, outbox.Outbox())
+    report.pools()
+    report.pools()  # nothing changed: the pools are not built again
+    assert trims == [True]
+    cache.changes += 1
+    report.pools()
+    assert trims == [True, True]

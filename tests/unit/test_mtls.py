@@ -14,7 +14,6 @@ no Ray; waits poll with deadlines.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import datetime
 import logging
@@ -35,7 +34,7 @@ from federation import cli, sdk
 from federation.certs import bundles, store, transport
 from federation.coordinator import facade
 from federation.coordinator.model import world
-from federation.coordinator.services import agent_service, placement_service
+from federation.coordinator.services import agent_service, aio_server, placement_service
 from federation.coordinator.wire import convert
 from federation.rpc import agent_pb2, agent_pb2_grpc
 from tests.support import in_memory_source
@@ -77,10 +76,10 @@ class Coordinator:
     def __init__(self, tls: transport.TLSFiles | None, *, require_identity: bool = True) -> None:
         clock: Callable[[], datetime.datetime] = lambda: T0  # noqa: E731
         self.facade = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="mtls")
-        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16))
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(agent_service.AgentServicer(
-            self.facade, clock=clock, heartbeat_seconds=1, require_identity=require_identity), self.server)
-        placement_service.add_to_server(self.server, in_memory_source.InMemorySource(
+        self.server = aio_server.AioServer(workers=4)
+        agent_service.add_to_server(self.server.server, agent_service.AgentServicer(
+            self.facade, clock=clock, heartbeat_seconds=1, require_identity=require_identity))
+        placement_service.add_to_server(self.server.server, in_memory_source.InMemorySource(
             clusters=[convert.ClusterRecord(name="dc1")]))
         if tls is None:
             port = self.server.add_insecure_port("127.0.0.1:0")
@@ -91,7 +90,7 @@ class Coordinator:
         self.server.start()
 
     def stop(self) -> None:
-        self.server.stop(grace=None).wait()
+        self.server.stop(grace=None)
 
 
 @pytest.fixture

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import pathlib
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
-from concurrent import futures
 
 import grpc
 import pytest
@@ -17,7 +18,7 @@ from click import testing
 
 from federation import cli, sdk
 from federation.api import cluster, common, names, problems, spread
-from federation.coordinator.services import placement_service
+from federation.coordinator.services import aio_server, placement_service
 from federation.coordinator.wire import convert
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
@@ -89,8 +90,8 @@ def source() -> in_memory_source.InMemorySource:
 
 @pytest.fixture()
 def target(source: in_memory_source.InMemorySource) -> Iterator[str]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    placement_service.add_to_server(server, source)
+    server = aio_server.AioServer(workers=4)
+    placement_service.add_to_server(server.server, source)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
@@ -368,4 +369,35 @@ def test_get_clusters_json_and_table(target: str) -> None:
 def test_get_help_explains_the_commands() -> None:
     result = testing.CliRunner().invoke(cli.main, ["get", "placement", "--help"])
     assert result.exit_code == 0
-    assert "FEDSPREAD_COORDINATOR" in result.output and "NS/NAME" in result.output
+    assert "FEDSPREAD_COORDINATOR" in result.output and "-n, --namespace" in result.output
+    assert "kubectl fedspread get placement" in result.output
+
+
+def test_get_placement_takes_kubectl_namespaces_and_yaml(target: str) -> None:
+    runner = testing.CliRunner()
+    flags = ["--coordinator", target, "--insecure"]
+    as_yaml = runner.invoke(cli.main, ["get", "placement", "web", "-n", "shop", "-o", "yaml", *flags])
+    assert as_yaml.exit_code == 0, as_yaml.output
+    shown = yaml.safe_load(as_yaml.output)
+    assert shown["ready"] == {"aws-eu": 1, "dc1": 2, "gcp-eu": 0}
+    from_env = runner.invoke(cli.main, ["get", "placement", "web", "-o", "json", *flags],
+                             env={"FEDSPREAD_NAMESPACE": "shop"})
+    assert from_env.exit_code == 0 and json.loads(from_env.output) == shown
+    default = runner.invoke(cli.main, ["get", "placement", "web", *flags])
+    assert default.exit_code == 1 and "no spread default/web" in default.output
+    clash = runner.invoke(cli.main, ["get", "placement", "shop/web", "-n", "other", *flags])
+    assert clash.exit_code == 2 and "give one" in clash.output
+    wide = runner.invoke(cli.main, ["get", "placement", "shop/web", "-o", "wide", *flags],
+                         env={"COLUMNS": "200"})
+    assert wide.exit_code == 0 and "ready" in wide.output, wide.output
+    clusters = runner.invoke(cli.main, ["get", "clusters", "-o", "wide", *flags], env={"COLUMNS": "250"})
+    assert clusters.exit_code == 0 and "taints" in clusters.output and "pools" in clusters.output
+
+
+def test_the_package_is_typed_and_installs_the_kubectl_plugin() -> None:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    scripts = project["project"]["scripts"]
+    assert scripts["kubectl-fedspread"] == scripts["fedspread"] == "federation.cli:main"
+    assert (root / "federation" / "py.typed").exists()
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["federation"]

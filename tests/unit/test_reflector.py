@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agents.cache import store as cache
+from federation.core import inventory
 from federation.kube import reflector
 
 Json = dict[str, Any]
@@ -231,6 +232,59 @@ def test_close_cuts_a_blocked_watch(backoffs: list[int], early: bool) -> None:
     assert backoffs == []
 
 
+@pytest.mark.parametrize(
+    ("text", "compact"),
+    [("0", 0), ("7", 7), ("123456", 123456), ("9" * 19, int("9" * 19)),
+     ("9" * 20, "9" * 20), ("0123", "0123"), ("-1", "-1"), ("+1", "+1"), (" 1", " 1"), ("1_000", "1_000"),
+     ("\u0661\u0662", "\u0661\u0662"), ("", ""), ("abc", "abc"), (None, "None")],
+)
+def test_compact_version_keeps_plain_decimals_as_ints(text: str | None, compact: int | str) -> None:
+    assert reflector.compact_version(text) == compact
+    assert type(reflector.compact_version(text)) is type(compact)
+    assert str(reflector.compact_version(text)) == str(text)  # the text comes back unchanged
+
+
+def test_compacted_versions_differ_exactly_when_their_texts_do() -> None:
+    texts = ["0", "00", "1", "01", "10", "1.0", "\u0661", "9" * 19, "9" * 20, "None", ""]
+    for first in texts:
+        for second in texts:
+            same = reflector.compact_version(first) == reflector.compact_version(second)
+            assert same == (first == second), (first, second)
+
+
+def test_keyed_emit_receives_the_key_string_the_reflector_keeps(backoffs: list[int]) -> None:
+    stop = threading.Event()
+    lister = Script(stop, [
+        listing(obj("a", "1"), obj("b", "1"), version="1"),
+        watching(("MODIFIED", obj("a", "2")), ("ADDED", obj("c", "3")), ("ERROR", {"code": 410})),
+        listing(obj("a", "2"), obj("c", "3"), version="4"),
+    ])
+    seen: list[tuple[str, str]] = []
+    keys: dict[str, str] = {}
+
+    def emit(type_: reflector.EventType, object_key: str, obj: Json) -> None:
+        seen.append((type_, object_key))
+        if type_ in ("ADDED", "DELETED"):
+            keys[object_key] = object_key
+
+    item = reflector.Reflector("pods", lister, emit_keyed=emit, stop=stop)
+    run(item)
+
+    assert seen == [("ADDED", "ns/a"), ("ADDED", "ns/b"), ("SYNCED", ""), ("MODIFIED", "ns/a"),
+                    ("ADDED", "ns/c"), ("DELETED", "ns/b")]
+    assert item._known == {"ns/a": 2, "ns/c": 3}  # versions as ints
+    assert all(known is keys[known] for known in item._known)  # one string, shared with the consumer
+
+
+def test_a_reflector_takes_exactly_one_emit() -> None:
+    stop = threading.Event()
+    with pytest.raises(TypeError):
+        reflector.Reflector("pods", Script(stop, []), stop=stop)
+    with pytest.raises(TypeError):
+        reflector.Reflector("pods", Script(stop, []), emit=lambda t, o: None,
+                            emit_keyed=lambda t, k, o: None, stop=stop)
+
+
 def test_backoff_is_capped_exponential_and_jittered() -> None:
     for failures in range(1, 40):
         ceiling = min(reflector.BACKOFF_MAX, reflector.BACKOFF_BASE * 2.0 ** (failures - 1))
@@ -282,3 +336,73 @@ def test_agent_cache_drops_what_a_relist_no_longer_lists() -> None:
     finally:
         feed.stop()
     assert hold.released and all(w.released for w in api.watches)
+
+
+class FakeBoundPodsApi(FakeCoreApi):
+    """Member-cluster listers: scripted bound pods (the cache's field-selected list); nothing else."""
+
+    def __init__(self, stop: threading.Event, pods: list[FakeResponse | Exception]) -> None:
+        super().__init__(stop, [])
+        self._pods = Script(stop, pods)
+
+    def list_node(self, **query: Any) -> FakeResponse:
+        return self._quiet(**query)
+
+    def list_pod_for_all_namespaces(self, **query: Any) -> FakeResponse:
+        if query.get("field_selector"):
+            return self._pods(**query)
+        return self._quiet(**query)
+
+
+def bound_pod(name: str, version: str, *, uid: str, cpu: str, phase: str = "Running") -> Json:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": version},
+            "spec": {"nodeName": "n1",
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": phase}}
+
+
+class Gated(FakeResponse):
+    """A watch stream that starts only once `go` is set."""
+
+    def __init__(self, go: threading.Event, *events: tuple[str, Json]) -> None:
+        super().__init__(events=[{"type": t, "object": o} for t, o in events])
+        self.go = go
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
+        assert self.go.wait(10), "the test never let the watch go on"
+        yield from super().stream(amt, decode_content)
+
+
+def test_agent_cache_keeps_one_usage_per_pod_recomputed_for_a_new_pod_of_the_same_name() -> None:
+    uid = "6f1c2a9e-0b7d-4c1e-9a3f-2d5e8b7c6a10"
+    compact = int(uid.replace("-", ""), 16)
+    go, unused = threading.Event(), threading.Event()
+    api = FakeBoundPodsApi(unused, [
+        listing(bound_pod("a", "1", uid=uid, cpu="1"), bound_pod("b", "1", uid="not-a-uuid", cpu="1"),
+                version="1"),
+        Gated(go, ("MODIFIED", bound_pod("a", "2", uid=uid, cpu="1", phase="Pending")),  # status only
+              ("MODIFIED", bound_pod("b", "3", uid="another", cpu="2"))),  # replaced under its name
+        FakeResponse(block=True)])
+    feed = cache.Cache(api, api, watch_seconds=60)
+    feed.start()
+    try:
+        assert feed.wait_synced(5)
+        first = {usage.uid: usage for usage in feed.usage()}
+        version = feed.version(cache.USAGE)
+        go.set()
+        while "another" not in {usage.uid for usage in feed.usage()}:
+            changed = feed.wait_for_change(version, timeout=5, kinds=(cache.USAGE,))
+            assert changed != version, f"the cache never saw b replaced: {feed.usage()}"
+            version = changed
+        usage = {item.uid: item for item in feed.usage()}
+        stores = feed._stores[cache.USAGE].items
+        known = next(r for r in feed._reflectors if r.kind == cache.USAGE)._known
+        shared = all(any(k is s for s in stores) for k in known)
+    finally:
+        feed.stop()
+    assert set(first) == {compact, "not-a-uuid"}
+    assert set(usage) == {compact, "another"}
+    assert usage[compact] is first[compact]  # a status change: the same view, nothing recomputed
+    assert str(usage["another"].requests["cpu"]) == "2"
+    assert all(isinstance(u, inventory.PodUsage) and u.node_name == "n1" for u in usage.values())
+    assert shared  # the store and the reflector hold one key string per pod

@@ -467,3 +467,18 @@ def test_empty_file_is_invalid_input(tmp_path: pathlib.Path) -> None:
     with pytest.raises(problems.InvalidInput) as caught:
         problems.load_spread(source)
     assert [p.message for p in caught.value.problems] == ["the document is empty"]
+
+
+def test_schema_and_cross_field_problems_come_in_one_pass() -> None:
+    # Two schema problems (a percentage above 100%, an unknown strategy) and two cross-field ones
+    # (a duplicate name, both clusters and clusterSelector): all four at once, not two then two.
+    doc = with_changes({f"{S0}.maxReplicas": "140%", "spec.scheduleStrategy.type": "Random",
+                        f"{S1}.name": "onprem", f"{S1}.clusters": ["aws"]})
+    found = [str(problem) for problem in problems_of(doc)]
+    assert any(line.startswith(f"{S0}.maxReplicas: ") and "140%" in line for line in found), found
+    assert any(line.startswith("spec.scheduleStrategy.type: ") for line in found), found
+    assert f"{S1}.name: duplicate subset name 'onprem' (already used by subsets[0])" in found
+    assert any(line.startswith(f"{S1}: set exactly one of clusters or clusterSelector") for line in found)
+    # A rule where a field was removed to get this far is not judged: the strategy's type was
+    # removed, so "adaptive settings apply only to Adaptive" would only be about its default.
+    assert len(found) == 4, found

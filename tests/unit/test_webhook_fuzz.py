@@ -16,6 +16,7 @@ import json
 import pathlib
 import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -170,7 +171,7 @@ def test_default_limit_is_three_mebibytes(ca: pki.CertificateAuthority, tmp_path
 
 
 def test_health_paths_and_unknown_paths(client: ws.Client) -> None:
-    assert client.get("/healthz") == (200, b"ok\n")
+    assert client.get("/healthz") == (200, b"ok\n") == client.get("/livez") == client.get("/readyz")
     status, raw = client.get("/metrics")
     assert status == 404 and json.loads(raw)["reason"]
     ws.assert_rejected(*client.post(json.dumps(ws.valid_review()).encode(), path="/validate"), allowed=(404,))
@@ -239,3 +240,18 @@ def test_stop_closes_kept_alive_connections(ca: pki.CertificateAuthority, tmp_pa
     with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
         local.post(json.dumps(ws.valid_review()).encode())
     local.close()
+
+
+def test_readyz_waits_for_the_caches(ca: pki.CertificateAuthority, tmp_path: pathlib.Path) -> None:
+    synced = threading.Event()
+    running = ws.start(ca, tmp_path, max_body=review.MAX_BODY, ready=synced.is_set)
+    local = ws.Client(running.port, ca.cert_pem)
+    try:
+        status, raw = local.get("/readyz")
+        assert status == 503 and b"not synced" in raw
+        assert local.get("/livez") == (200, b"ok\n")  # alive meanwhile: no restart for a slow list
+        synced.set()
+        assert local.get("/readyz") == (200, b"ok\n")
+    finally:
+        local.close()
+        running.stop()

@@ -13,7 +13,7 @@ import json
 import os
 import pathlib
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agents import bookkeeping, metrics
@@ -88,7 +88,8 @@ def serving_files(ca: pki.CertificateAuthority, directory: pathlib.Path, cn: str
     return final
 
 
-def start(ca: pki.CertificateAuthority, directory: pathlib.Path, *, max_body: int) -> server.WebhookServer:
+def start(ca: pki.CertificateAuthority, directory: pathlib.Path, *, max_body: int,
+          ready: Callable[[], bool] = lambda: True) -> server.WebhookServer:
     """A started server whose bookkeeping knows spread fuzz/web (two subsets, one with a patch)."""
     cert, key = serving_files(ca, directory, "webhook")
     book = bookkeeping.Bookkeeping()
@@ -104,7 +105,7 @@ def start(ca: pki.CertificateAuthority, directory: pathlib.Path, *, max_body: in
         template={}, template_revision="", subsets=rules, subset_count=2))
     admission = Faulty(book, metrics.AgentMetrics())
     return server.WebhookServer(admission, host="127.0.0.1", port=0, cert_file=cert, key_file=key,
-                                max_body=max_body).start()
+                                max_body=max_body, ready=ready).start()
 
 
 def assert_rejected(status: int, answer: Any, *, allowed: tuple[int, ...] = (400,)) -> None:

@@ -1,26 +1,42 @@
-"""AgentService over gRPC: one bidirectional stream per member cluster's agent.
+"""AgentService over `grpc.aio`: one bidirectional stream per member cluster's agent, as coroutines.
 
 The servicer only validates and converts wire messages; the state lives behind
-`federation.coordinator.facade.Coordinator`. Each stream has a reader thread (agent messages into
-the facade) and a writer (the stream's queue out, with Pings between messages).
+`federation.coordinator.facade.Coordinator`. Each stream is two coroutines on the server's event
+loop (`aio_server.AioServer`): a reader (agent messages into the facade) and the writer (the
+stream's `wire.outbox.Outbox` out, with Pings when idle). Why coroutines: the sync server's two
+threads per stream left a coordinator of 1,000 agents with 2,000 threads and streams that did not
+open; now threads are a fixed pool however many agents connect.
 
-- A stream not starting with Hello, or whose cluster name could not name a MemberCluster
-  (`wire.inbound.cluster_name_problem`), ends with INVALID_ARGUMENT.
+- **The loop never blocks.** The facade is synchronous and takes a lock, so every call into it
+  (attach, receive, detach) runs on the loop's default executor (a few threads). A stream's
+  reader awaits each receive before reading the next message: reports apply in order, and an
+  agent that floods only fills its own flow-control window.
+- **A slow agent only delays itself.** The facade queues into the stream's outbox from its threads
+  (bounded and coalescing per spread) and wakes the writer with `call_soon_threadsafe`; a writer
+  whose agent does not read waits on HTTP/2 flow control while the other streams go on.
+- A stream not starting with Hello within `HELLO_SECONDS`, or whose cluster name could not name a
+  MemberCluster (`wire.inbound.cluster_name_problem`), ends with INVALID_ARGUMENT
+  (DEADLINE_EXCEEDED for no Hello in time).
 - With `require_identity` (the coordinator serves mTLS) a Hello must come from the agent
   certificate of its cluster (`wire.identity`), else PERMISSION_DENIED (UNAUTHENTICATED without a
   certificate); a later message naming another cluster ends the stream with PERMISSION_DENIED.
 - A message that cannot be applied is logged and answered with a `Notice` (BadReport); it never
-  ends the stream or the server.
+  ends the stream or the server. A failure of the coordinator itself ends the stream with
+  INTERNAL, never UNKNOWN.
+- `on_cluster_hello` (the process registers the MemberCluster on the hub: a network call) runs on
+  a pool of its own and is not awaited, so a slow hub never holds a stream or the facade's pool.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
 import itertools
 import logging
-import queue
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from typing import ParamSpec, TypeVar
 
 import grpc
 
@@ -31,94 +47,161 @@ from federation.rpc import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger("fedspread.coordinator.agents")
 
+HELLO_SECONDS = 30.0
+"""A stream must open with Hello within this long."""
+HOOK_WORKERS = 2
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    """AgentService.Connect over a `Coordinator`: validation, a reader thread, a writer with Pings."""
+    """AgentService.Connect over a `Coordinator`: validation, a reader and a writer coroutine."""
 
     def __init__(
         self, coordinator: facade.Coordinator, *, clock: clock_mod.Clock, heartbeat_seconds: float,
         on_cluster_hello: Callable[[agent_pb2.Hello], None] | None = None, require_identity: bool = True,
+        executor: concurrent.futures.Executor | None = None,
     ) -> None:
-        """`require_identity=False` only for a plaintext server (`--insecure`, tests): no certificates."""
+        """`require_identity=False` only for a plaintext server (`--insecure`, tests): no certificates.
+        `executor` runs the facade's calls; None: the event loop's default executor."""
         self.require_identity = require_identity
         self.coordinator = coordinator
         self.clock = clock
         self.heartbeat_seconds = heartbeat_seconds
         self.on_cluster_hello = on_cluster_hello
+        self._executor = executor
+        self._hooks: concurrent.futures.ThreadPoolExecutor | None = None
         self._nonces = itertools.count(1)
 
-    def Connect(
-        self, request_iterator: Iterator[agent_pb2.AgentMessage], context: grpc.ServicerContext
-    ) -> Iterator[agent_pb2.CoordinatorMessage]:
-        first = next(request_iterator, None)
+    def close(self) -> None:
+        """Stop the hook pool (waiting for hooks already started); the servicer may serve again."""
+        hooks, self._hooks = self._hooks, None
+        if hooks is not None:
+            hooks.shutdown(wait=True, cancel_futures=True)
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[agent_pb2.CoordinatorMessage]:
+        hello = await self._hello(request_iterator, context)
+        self._hook(hello)
+        loop = asyncio.get_running_loop()
+        attaching = loop.run_in_executor(self._executor, functools.partial(
+            self.coordinator.attach, hello, heartbeat_seconds=max(1, round(self.heartbeat_seconds))))
+        try:
+            stream = await asyncio.shield(attaching)
+        except asyncio.CancelledError:  # the call ended while the facade attached: detach after it
+            attaching.add_done_callback(self._detach_late)
+            raise
+        except Exception:  # the coordinator's fault, not the agent's: say so, never UNKNOWN
+            log.exception("attaching an agent stream failed", extra={"cluster": hello.cluster_name})
+            await context.abort(grpc.StatusCode.INTERNAL, "the coordinator could not attach the stream")
+            raise  # unreachable: abort raises
+        log.info("agent connected", extra={"cluster": stream.cluster, "agent_version": hello.agent_version,
+                                           "applied": len(hello.applied)})
+        reader = asyncio.create_task(self._read(stream, request_iterator),
+                                     name=f"agent-read-{stream.cluster}")
+        try:
+            async for message in self._write(stream, context):
+                yield message
+        finally:
+            reader.cancel()
+            stream.outgoing.set_waker(None)
+            # Not awaited: the handler may be ending by cancellation; the pool runs it regardless.
+            loop.run_in_executor(self._executor, self._detach, stream)
+
+    async def _hello(
+        self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext,
+    ) -> agent_pb2.Hello:
+        """The stream's Hello, validated; aborts the call otherwise."""
+        try:
+            first = await asyncio.wait_for(anext(aiter(requests), None), HELLO_SECONDS)
+        except TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                f"no Hello within {HELLO_SECONDS:g} s of opening the stream")
+            raise  # unreachable: abort raises
         if first is None or first.WhichOneof("body") != "hello":
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a stream must be Hello")
-            return
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "the first message of a stream must be Hello")
+        assert first is not None
         hello = first.hello
         problem = inbound.cluster_name_problem(hello.cluster_name)
         if problem is not None:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Hello.cluster_name {problem}")
-            return
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Hello.cluster_name {problem}")
         refusal = (identity.check_hello(identity.peer_of(context.auth_context()), hello.cluster_name)
                    if self.require_identity else None)
         if refusal is not None:
             log.warning("agent refused", extra={"cluster": hello.cluster_name, "peer": context.peer(),
                                                 "code": refusal.code, "reason": refusal.message})
-            context.abort(grpc.StatusCode[refusal.code], refusal.message)
-            return
-        if self.on_cluster_hello is not None:
-            try:
-                self.on_cluster_hello(hello)
-            except Exception:  # registering the MemberCluster may fail; the stream still serves
-                log.exception("on_cluster_hello failed", extra={"cluster": hello.cluster_name})
-        stream = self.coordinator.attach(hello, heartbeat_seconds=max(1, round(self.heartbeat_seconds)))
-        context.add_callback(lambda: stream.outgoing.put(facade.END))
-        threading.Thread(target=self._read, args=(stream, request_iterator), daemon=True,
-                         name=f"agent-read-{stream.cluster}").start()
-        log.info("agent connected", extra={"cluster": stream.cluster,
-                                           "agent_version": hello.agent_version,
-                                           "applied": len(hello.applied)})
-        try:
-            yield from self._write(stream, context)
-        finally:
-            self.coordinator.detach(stream)
-            log.info("agent stream ended", extra={"cluster": stream.cluster})
+            await context.abort(grpc.StatusCode[refusal.code], refusal.message)
+        return hello
 
-    def _write(
-        self, stream: facade.AgentStream, context: grpc.ServicerContext
-    ) -> Iterator[agent_pb2.CoordinatorMessage]:
-        next_ping = time.monotonic() + self.heartbeat_seconds
-        while context.is_active():
-            try:
-                item = stream.outgoing.get(timeout=max(0.0, min(next_ping - time.monotonic(), 0.5)))
-            except queue.Empty:
-                if time.monotonic() >= next_ping:
+    def _hook(self, hello: agent_pb2.Hello) -> None:
+        """Run `on_cluster_hello` on the hook pool; its failure is logged, the stream serves on."""
+        if self.on_cluster_hello is None:
+            return
+        if self._hooks is None:
+            self._hooks = concurrent.futures.ThreadPoolExecutor(max_workers=HOOK_WORKERS,
+                                                                thread_name_prefix="agent-hello")
+        self._hooks.submit(self._run_hook, self.on_cluster_hello, hello)
+
+    @staticmethod
+    def _run_hook(hook: Callable[[agent_pb2.Hello], None], hello: agent_pb2.Hello) -> None:
+        try:
+            hook(hello)
+        except Exception:  # registering the MemberCluster may fail; the stream still serves
+            log.exception("on_cluster_hello failed", extra={"cluster": hello.cluster_name})
+
+    async def _write(
+        self, stream: facade.AgentStream, context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[agent_pb2.CoordinatorMessage]:
+        """The outbox's messages, a Ping whenever it was idle for a heartbeat, until it is closed."""
+        loop = asyncio.get_running_loop()
+        arrived = asyncio.Event()
+
+        def wake() -> None:  # called from the facade's threads
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
+                loop.call_soon_threadsafe(arrived.set)
+
+        stream.outgoing.set_waker(wake)
+        next_ping = loop.time() + self.heartbeat_seconds
+        while True:
+            arrived.clear()
+            item = stream.outgoing.take()
+            if item is None:
+                try:
+                    await asyncio.wait_for(arrived.wait(), max(0.0, next_ping - loop.time()))
+                except TimeoutError:
                     ping = agent_pb2.Ping(nonce=next(self._nonces))
                     ping.sent_at.FromDatetime(self.clock())
-                    next_ping = time.monotonic() + self.heartbeat_seconds
+                    next_ping = loop.time() + self.heartbeat_seconds
                     yield agent_pb2.CoordinatorMessage(ping=ping)
                 continue
             if item is facade.END:
                 return
             if item is facade.SUPERSEDED:
-                context.abort(grpc.StatusCode.ALREADY_EXISTS,
-                              f"a newer stream for cluster {stream.cluster} replaced this one")
+                await context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                                    f"a newer stream for cluster {stream.cluster} replaced this one")
             if isinstance(item, identity.Refusal):
-                context.abort(grpc.StatusCode[item.code], item.message)
+                await context.abort(grpc.StatusCode[item.code], item.message)
             assert isinstance(item, agent_pb2.CoordinatorMessage)
             yield item
 
-    def _read(self, stream: facade.AgentStream, requests: Iterator[agent_pb2.AgentMessage]) -> None:
+    async def _read(
+        self, stream: facade.AgentStream, requests: AsyncIterator[agent_pb2.AgentMessage],
+    ) -> None:
+        """Apply the agent's messages in order; close the outbox when they end."""
+        drain = True
         try:
-            for message in requests:
+            async for message in requests:
                 refusal = identity.check_message(message, stream.cluster)
                 if refusal is not None:  # speaking for another cluster ends the stream
                     log.warning("agent refused", extra={"cluster": stream.cluster, "code": refusal.code,
                                                         "reason": refusal.message})
-                    stream.outgoing.put(refusal)
+                    stream.outgoing.close(refusal)
                     return
                 try:
-                    self.coordinator.receive(stream, message)
+                    await self._blocking(self.coordinator.receive, stream, message)
                 except Exception as failure:  # one bad report must not end the stream or server
                     log.warning("bad agent message", extra={
                         "cluster": stream.cluster, "kind": message.WhichOneof("body"),
@@ -126,7 +209,33 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     stream.send(notice=agent_pb2.Notice(
                         severity=agent_pb2.Notice.SEVERITY_WARNING, code="BadReport",
                         message=str(failure)[:500]))
-        except grpc.RpcError:
-            pass  # the stream broke; the writer ends through facade.END
+        except asyncio.CancelledError:
+            drain = False
+            raise
+        except Exception as failure:  # the stream broke under the reader; the writer ends too
+            drain = False
+            log.debug("agent stream read ended", extra={"cluster": stream.cluster, "error": str(failure)})
         finally:
-            stream.outgoing.put(facade.END)
+            stream.outgoing.close(facade.END, drain=drain)
+
+    async def _blocking(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`call` on the executor, awaited from the loop."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(call, *args, **kwargs))
+
+    def _detach_late(self, attaching: asyncio.Future[facade.AgentStream]) -> None:
+        if not attaching.cancelled() and attaching.exception() is None:
+            asyncio.get_running_loop().run_in_executor(self._executor, self._detach, attaching.result())
+
+    def _detach(self, stream: facade.AgentStream) -> None:
+        try:
+            self.coordinator.detach(stream)
+        except Exception:  # nothing to tell anyone: the stream is gone
+            log.exception("detaching an agent stream failed", extra={"cluster": stream.cluster})
+        log.info("agent stream ended", extra={"cluster": stream.cluster})
+
+
+def add_to_server(server: grpc.aio.Server, servicer: AgentServicer) -> AgentServicer:
+    """Register `servicer` on an aio `server` (`aio_server.AioServer.server`); returns it."""
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
+    return servicer

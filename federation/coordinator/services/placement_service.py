@@ -7,19 +7,25 @@ every failure to a status code a client can act on — NOT_FOUND, INVALID_ARGUME
 problem's field path, one per line, and as JSON in the `fedspread-problems` trailer),
 FAILED_PRECONDITION — and never UNKNOWN: anything unexpected is logged and answered INTERNAL.
 
-Watching uses a version counter with a condition variable rather than per-watcher queues: a
-watcher that falls behind simply sees the latest placements (latest wins, like a Kubernetes
-watch after a relist), and a vanished client leaves nothing behind to clean up.
+Watching polls a version counter rather than keeping per-watcher queues: a watcher that falls
+behind simply sees the latest placements (latest wins, like a Kubernetes watch after a relist),
+and a vanished client leaves nothing behind to clean up.
+
+The handlers are coroutines on the coordinator's `grpc.aio` server (`aio_server`): the source's
+calls take the coordinator's lock, so they run on an executor, and a watcher between two polls is
+a sleeping coroutine, not a held thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import datetime
 import functools
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -67,9 +73,6 @@ class PlacementSource(Protocol):
     @property
     def version(self) -> int:
         """A counter that grows whenever any placement changes."""
-
-    def wait_for_change(self, version: int, *, timeout: float) -> int:
-        """Block until `version` is outdated or `timeout` passes; return the current version."""
 
 
 class ServiceError(Exception):
@@ -123,33 +126,49 @@ def _template_replicas(template: Mapping[str, Any] | None) -> int | None:
     return None
 
 
-def _handled(method: Callable[..., T]) -> Callable[..., T]:
-    """Map ServiceError to its status, anything unexpected to INTERNAL (logged), never UNKNOWN."""
+def _handled(
+    method: Callable[[PlacementServicer, Any], T],
+) -> Callable[[PlacementServicer, Any, grpc.aio.ServicerContext], Coroutine[Any, Any, T]]:
+    """Answer on the executor; map ServiceError to its status, anything unexpected to INTERNAL
+    (logged), never UNKNOWN."""
 
     @functools.wraps(method)
-    def wrapper(self: PlacementServicer, request: Any, context: grpc.ServicerContext) -> T:
+    async def wrapper(self: PlacementServicer, request: Any, context: grpc.aio.ServicerContext) -> T:
         try:
-            return method(self, request, context)
+            return await self._blocking(method, self, request)
         except ServiceError as error:
-            if error.problems:
-                context.set_trailing_metadata([(PROBLEMS_TRAILER, json.dumps(
-                    [{"path": p.path, "message": p.message} for p in error.problems]))])
-            context.abort(error.code, str(error))
+            await _abort(context, error)
         except Exception:
             LOG.exception("PlacementService.%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL,
-                          f"{method.__name__} failed inside the coordinator; see its log")
+            await context.abort(grpc.StatusCode.INTERNAL,
+                                f"{method.__name__} failed inside the coordinator; see its log")
         raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
 
     return wrapper
 
 
-class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
-    """Every PlacementService RPC over a PlacementSource."""
+async def _abort(context: grpc.aio.ServicerContext, error: ServiceError) -> None:
+    """End the call with the error's code, its problems in the trailer as JSON."""
+    if error.problems:
+        context.set_trailing_metadata([(PROBLEMS_TRAILER, json.dumps(
+            [{"path": p.path, "message": p.message} for p in error.problems]))])
+    await context.abort(error.code, str(error))
 
-    def __init__(self, source: PlacementSource, *, watch_poll_seconds: float = WATCH_POLL_SECONDS) -> None:
+
+class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
+    """Every PlacementService RPC over a PlacementSource, as coroutines (`aio_server`)."""
+
+    def __init__(
+        self, source: PlacementSource, *, watch_poll_seconds: float = WATCH_POLL_SECONDS,
+        executor: concurrent.futures.Executor | None = None,
+    ) -> None:
+        """`executor` runs the source's (blocking, locking) calls; None: the loop's default executor."""
         self._source = source
         self._poll = watch_poll_seconds
+        self._executor = executor
+
+    async def _blocking(self, call: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
 
     def _record(self, key: str, *, explained: bool = False) -> convert.PlacementRecord:
         checked = check_key(key)
@@ -159,13 +178,13 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         return record
 
     @_handled
-    def GetPlacement(self, request: placement_pb2.GetPlacementRequest,
-                     context: grpc.ServicerContext) -> placement_pb2.Placement:
+    def GetPlacement(self, request: placement_pb2.GetPlacementRequest) -> placement_pb2.Placement:
         return convert.placement_to_pb(self._record(request.spread))
 
     @_handled
-    def ListPlacements(self, request: placement_pb2.ListPlacementsRequest,
-                       context: grpc.ServicerContext) -> placement_pb2.ListPlacementsResponse:
+    def ListPlacements(
+        self, request: placement_pb2.ListPlacementsRequest,
+    ) -> placement_pb2.ListPlacementsResponse:
         if request.page_size < 0:
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "page_size must not be negative")
         records = sorted(self._source.placements(request.namespace or None), key=lambda r: r.key)
@@ -178,8 +197,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             placements=[convert.placement_to_pb(r) for r in records], next_page_token=token)
 
     @_handled
-    def ListClusters(self, request: placement_pb2.ListClustersRequest,
-                     context: grpc.ServicerContext) -> placement_pb2.ListClustersResponse:
+    def ListClusters(self, request: placement_pb2.ListClustersRequest) -> placement_pb2.ListClustersResponse:
         found = sorted(self._source.clusters(), key=lambda c: c.name)
         return placement_pb2.ListClustersResponse(clusters=[
             convert.cluster_info_to_pb(c, include_node_pools=request.include_node_pools) for c in found])
@@ -210,13 +228,11 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         return convert.PlacementRecord(key="", placement=result, spec=spec, template=template), snapshot
 
     @_handled
-    def Simulate(self, request: placement_pb2.SimulateRequest,
-                 context: grpc.ServicerContext) -> placement_pb2.Placement:
+    def Simulate(self, request: placement_pb2.SimulateRequest) -> placement_pb2.Placement:
         return convert.placement_to_pb(self._simulate(request)[0])
 
     @_handled
-    def Explain(self, request: placement_pb2.ExplainRequest,
-                context: grpc.ServicerContext) -> placement_pb2.Explanation:
+    def Explain(self, request: placement_pb2.ExplainRequest) -> placement_pb2.Explanation:
         target = request.WhichOneof("target")
         if target in ("spread", "simulation"):
             record, snapshot = (self._record(request.spread, explained=True), None) if target == "spread" \
@@ -227,19 +243,23 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
                            "give a spread key \"namespace/name\" or a simulation to explain")
 
-    def WatchPlacement(self, request: placement_pb2.WatchPlacementRequest,
-                       context: grpc.ServicerContext) -> Iterator[placement_pb2.PlacementEvent]:
+    async def WatchPlacement(
+        self, request: placement_pb2.WatchPlacementRequest, context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[placement_pb2.PlacementEvent]:
         try:
             if request.spread:
-                self._record(request.spread)  # NOT_FOUND / INVALID_ARGUMENT before streaming
+                await self._blocking(self._record, request.spread)  # NOT_FOUND / INVALID_ARGUMENT first
         except ServiceError as error:
-            context.abort(error.code, str(error))
+            await context.abort(error.code, str(error))
         try:
-            yield from self._watch(request, context)
+            async for event in self._watch(request):
+                yield event
+        except grpc.aio.AbortError:
+            raise
         except Exception:
             LOG.exception("PlacementService.WatchPlacement failed")
-            context.abort(grpc.StatusCode.INTERNAL,
-                          "WatchPlacement failed inside the coordinator; see its log")
+            await context.abort(grpc.StatusCode.INTERNAL,
+                                "WatchPlacement failed inside the coordinator; see its log")
 
     def _snapshot(self, request: placement_pb2.WatchPlacementRequest) -> dict[str, placement_pb2.Placement]:
         if request.spread:
@@ -249,19 +269,23 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             records = self._source.placements(request.namespace or None)
         return {r.key: convert.placement_to_pb(r) for r in records}
 
-    def _watch(self, request: placement_pb2.WatchPlacementRequest,
-               context: grpc.ServicerContext) -> Iterator[placement_pb2.PlacementEvent]:
+    async def _watch(
+        self, request: placement_pb2.WatchPlacementRequest,
+    ) -> AsyncIterator[placement_pb2.PlacementEvent]:
+        """The snapshot, then what changed, polling the source's version every poll interval (a
+        watcher holds no thread between polls; the call's cancellation ends it)."""
         kind = placement_pb2.PlacementEvent
-        version = self._source.version
-        seen = self._snapshot(request)
+        version = await self._blocking(_version_of, self._source)
+        seen = await self._blocking(self._snapshot, request)
         for key in sorted(seen):
             yield _event(kind.TYPE_INITIAL, key, seen[key])
-        while context.is_active():
-            latest = self._source.wait_for_change(version, timeout=self._poll)
+        while True:
+            await asyncio.sleep(self._poll)
+            latest = await self._blocking(_version_of, self._source)
             if latest == version:
                 continue
             version = latest
-            now = self._snapshot(request)
+            now = await self._blocking(self._snapshot, request)
             for key in sorted(set(seen) | set(now)):
                 if key not in now:
                     yield _event(kind.TYPE_DELETED, key, seen[key])
@@ -274,6 +298,10 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                 return
 
 
+def _version_of(source: PlacementSource) -> int:
+    return source.version
+
+
 def _event(
     kind: placement_pb2.PlacementEvent.Type, key: str, message: placement_pb2.Placement
 ) -> placement_pb2.PlacementEvent:
@@ -282,8 +310,11 @@ def _event(
         observed_at=convert.timestamp(datetime.datetime.now(datetime.UTC)))
 
 
-def add_to_server(server: grpc.Server, source: PlacementSource) -> PlacementServicer:
-    """Register a PlacementServicer over `source` on `server`; returns the servicer."""
-    servicer = PlacementServicer(source)
+def add_to_server(
+    server: grpc.aio.Server, source: PlacementSource, *, executor: concurrent.futures.Executor | None = None,
+) -> PlacementServicer:
+    """Register a PlacementServicer over `source` on an aio `server` (`aio_server.AioServer.server`);
+    returns the servicer."""
+    servicer = PlacementServicer(source, executor=executor)
     placement_pb2_grpc.add_PlacementServiceServicer_to_server(servicer, server)
     return servicer

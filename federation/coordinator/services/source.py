@@ -3,8 +3,8 @@
 Why it reads instead of being told: placements change from three places (hub events, agent
 reports, the failover tick), all through `Coordinator.publish`, which knows nothing of the
 PlacementService. Rather than hooking every caller, the source compares the World's placements
-with what it last saw whenever someone asks for the version (watchers poll through
-`wait_for_change`), and bumps its counter on a difference. A watcher therefore sees the latest
+with what it last saw whenever someone asks for the version (watchers poll it), and bumps its
+counter on a difference. A watcher therefore sees the latest
 placement within one poll interval, and nothing has to remember to notify it.
 
 Everything is read under `coordinator.lock`, the same lock every writer of the World holds, and
@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,8 +28,6 @@ from federation.coordinator import facade
 from federation.coordinator.model import capacity, loop
 from federation.coordinator.wire import convert
 from federation.core import fit, overcommit, placement
-
-POLL_SECONDS = 0.2
 
 Conditions = Callable[[str], list[common.Condition]]
 
@@ -134,15 +131,6 @@ class WorldSource:
                 self._seen = current
                 self._version += 1
             return self._version
-
-    def wait_for_change(self, version: int, *, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
-            current = self.version
-            remaining = deadline - time.monotonic()
-            if current != version or remaining <= 0:
-                return current
-            time.sleep(min(POLL_SECONDS, remaining))
 
     # --- internals -------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ the checks here keeps the servicers (`agent_service`, `placement_service`) thin,
 stream and identity logic alone.
 
 The message size limit lives here too, so that the coordinator's server and the tests that prove
-an oversized message is answered RESOURCE_EXHAUSTED use the same number.
+an oversized message is answered RESOURCE_EXHAUSTED use the same number; with it the server's
+keepalive settings (`federation.rpc.keepalive`, which the agent's channel matches).
 """
 
 from __future__ import annotations
@@ -19,13 +20,22 @@ from typing import Any
 import pydantic
 
 from federation.api import cluster, problems
-from federation.rpc import agent_pb2
+from federation.rpc import agent_pb2, keepalive
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 """The largest message the coordinator accepts (gRPC's default, stated): a full inventory of a
 5,000-node cluster grouped into pools is a few kB."""
-SERVER_OPTIONS = (("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),)
-"""Options for the coordinator's `grpc.server`."""
+MAX_PENDING_CALLS = 10_000
+"""Calls the gRPC core holds before the server's event loop takes them. Past its default (1,000)
+it refuses new calls at random with CANCELLED (load shedding): 2,000 agents reconnecting at once,
+after a coordinator restart, lost a few percent of their streams to it in the scale test."""
+SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+    ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_PENDING_CALLS),
+    *keepalive.SERVER_OPTIONS)
+"""Options for the coordinator's gRPC server: the size limit, room for a reconnect storm,
+keepalive pings both ways."""
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_LABEL = re.compile(_DNS_LABEL)

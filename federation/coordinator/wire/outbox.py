@@ -1,0 +1,235 @@
+"""What one agent's stream still has to send: a bounded queue that coalesces updates per spread.
+
+Why not a plain queue: the facade queues an assignment whenever a spread's share for the cluster
+changes, and an agent that reads slowly (its connection is congested, its process is stuck) used
+to collect every version of every spread in an unbounded `queue.Queue` — memory grew with time,
+not with the federation. Only the last version matters: `deliveries.SentLedger` records what the
+agent *will* hold, which is the last message queued per spread. So a newer assignment or removal
+of spread K replaces the one for K still queued, at that one's place in the queue; the queue then
+holds at most two messages per spread it is sending (below), and a slow agent only delays itself.
+
+The rules, each because of what the agent does with the message (agents/link/client.py):
+
+- An assignment replaces a queued assignment, and a removal replaces a queued assignment: the
+  agent's state after the last one is the same whether or not it saw the earlier one.
+- An assignment never replaces a queued **removal**: it is queued after it. The removal resets
+  the spread's generation history on the stream (a spread re-created under the same name starts
+  again at generation 1, which the agent would refuse as stale after the old one) and orphans or
+  deletes the old workload by its policy.
+- A removal after such a pair (removal, assignment) takes the assignment out and is itself not
+  queued: the first removal leaves the agent without the spread, which is what the ledger says
+  after the second. So a spread has at most two messages queued, a removal then an assignment.
+- A `ResyncRequest` is idempotent ("send your full reports again"): a queued one absorbs the next
+  (their flags OR-ed).
+- Welcome and the `ResyncComplete` notice come once per stream and are never dropped. Other
+  notices (`BadReport`) are advice: beyond `MAX_NOTICES` queued, new ones are dropped and counted.
+- `close(reason)` ends the stream: the writer is handed `reason` before anything still queued
+  (a superseded or refused stream has nothing left worth sending), or after it with `drain=True`
+  (the agent half-closed: what it was answered still goes). Messages put after a close are dropped.
+
+Thread-safe: the facade puts from its threads under its own lock, the stream's writer (a coroutine,
+`services.agent_service`) takes. The writer is woken through `set_waker`, called only when the
+writer found the queue empty and said so (`take` arms it), so a resync of 10,000 assignments costs
+one wake-up, not 10,000.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+from collections.abc import Callable
+
+from federation.rpc import agent_pb2, capabilities
+
+MAX_NOTICES = 64
+"""Advisory notices queued per stream at most; more are dropped (a stalled agent sending bad reports)."""
+
+_SPREAD = "spread"
+_RESYNC = "resync"
+
+
+class _Slot:
+    """One place in the queue; a keyed slot's message is replaced in place while it waits, and a
+    slot taken out of the middle is left empty (None) for `take` to skip."""
+
+    __slots__ = ("key", "message")
+
+    def __init__(self, key: tuple[str, str] | None, message: agent_pb2.CoordinatorMessage) -> None:
+        self.key = key
+        self.message: agent_pb2.CoordinatorMessage | None = message
+
+
+def _key(message: agent_pb2.CoordinatorMessage) -> tuple[str, str] | None:
+    kind = message.WhichOneof("body")
+    if kind == "assignment":
+        return (_SPREAD, message.assignment.spread)
+    if kind == "removal":
+        return (_SPREAD, message.removal.spread)
+    if kind == "resync":
+        return (_RESYNC, "")
+    return None
+
+
+def _advisory(message: agent_pb2.CoordinatorMessage) -> bool:
+    return (message.WhichOneof("body") == "notice"
+            and message.notice.code != capabilities.RESYNC_COMPLETE_CODE)
+
+
+class Outbox:
+    """A stream's coalescing queue of CoordinatorMessages, ended by one `close` reason."""
+
+    def __init__(self, *, max_notices: int = MAX_NOTICES) -> None:
+        self._lock = threading.Lock()
+        self._queue: collections.deque[_Slot] = collections.deque()
+        self._pending: dict[tuple[str, str], list[_Slot]] = {}
+        """Per key, its slots still queued, in order (at most two: a removal, then an assignment)."""
+        self._size = 0
+        """Slots queued and not emptied."""
+        self._emptied = 0
+        """Emptied slots still in the queue; compacted away when they outnumber the live ones."""
+        self._max_notices = max_notices
+        self._notices = 0
+        self._closing: object | None = None
+        self._drain = False
+        self._waker: Callable[[], None] | None = None
+        self._armed = False
+        self.coalesced = 0
+        """Messages that replaced or merged into a queued one (for logs and tests)."""
+        self.dropped = 0
+        """Messages dropped: advisory notices over the bound, or anything put after `close`."""
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._size
+
+    def qsize(self) -> int:
+        """Messages queued (as `queue.Queue.qsize`)."""
+        return len(self)
+
+    def empty(self) -> bool:
+        """Nothing to hand out: no message and no close reason."""
+        with self._lock:
+            return not self._size and self._closing is None
+
+    @property
+    def closed(self) -> bool:
+        """`close` was called."""
+        with self._lock:
+            return self._closing is not None
+
+    def set_waker(self, waker: Callable[[], None] | None) -> None:
+        """`waker()` is called (from the putting thread, outside the lock) when something arrives
+        after `take` found nothing; it must be thread-safe and quick. None: nobody listens."""
+        with self._lock:
+            self._waker, self._armed = waker, False
+
+    def put(self, message: agent_pb2.CoordinatorMessage) -> bool:
+        """Queue `message`, replacing or merging into a queued one (module docstring); False when
+        it was dropped instead (closed, or an advisory notice over the bound)."""
+        key = _key(message)
+        with self._lock:
+            if self._closing is not None:
+                self.dropped += 1
+                return False
+            if key is not None and key in self._pending and self._coalesce(key, message):
+                self.coalesced += 1
+                return True
+            if _advisory(message):
+                if self._notices >= self._max_notices:
+                    self.dropped += 1
+                    return False
+                self._notices += 1
+            slot = _Slot(key, message)
+            self._queue.append(slot)
+            self._size += 1
+            if key is not None:
+                self._pending.setdefault(key, []).append(slot)
+            waker = self._disarm()
+        if waker is not None:
+            waker()
+        return True
+
+    def _coalesce(self, key: tuple[str, str], message: agent_pb2.CoordinatorMessage) -> bool:
+        """Under the lock: fold `message` into key's queued slots; False when it must be appended."""
+        slots = self._pending[key]
+        last = slots[-1]
+        assert last.message is not None
+        new, queued = message.WhichOneof("body"), last.message.WhichOneof("body")
+        if new == "assignment" and queued == "removal":
+            return False  # after the removal, never instead of it
+        if new == "removal" and queued == "removal":
+            return True  # the agent holds nothing of it already (the ledger never sends this)
+        if new == "removal" and len(slots) == 2:  # removal, assignment, removal: the first stands
+            last.message = None
+            slots.pop()
+            self._size -= 1
+            self._emptied += 1
+            if self._emptied > max(self._size, 64):
+                self._queue = collections.deque(slot for slot in self._queue if slot.message is not None)
+                self._emptied = 0
+            return True
+        last.message = _merged(last.message, message)
+        return True
+
+    def close(self, reason: object, *, drain: bool = False) -> None:
+        """End the stream with `reason` (handed to the writer by `take`): at once, or once what is
+        queued went out with `drain`. The first close wins, except that one without `drain`
+        overrides a draining one."""
+        with self._lock:
+            if self._closing is not None and not (self._drain and not drain):
+                return
+            self._closing, self._drain = reason, drain
+            waker = self._disarm()
+        if waker is not None:
+            waker()
+
+    def take(self) -> agent_pb2.CoordinatorMessage | object | None:
+        """The next message, or the close reason when it is due; None when there is nothing, and
+        then the waker is called on the next `put` or `close`."""
+        with self._lock:
+            if self._closing is not None and (not self._drain or not self._size):
+                return self._closing
+            while self._queue:
+                slot = self._queue.popleft()
+                message = slot.message
+                if message is None:  # taken out by a later removal
+                    self._emptied -= 1
+                    continue
+                self._size -= 1
+                if slot.key is not None:
+                    slots = self._pending[slot.key]
+                    slots.remove(slot)
+                    if not slots:
+                        del self._pending[slot.key]
+                elif _advisory(message):
+                    self._notices -= 1
+                return message
+            self._armed = True
+            return None
+
+    def get_nowait(self) -> object:
+        """`take`, raising `queue.Empty` for nothing (as `queue.Queue.get_nowait`; tests drain so)."""
+        item = self.take()
+        if item is None:
+            raise queue.Empty
+        return item
+
+    def _disarm(self) -> Callable[[], None] | None:
+        """Under the lock: the waker to call now, if the writer is waiting for it."""
+        if not self._armed or self._waker is None:
+            return None
+        self._armed = False
+        return self._waker
+
+
+def _merged(
+    queued: agent_pb2.CoordinatorMessage, new: agent_pb2.CoordinatorMessage
+) -> agent_pb2.CoordinatorMessage:
+    """What replaces `queued` in its slot: `new`, or both resync requests in one."""
+    if new.WhichOneof("body") != "resync":
+        return new
+    before, after = queued.resync, new.resync
+    return agent_pb2.CoordinatorMessage(resync=agent_pb2.ResyncRequest(
+        inventory=before.inventory or after.inventory, pod_counts=before.pod_counts or after.pod_counts,
+        reason=after.reason))
