@@ -319,7 +319,8 @@ def run(*, quick: bool, report: Callable[[str], None],
 
 
 def run_one(*, spreads: int, clusters: int, backend: str) -> dict[str, Any]:
-    """One size with one backend in a child process; its record."""
+    """One size with one backend in a child process; its record, with the load at its start and end."""
+    at_start = [round(v, 2) for v in os.getloadavg()]
     child = subprocess.run([sys.executable, "-m", "bench.placement", "--spreads", str(spreads),
                             "--clusters", str(clusters), "--backend", backend],
                            capture_output=True, text=True, timeout=3600,
@@ -327,6 +328,7 @@ def run_one(*, spreads: int, clusters: int, backend: str) -> dict[str, Any]:
     if child.returncode != 0:
         raise RuntimeError(f"{spreads}x{clusters} ({backend}) failed: {child.stderr.strip()[-2000:]}")
     record: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    record["load"] = {"at_start": at_start, "at_end": [round(v, 2) for v in os.getloadavg()]}
     return record
 
 

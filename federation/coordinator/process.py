@@ -25,7 +25,8 @@ understand the coordinator. The threads, and why each exists:
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
-process (`shards.LocalBackend`), for a laptop or a federation of a few spreads. Joining is bounded
+process (`shards.LocalBackend`), which the placement benchmark found faster at every size it
+measured on one machine (bench/README.md). Joining is bounded
 (`--ray-join-seconds`): the address is asked one question first (`ray_join.check`), because
 `ray.init` alone retries a dead address for minutes and hides a missing Ray token.
 """

@@ -1,8 +1,9 @@
 """Asking a Ray address one question, with a deadline, before `ray.init` joins it.
 
 Why: `ray.init(address=...)` does not fail fast. Measured with Ray 2.60 on this machine: on a
-GCS address where nothing listens it retries for about 14 minutes (20 attempts, each ~40 s of
-C++ connect and cluster-id timeouts); through Ray Client (`ray://`) it gives up after 30 s with
+GCS address where nothing listens it was still retrying when stopped after 5 minutes (its source:
+20 attempts of ~41 s of C++ connect and cluster-id timeouts, ~14 minutes in all); through Ray
+Client (`ray://`) it gives up after 30 s with
 "ray client connection timeout"; and a cluster with token authentication that we hold no token
 for looks the same (20 s of retries, then "Failed to connect to Ray cluster", the reason only in
 Ray's log). So before joining, the coordinator makes one gRPC call to the address — the GCS's

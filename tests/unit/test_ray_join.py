@@ -3,7 +3,7 @@
 Why: `ray.init` alone retries a dead GCS for ~14 minutes and reports a missing Ray token as a
 connection failure. These tests stand fake gRPC servers (and a socket that never speaks) where
 Ray would be, so every answer the probe can get is checked without Ray; the real Ray cluster and
-the real `fedspread coordinator` process are in tests/integration/test_ray_join.py.
+the real `fedspread coordinator` process are in tests/integration/test_ray_join_process.py.
 """
 
 from __future__ import annotations
