@@ -21,18 +21,15 @@ reject loopback addresses) or an in-cluster Service.
 
 from __future__ import annotations
 
-import base64
-import logging
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client import exceptions
 
 from federation.api import names
-
-LOG = logging.getLogger(__name__)
+from federation.kube import webhook_registration
 
 NAME = "fedspread-agent"
+KIND: webhook_registration.Kind = "MutatingWebhookConfiguration"
 PODS_WEBHOOK = "pods.fedspread.io"
 EVICTIONS_WEBHOOK = "evictions.fedspread.io"
 TIMEOUT_SECONDS = 2
@@ -40,19 +37,14 @@ MUTATE_PATH = "/mutate"
 
 Json = dict[str, Any]
 
-
-def url_client_config(url: str, *, ca_pem: bytes) -> Json:
-    """clientConfig for a webhook reached at `url`, trusted through the CA certificate `ca_pem`."""
-    return {"url": url, "caBundle": base64.b64encode(ca_pem).decode("ascii")}
+url_client_config = webhook_registration.url_client_config
 
 
 def service_client_config(*, namespace: str, name: str, ca_pem: bytes, port: int = 443,
                           path: str = MUTATE_PATH) -> Json:
-    """clientConfig for a webhook behind the in-cluster Service `namespace/name`."""
-    return {
-        "service": {"namespace": namespace, "name": name, "path": path, "port": port},
-        "caBundle": base64.b64encode(ca_pem).decode("ascii"),
-    }
+    """clientConfig for the agent's webhook behind the in-cluster Service `namespace/name`."""
+    return webhook_registration.service_client_config(namespace=namespace, name=name, ca_pem=ca_pem,
+                                                      port=port, path=path)
 
 
 def _webhook(name: str, rule: Json, client_config: Json, *, object_selector: Json | None,
@@ -87,8 +79,8 @@ def configuration(client_config: Json, *, name: str = NAME, namespace_selector: 
                      "resources": ["pods/eviction"], "scope": "Namespaced"}
     spread_selector = {"matchExpressions": [{"key": names.SPREAD_LABEL, "operator": "Exists"}]}
     return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
+        "apiVersion": webhook_registration.API_VERSION,
+        "kind": KIND,
         "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "fedspread-agent"}},
         "webhooks": [
             _webhook(PODS_WEBHOOK, pods_rule, client_config, object_selector=spread_selector,
@@ -101,31 +93,9 @@ def configuration(client_config: Json, *, name: str = NAME, namespace_selector: 
 
 def apply_registration(api_client: client.ApiClient, config: Json) -> None:
     """Create the configuration, or replace the existing one of the same name."""
-    api = client.AdmissionregistrationV1Api(api_client)
-    name = config["metadata"]["name"]
-    body: Any = config  # the client accepts plain dicts as bodies
-    try:
-        api.create_mutating_webhook_configuration(body)
-        LOG.info("webhook configuration %s created", name)
-        return
-    except exceptions.ApiException as error:
-        if error.status != 409:
-            raise
-    current: Any = api.read_mutating_webhook_configuration(name)
-    replacement: Any = {**config, "metadata": {**config["metadata"],
-                                               "resourceVersion": current.metadata.resource_version}}
-    api.replace_mutating_webhook_configuration(name, replacement)
-    LOG.info("webhook configuration %s replaced", name)
+    webhook_registration.apply(api_client, config)
 
 
 def remove_registration(api_client: client.ApiClient, name: str = NAME) -> bool:
     """Delete the configuration; False when it did not exist."""
-    api = client.AdmissionregistrationV1Api(api_client)
-    try:
-        api.delete_mutating_webhook_configuration(name)
-    except exceptions.ApiException as error:
-        if error.status == 404:
-            return False
-        raise
-    LOG.info("webhook configuration %s deleted", name)
-    return True
+    return webhook_registration.remove(api_client, KIND, name)

@@ -65,12 +65,24 @@ from federation.cli import options
               "labelled with it (fedspread.io/federation). Give each federation its own (a warning "
               "is logged when it is left at the default), and never change it once agents have "
               "created Deployments.")
+@click.option("--webhook-listen", default="0.0.0.0:9443", show_default=True, metavar="HOST:PORT",
+              help="Address of the HTTPS server for the hub's validating webhook (served only with "
+                   "--webhook-cert and --webhook-key); the ValidatingWebhookConfiguration of "
+                   "deploy/coordinator reaches it through the Service.")
+@click.option("--webhook-cert", type=options.FILE, metavar="FILE", default=None,
+              help="Serving certificate (PEM) of the validating webhook, for the name the hub's "
+                   "apiserver dials (fedspread-coordinator.fedspread-system.svc); re-read when the "
+                   "file changes. Without it, invalid specs are still reported in their Valid condition.")
+@click.option("--webhook-key", type=options.FILE, metavar="FILE", default=None,
+              help="Private key (PEM) of --webhook-cert.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
                         listen: str, tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                        failover_clusters_per_minute: int, federation_id: str, log_level: str) -> None:
+                        failover_clusters_per_minute: int, federation_id: str, webhook_listen: str,
+                        webhook_cert: pathlib.Path | None, webhook_key: pathlib.Path | None,
+                        log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
@@ -83,6 +95,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         half of a spread's clusters are silent at once (then the fault is probably its own and
         nothing moves), and at most --failover-clusters-per-minute clusters a minute;
       * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
+      * with --webhook-cert/--webhook-key, refuses invalid FederatedSpreads and MemberClusters at
+        the hub's door (a validating webhook, every problem with its field path);
       * answers placement questions (`fedspread get placement`, the Python SDK).
     Stop it with SIGTERM or Ctrl-C.
 
@@ -103,11 +117,15 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         flags=("--tls-cert", "--tls-key", "--tls-ca"), cert=tls_cert, key=tls_key, ca=tls_ca,
         insecure=insecure, advice="issue them with `fedspread certs ca` and `fedspread certs coordinator`")
     options.host_port(listen, flag="--listen")
+    options.host_port(webhook_listen, flag="--webhook-listen")
+    if (webhook_cert is None) != (webhook_key is None):
+        options.usage_error("--webhook-cert and --webhook-key go together; give both or neither")
     if no_ray and ray_address:
         options.usage_error("--no-ray and --ray-address contradict each other; give one")
     from federation import logs
     from federation.coordinator import process as coordinator_main  # Ray, gRPC, Kubernetes
     from federation.coordinator import ray_join
+    from federation.coordinator.hub import admission
 
     if ray_address:
         try:
@@ -120,7 +138,10 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         ray_address=ray_address, ray_join_seconds=ray_join_seconds, spread_shards=spread_shards,
         cluster_shards=cluster_shards,
         heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
-        failover_clusters_per_minute=failover_clusters_per_minute or None)
+        failover_clusters_per_minute=failover_clusters_per_minute or None,
+        webhook=admission.WebhookSettings(
+            cert_file=webhook_cert, key_file=webhook_key, listen=webhook_listen)
+        if webhook_cert is not None and webhook_key is not None else None)
     try:
         process = coordinator_main.CoordinatorProcess(settings)
     except coordinator_main.CoordinatorError as error:

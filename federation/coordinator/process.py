@@ -22,6 +22,9 @@ understand the coordinator. The threads, and why each exists:
   mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
   cluster theirs names, `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`);
   keepalive PINGs both ways (`federation.rpc.keepalive`).
+- **webhook** (with `--webhook-cert/--webhook-key`) — the hub's validating webhook for
+  FederatedSpreads and MemberClusters over HTTPS (`hub.admission`): the Valid condition's checks,
+  at the door, plus the rules across spreads from this World.
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
@@ -40,6 +43,7 @@ import logging
 import pathlib
 import queue
 import signal
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -53,13 +57,13 @@ from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
 from federation.coordinator import facade, ray_join, shards
-from federation.coordinator.hub import status_writer, statuses
+from federation.coordinator.hub import admission, status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.services import agent_service, aio_server, placement_service, source
 from federation.coordinator.wire import inbound
-from federation.kube import clients
+from federation.kube import clients, webhook_https
 from federation.kube import errors as kube_errors
 from federation.rpc import agent_pb2
 
@@ -112,6 +116,8 @@ class CoordinatorConfig:
     """At most this many lost clusters start failing over per minute, federation-wide; None: no limit."""
     federation_id: str = names.DEFAULT_FEDERATION_ID
     """This federation's identity (`--federation-id`), sent to agents in Welcome."""
+    webhook: admission.WebhookSettings | None = None
+    """Serve the hub's validating webhook so; None: not served (the Valid condition still reports)."""
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
@@ -226,6 +232,7 @@ class CoordinatorProcess:
             on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
         self.watcher = hub.HubWatcher(self.api, self._events.put)
         self._server: aio_server.AioServer | None = None
+        self.webhook: webhook_https.WebhookServer | None = None
         self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
 
@@ -249,6 +256,7 @@ class CoordinatorProcess:
                                    "or the address is not this machine's")
         server.start()
         self._server, self.port = server, port
+        self._start_webhook()
         self.watcher.start()
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
@@ -268,6 +276,18 @@ class CoordinatorProcess:
                                                "coordinator_id": self.coordinator.coordinator_id,
                                                "federation_id": self.coordinator.federation_id})
 
+    def _start_webhook(self) -> None:
+        """Serve the validating webhook, if asked; CoordinatorError naming what failed."""
+        if self.settings.webhook is None:
+            return
+        settings = self.settings.webhook
+        try:
+            door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set)
+            self.webhook = admission.server(door, settings).start()
+        except (OSError, ssl.SSLError) as error:
+            raise CoordinatorError(f"cannot serve the webhook on {settings.listen} with "
+                                   f"{settings.cert_file}: {error}") from error
+
     def run(self) -> None:
         """Block until SIGTERM or SIGINT (or `stopping` is set elsewhere), then stop cleanly."""
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -283,6 +303,9 @@ class CoordinatorProcess:
         if self._server is not None:
             self._server.stop(grace=GRACE_SECONDS)
             self._server = None
+        if self.webhook is not None:
+            self.webhook.stop()
+            self.webhook = None
         if self._placement_pool is not None:
             self._placement_pool.shutdown(wait=False, cancel_futures=True)
             self._placement_pool = None

@@ -92,34 +92,40 @@ class Lifecycle:
         self._refused: dict[str, Refusal] = {}
         self._deleting: collections.OrderedDict[str, spread_api.DeletionPolicy] = collections.OrderedDict()
 
+    def holder_against(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> str | None:
+        """The spread whose hold on `item`'s target would refuse `item`'s claim now (None: the
+        claim would be admitted); asks without claiming (the admission webhook asks this)."""
+        holder = self._holders.get(target_of(item))
+        if holder is None or holder == item.key:
+            return None
+        if holder not in placed and seniority(item) < seniority(self._claimants[target_of(item)][holder]):
+            return None  # a senior claimant displaces a holder not placed yet
+        return holder
+
     def claim(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> Verdict:
         """Spread `item` (valid, with its current targetRef) asks for its target."""
         key, target = item.key, target_of(item)
+        blocked_by = self.holder_against(item, placed=placed)
         self._leave(key, keep=target)
         claimants = self._claimants.setdefault(target, {})
         claimants[key] = item
         self._refused.pop(key, None)
         self._deleting.pop(key, None)  # re-created under the same name
+        if blocked_by is not None:
+            self._refused[key] = self._conflict(item, holder=blocked_by)
+            return Verdict(admitted=False)
         holder = self._holders.get(target)
+        self._holders[target] = key
         if holder is None or holder == key:
-            self._holders[target] = key
             return Verdict(admitted=True)
-        senior = claimants[holder]
-        if holder not in placed and seniority(item) < seniority(senior):
-            self._holders[target] = key
-            self._refused[holder] = self._conflict(senior, holder=key)
-            return Verdict(admitted=True, displaced=(holder,))
-        self._refused[key] = self._conflict(item, holder=holder)
-        return Verdict(admitted=False)
+        self._refused[holder] = self._conflict(claimants[holder], holder=key)
+        return Verdict(admitted=True, displaced=(holder,))
 
     def refuse_target_change(self, item: spread_api.FederatedSpread, *, current: str) -> None:
         """Spread `item` is live on Deployment `current` and its edit names another: refused."""
         self._refused[item.key] = Refusal(
             reason=TARGET_REF_IMMUTABLE, generation=item.metadata.generation,
-            message=(f"targetRef cannot change on a live spread (from Deployment {current!r} to "
-                     f"{item.spec.target_ref.name!r}); the spread keeps spreading {current!r}. "
-                     "To spread another Deployment, delete this spread and create a new one"),
-        )
+            message=target_change_message(current=current, wanted=item.spec.target_ref.name))
 
     def release(self, key: str) -> spread_api.FederatedSpread | None:
         """Spread `key` was deleted: the spread that now holds its target (to admit), if any."""
@@ -192,9 +198,19 @@ class Lifecycle:
 
     @staticmethod
     def _conflict(item: spread_api.FederatedSpread, *, holder: str) -> Refusal:
-        namespace, name = target_of(item)
-        return Refusal(
-            reason=TARGET_CONFLICT, generation=item.metadata.generation,
-            message=(f"Deployment {namespace}/{name} is already spread by FederatedSpread {holder}; "
-                     "this spread places nothing until that one is deleted"),
-        )
+        return Refusal(reason=TARGET_CONFLICT, generation=item.metadata.generation,
+                       message=conflict_message(item, holder=holder))
+
+
+def conflict_message(item: spread_api.FederatedSpread, *, holder: str) -> str:
+    """Why spread `item` may not place its target: spread `holder` holds it."""
+    namespace, name = target_of(item)
+    return (f"Deployment {namespace}/{name} is already spread by FederatedSpread {holder}; "
+            "this spread places nothing until that one is deleted")
+
+
+def target_change_message(*, current: str, wanted: str) -> str:
+    """Why a live spread's edit from Deployment `current` to `wanted` is refused."""
+    return (f"targetRef cannot change on a live spread (from Deployment {current!r} to {wanted!r}); "
+            f"the spread keeps spreading {current!r}. "
+            "To spread another Deployment, delete this spread and create a new one")
