@@ -65,10 +65,10 @@ from federation.cli import options
               "labelled with it (fedspread.io/federation). Give each federation its own (a warning "
               "is logged when it is left at the default), and never change it once agents have "
               "created Deployments.")
-@click.option("--webhook-listen", default="0.0.0.0:9443", show_default=True, metavar="HOST:PORT",
-              help="Address of the HTTPS server for the hub's validating webhook (served only with "
-                   "--webhook-cert and --webhook-key); the ValidatingWebhookConfiguration of "
-                   "deploy/coordinator reaches it through the Service.")
+@click.option("--webhook-port", default=9443, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the HTTPS server for the hub's validating webhook, on every address "
+                   "(served only with --webhook-cert and --webhook-key; 0: any free port); "
+                   "deploy/coordinator's ValidatingWebhookConfiguration reaches it through the Service.")
 @click.option("--webhook-cert", type=options.FILE, metavar="FILE", default=None,
               help="Serving certificate (PEM) of the validating webhook, for the name the hub's "
                    "apiserver dials (fedspread-coordinator.fedspread-system.svc); re-read when the "
@@ -80,7 +80,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
                         ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
                         listen: str, tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                        failover_clusters_per_minute: int, federation_id: str, webhook_listen: str,
+                        failover_clusters_per_minute: int, federation_id: str, webhook_port: int,
                         webhook_cert: pathlib.Path | None, webhook_key: pathlib.Path | None,
                         log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
@@ -117,7 +117,6 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         flags=("--tls-cert", "--tls-key", "--tls-ca"), cert=tls_cert, key=tls_key, ca=tls_ca,
         insecure=insecure, advice="issue them with `fedspread certs ca` and `fedspread certs coordinator`")
     options.host_port(listen, flag="--listen")
-    options.host_port(webhook_listen, flag="--webhook-listen")
     if (webhook_cert is None) != (webhook_key is None):
         options.usage_error("--webhook-cert and --webhook-key go together; give both or neither")
     if no_ray and ray_address:
@@ -140,7 +139,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
         failover_clusters_per_minute=failover_clusters_per_minute or None,
         webhook=admission.WebhookSettings(
-            cert_file=webhook_cert, key_file=webhook_key, listen=webhook_listen)
+            cert_file=webhook_cert, key_file=webhook_key, port=webhook_port)
         if webhook_cert is not None and webhook_key is not None else None)
     try:
         process = coordinator_main.CoordinatorProcess(settings)

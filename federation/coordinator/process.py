@@ -285,7 +285,7 @@ class CoordinatorProcess:
             door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set)
             self.webhook = admission.server(door, settings).start()
         except (OSError, ssl.SSLError) as error:
-            raise CoordinatorError(f"cannot serve the webhook on {settings.listen} with "
+            raise CoordinatorError(f"cannot serve the webhook on port {settings.port} with "
                                    f"{settings.cert_file}: {error}") from error
 
     def run(self) -> None:

@@ -100,8 +100,8 @@ def door(sandbox: state.SandboxState, clusters: Clusters,
     ca = pki.CertificateAuthority.create("coordinator-webhook-ca")
     cert, key = ca.issue_server("fedspread-coordinator", ips=("127.0.0.1",)).write(
         tmp_path_factory.mktemp("coordinator-webhook"), "webhook")
-    settings = admission.WebhookSettings(cert_file=cert, key_file=key,
-                                         listen=f"127.0.0.1:{hubside.free_port()}")
+    settings = admission.WebhookSettings(cert_file=cert, key_file=key, host="127.0.0.1",
+                                         port=hubside.free_port())
     config_name = f"fedspread-coordinator-{namespace}"
     api = clusters.api(hubside.HUB)
     try:

@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from click import testing
 
+from federation import cli
 from federation.api import common
 from federation.certs import pki
 from federation.coordinator import facade
@@ -273,8 +275,8 @@ def served(tmp_path: pathlib.Path) -> Iterator[tuple[Hub, http.client.HTTPSConne
     ca = pki.CertificateAuthority.create("admission-test-ca")
     cert, key = ca.issue_server("fedspread-coordinator", ips=("127.0.0.1",)).write(tmp_path, "webhook")
     cluster = Hub(synced=False)
-    server = admission.server(cluster.door, admission.WebhookSettings(cert_file=cert, key_file=key,
-                                                                      listen="127.0.0.1:0")).start()
+    server = admission.server(cluster.door, admission.WebhookSettings(cert_file=cert, key_file=key, port=0,
+                                                                      host="127.0.0.1")).start()
     context = ssl.create_default_context(cadata=ca.cert_pem.decode())
     connection = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
     try:
@@ -312,3 +314,23 @@ def test_readyz_waits_for_the_hub_list(served: tuple[Hub, http.client.HTTPSConne
     cluster.synced.set()
     connection.request("GET", "/readyz")
     assert connection.getresponse().status == 200
+
+
+# --- the flags ------------------------------------------------------------------------------------
+
+
+def test_a_webhook_certificate_without_its_key_is_a_usage_error(tmp_path: pathlib.Path) -> None:
+    cert = tmp_path / "tls.crt"
+    cert.write_text("x")
+    result = testing.CliRunner().invoke(cli.main, ["coordinator", "--no-ray", "--insecure",
+                                                   "--webhook-cert", str(cert)])
+    assert result.exit_code == 2, result.output
+    assert "--webhook-cert and --webhook-key go together" in result.output
+
+
+def test_an_unloadable_webhook_certificate_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_text("not a certificate")
+    key.write_text("not a key")
+    with pytest.raises(ssl.SSLError):
+        admission.server(Hub().door, admission.WebhookSettings(cert_file=cert, key_file=key, port=0))

@@ -29,6 +29,9 @@ from agents.webhook import registration
 from federation.api import crd
 from federation.cli import agent as agent_cli
 from federation.cli import coordinator as coordinator_cli
+from federation.coordinator.hub import admission as coordinator_admission
+from federation.coordinator.hub import registration as coordinator_registration
+from federation.kube import webhook_registration
 from federation.sandbox import build
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -147,6 +150,7 @@ def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> No
         ("ClusterRoleBinding", "fedspread-coordinator", None),
         ("Deployment", "fedspread-coordinator", NAMESPACE),
         ("Service", "fedspread-coordinator", NAMESPACE),
+        ("ValidatingWebhookConfiguration", coordinator_registration.NAME, NAMESPACE),
         ("RayCluster", "fedspread-ray", NAMESPACE),
     }
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fedspread" for d in coordinator)
@@ -196,7 +200,8 @@ def test_coordinator_deployment_runs_one_with_real_flags(coordinator: list[Doc])
     assert context.params["hub_kubeconfig"] is None
     assert context.params["no_ray"] is False and context.params["federation_id"] == "prod-eu"
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
-    assert ports == {"grpc": 7443}
+    assert ports == {"grpc": 7443, "webhook": 9443}
+    assert context.params["webhook_port"] == ports["webhook"]
 
 
 def test_coordinator_serves_mtls_from_its_secret(coordinator: list[Doc]) -> None:
@@ -211,15 +216,36 @@ def test_coordinator_serves_mtls_from_its_secret(coordinator: list[Doc]) -> None
     assert context.params["insecure"] is False, "never plaintext in a real installation"
     assert [str(context.params[k]) for k in ("tls_cert", "tls_key", "tls_ca")] == [
         f"{directory}/tls.crt", f"{directory}/tls.key", f"{directory}/ca.crt"]
+    assert [str(context.params[k]) for k in ("webhook_cert", "webhook_key")] == [
+        f"{directory}/tls.crt", f"{directory}/tls.key"], "the webhook serves with the same Secret"
     assert not [d for d in coordinator if d["kind"] == "Secret"], "the installer's Secret, never shipped"
 
 
 def test_coordinator_service_is_cluster_internal_grpc(coordinator: list[Doc]) -> None:
     service = one(coordinator, "Service", "fedspread-coordinator")
     assert service["spec"]["type"] == "ClusterIP", "mTLS, but still a private address only"
-    assert service["spec"]["ports"] == [{"name": "grpc", "port": 7443, "targetPort": "grpc"}]
+    assert service["spec"]["ports"] == [{"name": "grpc", "port": 7443, "targetPort": "grpc"},
+                                        {"name": "webhook", "port": coordinator_registration.SERVICE_PORT,
+                                         "targetPort": "webhook"}]
     pod_labels = one(coordinator, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_coordinator_webhook_configuration_is_what_registration_builds(coordinator: list[Doc]) -> None:
+    rendered = one(coordinator, "ValidatingWebhookConfiguration", coordinator_registration.NAME)
+    service = one(coordinator, "Service", "fedspread-coordinator")
+    expected = coordinator_registration.configuration(webhook_registration.service_client_config(
+        namespace=service["metadata"]["namespace"], name=service["metadata"]["name"], ca_pem=b"",
+        port=coordinator_registration.SERVICE_PORT, path=coordinator_admission.VALIDATE_PATH))
+    for hook in expected["webhooks"]:  # caBundle is the installer's CA: an overlay or cert-manager sets it
+        del hook["clientConfig"]["caBundle"]
+    assert rendered["webhooks"] == expected["webhooks"]
+    assert rendered["metadata"]["labels"].items() >= expected["metadata"]["labels"].items()
+    for hook in rendered["webhooks"]:
+        assert hook["failurePolicy"] == "Ignore", "the hub never depends on the coordinator to store objects"
+        assert hook["sideEffects"] == "None" and hook["timeoutSeconds"] <= 5
+        resources = {r for rule in hook["rules"] for r in rule["resources"]}
+        assert resources <= {"federatedspreads", "memberclusters"}, "our CRDs only, never their status"
 
 
 def test_ray_cluster_is_what_the_coordinator_joins(coordinator: list[Doc]) -> None:

@@ -143,13 +143,9 @@ class WebhookSettings:
 
     cert_file: pathlib.Path
     key_file: pathlib.Path
-    listen: str = "0.0.0.0:9443"
-    """HOST:PORT (`[::]:9443` for IPv6)."""
-
-    def address(self) -> tuple[str, int]:
-        """(host, port) of `listen`."""
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]"), int(port)
+    port: int = 9443
+    """0: any free port (tests)."""
+    host: str = "0.0.0.0"
 
 
 def server(admission: SpecAdmission, settings: WebhookSettings) -> webhook_https.WebhookServer:
@@ -157,7 +153,6 @@ def server(admission: SpecAdmission, settings: WebhookSettings) -> webhook_https
     OSError or ssl.SSLError when the certificate files cannot be read or loaded."""
     role = webhook_https.Role(review_path=VALIDATE_PATH, owner="coordinator",
                               not_ready="not ready: the hub is not listed yet\n")
-    host, port = settings.address()
-    return webhook_https.WebhookServer(admission, role=role, host=host, port=port,
+    return webhook_https.WebhookServer(admission, role=role, host=settings.host, port=settings.port,
                                        cert_file=settings.cert_file, key_file=settings.key_file,
                                        ready=admission.hub_synced)

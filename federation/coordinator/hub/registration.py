@@ -16,6 +16,7 @@ manifest and the tests must carry the same registration (a unit test keeps the m
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from federation.api import cluster as cluster_api
@@ -37,7 +38,7 @@ def _webhook(name: str, *, plural: str, scope: str, client_config: Json,
              namespace_selector: Json | None, object_selector: Json | None) -> Json:
     hook: Json = {
         "name": name,
-        "clientConfig": client_config,
+        "clientConfig": copy.deepcopy(client_config),  # each hook its own: callers may edit one
         "rules": [{"apiGroups": [common.API_GROUP], "apiVersions": [common.API_VERSION],
                    "operations": ["CREATE", "UPDATE"], "resources": [plural], "scope": scope}],
         "failurePolicy": "Ignore",
