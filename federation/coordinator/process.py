@@ -43,7 +43,6 @@ import logging
 import pathlib
 import queue
 import signal
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -284,7 +283,7 @@ class CoordinatorProcess:
         try:
             door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set)
             self.webhook = admission.server(door, settings).start()
-        except (OSError, ssl.SSLError) as error:
+        except OSError as error:  # ssl.SSLError too: a certificate that does not load
             raise CoordinatorError(f"cannot serve the webhook on port {settings.port} with "
                                    f"{settings.cert_file}: {error}") from error
 

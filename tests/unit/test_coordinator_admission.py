@@ -334,3 +334,11 @@ def test_an_unloadable_webhook_certificate_is_a_clear_error(tmp_path: pathlib.Pa
     key.write_text("not a key")
     with pytest.raises(ssl.SSLError):
         admission.server(Hub().door, admission.WebhookSettings(cert_file=cert, key_file=key, port=0))
+
+
+def test_an_object_without_a_namespace_is_judged_in_the_requests() -> None:
+    cluster = Hub()
+    cluster.seen(spread_doc("web"))
+    doc = spread_doc("web-again")
+    del doc["metadata"]["namespace"]  # the request's namespace is the spread's
+    assert "already spread by FederatedSpread shop/web" in refusal(cluster.answer(request(doc)))

@@ -75,12 +75,14 @@ class SpecAdmission:
             return review.allow(request.uid)  # not ours: registered for our CRDs only
         if request.object is None:
             raise review.ReviewError(f"request.object is required for {request.operation}")
-        found = self.problems_of(request.resource.resource, request.object,
-                              old=request.old_object if request.operation == "UPDATE" else None)
+        obj = _in_namespace(request.object, request)
+        old = None if request.old_object is None else _in_namespace(request.old_object, request)
+        found = self.problems_of(request.resource.resource, obj,
+                                 old=old if request.operation == "UPDATE" else None)
         if request.operation == "UPDATE":
-            if request.old_object is None:
+            if old is None:
                 raise review.ReviewError("request.oldObject is required for UPDATE")
-            before = set(self.problems_of(request.resource.resource, request.old_object, old=None))
+            before = set(self.problems_of(request.resource.resource, old, old=None))
             if all(problem in before for problem in found):
                 return review.allow(request.uid, warnings=_warnings(found))
         if not found:
@@ -121,6 +123,16 @@ class SpecAdmission:
         if holder is None:
             return []
         return [problems.Problem("spec.targetRef.name", lifecycle.conflict_message(item, holder=holder))]
+
+
+def _in_namespace(obj: Json, request: review.Review) -> Json:
+    """`obj` with the request's namespace when its metadata names none (as the hub stores it)."""
+    if not request.namespace:
+        return obj
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or meta.get("namespace"):
+        return obj
+    return {**obj, "metadata": {**meta, "namespace": request.namespace}}
 
 
 def _name(request: review.Review) -> str:
