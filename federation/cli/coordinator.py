@@ -65,12 +65,21 @@ from federation.cli import options
               "labelled with it (fedspread.io/federation). Give each federation its own (a warning "
               "is logged when it is left at the default), and never change it once agents have "
               "created Deployments.")
+@click.option("--metrics-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host): placement "
+                   "rounds and their latency, spreads, agents, outbox, status writes, failovers. 0: off.")
+@click.option("--health-port", default=7444, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of a plaintext gRPC server (on the --listen host) serving only grpc.health.v1.Health, "
+                   "for the kubelet's gRPC probes, which cannot present a client certificate: NOT_SERVING "
+                   "until the hub is listed, then SERVING (service \"liveness\": SERVING while running). "
+                   "Health and reflection are served on --listen too. 0: off.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
                         listen: str, tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                        failover_clusters_per_minute: int, federation_id: str, log_level: str) -> None:
+                        failover_clusters_per_minute: int, federation_id: str, metrics_port: int,
+                        health_port: int, log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
@@ -83,7 +92,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         half of a spread's clusters are silent at once (then the fault is probably its own and
         nothing moves), and at most --failover-clusters-per-minute clusters a minute;
       * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
-      * answers placement questions (`fedspread get placement`, the Python SDK).
+      * answers placement questions (`fedspread get placement`, the Python SDK);
+      * serves Prometheus metrics (--metrics-port) and gRPC health (--health-port, and --listen).
     Stop it with SIGTERM or Ctrl-C.
 
     \b
@@ -120,7 +130,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         ray_address=ray_address, ray_join_seconds=ray_join_seconds, spread_shards=spread_shards,
         cluster_shards=cluster_shards,
         heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
-        failover_clusters_per_minute=failover_clusters_per_minute or None)
+        failover_clusters_per_minute=failover_clusters_per_minute or None, metrics_port=metrics_port,
+        health_port=health_port)
     try:
         process = coordinator_main.CoordinatorProcess(settings)
     except coordinator_main.CoordinatorError as error:

@@ -52,12 +52,12 @@ from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
-from federation.coordinator import facade, ray_join, shards
+from federation.coordinator import facade, metrics, ray_join, shards
 from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
-from federation.coordinator.services import agent_service, aio_server, placement_service, source
+from federation.coordinator.services import agent_service, aio_server, health, placement_service, source
 from federation.coordinator.wire import inbound
 from federation.kube import clients
 from federation.kube import errors as kube_errors
@@ -112,6 +112,11 @@ class CoordinatorConfig:
     """At most this many lost clusters start failing over per minute, federation-wide; None: no limit."""
     federation_id: str = names.DEFAULT_FEDERATION_ID
     """This federation's identity (`--federation-id`), sent to agents in Welcome."""
+    metrics_port: int = 0
+    """Serve Prometheus /metrics on this port of the `listen` host (`coordinator.metrics`); 0: off."""
+    health_port: int = 0
+    """Serve gRPC health alone, in plaintext, on this port of the `listen` host, for the kubelet's
+    probes (`services.health`); 0: off (health is served on `listen` in any case)."""
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
@@ -211,7 +216,7 @@ class CoordinatorProcess:
                                               backend=self.backend, federation_id=settings.federation_id)
         self.stopping = threading.Event()
         self.hub_synced = threading.Event()
-        self.port = 0
+        self.port = self.metrics_port = self.health_port = 0
         self._custom = client.CustomObjectsApi(self.api)
         self._events: queue.Queue[hub.HubEvent | None] = queue.Queue()
         self._synced_kinds: set[str] = set()
@@ -225,6 +230,9 @@ class CoordinatorProcess:
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
             on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
         self.watcher = hub.HubWatcher(self.api, self._events.put)
+        self.metrics = metrics.CoordinatorMetrics(self.coordinator, writer=self.statuses.writer)
+        self.coordinator.on_round = self.metrics.observe_round
+        self.health = health.HealthReporter()
         self._server: aio_server.AioServer | None = None
         self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
@@ -239,6 +247,7 @@ class CoordinatorProcess:
             max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
         agent_service.add_to_server(server.server, self.agents)
         placement_service.add_to_server(server.server, self.source, executor=self._placement_pool)
+        self.health.add_to(server, reflect=health.SERVICES)
         if self._credentials is None:
             port = server.add_insecure_port(self.settings.listen)
         else:
@@ -249,6 +258,7 @@ class CoordinatorProcess:
                                    "or the address is not this machine's")
         server.start()
         self._server, self.port = server, port
+        self._observe()
         self.watcher.start()
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
@@ -280,6 +290,8 @@ class CoordinatorProcess:
         started = self._server is not None
         self.stopping.set()
         self._events.put(None)
+        self.health.stop()
+        self.metrics.stop()
         if self._server is not None:
             self._server.stop(grace=GRACE_SECONDS)
             self._server = None
@@ -296,6 +308,17 @@ class CoordinatorProcess:
             self.backend.close()
         if started:
             log.info("coordinator stopped")
+
+    def _observe(self) -> None:
+        """Serve /metrics and the health-only port, if asked, on the `--listen` host."""
+        host = self.settings.listen.rpartition(":")[0]
+        try:
+            if self.settings.metrics_port:
+                self.metrics_port = self.metrics.serve(self.settings.metrics_port, addr=host.strip("[]"))
+            if self.settings.health_port:
+                self.health_port = self.health.listen(f"{host}:{self.settings.health_port}")
+        except OSError as error:
+            raise CoordinatorError(f"cannot listen: {error.strerror}") from None
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=f"coordinator-{name}", daemon=True)
@@ -336,6 +359,7 @@ class CoordinatorProcess:
             if self._synced_kinds >= HUB_KINDS and not self.hub_synced.is_set():
                 self.coordinator.mark_hub_synced()
                 self.hub_synced.set()
+                self.health.serving()
                 log.info("hub listed; agents resynced", extra={"spreads": len(self.world.spreads())})
 
     def _on_hello(self, hello: agent_pb2.Hello) -> None:
