@@ -69,10 +69,11 @@ from federation.cli import options
               help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host): placement "
                    "rounds and their latency, spreads, agents, outbox, status writes, failovers. 0: off.")
 @click.option("--health-port", default=7444, show_default=True, type=click.IntRange(0, 65535),
-              help="Port of a plaintext gRPC server (on the --listen host) serving only grpc.health.v1.Health, "
-                   "for the kubelet's gRPC probes, which cannot present a client certificate: NOT_SERVING "
-                   "until the hub is listed, then SERVING (service \"liveness\": SERVING while running). "
-                   "Health and reflection are served on --listen too. 0: off.")
+              help="Port of a plaintext gRPC server (on the --listen host) serving only "
+                   "grpc.health.v1.Health, for the kubelet's gRPC probes, which cannot present a "
+                   "client certificate: NOT_SERVING until the hub is listed, then SERVING (service "
+                   "\"liveness\": SERVING while running). Health and reflection are served on --listen "
+                   "too. 0: off.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
