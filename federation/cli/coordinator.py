@@ -65,7 +65,7 @@ from federation.cli import options
               "labelled with it (fedspread.io/federation). Give each federation its own (a warning "
               "is logged when it is left at the default), and never change it once agents have "
               "created Deployments.")
-@click.option("--metrics-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
+@click.option("--metrics-port", default=9095, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host): placement "
                    "rounds and their latency, spreads, agents, outbox, status writes, failovers. 0: off.")
 @click.option("--health-port", default=7444, show_default=True, type=click.IntRange(0, 65535),
