@@ -21,7 +21,9 @@ understand the coordinator. The threads, and why each exists:
   MemberClusters of new agents on the hub. So the threads do not grow with the federation. Over
   mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
   cluster theirs names, `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`);
-  keepalive PINGs both ways (`federation.rpc.keepalive`).
+  keepalive PINGs both ways (`federation.rpc.keepalive`). Beside them, gRPC health and reflection;
+  health alone, in plaintext, on `--health-port` for the kubelet (`services.health`: SERVING once
+  the hub is listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
@@ -113,10 +115,9 @@ class CoordinatorConfig:
     federation_id: str = names.DEFAULT_FEDERATION_ID
     """This federation's identity (`--federation-id`), sent to agents in Welcome."""
     metrics_port: int = 0
-    """Serve Prometheus /metrics on this port of the `listen` host (`coordinator.metrics`); 0: off."""
+    """Prometheus /metrics on this port of the `listen` host (`coordinator.metrics`); 0: off."""
     health_port: int = 0
-    """Serve gRPC health alone, in plaintext, on this port of the `listen` host, for the kubelet's
-    probes (`services.health`); 0: off (health is served on `listen` in any case)."""
+    """gRPC health alone, plaintext, on this port of the `listen` host (`services.health`); 0: off."""
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:

@@ -10,7 +10,9 @@ sandbox hub (`--no-ray`), with a stand-in agent holding its own certificate, and
 * over mTLS, the main port answers health and lists its services by reflection;
 * after a spread is placed on the agent, /metrics shows the coordinator's own numbers: the hub
   synced, one agent connected, rounds and their latency, the spread known and placed, status
-  writes done, no cluster lost.
+  writes done, no cluster lost;
+* a second coordinator given the first one's metrics or health port exits 1 with one line
+  naming the port (the health server binds without SO_REUSEPORT, so it cannot share the port).
 """
 
 from __future__ import annotations
@@ -177,3 +179,24 @@ def test_health_reflection_and_metrics_of_the_real_process(
         assert reported == {"spread", "cluster", "deployment"}
     finally:
         agent.stop()
+
+
+def test_a_taken_metrics_or_health_port_ends_a_second_coordinator_with_one_line(
+        coordinator: Coordinator, sandbox: state.SandboxState) -> None:
+    probe = grpc.insecure_channel(f"127.0.0.1:{coordinator.health_port}")
+    try:
+        waiting.wait_for(lambda: grpc_probes.status(probe, health.LIVENESS) == "SERVING", timeout=WAIT,
+                         message=lambda: f"the first coordinator never served:\n{coordinator.output()}")
+    finally:
+        probe.close()
+    for flags, what in ((["--metrics-port", str(coordinator.metrics_port), "--health-port", "0"], "metrics"),
+                        (["--metrics-port", "0", "--health-port", str(coordinator.health_port)], "health")):
+        second = subprocess.run(
+            [FEDSPREAD, "coordinator", "--insecure", "--no-ray", "--hub-kubeconfig", sandbox.hub.kubeconfig,
+             "--listen", f"127.0.0.1:{hubside.free_port()}", *flags],
+            capture_output=True, text=True, timeout=120, check=False)
+        assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr
+        errors = [line for line in second.stderr.splitlines() if line.startswith("error: ")]
+        port = coordinator.metrics_port if what == "metrics" else coordinator.health_port
+        assert len(errors) == 1, second.stderr
+        assert errors[0].startswith(f"error: cannot listen: {what} port 127.0.0.1:{port}"), errors

@@ -93,3 +93,15 @@ def test_a_taken_health_port_is_an_error_naming_it() -> None:
         with pytest.raises(OSError, match=f"health port 127.0.0.1:{port}"):
             reporter.listen(f"127.0.0.1:{port}")
         reporter.stop()
+
+
+def test_a_second_coordinator_cannot_share_a_health_port() -> None:
+    """gRPC binds with SO_REUSEPORT by default; two health servers on one port must not share it."""
+    first, second = health.HealthReporter(), health.HealthReporter()
+    try:
+        port = first.listen("127.0.0.1:0")
+        with pytest.raises(OSError, match=f"health port 127.0.0.1:{port}"):
+            second.listen(f"127.0.0.1:{port}")
+    finally:
+        first.stop()
+        second.stop()

@@ -44,6 +44,9 @@ asks) and every served service."""
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+HEALTH_OPTIONS = (("grpc.so_reuseport", 0),)
+"""gRPC binds with SO_REUSEPORT by default: a second coordinator on the same health port would
+silently share it (and answer the first one's probes); without, it fails to start, naming the port."""
 HEALTH_WORKERS = 1
 """The health server's pool: its handlers never block, the loop does everything."""
 
@@ -70,7 +73,7 @@ class HealthReporter:
     def listen(self, address: str) -> int:
         """A plaintext server on `address` serving only health (the kubelet's gRPC probes); the port
         bound. OSError when it cannot bind (nothing is left running then)."""
-        server = aio_server.AioServer(workers=HEALTH_WORKERS, name="health")
+        server = aio_server.AioServer(options=HEALTH_OPTIONS, workers=HEALTH_WORKERS, name="health")
         self.add_to(server)
         port = server.add_insecure_port(address)
         if not port:
