@@ -66,8 +66,9 @@ from federation.cli import options
               "is logged when it is left at the default), and never change it once agents have "
               "created Deployments.")
 @click.option("--metrics-port", default=9095, show_default=True, type=click.IntRange(0, 65535),
-              help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host): placement "
-                   "rounds and their latency, spreads, agents, outbox, status writes, failovers. 0: off.")
+              help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host; not the "
+                   "agent's 9090, so both run on one machine): placement rounds and their latency, "
+                   "spreads, agents, outbox, status writes, failovers. 0: off.")
 @click.option("--health-port", default=7444, show_default=True, type=click.IntRange(0, 65535),
               help="Port of a plaintext gRPC server (on the --listen host) serving only "
                    "grpc.health.v1.Health, for the kubelet's gRPC probes, which cannot present a "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import threading
 from collections.abc import Sequence
 
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -58,6 +59,8 @@ class HealthReporter:
         self._servers: list[tuple[aio_server.AioServer, health.aio.HealthServicer]] = []
         self._ready = False
         self._own: aio_server.AioServer | None = None
+        self._lock = threading.Lock()
+        """`serving` (the hub-events thread) and `stop` (the main thread) may meet."""
 
     def add_to(self, server: aio_server.AioServer, *, reflect: Sequence[str] = ()) -> None:
         """Serve health on `server` (before it starts), in the current state; with `reflect`, also
@@ -67,8 +70,9 @@ class HealthReporter:
         if reflect:
             reflection.enable_server_reflection((*reflect, HEALTH_SERVICE, reflection.SERVICE_NAME),
                                                 server.server)
-        self._servers.append((server, servicer))
-        self._apply(server, servicer)
+        with self._lock:
+            self._servers.append((server, servicer))
+            self._apply(server, servicer)
 
     def listen(self, address: str) -> int:
         """A plaintext server on `address` serving only health (the kubelet's gRPC probes); the port
@@ -78,31 +82,35 @@ class HealthReporter:
         port = server.add_insecure_port(address)
         if not port:
             server.stop()
-            self._servers.pop()
+            with self._lock:
+                self._servers.pop()
             raise OSError(errno.EADDRINUSE, f"health port {address}: in use, or not this machine's address")
         server.start()
-        self._own = server
+        with self._lock:
+            self._own = server
         return port
 
     def serving(self) -> None:
         """The hub has been listed: SERVING for every name."""
-        self._ready = True
-        for server, servicer in self._servers:
-            self._apply(server, servicer)
+        with self._lock:
+            self._ready = True
+            for server, servicer in self._servers:
+                self._apply(server, servicer)
         log.info("health: SERVING", extra={"services": list(READINESS)})
 
     def stop(self) -> None:
         """NOT_SERVING everywhere (the coordinator is stopping), and stop the health-only server;
         safe to call twice."""
-        for server, servicer in self._servers:
-            try:
-                server.call(servicer.enter_graceful_shutdown())
-            except Exception:  # a server that already stopped: nothing left to tell
-                log.debug("health not updated on a stopped server")
-        self._servers.clear()
-        if self._own is not None:
-            self._own.stop(grace=None)
-            self._own = None
+        with self._lock:
+            for server, servicer in self._servers:
+                try:
+                    server.call(servicer.enter_graceful_shutdown())
+                except Exception:  # a server that already stopped: nothing left to tell
+                    log.debug("health not updated on a stopped server")
+            self._servers.clear()
+            own, self._own = self._own, None
+        if own is not None:
+            own.stop(grace=None)
 
     def _apply(self, server: aio_server.AioServer, servicer: health.aio.HealthServicer) -> None:
         status = SERVING if self._ready else NOT_SERVING
