@@ -75,6 +75,16 @@ from federation.cli import options
                    "file changes. Without it, invalid specs are still reported in their Valid condition.")
 @click.option("--webhook-key", type=options.FILE, metavar="FILE", default=None,
               help="Private key (PEM) of --webhook-cert.")
+@click.option("--metrics-port", default=9095, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host; not the "
+                   "agent's 9090, so both run on one machine): placement rounds and their latency, "
+                   "spreads, agents, outbox, status writes, failovers. 0: off.")
+@click.option("--health-port", default=7444, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of a plaintext gRPC server (on the --listen host) serving only "
+                   "grpc.health.v1.Health, for the kubelet's gRPC probes, which cannot present a "
+                   "client certificate: NOT_SERVING until the hub is listed, then SERVING (service "
+                   "\"liveness\": SERVING while running). Health and reflection are served on --listen "
+                   "too. 0: off.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
@@ -82,7 +92,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
                         failover_clusters_per_minute: int, federation_id: str, webhook_port: int,
                         webhook_cert: pathlib.Path | None, webhook_key: pathlib.Path | None,
-                        log_level: str) -> None:
+                        metrics_port: int, health_port: int, log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
@@ -97,7 +107,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
       * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
       * with --webhook-cert/--webhook-key, refuses invalid FederatedSpreads and MemberClusters at
         the hub's door (a validating webhook, every problem with its field path);
-      * answers placement questions (`fedspread get placement`, the Python SDK).
+      * answers placement questions (`fedspread get placement`, the Python SDK);
+      * serves Prometheus metrics (--metrics-port) and gRPC health (--health-port, and --listen).
     Stop it with SIGTERM or Ctrl-C.
 
     \b
@@ -137,7 +148,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         ray_address=ray_address, ray_join_seconds=ray_join_seconds, spread_shards=spread_shards,
         cluster_shards=cluster_shards,
         heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
-        failover_clusters_per_minute=failover_clusters_per_minute or None,
+        failover_clusters_per_minute=failover_clusters_per_minute or None, metrics_port=metrics_port,
+        health_port=health_port,
         webhook=admission.WebhookSettings(
             cert_file=webhook_cert, key_file=webhook_key, port=webhook_port)
         if webhook_cert is not None and webhook_key is not None else None)

@@ -49,8 +49,9 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from google.protobuf import timestamp_pb2
 
@@ -69,6 +70,9 @@ END = object()  # the close reason when the agent half-closed its stream: the wr
 SUPERSEDED = object()  # the close reason when a newer stream for the same cluster replaced this one
 NOT_SELECTED = "cluster no longer selected"
 NO_REPLICAS_LEFT = "no replicas here: a share of 0 and no pods left"
+RoundObserver = Callable[[loop.Round, float], None]
+"""Told of every placement round that had spreads to place: what it did and how long it took
+(seconds, recompute and queueing to the streams); the metrics (`coordinator.metrics`) listen."""
 WASTED_ROUND_SPREADS = 50
 """A parallel round of at least this many spreads, more than half of them placed again in this
 process, is said once in the log: the Ray shards gained nothing for this federation."""
@@ -119,6 +123,10 @@ class Coordinator:
         self._sent = deliveries.SentLedger()
         self.ray_gained_nothing = False
         """A parallel round was mostly placed again here (logged once, when it first happened)."""
+        self.on_round: RoundObserver | None = None
+        """Called under the lock after each round with spreads to place (keep it quick)."""
+        self.clusters_lost = 0
+        """Clusters `tick` reported newly lost (each once per silence), for the metrics."""
 
     # --- streams -------------------------------------------------------------------------------
 
@@ -163,6 +171,10 @@ class Coordinator:
             if self._streams.get(stream.cluster) is stream:
                 del self._streams[stream.cluster]
                 self._sent.forget(stream.cluster)
+
+    def hub_listed(self) -> bool:
+        """Whether `mark_hub_synced` ran: placement and the agents' resyncs have begun."""
+        return self._hub_synced
 
     def mark_hub_synced(self) -> None:
         """The hub watcher listed everything: resync the streams that were waiting for it."""
@@ -243,10 +255,12 @@ class Coordinator:
         places every spread once everything is known.
         """
         with self.lock:
-            if not self._hub_synced:
+            wanted = set(keys)
+            if not self._hub_synced or not wanted:
                 return loop.Round(placements={})
+            started = time.perf_counter()
             batch = self.backend.place_batch if self.backend.parallel else None
-            result = loop.recompute(self.world, keys, now=self.clock(), place_batch=batch)
+            result = loop.recompute(self.world, wanted, now=self.clock(), place_batch=batch)
             if batch is not None:
                 self._say_if_ray_gained_nothing(result)
             listening = {name for name, stream in self._streams.items() if stream.resynced}
@@ -262,6 +276,8 @@ class Coordinator:
                 for name in self._sent.clusters_for(key, new):
                     self._deliver(name, key, new.get(name),
                                   reason=NO_REPLICAS_LEFT if name in selected else NOT_SELECTED)
+            if self.on_round is not None:
+                self.on_round(result, time.perf_counter() - started)
             return result
 
     def _say_if_ray_gained_nothing(self, result: loop.Round) -> None:
@@ -294,6 +310,7 @@ class Coordinator:
         """The failover timer: clusters silent past clusterLostSeconds lose their replicas."""
         with self.lock:
             lost = loop.failover(self.world)
+            self.clusters_lost += len(lost.clusters)
             if lost.clusters:
                 log.warning("clusters lost", extra={"clusters": list(lost.clusters)})
             self.publish(lost.keys)

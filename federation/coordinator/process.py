@@ -21,7 +21,9 @@ understand the coordinator. The threads, and why each exists:
   MemberClusters of new agents on the hub. So the threads do not grow with the federation. Over
   mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
   cluster theirs names, `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`);
-  keepalive PINGs both ways (`federation.rpc.keepalive`).
+  keepalive PINGs both ways (`federation.rpc.keepalive`). Beside them, gRPC health and reflection;
+  health alone, in plaintext, on `--health-port` for the kubelet (`services.health`: SERVING once
+  the hub is listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
 - **webhook** (with `--webhook-cert/--webhook-key`) — the hub's validating webhook for
   FederatedSpreads and MemberClusters over HTTPS (`hub.admission`): the Valid condition's checks,
   at the door, plus the rules across spreads from this World.
@@ -55,12 +57,12 @@ from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
-from federation.coordinator import facade, ray_join, shards
+from federation.coordinator import facade, metrics, ray_join, shards
 from federation.coordinator.hub import admission, status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
-from federation.coordinator.services import agent_service, aio_server, placement_service, source
+from federation.coordinator.services import agent_service, aio_server, health, placement_service, source
 from federation.coordinator.wire import inbound
 from federation.kube import clients, webhook_https
 from federation.kube import errors as kube_errors
@@ -117,6 +119,10 @@ class CoordinatorConfig:
     """This federation's identity (`--federation-id`), sent to agents in Welcome."""
     webhook: admission.WebhookSettings | None = None
     """Serve the hub's validating webhook so; None: not served (the Valid condition still reports)."""
+    metrics_port: int = 0
+    """Prometheus /metrics on this port of the `listen` host (`coordinator.metrics`); 0: off."""
+    health_port: int = 0
+    """gRPC health alone, plaintext, on this port of the `listen` host (`services.health`); 0: off."""
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
@@ -216,7 +222,7 @@ class CoordinatorProcess:
                                               backend=self.backend, federation_id=settings.federation_id)
         self.stopping = threading.Event()
         self.hub_synced = threading.Event()
-        self.port = 0
+        self.port = self.metrics_port = self.health_port = 0
         self._custom = client.CustomObjectsApi(self.api)
         self._events: queue.Queue[hub.HubEvent | None] = queue.Queue()
         self._synced_kinds: set[str] = set()
@@ -230,6 +236,9 @@ class CoordinatorProcess:
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
             on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
         self.watcher = hub.HubWatcher(self.api, self._events.put)
+        self.metrics = metrics.CoordinatorMetrics(self.coordinator, writer=self.statuses.writer)
+        self.coordinator.on_round = self.metrics.observe_round
+        self.health = health.HealthReporter()
         self._server: aio_server.AioServer | None = None
         self.webhook: webhook_https.WebhookServer | None = None
         self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -245,6 +254,7 @@ class CoordinatorProcess:
             max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
         agent_service.add_to_server(server.server, self.agents)
         placement_service.add_to_server(server.server, self.source, executor=self._placement_pool)
+        self.health.add_to(server, reflect=health.SERVICES)
         if self._credentials is None:
             port = server.add_insecure_port(self.settings.listen)
         else:
@@ -256,6 +266,7 @@ class CoordinatorProcess:
         server.start()
         self._server, self.port = server, port
         self._start_webhook()
+        self._observe()
         self.watcher.start()
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
@@ -299,6 +310,8 @@ class CoordinatorProcess:
         started = self._server is not None
         self.stopping.set()
         self._events.put(None)
+        self.health.stop()
+        self.metrics.stop()
         if self._server is not None:
             self._server.stop(grace=GRACE_SECONDS)
             self._server = None
@@ -318,6 +331,17 @@ class CoordinatorProcess:
             self.backend.close()
         if started:
             log.info("coordinator stopped")
+
+    def _observe(self) -> None:
+        """Serve /metrics and the health-only port, if asked, on the `--listen` host."""
+        host = self.settings.listen.rpartition(":")[0]
+        try:
+            if self.settings.metrics_port:
+                self.metrics_port = self.metrics.serve(self.settings.metrics_port, addr=host.strip("[]"))
+            if self.settings.health_port:
+                self.health_port = self.health.listen(f"{host}:{self.settings.health_port}")
+        except OSError as error:
+            raise CoordinatorError(f"cannot listen: {error.strerror}") from None
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=f"coordinator-{name}", daemon=True)
@@ -358,6 +382,7 @@ class CoordinatorProcess:
             if self._synced_kinds >= HUB_KINDS and not self.hub_synced.is_set():
                 self.coordinator.mark_hub_synced()
                 self.hub_synced.set()
+                self.health.serving()
                 log.info("hub listed; agents resynced", extra={"spreads": len(self.world.spreads())})
 
     def _on_hello(self, hello: agent_pb2.Hello) -> None:

@@ -186,6 +186,7 @@ class Federation:
                 "coordinator", "--hub-kubeconfig", self.sandbox.hub.kubeconfig,
                 "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds),
                 "--tls-cert", str(served.cert), "--tls-key", str(served.key), "--tls-ca", str(served.ca),
+                "--metrics-port", "0", "--health-port", "0",  # as its agents': no fixed port
                 *(() if self.ray else ("--no-ray",))),
                 log=self.logs / "coordinator.log")
             self._wait_serving()

@@ -155,6 +155,7 @@ class CoordinatorCommand:
         self.args = [str(pathlib.Path(sys.executable).with_name("fedspread")), "coordinator",
                      "--hub-kubeconfig", kubeconfig, "--listen", self.target,
                      "--ray-address", ray_address, "--heartbeat-seconds", "1",
+                     "--metrics-port", "0", "--health-port", "0",  # off: no fixed port on a shared machine
                      "--insecure"]  # its agents are plaintext links; mTLS: test_mtls*.py
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None

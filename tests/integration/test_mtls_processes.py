@@ -103,7 +103,8 @@ def coordinator(sandbox: state.SandboxState, clusters: conftest.Clusters, pki: p
     hubside.delete_member_clusters(custom, MEMBERS)
     target = f"127.0.0.1:{hubside.free_port()}"
     process = Process(["coordinator", "--hub-kubeconfig", sandbox.hub.kubeconfig, "--listen", target,
-                       "--no-ray", "--heartbeat-seconds", "1", *tls_flags("tls", pki / "coordinator")],
+                       "--no-ray", "--heartbeat-seconds", "1", "--metrics-port", "0", "--health-port", "0",
+                       *tls_flags("tls", pki / "coordinator")],
                       tmp_path_factory.mktemp("coordinator") / "coordinator.log")
 
     def serving() -> bool:

@@ -41,7 +41,8 @@ def coordinator(tmp_path: pathlib.Path, *flags: str, env: dict[str, str] | None 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
     command = [str(pathlib.Path(sys.executable).with_name("fedspread")), "coordinator", "--insecure",
-               "--listen", "127.0.0.1:0", "--hub-kubeconfig", str(kubeconfig), *flags]
+               "--listen", "127.0.0.1:0", "--metrics-port", "0", "--health-port", "0",
+               "--hub-kubeconfig", str(kubeconfig), *flags]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=120,
                           env=env if env is not None else dict(os.environ))

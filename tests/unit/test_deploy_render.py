@@ -31,6 +31,7 @@ from federation.cli import agent as agent_cli
 from federation.cli import coordinator as coordinator_cli
 from federation.coordinator.hub import admission as coordinator_admission
 from federation.coordinator.hub import registration as coordinator_registration
+from federation.coordinator.services import health
 from federation.kube import webhook_registration
 from federation.sandbox import build
 
@@ -151,6 +152,7 @@ def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> No
         ("Deployment", "fedspread-coordinator", NAMESPACE),
         ("Service", "fedspread-coordinator", NAMESPACE),
         ("ValidatingWebhookConfiguration", coordinator_registration.NAME, NAMESPACE),
+        ("Service", "fedspread-coordinator-metrics", NAMESPACE),
         ("RayCluster", "fedspread-ray", NAMESPACE),
     }
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fedspread" for d in coordinator)
@@ -200,8 +202,10 @@ def test_coordinator_deployment_runs_one_with_real_flags(coordinator: list[Doc])
     assert context.params["hub_kubeconfig"] is None
     assert context.params["no_ray"] is False and context.params["federation_id"] == "prod-eu"
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
-    assert ports == {"grpc": 7443, "webhook": 9443}
+    assert ports == {"grpc": 7443, "webhook": 9443, "health": context.params["health_port"],
+                     "metrics": context.params["metrics_port"]}
     assert context.params["webhook_port"] == ports["webhook"]
+    assert context.params["health_port"] and context.params["metrics_port"], "both served in a pod"
 
 
 def test_coordinator_serves_mtls_from_its_secret(coordinator: list[Doc]) -> None:
@@ -226,7 +230,8 @@ def test_coordinator_service_is_cluster_internal_grpc(coordinator: list[Doc]) ->
     assert service["spec"]["type"] == "ClusterIP", "mTLS, but still a private address only"
     assert service["spec"]["ports"] == [{"name": "grpc", "port": 7443, "targetPort": "grpc"},
                                         {"name": "webhook", "port": coordinator_registration.SERVICE_PORT,
-                                         "targetPort": "webhook"}]
+                                         "targetPort": "webhook"},
+                                        {"name": "health", "port": 7444, "targetPort": "health"}]
     pod_labels = one(coordinator, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
 
@@ -246,6 +251,51 @@ def test_coordinator_webhook_configuration_is_what_registration_builds(coordinat
         assert hook["sideEffects"] == "None" and hook["timeoutSeconds"] <= 5
         resources = {r for rule in hook["rules"] for r in rule["resources"]}
         assert resources <= {"federatedspreads", "memberclusters"}, "our CRDs only, never their status"
+
+
+def test_coordinator_probes_ask_grpc_health_on_the_plaintext_health_port(coordinator: list[Doc]) -> None:
+    main = container(one(coordinator, "Deployment", "fedspread-coordinator"))
+    context = coordinator_cli.coordinator_command.make_context("coordinator", list(main["args"]))
+    # The kubelet's gRPC probes speak plaintext without a certificate: never the mTLS port, and a
+    # port number (a gRPC probe takes no port name).
+    ready, alive = main["readinessProbe"], main["livenessProbe"]
+    assert set(ready) - {"periodSeconds", "initialDelaySeconds", "failureThreshold"} == {"grpc"}
+    assert ready["grpc"]["port"] == alive["grpc"]["port"] == context.params["health_port"]
+    assert ready["grpc"].get("service", "") in health.READINESS, "ready once the hub is listed"
+    assert alive["grpc"]["service"] == health.LIVENESS, "alive while it answers, even while listing"
+    assert alive["initialDelaySeconds"] >= context.params["ray_join_seconds"], "joining Ray comes first"
+
+
+def metrics_service_targets(
+        docs: Sequence[Doc], *, name: str, deployment: str, monitor: Sequence[Doc]) -> None:
+    """Service `name` selects the Deployment's pods and sends its port `metrics` to the container port
+    that --metrics-port serves; the ServiceMonitor in `monitor` selects exactly that Service."""
+    service = one(docs, "Service", name)
+    workload = one(docs, "Deployment", deployment)
+    main = container(workload)
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"].items() <= workload["spec"]["template"]["metadata"]["labels"].items()
+    (port,) = service["spec"]["ports"]
+    assert port["name"] == "metrics" and port["targetPort"] == "metrics"
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert ports["metrics"] == int(arg_value(main["args"], "--metrics-port"))
+    (servicemonitor,) = monitor
+    assert servicemonitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert servicemonitor["kind"] == "ServiceMonitor"
+    assert servicemonitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+    wanted = servicemonitor["spec"]["selector"]["matchLabels"]
+    selected = [d["metadata"]["name"] for d in docs
+                if d["kind"] == "Service" and wanted.items() <= d["metadata"].get("labels", {}).items()]
+    assert selected == [name]
+    assert servicemonitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+
+
+def test_coordinator_metrics_service_and_its_optional_servicemonitor(
+        kubectl: pathlib.Path, coordinator: list[Doc]) -> None:
+    assert not [d for d in coordinator if d["kind"] == "ServiceMonitor"], "the base applies without the CRD"
+    metrics_service_targets(coordinator, name="fedspread-coordinator-metrics",
+                            deployment="fedspread-coordinator",
+                            monitor=render(kubectl, DEPLOY / "monitoring" / "coordinator"))
 
 
 def test_ray_cluster_is_what_the_coordinator_joins(coordinator: list[Doc]) -> None:
@@ -299,6 +349,7 @@ def test_agent_renders_exactly_these_objects(agent: list[Doc]) -> None:
         ("ConfigMap", config_map, NAMESPACE),
         ("Deployment", "fedspread-agent", NAMESPACE),
         ("Service", "fedspread-agent", NAMESPACE),
+        ("Service", "fedspread-agent-metrics", NAMESPACE),
         # kustomize v2 does not know this kind is cluster-scoped; the apiserver drops the namespace.
         ("MutatingWebhookConfiguration", "fedspread-agent", NAMESPACE),
     }
@@ -375,6 +426,13 @@ def test_agent_service_and_probes_reach_the_webhook_port(agent: list[Doc]) -> No
     for probe in ("readinessProbe", "livenessProbe"):
         assert main[probe]["httpGet"]["scheme"] == "HTTPS"
         assert main[probe]["httpGet"]["port"] == "webhook"
+
+
+def test_agent_metrics_service_and_its_optional_servicemonitor(
+        kubectl: pathlib.Path, agent: list[Doc]) -> None:
+    assert not [d for d in agent if d["kind"] == "ServiceMonitor"], "the base applies without the CRD"
+    metrics_service_targets(agent, name="fedspread-agent-metrics", deployment="fedspread-agent",
+                            monitor=render(kubectl, DEPLOY / "monitoring" / "agent"))
 
 
 def test_webhook_configuration_is_what_registration_builds(agent: list[Doc]) -> None:

@@ -77,6 +77,9 @@ class StatusWriter:
         """Writes skipped because nothing changed, by kind."""
         self.retries: collections.Counter[str] = collections.Counter()
         """Attempts repeated after 409/429/5xx, by kind."""
+        self.failures: collections.Counter[str] = collections.Counter()
+        """Writes given up, by kind: retries exhausted, or an error not worth retrying (a 404, the
+        object being gone, is not counted: nothing was there to write)."""
 
     # --- public writes -------------------------------------------------------------------------
 
@@ -199,5 +202,10 @@ class StatusWriter:
             before_sleep=note,
             reraise=True,
         )
-        result: bool = retrying(attempt)
+        try:
+            result: bool = retrying(attempt)
+        except Exception as error:
+            if getattr(error, "status", None) != 404:
+                self.failures[kind] += 1
+            raise
         return result

@@ -28,6 +28,8 @@ class Brakes:
         self._graces: dict[str, datetime.timedelta] = {}
         self._held: set[str] = set()
         """Spreads with lost clusters that wait for the federation's failover rate limit."""
+        self.suspensions = 0
+        """Times a spread's failover was suspended (its brake began holding), for the metrics."""
 
     def update(
         self, key: str, *, selectable: Collection[str], lost: Collection[str], heard_from_any: bool,
@@ -40,6 +42,9 @@ class Brakes:
         if state is None:
             self.forget(key)
             return frozenset()
+        previous = self._states.get(key)
+        if state.suspended and (previous is None or not previous.suspended):
+            self.suspensions += 1
         self._states[key] = state
         self._graces[key] = grace
         return state.clusters
@@ -92,6 +97,8 @@ class FailoverRateLimit:
         self._per_minute = per_minute
         self._admitted: dict[str, datetime.datetime] = {}
         self._waiting: set[str] = set()
+        self.deferred = 0
+        """Lost clusters made to wait for the budget (each once per wait), for the metrics."""
 
     def admit(self, lost: Collection[str], *, now: datetime.datetime) -> frozenset[str]:
         """Those of `lost` whose replicas may move now (admitting new ones while the budget lasts)."""
@@ -104,6 +111,8 @@ class FailoverRateLimit:
             self._admitted[name] = now
             budget -= 1
         admitted = frozenset(name for name in lost if name in self._admitted)
+        newly_waiting = set(lost) - admitted - self._waiting
+        self.deferred += len(newly_waiting)
         self._waiting = (self._waiting - admitted) | (set(lost) - admitted)
         return admitted
 
