@@ -181,7 +181,7 @@ def test_health_reflection_and_metrics_of_the_real_process(
         agent.stop()
 
 
-def test_a_taken_metrics_or_health_port_ends_a_second_coordinator_with_one_line(
+def test_a_taken_port_ends_a_second_coordinator_with_one_line(
         coordinator: Coordinator, sandbox: state.SandboxState) -> None:
     probe = grpc.insecure_channel(f"127.0.0.1:{coordinator.health_port}")
     try:
@@ -200,3 +200,13 @@ def test_a_taken_metrics_or_health_port_ends_a_second_coordinator_with_one_line(
         port = coordinator.metrics_port if what == "metrics" else coordinator.health_port
         assert len(errors) == 1, second.stderr
         assert errors[0].startswith(f"error: cannot listen: {what} port 127.0.0.1:{port}"), errors
+    # The gRPC port too: gRPC binds with SO_REUSEPORT by default, and a second coordinator would
+    # then share the port silently, the kernel splitting the agents' connections between the two.
+    second = subprocess.run(
+        [FEDSPREAD, "coordinator", "--insecure", "--no-ray", "--hub-kubeconfig", sandbox.hub.kubeconfig,
+         "--listen", coordinator.target, "--metrics-port", "0", "--health-port", "0"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr
+    errors = [line for line in second.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: cannot listen on {coordinator.target}: the port is in use or the address "
+                      "is not this machine's"], second.stderr

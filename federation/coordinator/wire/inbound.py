@@ -33,9 +33,12 @@ SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
     ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_PENDING_CALLS),
+    ("grpc.so_reuseport", 0),
     *keepalive.SERVER_OPTIONS)
 """Options for the coordinator's gRPC server: the size limit, room for a reconnect storm,
-keepalive pings both ways."""
+keepalive pings both ways, and no SO_REUSEPORT (gRPC's default on Linux): with it a second
+coordinator started on the same port binds silently and the kernel splits the agents' connections
+between the two; without it the second one fails to start, naming the port."""
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_LABEL = re.compile(_DNS_LABEL)
