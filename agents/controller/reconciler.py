@@ -46,6 +46,7 @@ from agents.cache import views
 from federation import clock as clock_mod
 from federation.api import names
 from federation.core import deletion_cost, reschedule, status
+from federation.kube import deadlines
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -213,7 +214,7 @@ class Reconciler:
         body = {"metadata": {"annotations": dict(annotations)}}
         try:
             self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
-                                            _preload_content=False)
+                                            _preload_content=False, _request_timeout=deadlines.CALL)
         except exceptions.ApiException as error:
             if error.status == 404:
                 return False
@@ -286,7 +287,8 @@ class Reconciler:
     def _delete_pod(self, namespace: str, name: str, *, uid: str) -> bool:
         options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
         try:
-            self._core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False)
+            self._core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False,
+                                            _request_timeout=deadlines.CALL)
         except exceptions.ApiException as error:
             if error.status == 404 or (error.status == 409 and uid):  # gone, or a new pod of that name
                 return False

@@ -46,6 +46,7 @@ from kubernetes.client import exceptions
 from agents import bookkeeping, ownership, retries
 from agents.cache import store as cache_mod
 from federation.api import names
+from federation.kube import deadlines
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -175,7 +176,8 @@ class WorkloadSync:
             return self._conflict(value, body, ownership.claim(labels=None, annotations=None, value=value,
                                                                where=f"{namespace}/{name}").reason)
         try:
-            response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False)
+            response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False,
+            _request_timeout=deadlines.CALL)
             live = json.loads(response.data)
         except exceptions.ApiException as error:
             if error.status != 404:
@@ -196,7 +198,8 @@ class WorkloadSync:
             return UNCHANGED
         if verdict.verdict == ownership.ADOPT:
             LOG.info("adopting deployment=%s/%s reason=%s", namespace, name, verdict.reason)
-        self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False)
+        self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False,
+            _request_timeout=deadlines.CALL)
         LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
         return UPDATED
 
@@ -217,19 +220,22 @@ class WorkloadSync:
     def _create(self, namespace: str, body: Json) -> None:
         """Create the Deployment; a namespace the member lacks is created first (as Karmada does)."""
         try:
-            self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+            self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
+            _request_timeout=deadlines.CALL)
             return
         except exceptions.ApiException as error:
             if error.status != 404 or self._core is None:
                 raise
         try:
             meta = {"name": namespace, "labels": {names.CREATED_BY_LABEL: "agent"}}
-            self._core.create_namespace({"metadata": meta}, _preload_content=False)
+            self._core.create_namespace({"metadata": meta}, _preload_content=False,
+            _request_timeout=deadlines.CALL)
             LOG.info("namespace created namespace=%s", namespace)
         except exceptions.ApiException as error:
             if error.status != 409:  # 409: created meanwhile
                 raise
-        self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+        self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
+            _request_timeout=deadlines.CALL)
 
     def sync_once(self) -> dict[str, int]:
         """Apply every assignment; outcome counts. Deletes nothing (module docstring)."""
@@ -292,7 +298,8 @@ class WorkloadSync:
                                   "annotations": dict.fromkeys(ours)}}
             try:
                 self._apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
-                                                       _content_type="application/merge-patch+json")
+                                                       _content_type="application/merge-patch+json",
+                                                       _request_timeout=deadlines.CALL)
             except exceptions.ApiException as error:
                 if error.status == 404:
                     continue
@@ -314,7 +321,7 @@ class WorkloadSync:
             return []
         label = f"{names.SPREAD_LABEL}={spread.partition('/')[2]},{names.FEDERATION_LABEL}={federation}"
         listing = json.loads(self._apps.list_deployment_for_all_namespaces(
-            label_selector=label, _preload_content=False, _request_timeout=30).data)
+            label_selector=label, _preload_content=False, _request_timeout=deadlines.LIST).data)
         owned = []
         for item in listing.get("items") or ():
             meta = item.get("metadata") or {}
@@ -330,7 +337,8 @@ class WorkloadSync:
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
-            self._apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False)
+            self._apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False,
+            _request_timeout=deadlines.CALL)
         except exceptions.ApiException as error:
             if error.status == 404 or (error.status == 409 and uid):  # gone, or replaced meanwhile
                 return False

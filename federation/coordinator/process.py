@@ -64,20 +64,20 @@ from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.services import agent_service, aio_server, health, placement_service, source
 from federation.coordinator.wire import inbound
-from federation.kube import clients, webhook_https
+from federation.kube import clients, deadlines, webhook_https
 from federation.kube import errors as kube_errors
 from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
 
 HUB_KINDS = frozenset({"spread", "cluster", "deployment"})
-PROBE_TIMEOUT = 10.0
+PROBE_TIMEOUT = deadlines.PROBE
 GRPC_WORKERS = 8
 """Threads for the agent streams' calls into the facade, however many agents connect (an agent stream
 is a coroutine on the gRPC event loop, `services.aio_server`)."""
 PLACEMENT_WORKERS = 4
 """Threads for PlacementService's calls (a what-if may take a while), apart from the agents'."""
-HUB_CALL_TIMEOUT = 10.0
+HUB_CALL_TIMEOUT = deadlines.CALL
 """Deadline of the hub call that registers a new agent's MemberCluster."""
 GRACE_SECONDS = 1.0
 """On stop, open calls get this long before they are cancelled."""

@@ -141,7 +141,8 @@ class Story:
             placed = None
         pods: dict[tuple[str, str], list[int]] = {}
         for name, core in self.members.items():
-            found = core.list_namespaced_pod(NAMESPACE, label_selector=f"{names.SPREAD_LABEL}={NAME}")
+            found = core.list_namespaced_pod(NAMESPACE, label_selector=f"{names.SPREAD_LABEL}={NAME}",
+                                             _request_timeout=REQUEST_TIMEOUT)
             for pod in found.items:
                 meta = pod.metadata
                 if meta is None or meta.deletion_timestamp is not None:

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 
 from kubernetes import client, config
 
-from federation.kube import errors
+from federation.kube import deadlines, errors
 
-PROBE_TIMEOUT = 10.0
+PROBE_TIMEOUT = deadlines.PROBE
 """Seconds the startup probe waits for the apiserver's /version."""
 
 KUBECONFIG_ENV = "KUBECONFIG"
@@ -99,6 +99,7 @@ def api_client(kubeconfig: pathlib.Path | None = None, *, context: str | None = 
                                environ=os.environ if environ is None else environ)
     if pool_size is not None:
         settings.connection_pool_maxsize = pool_size
+    settings.retries = deadlines.URLLIB3_RETRIES
     api = client.ApiClient(settings)
     if probe:
         probe_server(api, timeout=probe_timeout, source=source, in_cluster=in_cluster)

@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
+from federation.kube import deadlines
+
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
@@ -54,8 +56,6 @@ BACKOFF_MAX = 8.0
 connections) would then leave the cache stale for up to 30 s more after the apiserver is back —
 longer than the webhook's creatingPods entries live (30 s), so pods admitted meanwhile could be
 forgotten. With 8 s the member-restart fault test sees the watches relist seconds after /readyz."""
-CONNECT_TIMEOUT = 10.0
-LIST_TIMEOUT = 120.0
 QUICK_END = 1.0
 """A watch that ends sooner than this without any event counts as a failure (backoff)."""
 _CHANGES: dict[str, EventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
@@ -118,7 +118,7 @@ class Reflector:
     def __init__(self, kind: str, lister: Callable[..., Any], *, emit: Emit | None = None,
                  emit_keyed: KeyedEmit | None = None, stop: threading.Event,
                  label_selector: str | None = None, field_selector: str | None = None,
-                 watch_seconds: int = 300, page_size: int = 500) -> None:
+                 watch_seconds: int = deadlines.WATCH_SECONDS, page_size: int = 500) -> None:
         if emit is not None and emit_keyed is None:
             self._emit = _unkeyed(emit)
         elif emit_keyed is not None and emit is None:
@@ -204,7 +204,7 @@ class Reflector:
         version = ""
         while True:
             response = self._lister(limit=self._page_size, _continue=token, _preload_content=False,
-                                    _request_timeout=(CONNECT_TIMEOUT, LIST_TIMEOUT), **self._selectors)
+                                    _request_timeout=deadlines.LIST, **self._selectors)
             body = json.loads(response.data)
             yield from body.get("items") or ()
             meta = body.get("metadata") or {}
@@ -220,7 +220,7 @@ class Reflector:
         response = self._lister(
             watch=True, resource_version=self._version, allow_watch_bookmarks=True,
             timeout_seconds=self._watch_seconds, _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT, self._watch_seconds + 30), **self._selectors)
+            _request_timeout=deadlines.watch(self._watch_seconds), **self._selectors)
         self._response = response
         received = 0
         try:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client import exceptions
 
+from federation.kube import deadlines
+
 LOG = logging.getLogger(__name__)
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -52,16 +54,16 @@ def apply(api_client: client.ApiClient, config: Json) -> None:
     create, read, replace, _ = _calls(client.AdmissionregistrationV1Api(api_client), config["kind"])
     name = config["metadata"]["name"]
     try:
-        create(config)  # the client accepts plain dicts as bodies
+        create(config, _request_timeout=deadlines.CALL)  # the client accepts plain dicts as bodies
         LOG.info("%s %s created", config["kind"], name)
         return
     except exceptions.ApiException as error:
         if error.status != 409:
             raise
-    current = read(name)
+    current = read(name, _request_timeout=deadlines.CALL)
     replacement = {**config, "metadata": {**config["metadata"],
                                           "resourceVersion": current.metadata.resource_version}}
-    replace(name, replacement)
+    replace(name, replacement, _request_timeout=deadlines.CALL)
     LOG.info("%s %s replaced", config["kind"], name)
 
 
@@ -69,7 +71,7 @@ def remove(api_client: client.ApiClient, kind: Kind, name: str) -> bool:
     """Delete the configuration; False when it did not exist."""
     _, _, _, delete = _calls(client.AdmissionregistrationV1Api(api_client), kind)
     try:
-        delete(name)
+        delete(name, _request_timeout=deadlines.CALL)
     except exceptions.ApiException as error:
         if error.status == 404:
             return False

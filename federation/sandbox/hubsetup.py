@@ -19,7 +19,7 @@ def install_crds(kubeconfig: str, files: Sequence[pathlib.Path]) -> list[str]:
     """Create (or replace) every CRD in `files` and wait until each is Established."""
     from kubernetes import client
 
-    from federation.kube import clients, errors
+    from federation.kube import clients, deadlines, errors
 
     api = client.ApiextensionsV1Api(clients.api_client(pathlib.Path(kubeconfig)))
     names = []
@@ -30,17 +30,17 @@ def install_crds(kubeconfig: str, files: Sequence[pathlib.Path]) -> list[str]:
             name = document["metadata"]["name"]
             try:
                 with errors.translated(f"create CRD {name}"):
-                    api.create_custom_resource_definition(document)
+                    api.create_custom_resource_definition(document, _request_timeout=deadlines.CALL)
             except errors.Conflict:  # it exists: replace it
-                current = api.read_custom_resource_definition(name)
+                current = api.read_custom_resource_definition(name, _request_timeout=deadlines.CALL)
                 version = current.metadata.resource_version if current.metadata else None
                 document["metadata"]["resourceVersion"] = version
-                api.replace_custom_resource_definition(name, document)
+                api.replace_custom_resource_definition(name, document, _request_timeout=deadlines.CALL)
             names.append(name)
     deadline = time.monotonic() + ESTABLISH_TIMEOUT
     for name in names:
         while True:
-            crd = api.read_custom_resource_definition(name)
+            crd = api.read_custom_resource_definition(name, _request_timeout=deadlines.CALL)
             conditions = crd.status.conditions or [] if crd.status else []
             if any(c.type == "Established" and c.status == "True" for c in conditions):
                 break

@@ -33,6 +33,7 @@ from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
 from federation.core import status as status_core
+from federation.kube import deadlines
 
 LOG = logging.getLogger(__name__)
 
@@ -89,10 +90,12 @@ class StatusWriter:
         args = (common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, name)
 
         def read() -> Json:
-            return self._raw(self._custom.get_namespaced_custom_object_status(*args, _preload_content=False))
+            return self._raw(self._custom.get_namespaced_custom_object_status(*args, _preload_content=False,
+                _request_timeout=deadlines.CALL))
 
         def patch(body: Json) -> None:
-            self._custom.patch_namespaced_custom_object_status(*args, body, _content_type=MERGE_PATCH)
+            self._custom.patch_namespaced_custom_object_status(*args, body, _content_type=MERGE_PATCH,
+                _request_timeout=deadlines.CALL)
 
         return self._write_model("spread", key, read=read, patch=patch, new=status)
 
@@ -101,10 +104,12 @@ class StatusWriter:
         args = (common.API_GROUP, common.API_VERSION, cluster_api.PLURAL, name)
 
         def read() -> Json:
-            return self._raw(self._custom.get_cluster_custom_object_status(*args, _preload_content=False))
+            return self._raw(self._custom.get_cluster_custom_object_status(*args, _preload_content=False,
+                _request_timeout=deadlines.CALL))
 
         def patch(body: Json) -> None:
-            self._custom.patch_cluster_custom_object_status(*args, body, _content_type=MERGE_PATCH)
+            self._custom.patch_cluster_custom_object_status(*args, body, _content_type=MERGE_PATCH,
+                _request_timeout=deadlines.CALL)
 
         return self._write_model("cluster", name, read=read, patch=patch, new=status)
 
@@ -115,7 +120,8 @@ class StatusWriter:
             raise ValueError(f"not Deployment status replica fields: {sorted(unknown)}")
 
         def attempt() -> bool:
-            response = self._apps.read_namespaced_deployment_status(name, namespace, _preload_content=False)
+            response = self._apps.read_namespaced_deployment_status(name, namespace, _preload_content=False,
+                                                                _request_timeout=deadlines.CALL)
             obj = self._raw(response)
             old = obj.get("status") or {}
             wanted: Json = {k: int(v) for k, v in fields.items()}
@@ -126,7 +132,8 @@ class StatusWriter:
                 self.skips["deployment"] += 1
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": wanted}
-            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH)
+            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH,
+                _request_timeout=deadlines.CALL)
             self.writes["deployment"] += 1
             return True
 
@@ -141,7 +148,7 @@ class StatusWriter:
         def attempt() -> bool:
             try:
                 obj = self._raw(self._apps.read_namespaced_deployment_status(
-                    name, namespace, _preload_content=False))
+                    name, namespace, _preload_content=False, _request_timeout=deadlines.CALL))
             except exceptions.ApiException as error:
                 if error.status == 404:
                     return False
@@ -152,7 +159,8 @@ class StatusWriter:
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                     "status": dict.fromkeys(present)}
-            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH)
+            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH,
+                _request_timeout=deadlines.CALL)
             self.writes["deployment"] += 1
             return True
 

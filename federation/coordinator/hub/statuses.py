@@ -61,6 +61,7 @@ class StatusPass:
         self._member_status: dict[str, tuple[cluster_api.MemberClusterStatus, datetime.datetime]] = {}
         self._invalid: dict[str, tuple[int | None, tuple[problems.Problem, ...]]] = {}
         self._released: set[tuple[str, str]] = set()  # hub Deployments whose status is to be cleared
+        self._hub_away = False  # this pass met a hub that did not answer: the rest of it waits
 
     # --- what the hub watcher tells it -------------------------------------------------------
 
@@ -91,7 +92,11 @@ class StatusPass:
     # --- one pass -------------------------------------------------------------------------------
 
     def run(self, now: datetime.datetime) -> None:
-        """Compute every status under the facade's lock, write them outside it."""
+        """Compute every status under the facade's lock, write them outside it.
+
+        A write that times out or finds the hub unreachable ends the writing of this pass (each
+        would wait out its deadline too); the next pass writes everything that is still due."""
+        self._hub_away = False
         with self.coordinator.lock:
             spreads = [self._spread_job(key, now=now) for key in sorted(self.world.placements)]
             members = [self._member_job(name, now=now) for name in self.world.cluster_names()
@@ -207,6 +212,8 @@ class StatusPass:
 
     def _write(self, write: Callable[[], bool], *, what: str, key: str) -> bool:
         """Run one status write; False (logged, quietly for a vanished object) when it failed."""
+        if self._hub_away:
+            return False
         try:
             with kube_errors.translated():
                 write()
@@ -214,7 +221,9 @@ class StatusPass:
         except kube_errors.NotFound:
             log.debug("status target gone", extra={"kind": what, "key": key})
         except (kube_errors.Unreachable, kube_errors.Timeout) as error:
-            log.warning("status write failed", extra={"kind": what, "key": key, "error": str(error)})
+            self._hub_away = True
+            log.warning("status write failed; the rest of this status pass waits for the next",
+                        extra={"kind": what, "key": key, "error": str(error)})
         except kube_errors.KubeError as error:
             log.warning("status write failed", extra={"kind": what, "key": key,
                                                       "status": error.status, "reason": error.reason})

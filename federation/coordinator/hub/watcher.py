@@ -30,7 +30,7 @@ from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments
-from federation.kube import reflector
+from federation.kube import deadlines, reflector
 
 LOG = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class HubWatcher:
     """Three list-then-watch threads on the hub, delivering HubEvents to `on_event`."""
 
     def __init__(self, api_client: client.ApiClient, on_event: Callable[[HubEvent], None], *,
-                 watch_seconds: int = 300) -> None:
+                 watch_seconds: int = deadlines.WATCH_SECONDS) -> None:
         custom = client.CustomObjectsApi(api_client)
         apps = client.AppsV1Api(api_client)
         self._on_event = on_event
