@@ -24,6 +24,9 @@ What is measured (names as Prometheus shows them):
   `..._status_write_retries_total{kind}`, `..._status_write_failures_total{kind}` — the hub
   writes (`hub.status_writer`): patches applied, skipped as unchanged, attempts repeated after
   409/429/5xx, writes given up.
+* `..._loop_stalled{loop}`, `..._loop_seconds_since_turn{loop}` — the watchdog's view of each
+  long-running loop (`federation.watchdog`): 1 while a loop has not turned within its limit, and
+  the seconds since its last turn.
 * `..._clusters_lost_total`, `..._failovers_suspended_total`, `..._failovers_deferred_total`,
   `..._failover_brakes_holding` — clusters newly lost (their replicas move unless held), times a
   spread's brake began holding (more than half its clusters silent), lost clusters made to wait
@@ -41,6 +44,7 @@ import prometheus_client
 from prometheus_client import core as prometheus_core
 from prometheus_client import registry as prometheus_registry
 
+from federation import watchdog as watchdog_mod
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
 from federation.coordinator.model import loop
@@ -58,9 +62,11 @@ STATUS_KINDS = ("spread", "cluster", "deployment")
 class Collector(prometheus_registry.Collector):
     """What the coordinator's parts count, read when Prometheus scrapes."""
 
-    def __init__(self, coordinator: facade.Coordinator, writer: status_writer.StatusWriter | None) -> None:
+    def __init__(self, coordinator: facade.Coordinator, writer: status_writer.StatusWriter | None,
+                 watchdog: watchdog_mod.Watchdog | None = None) -> None:
         self.coordinator = coordinator
         self.writer = writer
+        self.watchdog = watchdog
 
     def collect(self) -> Iterator[prometheus_core.Metric]:
         """One consistent reading: the World and the streams under the facade's lock."""
@@ -98,6 +104,24 @@ class Collector(prometheus_registry.Collector):
             yield by_kind("status_write_failures",
                           "Status writes given up (retries exhausted or not retriable), by kind.",
                           writer.failures)
+        if self.watchdog is not None:
+            yield from loop_metrics(PREFIX, self.watchdog)
+
+
+def loop_metrics(prefix: str, watchdog: watchdog_mod.Watchdog) -> Iterator[prometheus_core.Metric]:
+    """`loop_stalled{loop}` and `loop_seconds_since_turn{loop}` from the watchdog (the agent's
+    metrics use it too, with their prefix)."""
+    stalled = prometheus_core.GaugeMetricFamily(
+        prefix + "loop_stalled", "1 while a long-running loop has not turned within its limit "
+        "(the watchdog's period times factor), else 0.", labels=["loop"])
+    since = prometheus_core.GaugeMetricFamily(
+        prefix + "loop_seconds_since_turn", "Seconds since a long-running loop last turned.",
+        labels=["loop"])
+    for state in watchdog.snapshot():
+        stalled.add_metric([state.name], 1 if state.stalled else 0)
+        since.add_metric([state.name], state.seconds_since_turn)
+    yield stalled
+    yield since
 
 
 def gauge(name: str, documentation: str, value: float) -> prometheus_core.GaugeMetricFamily:
@@ -123,7 +147,8 @@ class CoordinatorMetrics:
     """The metrics of one coordinator, in their own registry; `serve` exposes them."""
 
     def __init__(self, coordinator: facade.Coordinator, *,
-                 writer: status_writer.StatusWriter | None = None) -> None:
+                 writer: status_writer.StatusWriter | None = None,
+                 watchdog: watchdog_mod.Watchdog | None = None) -> None:
         self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
         self.rounds = prometheus_client.Counter(
             PREFIX + "placement_rounds", "Placement rounds that had spreads to place.",
@@ -134,7 +159,7 @@ class CoordinatorMetrics:
             buckets=ROUND_BUCKETS, registry=self.registry)
         self.placements = prometheus_client.Counter(
             PREFIX + "spread_placements", "Spreads placed, over all rounds.", registry=self.registry)
-        self.registry.register(Collector(coordinator, writer))
+        self.registry.register(Collector(coordinator, writer, watchdog))
         self._lock = threading.Lock()
         self._server: simple_server.WSGIServer | None = None
 

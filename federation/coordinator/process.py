@@ -27,6 +27,9 @@ understand the coordinator. The threads, and why each exists:
 - **webhook** (with `--webhook-cert/--webhook-key`) — the hub's validating webhook for
   FederatedSpreads and MemberClusters over HTTPS (`hub.admission`): the Valid condition's checks,
   at the door, plus the rules across spreads from this World.
+- **watchdog** — every loop above (and each hub watch) beats each turn; a loop that stops turning
+  is logged, shown as `loop_stalled{loop}`, and — for the critical ones, hub events and timer —
+  makes readiness NOT_SERVING until it turns again (`federation.watchdog`, `_watch_loops`).
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
@@ -53,6 +56,7 @@ import grpc
 from kubernetes import client
 
 from federation import clock
+from federation import watchdog as watchdog_mod
 from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.api import spread as spread_api
@@ -83,6 +87,8 @@ GRACE_SECONDS = 1.0
 """On stop, open calls get this long before they are cancelled."""
 RAY_PROBE_SECONDS = 5.0
 """The one question to a Ray address before joining it (`ray_join.check`) gets this long."""
+EVENTS_WAIT = 5.0
+"""The hub-events loop turns at least this often without events (its watchdog period)."""
 
 
 class CoordinatorError(Exception):
@@ -235,8 +241,11 @@ class CoordinatorProcess:
         self.agents = agent_service.AgentServicer(
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
             on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
-        self.watcher = hub.HubWatcher(self.api, self._events.put)
-        self.metrics = metrics.CoordinatorMetrics(self.coordinator, writer=self.statuses.writer)
+        self.watchdog = watchdog_mod.Watchdog("coordinator", on_change=self._loop_changed)
+        self.watcher = hub.HubWatcher(self.api, self._events.put,
+                                      on_turn=lambda kind: self.watchdog.beat(f"hub-watch-{kind}"))
+        self.metrics = metrics.CoordinatorMetrics(self.coordinator, writer=self.statuses.writer,
+                                                  watchdog=self.watchdog)
         self.coordinator.on_round = self.metrics.observe_round
         self.health = health.HealthReporter()
         self._server: aio_server.AioServer | None = None
@@ -267,6 +276,7 @@ class CoordinatorProcess:
         self._server, self.port = server, port
         self._start_webhook()
         self._observe()
+        self._watch_loops()
         self.watcher.start()
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
@@ -310,6 +320,7 @@ class CoordinatorProcess:
         started = self._server is not None
         self.stopping.set()
         self._events.put(None)
+        self.watchdog.stop()
         self.health.stop()
         self.metrics.stop()
         if self._server is not None:
@@ -343,6 +354,23 @@ class CoordinatorProcess:
         except OSError as error:
             raise CoordinatorError(f"cannot listen: {error.strerror}") from None
 
+    def _watch_loops(self) -> None:
+        """Register every long-running loop with the watchdog and start it. Critical (readiness):
+        hub events and timer, which agents depend on; status and the hub watches only wait for
+        the hub, and a coordinator unready because the hub is slow would help nobody."""
+        settings = self.settings
+        self.watchdog.register("hub-events", period=EVENTS_WAIT)
+        self.watchdog.register("timer", period=settings.tick_seconds)
+        self.statuses.on_write = self.watchdog.register("status", period=settings.status_seconds,
+                                                        critical=False)
+        for kind in sorted(HUB_KINDS):
+            self.watchdog.register(f"hub-watch-{kind}", critical=False,
+                                   period=self.watcher.watch_seconds + deadlines.WATCH_SLACK)
+        self.watchdog.start()
+
+    def _loop_changed(self, _change: watchdog_mod.Change) -> None:
+        self.health.stalled(self.watchdog.critical_stalled())
+
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=f"coordinator-{name}", daemon=True)
         thread.start()
@@ -352,7 +380,11 @@ class CoordinatorProcess:
 
     def _apply_events(self) -> None:
         while True:
-            event = self._events.get()
+            self.watchdog.beat("hub-events")
+            try:
+                event = self._events.get(timeout=EVENTS_WAIT)
+            except queue.Empty:
+                continue
             if event is None or self.stopping.is_set():
                 return
             try:
@@ -407,6 +439,7 @@ class CoordinatorProcess:
     def _timer(self) -> None:
         last = self.clock()
         while not self.stopping.wait(self.settings.tick_seconds):
+            self.watchdog.beat("timer")
             now = self.clock()
             try:
                 self.tick(since=last, now=now)
@@ -427,6 +460,7 @@ class CoordinatorProcess:
 
     def _status_loop(self) -> None:
         while not self.stopping.wait(self.settings.status_seconds):
+            self.watchdog.beat("status")
             try:
                 self.write_statuses()
             except Exception:

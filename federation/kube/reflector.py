@@ -118,7 +118,8 @@ class Reflector:
     def __init__(self, kind: str, lister: Callable[..., Any], *, emit: Emit | None = None,
                  emit_keyed: KeyedEmit | None = None, stop: threading.Event,
                  label_selector: str | None = None, field_selector: str | None = None,
-                 watch_seconds: int = deadlines.WATCH_SECONDS, page_size: int = 500) -> None:
+                 watch_seconds: int = deadlines.WATCH_SECONDS, page_size: int = 500,
+                 beat: Callable[[], None] | None = None) -> None:
         if emit is not None and emit_keyed is None:
             self._emit = _unkeyed(emit)
         elif emit_keyed is not None and emit is None:
@@ -131,6 +132,9 @@ class Reflector:
         self._selectors = {"label_selector": label_selector, "field_selector": field_selector}
         self._watch_seconds = watch_seconds
         self._page_size = page_size
+        self._beat = beat if beat is not None else _nothing
+        """Called at every turn: each attempt to list or watch, each page, each watch event (a
+        `federation.watchdog` heartbeat; a quiet watch turns only when it ends, `deadlines.watch`)."""
         self._version: str | None = None
         self._known: dict[str, int | str] = {}  # key -> compact_version(resourceVersion), as last emitted
         self._response: Any = None
@@ -141,6 +145,7 @@ class Reflector:
         """List and watch until the stop event is set."""
         failures = 0
         while not self._stop.is_set():
+            self._beat()
             try:
                 if self._version is None:
                     self._relist()
@@ -206,6 +211,7 @@ class Reflector:
             response = self._lister(limit=self._page_size, _continue=token, _preload_content=False,
                                     _request_timeout=deadlines.LIST, **self._selectors)
             body = json.loads(response.data)
+            self._beat()
             yield from body.get("items") or ()
             meta = body.get("metadata") or {}
             version = str(meta.get("resourceVersion") or version)
@@ -228,6 +234,7 @@ class Reflector:
                 return received
             for event in _lines(response):
                 received += 1
+                self._beat()
                 self._event(event)
                 if self._stop.is_set():
                     break
@@ -254,6 +261,10 @@ class Reflector:
                 self._known[object_key] = compact_version(version)
         if version:
             self._version = str(version)
+
+
+def _nothing() -> None:
+    """The beat of a reflector nobody watches."""
 
 
 def _unkeyed(emit: Emit) -> KeyedEmit:

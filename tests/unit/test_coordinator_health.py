@@ -2,8 +2,8 @@
 
 Real `grpc.aio` servers (`aio_server.AioServer`) and real clients, as a kubelet probe or grpcurl
 would ask: NOT_SERVING for the server and each service until the hub is listed, SERVING after
-(a Watch sees the change), `liveness` SERVING throughout, NOT_SERVING once stopping; the
-health-only port serves health and nothing else; reflection on the main server lists the
+(a Watch sees the change), NOT_SERVING while a critical loop is stalled, `liveness` SERVING
+throughout, NOT_SERVING once stopping; the health-only port serves health and nothing else; reflection on the main server lists the
 coordinator's services with their descriptors.
 """
 
@@ -105,3 +105,20 @@ def test_a_second_coordinator_cannot_share_a_health_port() -> None:
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_stalled_critical_loop_makes_readiness_not_serving_until_it_turns(
+        main: tuple[health.HealthReporter, grpc.Channel]) -> None:
+    reporter, channel = main
+    reporter.stalled(True)  # before the hub is listed: NOT_SERVING either way
+    reporter.serving()
+    assert grpc_probes.status(channel) == "NOT_SERVING", "listed, but a loop is stalled"
+    reporter.stalled(False)
+    assert {name: grpc_probes.status(channel, name) for name in health.READINESS} == dict.fromkeys(
+        health.READINESS, "SERVING")
+    reporter.stalled(True)
+    assert {name: grpc_probes.status(channel, name) for name in health.READINESS} == dict.fromkeys(
+        health.READINESS, "NOT_SERVING")
+    assert grpc_probes.status(channel, health.LIVENESS) == "SERVING", "a stall is no reason to restart"
+    reporter.stalled(False)
+    assert grpc_probes.status(channel) == "SERVING"

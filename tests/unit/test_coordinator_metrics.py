@@ -4,7 +4,8 @@ A real facade over a real World (three clusters, one spread; `ManualClock`) is d
 hub's first listing, a partition (the failover brake holds), a real loss and the failover rate
 limit; after each step the registry must show the rounds, spreads, streams and failover counts
 the parts kept. The status writer's counts are checked through its own retry loop (a 500 retried
-then given up, a 404 not counted), and /metrics is read over real HTTP.
+then given up, a 404 not counted), the watchdog's loops through a watchdog on a clock the test
+moves, and /metrics is read over real HTTP.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import exceptions
 
+from federation import watchdog
 from federation.api import names
 from federation.coordinator import facade, metrics
 from federation.coordinator.hub import status_writer
@@ -187,3 +189,21 @@ def test_the_exposition_is_the_registry() -> None:
         assert f"# TYPE fedspread_coordinator_{name} gauge" in text
     for name in ("placement_rounds", "clusters_lost", "failovers_suspended", "failovers_deferred"):
         assert f"# TYPE fedspread_coordinator_{name}_total counter" in text
+
+
+def test_the_watchdogs_loops_are_metrics() -> None:
+    ticks = [0.0]
+    dog = watchdog.Watchdog("coordinator", clock=lambda: ticks[0], factor=3.0, floor=0.0)
+    timer = dog.register("timer", period=1.0)
+    dog.register("status", period=2.0, critical=False)
+    found = metrics.CoordinatorMetrics(federation(ManualClock(T0)), watchdog=dog)
+    ticks[0] = 4.0
+    timer()
+    ticks[0] = 7.0
+    dog.check()
+    assert found.value("loop_stalled", {"loop": "status"}) == 1
+    assert found.value("loop_stalled", {"loop": "timer"}) == 0
+    assert found.value("loop_seconds_since_turn", {"loop": "status"}) == 7.0
+    assert found.value("loop_seconds_since_turn", {"loop": "timer"}) == 3.0
+    assert metrics.CoordinatorMetrics(federation(ManualClock(T0))).value(
+        "loop_stalled", {"loop": "timer"}) is None  # no watchdog, no loop metrics

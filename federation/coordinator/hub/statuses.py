@@ -61,6 +61,9 @@ class StatusPass:
         self._member_status: dict[str, tuple[cluster_api.MemberClusterStatus, datetime.datetime]] = {}
         self._invalid: dict[str, tuple[int | None, tuple[problems.Problem, ...]]] = {}
         self._released: set[tuple[str, str]] = set()  # hub Deployments whose status is to be cleared
+        self.on_write: Callable[[], None] = lambda: None
+        """Called before each write (the status loop's watchdog heartbeat: a pass of many writes
+        is turning as long as each write ends within its deadline)."""
         self._hub_away = False  # this pass met a hub that did not answer: the rest of it waits
 
     # --- what the hub watcher tells it -------------------------------------------------------
@@ -214,6 +217,7 @@ class StatusPass:
         """Run one status write; False (logged, quietly for a vanished object) when it failed."""
         if self._hub_away:
             return False
+        self.on_write()
         try:
             with kube_errors.translated():
                 write()

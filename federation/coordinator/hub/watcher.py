@@ -113,10 +113,12 @@ def parse_deployment(obj: Json) -> DeploymentInfo:
 
 
 class HubWatcher:
-    """Three list-then-watch threads on the hub, delivering HubEvents to `on_event`."""
+    """Three list-then-watch threads on the hub, delivering HubEvents to `on_event`; `on_turn(kind)`
+    at every turn of a stream (the coordinator's watchdog heartbeat, `federation.watchdog`)."""
 
     def __init__(self, api_client: client.ApiClient, on_event: Callable[[HubEvent], None], *,
-                 watch_seconds: int = deadlines.WATCH_SECONDS) -> None:
+                 watch_seconds: int = deadlines.WATCH_SECONDS,
+                 on_turn: Callable[[str], None] | None = None) -> None:
         custom = client.CustomObjectsApi(api_client)
         apps = client.AppsV1Api(api_client)
         self._on_event = on_event
@@ -132,8 +134,11 @@ class HubWatcher:
                                          common.API_VERSION, cluster_api.PLURAL),
             "deployment": apps.list_deployment_for_all_namespaces,
         }
+        self.watch_seconds = watch_seconds
+        turned = on_turn if on_turn is not None else (lambda _kind: None)
         self._streams = [reflector.Reflector(kind, lister, emit=functools.partial(self._emit, kind),
-                                             stop=self._stop, watch_seconds=watch_seconds)
+                                             stop=self._stop, watch_seconds=watch_seconds,
+                                             beat=functools.partial(turned, kind))
                          for kind, lister in listers.items()]
         self._threads: list[threading.Thread] = []
 

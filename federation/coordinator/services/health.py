@@ -3,8 +3,11 @@
 Why: a process that listens is not yet a coordinator that can be used. Until the hub has been
 listed (`facade.Coordinator.mark_hub_synced`) it places nothing and resyncs no agent, so it says
 NOT_SERVING — for the whole server (service "") and for each of its services — and SERVING
-after. `LIVENESS` is SERVING from the start until the process stops: a liveness probe must not
-restart a coordinator that is still listing a large or slow hub.
+after; NOT_SERVING again while a critical loop is stalled (`stalled`: the watchdog,
+`federation.watchdog`, sees the hub-events or timer loop stop turning; a coordinator that no
+longer places is not one to send agents to). `LIVENESS` is SERVING from the start until the
+process stops: a liveness probe must not restart a coordinator that is still listing a large or
+slow hub.
 
 Where it is served, and why twice:
 * on the main server (`--listen`, mTLS), with reflection of the served services, for anyone who
@@ -58,6 +61,7 @@ class HealthReporter:
     def __init__(self) -> None:
         self._servers: list[tuple[aio_server.AioServer, health.aio.HealthServicer]] = []
         self._ready = False
+        self._stalled = False
         self._own: aio_server.AioServer | None = None
         self._lock = threading.Lock()
         """`serving` (the hub-events thread) and `stop` (the main thread) may meet."""
@@ -98,6 +102,18 @@ class HealthReporter:
                 self._apply(server, servicer)
         log.info("health: SERVING", extra={"services": list(READINESS)})
 
+    def stalled(self, stalled: bool) -> None:
+        """A critical loop is stalled (True: NOT_SERVING for readiness) or none is (False)."""
+        with self._lock:
+            if stalled == self._stalled:
+                return
+            self._stalled = stalled
+            for server, servicer in self._servers:
+                self._apply(server, servicer)
+        if self._ready:
+            log.info("health: %s", "NOT_SERVING (a loop is stalled)" if stalled else "SERVING",
+                     extra={"services": list(READINESS)})
+
     def stop(self) -> None:
         """NOT_SERVING everywhere (the coordinator is stopping), and stop the health-only server;
         safe to call twice."""
@@ -113,7 +129,7 @@ class HealthReporter:
             own.stop(grace=None)
 
     def _apply(self, server: aio_server.AioServer, servicer: health.aio.HealthServicer) -> None:
-        status = SERVING if self._ready else NOT_SERVING
+        status = SERVING if self._ready and not self._stalled else NOT_SERVING
         for name in READINESS:
             server.call(servicer.set(name, status))
         server.call(servicer.set(LIVENESS, SERVING))
