@@ -3,8 +3,8 @@
 Real `grpc.aio` servers (`aio_server.AioServer`) and real clients, as a kubelet probe or grpcurl
 would ask: NOT_SERVING for the server and each service until the hub is listed, SERVING after
 (a Watch sees the change), NOT_SERVING while a critical loop is stalled, `liveness` SERVING
-throughout, NOT_SERVING once stopping; the health-only port serves health and nothing else; reflection on the main server lists the
-coordinator's services with their descriptors.
+throughout, NOT_SERVING once stopping; the health-only port serves health and nothing else;
+reflection on the main server lists the coordinator's services with their descriptors.
 """
 
 from __future__ import annotations
