@@ -5,6 +5,8 @@ coordinator); seeing them connected here is the quickest way to understand the a
 follows dependencies: the cache starts first (the loops read it), the webhook is serving before it
 is registered (the apiserver may call it at once), the link starts last (assignments then find
 everything ready). Stop runs in reverse, and the link stopping never clears the bookkeeping.
+A watchdog (`federation.watchdog`) sees a loop that stops turning: logged once, shown in the
+metrics, and /readyz answers 503 while a controller loop (workload, reconciler) is stalled.
 Startup steps that can fail on user input (kubeconfig, certificates) live in agents.bootstrap.
 """
 
@@ -28,6 +30,7 @@ from agents.controller import reconciler, workload
 from agents.inventory import reporter
 from agents.link import client as link_client
 from agents.webhook import handler, registration, server
+from federation import watchdog as watchdog_mod
 from federation.api import names
 from federation.certs import store, transport
 from federation.kube import errors as kube_errors
@@ -39,6 +42,8 @@ COUNT_WAIT_SECONDS = 1.5
 """How long the webhook waits for a spread's pods to be counted after a start before it refuses a
 pod for now (the apiserver gives it 2 s; the controller counts within a second of the cache's
 first list)."""
+WORKLOAD_WAIT = 1.0
+"""The workload loop turns at least this often (its watchdog period)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +85,8 @@ class Agent:
         self.bookkeeping = bookkeeping.Bookkeeping(count_wait=COUNT_WAIT_SECONDS)
         self.outbox = outbox.Outbox()
         self.metrics = metrics.AgentMetrics(cluster=settings.cluster)
+        self.watchdog = watchdog_mod.Watchdog("agent")
+        self.metrics.watch_loops(self.watchdog)
         self._tmp = pathlib.Path(tempfile.mkdtemp(prefix="fedspread-agent-"))
         self._threads: list[threading.Thread] = []
         self._wake = threading.Event()
@@ -100,7 +107,7 @@ class Agent:
             self.webhook = server.WebhookServer(
                 handler.AdmissionHandler(self.bookkeeping, self.metrics), port=settings.webhook_port,
                 cert_file=self.serving.cert_file, key_file=self.serving.key_file,
-                ready=lambda: self.cache.synced)  # ready: serving and counting from synced caches
+                ready=self._ready)
         except (OSError, ValueError) as error:  # unreadable or mismatched certificate files
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise AgentError(f"webhook serving certificate: {error}") from None
@@ -123,7 +130,7 @@ class Agent:
             credentials=None if link_tls is None else (lambda: transport.channel_credentials(link_tls)),
             heartbeat_seconds=settings.heartbeat_seconds,
             on_assignment=lambda _value: self._wake.set(), on_removal=self._removed,
-            federation=self.federation, cache=self.cache)
+            federation=self.federation, cache=self.cache, beat=lambda: self.watchdog.beat("link"))
 
     def start(self) -> None:
         """Start every part; AgentError when a port is taken or the registration is refused."""
@@ -138,9 +145,11 @@ class Agent:
         except OSError as error:
             raise AgentError(f"webhook port {chosen.webhook_port}: {error.strerror}") from None
         self.cache.start()
+        self._watch_loops()
         self._spawn("workload", self._workload_loop)
         self._spawn("reconciler", lambda: self.reconciler.run(self.stopping))
-        self._spawn("reporter", lambda: self.reporter.run(self.stopping))
+        self._spawn("reporter", lambda: self.reporter.run(self.stopping,
+                                                          beat=lambda: self.watchdog.beat("reporter")))
         if chosen.register_webhook:
             self._register()
         self.link.start()
@@ -181,6 +190,7 @@ class Agent:
         """Stop in reverse order; safe to call twice and after a failed start."""
         self.stopping.set()
         self._wake.set()
+        self.watchdog.stop()
         self.link.stop()
         if self._registered and self.settings.deregister_on_exit:
             try:
@@ -196,6 +206,20 @@ class Agent:
         shutil.rmtree(self._tmp, ignore_errors=True)
         log.info("agent stopped", extra={"cluster": self.settings.cluster})
 
+    def _ready(self) -> bool:
+        """/readyz: serving and counting from synced caches, and no controller loop stalled."""
+        return self.cache.synced and not self.watchdog.critical_stalled()
+
+    def _watch_loops(self) -> None:
+        """Register the long-running loops with the watchdog and start it. Critical (readiness):
+        workload and reconciler, which keep the webhook's counts and quotas true; the reporter and
+        the link only talk to the coordinator, whose absence the agent survives (fail static)."""
+        self.watchdog.register("workload", period=WORKLOAD_WAIT)
+        self.reconciler.beat = self.watchdog.register("reconciler", period=reconciler.ROUND_SECONDS)
+        self.watchdog.register("reporter", period=self.settings.heartbeat_seconds, critical=False)
+        self.watchdog.register("link", period=self.link.turn_seconds, critical=False)
+        self.watchdog.start()
+
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
         thread.start()
@@ -210,7 +234,8 @@ class Agent:
 
     def _workload_loop(self) -> None:
         while not self.stopping.is_set():
-            self._wake.wait(1.0)
+            self.watchdog.beat("workload")
+            self._wake.wait(WORKLOAD_WAIT)
             self._wake.clear()
             removal: tuple[str, bool, str] | None = None
             try:

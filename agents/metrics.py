@@ -14,6 +14,8 @@ What is measured and why:
   (refused for now: a just-started agent has not counted the spread's pods yet).
 * `fedspread_agent_link_connected` and `fedspread_agent_fail_static` — whether the coordinator is
   reachable and whether the agent is enforcing its last quotas without it (fail static).
+* `fedspread_agent_loop_stalled{loop}` and `fedspread_agent_loop_seconds_since_turn{loop}` — the
+  watchdog's view of the agent's loops (workload, reconciler, reporter, link; `watch_loops`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ import threading
 from typing import Protocol
 
 import prometheus_client
+
+from federation import watchdog as watchdog_mod
+from federation import watchdog_metrics
+
+PREFIX = "fedspread_agent_"
 
 LOG = logging.getLogger(__name__)
 
@@ -84,6 +91,11 @@ class AgentMetrics:
         )
         self._lock = threading.Lock()
         self._server: Stoppable | None = None
+
+    def watch_loops(self, watchdog: watchdog_mod.Watchdog) -> None:
+        """Add `fedspread_agent_loop_stalled{loop}` and `..._loop_seconds_since_turn{loop}` from the
+        agent's watchdog (`federation.watchdog_metrics`)."""
+        self.registry.register(watchdog_metrics.LoopCollector(PREFIX, watchdog))
 
     def observe_admission(self, operation: str, seconds: float) -> None:
         """Record one admission's latency."""

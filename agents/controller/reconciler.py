@@ -127,6 +127,8 @@ Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.D
 """What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, and
 why that Deployment is left alone (a conflict)."""
 
+ROUND_SECONDS = 1.0
+"""Without a change, a reconcile round runs this often (`run`; the watchdog's period)."""
 _RETRY = retries.kube_retry(conflicts=False, attempts=4, max_wait=3.0)
 
 
@@ -148,6 +150,9 @@ class Reconciler:
         self._cache = cache
         self._clock = clock
         self.heartbeat_seconds = heartbeat_seconds
+        self.beat: Callable[[], None] = lambda: None
+        """The watchdog's heartbeat (`federation.watchdog`): called every round and before every
+        write, so a round of many writes is turning as long as each ends within its deadline."""
         self._written: dict[tuple[str, str], tuple[int, float]] = {}
         self._costs_done: dict[str, tuple[assignment.Assignment, int]] = {}
         """Per spread: the assignment and pods version whose costs are all written (skip until
@@ -212,6 +217,7 @@ class Reconciler:
     @_RETRY
     def _annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> bool:
         body = {"metadata": {"annotations": dict(annotations)}}
+        self.beat()
         try:
             self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH,
                                             _preload_content=False, _request_timeout=deadlines.CALL)
@@ -286,6 +292,7 @@ class Reconciler:
     @_RETRY
     def _delete_pod(self, namespace: str, name: str, *, uid: str) -> bool:
         options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+        self.beat()
         try:
             self._core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False,
                                             _request_timeout=deadlines.CALL)
@@ -317,7 +324,7 @@ class Reconciler:
         self._last_counts, self._last_sent = report, now
         return True
 
-    def run(self, stop: threading.Event, *, interval: float = 1.0, min_gap: float = 0.5) -> None:
+    def run(self, stop: threading.Event, *, interval: float = ROUND_SECONDS, min_gap: float = 0.5) -> None:
         """Reconcile until `stop`: after a change of the spreads' pods or of a fedspread Deployment
         (its status included), or every `interval` s.
 
@@ -325,6 +332,7 @@ class Reconciler:
         patches among them) batches into rounds instead of spinning.
         """
         while not stop.is_set():
+            self.beat()
             seen = self._cache.version(*WAKE_KINDS)
             try:
                 self.reconcile_once()

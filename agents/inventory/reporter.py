@@ -22,6 +22,7 @@ import datetime
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from agents import outbox
 from agents.cache import heap
@@ -100,11 +101,14 @@ class InventoryReporter:
             self._sent, self._last_sent = current, now
             return True
 
-    def run(self, stop: threading.Event, *, min_gap: float = 2.0) -> None:
+    def run(self, stop: threading.Event, *, min_gap: float = 2.0,
+            beat: Callable[[], None] | None = None) -> None:
         """Report until `stop`: after nodes or bound pods change, at most every `min_gap` seconds
         (a recount of 5,000 nodes and 100,000 pods costs about half a second), and at least every
-        heartbeat."""
+        heartbeat. `beat` is called every turn (the watchdog's heartbeat, `federation.watchdog`)."""
         while not stop.is_set():
+            if beat is not None:
+                beat()
             seen = self._cache.version(cache_mod.NODES, cache_mod.USAGE)
             try:
                 self.report_once()

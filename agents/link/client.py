@@ -88,6 +88,7 @@ class Link:
         clock: clock_mod.Clock = clock_mod.utcnow,
         backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
         misconfigured_backoff_seconds: float = 15.0, welcome_timeout_seconds: float = 30.0,
+        beat: Callable[[], None] | None = None,
     ) -> None:
         self.target = target
         self.cluster = cluster
@@ -112,6 +113,12 @@ class Link:
         self._initial = backoff_initial_seconds
         self._cap = backoff_cap_seconds
         self._welcome_timeout = welcome_timeout_seconds
+        self._beat = beat if beat is not None else (lambda: None)
+        """The watchdog's heartbeat (`federation.watchdog`), on the link thread: each attempt,
+        each wait, each message from the coordinator (which pings an idle stream every heartbeat)."""
+        self.turn_seconds = max(heartbeat_seconds, 2 * misconfigured_backoff_seconds)
+        """The longest the link thread waits between two beats when nothing is wrong: a ping
+        interval, or the longest wait after a refusal (`misconfigured_backoff_seconds` twice)."""
         self._stop = threading.Event()
         self._connected = threading.Event()
         self._lock = threading.Lock()
@@ -166,6 +173,7 @@ class Link:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._beat()
             retrying = tenacity.Retrying(
                 retry=tenacity.retry_if_exception(self._should_retry), wait=self._wait,
                 sleep=self._sleep, before_sleep=self._before_sleep, reraise=True)
@@ -180,7 +188,9 @@ class Link:
                 self._stop.wait(self._cap)
 
     def _sleep(self, seconds: float) -> None:
+        self._beat()
         self._stop.wait(seconds)  # interrupted by stop()
+        self._beat()
 
     def _should_retry(self, error: BaseException) -> bool:
         return isinstance(error, refusals.StreamEnded) and not error.welcomed and not self._stop.is_set()
@@ -305,6 +315,7 @@ class Link:
     # --- incoming ------------------------------------------------------------------------------
 
     def _handle(self, message: agent_pb2.CoordinatorMessage, stream: stream_mod.Outgoing) -> None:
+        self._beat()
         kind = message.WhichOneof("body")
         if kind == "welcome":
             self._welcome(message.welcome, stream)

@@ -4,7 +4,7 @@ Why this is small: the HTTPS server itself (TLS per connection, certificates rel
 files change, 400/413 for bad requests, a server that keeps serving whatever it is sent) is
 shared with the coordinator's validating webhook and lives in `federation.kube.webhook_https`.
 What is the agent's own: the path, counting every non-200 answer in its metrics, and /readyz
-saying ready only once its caches are synced.
+saying ready only once its caches are synced (and, `agents.main`, while no controller loop is stalled).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ class WebhookServer(webhook_https.WebhookServer):
                  max_body: int = review.MAX_BODY, ready: Callable[[], bool] = lambda: True) -> None:
         role = webhook_https.Role(review_path=MUTATE_PATH, owner="agent",
                                   on_http_error=admission.metrics.http_error,
-                                  not_ready="not ready: the caches are not synced yet\n")
+                                  not_ready=("not ready: the caches are not synced yet, "
+                                             "or a controller loop is stalled\n"))
         super().__init__(admission, role=role, host=host, port=port, cert_file=cert_file, key_file=key_file,
                          max_body=max_body, ready=ready)
         self.admission = admission

@@ -25,8 +25,8 @@ What is measured (names as Prometheus shows them):
   writes (`hub.status_writer`): patches applied, skipped as unchanged, attempts repeated after
   409/429/5xx, writes given up.
 * `..._loop_stalled{loop}`, `..._loop_seconds_since_turn{loop}` — the watchdog's view of each
-  long-running loop (`federation.watchdog`): 1 while a loop has not turned within its limit, and
-  the seconds since its last turn.
+  long-running loop (`federation.watchdog`, names in `federation.watchdog_metrics`): 1 while a
+  loop has not turned within its limit, and the seconds since its last turn.
 * `..._clusters_lost_total`, `..._failovers_suspended_total`, `..._failovers_deferred_total`,
   `..._failover_brakes_holding` — clusters newly lost (their replicas move unless held), times a
   spread's brake began holding (more than half its clusters silent), lost clusters made to wait
@@ -45,6 +45,7 @@ from prometheus_client import core as prometheus_core
 from prometheus_client import registry as prometheus_registry
 
 from federation import watchdog as watchdog_mod
+from federation import watchdog_metrics
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
 from federation.coordinator.model import loop
@@ -105,23 +106,7 @@ class Collector(prometheus_registry.Collector):
                           "Status writes given up (retries exhausted or not retriable), by kind.",
                           writer.failures)
         if self.watchdog is not None:
-            yield from loop_metrics(PREFIX, self.watchdog)
-
-
-def loop_metrics(prefix: str, watchdog: watchdog_mod.Watchdog) -> Iterator[prometheus_core.Metric]:
-    """`loop_stalled{loop}` and `loop_seconds_since_turn{loop}` from the watchdog (the agent's
-    metrics use it too, with their prefix)."""
-    stalled = prometheus_core.GaugeMetricFamily(
-        prefix + "loop_stalled", "1 while a long-running loop has not turned within its limit "
-        "(the watchdog's period times factor), else 0.", labels=["loop"])
-    since = prometheus_core.GaugeMetricFamily(
-        prefix + "loop_seconds_since_turn", "Seconds since a long-running loop last turned.",
-        labels=["loop"])
-    for state in watchdog.snapshot():
-        stalled.add_metric([state.name], 1 if state.stalled else 0)
-        since.add_metric([state.name], state.seconds_since_turn)
-    yield stalled
-    yield since
+            yield from watchdog_metrics.loop_metrics(PREFIX, self.watchdog)
 
 
 def gauge(name: str, documentation: str, value: float) -> prometheus_core.GaugeMetricFamily:
