@@ -1,9 +1,15 @@
-"""Fault: the hub's apiserver stops answering without closing its connections, then answers again.
+"""Faults: an apiserver (the hub's, a member's) stops answering without closing its connections.
 
-A coordinator (in-process, on the session's Ray) reaches the sandbox hub through a TCP proxy
-(`tests.support.tcp_proxy`); two stand-in agents hold a placed spread. The proxy then hangs:
-every connection, open or new, stays open and nothing is forwarded — the fault that froze the
-status loop before every call had a deadline. Meanwhile the spread is edited on the hub directly.
+The fault that froze loops before every call had a deadline: a TCP proxy (`tests.support.tcp_proxy`)
+in front of the real apiserver hangs — every connection, open or new, stays open and nothing is
+forwarded — and later answers again (resetting the connections that lived through the hang, as
+they carried nothing since). A real silent watch would be cut by its own read deadline
+(`deadlines.watch`: 330 s) instead of the reset; that part is not waited for here. No timed
+assertions: every wait is `waiting.wait_for` with a generous deadline.
+
+**Hub.** A coordinator (in-process, on the session's Ray) reaches the sandbox hub through a TCP proxy
+through the proxy; two stand-in agents hold a placed spread. The proxy then hangs, and
+meanwhile the spread is edited on the hub directly.
 
 While the hub hangs:
 * the coordinator stays alive and keeps serving: placements through the SDK, quotas in the
@@ -15,11 +21,14 @@ While the hub hangs:
 * a status write ends at its deadline (`federation.kube.deadlines`): the writer counts a failure
   although the hub never answered, which it could not without a read timeout.
 
-When the proxy answers again (it resets the connections that lived through the hang, as they
-carried nothing since), the watches resume, the edit is placed, the status is written, and the
-watchdog says once that the status loop turns again. A real silent watch would be cut by its own
-read deadline (`deadlines.watch`: 330 s) instead of the reset; that part is not waited for here.
-No timed assertions: every wait is `waiting.wait_for` with a generous deadline.
+When the proxy answers again, the watches resume, the edit is placed, the status is written, and
+the watchdog says once that the status loop turns again.
+
+**Member.** A real agent (in-process, `agents.main.Agent`) reaches member-1 through the proxy;
+the proxy hangs, then a spread is created for it: its workload loop must create the member
+Deployment and cannot. The watchdog reports the workload loop stalled (metric) and /readyz answers
+503 (a controller loop is critical), while the agent stays connected to its coordinator; when the
+proxy answers again the Deployment is created and /readyz is 200 again.
 """
 
 from __future__ import annotations
@@ -27,7 +36,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import pathlib
+import ssl
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +50,7 @@ import pytest
 import waiting
 import yaml
 
+from agents import main as agents_main
 from federation import sdk
 from federation.coordinator import process as coordinator_main
 from federation.sandbox import state
@@ -46,19 +59,26 @@ from tests.support import builders, grpc_probes, tcp_proxy
 TIMEOUT = 180.0
 """Generous: a status write on the hung hub ends after its read deadline and urllib3's one retry."""
 CRITICAL = {"hub-events", "timer"}
+MEMBER = "member-1"
+
+
+def through(proxy: tcp_proxy.TcpProxy, kubeconfig: str, directory: pathlib.Path) -> pathlib.Path:
+    """A copy of `kubeconfig` whose server is `proxy` (the address family is the same, so the
+    apiserver's certificate still fits)."""
+    document = yaml.safe_load(pathlib.Path(kubeconfig).read_text())
+    for entry in document["clusters"]:
+        entry["cluster"]["server"] = f"https://{proxy.target}"
+    proxied = directory / f"through-{proxy.port}.kubeconfig"
+    proxied.write_text(yaml.safe_dump(document))
+    return proxied
 
 
 @contextlib.contextmanager
 def coordinator_behind(proxy: tcp_proxy.TcpProxy, sandbox: state.SandboxState, clusters: conftest.Clusters,
                        *, members: list[str], directory: pathlib.Path,
                        ) -> Iterator[coordinator_main.CoordinatorProcess]:
-    """A CoordinatorProcess whose every hub call goes through `proxy`: its kubeconfig is the hub's
-    with the server's address replaced (the address family is the same, so the certificate fits)."""
-    kubeconfig = yaml.safe_load(pathlib.Path(sandbox.hub.kubeconfig).read_text())
-    for entry in kubeconfig["clusters"]:
-        entry["cluster"]["server"] = f"https://{proxy.target}"
-    proxied = directory / "hub-through-proxy.kubeconfig"
-    proxied.write_text(yaml.safe_dump(kubeconfig))
+    """A CoordinatorProcess whose every hub call goes through `proxy`."""
+    proxied = through(proxy, sandbox.hub.kubeconfig, directory)
     custom = clusters.custom(hubside.HUB)
     hubside.delete_member_clusters(custom, members)
     config = coordinator_main.CoordinatorConfig(
@@ -146,3 +166,60 @@ def test_a_hung_hub_stalls_only_the_status_loop_and_the_coordinator_recovers(
     records = [r for r in caplog.records if getattr(r, "loop", None) == "status"]
     assert [r.getMessage() for r in records][:1] == ["loop stalled: no turn within its limit"]
     assert "loop turns again after a stall" in [r.getMessage() for r in records]
+
+
+def readyz(agent: agents_main.Agent) -> int:
+    """The agent's /readyz status code, over HTTPS verified with its serving CA."""
+    context = ssl.create_default_context(cadata=agent.serving.ca_pem.decode())
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{agent.webhook.port}/readyz", context=context,
+                                    timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_a_hung_member_stalls_the_workload_loop_and_the_agent_is_unready_until_it_answers(
+        sandbox: state.SandboxState, clusters: conftest.Clusters, namespace: str, local_ray: str,
+        tmp_path: pathlib.Path) -> None:
+    (name,) = hubside.names("m1")
+    hub = hubside.Hub(clusters, namespace)
+    apps = clusters.apps(MEMBER)
+
+    def stalled(loop: str) -> float | None:
+        return agent.metrics.registry.get_sample_value("fedspread_agent_loop_stalled", {"loop": loop})
+
+    def member_deployment() -> bool:
+        found = apps.list_namespaced_deployment(namespace, field_selector="metadata.name=web").items
+        return bool(found) and found[0].spec.replicas == 2
+
+    with tcp_proxy.TcpProxy(f"127.0.0.1:{sandbox.cluster(MEMBER).port}") as proxy, \
+            hubside.running_coordinator(sandbox, clusters, members=[name]) as process:
+        agent = agents_main.Agent(agents_main.AgentConfig(
+            cluster=name, kubeconfig=through(proxy, sandbox.cluster(MEMBER).kubeconfig, tmp_path),
+            coordinator=f"127.0.0.1:{process.port}", webhook_port=hubside.free_port(), metrics_port=0,
+            register_webhook=False, heartbeat_seconds=1.0))
+        agent.start()
+        try:
+            waiting.wait_for(lambda: agent.link.connected and readyz(agent) == 200, timeout=TIMEOUT,
+                             message="the agent never became ready and connected")
+            proxy.hang()
+            everything = [{"name": "all", "clusters": [name]}]
+            hub.create(builders.deployment("web", 2, cpu="10m"),
+                       hubside.spread_body("web", target="web", subsets=everything))
+            waiting.wait_for(lambda: stalled("workload") == 1, timeout=TIMEOUT,
+                             message=lambda: f"the workload loop never reported stalled: "
+                             f"{agent.watchdog.snapshot()}")
+            waiting.wait_for(lambda: readyz(agent) == 503, timeout=TIMEOUT,
+                             message="/readyz never said 503 while the workload loop was stalled")
+            assert agent.link.connected, "the agent lost its coordinator over a hung member"
+            assert not member_deployment()
+            proxy.release()
+            waiting.wait_for(member_deployment, timeout=TIMEOUT,
+                             message="the member Deployment was never created after the hang")
+            waiting.wait_for(lambda: stalled("workload") == 0 and readyz(agent) == 200, timeout=TIMEOUT,
+                             message="the agent never became ready again")
+        finally:
+            if proxy.hung:
+                proxy.release()
+            agent.stop()
