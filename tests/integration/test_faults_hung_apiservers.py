@@ -13,8 +13,8 @@ meanwhile the spread is edited on the hub directly.
 
 While the hub hangs:
 * the coordinator stays alive and keeps serving: placements through the SDK, quotas in the
-  agents, exactly as before the hang (DESIGN.md §3a: a hung hub causes no failover, no removal,
-  no change at all), sampled all along;
+  agents, exactly as before the hang (when in doubt keep what runs: a hung hub causes no failover,
+  no removal, no change at all), sampled all along;
 * the watchdog reports the status loop stalled — a structured warning and
   `fedspread_coordinator_loop_stalled{loop="status"}` = 1 — while hub events and timer keep
   turning, so readiness stays SERVING (a slow hub is no reason to turn agents away);
