@@ -31,14 +31,13 @@ link, the SDK's `watch`) have no overall deadline by nature; a silent peer is no
 PINGs (`federation.rpc.keepalive`) and the link's Welcome timeout.
 
 Retries are not here: they stay with tenacity in the callers (`agents.retries`,
-`coordinator.hub.status_writer`), bounded and jittered, on 429, 5xx and (where the call may
-be repeated) timeouts and connection errors (`transient`).
+`coordinator.hub.status_writer`), bounded and jittered, on 429 and 5xx (and 409 where the caller
+re-reads). A call that timed out is not repeated in place — its loop's next turn tries again — so
+a silent apiserver holds a loop for one deadline, not for one deadline per attempt.
 """
 
 from __future__ import annotations
 
-from kubernetes.client import exceptions
-from urllib3 import exceptions as urllib3_errors
 from urllib3.util import retry as urllib3_retry
 
 CONNECT = 10.0
@@ -70,14 +69,3 @@ def watch(seconds: float = WATCH_SECONDS) -> tuple[float, float]:
     """`_request_timeout` of a watch asked to end after `seconds` (its `timeout_seconds`)."""
     return (CONNECT, seconds + WATCH_SLACK)
 
-
-def transient(error: BaseException) -> bool:
-    """Worth another try: an apiserver that was slow, unreachable or throttling (timeouts,
-    connection errors, 429, 5xx). Not 409: whether a conflict is worth re-reading is the caller's
-    call."""
-    if isinstance(error, exceptions.ApiException):
-        status = getattr(error, "status", None)
-        return isinstance(status, int) and (status == 429 or status >= 500)
-    return isinstance(error, (urllib3_errors.TimeoutError, urllib3_errors.ProtocolError,
-                              urllib3_errors.MaxRetryError, urllib3_errors.NewConnectionError,
-                              ConnectionError, TimeoutError))

@@ -14,12 +14,9 @@ import ast
 import inspect
 import pathlib
 
-import pytest
-import urllib3
 from kubernetes.client import api as kube_api
-from kubernetes.client import exceptions
 
-from federation.kube import deadlines
+from federation.kube import clients, deadlines
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCANNED = ("federation", "agents")
@@ -101,15 +98,14 @@ def test_deadline_values_hold_together() -> None:
     assert deadlines.watch()[1] > deadlines.WATCH_SECONDS  # the server ends a watch before we do
 
 
-@pytest.mark.parametrize(("error", "worth"), [
-    (exceptions.ApiException(status=503), True),
-    (exceptions.ApiException(status=429), True),
-    (exceptions.ApiException(status=409), False),
-    (exceptions.ApiException(status=404), False),
-    (urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out"), True),
-    (urllib3.exceptions.ProtocolError("reset"), True),
-    (ConnectionRefusedError(), True),
-    (ValueError("bad"), False),
-])
-def test_transient_errors(error: BaseException, worth: bool) -> None:
-    assert deadlines.transient(error) is worth
+
+def test_clients_built_here_retry_a_read_error_once(tmp_path: pathlib.Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    retries = clients.api_client(kubeconfig).configuration.retries
+    assert retries is deadlines.URLLIB3_RETRIES
+    assert (retries.read, retries.total) == (1, 3)
