@@ -22,6 +22,7 @@ import pytest
 
 from agents import bookkeeping, metrics
 from agents.webhook import handler, review
+from federation import watchdog
 from federation.api import names
 from federation.core import mutation
 from federation.rpc import assignment
@@ -361,6 +362,22 @@ def test_metrics_are_exposed_per_agent_registry() -> None:
     assert 'fedspread_agent_admission_seconds_bucket{le="5e-05",operation="CREATE"}' in text
     assert "fedspread_agent_link_connected 0.0" in text and "fedspread_agent_fail_static 1.0" in text
     assert second.metrics.decision_count(spread=SPREAD, subset="a", outcome=metrics.ASSIGNED) == 0
+
+
+def test_the_agents_watchdog_loops_are_metrics() -> None:
+    ticks = [0.0]
+    dog = watchdog.Watchdog("agent", clock=lambda: ticks[0], floor=0.0)
+    dog.register("workload", period=1.0)
+    beat = dog.register("link", period=10.0, critical=False)
+    found = metrics.AgentMetrics(cluster="c1")
+    found.watch_loops(dog)
+    ticks[0] = 5.0
+    beat()
+    dog.check()
+    text = found.exposition().decode()
+    assert 'fedspread_agent_loop_stalled{loop="workload"} 1.0' in text
+    assert 'fedspread_agent_loop_stalled{loop="link"} 0.0' in text
+    assert 'fedspread_agent_loop_seconds_since_turn{loop="workload"} 5.0' in text
 
 
 def test_a_pod_of_a_spread_not_counted_yet_is_refused_for_now() -> None:
