@@ -25,7 +25,7 @@ What one run records (`measure`):
 The sweep (`run`) moves one dimension at a time away from a base federation of 1,000 clusters
 (`FULL_BASE`: 1,000 spreads, 10 clusters per spread, 2 node pools per cluster, one pod template):
 spreads 10k/100k, clusters per spread 100/1,000, pools 50/200, templates 16/1,000, on the
-in-process backend; then the goal's federation (`GOAL`: 10k spreads × 1,000 clusters, ~100 per
+in-process backend; then the goal's federation (`GOAL`: 10k spreads x 1,000 clusters, ~100 per
 spread) once per backend — `local` places in this process (`--no-ray`), `ray` on the SpreadShard
 actors of a local Ray started for the run as `fedspread coordinator` does without `--ray-address`.
 One machine cannot show Ray across nodes; it shows what Ray costs and saves on the cores it has.
@@ -220,7 +220,8 @@ def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder
         samples["capacity_grow"].append(events.capacity(coordinator, recorder, ask, index=spill,
                                                         change=GROW_NODES, timeout=timeout))
     for index in (k * shape.clusters // CAPACITY_CHANGES + 2 for k in range(CAPACITY_CHANGES)):
-        stuck = [(placement_world.spread(i, shape).key, "home") for i in placement_world.homed_at(index, shape)]
+        homed = placement_world.homed_at(index, shape)
+        stuck = [(placement_world.spread(i, shape).key, "home") for i in homed]
         samples["capacity_shrink"].append(events.capacity(coordinator, recorder, ask, index=index,
                                                           change=-SHRINK_NODES, stuck=stuck, timeout=timeout))
     for index in (k * shape.clusters // CORDONS + 1 for k in range(CORDONS)):

@@ -187,7 +187,8 @@ def say(word: str, body: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.placement_swarm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.placement_swarm",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--target", required=True, help="the coordinator's AgentService, HOST:PORT")
     parser.add_argument("--shape", required=True, help="the federation's placement_world.Shape, as JSON")
     options = parser.parse_args(argv)

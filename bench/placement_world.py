@@ -16,8 +16,9 @@ A `Shape` is one point of the benchmark's sweep, one dimension at a time:
 One spread in `HUNGRY_EVERY` is *hungry*: it asks for more big pods than its home cluster and the
 next one (its spill) can hold, so it is never settled and replicas wait: when its spill cluster
 gains nodes, waiting replicas really move there — the benchmark's capacity growth moves replicas,
-it is not a no-op by construction. Clusters are lost only after an hour: a long event holds the coordinator's lock, and
-heartbeats queued behind it must not make clusters lost (failover is bench/failover.py's).
+it is not a no-op by construction. Clusters are lost only after an hour: a long event holds the
+coordinator's lock, and heartbeats queued behind it must not make clusters lost (failover is
+bench/failover.py's).
 """
 
 from __future__ import annotations
