@@ -69,11 +69,13 @@ def region_of(index: int, shape: Shape) -> str:
 
 
 def pools(index: int, shape: Shape, *, change: int = 0) -> list[common_pb2.NodePool]:
-    """Cluster `index`'s node pools: `shape.pools - 1` general pools and one highmem pool.
+    """Cluster `index`'s node pools: `shape.pools - 1` general pools sharing about 20 nodes (at least
+    one each) and one highmem pool.
     `change` adds (or, negative, removes) nodes of the first general pool: a capacity event."""
-    found = []
-    for number in range(max(1, shape.pools - 1)):
-        count = max(0, 20 + (index + number) % 7 + (change if number == 0 else 0))
+    found, general = [], max(1, shape.pools - 1)
+    for number in range(general):
+        nodes = max(1, (20 + (index + number) % 7) // general)  # about 20 nodes whatever the pools
+        count = max(0, nodes + (change if number == 0 else 0))
         found.append(common_pb2.NodePool(
             name=f"general-{number}", count=count, labels={"pool": f"general-{number}"},
             allocatable={"cpu": "16", "memory": "64Gi", "pods": "110"},
