@@ -242,7 +242,11 @@ def run(*, quick: bool, report: Callable[[str], None],
     found = []
     for varied, shape, backend in runs:
         report(f"placement {varied}: {json.dumps(shape.describe())}, {backend}")
-        found.append({"varied": varied, **run_one(shape, backend=backend)})
+        try:
+            found.append({"varied": varied, **run_one(shape, backend=backend)})
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as error:  # the others still count
+            found.append({"varied": varied, **shape.describe(), "backend": backend,
+                          "error": f"{type(error).__name__}: {str(error)[-500:]}"})
         report(json.dumps(found[-1]))
     return found
 

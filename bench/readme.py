@@ -154,7 +154,13 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
     10k x 1,000 federation, one row each, for every backend that ran it."""
     when = _when(document, only="placement")
     for row in document.get("placement") or []:
-        if "error" in row or "events" not in row:
+        if "error" in row:
+            figure = (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters "
+                      f"({row.get('varied', '?')}), {row.get('backend')}: did not complete "
+                      f"({row['error'][:160]})")
+            yield ("placement", figure, "—", "**not measured**", _load(row, document), when)
+            continue
+        if "events" not in row:
             continue
         load, events = _load(row, document), row["events"]
         size = (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters, "
