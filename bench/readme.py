@@ -168,7 +168,8 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
                 f"{row['templates']:,} templates ({row.get('varied', '?')}), {row['backend']}, "
                 f"{row['streams']:,} streams live")
         moves = "; ".join(f"{kind.replace('_', ' ')} p99 {found['p99_ms']} ms (n={found['n']}, "
-                          f"{found['replaced_median']:g} spreads placed)"
+                          f"{found['replaced_median']:g} spreads placed"
+                          f"{'' if found['messages_median'] else ', nothing sent'})"
                           for kind, found in events.items() if found.get("n"))
         figure = (f"{size}: full round {row['full_s']} s ({row['per_spread_ms']} ms per spread), "
                   f"delivered {row['delivered_s']} s; {moves}; RSS {row['rss_total_mb']} MB")
