@@ -247,7 +247,11 @@ class Coordinator:
                 return loop.Round(placements={})
             batch = self.backend.place_batch if self.backend.parallel else None
             result = loop.recompute(self.world, keys, now=self.clock(), place_batch=batch)
-            if batch is not None:
+            if result.fell_back:
+                log.warning("the placement shards did not answer; this round was placed in the "
+                            "coordinator's process instead", extra={
+                                "spreads": len(result.placements), "error": result.fell_back})
+            elif batch is not None:
                 self._say_if_ray_gained_nothing(result)
             listening = {name for name, stream in self._streams.items() if stream.resynced}
             # Deleted spreads first (their deletionPolicy decides): a spread that took over the

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Hashable, Mapping, Sequence
 
 from federation.api import cluster, quantity
-from federation.core import fit
+from federation.core import charge_fold, fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +91,9 @@ class Ledger:
     admitting pool and the reported requests are whole nano-units ("additive"), the fold is a sum,
     so a spread's charges are taken out or replaced by subtraction and addition (a charge's
     additions are a function of the charge: nothing per charge is stored). When a pool was short
-    (a cluster full of pending pods), the ledger folds the charges again in order.
+    (a cluster full of pending pods), the ledger folds the charges again in order, from the
+    changed spread's position on, keeping a record of the fold (`charge_fold.Record`) from which
+    "without K's charges" costs the charges K's absence really changes (`charge_fold.without`).
     """
 
     def __init__(self, pools: Sequence[fit.Pool] = ()) -> None:
@@ -106,7 +108,12 @@ class Ledger:
         self._without: dict[str, State] = {}
         self._frozen: State | None = None
         self._cached = 0
-        """The version `_slots` and `_without` hold answers for."""
+        """The version `_slots`, `_without` and `_sequence` hold answers for."""
+        self._record: charge_fold.Record | None = None
+        """The recorded fold of the charges as they are (None: not kept; built when needed)."""
+        self._sequence: list[tuple[Charge, ...]] | None = None
+        self._requests: collections.Counter[fit.Requests] = collections.Counter()
+        """Every charge's requests, counted (what a full pool would have to take)."""
         self.version = 0
         """Bumped whenever the fully charged state may have changed."""
         self.set_pools(pools)
@@ -163,6 +170,12 @@ class Ledger:
         old = self._charges.get(key, ())
         if old == charges:
             return False
+        for item in old:
+            self._requests[item.profile.requests] -= 1
+            if not self._requests[item.profile.requests]:
+                del self._requests[item.profile.requests]
+        for item in charges:
+            self._requests[item.profile.requests] += 1
         last = self._order[-1] == key if old else not self._order or key > self._order[-1]
         if old and not charges:
             del self._charges[key]
@@ -173,14 +186,17 @@ class Ledger:
             self._charges[key] = charges
         self.version += 1
         if last and (not old or self._additive):
+            self._record = None
             if old:  # additive: the fold without `key` is the sum without its shares
                 self._add(self._state, self._shares(old), sign=-1)
                 self._count(old, sign=-1)
             if charges:
                 self._additive = self._apply(self._state, charges) and self._additive
                 self._count(charges, sign=1)
-        elif not (self._additive and self._reshare(old, charges)):
-            self._refold()
+        elif self._additive and self._reshare(old, charges):
+            self._record = None
+        else:  # the charges before `key` are the same: fold again from its position on
+            self._refold(since=bisect.bisect_left(self._order, key) if self._record is not None else 0)
         return True
 
     def requested(self, key: str) -> State:
@@ -191,7 +207,13 @@ class Ledger:
             self._fresh()
             found = self._without.get(key)
             if found is None:
-                found = self._without[key] = tuple(self._fold(skip=key)[0])
+                if self._integral:
+                    done = self._recorded()
+                    found = self._without[key] = tuple(charge_fold.without(
+                        self._pools, done, self._in_order(), position=bisect.bisect_left(self._order, key),
+                        admitted=self.admitted, requests=self._requests))
+                else:
+                    found = self._without[key] = tuple(self._fold(skip=key)[0])
             return tuple(dict(node) for node in found)
         state = [dict(node) for node in self._state]
         self._add(state, self._shares(self._charges[key]), sign=-1)
@@ -228,7 +250,20 @@ class Ledger:
             self._slots.clear()
             self._without.clear()
             self._frozen = None
+            self._sequence = None
             self._cached = self.version
+
+    def _in_order(self) -> list[tuple[Charge, ...]]:
+        """Every spread's charges in key order (call `_fresh` first)."""
+        if self._sequence is None:
+            self._sequence = [self._charges[key] for key in self._order]
+        return self._sequence
+
+    def _recorded(self) -> charge_fold.Record:
+        """The recorded fold of the charges as they are, on whole nano-units (call `_fresh` first)."""
+        if self._record is None:
+            self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted)
+        return self._record
 
     def _slots_on(
         self, state: Sequence[Mapping[str, quantity.Nanos]], requests: fit.Requests
@@ -293,10 +328,20 @@ class Ledger:
                 additive = self._apply(state, self._charges[key]) and additive
         return state, additive
 
-    def _refold(self) -> None:
+    def _refold(self, *, since: int = 0) -> None:
+        """Fold every charge again (on whole nano-units, recorded, from position `since` of the kept
+        record: the charges before it are unchanged)."""
         self.version += 1
-        self._state, self._additive = self._fold(skip=None)
         self._largest = None
+        if not self._integral:
+            self._record = None
+            self._state, self._additive = self._fold(skip=None)
+            return
+        self._fresh()
+        self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted,
+                                          start=since, base=self._record)
+        self._state = [dict(node) for node in self._record.prefix[-1]]
+        self._additive = self._record.whole()
 
     def _counts(self) -> list[dict[fit.Requests, collections.Counter[int]]]:
         """Per pool, per requests, how many charges of each pod count it holds (built on first use)."""

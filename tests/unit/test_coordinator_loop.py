@@ -520,3 +520,25 @@ def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None
     assert fresh.placements["shop/web"].counts() != placed  # what forgetting would have done
     clock.advance(61)  # no agent came back within clusterLostSeconds of the restart
     assert loop.failover(after).keys == {"shop/web"}
+
+
+def test_a_batch_the_backend_cannot_answer_is_placed_in_process() -> None:
+    """`place_batch` raising BatchUnavailable (the Ray shards' deadline): the round answers the same
+    requests here, says why, and gives what the one-after-the-other pass gives."""
+    def unavailable(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        raise loop.BatchUnavailable("shards did not answer within 1 s")
+
+    clock = ManualClock(T0)
+    fell, alone = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
+    keys: set[str] = set()
+    for model in (fell, alone):
+        for name, replicas in (("a", 3), ("b", 3), ("c", 2)):  # competing for tiny's four slots
+            keys |= add_spread(model, builders.federated_spread(name, TINY_THEN_BIG, strategy="Adaptive"),
+                               replicas=replicas)
+    result = loop.recompute(fell, keys, now=clock(), place_batch=unavailable)
+    expected = loop.recompute(alone, keys, now=clock())
+    assert result.fell_back == "shards did not answer within 1 s"
+    assert result.placements == expected.placements and len(result.placements) == 3
+    assert fell.placements == alone.placements
+    assert sum(p.clusters["tiny"] for p in result.placements.values()) == 4
+    assert loop.recompute(alone, keys, now=clock()).fell_back == ""

@@ -40,6 +40,8 @@ class Round:
     removed: tuple[str, ...] = ()
     replaced: int = 0
     """Answers of the parallel batch placed again because an earlier spread changed their inputs."""
+    fell_back: str = ""
+    """Why the parallel batch was answered in this process instead (`BatchUnavailable`); "" if not."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,11 @@ class PlaceRequest:
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
+
+
+class BatchUnavailable(Exception):
+    """A parallel backend could not answer a batch (e.g. its deadline passed): `recompute` answers
+    the same requests in this process instead, so the round's result is the same."""
 
 
 def answer(request: PlaceRequest) -> placement.Placement:
@@ -180,7 +187,9 @@ def recompute(
     on the world before the round and sent to `place_batch` at once; then, in key order, a spread
     that can use a cluster where an earlier spread of the round changed its pending pods is
     checked, and placed again here if its inputs did change. Independent spreads — the usual
-    case — are neither checked nor placed twice.
+    case — are neither checked nor placed twice. When `place_batch` raises `BatchUnavailable`
+    (the Ray shards missed their deadline), the same requests are answered here (`fell_back`):
+    they were built once, so the failover brake and rate limit they updated are not counted twice.
 
     A key whose spread is gone has its placement dropped (`removed`); a spread whose hub
     Deployment has not been seen yet is not placed (`waiting_for_target`).
@@ -206,7 +215,11 @@ def recompute(
             placed[entry.key] = result
         return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
     sent = [request_for(world, e, replicas=e.replicas or 0, now=now) for e in entries]
-    answers = place_batch(sent) if sent else []
+    fell_back = ""
+    try:
+        answers = place_batch(sent) if sent else []
+    except BatchUnavailable as error:
+        answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     moved: set[str] = set()  # clusters where an earlier spread of this round changed its pending pods
     for entry, request, result in zip(entries, sent, answers, strict=True):
         if moved and not moved.isdisjoint(world.selected(entry.key)):
@@ -216,7 +229,7 @@ def recompute(
         moved |= _store(world, entry.key, result=result)
         placed[entry.key] = result
     return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed),
-                 replaced=replaced)
+                 replaced=replaced, fell_back=fell_back)
 
 
 def failover(world: world_model.World) -> Lost:
