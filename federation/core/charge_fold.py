@@ -20,6 +20,9 @@ that the question costs the charges it really changes, with the very same answer
   has less requested than in the full fold and no later charge short there, or no room for any
   pod of the ledger's requests in either fold (nothing will be charged there again). The answer is
   then the full fold's final state minus `diff`.
+- `update` records the fold after one spread's charges changed the same way: the states before
+  its position are kept, and after it a stretch where every charge takes what it took is the
+  old states less `diff`, folding only where a charge may now take otherwise.
 
 The unit tests compare it with the plain fold on random charges (`test_overcommit_ledger`).
 """
@@ -66,23 +69,80 @@ class Record:
         return not any(self.shorts)
 
 
-def record(
-    pools: Sequence[fit.Pool], charges: Sequence[Sequence[Item]], *, admitted: Admitted,
-    start: int = 0, base: Record | None = None,
-) -> Record:
-    """The fold of `charges` (per position, in key order) on `pools`, recorded. With `base`, a record
-    of a fold whose charges before `start` were the same, only positions from `start` are folded."""
-    if base is None or start == 0:
-        prefix: list[list[Node]] = [[dict(p.requested) for p in pools]]
-        shorts: list[list[int]] = [[] for _ in pools]
-    else:
-        prefix = base.prefix[:start + 1]
-        shorts = [found[:bisect.bisect_left(found, start)] for found in base.shorts]
+def record(pools: Sequence[fit.Pool], charges: Sequence[Sequence[Item]], *, admitted: Admitted) -> Record:
+    """The fold of `charges` (per position, in key order) on `pools`, recorded."""
+    prefix: list[list[Node]] = [[dict(p.requested) for p in pools]]
+    shorts: list[list[int]] = [[] for _ in pools]
     state = list(prefix[-1])
-    for position in range(start, len(charges)):
+    for position in range(len(charges)):
         step(pools, state, charges[position], admitted=admitted, position=position, shorts=shorts)
         prefix.append(list(state))
     return Record(prefix, shorts)
+
+
+def update(
+    pools: Sequence[fit.Pool], base: Record, charges: Sequence[Sequence[Item]], *, start: int, shift: int,
+    admitted: Admitted, requests: Collection[fit.Requests],
+) -> Record:
+    """The record of `charges`, which differ from those `base` recorded only at position `start`:
+    `shift` is 1 when a spread's charges were removed there, -1 when added, 0 when changed. Like
+    `without`, only the charges the change may affect are folded; the others take what they took."""
+    last, old = len(charges), base.prefix
+    prefix = old[:start + 1]
+    shorts = [found[:bisect.bisect_left(found, start)] for found in base.shorts]
+    state = list(prefix[-1])
+    at = start
+    if shift <= 0:  # the changed spread has charges at `start`
+        step(pools, state, charges[start], admitted=admitted, position=start, shorts=shorts)
+        prefix.append(list(state))
+        at += 1
+    while at < last:
+        before = old[at + shift]  # the same charges as at `at`, in the old fold
+        diff = _diff(before, state)
+        settled, upcoming = True, last
+        for index, delta in diff.items():
+            if _full(pools[index], before[index], requests) and _full(pools[index], state[index], requests):
+                continue
+            if any(amount < 0 for amount in delta.values()):
+                settled = False
+                break
+            found = base.shorts[index]
+            later = bisect.bisect_left(found, at + shift)
+            if later < len(found):
+                upcoming = min(upcoming, found[later] - shift)
+        if settled and upcoming > at:  # up to `upcoming`, every charge takes what it took
+            _carry(pools, base, diff, prefix=prefix, shorts=shorts, start=at, end=upcoming, shift=shift)
+            at = upcoming
+            if at == last:
+                break
+            state = list(prefix[-1])
+        step(pools, state, charges[at], admitted=admitted, position=at, shorts=shorts)
+        prefix.append(list(state))
+        at += 1
+    return Record(prefix, shorts)
+
+
+def _carry(
+    pools: Sequence[fit.Pool], base: Record, diff: Mapping[int, Mapping[str, quantity.Nanos]], *,
+    prefix: list[list[Node]], shorts: list[list[int]], start: int, end: int, shift: int,
+) -> None:
+    """Positions `start` to `end` of a new record whose charges take what `base`'s took at
+    `shift` positions further: the old states less `diff`, the old shorts."""
+    made: dict[int, list[Node]] = {}
+    for position in range(start + 1 + shift, end + 1 + shift):
+        found = base.prefix[position]
+        if diff:  # a pool's dict is shared by the positions that did not change it: convert it once
+            found = list(found)
+            for index in diff:
+                node = found[index]
+                converted = made.get(id(node))
+                if converted is None or converted[0] is not node:
+                    converted = made[id(node)] = [node, _minus(pools, [node], {0: diff[index]})[0]]
+                found[index] = converted[1]
+        prefix.append(found)
+    for index, found in enumerate(base.shorts):
+        begin, stop = bisect.bisect_left(found, start + shift), bisect.bisect_left(found, end + shift)
+        shorts[index].extend(position - shift for position in found[begin:stop])
 
 
 def step(

@@ -195,8 +195,8 @@ class Ledger:
                 self._count(charges, sign=1)
         elif self._additive and self._reshare(old, charges):
             self._record = None
-        else:  # the charges before `key` are the same: fold again from its position on
-            self._refold(since=bisect.bisect_left(self._order, key) if self._record is not None else 0)
+        else:  # only `key`'s charges changed: fold again what that may change
+            self._refold(change=(bisect.bisect_left(self._order, key), bool(old) - bool(charges)))
         return True
 
     def requested(self, key: str) -> State:
@@ -328,9 +328,10 @@ class Ledger:
                 additive = self._apply(state, self._charges[key]) and additive
         return state, additive
 
-    def _refold(self, *, since: int = 0) -> None:
-        """Fold every charge again (on whole nano-units, recorded, from position `since` of the kept
-        record: the charges before it are unchanged)."""
+    def _refold(self, *, change: tuple[int, int] | None = None) -> None:
+        """Fold every charge again; on whole nano-units recorded, and with `change` (the position of
+        the only spread whose charges changed since the kept record, and `charge_fold.update`'s
+        shift) only what that change may affect."""
         self.version += 1
         self._largest = None
         if not self._integral:
@@ -338,8 +339,12 @@ class Ledger:
             self._state, self._additive = self._fold(skip=None)
             return
         self._fresh()
-        self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted,
-                                          start=since, base=self._record)
+        if change is not None and self._record is not None:
+            self._record = charge_fold.update(
+                self._pools, self._record, self._in_order(), start=change[0], shift=change[1],
+                admitted=self.admitted, requests=self._requests)
+        else:
+            self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted)
         self._state = [dict(node) for node in self._record.prefix[-1]]
         self._additive = self._record.whole()
 

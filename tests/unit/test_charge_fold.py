@@ -89,6 +89,31 @@ def test_without_one_position_is_the_fold_of_the_others(
 
 @PROPERTY
 @hypothesis.given(data=st.data(), pools=small_pools(), choices=st.lists(profiles(), min_size=1, max_size=3))
+def test_an_updated_record_is_the_record_of_the_new_charges(
+    data: st.DataObject, pools: list[fit.Pool], choices: list[fit.Profile]
+) -> None:
+    charges = data.draw(st.lists(charge_lists(choices), min_size=1, max_size=25))
+    admitted = overcommit.Ledger(pools).admitted
+    start = data.draw(st.integers(0, len(charges)))
+    shift = data.draw(st.sampled_from((-1, 0, 1) if start < len(charges) else (-1,)))
+    changed = list(charges)
+    if shift == -1:
+        changed.insert(start, data.draw(charge_lists(choices)))
+    elif shift == 0:
+        changed[start] = data.draw(charge_lists(choices))
+    else:
+        del changed[start]
+    requests = {item.profile.requests for items in changed for item in items}
+    base = charge_fold.record(pools, charges, admitted=admitted)
+    found = charge_fold.update(pools, base, changed, start=start, shift=shift, admitted=admitted,
+                               requests=requests)
+    expected = charge_fold.record(pools, changed, admitted=admitted)
+    assert found.prefix == expected.prefix
+    assert found.shorts == expected.shorts
+
+
+@PROPERTY
+@hypothesis.given(data=st.data(), pools=small_pools(), choices=st.lists(profiles(), min_size=1, max_size=3))
 def test_the_ledger_through_updates_equals_a_fold_from_scratch(
     data: st.DataObject, pools: list[fit.Pool], choices: list[fit.Profile]
 ) -> None:

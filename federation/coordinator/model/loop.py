@@ -146,12 +146,9 @@ def brake_for(
     """Update spread `entry`'s failover brake and the federation's failover rate limit: the lost
     clusters that keep their replicas (and take no new ones), because the brake holds or their
     failover waits for the rate limit."""
-    known = frozenset(world.cluster_names())
-    selectable = world.selected(entry.key) & known
+    selectable = world.selected(entry.key, known=True)
     lost = selectable - world.ready_selected(entry.key)
-    half = entry.lost_after / 2
-    falling_silent = {name for name in selectable - lost
-                      if (silent := world.tracker.silent_for(name)) is not None and silent > half}
+    falling_silent = world.silent_among(selectable - lost, after=entry.lost_after / 2)
     kept = world.brakes.update(
         entry.key, selectable=selectable, lost=lost, heard_from_any=world.heard_from_any(entry.lost_after),
         now=now, grace=entry.lost_after, falling_silent=falling_silent,
