@@ -16,7 +16,8 @@ is timed on its own under cProfile:
   `publish(affected)` — every spread with replicas there moves them.
 
 It prints, per event, the wall seconds, the spreads placed, and the top functions by cumulative
-time; `--json` prints only one JSON line of the timings (for bench/README.md).
+time; `--json` times the same events without the profiler (whose overhead is about half again)
+and prints one JSON line (for bench/README.md).
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def shrunk(index: int) -> list[common_pb2.NodePool]:
 class Profiled:
     """Runs events under cProfile, keeping each one's wall time and profile."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, profile: bool = True) -> None:
+        self.profile = profile
         self.timings: dict[str, dict[str, Any]] = {}
         self.profiles: dict[str, pstats.Stats] = {}
 
@@ -90,15 +92,17 @@ class Profiled:
         """Time `event` (returning the keys to publish) and the publish of its keys."""
         profile = cProfile.Profile()
         with coordinator.lock:
-            started = time.perf_counter()
-            profile.enable()
+            cpu, started = time.process_time(), time.perf_counter()
+            if self.profile:
+                profile.enable()
             affected = list(event())
             result = coordinator.publish(affected)
             profile.disable()
-            wall = time.perf_counter() - started
-        self.timings[label] = {"s": round(wall, 4), "affected": len(affected),
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        self.timings[label] = {"s": round(wall, 4), "cpu_s": round(cpu, 4), "affected": len(affected),
                                "placed": len(result.placements)}
-        self.profiles[label] = pstats.Stats(profile)
+        if self.profile:
+            self.profiles[label] = pstats.Stats(profile)
 
     def report(self, *, top: int) -> str:
         """Every event's time and its `top` functions by cumulative time."""
@@ -112,11 +116,11 @@ class Profiled:
         return out.getvalue()
 
 
-def measure(*, spreads: int, clusters: int) -> Profiled:
-    """Build the world and profile each event once, in order."""
+def measure(*, spreads: int, clusters: int, profile: bool = True) -> Profiled:
+    """Build the world and time each event once, in order (under cProfile with `profile`)."""
     coordinator, keys = build(spreads=spreads, clusters=clusters)
     model = coordinator.world
-    found = Profiled()
+    found = Profiled(profile=profile)
     found.run("full round", lambda: keys, coordinator)
     key = keys[len(keys) // 2]
 
@@ -141,11 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spreads", type=int, default=1_000, help="spreads in the world (default 1000)")
     parser.add_argument("--clusters", type=int, default=100, help="member clusters (default 100)")
     parser.add_argument("--top", type=int, default=25, help="functions listed per event (default 25)")
-    parser.add_argument("--json", action="store_true", help="print only one JSON line of the timings")
+    parser.add_argument("--json", action="store_true",
+                        help="time the events without cProfile and print one JSON line of the timings "
+                             "(wall and CPU seconds, spreads affected and placed)")
     options = parser.parse_args(argv)
     if options.spreads < 1 or options.clusters < 1:
         parser.error("--spreads and --clusters must be at least 1")
-    found = measure(spreads=options.spreads, clusters=options.clusters)
+    found = measure(spreads=options.spreads, clusters=options.clusters, profile=not options.json)
     if options.json:
         print(json.dumps({"spreads": options.spreads, "clusters": options.clusters, **found.timings}))
     else:

@@ -82,7 +82,7 @@ def record(pools: Sequence[fit.Pool], charges: Sequence[Sequence[Item]], *, admi
 
 def update(
     pools: Sequence[fit.Pool], base: Record, charges: Sequence[Sequence[Item]], *, start: int, shift: int,
-    admitted: Admitted, requests: Collection[fit.Requests],
+    admitted: Admitted, requests: Collection[fit.Requests], largest: int,
 ) -> Record:
     """The record of `charges`, which differ from those `base` recorded only at position `start`:
     `shift` is 1 when a spread's charges were removed there, -1 when added, 0 when changed. Like
@@ -97,22 +97,12 @@ def update(
         prefix.append(list(state))
         at += 1
     while at < last:
-        before = old[at + shift]  # the same charges as at `at`, in the old fold
-        diff = _diff(before, state)
-        settled, upcoming = True, last
-        for index, delta in diff.items():
-            if _full(pools[index], before[index], requests) and _full(pools[index], state[index], requests):
-                continue
-            if any(amount < 0 for amount in delta.values()):
-                settled = False
-                break
-            found = base.shorts[index]
-            later = bisect.bisect_left(found, at + shift)
-            if later < len(found):
-                upcoming = min(upcoming, found[later] - shift)
-        if settled and upcoming > at:  # up to `upcoming`, every charge takes what it took
-            _carry(pools, base, diff, prefix=prefix, shorts=shorts, start=at, end=upcoming, shift=shift)
-            at = upcoming
+        diff = _diff(old[at + shift], state)  # against the state before the same charges, in `base`
+        reach = _reach(pools, base, diff, state, at=at, shift=shift, last=last, requests=requests,
+                       largest=largest)
+        if reach > at:  # up to `reach`, every charge takes what it took
+            _carry(pools, base, diff, prefix=prefix, shorts=shorts, start=at, end=reach, shift=shift)
+            at = reach
             if at == last:
                 break
             state = list(prefix[-1])
@@ -137,7 +127,7 @@ def _carry(
                 node = found[index]
                 converted = made.get(id(node))
                 if converted is None or converted[0] is not node:
-                    converted = made[id(node)] = [node, _minus(pools, [node], {0: diff[index]})[0]]
+                    converted = made[id(node)] = [node, _minus(pools, [node], {0: diff[index]}, index=index)[0]]
                 found[index] = converted[1]
         prefix.append(found)
     for index, found in enumerate(base.shorts):
@@ -172,37 +162,63 @@ def step(
 
 def without(
     pools: Sequence[fit.Pool], done: Record, charges: Sequence[Sequence[Item]], *, position: int,
-    admitted: Admitted, requests: Collection[fit.Requests],
+    admitted: Admitted, requests: Collection[fit.Requests], largest: int,
 ) -> list[Node]:
     """The fold with the charges at `position` skipped (see the module docstring); `requests`: every
     request of the ledger's charges (a pool with room for none of them takes nothing more). The
     dicts returned may be the record's: read them, never change them."""
-    prefix, shorts, last = done.prefix, done.shorts, len(charges)
+    prefix, last = done.prefix, len(charges)
     state = list(prefix[position])
     at = position + 1
     while at < last:
         diff = _diff(prefix[at], state)
         if not diff:
             return list(prefix[last])
-        settled, upcoming = True, last
-        for index, delta in diff.items():
-            if _full(pools[index], prefix[at][index], requests) and _full(pools[index], state[index], requests):
-                continue  # nothing is charged to this pool again, in either fold
-            if any(amount < 0 for amount in delta.values()):
-                settled = False  # more requested than in the full fold: fold exactly
-                break
-            found = shorts[index]
-            later = bisect.bisect_left(found, at)
-            if later < len(found):
-                upcoming = min(upcoming, found[later])
-        if settled:
-            if upcoming == last:
-                return _minus(pools, prefix[last], diff)
-            if upcoming > at:  # every charge before `upcoming` takes the same: jump
-                state, at = _minus(pools, prefix[upcoming], diff), upcoming
+        reach = _reach(pools, done, diff, state, at=at, shift=0, last=last, requests=requests,
+                       largest=largest)
+        if reach == last:
+            return _minus(pools, prefix[last], diff)
+        if reach > at:  # every charge before `reach` takes the same: jump
+            state, at = _minus(pools, prefix[reach], diff), reach
         step(pools, state, charges[at], admitted=admitted)
         at += 1
     return state
+
+
+def _reach(
+    pools: Sequence[fit.Pool], base: Record, diff: Mapping[int, Mapping[str, quantity.Nanos]],
+    state: Sequence[Node], *, at: int, shift: int, last: int, requests: Collection[fit.Requests],
+    largest: int,
+) -> int:
+    """How far (a position up to `last`) every charge from `at` on takes what it took in `base`,
+    `shift` positions further, when the states before `at` differ by `diff`; `at` itself when the
+    charge there must be folded. A differing pool lets charges through up to its next short one
+    when it holds less than in `base`; when it holds more (some amount of `diff` is negative),
+    only while it keeps room for `largest` pods of every one of `requests` (found by bisection:
+    the states only grow). A pool with room for none in both folds takes nothing more."""
+    before = base.prefix[at + shift]
+    reach = last
+    for index, delta in diff.items():
+        pool = pools[index]
+        if _full(pool, before[index], requests) and _full(pool, state[index], requests):
+            continue
+        found = base.shorts[index]
+        later = bisect.bisect_left(found, at + shift)
+        bound = found[later] - shift if later < len(found) else last
+        if any(amount < 0 for amount in delta.values()):
+            low, high = at - 1, bound  # the last position with room for `largest`, `at - 1` if none
+            while low < high:
+                middle = (low + high + 1) // 2
+                node = _minus(pools, [base.prefix[middle + shift][index]], {0: delta}, index=index)[0]
+                if all(fit.slots(pool, node, kind) >= largest for kind in requests):
+                    low = middle
+                else:
+                    high = middle - 1
+            bound = max(low, at)
+        reach = min(reach, bound)
+        if reach == at:
+            break
+    return reach
 
 
 def _diff(full: Sequence[Mapping[str, quantity.Nanos]], state: Sequence[Mapping[str, quantity.Nanos]]
@@ -220,15 +236,16 @@ def _diff(full: Sequence[Mapping[str, quantity.Nanos]], state: Sequence[Mapping[
 
 
 def _minus(
-    pools: Sequence[fit.Pool], full: Sequence[Node], diff: Mapping[int, Mapping[str, quantity.Nanos]]
+    pools: Sequence[fit.Pool], full: Sequence[Node], diff: Mapping[int, Mapping[str, quantity.Nanos]], *,
+    index: int | None = None,
 ) -> list[Node]:
     """`full` with `diff` taken off its pools (fresh dicts where they differ, shared elsewhere). A
     resource left at 0 that the pool did not report is dropped, as the fold never charged it
     (charges add positive amounts only)."""
     state = list(full)
-    for index, delta in diff.items():
-        node = state[index] = dict(state[index])
-        reported = pools[index].requested
+    for at, delta in diff.items():
+        node = state[at] = dict(state[at])
+        reported = pools[at if index is None else index].requested
         for name, amount in delta.items():
             left = node.get(name, 0) - amount
             if left or name in reported:

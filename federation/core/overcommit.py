@@ -113,7 +113,8 @@ class Ledger:
         """The recorded fold of the charges as they are (None: not kept; built when needed)."""
         self._sequence: list[tuple[Charge, ...]] | None = None
         self._requests: collections.Counter[fit.Requests] = collections.Counter()
-        """Every charge's requests, counted (what a full pool would have to take)."""
+        self._pods: collections.Counter[int] = collections.Counter()
+        """Every charge's requests and pods, counted (what a pool may still have to take)."""
         self.version = 0
         """Bumped whenever the fully charged state may have changed."""
         self.set_pools(pools)
@@ -170,12 +171,11 @@ class Ledger:
         old = self._charges.get(key, ())
         if old == charges:
             return False
-        for item in old:
-            self._requests[item.profile.requests] -= 1
-            if not self._requests[item.profile.requests]:
-                del self._requests[item.profile.requests]
-        for item in charges:
-            self._requests[item.profile.requests] += 1
+        self._requests.subtract(item.profile.requests for item in old)
+        self._requests.update(item.profile.requests for item in charges)
+        self._pods.subtract(item.pods for item in old)
+        self._pods.update(item.pods for item in charges)
+        self._requests, self._pods = +self._requests, +self._pods  # no zeros left
         last = self._order[-1] == key if old else not self._order or key > self._order[-1]
         if old and not charges:
             del self._charges[key]
@@ -211,7 +211,7 @@ class Ledger:
                     done = self._recorded()
                     found = self._without[key] = tuple(charge_fold.without(
                         self._pools, done, self._in_order(), position=bisect.bisect_left(self._order, key),
-                        admitted=self.admitted, requests=self._requests))
+                        admitted=self.admitted, requests=self._requests, largest=max(self._pods, default=0)))
                 else:
                     found = self._without[key] = tuple(self._fold(skip=key)[0])
             return tuple(dict(node) for node in found)
@@ -342,7 +342,7 @@ class Ledger:
         if change is not None and self._record is not None:
             self._record = charge_fold.update(
                 self._pools, self._record, self._in_order(), start=change[0], shift=change[1],
-                admitted=self.admitted, requests=self._requests)
+                admitted=self.admitted, requests=self._requests, largest=max(self._pods, default=0))
         else:
             self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted)
         self._state = [dict(node) for node in self._record.prefix[-1]]

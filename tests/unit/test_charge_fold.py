@@ -79,11 +79,12 @@ def test_without_one_position_is_the_fold_of_the_others(
     admitted = overcommit.Ledger(pools).admitted
     done = charge_fold.record(pools, charges, admitted=admitted)
     requests = {item.profile.requests for items in charges for item in items}
+    largest = max(item.pods for items in charges for item in items)
     reference = overcommit.Ledger(pools)
     for position in range(len(charges)):
         others = charges[:position] + charges[position + 1:]
         found = charge_fold.without(pools, done, charges, position=position, admitted=admitted,
-                                    requests=requests)
+                                    requests=requests, largest=largest)
         assert found == fold(pools, others, reference)
 
 
@@ -104,9 +105,10 @@ def test_an_updated_record_is_the_record_of_the_new_charges(
     else:
         del changed[start]
     requests = {item.profile.requests for items in changed for item in items}
+    largest = max((item.pods for items in changed for item in items), default=0)
     base = charge_fold.record(pools, charges, admitted=admitted)
     found = charge_fold.update(pools, base, changed, start=start, shift=shift, admitted=admitted,
-                               requests=requests)
+                               requests=requests, largest=largest)
     expected = charge_fold.record(pools, changed, admitted=admitted)
     assert found.prefix == expected.prefix
     assert found.shorts == expected.shorts
