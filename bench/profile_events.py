@@ -141,7 +141,8 @@ def measure(*, spreads: int, clusters: int, profile: bool = True) -> Profiled:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile_events", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.profile_events",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--spreads", type=int, default=1_000, help="spreads in the world (default 1000)")
     parser.add_argument("--clusters", type=int, default=100, help="member clusters (default 100)")
     parser.add_argument("--top", type=int, default=25, help="functions listed per event (default 25)")

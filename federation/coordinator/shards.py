@@ -27,6 +27,7 @@ project imports `ray`; this module imports it lazily, only when a `RayBackend` i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -37,7 +38,6 @@ from typing import Any, Protocol
 from federation.api import cluster
 from federation.coordinator.model import capacity, loop, routing
 from federation.core import placement
-
 
 PLACE_SECONDS = 300.0
 """How long a placement batch waits for the SpreadShards before the round is placed in-process.
@@ -283,10 +283,8 @@ class RayBackend:
             found = self._ray.get(refs, timeout=self.place_seconds)
         except self._ray.exceptions.GetTimeoutError:
             for ref in refs:  # best effort: a call still queued need not run at all
-                try:
+                with contextlib.suppress(Exception):  # answered meanwhile, a dead actor: nothing to cancel
                     self._ray.cancel(ref)
-                except Exception:  # noqa: BLE001  # an answer arriving meanwhile, a dead actor: nothing to cancel
-                    pass
             raise PlaceTimeout(f"the placement shards did not answer {len(items)} requests within "
                                f"{self.place_seconds:g} s") from None
         results: list[placement.Placement | None] = [None] * len(items)

@@ -68,6 +68,12 @@ class Record:
         """Whether every charge fit whole where it was first admitted (no charge ran short)."""
         return not any(self.shorts)
 
+    def append(self, pools: Sequence[fit.Pool], items: Sequence[Item], *, admitted: Admitted) -> None:
+        """Charges appended after the last position: fold them onto the record (in place)."""
+        state = list(self.prefix[-1])
+        step(pools, state, items, admitted=admitted, position=len(self.prefix) - 1, shorts=self.shorts)
+        self.prefix.append(state)
+
 
 def record(pools: Sequence[fit.Pool], charges: Sequence[Sequence[Item]], *, admitted: Admitted) -> Record:
     """The fold of `charges` (per position, in key order) on `pools`, recorded."""
@@ -118,8 +124,10 @@ def _carry(
 ) -> None:
     """Positions `start` to `end` of a new record whose charges take what `base`'s took at
     `shift` positions further: the old states less `diff`, the old shorts."""
+    if not diff:  # the very same states
+        prefix.extend(base.prefix[start + 1 + shift:end + 1 + shift])
     made: dict[int, list[Node]] = {}
-    for position in range(start + 1 + shift, end + 1 + shift):
+    for position in range(start + 1 + shift, end + 1 + shift) if diff else ():
         found = base.prefix[position]
         if diff:  # a pool's dict is shared by the positions that did not change it: convert it once
             found = list(found)
@@ -127,12 +135,13 @@ def _carry(
                 node = found[index]
                 converted = made.get(id(node))
                 if converted is None or converted[0] is not node:
-                    converted = made[id(node)] = [node, _minus(pools, [node], {0: diff[index]}, index=index)[0]]
+                    fresh = _minus(pools, [node], {0: diff[index]}, index=index)[0]
+                    converted = made[id(node)] = [node, fresh]
                 found[index] = converted[1]
         prefix.append(found)
-    for index, found in enumerate(base.shorts):
-        begin, stop = bisect.bisect_left(found, start + shift), bisect.bisect_left(found, end + shift)
-        shorts[index].extend(position - shift for position in found[begin:stop])
+    for index, positions in enumerate(base.shorts):
+        begin, stop = bisect.bisect_left(positions, start + shift), bisect.bisect_left(positions, end + shift)
+        shorts[index].extend(position - shift for position in positions[begin:stop])
 
 
 def step(

@@ -109,12 +109,10 @@ class Ledger:
         self._frozen: State | None = None
         self._cached = 0
         """The version `_slots`, `_without` and `_sequence` hold answers for."""
-        self._record: charge_fold.Record | None = None
-        """The recorded fold of the charges as they are (None: not kept; built when needed)."""
+        self._record: charge_fold.Record | None = None  # the fold recorded, when kept
         self._sequence: list[tuple[Charge, ...]] | None = None
-        self._requests: collections.Counter[fit.Requests] = collections.Counter()
-        self._pods: collections.Counter[int] = collections.Counter()
-        """Every charge's requests and pods, counted (what a pool may still have to take)."""
+        self._requests: collections.Counter[fit.Requests] = collections.Counter()  # of every charge,
+        self._pods: collections.Counter[int] = collections.Counter()  # counted (what pools may take)
         self.version = 0
         """Bumped whenever the fully charged state may have changed."""
         self.set_pools(pools)
@@ -186,13 +184,17 @@ class Ledger:
             self._charges[key] = charges
         self.version += 1
         if last and (not old or self._additive):
-            self._record = None
             if old:  # additive: the fold without `key` is the sum without its shares
+                self._record = None
                 self._add(self._state, self._shares(old), sign=-1)
                 self._count(old, sign=-1)
             if charges:
                 self._additive = self._apply(self._state, charges) and self._additive
                 self._count(charges, sign=1)
+            if not old and self._record is not None:  # appended: so is the record
+                self._record.append(self._pools, charges, admitted=self.admitted)
+            elif not old and not self._additive:  # the fold stopped being a sum: record it now
+                self._recorded()
         elif self._additive and self._reshare(old, charges):
             self._record = None
         else:  # only `key`'s charges changed: fold again what that may change
@@ -207,13 +209,10 @@ class Ledger:
             self._fresh()
             found = self._without.get(key)
             if found is None:
-                if self._integral:
-                    done = self._recorded()
-                    found = self._without[key] = tuple(charge_fold.without(
+                found = self._without[key] = tuple(
+                    self._fold(skip=key)[0] if (done := self._recorded()) is None else charge_fold.without(
                         self._pools, done, self._in_order(), position=bisect.bisect_left(self._order, key),
                         admitted=self.admitted, requests=self._requests, largest=max(self._pods, default=0)))
-                else:
-                    found = self._without[key] = tuple(self._fold(skip=key)[0])
             return tuple(dict(node) for node in found)
         state = [dict(node) for node in self._state]
         self._add(state, self._shares(self._charges[key]), sign=-1)
@@ -254,14 +253,15 @@ class Ledger:
             self._cached = self.version
 
     def _in_order(self) -> list[tuple[Charge, ...]]:
-        """Every spread's charges in key order (call `_fresh` first)."""
+        """Every spread's charges in key order (as of the version `_fresh` saw)."""
         if self._sequence is None:
             self._sequence = [self._charges[key] for key in self._order]
         return self._sequence
 
-    def _recorded(self) -> charge_fold.Record:
-        """The recorded fold of the charges as they are, on whole nano-units (call `_fresh` first)."""
-        if self._record is None:
+    def _recorded(self) -> charge_fold.Record | None:
+        """The recorded fold of the charges as they are; None when not on whole nano-units."""
+        if self._record is None and self._integral:
+            self._fresh()
             self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted)
         return self._record
 
@@ -333,20 +333,16 @@ class Ledger:
         the only spread whose charges changed since the kept record, and `charge_fold.update`'s
         shift) only what that change may affect."""
         self.version += 1
-        self._largest = None
-        if not self._integral:
-            self._record = None
-            self._state, self._additive = self._fold(skip=None)
-            return
-        self._fresh()
-        if change is not None and self._record is not None:
+        self._largest, kept, self._record = None, self._record, None
+        if change is not None and kept is not None:
+            self._fresh()
             self._record = charge_fold.update(
-                self._pools, self._record, self._in_order(), start=change[0], shift=change[1],
+                self._pools, kept, self._in_order(), start=change[0], shift=change[1],
                 admitted=self.admitted, requests=self._requests, largest=max(self._pods, default=0))
+        if (done := self._record or self._recorded()) is None:
+            self._state, self._additive = self._fold(skip=None)
         else:
-            self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted)
-        self._state = [dict(node) for node in self._record.prefix[-1]]
-        self._additive = self._record.whole()
+            self._state, self._additive = [dict(node) for node in done.prefix[-1]], done.whole()
 
     def _counts(self) -> list[dict[fit.Requests, collections.Counter[int]]]:
         """Per pool, per requests, how many charges of each pod count it holds (built on first use)."""
