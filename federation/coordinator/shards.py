@@ -281,12 +281,12 @@ class RayBackend:
         refs = [ref for _, ref in calls]
         try:
             found = self._ray.get(refs, timeout=self.place_seconds)
-        except self._ray.exceptions.GetTimeoutError:
+        except self._ray.exceptions.GetTimeoutError as error:
             for ref in refs:  # best effort: a call still queued need not run at all
                 with contextlib.suppress(Exception):  # answered meanwhile, a dead actor: nothing to cancel
                     self._ray.cancel(ref)
             raise PlaceTimeout(f"the placement shards did not answer {len(items)} requests within "
-                               f"{self.place_seconds:g} s") from None
+                               f"{self.place_seconds:g} s") from error
         results: list[placement.Placement | None] = [None] * len(items)
         for (indices, _), answers in zip(calls, found, strict=True):
             for index, result in zip(indices, answers, strict=True):
