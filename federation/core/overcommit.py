@@ -188,13 +188,14 @@ class Ledger:
                 self._record = None
                 self._add(self._state, self._shares(old), sign=-1)
                 self._count(old, sign=-1)
-            if charges:
+            if charges and not old and (done := self._record) is not None:  # appended to the record
+                done.append(self._pools, charges, admitted=self.admitted)
+                self._state, self._additive = [dict(node) for node in done.prefix[-1]], done.whole()
+            elif charges:
                 self._additive = self._apply(self._state, charges) and self._additive
-                self._count(charges, sign=1)
-            if not old and self._record is not None:  # appended: so is the record
-                self._record.append(self._pools, charges, admitted=self.admitted)
-            elif not old and not self._additive:  # the fold stopped being a sum: record it now
-                self._recorded()
+                if not old and not self._additive:  # the fold stopped being a sum: record it now
+                    self._recorded()
+            self._count(charges, sign=1)
         elif self._additive and self._reshare(old, charges):
             self._record = None
         else:  # only `key`'s charges changed: fold again what that may change
@@ -323,9 +324,8 @@ class Ledger:
     def _fold(self, *, skip: str | None) -> tuple[list[dict[str, quantity.Nanos]], bool]:
         state = [dict(p.requested) for p in self._pools]
         additive = self._integral
-        for key in self._order:
-            if key != skip:
-                additive = self._apply(state, self._charges[key]) and additive
+        for key in (key for key in self._order if key != skip):
+            additive = self._apply(state, self._charges[key]) and additive
         return state, additive
 
     def _refold(self, *, change: tuple[int, int] | None = None) -> None:
