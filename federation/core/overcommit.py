@@ -111,8 +111,7 @@ class Ledger:
         """The version `_slots`, `_without` and `_sequence` hold answers for."""
         self._record: charge_fold.Record | None = None  # the fold recorded, when kept
         self._sequence: list[tuple[Charge, ...]] | None = None
-        self._requests: collections.Counter[fit.Requests] = collections.Counter()  # of every charge,
-        self._pods: collections.Counter[int] = collections.Counter()  # counted (what pools may take)
+        self._extent: tuple[set[fit.Requests], int] | None = None
         self.version = 0
         """Bumped whenever the fully charged state may have changed."""
         self.set_pools(pools)
@@ -169,11 +168,6 @@ class Ledger:
         old = self._charges.get(key, ())
         if old == charges:
             return False
-        self._requests.subtract(item.profile.requests for item in old)
-        self._requests.update(item.profile.requests for item in charges)
-        self._pods.subtract(item.pods for item in old)
-        self._pods.update(item.pods for item in charges)
-        self._requests, self._pods = +self._requests, +self._pods  # no zeros left
         last = self._order[-1] == key if old else not self._order or key > self._order[-1]
         if old and not charges:
             del self._charges[key]
@@ -213,7 +207,7 @@ class Ledger:
                 found = self._without[key] = tuple(
                     self._fold(skip=key)[0] if (done := self._recorded()) is None else charge_fold.without(
                         self._pools, done, self._in_order(), position=bisect.bisect_left(self._order, key),
-                        admitted=self.admitted, requests=self._requests, largest=max(self._pods, default=0)))
+                        admitted=self.admitted, requests=self._extents()[0], largest=self._extents()[1]))
             return tuple(dict(node) for node in found)
         state = [dict(node) for node in self._state]
         self._add(state, self._shares(self._charges[key]), sign=-1)
@@ -250,14 +244,20 @@ class Ledger:
             self._slots.clear()
             self._without.clear()
             self._frozen = None
-            self._sequence = None
+            self._sequence = self._extent = None
             self._cached = self.version
 
     def _in_order(self) -> list[tuple[Charge, ...]]:
         """Every spread's charges in key order (as of the version `_fresh` saw)."""
-        if self._sequence is None:
-            self._sequence = [self._charges[key] for key in self._order]
-        return self._sequence
+        found = self._sequence = self._sequence or [self._charges[key] for key in self._order]
+        return found
+
+    def _extents(self) -> tuple[set[fit.Requests], int]:
+        """Every charge's requests, and the most pods of one charge (what a pool may have to take)."""
+        if self._extent is None:
+            items = [item for charges in self._in_order() for item in charges]
+            self._extent = {i.profile.requests for i in items}, max((i.pods for i in items), default=0)
+        return self._extent
 
     def _recorded(self) -> charge_fold.Record | None:
         """The recorded fold of the charges as they are; None when not on whole nano-units."""
@@ -338,7 +338,7 @@ class Ledger:
             self._fresh()
             self._record = charge_fold.update(
                 self._pools, kept, self._in_order(), start=change[0], shift=change[1],
-                admitted=self.admitted, requests=self._requests, largest=max(self._pods, default=0))
+                admitted=self.admitted, requests=self._extents()[0], largest=self._extents()[1])
         if (done := self._record or self._recorded()) is None:
             self._state, self._additive = self._fold(skip=None)
         else:
