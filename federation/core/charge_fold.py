@@ -126,18 +126,16 @@ def _carry(
     `shift` positions further: the old states less `diff`, the old shorts."""
     if not diff:  # the very same states
         prefix.extend(base.prefix[start + 1 + shift:end + 1 + shift])
-    made: dict[int, list[Node]] = {}
+    made: dict[int, tuple[Node, Node]] = {}
+    changed = [(index, delta, pools[index].requested) for index, delta in diff.items()]
     for position in range(start + 1 + shift, end + 1 + shift) if diff else ():
-        found = base.prefix[position]
-        if diff:  # a pool's dict is shared by the positions that did not change it: convert it once
-            found = list(found)
-            for index in diff:
-                node = found[index]
-                converted = made.get(id(node))
-                if converted is None or converted[0] is not node:
-                    fresh = _minus(pools, [node], {0: diff[index]}, index=index)[0]
-                    converted = made[id(node)] = [node, fresh]
-                found[index] = converted[1]
+        found = list(base.prefix[position])
+        for index, delta, reported in changed:  # a dict shared by several positions is converted once
+            node = found[index]
+            converted = made.get(id(node))
+            if converted is None or converted[0] is not node:
+                converted = made[id(node)] = node, _less(node, delta, reported)
+            found[index] = converted[1]
         prefix.append(found)
     for index, positions in enumerate(base.shorts):
         begin, stop = bisect.bisect_left(positions, start + shift), bisect.bisect_left(positions, end + shift)
@@ -218,7 +216,7 @@ def _reach(
             low, high = at - 1, bound  # the last position with room for `largest`, `at - 1` if none
             while low < high:
                 middle = (low + high + 1) // 2
-                node = _minus(pools, [base.prefix[middle + shift][index]], {0: delta}, index=index)[0]
+                node = _less(base.prefix[middle + shift][index], delta, pool.requested)
                 if all(fit.slots(pool, node, kind) >= largest for kind in requests):
                     low = middle
                 else:
@@ -245,23 +243,27 @@ def _diff(full: Sequence[Mapping[str, quantity.Nanos]], state: Sequence[Mapping[
 
 
 def _minus(
-    pools: Sequence[fit.Pool], full: Sequence[Node], diff: Mapping[int, Mapping[str, quantity.Nanos]], *,
-    index: int | None = None,
+    pools: Sequence[fit.Pool], full: Sequence[Node], diff: Mapping[int, Mapping[str, quantity.Nanos]]
 ) -> list[Node]:
     """`full` with `diff` taken off its pools (fresh dicts where they differ, shared elsewhere). A
     resource left at 0 that the pool did not report is dropped, as the fold never charged it
     (charges add positive amounts only)."""
     state = list(full)
     for at, delta in diff.items():
-        node = state[at] = dict(state[at])
-        reported = pools[at if index is None else index].requested
-        for name, amount in delta.items():
-            left = node.get(name, 0) - amount
-            if left or name in reported:
-                node[name] = left
-            else:
-                node.pop(name, None)
+        state[at] = _less(state[at], delta, pools[at].requested)
     return state
+
+
+def _less(node: Node, delta: Mapping[str, quantity.Nanos], reported: Mapping[str, quantity.Nanos]) -> Node:
+    """A copy of `node` less `delta` (`_minus` of one pool, whose report is `reported`)."""
+    found = dict(node)
+    for name, amount in delta.items():
+        left = found.get(name, 0) - amount
+        if left or name in reported:
+            found[name] = left
+        else:
+            found.pop(name, None)
+    return found
 
 
 def _full(pool: fit.Pool, node: Mapping[str, quantity.Nanos], requests: Collection[fit.Requests]) -> bool:
