@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import pathlib
 import re
-import subprocess
 import tomllib
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +33,7 @@ from federation.coordinator.hub import registration as coordinator_registration
 from federation.coordinator.services import health
 from federation.kube import webhook_registration
 from federation.sandbox import build
+from tests.support.manifests import render
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -52,14 +52,6 @@ def kubectl() -> pathlib.Path:
         return build.kubectl()
     except build.BuildError as error:
         pytest.fail(f"no kubectl from the build: {error}")
-
-
-def render(kubectl: pathlib.Path, directory: pathlib.Path) -> list[Doc]:
-    """`kubectl kustomize directory`, parsed."""
-    result = subprocess.run([str(kubectl), "kustomize", str(directory)], capture_output=True, text=True,
-                            check=False, timeout=60)
-    assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +146,8 @@ def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> No
         ("ValidatingWebhookConfiguration", coordinator_registration.NAME, NAMESPACE),
         ("Service", "fedspread-coordinator-metrics", NAMESPACE),
         ("RayCluster", "fedspread-ray", NAMESPACE),
+        ("NetworkPolicy", "fedspread-ray-head", NAMESPACE),
+        ("NetworkPolicy", "fedspread-ray-workers", NAMESPACE),
     }
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fedspread" for d in coordinator)
 
@@ -352,6 +346,7 @@ def test_agent_renders_exactly_these_objects(agent: list[Doc]) -> None:
         ("Service", "fedspread-agent-metrics", NAMESPACE),
         # kustomize v2 does not know this kind is cluster-scoped; the apiserver drops the namespace.
         ("MutatingWebhookConfiguration", "fedspread-agent", NAMESPACE),
+        ("NetworkPolicy", "fedspread-agent", NAMESPACE),
     }
     assert not [d for d in agent if d["kind"] == "Secret"], (
         "the certificate Secret is the installer's (cert-manager or their CA): shipping one would "
