@@ -7,7 +7,8 @@ Every call has a deadline (the client's `timeout`), so a dead coordinator fails 
 hanging a script.
 
 The coordinator serves mTLS: `PlacementClient.with_tls` reads a client certificate from
-`fedspread certs client` (any certificate its CA signed may read placements). The plain
+`fedspread certs client NAME`; the user NAME reads what the hub's RBAC lets it read
+(`PermissionDenied` otherwise; an agent's certificate reads nothing). The plain
 constructor speaks plaintext unless given `credentials`, for a coordinator run with `--insecure`.
 A TLS mismatch surfaces as an unreachable coordinator, so that error carries a hint.
 
@@ -114,6 +115,8 @@ class PlacementClient:
             return types.SpreadNotFound(f"no spread {spread_key}" if spread_key else details, code=name)
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return types.InvalidRequest(details, code=name, problems=_problems(error))
+        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            return types.PermissionDenied(f"coordinator at {self.target} refused: {details}", code=name)
         if code == grpc.StatusCode.UNAVAILABLE:
             advice = transport.hint(details, secure=self.secure)
             return types.CoordinatorUnavailable(
