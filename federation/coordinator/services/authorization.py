@@ -29,6 +29,7 @@ import grpc
 
 from federation.api import problems
 from federation.coordinator.wire import access, identity
+from federation.rpc import access as rpc_access
 
 R = TypeVar("R")
 
@@ -40,6 +41,8 @@ class AccessRefused(Exception):
         super().__init__(message)
         self.code = code
         self.problems: list[problems.Problem] = []
+        unavailable = code == grpc.StatusCode.UNAVAILABLE
+        self.trailers = [(rpc_access.TRAILER, rpc_access.UNAVAILABLE_VALUE)] if unavailable else []
 
 
 @dataclasses.dataclass(frozen=True)

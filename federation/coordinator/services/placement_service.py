@@ -156,10 +156,13 @@ def _handled(
 async def _abort(
     context: grpc.aio.ServicerContext, error: ServiceError | authorization.AccessRefused,
 ) -> None:
-    """End the call with the error's code, its problems in the trailer as JSON."""
+    """End the call with the error's code, its problems in the trailer as JSON (or the access
+    check's trailer, `federation.rpc.access`)."""
     if error.problems:
         context.set_trailing_metadata([(PROBLEMS_TRAILER, json.dumps(
             [{"path": p.path, "message": p.message} for p in error.problems]))])
+    elif isinstance(error, authorization.AccessRefused) and error.trailers:
+        context.set_trailing_metadata(error.trailers)
     await context.abort(error.code, str(error))
 
 
@@ -288,14 +291,14 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             elif request.namespace:
                 await self._blocking(caller.require, access.list_spreads(request.namespace))
         except (ServiceError, authorization.AccessRefused) as error:
-            await context.abort(error.code, str(error))
+            await _abort(context, error)
         try:
             async for event in self._watch(request, caller):
                 yield event
         except grpc.aio.AbortError:
             raise
         except authorization.AccessRefused as error:  # the hub went away during the watch
-            await context.abort(error.code, str(error))
+            await _abort(context, error)
         except Exception:
             LOG.exception("PlacementService.WatchPlacement failed")
             await context.abort(grpc.StatusCode.INTERNAL,
