@@ -8,8 +8,9 @@ issues and the real SDK:
   O from the peer certificate), and an agent's or a nameless certificate is refused;
 * a hub that does not answer (the real `SubjectAccessReviewer` dialling a closed port) ends the
   call UNAVAILABLE after its bounded retries, nothing cached, nothing allowed;
-* what each call asks, and a watch of every namespace filtered by namespace, with a table-driven
-  authorizer (a fake of our own protocol, for the servicer's part only).
+* what each call asks, a watch of every namespace filtered by namespace, and a watch ended once
+  its permission is revoked, with a table-driven authorizer (a fake of our own protocol, for the
+  servicer's part only).
 """
 
 from __future__ import annotations
@@ -193,3 +194,29 @@ def test_an_unreachable_hub_answers_unavailable_and_never_allows(certificates: p
            "federatedspreads.fedspread.io/web" in str(error.value)
     assert "hint" not in str(error.value), "no TLS advice: the coordinator answered"
     assert reviewer.reviews == 6, "an error is never cached: the call asked again"
+
+
+def test_a_revoked_permission_ends_a_watch_at_the_next_change(certificates: pathlib.Path) -> None:
+    table = Table({("alice", "get", "federatedspreads", "shop")})
+    store = source()
+    server = aio_server.AioServer(workers=2)
+    placement_service.add_to_server(server.server, store, authorizer=table)
+    served = transport.TLSFiles.in_directory(certificates / "coordinator")
+    port = server.add_secure_port("127.0.0.1:0", transport.server_credentials(served))
+    server.start()
+    try:
+        files = transport.TLSFiles.in_directory(certificates / "alice")
+        with grpc.secure_channel(f"127.0.0.1:{port}", transport.channel_credentials(files)) as channel:
+            stream = placement_pb2_grpc.PlacementServiceStub(channel).WatchPlacement(
+                placement_pb2.WatchPlacementRequest(spread="shop/web"), timeout=DEADLINE)
+            assert next(stream).type == placement_pb2.PlacementEvent.TYPE_INITIAL
+            table.allowed_set.clear()  # the binding is gone (the hub's answer, once the cache expires)
+            store.put("shop/web", convert.PlacementRecord(
+                key="shop/web", placement=placement.Placement(
+                    replicas=1, unplaced=1, capacity_exhausted=0, subsets=(), clusters={}),
+                spec=placement_service.parse_spread(SPREAD)))
+            with pytest.raises(grpc.RpcError) as ended:
+                next(stream)
+            assert ended.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        server.stop(grace=None)

@@ -8,7 +8,8 @@ answer — the hub away or too slow — ends the call UNAVAILABLE: an error neve
 
 What each call needs (deploy/README.md, "Who may read placements"):
 
-* GetPlacement, and WatchPlacement of one spread: `get federatedspreads` on that spread;
+* GetPlacement, and WatchPlacement of one spread: `get federatedspreads` on that spread (a watch
+  asks again at every change, so a revoked binding ends it);
 * ListPlacements and WatchPlacement of a namespace: `list federatedspreads` in it; of every
   namespace: the placements of the namespaces the user may `list` in (all of them with a
   cluster-wide grant), never an error for the others;

@@ -307,10 +307,15 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
     def _snapshot(
         self, request: placement_pb2.WatchPlacementRequest, caller: authorization.Caller,
     ) -> dict[str, placement_pb2.Placement]:
+        """The watched placements now; PERMISSION_DENIED once the caller may no longer read them (a
+        revoked binding ends a watch at the next change, within the authorizer's cache time)."""
         if request.spread:
+            namespace, _, name = request.spread.partition("/")
+            caller.require(access.read_spread(namespace, name))
             record = self._source.get(request.spread)
             records = [] if record is None else [record]
         elif request.namespace:
+            caller.require(access.list_spreads(request.namespace))
             records = self._source.placements(request.namespace)
         else:
             records = self._readable("", caller)
