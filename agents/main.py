@@ -31,6 +31,7 @@ from agents.webhook import handler, registration, server
 from federation.api import names
 from federation.certs import store, transport
 from federation.kube import errors as kube_errors
+from federation.kube import webhook_clients
 
 log = logging.getLogger("fedspread.agent")
 
@@ -69,6 +70,10 @@ class AgentConfig:
     """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
     federation_id: str = names.DEFAULT_FEDERATION_ID
     """The federation this agent expects its coordinator to serve (`--federation-id`)."""
+    webhook_client_ca: pathlib.Path | None = None
+    """Only callers with a client certificate this CA signed may post reviews; None: anyone."""
+    webhook_allowed_cns: tuple[str, ...] = ()
+    """With `webhook_client_ca`: only these common names (empty: any the CA signed)."""
 
 
 class Agent:
@@ -100,7 +105,9 @@ class Agent:
             self.webhook = server.WebhookServer(
                 handler.AdmissionHandler(self.bookkeeping, self.metrics), port=settings.webhook_port,
                 cert_file=self.serving.cert_file, key_file=self.serving.key_file,
-                ready=lambda: self.cache.synced)  # ready: serving and counting from synced caches
+                ready=lambda: self.cache.synced,  # ready: serving and counting from synced caches
+                client_auth=None if settings.webhook_client_ca is None else webhook_clients.ClientAuth(
+                    settings.webhook_client_ca, frozenset(settings.webhook_allowed_cns)))
         except (OSError, ValueError) as error:  # unreadable or mismatched certificate files
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise AgentError(f"webhook serving certificate: {error}") from None

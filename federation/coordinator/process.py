@@ -20,7 +20,9 @@ understand the coordinator. The threads, and why each exists:
   `PLACEMENT_WORKERS` for PlacementService (what-ifs may be slow) and two that register the
   MemberClusters of new agents on the hub. So the threads do not grow with the federation. Over
   mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
-  cluster theirs names, `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`);
+  cluster theirs names, `identity`; SDK users read what the hub's RBAC lets them,
+  `services.authorization` over `hub.access_review`) or, for local use only, plaintext (`tls=None`,
+  `--insecure`: no identity, so no authorisation either);
   keepalive PINGs both ways (`federation.rpc.keepalive`). Beside them, gRPC health and reflection;
   health alone, in plaintext, on `--health-port` for the kubelet (`services.health`: SERVING once
   the hub is listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
@@ -58,7 +60,7 @@ from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
 from federation.coordinator import facade, metrics, ray_join, shards
-from federation.coordinator.hub import admission, status_writer, statuses
+from federation.coordinator.hub import access_review, admission, status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
@@ -236,6 +238,8 @@ class CoordinatorProcess:
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
             on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
         self.watcher = hub.HubWatcher(self.api, self._events.put)
+        self.authorizer = None if settings.tls is None else access_review.SubjectAccessReviewer(self.api)
+        """Over mTLS, the hub's RBAC decides who reads what (`services.authorization`); plaintext: all."""
         self.metrics = metrics.CoordinatorMetrics(self.coordinator, writer=self.statuses.writer)
         self.coordinator.on_round = self.metrics.observe_round
         self.health = health.HealthReporter()
@@ -253,7 +257,8 @@ class CoordinatorProcess:
         self._placement_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
         agent_service.add_to_server(server.server, self.agents)
-        placement_service.add_to_server(server.server, self.source, executor=self._placement_pool)
+        placement_service.add_to_server(server.server, self.source, executor=self._placement_pool,
+                                        authorizer=self.authorizer)
         self.health.add_to(server, reflect=health.SERVICES)
         if self._credentials is None:
             port = server.add_insecure_port(self.settings.listen)

@@ -141,6 +141,7 @@ def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> No
         ("ServiceAccount", "fedspread-coordinator", NAMESPACE),
         ("ClusterRole", "fedspread-coordinator", None),
         ("ClusterRoleBinding", "fedspread-coordinator", None),
+        ("ClusterRole", "fedspread-placement-reader", None),
         ("Deployment", "fedspread-coordinator", NAMESPACE),
         ("Service", "fedspread-coordinator", NAMESPACE),
         ("ValidatingWebhookConfiguration", coordinator_registration.NAME, NAMESPACE),
@@ -162,7 +163,8 @@ def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None
 
 def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
     # hub.HubWatcher lists and watches the three kinds; main._on_hello creates MemberClusters;
-    # status_writer reads and merge-patches the three status subresources. Nothing more.
+    # status_writer reads and merge-patches the three status subresources; access_review asks the
+    # hub whether an SDK user may read what it asks for. Nothing more.
     assert rules(one(coordinator, "ClusterRole", "fedspread-coordinator")) == {
         ("fedspread.io", "federatedspreads", frozenset({"list", "watch"})),
         ("fedspread.io", "memberclusters", frozenset({"list", "watch", "create"})),
@@ -170,6 +172,11 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("fedspread.io", "memberclusters/status", frozenset({"get", "patch"})),
         ("apps", "deployments", frozenset({"list", "watch"})),
         ("apps", "deployments/status", frozenset({"get", "patch"})),
+        ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
+    }
+    assert rules(one(coordinator, "ClusterRole", "fedspread-placement-reader")) == {
+        ("fedspread.io", "federatedspreads", frozenset({"get", "list", "watch"})),
+        ("fedspread.io", "memberclusters", frozenset({"get", "list", "watch"})),
     }
     binding = one(coordinator, "ClusterRoleBinding", "fedspread-coordinator")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
