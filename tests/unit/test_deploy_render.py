@@ -166,7 +166,8 @@ def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None
 
 def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
     # hub.HubWatcher lists and watches the three kinds; main._on_hello creates MemberClusters;
-    # status_writer reads and merge-patches the three status subresources. Nothing more.
+    # status_writer reads and merge-patches the three status subresources; kube.events creates
+    # Events and patches their series. Nothing more.
     assert rules(one(coordinator, "ClusterRole", "fedspread-coordinator")) == {
         ("fedspread.io", "federatedspreads", frozenset({"list", "watch"})),
         ("fedspread.io", "memberclusters", frozenset({"list", "watch", "create"})),
@@ -174,6 +175,7 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("fedspread.io", "memberclusters/status", frozenset({"get", "patch"})),
         ("apps", "deployments", frozenset({"list", "watch"})),
         ("apps", "deployments/status", frozenset({"get", "patch"})),
+        ("events.k8s.io", "events", frozenset({"create", "patch"})),
     }
     binding = one(coordinator, "ClusterRoleBinding", "fedspread-coordinator")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
@@ -313,6 +315,7 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("", "pods", frozenset({"get", "list", "watch", "patch", "delete"})),
         ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("", "namespaces", frozenset({"create"})),
+        ("events.k8s.io", "events", frozenset({"create", "patch"})),
     }, "no admissionregistration rights: the agent runs with --no-register-webhook"
     binding = one(agent, "ClusterRoleBinding", "fedspread-agent")
     assert binding["roleRef"]["name"] == "fedspread-agent"

@@ -80,8 +80,10 @@ class StatusWriter:
 
     # --- public writes -------------------------------------------------------------------------
 
-    def write_spread(self, key: str, status: spread_api.FederatedSpreadStatus) -> bool:
-        """Set a FederatedSpread's status (`namespace/name`); True when a patch was applied."""
+    def write_spread(self, key: str, status: spread_api.FederatedSpreadStatus, *,
+                     applied: Callable[[Json], None] | None = None) -> bool:
+        """Set a FederatedSpread's status (`namespace/name`); True when a patch was applied, and
+        then `applied` is given the object as read before the patch (its old status, its uid)."""
         namespace, _, name = key.partition("/")
         args = (common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, name)
 
@@ -91,7 +93,7 @@ class StatusWriter:
         def patch(body: Json) -> None:
             self._custom.patch_namespaced_custom_object_status(*args, body, _content_type=MERGE_PATCH)
 
-        return self._write_model("spread", key, read=read, patch=patch, new=status)
+        return self._write_model("spread", key, read=read, patch=patch, new=status, applied=applied)
 
     def write_member_cluster(self, name: str, status: cluster_api.MemberClusterStatus) -> bool:
         """Set a MemberCluster's status; True when a patch was applied."""
@@ -163,7 +165,7 @@ class StatusWriter:
         return body
 
     def _write_model(self, kind: str, key: str, *, read: Callable[[], Json], patch: Callable[[Json], None],
-                     new: pydantic.BaseModel) -> bool:
+                     new: pydantic.BaseModel, applied: Callable[[Json], None] | None = None) -> bool:
         wanted: Json = new.model_dump(mode="json", by_alias=True, exclude_none=True)
         model = type(new)
 
@@ -181,6 +183,8 @@ class StatusWriter:
                     "status": merge_patch(raw_old if isinstance(raw_old, dict) else {}, wanted)}
             patch(body)
             self.writes[kind] += 1
+            if applied is not None:
+                applied(obj)
             return True
 
         return self._retrying(kind, key, attempt)
