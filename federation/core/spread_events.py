@@ -86,10 +86,11 @@ def _placement_events(old: spread.FederatedSpreadStatus | None, new: spread.Fede
         found.append(SpreadEvent(
             "FailedOver", WARNING, action="Failover",
             note=f"cluster lost, its replicas moved: {gone}; now {_listing(after)}"))
-    replicas = new.replicas if new.replicas is not None else sum(after.values())
+    placed = sum(after.values())
+    unplaced = f"; {new.unplaced_replicas} not placed" if new.unplaced_replicas else ""
     found.append(SpreadEvent("Placed", NORMAL, action="Place",
-                             note=f"placed {replicas} replica{'s' if replicas != 1 else ''}: "
-                                  f"{_listing(after)}"))
+                             note=f"placed {placed} replica{'s' if placed != 1 else ''}: "
+                                  f"{_listing(after)}{unplaced}"))
     if adaptive:
         earlier = {s.name: s.replicas for s in old.subset_statuses} if old is not None else {}
         for index, subset in enumerate(new.subset_statuses):
