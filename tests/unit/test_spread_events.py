@@ -59,7 +59,8 @@ def test_a_lost_clusters_replicas_moving_is_a_failover() -> None:
 def test_conditions_that_turn_bad_are_warnings_once() -> None:
     calm = status({"dc1": 2}, conditions=[
         condition("Valid", "True"), condition("Placed", "True", "AllPlaced"),
-        condition("CapacityExhausted", "False", "CapacityAvailable"), condition("Conflict", "False", "NoConflict")])
+        condition("CapacityExhausted", "False", "CapacityAvailable"),
+        condition("Conflict", "False", "NoConflict")])
     stormy = status({"dc1": 2}, conditions=[
         condition("Valid", "True"),
         condition("Placed", "False", "BeyondCaps", "1 replica of 3 could not be placed"),
