@@ -9,7 +9,7 @@ from federation.core import spread_events
 
 
 def condition(kind: str, status: str, reason: str = "", message: str = "") -> common.Condition:
-    return common.Condition(type=kind, status=status, reason=reason, message=message)  # type: ignore[arg-type]
+    return common.Condition(type=kind, status=status, reason=reason, message=message)
 
 
 def status(clusters: dict[str, int] | None = None, *, subsets: dict[str, int] | None = None,
