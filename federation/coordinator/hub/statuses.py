@@ -138,10 +138,11 @@ class StatusPass:
         for key in sorted(jobs):
             new, target = jobs[key]
             assert new is not None
-            applied = None if self.events is None else functools.partial(
-                self._announce, key, new, context.get(key, (frozenset(), False)))
-            if self._write(functools.partial(self.writer.write_spread, key, new, applied=applied),
-                           what="spread", key=key):
+            write = functools.partial(self.writer.write_spread, key, new)
+            if self.events is not None:  # told what the patch replaced, to announce the transition
+                write = functools.partial(write, applied=functools.partial(
+                    self._announce, key, new, context.get(key, (frozenset(), False))))
+            if self._write(write, what="spread", key=key):
                 with self._lock:
                     self._spread_status[key] = new
             if target is not None:
@@ -172,7 +173,15 @@ class StatusPass:
 
     def _announce(self, key: str, new: spread_api.FederatedSpreadStatus, context: EventContext,
                   before: status_writer.Json) -> None:
-        """Record the Events of a spread's status change (`before`: the object as it was read)."""
+        """Record the Events of a spread's status change (`before`: the object as it was read);
+        never raises: an Event is a side note of the write, which succeeded."""
+        try:
+            self._record_transition(key, new, context, before)
+        except Exception as error:  # a malformed object read back; the status is written all the same
+            log.warning("spread events not recorded", extra={"key": key, "error": str(error)[:200]})
+
+    def _record_transition(self, key: str, new: spread_api.FederatedSpreadStatus, context: EventContext,
+                           before: status_writer.Json) -> None:
         assert self.events is not None
         raw = before.get("status")
         try:
