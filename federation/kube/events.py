@@ -13,8 +13,9 @@ flood the apiserver. So, as client-go's EventRecorder:
   dropped (`limited`); a series bump beyond them is kept in memory and written when a token is
   free (the count is never lost, only late).
 * Every call has a deadline (`_request_timeout`); 429, 5xx and connection errors are retried with
-  tenacity (bounded, jittered); every failure is counted and logged quietly (one warning a minute
-  at most), never raised into the caller.
+  tenacity (bounded, jittered) over a client of its own (a copy of the caller's configuration,
+  two connections, urllib3's retries off); every failure is counted and logged quietly (one
+  warning a minute at most), never raised into the caller.
 
 The rules (keys, series decisions, buckets, bodies) are pure, in `federation.kube.event_series`.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import dataclasses
 import datetime
 import json
@@ -77,6 +79,16 @@ class Limits:
     max_wait: float = 2.0
 
 
+def _own_client(api_client: client.ApiClient) -> client.ApiClient:
+    """A client like `api_client` with its own small pool and no urllib3 retries: Events never
+    take a connection the caller needs, and tenacity is their one retry policy (urllib3's own
+    would multiply the attempts and log a warning for each)."""
+    settings = copy.deepcopy(api_client.configuration)
+    settings.retries = False
+    settings.connection_pool_maxsize = 2
+    return client.ApiClient(settings)
+
+
 def instance_name(environ: Mapping[str, str] | None = None) -> str:
     """This process's name for `reportingInstance`: $POD_NAME (the Downward API), else the host name."""
     found = (os.environ if environ is None else environ).get("POD_NAME", "").strip()
@@ -96,7 +108,7 @@ class EventRecorder:
     def __init__(self, api_client: client.ApiClient, *, controller: str, instance: str,
                  limits: Limits = Limits(), clock: clock_mod.Clock = clock_mod.utcnow,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._events = client.EventsV1Api(api_client)
+        self._events = client.EventsV1Api(_own_client(api_client))
         self.controller, self.instance = controller, instance
         self.limits = limits
         self._clock, self._monotonic = clock, monotonic
@@ -164,6 +176,8 @@ class EventRecorder:
             try:
                 item: es.Occurrence | threading.Event | None = self._queue.get(timeout=IDLE_SECONDS)
             except queue.Empty:
+                if self._closed:
+                    return
                 item = threading.Event()  # idle: look at the series waiting for a token
             if item is None:
                 self._write_waiting()
@@ -272,7 +286,7 @@ class EventRecorder:
         self.counts["failed"] += 1
         status = getattr(error, "status", None)
         reason = str(getattr(error, "reason", "") or error).strip().splitlines()[:1]
-        fields = {"what": what, "status": status,
+        fields = {"what": what, "status": status, "controller": self.controller, "instance": self.instance,
                   "reason": reason[0][:200] if reason else type(error).__name__}
         now = self._monotonic()
         if now - self._warned >= WARN_EVERY_SECONDS:
