@@ -69,7 +69,7 @@ def test_an_unreachable_apiserver_is_counted_and_logged_once_never_raised(
                 if r.levelno == logging.WARNING and getattr(r, "instance", None) == "c-0"]
     assert len(warnings) == 1, "one warning a minute, the rest at debug"
     assert "event not written" in warnings[0].getMessage()
-    assert not [r for r in caplog.records if r.name.startswith("urllib3")], "urllib3 retries and warns on its own"
+    assert not [r for r in caplog.records if r.name.startswith("urllib3")], "urllib3 would retry and warn"
 
 
 def test_instance_name_prefers_the_pod_name() -> None:
