@@ -1,7 +1,7 @@
 """Writing what the coordinator decided back to the hub: spread, member and Deployment statuses.
 
-Why its own module: status writes are the coordinator's only writes to the hub, and they must be
-cheap and safe under churn.
+Why its own module: status writes are the coordinator's only writes of hub objects (besides the
+Events it records about them, federation.kube.events), and they must be cheap and safe under churn.
 
 * Writes only when something changed: the current status is read first and compared with
   `status.status_changed` (order of conditions and sub-second times do not count), so a steady
