@@ -114,6 +114,8 @@ class EventRecorder:
         self._clock, self._monotonic = clock, monotonic
         self._queue: queue.Queue[es.Occurrence | threading.Event | None] = queue.Queue(limits.queue_size)
         self._series: dict[es.DedupKey, es.Series] = {}
+        self._waiting: dict[es.DedupKey, es.Series] = {}
+        """Series whose last bumps wait for a token."""
         self._buckets: dict[tuple[str, str, str, str], es.TokenBucket] = {}
         self._overall = es.TokenBucket(limits.overall_rate, limits.overall_burst)
         self._thread: threading.Thread | None = None
@@ -230,8 +232,11 @@ class EventRecorder:
 
     def _update(self, occurrence: es.Occurrence, series: es.Series) -> None:
         """Write the series' count if a token allows (else it waits for `_write_waiting`)."""
+        key = es.dedup_key(occurrence)
         if not self._admit(occurrence):
+            self._waiting[key] = series
             return
+        self._waiting.pop(key, None)
         patch = es.series_patch(series)
         try:
             self._call(lambda: self._events.patch_namespaced_event(
@@ -239,24 +244,24 @@ class EventRecorder:
                 _request_timeout=self.limits.timeout, _preload_content=False))
         except exceptions.ApiException as error:
             if error.status == 404:  # the apiserver expired it (events live an hour): start anew
-                self._series.pop(es.dedup_key(occurrence), None)
+                self._series.pop(key, None)
                 created = self._create(occurrence, now=series.last)
                 if created is not None:
-                    self._series[es.dedup_key(occurrence)] = created
+                    self._series[key] = created
                 return
             self._failed(f"update event {series.namespace}/{series.name}", error)
-            series.written = series.count  # do not retry forever; the next occurrence writes it
-            return
         except Exception as error:
             self._failed(f"update event {series.namespace}/{series.name}", error)
-            series.written = series.count
-            return
-        series.written = series.count
-        self.counts["updated"] += 1
+        else:
+            self.counts["updated"] += 1
+        series.written = series.count  # after a failure too: the next occurrence writes the count
 
     def _write_waiting(self) -> None:
         """Write the series bumps that waited for a token, as far as tokens allow."""
-        for series in [s for s in self._series.values() if s.written < s.count]:
+        for key, series in list(self._waiting.items()):
+            if self._series.get(key) is not series:  # replaced by a newer Event of the same key
+                del self._waiting[key]
+                continue
             self._update(series.occurrence, series)
 
     def _prune(self) -> None:
