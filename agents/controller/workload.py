@@ -187,7 +187,7 @@ class WorkloadSync:
             self._resolved(value.spread)
             LOG.info("deployment created deployment=%s/%s replicas=%s",
                      namespace, name, body["spec"]["replicas"])
-            self._note(created, reason="Created", action="Create",
+            self._note(created, body, reason="Created", action="Create",
                        note=f"created with {body['spec']['replicas']} replicas for spread {value.spread}")
             return CREATED
         meta = live.get("metadata") or {}
@@ -205,7 +205,7 @@ class WorkloadSync:
                                                             _preload_content=False)
         LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
         was = (live.get("spec") or {}).get("replicas")
-        self._note(json.loads(response.data), reason="Updated", action="Update",
+        self._note(response, body, reason="Updated", action="Update",
                    note=f"updated for spread {value.spread} (generation {value.generation}): "
                         f"{was} -> {body['spec']['replicas']} replicas")
         return UPDATED
@@ -224,23 +224,27 @@ class WorkloadSync:
             if self._conflicts.pop(spread, None) is not None:
                 LOG.info("deployment conflict resolved spread=%s", spread)
 
-    def _note(self, obj: Json, *, reason: str, action: str, note: str) -> None:
-        """An Event on the Deployment `obj` (as the apiserver returned it), if recording."""
-        meta = obj.get("metadata") or {}
-        if self._recorder is None or not meta.get("name"):
+    def _note(self, response: Any, sent: Json, *, reason: str, action: str, note: str) -> None:
+        """An Event on the Deployment the apiserver returned in `response` (its uid included),
+        else on the one `sent`, if recording."""
+        if self._recorder is None:
+            return
+        try:
+            meta = json.loads(response.data).get("metadata") or {}
+        except (AttributeError, TypeError, ValueError):  # no body to read: the uid stays unknown
+            meta = sent.get("metadata") or {}
+        if not meta.get("name"):
             return
         self._recorder.record(
             kube_events.ObjectRef("apps/v1", "Deployment", str(meta["name"]),
                                   namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or "")),
             reason=reason, action=action, note=note)
 
-    def _create(self, namespace: str, body: Json) -> Json:
-        """Create the Deployment (returned as created); a namespace the member lacks is created
+    def _create(self, namespace: str, body: Json) -> Any:
+        """Create the Deployment (the client's response); a namespace the member lacks is created
         first (as Karmada does)."""
         try:
-            response = self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
-            created: Json = json.loads(response.data)
-            return created
+            return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
         except exceptions.ApiException as error:
             if error.status != 404 or self._core is None:
                 raise
@@ -251,9 +255,7 @@ class WorkloadSync:
         except exceptions.ApiException as error:
             if error.status != 409:  # 409: created meanwhile
                 raise
-        response = self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
-        created = json.loads(response.data)
-        return created
+        return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
 
     def sync_once(self) -> dict[str, int]:
         """Apply every assignment; outcome counts. Deletes nothing (module docstring)."""
@@ -360,7 +362,7 @@ class WorkloadSync:
                 return False
             raise
         LOG.info("deployment deleted deployment=%s/%s", namespace, name)
-        self._note({"metadata": {"name": name, "namespace": namespace, "uid": uid}}, reason="Deleted",
+        self._note(None, {"metadata": {"name": name, "namespace": namespace, "uid": uid}}, reason="Deleted",
                    action="Delete",
                    note=f"deleted: the coordinator removed spread {spread} from this cluster")
         return True

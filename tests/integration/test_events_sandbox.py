@@ -1,4 +1,5 @@
-"""Kubernetes Events on the sandbox: the recorder, the coordinator's spread Events, the agent's pod Events.
+"""Kubernetes Events on the sandbox: the recorder, the coordinator's spread Events, the agent's pod
+and Deployment Events.
 
 What runs: the real `EventRecorder` against the sandbox apiservers (events.k8s.io/v1); the real
 `CoordinatorProcess` (placement in process) on the hub with stand-in agents; the agent's real
@@ -9,6 +10,7 @@ events.k8s.io/v1 list, and the core/v1 list filtered by `involvedObject.uid` (wh
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -22,7 +24,7 @@ from waiting import wait_for
 
 from agents import bookkeeping, outbox
 from agents.cache import store as cache
-from agents.controller import reconciler
+from agents.controller import reconciler, workload
 from federation.api import names
 from federation.kube import events
 from federation.rpc import assignment
@@ -176,3 +178,39 @@ def test_a_pod_deleted_for_rescheduling_gets_a_rescheduled_event(
     assert (event["reportingController"], event["reportingInstance"]) == ("fedspread.io/agent", "member-1")
     assert event["note"].startswith("deleted to reschedule: unschedulable in subset big since ")
     assert f"spread {namespace}/ad skips that subset for 60s" in event["note"]
+
+
+def test_member_deployments_get_created_updated_and_deleted_events(clusters: Clusters,
+                                                                  namespace: str) -> None:
+    core, apps = clusters.core(MEMBER), clusters.apps(MEMBER)
+    books = bookkeeping.Bookkeeping()
+    recorder = events.EventRecorder(clusters.api(MEMBER), controller=events.AGENT, instance="member-1")
+    sync = workload.WorkloadSync(apps, books, cache.Cache(core, apps), core_api=core, recorder=recorder)
+    template = builders.deployment("web", 9, namespace="hub-ns", cpu="10m", image="registry.example/app:1.0")
+    web = assignment.Assignment(
+        spread=assignment.spread_key(namespace, "web"), generation=1, namespace=namespace, workload="web",
+        replicas=2, template=template, template_revision="r1",
+        subsets=(assignment.SubsetRule(name="a", index=0, quota=2),), subset_count=1,
+        strategy=assignment.Strategy(), spread_uid="uid-web", federation="test-fed")
+    try:
+        books.set_assignment(web)
+        assert sync.sync_once() == {workload.CREATED: 1}
+        books.set_assignment(dataclasses.replace(web, replicas=3, generation=2))
+        assert sync.sync_once() == {workload.UPDATED: 1}
+        uid = apps.read_namespaced_deployment("web", namespace).metadata.uid
+        books.remove_assignment(web.spread)
+        assert sync.remove(web.spread, federation="test-fed") == 1
+        assert recorder.flush(WAIT)
+    finally:
+        recorder.close()
+    api = clusters.api(MEMBER)
+    notes = {reason: [(e["regarding"]["kind"], e["regarding"]["uid"], e["note"])
+                      for e in events_of(api, namespace, name="web", reason=reason)]
+             for reason in ("Created", "Updated", "Deleted")}
+    spread = f"{namespace}/web"
+    assert notes == {
+        "Created": [("Deployment", uid, f"created with 2 replicas for spread {spread}")],
+        "Updated": [("Deployment", uid, f"updated for spread {spread} (generation 2): 2 -> 3 replicas")],
+        "Deleted": [("Deployment", uid,
+                     f"deleted: the coordinator removed spread {spread} from this cluster")],
+    }
