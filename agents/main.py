@@ -31,6 +31,7 @@ from agents.webhook import handler, registration, server
 from federation.api import names
 from federation.certs import store, transport
 from federation.kube import errors as kube_errors
+from federation.kube import events as kube_events
 from federation.kube import webhook_clients
 
 log = logging.getLogger("fedspread.agent")
@@ -117,10 +118,13 @@ class Agent:
         core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
         self.cache = cache.Cache(core, apps)
         self.federation = ownership.FederationState(settings.federation_id)
-        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core)
+        self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.AGENT,
+                                                  instance=settings.cluster)
+        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
+                                              recorder=self.recorder)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
                                                 heartbeat_seconds=settings.heartbeat_seconds,
-                                                conflicts=self.workload.conflicts)
+                                                conflicts=self.workload.conflicts, recorder=self.recorder)
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox,
                                                    heartbeat_seconds=settings.heartbeat_seconds,
                                                    max_pools=settings.max_node_pools)
@@ -199,6 +203,7 @@ class Agent:
         for thread in self._threads:
             thread.join(timeout=5)
         self.cache.stop()
+        self.recorder.close()
         self.metrics.stop()
         shutil.rmtree(self._tmp, ignore_errors=True)
         log.info("agent stopped", extra={"cluster": self.settings.cluster})

@@ -46,6 +46,7 @@ from kubernetes.client import exceptions
 from agents import bookkeeping, ownership, retries
 from agents.cache import store as cache_mod
 from federation.api import names
+from federation.kube import events as kube_events
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -130,8 +131,10 @@ class WorkloadSync:
     """Creates, updates and removes the member Deployments of assigned spreads."""
 
     def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
-                 core_api: Any = None) -> None:
+                 core_api: Any = None, recorder: kube_events.EventRecorder | None = None) -> None:
         self._apps = apps_api
+        self._recorder = recorder
+        """Records an Event on each Deployment this sync creates, updates or deletes."""
         self._core = core_api  # creates a missing namespace when given
         self._books = books
         self._cache = cache
@@ -180,10 +183,12 @@ class WorkloadSync:
         except exceptions.ApiException as error:
             if error.status != 404:
                 raise
-            self._create(namespace, body)
+            created = self._create(namespace, body)
             self._resolved(value.spread)
             LOG.info("deployment created deployment=%s/%s replicas=%s",
                      namespace, name, body["spec"]["replicas"])
+            self._note(created, body, reason="Created", action="Create",
+                       note=f"created with {body['spec']['replicas']} replicas for spread {value.spread}")
             return CREATED
         meta = live.get("metadata") or {}
         verdict = ownership.claim(labels=meta.get("labels"), annotations=meta.get("annotations"),
@@ -196,8 +201,13 @@ class WorkloadSync:
             return UNCHANGED
         if verdict.verdict == ownership.ADOPT:
             LOG.info("adopting deployment=%s/%s reason=%s", namespace, name, verdict.reason)
-        self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False)
+        response = self._apps.replace_namespaced_deployment(name, namespace, merged(live, body),
+                                                            _preload_content=False)
         LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
+        was = (live.get("spec") or {}).get("replicas")
+        self._note(response, body, reason="Updated", action="Update",
+                   note=f"updated for spread {value.spread} (generation {value.generation}): "
+                        f"{was} -> {body['spec']['replicas']} replicas")
         return UPDATED
 
     def _conflict(self, value: assignment.Assignment, body: Json, reason: str) -> str:
@@ -214,11 +224,27 @@ class WorkloadSync:
             if self._conflicts.pop(spread, None) is not None:
                 LOG.info("deployment conflict resolved spread=%s", spread)
 
-    def _create(self, namespace: str, body: Json) -> None:
-        """Create the Deployment; a namespace the member lacks is created first (as Karmada does)."""
-        try:
-            self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+    def _note(self, response: Any, sent: Json, *, reason: str, action: str, note: str) -> None:
+        """An Event on the Deployment the apiserver returned in `response` (its uid included),
+        else on the one `sent`, if recording."""
+        if self._recorder is None:
             return
+        try:
+            meta = json.loads(response.data).get("metadata") or {}
+        except (AttributeError, TypeError, ValueError):  # no body to read: the uid stays unknown
+            meta = sent.get("metadata") or {}
+        if not meta.get("name"):
+            return
+        self._recorder.record(
+            kube_events.ObjectRef("apps/v1", "Deployment", str(meta["name"]),
+                                  namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or "")),
+            reason=reason, action=action, note=note)
+
+    def _create(self, namespace: str, body: Json) -> Any:
+        """Create the Deployment (the client's response); a namespace the member lacks is created
+        first (as Karmada does)."""
+        try:
+            return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
         except exceptions.ApiException as error:
             if error.status != 404 or self._core is None:
                 raise
@@ -229,7 +255,7 @@ class WorkloadSync:
         except exceptions.ApiException as error:
             if error.status != 409:  # 409: created meanwhile
                 raise
-        self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
+        return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False)
 
     def sync_once(self) -> dict[str, int]:
         """Apply every assignment; outcome counts. Deletes nothing (module docstring)."""
@@ -272,7 +298,7 @@ class WorkloadSync:
         """
         self._forget(spread)
         keep = {(v.namespace, v.workload) for v in self._books.assignments() if v.spread != spread}
-        return sum(int(self._delete(namespace, name, uid=uid))
+        return sum(int(self._delete(namespace, name, uid=uid, spread=spread))
                    for namespace, name, uid in self._owned(spread, federation)
                    if (namespace, name) not in keep)
 
@@ -325,7 +351,7 @@ class WorkloadSync:
                 owned.append((str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")))
         return owned
 
-    def _delete(self, namespace: str, name: str, *, uid: str) -> bool:
+    def _delete(self, namespace: str, name: str, *, uid: str, spread: str) -> bool:
         options: Json = {"propagationPolicy": "Background"}
         if uid:
             options["preconditions"] = {"uid": uid}
@@ -336,6 +362,9 @@ class WorkloadSync:
                 return False
             raise
         LOG.info("deployment deleted deployment=%s/%s", namespace, name)
+        self._note(None, {"metadata": {"name": name, "namespace": namespace, "uid": uid}}, reason="Deleted",
+                   action="Delete",
+                   note=f"deleted: the coordinator removed spread {spread} from this cluster")
         return True
 
     def run(self, stop: threading.Event, *, interval: float = 1.0) -> None:

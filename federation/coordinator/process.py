@@ -68,6 +68,7 @@ from federation.coordinator.services import agent_service, aio_server, health, p
 from federation.coordinator.wire import inbound
 from federation.kube import clients, webhook_https
 from federation.kube import errors as kube_errors
+from federation.kube import events as kube_events
 from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
@@ -229,9 +230,11 @@ class CoordinatorProcess:
         self._events: queue.Queue[hub.HubEvent | None] = queue.Queue()
         self._synced_kinds: set[str] = set()
         self._agent_versions: dict[str, str] = {}
+        self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.COORDINATOR,
+                                                instance=kube_events.instance_name())
         self.statuses = statuses.StatusPass(
             self.coordinator, status_writer.StatusWriter(self.api), agent_versions=self._agent_versions,
-            member_status_seconds=settings.member_status_seconds)
+            member_status_seconds=settings.member_status_seconds, events=self.recorder)
         self.source = source.WorldSource(self.coordinator, conditions=self.statuses.conditions,
                                          agent_versions=self._agent_versions)
         self.agents = agent_service.AgentServicer(
@@ -331,6 +334,7 @@ class CoordinatorProcess:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
+        self.recorder.close()
         if self._owns_backend:
             self._owns_backend = False
             self.backend.close()

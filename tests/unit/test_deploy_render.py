@@ -163,8 +163,9 @@ def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None
 
 def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
     # hub.HubWatcher lists and watches the three kinds; main._on_hello creates MemberClusters;
-    # status_writer reads and merge-patches the three status subresources; access_review asks the
-    # hub whether an SDK user may read what it asks for. Nothing more.
+    # status_writer reads and merge-patches the three status subresources; kube.events creates
+    # Events and patches their series; access_review asks the hub whether an SDK user may read
+    # what it asks for. Nothing more.
     assert rules(one(coordinator, "ClusterRole", "fedspread-coordinator")) == {
         ("fedspread.io", "federatedspreads", frozenset({"list", "watch"})),
         ("fedspread.io", "memberclusters", frozenset({"list", "watch", "create"})),
@@ -172,6 +173,7 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("fedspread.io", "memberclusters/status", frozenset({"get", "patch"})),
         ("apps", "deployments", frozenset({"list", "watch"})),
         ("apps", "deployments/status", frozenset({"get", "patch"})),
+        ("events.k8s.io", "events", frozenset({"create", "patch"})),
         ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
     }
     assert rules(one(coordinator, "ClusterRole", "fedspread-placement-reader")) == {
@@ -366,6 +368,7 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("", "pods", frozenset({"get", "list", "watch", "patch", "delete"})),
         ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("", "namespaces", frozenset({"create"})),
+        ("events.k8s.io", "events", frozenset({"create", "patch"})),
     }, "no admissionregistration rights: the agent runs with --no-register-webhook"
     binding = one(agent, "ClusterRoleBinding", "fedspread-agent")
     assert binding["roleRef"]["name"] == "fedspread-agent"
