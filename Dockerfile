@@ -9,13 +9,14 @@
 # `agent`: `fedspread agent` (deploy/agent/), without Ray (about 240 MB the agent never uses).
 FROM python:3.11-slim AS source
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY federation federation
 COPY agents agents
 
 FROM python:3.11-slim AS agent
 COPY --from=source /src /src
-RUN pip install --no-cache-dir "/src[agent]" && rm -rf /src
+# constraints.txt: the exact versions `make test` ran with (python -m federation.pins).
+RUN pip install --no-cache-dir -c /src/constraints.txt "/src[agent]" && rm -rf /src
 # The manifests run as this uid (runAsNonRoot).
 RUN useradd --uid 65532 --user-group --create-home --home-dir /home/fedspread fedspread
 USER 65532:65532
@@ -32,7 +33,8 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends wget \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
-RUN pip install --no-cache-dir "/src[coordinator]" "ray[default,client]==${RAY_VERSION}" \
+# The pins cover fedspread[coordinator]; what Ray's [default,client] extras add is Ray's to pin.
+RUN pip install --no-cache-dir -c /src/constraints.txt "/src[coordinator]" "ray[default,client]==${RAY_VERSION}" \
     && rm -rf /src
 # The manifests run as this uid (runAsNonRoot); HOME is writable for Ray's session files.
 RUN useradd --uid 65532 --user-group --create-home --home-dir /home/fedspread fedspread

@@ -6,10 +6,11 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: test soak demo bench bench-quick lint typecheck unit integration sandbox-bin crds protos clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every dependency to the versions the tests ran with (python -m federation.pins)
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[agent,coordinator,dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[agent,coordinator,dev]'
 	touch $(STAMP)
 
 ## test: install into .venv, build (once) the sandbox control plane, run lint, types, import

@@ -34,6 +34,8 @@ from federation import watchdog as watchdog_mod
 from federation.api import names
 from federation.certs import store, transport
 from federation.kube import errors as kube_errors
+from federation.kube import events as kube_events
+from federation.kube import webhook_clients
 
 log = logging.getLogger("fedspread.agent")
 
@@ -74,6 +76,10 @@ class AgentConfig:
     """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
     federation_id: str = names.DEFAULT_FEDERATION_ID
     """The federation this agent expects its coordinator to serve (`--federation-id`)."""
+    webhook_client_ca: pathlib.Path | None = None
+    """Only callers with a client certificate this CA signed may post reviews; None: anyone."""
+    webhook_allowed_cns: tuple[str, ...] = ()
+    """With `webhook_client_ca`: only these common names (empty: any the CA signed)."""
 
 
 class Agent:
@@ -107,7 +113,9 @@ class Agent:
             self.webhook = server.WebhookServer(
                 handler.AdmissionHandler(self.bookkeeping, self.metrics), port=settings.webhook_port,
                 cert_file=self.serving.cert_file, key_file=self.serving.key_file,
-                ready=self._ready)
+                ready=self._ready,
+                client_auth=None if settings.webhook_client_ca is None else webhook_clients.ClientAuth(
+                    settings.webhook_client_ca, frozenset(settings.webhook_allowed_cns)))
         except (OSError, ValueError) as error:  # unreadable or mismatched certificate files
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise AgentError(f"webhook serving certificate: {error}") from None
@@ -117,10 +125,13 @@ class Agent:
         core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
         self.cache = cache.Cache(core, apps)
         self.federation = ownership.FederationState(settings.federation_id)
-        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core)
+        self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.AGENT,
+                                                  instance=settings.cluster)
+        self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
+                                              recorder=self.recorder)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
                                                 heartbeat_seconds=settings.heartbeat_seconds,
-                                                conflicts=self.workload.conflicts)
+                                                conflicts=self.workload.conflicts, recorder=self.recorder)
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox,
                                                    heartbeat_seconds=settings.heartbeat_seconds,
                                                    max_pools=settings.max_node_pools)
@@ -202,6 +213,7 @@ class Agent:
         for thread in self._threads:
             thread.join(timeout=5)
         self.cache.stop()
+        self.recorder.close()
         self.metrics.stop()
         shutil.rmtree(self._tmp, ignore_errors=True)
         log.info("agent stopped", extra={"cluster": self.settings.cluster})

@@ -16,7 +16,7 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
 3. adaptive reschedule (Adaptive strategy) — `federation.core.reschedule` finds subsets whose
    pods waited longer than rescheduleCriticalSeconds; the subset is marked unschedulable here for
    unschedulableSeconds, reported once per mark, and those pods are deleted (their ReplicaSet
-   recreates them and the webhook now skips the subset);
+   recreates them and the webhook now skips the subset), each with a `Rescheduled` Event saying why;
 4. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
    spread's member Deployment status (from the cached Deployment; none while it does not
    exist), sent to the outbox when either changed, and at least every heartbeat.
@@ -47,11 +47,14 @@ from federation import clock as clock_mod
 from federation.api import names
 from federation.core import deletion_cost, reschedule, status
 from federation.kube import deadlines
+from federation.kube import events as kube_events
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
+RESCHEDULED = "Rescheduled"
+"""The reason of the Event on a pod deleted because it waited too long in its subset."""
 REWRITE_AFTER = 10.0
 """Seconds during which a cost just written is not written again while the cache catches up."""
 WAKE_KINDS = (cache_mod.SPREAD_PODS, cache_mod.DEPLOYMENTS)
@@ -141,8 +144,11 @@ class Reconciler:
     def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox,
                  cache: cache_mod.Cache, *, clock: clock_mod.Clock = clock_mod.utcnow,
                  heartbeat_seconds: float = 10.0,
-                 conflicts: Callable[[], Mapping[str, str]] | None = None) -> None:
+                 conflicts: Callable[[], Mapping[str, str]] | None = None,
+                 recorder: kube_events.EventRecorder | None = None) -> None:
         self._core = core_api
+        self._recorder = recorder
+        """Records a `Rescheduled` Event on each pod deleted for rescheduling."""
         self._conflicts = conflicts
         """Per spread, why its member Deployment is left alone (the workload sync's), reported."""
         self._books = books
@@ -281,13 +287,25 @@ class Reconciler:
             done.reported += 1
             LOG.info("subset unschedulable spread=%s subset=%s pods=%d until=%s",
                      value.spread, item.subset, len(item.pods), until.isoformat())
-        uids = {p.record.name: (p.namespace, p.uid) for p in pods}
+        uids = {p.record.name: (p.namespace, p.uid, p.record.unschedulable_since) for p in pods}
         for item in stuck:
             for name in item.pods:
-                namespace, uid = uids[name]
+                namespace, uid, since = uids[name]
                 if self._delete_pod(namespace, name, uid=uid):
                     self._books.note_deleting(value.spread, name, subset=item.subset)
                     done.deleted += 1
+                    self._note_rescheduled(value, namespace, name, uid=uid, subset=item.subset,
+                                           since=since or item.since)
+
+    def _note_rescheduled(self, value: assignment.Assignment, namespace: str, name: str, *, uid: str,
+                          subset: str, since: datetime.datetime) -> None:
+        if self._recorder is None:
+            return
+        note = (f"deleted to reschedule: unschedulable in subset {subset} since {since.isoformat()} "
+                f"(longer than rescheduleCriticalSeconds {value.strategy.reschedule_critical_seconds}s); "
+                f"spread {value.spread} skips that subset for {value.strategy.unschedulable_seconds}s")
+        self._recorder.record(kube_events.ObjectRef("v1", "Pod", name, namespace=namespace, uid=uid),
+                              reason=RESCHEDULED, action="Delete", note=note)
 
     @_RETRY
     def _delete_pod(self, namespace: str, name: str, *, uid: str) -> bool:

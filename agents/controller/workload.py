@@ -47,6 +47,7 @@ from agents import bookkeeping, ownership, retries
 from agents.cache import store as cache_mod
 from federation.api import names
 from federation.kube import deadlines
+from federation.kube import events as kube_events
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -131,8 +132,10 @@ class WorkloadSync:
     """Creates, updates and removes the member Deployments of assigned spreads."""
 
     def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
-                 core_api: Any = None) -> None:
+                 core_api: Any = None, recorder: kube_events.EventRecorder | None = None) -> None:
         self._apps = apps_api
+        self._recorder = recorder
+        """Records an Event on each Deployment this sync creates, updates or deletes."""
         self._core = core_api  # creates a missing namespace when given
         self._books = books
         self._cache = cache
@@ -177,15 +180,17 @@ class WorkloadSync:
                                                                where=f"{namespace}/{name}").reason)
         try:
             response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False,
-            _request_timeout=deadlines.CALL)
+                                                             _request_timeout=deadlines.CALL)
             live = json.loads(response.data)
         except exceptions.ApiException as error:
             if error.status != 404:
                 raise
-            self._create(namespace, body)
+            created = self._create(namespace, body)
             self._resolved(value.spread)
             LOG.info("deployment created deployment=%s/%s replicas=%s",
                      namespace, name, body["spec"]["replicas"])
+            self._note(created, body, reason="Created", action="Create",
+                       note=f"created with {body['spec']['replicas']} replicas for spread {value.spread}")
             return CREATED
         meta = live.get("metadata") or {}
         verdict = ownership.claim(labels=meta.get("labels"), annotations=meta.get("annotations"),
@@ -198,9 +203,14 @@ class WorkloadSync:
             return UNCHANGED
         if verdict.verdict == ownership.ADOPT:
             LOG.info("adopting deployment=%s/%s reason=%s", namespace, name, verdict.reason)
-        self._apps.replace_namespaced_deployment(name, namespace, merged(live, body), _preload_content=False,
-            _request_timeout=deadlines.CALL)
+        response = self._apps.replace_namespaced_deployment(name, namespace, merged(live, body),
+                                                            _preload_content=False,
+                                                            _request_timeout=deadlines.CALL)
         LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
+        was = (live.get("spec") or {}).get("replicas")
+        self._note(response, body, reason="Updated", action="Update",
+                   note=f"updated for spread {value.spread} (generation {value.generation}): "
+                        f"{was} -> {body['spec']['replicas']} replicas")
         return UPDATED
 
     def _conflict(self, value: assignment.Assignment, body: Json, reason: str) -> str:
@@ -217,25 +227,41 @@ class WorkloadSync:
             if self._conflicts.pop(spread, None) is not None:
                 LOG.info("deployment conflict resolved spread=%s", spread)
 
-    def _create(self, namespace: str, body: Json) -> None:
-        """Create the Deployment; a namespace the member lacks is created first (as Karmada does)."""
-        try:
-            self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
-            _request_timeout=deadlines.CALL)
+    def _note(self, response: Any, sent: Json, *, reason: str, action: str, note: str) -> None:
+        """An Event on the Deployment the apiserver returned in `response` (its uid included),
+        else on the one `sent`, if recording."""
+        if self._recorder is None:
             return
+        try:
+            meta = json.loads(response.data).get("metadata") or {}
+        except (AttributeError, TypeError, ValueError):  # no body to read: the uid stays unknown
+            meta = sent.get("metadata") or {}
+        if not meta.get("name"):
+            return
+        self._recorder.record(
+            kube_events.ObjectRef("apps/v1", "Deployment", str(meta["name"]),
+                                  namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or "")),
+            reason=reason, action=action, note=note)
+
+    def _create(self, namespace: str, body: Json) -> Any:
+        """Create the Deployment (the client's response); a namespace the member lacks is created
+        first (as Karmada does)."""
+        try:
+            return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
+                                                           _request_timeout=deadlines.CALL)
         except exceptions.ApiException as error:
             if error.status != 404 or self._core is None:
                 raise
         try:
             meta = {"name": namespace, "labels": {names.CREATED_BY_LABEL: "agent"}}
             self._core.create_namespace({"metadata": meta}, _preload_content=False,
-            _request_timeout=deadlines.CALL)
+                                        _request_timeout=deadlines.CALL)
             LOG.info("namespace created namespace=%s", namespace)
         except exceptions.ApiException as error:
             if error.status != 409:  # 409: created meanwhile
                 raise
-        self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
-            _request_timeout=deadlines.CALL)
+        return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
+                                                       _request_timeout=deadlines.CALL)
 
     def sync_once(self) -> dict[str, int]:
         """Apply every assignment; outcome counts. Deletes nothing (module docstring)."""
@@ -278,7 +304,7 @@ class WorkloadSync:
         """
         self._forget(spread)
         keep = {(v.namespace, v.workload) for v in self._books.assignments() if v.spread != spread}
-        return sum(int(self._delete(namespace, name, uid=uid))
+        return sum(int(self._delete(namespace, name, uid=uid, spread=spread))
                    for namespace, name, uid in self._owned(spread, federation)
                    if (namespace, name) not in keep)
 
@@ -332,18 +358,21 @@ class WorkloadSync:
                 owned.append((str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")))
         return owned
 
-    def _delete(self, namespace: str, name: str, *, uid: str) -> bool:
+    def _delete(self, namespace: str, name: str, *, uid: str, spread: str) -> bool:
         options: Json = {"propagationPolicy": "Background"}
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
             self._apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False,
-            _request_timeout=deadlines.CALL)
+                                                    _request_timeout=deadlines.CALL)
         except exceptions.ApiException as error:
             if error.status == 404 or (error.status == 409 and uid):  # gone, or replaced meanwhile
                 return False
             raise
         LOG.info("deployment deleted deployment=%s/%s", namespace, name)
+        self._note(None, {"metadata": {"name": name, "namespace": namespace, "uid": uid}}, reason="Deleted",
+                   action="Delete",
+                   note=f"deleted: the coordinator removed spread {spread} from this cluster")
         return True
 
     def run(self, stop: threading.Event, *, interval: float = 1.0) -> None:

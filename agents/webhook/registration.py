@@ -30,8 +30,8 @@ from federation.kube import webhook_registration
 
 NAME = "fedspread-agent"
 KIND: webhook_registration.Kind = "MutatingWebhookConfiguration"
-PODS_WEBHOOK = "pods.fedspread.io"
-EVICTIONS_WEBHOOK = "evictions.fedspread.io"
+PODS_WEBHOOK = names.AGENT_PODS_WEBHOOK
+EVICTIONS_WEBHOOK = names.AGENT_EVICTIONS_WEBHOOK
 TIMEOUT_SECONDS = 2
 MUTATE_PATH = "/mutate"
 

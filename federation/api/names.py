@@ -114,3 +114,16 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 Read by the placement core's inventory, which leaves it out when it groups nodes into pools.
 """
+
+AGENT_PODS_WEBHOOK = "pods.fedspread.io"
+AGENT_EVICTIONS_WEBHOOK = "evictions.fedspread.io"
+AGENT_WEBHOOKS = (AGENT_PODS_WEBHOOK, AGENT_EVICTIONS_WEBHOOK)
+"""The webhooks of the agent's MutatingWebhookConfiguration, in its order.
+
+Written by the agent's registration (agents/webhook/registration.py) and deploy/agent; read by
+`fedspread certs webhook`, which writes the caBundle patch for each of them.
+"""
+
+AGENT_WEBHOOK_SERVICE = "fedspread-agent"
+AGENT_NAMESPACE = "fedspread-system"
+"""The agent's Service and namespace in deploy/agent: the names its webhook certificate must carry."""

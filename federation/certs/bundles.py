@@ -107,3 +107,25 @@ def make_client(ca: pathlib.Path, out: pathlib.Path, *, name: str, days: int = 3
     pair = authority.issue_client(name, organization=names.USER_ORGANIZATION, uris=(uri,),
                                   validity=validity)
     return _leaf(authority, pair, out, force=force)
+
+
+def service_names(service: str, namespace: str) -> tuple[str, ...]:
+    """The DNS names an apiserver dials an in-cluster Service `namespace/service` by."""
+    return (f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local")
+
+
+def make_webhook(out: pathlib.Path, *, service: str, namespace: str, ca: pathlib.Path | None = None,
+                 days: int = 825, force: bool = False) -> list[pathlib.Path]:
+    """A serving certificate for the webhook behind Service `namespace/service`, in `out` as the
+    Secret wants it (`tls.crt`, `tls.key`, `ca.crt`). Signed by the CA in `ca`, or else by a CA made
+    for this certificate alone, whose key is thrown away: nothing else can be signed with it, and a
+    renewal is a new pair (certificate and caBundle) applied together."""
+    validity = _days(days)
+    if ca is not None:
+        authority = store.load_authority(ca)
+    else:
+        authority = pki.CertificateAuthority.create(f"fedspread webhook CA {secrets.token_hex(4)}",
+                                                    validity=validity)
+    pair = authority.issue_server(service, dns_names=service_names(service, namespace), ips=(),
+                                  validity=validity)
+    return _leaf(authority, pair, out, force=force)

@@ -59,6 +59,17 @@ def user_uri(name: str) -> str:
     return USER_PREFIX + check_user(name)
 
 
+def user_of_uri(uri: str) -> str | None:
+    """The user a user URI SAN names, or None when `uri` is not a valid user identity."""
+    if not uri.startswith(USER_PREFIX):
+        return None
+    name = uri[len(USER_PREFIX):]
+    try:
+        return check_user(name)
+    except ValueError:
+        return None
+
+
 def cluster_of_uri(uri: str) -> str | None:
     """The cluster an agent URI SAN names, or None when `uri` is not a valid agent identity."""
     if not uri.startswith(AGENT_PREFIX):

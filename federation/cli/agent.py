@@ -59,6 +59,14 @@ def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
                    "cluster, e.g. in tests).")
 @click.option("--webhook-namespace-label", "namespace_labels", multiple=True, metavar="KEY=VALUE",
               help="Only handle pods in namespaces with this label (repeatable; default: all).")
+@click.option("--webhook-client-ca", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+              metavar="FILE",
+              help="Admit reviews only from callers with a client certificate this CA (PEM) signed: the "
+                   "member apiserver's, given to it by its --admission-control-config-file "
+                   "(deploy/README.md). Others get 401; health probes stay open. Default: anyone.")
+@click.option("--webhook-allowed-cn", "webhook_allowed_cns", multiple=True, metavar="NAME",
+              help="With --webhook-client-ca: only client certificates with this common name "
+                   "(repeatable; default: any the CA signed). Others get 403.")
 @click.option("--metrics-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the Prometheus /metrics endpoint (0: off).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
@@ -103,7 +111,8 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
                   tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None,
                   link_cert: pathlib.Path | None, link_key: pathlib.Path | None,
                   link_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                  max_node_pools: int, federation_id: str, log_level: str) -> None:
+                  max_node_pools: int, federation_id: str, log_level: str,
+                  webhook_client_ca: pathlib.Path | None, webhook_allowed_cns: tuple[str, ...]) -> None:
     """Run the member agent: enforce this cluster's share of every spread, report what it has.
 
     \b
@@ -134,6 +143,8 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
         insecure=insecure, advice="issue them with `fedspread certs agent --cluster NAME`")
     if (tls_cert is None) != (tls_key is None):
         options.usage_error("--tls-cert and --tls-key go together")
+    if webhook_allowed_cns and webhook_client_ca is None:
+        options.usage_error("--webhook-allowed-cn needs --webhook-client-ca")
     options.host_port(coordinator, flag="--coordinator")
     service = None
     if webhook_service is not None:
@@ -157,7 +168,8 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
         webhook_service=service, register_webhook=register_webhook,
         deregister_on_exit=deregister_on_exit, metrics_port=metrics_port, tls_cert=tls_cert,
         tls_key=tls_key, tls_ca=tls_ca, heartbeat_seconds=heartbeat_seconds, link_tls=link_tls,
-        max_node_pools=max_node_pools, federation_id=federation_id)
+        max_node_pools=max_node_pools, federation_id=federation_id,
+        webhook_client_ca=webhook_client_ca, webhook_allowed_cns=tuple(webhook_allowed_cns))
     try:
         agent = agent_main.Agent(settings)
     except agent_main.AgentError as error:

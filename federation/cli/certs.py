@@ -10,11 +10,14 @@ missing or broken CA, a file that would be overwritten): one line, exit 2.
 
 from __future__ import annotations
 
+import base64
 import pathlib
 from collections.abc import Callable
 
 import click
+import yaml
 
+from federation.api import names
 from federation.certs import bundles, store
 from federation.cli import options
 
@@ -58,6 +61,8 @@ def certs_group() -> None:
       fedspread certs coordinator --ca pki/ca --out pki/coordinator --host coordinator.example.com
       fedspread certs agent       --ca pki/ca --out pki/dc1 --cluster dc1      (one per member)
       fedspread certs client      --ca pki/ca --out pki/alice --name alice     (SDK, fedspread get)
+    and, apart from that CA, the agent webhook's serving certificate and caBundle:
+      fedspread certs webhook     --out pki/dc1-webhook --patch OVERLAY/webhook-ca.yaml
     Then run the coordinator with --tls-cert/--tls-key/--tls-ca, each agent with
     --link-cert/--link-key/--link-ca, and `fedspread get` with --cert/--key/--ca.
     Keep pki/ca/ca.key offline: whoever holds it can speak for any cluster.
@@ -157,3 +162,54 @@ def client_command(*, ca_dir: pathlib.Path, out: pathlib.Path, name: str, days: 
     written = _issue(lambda: bundles.make_client(ca_dir, out, name=name, days=days, force=force))
     _report(written, next_step=f"next: fedspread get clusters --coordinator HOST:PORT --cert "
                                f"{out / store.CERT} --key {out / store.KEY} --ca {out / store.CA_CERT}")
+
+
+@certs_group.command("webhook")
+@_out_option
+@click.option("--service", default=names.AGENT_WEBHOOK_SERVICE, show_default=True, metavar="NAME",
+              help="The Service the member's apiserver calls the webhook through (deploy/agent's).")
+@click.option("--namespace", default=names.AGENT_NAMESPACE, show_default=True, metavar="NAME",
+              help="The Service's namespace.")
+@click.option("--ca", "ca_dir", type=_Dir, metavar="DIR", default=None,
+              help="Sign with this CA (ca.crt and ca.key). Default: a CA made for this certificate "
+                   "alone, whose key is not kept.")
+@click.option("--patch", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE",
+              default=None,
+              help="Also write the overlay's caBundle patch here (deploy/agent/overlays/<cluster>/"
+                   "webhook-ca.yaml), filled for every webhook of the agent.")
+@click.option("--days", default=825, show_default=True, type=click.IntRange(1, 36500),
+              help="How long the certificate is valid (825 days: what browsers' rules allow, a "
+                   "common limit of TLS stacks).")
+@_force_option
+def webhook_command(*, out: pathlib.Path, service: str, namespace: str, ca_dir: pathlib.Path | None,
+                    patch: pathlib.Path | None, days: int, force: bool) -> None:
+    """Issue the agent webhook's serving certificate and the caBundle that trusts it.
+
+    The member's apiserver calls the agent's admission webhook over HTTPS through a Service and
+    trusts only the CA in the webhook configuration's caBundle. This writes the Secret's files
+    (tls.crt, tls.key, ca.crt) for the Service's DNS names and, with --patch, the overlay's
+    webhook-ca.yaml with that CA filled in. Example, for member dc1:
+
+    \b
+        fedspread certs webhook --out pki/dc1-webhook \\
+            --patch deploy/agent/overlays/dc1/webhook-ca.yaml
+        kubectl --context dc1 -n fedspread-system create secret generic fedspread-agent-tls \\
+            --from-file=pki/dc1-webhook
+
+    Renew by running it again with --force and applying both the Secret and the overlay (the
+    agent reloads its certificate when the Secret's files change).
+    """
+    written = _issue(lambda: bundles.make_webhook(out, service=service, namespace=namespace, ca=ca_dir,
+                                                  days=days, force=force))
+    bundle = base64.b64encode((out / store.CA_CERT).read_bytes()).decode()
+    if patch is not None:
+        if patch.exists() and not force:
+            options.usage_error(f"{patch} exists; --force replaces it")
+        operations = [{"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle}
+                      for index, _ in enumerate(names.AGENT_WEBHOOKS)]
+        header = "# The CA of Secret fedspread-agent-tls (`fedspread certs webhook`), for both webhooks.\n"
+        patch.parent.mkdir(parents=True, exist_ok=True)
+        patch.write_text(header + yaml.safe_dump(operations, sort_keys=False, width=1 << 20))
+        written.append(patch)
+    _report(written, next_step=f"next: kubectl -n {namespace} create secret generic fedspread-agent-tls "
+                               f"--from-file={out}" + ("" if patch else f"; caBundle: {bundle}"))

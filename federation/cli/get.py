@@ -3,7 +3,8 @@
 Why through the SDK: the command line is the SDK's first user, so it exercises the same typed
 results and errors scripts get. `-o json` prints the stable shape of `simulate -o json` plus
 `"ready"`; `-o table` is for people. A malformed key is the user's mistake (one line, exit 2); an
-unknown spread or an unreachable coordinator is a run-time failure (one line, exit 1).
+unknown spread, a refusal (the certificate's user may not read it: the hub's RBAC decides) or an
+unreachable coordinator is a run-time failure (one line, exit 1).
 
 Transport as for every gRPC client: mTLS with a client certificate (`--ca/--cert/--key`, or
 FEDSPREAD_CA/FEDSPREAD_CERT/FEDSPREAD_KEY, from `fedspread certs client`), or plaintext with an

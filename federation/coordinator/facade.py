@@ -12,7 +12,9 @@ Why it is shaped like this:
   only what differs (`assignments.changed`) from what that agent last received; `tick()` is the
   failover timer's entry point (`loop.failover`, then publish). A parallel round whose answers
   were mostly placed again here (spreads sharing clusters) is said once in the log: measured,
-  such a federation is placed faster with `--no-ray` (bench/README.md).
+  such a federation is placed faster with `--no-ray` (bench/README.md). A batch the shards do
+  not answer within their deadline (`shards.PLACE_SECONDS`) is placed in this process instead,
+  with a warning (`loop.Round.fell_back`).
 - **Full resync on every stream, deltas after.** A (re)connecting agent may have missed anything,
   and a restarted coordinator holds nothing: after Welcome it gets every assignment for its
   cluster, then `Notice{code: "ResyncComplete"}`. A spread its Hello lists as applied (from its
@@ -261,7 +263,11 @@ class Coordinator:
             started = time.perf_counter()
             batch = self.backend.place_batch if self.backend.parallel else None
             result = loop.recompute(self.world, wanted, now=self.clock(), place_batch=batch)
-            if batch is not None:
+            if result.fell_back:
+                log.warning("the placement shards did not answer; this round was placed in the "
+                            "coordinator's process instead", extra={
+                                "spreads": len(result.placements), "error": result.fell_back})
+            elif batch is not None:
                 self._say_if_ray_gained_nothing(result)
             listening = {name for name, stream in self._streams.items() if stream.resynced}
             # Deleted spreads first (their deletionPolicy decides): a spread that took over the

@@ -20,7 +20,9 @@ understand the coordinator. The threads, and why each exists:
   `PLACEMENT_WORKERS` for PlacementService (what-ifs may be slow) and two that register the
   MemberClusters of new agents on the hub. So the threads do not grow with the federation. Over
   mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
-  cluster theirs names, `identity`) or, for local use only, plaintext (`tls=None`, `--insecure`);
+  cluster theirs names, `identity`; SDK users read what the hub's RBAC lets them,
+  `services.authorization` over `hub.access_review`) or, for local use only, plaintext (`tls=None`,
+  `--insecure`: no identity, so no authorisation either);
   keepalive PINGs both ways (`federation.rpc.keepalive`). Beside them, gRPC health and reflection;
   health alone, in plaintext, on `--health-port` for the kubelet (`services.health`: SERVING once
   the hub is listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
@@ -62,7 +64,7 @@ from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
 from federation.coordinator import facade, metrics, ray_join, shards
-from federation.coordinator.hub import admission, status_writer, statuses
+from federation.coordinator.hub import access_review, admission, status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
@@ -70,6 +72,7 @@ from federation.coordinator.services import agent_service, aio_server, health, p
 from federation.coordinator.wire import inbound
 from federation.kube import clients, deadlines, webhook_https
 from federation.kube import errors as kube_errors
+from federation.kube import events as kube_events
 from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
@@ -233,9 +236,11 @@ class CoordinatorProcess:
         self._events: queue.Queue[hub.HubEvent | None] = queue.Queue()
         self._synced_kinds: set[str] = set()
         self._agent_versions: dict[str, str] = {}
+        self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.COORDINATOR,
+                                                instance=kube_events.instance_name())
         self.statuses = statuses.StatusPass(
             self.coordinator, status_writer.StatusWriter(self.api), agent_versions=self._agent_versions,
-            member_status_seconds=settings.member_status_seconds)
+            member_status_seconds=settings.member_status_seconds, events=self.recorder)
         self.source = source.WorldSource(self.coordinator, conditions=self.statuses.conditions,
                                          agent_versions=self._agent_versions)
         self.agents = agent_service.AgentServicer(
@@ -244,6 +249,8 @@ class CoordinatorProcess:
         self.watchdog = watchdog_mod.Watchdog("coordinator", on_change=self._loop_changed)
         self.watcher = hub.HubWatcher(self.api, self._events.put,
                                       on_turn=lambda kind: self.watchdog.beat(f"hub-watch-{kind}"))
+        self.authorizer = None if settings.tls is None else access_review.SubjectAccessReviewer(self.api)
+        """Over mTLS, the hub's RBAC decides who reads what (`services.authorization`); plaintext: all."""
         self.metrics = metrics.CoordinatorMetrics(self.coordinator, writer=self.statuses.writer,
                                                   watchdog=self.watchdog)
         self.coordinator.on_round = self.metrics.observe_round
@@ -262,7 +269,8 @@ class CoordinatorProcess:
         self._placement_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
         agent_service.add_to_server(server.server, self.agents)
-        placement_service.add_to_server(server.server, self.source, executor=self._placement_pool)
+        placement_service.add_to_server(server.server, self.source, executor=self._placement_pool,
+                                        authorizer=self.authorizer)
         self.health.add_to(server, reflect=health.SERVICES)
         if self._credentials is None:
             port = server.add_insecure_port(self.settings.listen)
@@ -337,6 +345,7 @@ class CoordinatorProcess:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
+        self.recorder.close()
         if self._owns_backend:
             self._owns_backend = False
             self.backend.close()

@@ -16,12 +16,18 @@ project imports `ray`; this module imports it lazily, only when a `RayBackend` i
   was restarted empty, and the backend reloads it from its ledger of the latest reports (the
   coordinator's own copy, itself rebuilt from agent resync after a coordinator restart) and asks
   again. Reports are fire-and-forget calls; Ray runs one caller's calls to an actor in order.
+- **Deadlines.** A placement batch waits for the SpreadShards at most `place_seconds`
+  (`PLACE_SECONDS` by default): a shard that hangs (a node gone, Ray's scheduler stuck) would
+  otherwise hold the coordinator's lock for ever. Past it `place_batch` raises `PlaceTimeout`
+  (a `loop.BatchUnavailable`), and `loop.recompute` answers the same requests in the coordinator's
+  process; the late answers are dropped.
 - Heavy what-if batches (`simulate_many`) run as plain Ray tasks, not on the shard actors, so a
   big simulation never queues behind the live placement loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -32,6 +38,15 @@ from typing import Any, Protocol
 from federation.api import cluster
 from federation.coordinator.model import capacity, loop, routing
 from federation.core import placement
+
+PLACE_SECONDS = 300.0
+"""How long a placement batch waits for the SpreadShards before the round is placed in-process.
+Generous: a full round of 10,000 spreads on two shards takes tens of seconds on 2 busy cores
+(bench/README.md), and a round cut short is placed again here, which costs as much again."""
+
+
+class PlaceTimeout(loop.BatchUnavailable):
+    """The SpreadShards did not answer a placement batch within the backend's `place_seconds`."""
 
 
 def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
@@ -206,7 +221,8 @@ class RayBackend:
     Joins the Ray cluster at `address` when given (e.g. KubeRay), otherwise starts a local one —
     unless Ray is already initialised in this process, which is then used as is. A join gives up
     after `join_timeout` seconds (RayJoinTimeout; `ray.init` has no deadline of its own, so it runs
-    in a thread that is abandoned: the caller is expected to exit). `close()` kills the actors,
+    in a thread that is abandoned: the caller is expected to exit); a placement batch after
+    `place_seconds` (PlaceTimeout, see the module docstring). `close()` kills the actors,
     and shuts Ray down only if this backend started it.
     """
 
@@ -215,9 +231,13 @@ class RayBackend:
     def __init__(
         self, *, shards: int, cluster_shards: int = 1, address: str | None = None,
         init_options: Mapping[str, Any] | None = None, join_timeout: float | None = None,
+        place_seconds: float = PLACE_SECONDS,
     ) -> None:
         if shards < 1 or cluster_shards < 1:
             raise ValueError(f"shard counts must be at least 1, got {shards} and {cluster_shards}")
+        if not place_seconds > 0:
+            raise ValueError(f"place_seconds must be positive, got {place_seconds}")
+        self.place_seconds = place_seconds
         import ray
 
         self._ray = ray
@@ -248,7 +268,8 @@ class RayBackend:
         return routing.shard_of(name, shards=self.cluster_shards)
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
-        """One remote call per shard with its part of the batch, in parallel; results in request order."""
+        """One remote call per shard with its part of the batch, in parallel; results in request
+        order (PlaceTimeout: not all within `place_seconds`)."""
         items = list(requests)
         if not items:
             return []
@@ -257,8 +278,17 @@ class RayBackend:
             (indices, self.actors[shard].place_batch.remote([items[i] for i in indices]))
             for shard, indices in enumerate(groups) if indices
         ]
+        refs = [ref for _, ref in calls]
+        try:
+            found = self._ray.get(refs, timeout=self.place_seconds)
+        except self._ray.exceptions.GetTimeoutError as error:
+            for ref in refs:  # best effort: a call still queued need not run at all
+                with contextlib.suppress(Exception):  # answered meanwhile, a dead actor: nothing to cancel
+                    self._ray.cancel(ref)
+            raise PlaceTimeout(f"the placement shards did not answer {len(items)} requests within "
+                               f"{self.place_seconds:g} s") from error
         results: list[placement.Placement | None] = [None] * len(items)
-        for (indices, _), answers in zip(calls, self._ray.get([ref for _, ref in calls]), strict=True):
+        for (indices, _), answers in zip(calls, found, strict=True):
             for index, result in zip(indices, answers, strict=True):
                 results[index] = result
         missing = [i for i, r in enumerate(results) if r is None]

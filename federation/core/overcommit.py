@@ -16,7 +16,7 @@ import typing
 from collections.abc import Hashable, Mapping, Sequence
 
 from federation.api import cluster, quantity
-from federation.core import fit
+from federation.core import charge_fold, fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +91,9 @@ class Ledger:
     admitting pool and the reported requests are whole nano-units ("additive"), the fold is a sum,
     so a spread's charges are taken out or replaced by subtraction and addition (a charge's
     additions are a function of the charge: nothing per charge is stored). When a pool was short
-    (a cluster full of pending pods), the ledger folds the charges again in order.
+    (a cluster full of pending pods), the ledger folds the charges again in order, from the
+    changed spread's position on, keeping a record of the fold (`charge_fold.Record`) from which
+    "without K's charges" costs the charges K's absence really changes (`charge_fold.without`).
     """
 
     def __init__(self, pools: Sequence[fit.Pool] = ()) -> None:
@@ -106,7 +108,10 @@ class Ledger:
         self._without: dict[str, State] = {}
         self._frozen: State | None = None
         self._cached = 0
-        """The version `_slots` and `_without` hold answers for."""
+        """The version `_slots`, `_without` and `_sequence` hold answers for."""
+        self._record: charge_fold.Record | None = None  # the fold recorded, when kept
+        self._sequence: list[tuple[Charge, ...]] | None = None
+        self._extent: tuple[set[fit.Requests], int] | None = None
         self.version = 0
         """Bumped whenever the fully charged state may have changed."""
         self.set_pools(pools)
@@ -174,13 +179,21 @@ class Ledger:
         self.version += 1
         if last and (not old or self._additive):
             if old:  # additive: the fold without `key` is the sum without its shares
+                self._record = None
                 self._add(self._state, self._shares(old), sign=-1)
                 self._count(old, sign=-1)
-            if charges:
+            if charges and not old and (done := self._record) is not None:  # appended to the record
+                done.append(self._pools, charges, admitted=self.admitted)
+                self._state, self._additive = [dict(node) for node in done.prefix[-1]], done.whole()
+            elif charges:
                 self._additive = self._apply(self._state, charges) and self._additive
-                self._count(charges, sign=1)
-        elif not (self._additive and self._reshare(old, charges)):
-            self._refold()
+                if not old and not self._additive:  # the fold stopped being a sum: record it now
+                    self._recorded()
+            self._count(charges, sign=1)
+        elif self._additive and self._reshare(old, charges):
+            self._record = None
+        else:  # only `key`'s charges changed: fold again what that may change
+            self._refold(change=(bisect.bisect_left(self._order, key), bool(old) - bool(charges)))
         return True
 
     def requested(self, key: str) -> State:
@@ -191,7 +204,10 @@ class Ledger:
             self._fresh()
             found = self._without.get(key)
             if found is None:
-                found = self._without[key] = tuple(self._fold(skip=key)[0])
+                found = self._without[key] = tuple(
+                    self._fold(skip=key)[0] if (done := self._recorded()) is None else charge_fold.without(
+                        self._pools, done, self._in_order(), position=bisect.bisect_left(self._order, key),
+                        admitted=self.admitted, requests=self._extents()[0], largest=self._extents()[1]))
             return tuple(dict(node) for node in found)
         state = [dict(node) for node in self._state]
         self._add(state, self._shares(self._charges[key]), sign=-1)
@@ -228,7 +244,27 @@ class Ledger:
             self._slots.clear()
             self._without.clear()
             self._frozen = None
+            self._sequence = self._extent = None
             self._cached = self.version
+
+    def _in_order(self) -> list[tuple[Charge, ...]]:
+        """Every spread's charges in key order (as of the version `_fresh` saw)."""
+        found = self._sequence = self._sequence or [self._charges[key] for key in self._order]
+        return found
+
+    def _extents(self) -> tuple[set[fit.Requests], int]:
+        """Every charge's requests, and the most pods of one charge (what a pool may have to take)."""
+        if self._extent is None:
+            items = [item for charges in self._in_order() for item in charges]
+            self._extent = {i.profile.requests for i in items}, max((i.pods for i in items), default=0)
+        return self._extent
+
+    def _recorded(self) -> charge_fold.Record | None:
+        """The recorded fold of the charges as they are; None when not on whole nano-units."""
+        if self._record is None and self._integral:
+            self._fresh()
+            self._record = charge_fold.record(self._pools, self._in_order(), admitted=self.admitted)
+        return self._record
 
     def _slots_on(
         self, state: Sequence[Mapping[str, quantity.Nanos]], requests: fit.Requests
@@ -288,15 +324,25 @@ class Ledger:
     def _fold(self, *, skip: str | None) -> tuple[list[dict[str, quantity.Nanos]], bool]:
         state = [dict(p.requested) for p in self._pools]
         additive = self._integral
-        for key in self._order:
-            if key != skip:
-                additive = self._apply(state, self._charges[key]) and additive
+        for key in (key for key in self._order if key != skip):
+            additive = self._apply(state, self._charges[key]) and additive
         return state, additive
 
-    def _refold(self) -> None:
+    def _refold(self, *, change: tuple[int, int] | None = None) -> None:
+        """Fold every charge again; on whole nano-units recorded, and with `change` (the position of
+        the only spread whose charges changed since the kept record, and `charge_fold.update`'s
+        shift) only what that change may affect."""
         self.version += 1
-        self._state, self._additive = self._fold(skip=None)
-        self._largest = None
+        self._largest, kept, self._record = None, self._record, None
+        if change is not None and kept is not None:
+            self._fresh()
+            self._record = charge_fold.update(
+                self._pools, kept, self._in_order(), start=change[0], shift=change[1],
+                admitted=self.admitted, requests=self._extents()[0], largest=self._extents()[1])
+        if (done := self._record or self._recorded()) is None:
+            self._state, self._additive = self._fold(skip=None)
+        else:
+            self._state, self._additive = [dict(node) for node in done.prefix[-1]], done.whole()
 
     def _counts(self) -> list[dict[fit.Requests, collections.Counter[int]]]:
         """Per pool, per requests, how many charges of each pod count it holds (built on first use)."""

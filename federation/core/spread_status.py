@@ -264,6 +264,8 @@ def spread_status(
 
 
 MAX_PROBLEMS_SHOWN = 10
+INVALID_SPEC = "InvalidSpec"
+"""The Valid=False reason of a spec that failed validation."""
 
 
 def invalid_spread_status(
@@ -280,7 +282,7 @@ def invalid_spread_status(
     if len(problems) > MAX_PROBLEMS_SHOWN:
         shown.append(f"and {len(problems) - MAX_PROBLEMS_SHOWN} more")
     kept = "the last valid spec stays in force" if base is not None else "nothing is placed"
-    return refused_spread_status(base, generation=generation, reason="InvalidSpec", now=now,
+    return refused_spread_status(base, generation=generation, reason=INVALID_SPEC, now=now,
                                  message=f"{'; '.join(shown)} ({kept} until the spec is fixed)")
 
 

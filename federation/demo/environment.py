@@ -9,7 +9,9 @@ order (sandbox, coordinator, agents; each waited for), remembers every process i
 Everything talks mTLS, as a user's federation would: `start()` first issues, with the same code as
 `fedspread certs`, a CA, the coordinator's certificate, one agent certificate per member (naming
 its cluster) and a client certificate for the SDK, under `<directory>/pki/` (each run makes new
-ones). `placement_client()` is the SDK client with those.
+ones). `placement_client()` is the SDK client with those; its user (`CLIENT_USER`) is bound on the
+hub to the reader ClusterRole of deploy/coordinator/rbac.yaml, for the coordinator asks the hub's
+RBAC what a user may read.
 
 The demo's members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then
 `aws-eu`, `gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`). A benchmark
@@ -37,6 +39,8 @@ Report = Callable[[str], None]
 EU_NAMES = ("aws-eu", "gcp-eu", "azure-eu", "ovh-eu", "ionos-eu")
 MAX_MEMBERS = 1 + len(EU_NAMES)
 CLIENT = "client"
+CLIENT_USER = "demo"
+"""The SDK client certificate's user; it may read every namespace's placements and the clusters."""
 COORDINATOR = "coordinator"
 START_TIMEOUT = 120.0
 
@@ -180,6 +184,7 @@ class Federation:
                 self.directory / "sandbox", members=[m.name for m in self.members],
                 profiles={m.name: m.profile() for m in self.members}, crds=hubsetup.bundled_crds(),
                 report=self.report)
+            hubsetup.grant_placement_reader(self.sandbox.hub.kubeconfig, CLIENT_USER)
             self.report("starting the coordinator" + (" (and a local Ray)" if self.ray else ", without Ray"))
             served = self.tls(COORDINATOR)
             self.coordinator = Process("coordinator", fedspread_command(
@@ -205,7 +210,7 @@ class Federation:
         bundles.make_coordinator(authority, self.pki / COORDINATOR, force=True)
         for member in self.members:
             bundles.make_agent(authority, self.pki / member.name, cluster=member.name, force=True)
-        bundles.make_client(authority, self.pki / CLIENT, name="demo", force=True)
+        bundles.make_client(authority, self.pki / CLIENT, name=CLIENT_USER, force=True)
 
     def tls(self, name: str) -> transport.TLSFiles:
         """The certificate files of `name`: COORDINATOR, CLIENT or a member's name."""

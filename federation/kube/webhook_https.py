@@ -20,6 +20,7 @@ stalls its handshake cannot stop the others.
 Certificates are re-read when the certificate or key file changes on disk (checked on every new
 connection: two stat calls), so cert-manager or a CSR rotation needs no restart. A pair
 that fails to load (e.g. half-written) is ignored until the files change again.
+With `client_auth` (`webhook_clients`) only the apiserver's client certificate may POST reviews.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from federation.kube import admission_review as review
+from federation.kube import webhook_clients
 
 LOG = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ REQUEST_TIMEOUT = 10.0  # once a request has started, each read must make progre
 DRAIN_LIMIT = 64 * 1024 * 1024
 MAX_CONNECTIONS = 256
 
-Signature = tuple[int, int, int, int, int, int]
+Signature = tuple[int, ...]
 
 
 class Responder(Protocol):
@@ -102,22 +104,29 @@ class _Throttle:
 class _Certificates:
     """The SSLContext for new connections, rebuilt when the certificate or key file changes."""
 
-    def __init__(self, cert_file: pathlib.Path, key_file: pathlib.Path) -> None:
+    def __init__(self, cert_file: pathlib.Path, key_file: pathlib.Path, *,
+                 client_auth: webhook_clients.ClientAuth | None = None) -> None:
         self.cert_file = cert_file
         self.key_file = key_file
+        self.client_auth = client_auth
         self._lock = threading.Lock()
         self._signature = self._stat()
         self._context = self._build()
         self._rejected: Signature | None = None
 
     def _stat(self) -> Signature:
-        cert, key = os.stat(self.cert_file), os.stat(self.key_file)
-        return (cert.st_mtime_ns, cert.st_size, cert.st_ino, key.st_mtime_ns, key.st_size, key.st_ino)
+        files = [self.cert_file, self.key_file]
+        if self.client_auth is not None:
+            files.append(self.client_auth.ca_file)
+        return tuple(value for path in files for found in [os.stat(path)]
+                     for value in (found.st_mtime_ns, found.st_size, found.st_ino))
 
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.cert_file, self.key_file)
+        if self.client_auth is not None:
+            self.client_auth.configure(context)
         return context
 
     def current(self) -> ssl.SSLContext:
@@ -128,7 +137,7 @@ class _Certificates:
             except OSError as error:
                 if self._rejected is None:
                     LOG.warning("cannot stat the serving certificate (%s); keeping the loaded one", error)
-                    self._rejected = (0, 0, 0, 0, 0, 0)
+                    self._rejected = (0,)
                 return self._context
             if signature == self._signature or signature == self._rejected:
                 return self._context
@@ -247,6 +256,12 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         self.server.role.on_http_error(code)
         self._send(code, json.dumps({"code": code, "reason": reason}).encode(), close=close)
 
+    def _note_rejection(self, reason: str) -> None:
+        suppressed = self.server.rejections.admit()
+        if suppressed is not None:
+            LOG.warning("rejected a review from %s: %s (%d more rejected since the last report)",
+                        self.address_string(), reason, suppressed)
+
     def _discard(self, length: int) -> None:
         """Read and drop up to `length` bytes of a body we will not use (lingering close)."""
         left = min(length, DRAIN_LIMIT)
@@ -290,6 +305,12 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         length = self._length()
         if length is None:
             return
+        refused = webhook_clients.refusal(self.connection, self.server.certificates.client_auth)
+        if refused is not None:
+            self._note_rejection(refused[1])
+            self._fail(refused[0], refused[1], close=True)
+            self._discard(length)
+            return
         path = urllib.parse.urlsplit(self.path).path
         expected = self.server.role.review_path
         if path != expected:
@@ -312,10 +333,7 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         try:
             answer = self.server.responder.respond(body, max_body=limit)
         except review.ReviewError as error:
-            suppressed = self.server.rejections.admit()
-            if suppressed is not None:
-                LOG.warning("rejected a review from %s: %s (%d more rejected since the last report)",
-                            self.address_string(), error.reason, suppressed)
+            self._note_rejection(error.reason)
             self._fail(413 if error.oversized else 400, error.reason)
             return
         except Exception:  # a bug: say so in our log, answer briefly, keep serving
@@ -331,7 +349,9 @@ class WebhookServer:
 
     def __init__(self, responder: Responder, *, role: Role, host: str = "0.0.0.0", port: int = 9443,
                  cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str],
-                 max_body: int = review.MAX_BODY, ready: Callable[[], bool] = lambda: True) -> None:
+                 max_body: int = review.MAX_BODY, ready: Callable[[], bool] = lambda: True,
+                 client_auth: webhook_clients.ClientAuth | None = None) -> None:
+        """`client_auth`: only callers with such a client certificate may POST reviews; None: anyone."""
         self.responder = responder
         self.role = role
         self.ready = ready
@@ -339,7 +359,8 @@ class WebhookServer:
         self.host = host
         self._requested_port = port
         self.max_body = max_body
-        self._certificates = _Certificates(pathlib.Path(cert_file), pathlib.Path(key_file))
+        self._certificates = _Certificates(pathlib.Path(cert_file), pathlib.Path(key_file),
+                                           client_auth=client_auth)
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 

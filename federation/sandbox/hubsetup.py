@@ -1,14 +1,19 @@
-"""Prepare the sandbox hub: install fedspread's CRDs and wait until the apiserver serves them.
+"""Prepare the sandbox hub: install fedspread's CRDs, and let SDK users read placements.
 
 Why separate: the hub is a bare apiserver (like Karmada's); everything fedspread-specific it holds
-comes from the generated files in `crds/`, applied exactly as a user would apply them.
+comes from the generated files in `crds/`, applied exactly as a user would apply them. The hub runs
+RBAC, and the coordinator asks it who may read placements (`coordinator.hub.access_review`), so the
+demo and the tests bind their SDK user to the reader ClusterRole that deploy/coordinator/rbac.yaml
+ships (`grant_placement_reader`), as deploy/README.md tells an administrator to.
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import yaml
 
@@ -54,3 +59,49 @@ def bundled_crds() -> list[pathlib.Path]:
     """The CRD files shipped in the repository's crds/ directory."""
     root = pathlib.Path(__file__).resolve().parents[2] / "crds"
     return sorted(root.glob("*.yaml"))
+
+
+READER_ROLE = "fedspread-placement-reader"
+
+
+def _repository() -> pathlib.Path:
+    return pathlib.Path(__file__).resolve().parents[2]
+
+
+def reader_role() -> Any:
+    """The ClusterRole an SDK user is bound to, exactly as deploy/coordinator/rbac.yaml ships it."""
+    path = _repository() / "deploy" / "coordinator" / "rbac.yaml"
+    for document in yaml.safe_load_all(path.read_text()):
+        if document and document.get("kind") == "ClusterRole" and document["metadata"]["name"] == READER_ROLE:
+            return document
+    raise LookupError(f"no ClusterRole {READER_ROLE} in {path}")
+
+
+def grant_placement_reader(kubeconfig: str, user: str, *, namespace: str | None = None) -> str:
+    """Let SDK user `user` read placements: a RoleBinding in `namespace` to the reader ClusterRole,
+    or (None) a ClusterRoleBinding (every namespace and the clusters); created or left as it is.
+    Returns the binding's name."""
+    from kubernetes import client
+
+    from federation.kube import clients, deadlines, errors
+
+    rbac = client.RbacAuthorizationV1Api(clients.api_client(pathlib.Path(kubeconfig)))
+    try:
+        with errors.translated(f"create ClusterRole {READER_ROLE}"):
+            rbac.create_cluster_role(reader_role(), _request_timeout=deadlines.CALL)
+    except errors.Conflict:
+        pass
+    name = f"{READER_ROLE}-" + re.sub(r"[^a-z0-9.-]+", "-", user.lower()).strip("-.")
+    group = "rbac.authorization.k8s.io"
+    binding: Any = {"metadata": {"name": name},
+                    "roleRef": {"apiGroup": group, "kind": "ClusterRole", "name": READER_ROLE},
+                    "subjects": [{"apiGroup": group, "kind": "User", "name": user}]}
+    try:
+        with errors.translated(f"bind {user} to {READER_ROLE}"):
+            if namespace is None:
+                rbac.create_cluster_role_binding(binding, _request_timeout=deadlines.CALL)
+            else:
+                rbac.create_namespaced_role_binding(namespace, binding, _request_timeout=deadlines.CALL)
+    except errors.Conflict:
+        pass
+    return name

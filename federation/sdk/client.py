@@ -7,7 +7,8 @@ Every call has a deadline (the client's `timeout`), so a dead coordinator fails 
 hanging a script.
 
 The coordinator serves mTLS: `PlacementClient.with_tls` reads a client certificate from
-`fedspread certs client` (any certificate its CA signed may read placements). The plain
+`fedspread certs client NAME`; the user NAME reads what the hub's RBAC lets it read
+(`PermissionDenied` otherwise; an agent's certificate reads nothing). The plain
 constructor speaks plaintext unless given `credentials`, for a coordinator run with `--insecure`.
 A TLS mismatch surfaces as an unreachable coordinator, so that error carries a hint.
 
@@ -28,7 +29,7 @@ import grpc
 
 from federation.api import cluster, spread
 from federation.certs import store, transport
-from federation.rpc import placement_pb2, placement_pb2_grpc
+from federation.rpc import access, placement_pb2, placement_pb2_grpc
 from federation.sdk import types
 
 PROBLEMS_TRAILER = "fedspread-problems"  # set by the coordinator with INVALID_ARGUMENT
@@ -46,6 +47,13 @@ def _problems(error: grpc.RpcError) -> list[types.Problem]:
             except (ValueError, KeyError, TypeError):
                 return []
     return []
+
+
+def _trailer(error: grpc.RpcError, key: str) -> str | None:
+    for found, value in error.trailing_metadata() or ():
+        if found == key:
+            return str(value)
+    return None
 
 
 def _as_json(value: Any) -> str:
@@ -114,6 +122,12 @@ class PlacementClient:
             return types.SpreadNotFound(f"no spread {spread_key}" if spread_key else details, code=name)
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return types.InvalidRequest(details, code=name, problems=_problems(error))
+        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            return types.PermissionDenied(f"coordinator at {self.target} refused: {details}", code=name)
+        access_unknown = _trailer(error, access.TRAILER) == access.UNAVAILABLE_VALUE
+        if code == grpc.StatusCode.UNAVAILABLE and access_unknown:
+            return types.CoordinatorUnavailable(
+                f"coordinator at {self.target} could not check this client's access: {details}", code=name)
         if code == grpc.StatusCode.UNAVAILABLE:
             advice = transport.hint(details, secure=self.secure)
             return types.CoordinatorUnavailable(

@@ -56,6 +56,12 @@ class CoordinatorUnavailable(FedspreadError):
     """The coordinator could not be reached or did not answer in time."""
 
 
+class PermissionDenied(FedspreadError):
+    """The coordinator refused the caller: an agent's certificate, or a user the hub's RBAC does not
+    allow to read this (the message names the permission; deploy/README.md, 'Who may read
+    placements')."""
+
+
 class CertificateError(FedspreadError):
     """A certificate file given for mTLS is missing, malformed, expired or not its key's."""
 

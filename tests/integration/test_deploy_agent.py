@@ -420,6 +420,14 @@ def test_agent_reschedules_and_creates_namespaces_with_the_rendered_rights(
     wait_for(lambda: placed(clusters, namespace, "stuck").keys() == {"a"}, timeout=WAIT,
              message=lambda: f"pods by subset: {placed(clusters, namespace, 'stuck')}")
     assert not set(first) & {p.metadata.name for p in live_pods(clusters, namespace, "stuck")}
+
+    def rescheduled() -> set[str]:  # the rendered rights let the agent record an Event (events create)
+        listing = json.loads(client.EventsV1Api(clusters.api(MEMBER)).list_namespaced_event(
+            namespace, _preload_content=False).data)
+        return {e["regarding"]["name"] for e in listing["items"] if e.get("reason") == "Rescheduled"}
+
+    wait_for(lambda: set(first) <= rescheduled(), timeout=WAIT,
+             message=lambda: f"no Rescheduled Event for {first}; log:\n{installed.output()}")
     standin.remove(cluster, f"{namespace}/stuck")
 
     # A spread in a namespace the member lacks: the agent creates it (namespaces create).
@@ -457,7 +465,8 @@ DENIED = [
     ("rbac.authorization.k8s.io", "clusterroles", "escalate"),
     ("rbac.authorization.k8s.io", "clusterroles", "bind"),
     ("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
-    ("fedspread.io", "federatedspreads", "list"), ("*", "*", "*"),
+    ("fedspread.io", "federatedspreads", "list"), ("events.k8s.io", "events", "delete"),
+    ("events.k8s.io", "events", "list"), ("", "events", "create"), ("*", "*", "*"),
 ]
 
 
@@ -475,7 +484,7 @@ def test_the_service_account_can_do_nothing_more(installed: Installed) -> None:
     role = one(installed.docs, "ClusterRole")
     granted = [(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]]
-    assert len(granted) == 16
+    assert len(granted) == 18
     refused = [right for right in granted if not allowed(installed.service_account, *right)]
     assert not refused, f"rendered rights the ServiceAccount does not get: {refused}"
     too_much = [right for right in DENIED if allowed(installed.service_account, *right)]

@@ -33,11 +33,12 @@ from waiting import wait_for
 from federation import sdk
 from federation.api import cluster
 from federation.certs import transport
-from federation.sandbox import state
+from federation.sandbox import hubsetup, state
 
 FEDSPREAD = str(pathlib.Path(sys.executable).parent / "fedspread")
 MEMBERS = ("member-1", "member-2")
 WAIT = 90.0  # generous: the sandbox shares 2 cores with other work
+USER = "integration-test"
 
 
 def fedspread(*args: str) -> subprocess.CompletedProcess[str]:
@@ -73,7 +74,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     for args in (["ca", "--out", ca],
                  ["coordinator", "--ca", ca, "--out", str(root / "coordinator"), "--host", "127.0.0.1"],
                  *(["agent", "--ca", ca, "--out", str(root / m), "--cluster", m] for m in MEMBERS),
-                 ["client", "--ca", ca, "--out", str(root / "user"), "--name", "integration-test"]):
+                 ["client", "--ca", ca, "--out", str(root / "user"), "--name", USER]):
         result = fedspread("certs", *args)
         assert result.returncode == 0, f"fedspread certs {' '.join(args)}:\n{result.stderr}"
     return root
@@ -101,6 +102,7 @@ def coordinator(sandbox: state.SandboxState, clusters: conftest.Clusters, pki: p
     """`fedspread coordinator` over mTLS on the sandbox hub; its address, once it answers."""
     custom = clusters.custom(hubside.HUB)
     hubside.delete_member_clusters(custom, MEMBERS)
+    hubsetup.grant_placement_reader(sandbox.hub.kubeconfig, USER)  # every namespace and the clusters
     target = f"127.0.0.1:{hubside.free_port()}"
     process = Process(["coordinator", "--hub-kubeconfig", sandbox.hub.kubeconfig, "--listen", target,
                        "--no-ray", "--heartbeat-seconds", "1", "--metrics-port", "0", "--health-port", "0",

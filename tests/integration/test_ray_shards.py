@@ -196,26 +196,56 @@ def test_cluster_shards_answer_like_the_local_backend(backend: shards.RayBackend
     assert backend.free_capacity(queries) == [8, 12, None]
 
 
+def round_world() -> world.World:
+    """Twelve spreads competing for tiny's four one-cpu slots, with room to spare in big."""
+    model = world.World(lambda: NOW)
+    for name, nodes in {"tiny": 1, "big": 10}.items():
+        model.upsert_cluster(name, labels={})
+        model.inventory(name, [builders.node_pool(nodes)])
+        model.heartbeat(name)
+    for i in range(12):
+        item = spread_api.FederatedSpread.model_validate({
+            "metadata": {"name": f"s{i:02d}", "namespace": "shop"},
+            "spec": {"targetRef": {"name": f"s{i:02d}"}, "scheduleStrategy": {"type": "Adaptive"},
+                     "subsets": [{"name": "small", "clusters": ["tiny"]},
+                                 {"name": "rest", "clusters": ["big"]}]}})
+        model.upsert_spread(item)
+        model.set_target(item.key, replicas=1 + i % 3, template={"spec": {"template": {"spec": {
+            "containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]}}}})
+    return model
+
+
 def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBackend) -> None:
-    worlds = []
-    for _ in range(2):
-        model = world.World(lambda: NOW)
-        for name, nodes in {"tiny": 1, "big": 10}.items():
-            model.upsert_cluster(name, labels={})
-            model.inventory(name, [builders.node_pool(nodes)])
-            model.heartbeat(name)
-        for i in range(12):  # twelve spreads competing for tiny's four one-cpu slots
-            item = spread_api.FederatedSpread.model_validate({
-                "metadata": {"name": f"s{i:02d}", "namespace": "shop"},
-                "spec": {"targetRef": {"name": f"s{i:02d}"}, "scheduleStrategy": {"type": "Adaptive"},
-                         "subsets": [{"name": "small", "clusters": ["tiny"]},
-                                     {"name": "rest", "clusters": ["big"]}]}})
-            model.upsert_spread(item)
-            model.set_target(item.key, replicas=1 + i % 3, template={"spec": {"template": {"spec": {
-                "containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]}}}})
-        worlds.append(model)
+    worlds = [round_world(), round_world()]
     keys = [e.key for e in worlds[0].spreads()]
     on_ray = loop.recompute(worlds[0], keys, now=NOW, place_batch=backend.place_batch)
     in_process = loop.recompute(worlds[1], keys, now=NOW)
     assert on_ray.placements == in_process.placements
     assert sum(p.clusters["tiny"] for p in on_ray.placements.values()) == 4  # never overcommitted
+
+
+def test_a_batch_past_its_deadline_is_placed_in_process(local_ray: str) -> None:
+    """A shard that does not answer within `place_seconds` makes `place_batch` raise PlaceTimeout,
+    and a round on it gives the placements the coordinator's own pass gives."""
+    class Stalled:  # defined here: Ray ships it by value (a test module is not importable by workers)
+        """A SpreadShard stand-in that never answers a placement batch (a hung node)."""
+
+        def place_batch(self, requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
+            time.sleep(3600)
+            return []
+
+    made = shards.RayBackend(shards=1, place_seconds=2.0)
+    stalled = ray.remote(num_cpus=0)(Stalled).remote()
+    real, made.actors = made.actors, [stalled]
+    try:
+        with pytest.raises(shards.PlaceTimeout, match="within 2 s"):
+            made.place_batch(batch(3))
+        worlds = [round_world(), round_world()]
+        keys = [entry.key for entry in worlds[0].spreads()]
+        fell = loop.recompute(worlds[0], keys, now=NOW, place_batch=made.place_batch)
+        alone = loop.recompute(worlds[1], keys, now=NOW)
+        assert fell.fell_back and "did not answer" in fell.fell_back
+        assert fell.placements == alone.placements and fell.placements
+    finally:
+        made.actors = [*real, stalled]
+        made.close()

@@ -20,6 +20,7 @@ import hubside
 import waiting
 
 from federation.certs import bundles, transport
+from federation.sandbox import hubsetup
 from tests.support import builders, standin_agent
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -45,6 +46,7 @@ def test_the_readme_sdk_example_runs_as_written(
     for name in members:
         bundles.make_agent(pki / "ca", pki / name, cluster=name)
     tls = transport.TLSFiles.in_directory(pki / "coordinator")
+    hubsetup.grant_placement_reader(sandbox.hub.kubeconfig, "alice")  # as deploy/README.md says
     with hubside.running_coordinator(sandbox, clusters, members=members, tls=tls) as process:
         target = f"127.0.0.1:{process.port}"
         agents = [standin_agent.StandInAgent(target, name=name, credentials=transport.channel_credentials(

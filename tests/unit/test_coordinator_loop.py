@@ -7,6 +7,7 @@ marks) into a `world.World`, runs the loop, and checks placements and what the a
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from federation.api import cluster, common, names
 from federation.api import spread as spread_api
+from federation.coordinator import facade, shards
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
 from federation.core import placement, spread_status, status
@@ -520,3 +522,51 @@ def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None
     assert fresh.placements["shop/web"].counts() != placed  # what forgetting would have done
     clock.advance(61)  # no agent came back within clusterLostSeconds of the restart
     assert loop.failover(after).keys == {"shop/web"}
+
+
+def test_a_batch_the_backend_cannot_answer_is_placed_in_process() -> None:
+    """`place_batch` raising BatchUnavailable (the Ray shards' deadline): the round answers the same
+    requests here, says why, and gives what the one-after-the-other pass gives."""
+    def unavailable(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        raise loop.BatchUnavailable("shards did not answer within 1 s")
+
+    clock = ManualClock(T0)
+    fell, alone = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
+    keys: set[str] = set()
+    for model in (fell, alone):
+        for name, replicas in (("a", 3), ("b", 3), ("c", 2)):  # competing for tiny's four slots
+            keys |= add_spread(model, builders.federated_spread(name, TINY_THEN_BIG, strategy="Adaptive"),
+                               replicas=replicas)
+    result = loop.recompute(fell, keys, now=clock(), place_batch=unavailable)
+    expected = loop.recompute(alone, keys, now=clock())
+    assert result.fell_back == "shards did not answer within 1 s"
+    assert result.placements == expected.placements and len(result.placements) == 3
+    assert fell.placements == alone.placements
+    assert sum(p.clusters["tiny"] for p in result.placements.values()) == 4
+    assert loop.recompute(alone, keys, now=clock()).fell_back == ""
+
+
+class _Unanswering(shards.LocalBackend):
+    """A parallel backend whose every batch misses its deadline (the Ray shards, hung)."""
+
+    parallel = True
+
+    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        raise shards.PlaceTimeout("the placement shards did not answer 2 requests within 1 s")
+
+
+def test_the_facade_places_a_round_the_shards_miss_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock(T0)
+    models = [new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2)]
+    keys: set[str] = set()
+    for model in models:
+        for name in ("a", "b"):
+            keys |= add_spread(model, builders.federated_spread(name, TINY_THEN_BIG, strategy="Adaptive"),
+                               replicas=3)
+    hung = facade.Coordinator(models[0], clock=clock, backend=_Unanswering())
+    with caplog.at_level(logging.WARNING, logger="fedspread.coordinator.agents"):
+        result = hung.publish(keys)
+    assert result.fell_back == "the placement shards did not answer 2 requests within 1 s"
+    assert result.placements == facade.Coordinator(models[1], clock=clock).publish(keys).placements
+    assert [r.message for r in caplog.records] == [
+        "the placement shards did not answer; this round was placed in the coordinator's process instead"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import pathlib
 import re
-import subprocess
 import tomllib
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +33,7 @@ from federation.coordinator.hub import registration as coordinator_registration
 from federation.coordinator.services import health
 from federation.kube import webhook_registration
 from federation.sandbox import build
+from tests.support.manifests import render
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -52,14 +52,6 @@ def kubectl() -> pathlib.Path:
         return build.kubectl()
     except build.BuildError as error:
         pytest.fail(f"no kubectl from the build: {error}")
-
-
-def render(kubectl: pathlib.Path, directory: pathlib.Path) -> list[Doc]:
-    """`kubectl kustomize directory`, parsed."""
-    result = subprocess.run([str(kubectl), "kustomize", str(directory)], capture_output=True, text=True,
-                            check=False, timeout=60)
-    assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
 @pytest.fixture(scope="module")
@@ -149,11 +141,14 @@ def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> No
         ("ServiceAccount", "fedspread-coordinator", NAMESPACE),
         ("ClusterRole", "fedspread-coordinator", None),
         ("ClusterRoleBinding", "fedspread-coordinator", None),
+        ("ClusterRole", "fedspread-placement-reader", None),
         ("Deployment", "fedspread-coordinator", NAMESPACE),
         ("Service", "fedspread-coordinator", NAMESPACE),
         ("ValidatingWebhookConfiguration", coordinator_registration.NAME, NAMESPACE),
         ("Service", "fedspread-coordinator-metrics", NAMESPACE),
         ("RayCluster", "fedspread-ray", NAMESPACE),
+        ("NetworkPolicy", "fedspread-ray-head", NAMESPACE),
+        ("NetworkPolicy", "fedspread-ray-workers", NAMESPACE),
     }
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fedspread" for d in coordinator)
 
@@ -168,7 +163,9 @@ def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None
 
 def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
     # hub.HubWatcher lists and watches the three kinds; main._on_hello creates MemberClusters;
-    # status_writer reads and merge-patches the three status subresources. Nothing more.
+    # status_writer reads and merge-patches the three status subresources; kube.events creates
+    # Events and patches their series; access_review asks the hub whether an SDK user may read
+    # what it asks for. Nothing more.
     assert rules(one(coordinator, "ClusterRole", "fedspread-coordinator")) == {
         ("fedspread.io", "federatedspreads", frozenset({"list", "watch"})),
         ("fedspread.io", "memberclusters", frozenset({"list", "watch", "create"})),
@@ -176,6 +173,12 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("fedspread.io", "memberclusters/status", frozenset({"get", "patch"})),
         ("apps", "deployments", frozenset({"list", "watch"})),
         ("apps", "deployments/status", frozenset({"get", "patch"})),
+        ("events.k8s.io", "events", frozenset({"create", "patch"})),
+        ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
+    }
+    assert rules(one(coordinator, "ClusterRole", "fedspread-placement-reader")) == {
+        ("fedspread.io", "federatedspreads", frozenset({"get", "list", "watch"})),
+        ("fedspread.io", "memberclusters", frozenset({"get", "list", "watch"})),
     }
     binding = one(coordinator, "ClusterRoleBinding", "fedspread-coordinator")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
@@ -352,6 +355,7 @@ def test_agent_renders_exactly_these_objects(agent: list[Doc]) -> None:
         ("Service", "fedspread-agent-metrics", NAMESPACE),
         # kustomize v2 does not know this kind is cluster-scoped; the apiserver drops the namespace.
         ("MutatingWebhookConfiguration", "fedspread-agent", NAMESPACE),
+        ("NetworkPolicy", "fedspread-agent", NAMESPACE),
     }
     assert not [d for d in agent if d["kind"] == "Secret"], (
         "the certificate Secret is the installer's (cert-manager or their CA): shipping one would "
@@ -364,6 +368,7 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("", "pods", frozenset({"get", "list", "watch", "patch", "delete"})),
         ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("", "namespaces", frozenset({"create"})),
+        ("events.k8s.io", "events", frozenset({"create", "patch"})),
     }, "no admissionregistration rights: the agent runs with --no-register-webhook"
     binding = one(agent, "ClusterRoleBinding", "fedspread-agent")
     assert binding["roleRef"]["name"] == "fedspread-agent"

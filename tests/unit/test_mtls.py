@@ -326,13 +326,17 @@ def test_identity_required_on_a_plaintext_port_is_unauthenticated(raw: Callable[
 # --- the SDK and `fedspread get` -----------------------------------------------------------------
 
 
-def test_sdk_over_mtls_with_a_user_or_an_agent_certificate(pki: pathlib.Path,
-                                                           coordinator: Coordinator) -> None:
-    for name in ("alice", "dc1"):  # PlacementService takes any client certificate the CA signed
-        mine = files(pki, name)
-        with sdk.PlacementClient.with_tls(coordinator.target, ca=mine.ca, cert=mine.cert, key=mine.key,
-                                          timeout=DEADLINE) as client:
-            assert [c.name for c in client.clusters()] == ["dc1"]
+def test_sdk_over_mtls_with_a_user_certificate_but_never_an_agent_s(pki: pathlib.Path,
+                                                                    coordinator: Coordinator) -> None:
+    alice, dc1 = files(pki, "alice"), files(pki, "dc1")
+    with sdk.PlacementClient.with_tls(coordinator.target, ca=alice.ca, cert=alice.cert, key=alice.key,
+                                      timeout=DEADLINE) as client:
+        assert [c.name for c in client.clusters()] == ["dc1"]
+    with sdk.PlacementClient.with_tls(coordinator.target, ca=dc1.ca, cert=dc1.cert, key=dc1.key,
+                                      timeout=DEADLINE) as client, \
+            pytest.raises(sdk.PermissionDenied, match="agent's certificate may not read placements") as error:
+        client.clusters()
+    assert error.value.code == "PERMISSION_DENIED"
 
 
 def test_sdk_without_tls_against_mtls_fails_with_a_hint(coordinator: Coordinator) -> None:

@@ -20,6 +20,7 @@ from agents import bookkeeping, metrics
 from agents.webhook import handler, review, server
 from federation.api import names
 from federation.certs import pki
+from federation.kube import webhook_clients
 from federation.rpc import assignment
 
 SMALL_LIMIT = 64 * 1024
@@ -89,7 +90,8 @@ def serving_files(ca: pki.CertificateAuthority, directory: pathlib.Path, cn: str
 
 
 def start(ca: pki.CertificateAuthority, directory: pathlib.Path, *, max_body: int,
-          ready: Callable[[], bool] = lambda: True) -> server.WebhookServer:
+          ready: Callable[[], bool] = lambda: True,
+          client_auth: webhook_clients.ClientAuth | None = None) -> server.WebhookServer:
     """A started server whose bookkeeping knows spread fuzz/web (two subsets, one with a patch)."""
     cert, key = serving_files(ca, directory, "webhook")
     book = bookkeeping.Bookkeeping()
@@ -105,7 +107,7 @@ def start(ca: pki.CertificateAuthority, directory: pathlib.Path, *, max_body: in
         template={}, template_revision="", subsets=rules, subset_count=2))
     admission = Faulty(book, metrics.AgentMetrics())
     return server.WebhookServer(admission, host="127.0.0.1", port=0, cert_file=cert, key_file=key,
-                                max_body=max_body, ready=ready).start()
+                                max_body=max_body, ready=ready, client_auth=client_auth).start()
 
 
 def assert_rejected(status: int, answer: Any, *, allowed: tuple[int, ...] = (400,)) -> None:

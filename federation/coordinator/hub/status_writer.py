@@ -1,7 +1,7 @@
 """Writing what the coordinator decided back to the hub: spread, member and Deployment statuses.
 
-Why its own module: status writes are the coordinator's only writes to the hub, and they must be
-cheap and safe under churn.
+Why its own module: status writes are the coordinator's only writes of hub objects (besides the
+Events it records about them, federation.kube.events), and they must be cheap and safe under churn.
 
 * Writes only when something changed: the current status is read first and compared with
   `status.status_changed` (order of conditions and sub-second times do not count), so a steady
@@ -84,8 +84,10 @@ class StatusWriter:
 
     # --- public writes -------------------------------------------------------------------------
 
-    def write_spread(self, key: str, status: spread_api.FederatedSpreadStatus) -> bool:
-        """Set a FederatedSpread's status (`namespace/name`); True when a patch was applied."""
+    def write_spread(self, key: str, status: spread_api.FederatedSpreadStatus, *,
+                     applied: Callable[[Json], None] | None = None) -> bool:
+        """Set a FederatedSpread's status (`namespace/name`); True when a patch was applied, and
+        then `applied` is given the object as read before the patch (its old status, its uid)."""
         namespace, _, name = key.partition("/")
         args = (common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, name)
 
@@ -97,7 +99,7 @@ class StatusWriter:
             self._custom.patch_namespaced_custom_object_status(*args, body, _content_type=MERGE_PATCH,
                 _request_timeout=deadlines.CALL)
 
-        return self._write_model("spread", key, read=read, patch=patch, new=status)
+        return self._write_model("spread", key, read=read, patch=patch, new=status, applied=applied)
 
     def write_member_cluster(self, name: str, status: cluster_api.MemberClusterStatus) -> bool:
         """Set a MemberCluster's status; True when a patch was applied."""
@@ -174,7 +176,7 @@ class StatusWriter:
         return body
 
     def _write_model(self, kind: str, key: str, *, read: Callable[[], Json], patch: Callable[[Json], None],
-                     new: pydantic.BaseModel) -> bool:
+                     new: pydantic.BaseModel, applied: Callable[[Json], None] | None = None) -> bool:
         wanted: Json = new.model_dump(mode="json", by_alias=True, exclude_none=True)
         model = type(new)
 
@@ -192,6 +194,8 @@ class StatusWriter:
                     "status": merge_patch(raw_old if isinstance(raw_old, dict) else {}, wanted)}
             patch(body)
             self.writes[kind] += 1
+            if applied is not None:
+                applied(obj)
             return True
 
         return self._retrying(kind, key, attempt)

@@ -19,6 +19,11 @@ World), written outside it (a slow apiserver must not stall placement), only whe
   but fedspread no longer counts them), unless another spread of the Deployment writes them.
 - **MemberCluster**: the Ready condition and heartbeat; rewritten when readiness changes, else at
   most every `member_status_seconds` (heartbeats arrive every few seconds).
+
+With an Event recorder, each spread status write that applied a patch also records the Events of
+the transition from the status it replaced (`core.spread_events`: Placed, Invalid, FailedOver, ...)
+regarding the FederatedSpread: the old status is the one read from the hub just before the patch,
+so a restarted coordinator does not announce again what it announced before.
 """
 
 from __future__ import annotations
@@ -29,18 +34,26 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+import pydantic
+
 from federation.api import cluster as cluster_api
 from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
+from federation.coordinator.model import lifecycle
+from federation.core import spread_events
 from federation.core import spread_status as spread_status_core
 from federation.core import status as status_core
 from federation.kube import errors as kube_errors
+from federation.kube import events as kube_events
 
 log = logging.getLogger("fedspread.coordinator.status")
 
 Target = tuple[str, str, dict[str, int]]
+EventContext = tuple[frozenset[str], bool]
+"""Per spread, what its Events need from the World: the clusters lost for it, whether Adaptive."""
+CONFLICT_REASONS = frozenset({lifecycle.TARGET_CONFLICT})
 
 
 class StatusPass:
@@ -49,12 +62,14 @@ class StatusPass:
     def __init__(
         self, coordinator: facade.Coordinator, writer: status_writer.StatusWriter, *,
         agent_versions: Mapping[str, str], member_status_seconds: float,
+        events: kube_events.EventRecorder | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.world = coordinator.world
         self.writer = writer
         self.agent_versions = agent_versions
         self.member_status_seconds = member_status_seconds
+        self.events = events
         self.members: set[str] = set()  # MemberClusters seen on the hub
         self._lock = threading.Lock()
         self._spread_status: dict[str, spread_api.FederatedSpreadStatus] = {}
@@ -105,6 +120,7 @@ class StatusPass:
             members = [self._member_job(name, now=now) for name in self.world.cluster_names()
                        if name in self.members]
             refused = dict(self.world.lifecycle.refusals())
+            context = self._event_context() if self.events is not None else {}
             with self._lock:  # with the World (`spread_deleted` is called under the facade's lock)
                 claimed = {(t[0], t[1]) for _, _, t in spreads if t is not None}
                 self._released -= claimed  # a placed spread writes this Deployment's status now
@@ -130,7 +146,11 @@ class StatusPass:
         for key in sorted(jobs):
             new, target = jobs[key]
             assert new is not None
-            if self._write(functools.partial(self.writer.write_spread, key, new), what="spread", key=key):
+            write = functools.partial(self.writer.write_spread, key, new)
+            if self.events is not None:  # told what the patch replaced, to announce the transition
+                write = functools.partial(write, applied=functools.partial(
+                    self._announce, key, new, context.get(key, (frozenset(), False))))
+            if self._write(write, what="spread", key=key):
                 with self._lock:
                     self._spread_status[key] = new
             if target is not None:
@@ -143,6 +163,48 @@ class StatusPass:
                 if self._write(functools.partial(self.writer.write_member_cluster, name, member),
                                what="cluster", key=name):
                     self._member_status[name] = (member, now)
+
+    def _event_context(self) -> dict[str, EventContext]:
+        """Per placed spread, the clusters lost for it and whether it is Adaptive (under the lock)."""
+        names = self.world.cluster_names()
+        lost_by: dict[datetime.timedelta, frozenset[str]] = {}
+        found: dict[str, EventContext] = {}
+        for key in self.world.placements:
+            entry = self.world.spread(key)
+            if entry is None:
+                continue
+            after = entry.lost_after
+            if after not in lost_by:
+                lost_by[after] = frozenset(n for n in names if not self.world.ready(n, after=after))
+            found[key] = (lost_by[after], entry.spec.schedule_strategy.type == "Adaptive")
+        return found
+
+    def _announce(self, key: str, new: spread_api.FederatedSpreadStatus, context: EventContext,
+                  before: status_writer.Json) -> None:
+        """Record the Events of a spread's status change (`before`: the object as it was read);
+        never raises: an Event is a side note of the write, which succeeded."""
+        try:
+            self._record_transition(key, new, context, before)
+        except Exception as error:  # a malformed object read back; the status is written all the same
+            log.warning("spread events not recorded", extra={"key": key, "error": str(error)[:200]})
+
+    def _record_transition(self, key: str, new: spread_api.FederatedSpreadStatus, context: EventContext,
+                           before: status_writer.Json) -> None:
+        assert self.events is not None
+        raw = before.get("status")
+        try:
+            old = spread_api.FederatedSpreadStatus.model_validate(raw) if isinstance(raw, dict) else None
+        except pydantic.ValidationError:
+            old = None  # unreadable: as if there were none
+        lost, adaptive = context
+        metadata = before.get("metadata") or {}
+        namespace, _, name = key.partition("/")
+        regarding = kube_events.ObjectRef(common.GROUP_VERSION, spread_api.KIND, name, namespace=namespace,
+                                          uid=str(metadata.get("uid") or ""))
+        for event in spread_events.spread_events(old, new, lost=lost, adaptive=adaptive,
+                                                 conflicts=CONFLICT_REASONS):
+            self.events.record(regarding, reason=event.reason, note=event.note, type=event.type,
+                               action=event.action)
 
     def _clear_released(self, targets: set[tuple[str, str]]) -> None:
         """Clear the status of hub Deployments whose spread was deleted and that no placed spread

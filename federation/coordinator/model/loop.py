@@ -40,6 +40,8 @@ class Round:
     removed: tuple[str, ...] = ()
     replaced: int = 0
     """Answers of the parallel batch placed again because an earlier spread changed their inputs."""
+    fell_back: str = ""
+    """Why the parallel batch was answered in this process instead (`BatchUnavailable`); "" if not."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,11 @@ class PlaceRequest:
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
+
+
+class BatchUnavailable(Exception):
+    """A parallel backend could not answer a batch (e.g. its deadline passed): `recompute` answers
+    the same requests in this process instead, so the round's result is the same."""
 
 
 def answer(request: PlaceRequest) -> placement.Placement:
@@ -139,12 +146,9 @@ def brake_for(
     """Update spread `entry`'s failover brake and the federation's failover rate limit: the lost
     clusters that keep their replicas (and take no new ones), because the brake holds or their
     failover waits for the rate limit."""
-    known = frozenset(world.cluster_names())
-    selectable = world.selected(entry.key) & known
+    selectable = world.selected(entry.key, known=True)
     lost = selectable - world.ready_selected(entry.key)
-    half = entry.lost_after / 2
-    falling_silent = {name for name in selectable - lost
-                      if (silent := world.tracker.silent_for(name)) is not None and silent > half}
+    falling_silent = world.silent_among(selectable - lost, after=entry.lost_after / 2)
     kept = world.brakes.update(
         entry.key, selectable=selectable, lost=lost, heard_from_any=world.heard_from_any(entry.lost_after),
         now=now, grace=entry.lost_after, falling_silent=falling_silent,
@@ -180,7 +184,9 @@ def recompute(
     on the world before the round and sent to `place_batch` at once; then, in key order, a spread
     that can use a cluster where an earlier spread of the round changed its pending pods is
     checked, and placed again here if its inputs did change. Independent spreads — the usual
-    case — are neither checked nor placed twice.
+    case — are neither checked nor placed twice. When `place_batch` raises `BatchUnavailable`
+    (the Ray shards missed their deadline), the same requests are answered here (`fell_back`):
+    they were built once, so the failover brake and rate limit they updated are not counted twice.
 
     A key whose spread is gone has its placement dropped (`removed`); a spread whose hub
     Deployment has not been seen yet is not placed (`waiting_for_target`).
@@ -206,7 +212,11 @@ def recompute(
             placed[entry.key] = result
         return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
     sent = [request_for(world, e, replicas=e.replicas or 0, now=now) for e in entries]
-    answers = place_batch(sent) if sent else []
+    fell_back = ""
+    try:
+        answers = place_batch(sent) if sent else []
+    except BatchUnavailable as error:
+        answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     moved: set[str] = set()  # clusters where an earlier spread of this round changed its pending pods
     for entry, request, result in zip(entries, sent, answers, strict=True):
         if moved and not moved.isdisjoint(world.selected(entry.key)):
@@ -216,7 +226,7 @@ def recompute(
         moved |= _store(world, entry.key, result=result)
         placed[entry.key] = result
     return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed),
-                 replaced=replaced)
+                 replaced=replaced, fell_back=fell_back)
 
 
 def failover(world: world_model.World) -> Lost:

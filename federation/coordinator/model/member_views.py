@@ -67,13 +67,15 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class _Readiness:
-    """Which clusters are ready for one clusterLostSeconds, valid between `since` and `until`."""
+    """Which clusters are ready for one clusterLostSeconds, and which others were heard once (silent
+    longer), valid between `since` and `until`."""
 
     beats: int
     names: tuple[str, ...]
     since: datetime.datetime
     until: datetime.datetime | None
     ready: dict[str, bool]
+    silent: frozenset[str]
 
 
 class MemberViews:
@@ -231,16 +233,17 @@ class MemberViews:
 
     # --- readiness -----------------------------------------------------------------------------
 
-    def ready_map(self, after: datetime.timedelta) -> dict[str, bool]:
-        """Every cluster's readiness for `after`, recomputed only when a heartbeat or the clock
-        could have changed one (the same answers as `World.ready`, at one reading of the clock)."""
+    def readiness(self, after: datetime.timedelta) -> _Readiness:
+        """Every cluster's readiness for `after` (as `World.ready`, at one reading of the clock),
+        recomputed only when a heartbeat or the clock could have changed one."""
         now = self._clock()
         names = self._index.cluster_names()
         cached = self._readiness.get(after)
         if cached is not None and cached.beats == self.beats and cached.names is names \
                 and cached.since <= now and (cached.until is None or now <= cached.until):
-            return cached.ready
+            return cached
         ready: dict[str, bool] = {}
+        silent: list[str] = []
         until: datetime.datetime | None = None
         for name in names:
             last = self._tracker.last(name)
@@ -250,8 +253,10 @@ class MemberViews:
             if flag and heard is not None:
                 deadline = heard + after
                 until = deadline if until is None else min(until, deadline)
-        self._readiness[after] = _Readiness(self.beats, names, now, until, ready)
-        return ready
+            elif not flag and last is not None:
+                silent.append(name)
+        found = self._readiness[after] = _Readiness(self.beats, names, now, until, ready, frozenset(silent))
+        return found
 
     # --- member views --------------------------------------------------------------------------
 
@@ -273,7 +278,7 @@ class MemberViews:
         self._settle()
         selected = self._index.selection_of(key)
         after = entry.lost_after
-        ready = self.ready_map(after)
+        ready = self.readiness(after).ready
         members: dict[str, placement_view.Member] = {}
         rooms: list[dict[str, int]] = []
         for index, (subset, selector) in enumerate(

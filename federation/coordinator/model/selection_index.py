@@ -59,6 +59,7 @@ class SelectionIndex:
         self._clusters = clusters
         self._pools = pools
         self._names: tuple[str, ...] | None = None
+        self._name_set: frozenset[str] = frozenset()
         self._epoch = 0
         """Bumped when the set of clusters or their labels change: selections are stale."""
         self._named: dict[str, set[str]] = {}
@@ -74,7 +75,13 @@ class SelectionIndex:
         until `relabel`)."""
         if self._names is None:
             self._names = tuple(sorted(set(self._clusters) | set(self._pools)))
+            self._name_set = frozenset(self._names)
         return self._names
+
+    def cluster_set(self) -> frozenset[str]:
+        """`cluster_names` as a set (the same object until `relabel`)."""
+        self.cluster_names()
+        return self._name_set
 
     def relabel(self) -> None:
         """The set of clusters or their labels changed: selections must be matched again."""

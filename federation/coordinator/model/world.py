@@ -304,7 +304,7 @@ class World:
         entry = self._spreads.get(key)
         if entry is None:
             return frozenset()
-        ready = self._views.ready_map(entry.lost_after)
+        ready = self._views.readiness(entry.lost_after).ready
         found: set[str] = set()
         for subset, selector in zip(entry.spec.subsets, self._index.selector_keys[key], strict=True):
             if subset.clusters is not None:
@@ -317,19 +317,23 @@ class World:
         return frozenset(found)
 
     def heard_from_any(self, after: datetime.timedelta) -> bool:
-        """Whether any cluster's agent was heard within `after` (a never-heard one counts during
-        the start-up grace)."""
-        return any(self._views.ready_map(after).values())
+        """Whether any cluster's agent was heard within `after` (a never-heard one: in the grace)."""
+        return any(self._views.readiness(after).ready.values())
+
+    def silent_among(self, names: frozenset[str], *, after: datetime.timedelta) -> frozenset[str]:
+        """Of the clusters `names` (known ones), those heard once and silent for longer than `after`."""
+        return names & self._views.readiness(after).silent
 
     def taints_of(self, name: str) -> tuple[common.Taint, ...]:
         """Cluster `name`'s MemberCluster taints, each with its `timeAdded` (first seen, if unset)."""
         return found.taints if (found := self._members.get(name)) is not None else ()
 
-    def selected(self, key: str) -> frozenset[str]:
-        """Every cluster spread `key`'s subsets name or select."""
+    def selected(self, key: str, *, known: bool = False) -> frozenset[str]:
+        """Every cluster spread `key`'s subsets name or select (`known`: only clusters the World knows)."""
         if key not in self._spreads:
             return frozenset()
-        return frozenset(name for names in self._index.selection_of(key) for name in names)
+        found = frozenset(name for names in self._index.selection_of(key) for name in names)
+        return found & self._index.cluster_set() if known else found
 
     def marks_for(self, key: str) -> list[placement.UnschedulableMark]:
         """Spread `key`'s unschedulable marks (expiry is the placement's business); none under Fixed."""
@@ -379,8 +383,7 @@ class World:
         return self._views.view_for(key)
 
     def pending_pods(self, *, besides: str = "") -> list[overcommit.PendingPods]:
-        """Placed-but-not-running pods of every spread but `besides`, with each subset's shape: by
-        spread key, then subset in placement order, then cluster (ValueError: a malformed template)."""
+        """Every other spread's pending pods (`MemberViews.pending_pods`; ValueError: a bad template)."""
         return self._views.pending_pods(besides=besides)
 
     # --- helpers -------------------------------------------------------------------------------

@@ -14,6 +14,10 @@ and a vanished client leaves nothing behind to clean up.
 The handlers are coroutines on the coordinator's `grpc.aio` server (`aio_server`): the source's
 calls take the coordinator's lock, so they run on an executor, and a watcher between two polls is
 a sleeping coroutine, not a held thread.
+
+Every call is authorised first (`authorization`): an agent's certificate is refused, and with an
+authorizer (the coordinator over mTLS: the hub's RBAC) each handler requires what it reads —
+PERMISSION_DENIED naming the permission, UNAVAILABLE when the hub cannot answer.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import grpc
 import yaml
 
 from federation.api import cluster, problems, spread
-from federation.coordinator.wire import convert, inbound
+from federation.coordinator.services import authorization
+from federation.coordinator.wire import access, convert, inbound
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
 
@@ -127,16 +132,17 @@ def _template_replicas(template: Mapping[str, Any] | None) -> int | None:
 
 
 def _handled(
-    method: Callable[[PlacementServicer, Any], T],
+    method: Callable[[PlacementServicer, Any, authorization.Caller], T],
 ) -> Callable[[PlacementServicer, Any, grpc.aio.ServicerContext], Coroutine[Any, Any, T]]:
-    """Answer on the executor; map ServiceError to its status, anything unexpected to INTERNAL
-    (logged), never UNKNOWN."""
+    """Authorise and answer on the executor; map ServiceError and AccessRefused to their status,
+    anything unexpected to INTERNAL (logged), never UNKNOWN."""
 
     @functools.wraps(method)
     async def wrapper(self: PlacementServicer, request: Any, context: grpc.aio.ServicerContext) -> T:
         try:
-            return await self._blocking(method, self, request)
-        except ServiceError as error:
+            caller = authorization.caller_of(context.auth_context(), self._authorizer)
+            return await self._blocking(method, self, request, caller)
+        except (ServiceError, authorization.AccessRefused) as error:
             await _abort(context, error)
         except Exception:
             LOG.exception("PlacementService.%s failed", method.__name__)
@@ -147,11 +153,16 @@ def _handled(
     return wrapper
 
 
-async def _abort(context: grpc.aio.ServicerContext, error: ServiceError) -> None:
-    """End the call with the error's code, its problems in the trailer as JSON."""
+async def _abort(
+    context: grpc.aio.ServicerContext, error: ServiceError | authorization.AccessRefused,
+) -> None:
+    """End the call with the error's code, its problems in the trailer as JSON (or the access
+    check's trailer, `federation.rpc.access`)."""
     if error.problems:
         context.set_trailing_metadata([(PROBLEMS_TRAILER, json.dumps(
             [{"path": p.path, "message": p.message} for p in error.problems]))])
+    elif isinstance(error, authorization.AccessRefused) and error.trailers:
+        context.set_trailing_metadata(error.trailers)
     await context.abort(error.code, str(error))
 
 
@@ -160,34 +171,41 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
 
     def __init__(
         self, source: PlacementSource, *, watch_poll_seconds: float = WATCH_POLL_SECONDS,
-        executor: concurrent.futures.Executor | None = None,
+        executor: concurrent.futures.Executor | None = None, authorizer: access.Authorizer | None = None,
     ) -> None:
-        """`executor` runs the source's (blocking, locking) calls; None: the loop's default executor."""
+        """`executor` runs the source's (blocking, locking) calls; None: the loop's default executor.
+        `authorizer` answers each call's access questions; None: every user may read everything."""
         self._source = source
+        self._authorizer = authorizer
         self._poll = watch_poll_seconds
         self._executor = executor
 
     async def _blocking(self, call: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, call, *args)
 
-    def _record(self, key: str, *, explained: bool = False) -> convert.PlacementRecord:
+    def _record(self, key: str, caller: authorization.Caller, *, explained: bool = False,
+                ) -> convert.PlacementRecord:
         checked = check_key(key)
+        namespace, _, name = checked.partition("/")
+        caller.require(access.read_spread(namespace, name))
         record = self._source.explained(checked) if explained else self._source.get(checked)
         if record is None:
             raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no spread {key}")
         return record
 
     @_handled
-    def GetPlacement(self, request: placement_pb2.GetPlacementRequest) -> placement_pb2.Placement:
-        return convert.placement_to_pb(self._record(request.spread))
+    def GetPlacement(
+        self, request: placement_pb2.GetPlacementRequest, caller: authorization.Caller,
+    ) -> placement_pb2.Placement:
+        return convert.placement_to_pb(self._record(request.spread, caller))
 
     @_handled
     def ListPlacements(
-        self, request: placement_pb2.ListPlacementsRequest,
+        self, request: placement_pb2.ListPlacementsRequest, caller: authorization.Caller,
     ) -> placement_pb2.ListPlacementsResponse:
         if request.page_size < 0:
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, "page_size must not be negative")
-        records = sorted(self._source.placements(request.namespace or None), key=lambda r: r.key)
+        records = sorted(self._readable(request.namespace, caller), key=lambda r: r.key)
         records = [r for r in records if r.key > request.page_token]
         token = ""
         if request.page_size and len(records) > request.page_size:
@@ -196,8 +214,20 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         return placement_pb2.ListPlacementsResponse(
             placements=[convert.placement_to_pb(r) for r in records], next_page_token=token)
 
+    def _readable(self, namespace: str, caller: authorization.Caller) -> list[convert.PlacementRecord]:
+        """The placements of `namespace` ("" every one) the caller may list; PERMISSION_DENIED when
+        a namespace was named and may not be listed."""
+        if namespace:
+            caller.require(access.list_spreads(namespace))
+            return self._source.placements(namespace)
+        return caller.visible(self._source.placements(None),
+                              namespace_of=lambda r: authorization.namespace_of_key(r.key))
+
     @_handled
-    def ListClusters(self, request: placement_pb2.ListClustersRequest) -> placement_pb2.ListClustersResponse:
+    def ListClusters(
+        self, request: placement_pb2.ListClustersRequest, caller: authorization.Caller,
+    ) -> placement_pb2.ListClustersResponse:
+        caller.require(access.list_clusters())
         found = sorted(self._source.clusters(), key=lambda c: c.name)
         return placement_pb2.ListClustersResponse(clusters=[
             convert.cluster_info_to_pb(c, include_node_pools=request.include_node_pools) for c in found])
@@ -228,15 +258,23 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         return convert.PlacementRecord(key="", placement=result, spec=spec, template=template), snapshot
 
     @_handled
-    def Simulate(self, request: placement_pb2.SimulateRequest) -> placement_pb2.Placement:
+    def Simulate(
+        self, request: placement_pb2.SimulateRequest, caller: authorization.Caller,
+    ) -> placement_pb2.Placement:
+        caller.require(access.list_clusters())
         return convert.placement_to_pb(self._simulate(request)[0])
 
     @_handled
-    def Explain(self, request: placement_pb2.ExplainRequest) -> placement_pb2.Explanation:
+    def Explain(
+        self, request: placement_pb2.ExplainRequest, caller: authorization.Caller,
+    ) -> placement_pb2.Explanation:
         target = request.WhichOneof("target")
         if target in ("spread", "simulation"):
-            record, snapshot = (self._record(request.spread, explained=True), None) if target == "spread" \
-                else self._simulate(request.simulation)
+            if target == "spread":
+                record, snapshot = self._record(request.spread, caller, explained=True), None
+            caller.require(access.list_clusters())  # an explanation shows every cluster's capacity
+            if target == "simulation":
+                record, snapshot = self._simulate(request.simulation)
             free = self._source.free_capacity(record, snapshot=snapshot)
             return convert.explanation_to_pb(dataclasses.replace(record, free_capacity=free),
                                              clusters=self._source.clusters())
@@ -247,36 +285,50 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         self, request: placement_pb2.WatchPlacementRequest, context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[placement_pb2.PlacementEvent]:
         try:
-            if request.spread:
-                await self._blocking(self._record, request.spread)  # NOT_FOUND / INVALID_ARGUMENT first
-        except ServiceError as error:
-            await context.abort(error.code, str(error))
+            caller = authorization.caller_of(context.auth_context(), self._authorizer)
+            if request.spread:  # NOT_FOUND / INVALID_ARGUMENT / PERMISSION_DENIED first
+                await self._blocking(self._record, request.spread, caller)
+            elif request.namespace:
+                await self._blocking(caller.require, access.list_spreads(request.namespace))
+        except (ServiceError, authorization.AccessRefused) as error:
+            await _abort(context, error)
         try:
-            async for event in self._watch(request):
+            async for event in self._watch(request, caller):
                 yield event
         except grpc.aio.AbortError:
             raise
+        except authorization.AccessRefused as error:  # the hub went away during the watch
+            await _abort(context, error)
         except Exception:
             LOG.exception("PlacementService.WatchPlacement failed")
             await context.abort(grpc.StatusCode.INTERNAL,
                                 "WatchPlacement failed inside the coordinator; see its log")
 
-    def _snapshot(self, request: placement_pb2.WatchPlacementRequest) -> dict[str, placement_pb2.Placement]:
+    def _snapshot(
+        self, request: placement_pb2.WatchPlacementRequest, caller: authorization.Caller,
+    ) -> dict[str, placement_pb2.Placement]:
+        """The watched placements now; PERMISSION_DENIED once the caller may no longer read them (a
+        revoked binding ends a watch at the next change, within the authorizer's cache time)."""
         if request.spread:
+            namespace, _, name = request.spread.partition("/")
+            caller.require(access.read_spread(namespace, name))
             record = self._source.get(request.spread)
             records = [] if record is None else [record]
+        elif request.namespace:
+            caller.require(access.list_spreads(request.namespace))
+            records = self._source.placements(request.namespace)
         else:
-            records = self._source.placements(request.namespace or None)
+            records = self._readable("", caller)
         return {r.key: convert.placement_to_pb(r) for r in records}
 
     async def _watch(
-        self, request: placement_pb2.WatchPlacementRequest,
+        self, request: placement_pb2.WatchPlacementRequest, caller: authorization.Caller,
     ) -> AsyncIterator[placement_pb2.PlacementEvent]:
         """The snapshot, then what changed, polling the source's version every poll interval (a
         watcher holds no thread between polls; the call's cancellation ends it)."""
         kind = placement_pb2.PlacementEvent
         version = await self._blocking(_version_of, self._source)
-        seen = await self._blocking(self._snapshot, request)
+        seen = await self._blocking(self._snapshot, request, caller)
         for key in sorted(seen):
             yield _event(kind.TYPE_INITIAL, key, seen[key])
         while True:
@@ -285,7 +337,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             if latest == version:
                 continue
             version = latest
-            now = await self._blocking(self._snapshot, request)
+            now = await self._blocking(self._snapshot, request, caller)
             for key in sorted(set(seen) | set(now)):
                 if key not in now:
                     yield _event(kind.TYPE_DELETED, key, seen[key])
@@ -312,9 +364,10 @@ def _event(
 
 def add_to_server(
     server: grpc.aio.Server, source: PlacementSource, *, executor: concurrent.futures.Executor | None = None,
+    authorizer: access.Authorizer | None = None,
 ) -> PlacementServicer:
-    """Register a PlacementServicer over `source` on an aio `server` (`aio_server.AioServer.server`);
-    returns the servicer."""
-    servicer = PlacementServicer(source, executor=executor)
+    """Register a PlacementServicer over `source` on an aio `server` (`aio_server.AioServer.server`),
+    answering only what `authorizer` allows (None: everything); returns the servicer."""
+    servicer = PlacementServicer(source, executor=executor, authorizer=authorizer)
     placement_pb2_grpc.add_PlacementServiceServicer_to_server(servicer, server)
     return servicer

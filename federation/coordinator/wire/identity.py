@@ -14,6 +14,13 @@ agent from an SDK user). The rules, each with the status the servicer answers:
   called `cluster_name`/`cluster` a future message may carry): PERMISSION_DENIED. This last rule
   holds without TLS too: a stream speaks for the cluster its Hello named.
 
+PlacementService is for people and their scripts, never for agents (`placement_user`): an agent's
+certificate is refused there with PERMISSION_DENIED, and so is one that names no user
+(`fedspread://user/<name>`, `fedspread certs client`). The user is that name; its groups are the
+certificate's organisations (O, `fedspread:users` for `fedspread certs client`) plus
+`system:authenticated`, as the apiserver's own x509 authenticator would make them; the hub's RBAC
+then decides what the user may read (`wire.access`).
+
 The input is what `grpc.ServicerContext.auth_context()` returns (property name -> list of
 bytes), so the rules are tested without a server; the servicer maps `Refusal.code` onto
 `grpc.StatusCode`.
@@ -25,13 +32,17 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
+from cryptography import x509
+from cryptography.x509 import oid
 from google.protobuf import message as pb_message
 
 from federation.certs import names
+from federation.coordinator.wire import access
 
 AuthContext = Mapping[str, Sequence[bytes]]
 SAN_PROPERTY = "x509_subject_alternative_name"
 CN_PROPERTY = "x509_common_name"
+PEM_PROPERTY = "x509_pem_cert"
 SECURITY_PROPERTY = "transport_security_type"
 CLUSTER_FIELDS = frozenset({"cluster_name", "cluster"})
 
@@ -45,6 +56,10 @@ class Peer:
     clusters: tuple[str, ...] = ()
     """The clusters its agent URI SANs name (one, for a certificate from `fedspread certs agent`)."""
     common_name: str = ""
+    users: tuple[str, ...] = ()
+    """The users its user URI SANs name (one, for a certificate from `fedspread certs client`)."""
+    organizations: tuple[str, ...] = ()
+    """The subject's O values (groups, for a user)."""
 
     def describe(self) -> str:
         """For error messages: how the certificate identifies itself."""
@@ -73,9 +88,47 @@ def peer_of(auth: AuthContext) -> Peer:
     if b"ssl" not in auth.get(SECURITY_PROPERTY, ()) or not (auth.get(SAN_PROPERTY) or auth.get(CN_PROPERTY)):
         return Peer(authenticated=False)
     clusters = [names.cluster_of_uri(san) for san in _texts(auth, SAN_PROPERTY)]
+    users = [names.user_of_uri(san) for san in _texts(auth, SAN_PROPERTY)]
     common = _texts(auth, CN_PROPERTY)
     return Peer(authenticated=True, clusters=tuple(dict.fromkeys(c for c in clusters if c)),
-                common_name=common[0] if common else "")
+                common_name=common[0] if common else "", users=tuple(dict.fromkeys(u for u in users if u)),
+                organizations=_organizations(auth.get(PEM_PROPERTY, ())))
+
+
+def _organizations(pems: Sequence[bytes]) -> tuple[str, ...]:
+    """The subject's O values of the (first) peer certificate; none when it cannot be read."""
+    try:
+        certificate = x509.load_pem_x509_certificate(pems[0])
+    except (IndexError, ValueError):
+        return ()
+    values = certificate.subject.get_attributes_for_oid(oid.NameOID.ORGANIZATION_NAME)
+    return tuple(dict.fromkeys(str(a.value) for a in values))
+
+
+def refuse_agent(peer: Peer) -> Refusal | None:
+    """Why an agent's certificate may not use PlacementService; None for any other peer."""
+    if not peer.clusters:
+        return None
+    return Refusal("PERMISSION_DENIED", f"PlacementService refused: {peer.describe()}; an agent's "
+                                        "certificate may not read placements, use a user's "
+                                        "(`fedspread certs client NAME`)")
+
+
+def placement_user(peer: Peer) -> access.User | Refusal:
+    """The user a PlacementService caller is, or why it may not call at all."""
+    if not peer.authenticated:
+        return Refusal("UNAUTHENTICATED", "PlacementService needs a client certificate "
+                                          "(`fedspread certs client`)")
+    refused = refuse_agent(peer)
+    if refused is not None:
+        return refused
+    if len(peer.users) != 1:
+        which = "names no user" if not peer.users else f"names {len(peer.users)} users"
+        return Refusal("PERMISSION_DENIED", f"PlacementService refused: the client certificate "
+                                            f"(CN={peer.common_name!r}) {which} ({names.USER_PREFIX}<name> "
+                                            "URI SAN); use one from `fedspread certs client NAME`")
+    groups = (*peer.organizations, access.AUTHENTICATED_GROUP)
+    return access.User(peer.users[0], tuple(dict.fromkeys(groups)))
 
 
 def check_hello(peer: Peer, cluster: str) -> Refusal | None:

@@ -1,0 +1,201 @@
+"""The placement benchmark's stand-in agents: one live AgentService stream per member cluster.
+
+Why coroutines in a process of their own: the goal is stated with every agent stream live (1,000
+clusters), and the figures are the coordinator's — its memory, its threads — so the agents must
+neither share its process nor cost a thread each. Each stream is a coroutine on one `grpc.aio`
+loop with its own channel and connection, as an agent has: Hello, a full InventoryReport of the
+cluster's node pools (`placement_world.pools`), a Heartbeat every `HEARTBEAT_SECONDS`; it
+acknowledges each assignment as an agent does once applied (the coordinator sends a removal only
+after an acknowledged share of 0) and remembers, per spread, the `fingerprint` of the last
+few assignments or removals it got and when (CLOCK_MONOTONIC, which every process of the machine shares).
+
+What an "event" costs is then measured end to end: the coordinator's process notes what it sent for
+the event (the same fingerprints), and asks this process when every one of those arrived — from the
+event to every affected agent holding its new quotas. Decoding on this side is part of that time.
+
+Driven over stdin/stdout, one line each way (JSON after the word):
+
+    -> ready {"streams": N, "seconds": S}        every stream welcomed and resynced
+    <- expect {"since": T, "pairs": [[cluster, spread, fingerprint], ...], "timeout": S}
+    -> held {"count": N, "latency_s": S}          the last of them arrived S after T
+       (or {"count": N, "missing": M, "example": ...} when the timeout passed first)
+    <- capacity {"cluster": I, "change": D, "stuck": [[spread, subset], ...]}
+                                                  send cluster I's pools with D nodes more, then
+                                                  an UnschedulableReport per stuck subset
+    -> sent {"at": T}                             T: when the report was written
+    <- close                                      close every stream; -> closed
+
+Run by bench/placement.py: `python -m bench.placement_swarm --target HOST:PORT SHAPE...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sys
+import time
+from typing import Any
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from bench import placement_world
+from federation.api import names
+from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
+
+HEARTBEAT_SECONDS = 30.0
+CONNECT_DEADLINE = 600.0
+SCAN_SECONDS = 0.05
+KEPT = 4
+Message = agent_pb2.SpreadAssignment | agent_pb2.SpreadRemoval
+
+
+def fingerprint(message: Message) -> str:
+    """What identifies one assignment or removal on both sides of the wire."""
+    kind = "a" if isinstance(message, agent_pb2.SpreadAssignment) else "r"
+    return kind + hashlib.blake2b(message.SerializeToString(deterministic=True), digest_size=8).hexdigest()
+
+
+class Swarm:
+    """Every cluster's stream, and what each holds."""
+
+    def __init__(self, target: str, shape: placement_world.Shape) -> None:
+        self.target = target
+        self.shape = shape
+        self.held: dict[tuple[str, str], dict[str, float]] = {}
+        """(cluster, spread) -> fingerprint -> arrival of its last `KEPT` assignments or removals
+        (an acknowledged share of 0 is followed by a removal: the share still arrived)."""
+        self.welcomed = 0
+        self.all_welcomed = asyncio.Event()
+        self.closing = asyncio.Event()
+        self.outboxes = [asyncio.Queue[agent_pb2.AgentMessage]() for _ in range(shape.clusters)]
+        self.failures: list[str] = []
+        self.sequences = [1] * shape.clusters
+
+    async def stream(self, index: int) -> None:
+        name = placement_world.cluster_name(index)
+        try:
+            await self._stream(index, name)
+        except grpc.aio.AioRpcError as error:
+            if not self.closing.is_set():
+                self.failures.append(f"{name}: {error.code().name} {error.details()}")
+
+    async def _stream(self, index: int, name: str) -> None:
+        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 64 << 20)]
+        async with grpc.aio.insecure_channel(self.target, options=options) as channel:
+            call = agent_pb2_grpc.AgentServiceStub(channel).Connect(wait_for_ready=True)
+            await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(
+                cluster_name=name, agent_version="bench",
+                capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
+                topology_labels={names.REGION_LABEL: placement_world.region_of(index, self.shape)})))
+            await call.write(agent_pb2.AgentMessage(inventory=agent_pb2.InventoryReport(
+                full=True, sequence=1, node_pools=placement_world.pools(index, self.shape))))
+            reading = asyncio.create_task(self.read(call, name, index))
+            outbox = self.outboxes[index]
+            while not self.closing.is_set():
+                try:
+                    message = await asyncio.wait_for(outbox.get(), HEARTBEAT_SECONDS)
+                except TimeoutError:
+                    message = agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(sequence=1))
+                await call.write(message)
+            reading.cancel()
+            call.cancel()
+
+    async def read(self, call: Any, name: str, index: int) -> None:
+        welcomed = False
+        outbox = self.outboxes[index]
+        async for reply in call:
+            kind = reply.WhichOneof("body")
+            if kind == "assignment" or kind == "removal":
+                message = getattr(reply, kind)
+                kept = self.held.setdefault((name, message.spread), {})
+                kept[fingerprint(message)] = time.monotonic()
+                if len(kept) > KEPT:
+                    del kept[next(iter(kept))]
+                if kind == "assignment":
+                    outbox.put_nowait(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
+                        spread=message.spread, generation=message.generation)))
+            elif kind == "notice" and reply.notice.code == capabilities.RESYNC_COMPLETE_CODE \
+                    and not welcomed:
+                welcomed = True
+                self.welcomed += 1
+                if self.welcomed == self.shape.clusters:
+                    self.all_welcomed.set()
+
+    async def expect(self, since: float, pairs: list[list[str]], timeout: float) -> dict[str, Any]:
+        """Wait until every (cluster, spread) holds its fingerprint; when the last one arrived."""
+        deadline = time.monotonic() + timeout
+        waiting = [(cluster, spread, print_) for cluster, spread, print_ in pairs]
+        while True:
+            waiting = [p for p in waiting if p[2] not in self.held.get((p[0], p[1]), {})]
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                return {"count": len(pairs), "missing": len(waiting), "example": list(waiting[0])}
+            await asyncio.sleep(SCAN_SECONDS)  # arrival times are stamped on receipt, not here
+        last = max((self.held[(c, s)][print_] for c, s, print_ in pairs), default=since)
+        return {"count": len(pairs), "latency_s": round(max(0.0, last - since), 6)}
+
+    def capacity(self, index: int, change: int, stuck: list[list[str]]) -> dict[str, float]:
+        """Queue cluster `index`'s full inventory with `change` nodes, then an UnschedulableReport for
+        each (spread, subset) of `stuck` (pods that no longer fit, Pending); when it was queued."""
+        self.sequences[index] += 1
+        report = agent_pb2.InventoryReport(full=True, sequence=self.sequences[index],
+                                           node_pools=placement_world.pools(index, self.shape, change=change))
+        at = time.monotonic()
+        outbox = self.outboxes[index]
+        outbox.put_nowait(agent_pb2.AgentMessage(inventory=report))
+        since = timestamp_pb2.Timestamp()
+        since.GetCurrentTime()
+        for spread, subset in stuck:
+            outbox.put_nowait(agent_pb2.AgentMessage(unschedulable=agent_pb2.UnschedulableReport(
+                spread=spread, subset=subset, since=since, pod_count=1,
+                reason="0/20 nodes are available: 20 Insufficient cpu.")))
+        return {"at": at}
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        tasks = [asyncio.create_task(self.stream(index)) for index in range(self.shape.clusters)]
+        try:
+            await asyncio.wait_for(self.all_welcomed.wait(), CONNECT_DEADLINE)
+        except TimeoutError:
+            say("failed", {"welcomed": self.welcomed, "failures": self.failures[:3]})
+            return
+        say("ready", {"streams": self.welcomed, "seconds": round(time.monotonic() - started, 2)})
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            word, _, rest = line.strip().partition(" ")
+            if word == "expect":
+                asked = json.loads(rest)
+                say("held", await self.expect(asked["since"], asked["pairs"], asked["timeout"]))
+            elif word == "capacity":
+                asked = json.loads(rest)
+                say("sent", self.capacity(asked["cluster"], asked["change"], asked.get("stuck", [])))
+            elif word == "close":
+                break
+        self.closing.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        say("closed", {"failures": self.failures[:3]})
+
+
+def say(word: str, body: dict[str, Any]) -> None:
+    print(word, json.dumps(body), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.placement_swarm",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--target", required=True, help="the coordinator's AgentService, HOST:PORT")
+    parser.add_argument("--shape", required=True, help="the federation's placement_world.Shape, as JSON")
+    options = parser.parse_args(argv)
+    shape = placement_world.Shape(**json.loads(options.shape))
+    asyncio.run(Swarm(options.target, shape).run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The placement benchmark's federation: its shape, its clusters' node pools and its spreads.
+
+Why a module of its own: the coordinator's process (bench/placement.py), the stand-in agents'
+process (bench/placement_swarm.py) and the profiling script must build the very same federation
+from a few numbers, so that what one process reports the other can check. Everything here is a
+pure function of a `Shape` and an index.
+
+A `Shape` is one point of the benchmark's sweep, one dimension at a time:
+
+- `clusters` in the federation (each with a live agent stream), grouped into regions of
+  `per_spread` clusters: a spread's region subset selects `per_spread` clusters;
+- `spreads`, each Adaptive: a capped home cluster, then its region by free capacity;
+- `pools` node pools per cluster (the fit walks every pool of every selected cluster);
+- `templates` distinct pod shapes among the spreads (the ledger keeps whole nodes per shape).
+
+One spread in `HUNGRY_EVERY` is *hungry*: it asks for more big pods than its home cluster and the
+next one (its spill) can hold, so it is never settled and replicas wait: when its spill cluster
+gains nodes, waiting replicas really move there — the benchmark's capacity growth moves replicas,
+it is not a no-op by construction. Clusters are lost only after an hour: a long event holds the
+coordinator's lock, and heartbeats queued behind it must not make clusters lost (failover is
+bench/failover.py's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from federation.api import names
+from federation.api import spread as spread_api
+from federation.rpc import common_pb2
+
+LOST_AFTER_SECONDS = 3600
+HUNGRY_EVERY = 100
+"""One spread in this many is hungry (see the module's docstring)."""
+HUNGRY_REPLICAS = 200
+REPLICAS = 12
+HOME_CAP = 4
+BIG_POD = {"cpu": "8", "memory": "16Gi"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One point of the sweep."""
+
+    spreads: int
+    clusters: int = 1000
+    per_spread: int = 100
+    pools: int = 2
+    templates: int = 1
+
+    @property
+    def regions(self) -> int:
+        return max(1, self.clusters // self.per_spread)
+
+    def describe(self) -> dict[str, int]:
+        return {"spreads": self.spreads, "clusters": self.clusters,
+                "clusters_per_spread": min(self.per_spread, self.clusters),
+                "pools_per_cluster": self.pools, "templates": self.templates}
+
+
+def cluster_name(index: int) -> str:
+    return f"c{index:04d}"
+
+
+def region_of(index: int, shape: Shape) -> str:
+    """Cluster `index`'s region: clusters are dealt to regions in turn."""
+    return f"r{index % shape.regions}"
+
+
+def pools(index: int, shape: Shape, *, change: int = 0) -> list[common_pb2.NodePool]:
+    """Cluster `index`'s node pools: `shape.pools - 1` general pools sharing about 20 nodes (at least
+    one each) and one highmem pool.
+    `change` adds (or, negative, removes) nodes of the first general pool: a capacity event."""
+    found, general = [], max(1, shape.pools - 1)
+    for number in range(general):
+        nodes = max(1, (20 + (index + number) % 7) // general)  # about 20 nodes whatever the pools
+        count = max(0, nodes + (change if number == 0 else 0))
+        found.append(common_pb2.NodePool(
+            name=f"general-{number}", count=count, labels={"pool": f"general-{number}"},
+            allocatable={"cpu": "16", "memory": "64Gi", "pods": "110"},
+            requested={"cpu": "4", "memory": "8Gi", "pods": "12"}))
+    if shape.pools > 1:
+        found.append(common_pb2.NodePool(name="highmem", count=4, labels={"pool": "highmem"},
+                                         allocatable={"cpu": "32", "memory": "256Gi", "pods": "110"}))
+    return found
+
+
+def requests(index: int, shape: Shape) -> dict[str, str]:
+    """The pod requests of spread `index`: one of `shape.templates` distinct shapes."""
+    if hungry(index):
+        return dict(BIG_POD)
+    kind = index % shape.templates
+    return {"cpu": f"{500 + kind}m", "memory": f"{512 + 4 * (kind % 64)}Mi"}
+
+
+def template(index: int, shape: Shape) -> dict[str, Any]:
+    """The hub Deployment's template of spread `index`."""
+    return {"spec": {"replicas": 1, "template": {"spec": {"containers": [
+        {"name": "app", "resources": {"requests": requests(index, shape)}}]}}}}
+
+
+def hungry(index: int) -> bool:
+    return index % HUNGRY_EVERY == HUNGRY_EVERY // 2
+
+
+def home_of(index: int, shape: Shape) -> int:
+    """The index of spread `index`'s home cluster."""
+    return index * 7 % shape.clusters
+
+
+def replicas_of(index: int) -> int:
+    return HUNGRY_REPLICAS if hungry(index) else REPLICAS
+
+
+def spread_name(index: int) -> str:
+    return f"s{index:06d}"
+
+
+def spread(index: int, shape: Shape, *, generation: int = 1) -> spread_api.FederatedSpread:
+    """Spread `index`: a capped home cluster, then its region by free capacity (Adaptive); a hungry
+    one only its home cluster, uncapped."""
+    home = {"name": "home", "clusters": [cluster_name(home_of(index, shape))]}
+    subsets: list[dict[str, Any]]
+    if hungry(index):
+        spill = cluster_name(spill_of(index, shape))
+        subsets = [home, {"name": "spill", "clusters": [spill]}]
+    else:
+        region = {names.REGION_LABEL: region_of(home_of(index, shape), shape)}
+        subsets = [{**home, "maxReplicas": HOME_CAP},
+                   {"name": "region", "clusterSelector": {"matchLabels": region}}]
+    name = spread_name(index)
+    return spread_api.FederatedSpread.model_validate({
+        "metadata": {"name": name, "namespace": f"ns{index % 50}", "generation": generation},
+        "spec": {"targetRef": {"name": name}, "scheduleStrategy": {"type": "Adaptive"},
+                 "failover": {"clusterLostSeconds": LOST_AFTER_SECONDS}, "subsets": subsets},
+    })
+
+
+def hungry_spills(shape: Shape) -> list[int]:
+    """The clusters hungry spreads spill to, in order of first such spread."""
+    found: dict[int, None] = {}
+    for index in range(HUNGRY_EVERY // 2, shape.spreads, HUNGRY_EVERY):
+        found.setdefault(spill_of(index, shape), None)
+    return list(found)
+
+
+def homed_at(cluster: int, shape: Shape) -> list[int]:
+    """The spreads (not hungry) whose home subset is cluster `cluster`."""
+    return [i for i in range(shape.spreads) if not hungry(i) and home_of(i, shape) == cluster]
+
+
+def spill_of(index: int, shape: Shape) -> int:
+    """The cluster a hungry spread `index` spills to once its home is full."""
+    return (home_of(index, shape) + 1) % shape.clusters
