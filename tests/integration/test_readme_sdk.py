@@ -1,10 +1,11 @@
 """The README's SDK examples (synchronous and asyncio) run as written against a live coordinator.
 
-Why: an example that drifted from the SDK is worse than none. The test takes the python blocks that
-follow `<!-- sdk-example -->` and `<!-- sdk-aio-example -->` in README.md, substitutes only the coordinator's address and the
-spread's namespace (the sandbox hub is shared, so each test has its own namespace) and the
-directory of the certificates, runs it, and checks what it printed. The coordinator serves mTLS
-with certificates from `fedspread certs`' own code (`federation.certs.bundles`), as the README says.
+Why: an example that drifted from the SDK is worse than none. The test takes the python blocks
+that follow `<!-- sdk-example -->` and `<!-- sdk-aio-example -->` in README.md, substitutes only
+the coordinator's address and the spread's namespace (the sandbox hub is shared, so each test has
+its own namespace) and the directory of the certificates, runs them, and checks what they printed.
+The coordinator serves mTLS with certificates from `fedspread certs`' own code
+(`federation.certs.bundles`), as the README says.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def test_the_readme_sdk_example_runs_as_written(
             for marker, output in ((MARKER, printed), (AIO_MARKER, printed_aio)):
                 code = (sdk_example(marker).replace("127.0.0.1:7443", target)
                         .replace('"shop/', f'"{namespace}/').replace('"pki/', f'"{pki}/'))
-                assert f'"{pki}/alice/tls.key"' in code, "the example uses the certificates of `fedspread certs`"
+                uses_certificates = f'"{pki}/alice/tls.key"' in code
+                assert uses_certificates, "the examples use the certificates of `fedspread certs`"
                 with contextlib.redirect_stdout(output):
                     exec(compile(code, f"README.md ({marker})", "exec"), {"__name__": "readme"})
         finally:

@@ -62,7 +62,8 @@ def test_async_with_await_and_concurrent_calls(target: str) -> None:
     async def scenario() -> None:
         async with sdk.AsyncPlacementClient(target, timeout=5.0) as client:
             web, listed, members, why = await asyncio.gather(
-                client.placement("shop/web"), client.placements(), client.clusters(), client.explain("shop/web"))
+                client.placement("shop/web"), client.placements(), client.clusters(),
+                client.explain("shop/web"))
             assert (web.replicas, web.clusters) == (5, {"aws": 3, "dc1": 2})
             assert listed == [web]
             assert [m.name for m in members] == ["aws", "dc1"]
