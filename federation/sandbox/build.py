@@ -45,6 +45,11 @@ DEBIAN_SOURCES = pathlib.Path("/etc/apt/sources.list.d/debian.sources")
 DEBIAN_SOURCES_LIST = pathlib.Path("/etc/apt/sources.list")
 REFLECT2_SOURCE = pathlib.Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 ENV_BIN = "FEDSPREAD_KUBE_BIN"
+VERBOSE_GO = "GOFLAGS=-v -tags="
+"""`go` names each package it compiles (`-v`, read by go from the environment the Makefile exports).
+The empty `-tags=` is for hack/lib/golang.sh, which takes its build tags from GOFLAGS by a sed that
+would otherwise keep "-v" as a tag: so the tags, and the binaries, stay exactly those of a plain
+build (checked with Debian's Go: byte-identical output)."""
 
 Report = progress.Report
 Reporter = progress.Report | progress.Sink
@@ -224,7 +229,7 @@ def replace_reflect2(tree: pathlib.Path) -> None:
 
 def compile_binaries(tree: pathlib.Path, report: Reporter, *, log: pathlib.Path) -> pathlib.Path:
     """Run the Kubernetes build for the three binaries (one step), reporting the Go packages
-    compiled and what is being built as the log (verbose: GOFLAGS=-v) grows."""
+    compiled and what is being built as the log (verbose: `VERBOSE_GO`) grows."""
     sink = progress.sink_of(report)
     sink.step(f"compiling {', '.join(BINARIES)} (about 6 minutes on 2 cores, once; log: {log})")
     reader, tail = meters.GoBuildLog(), meters.tail_file(log)
@@ -235,7 +240,7 @@ def compile_binaries(tree: pathlib.Path, report: Reporter, *, log: pathlib.Path)
 
     with log.open("w") as output:
         process = subprocess.Popen(
-            ["make", f"WHAT={' '.join('cmd/' + b for b in BINARIES)}", "GOFLAGS=-v"],
+            ["make", f"WHAT={' '.join('cmd/' + b for b in BINARIES)}", VERBOSE_GO],
             cwd=tree, stdout=output, stderr=subprocess.STDOUT,
         )
         with meters.Ticker(tick):

@@ -166,20 +166,20 @@ def test_the_build_log_gives_targets_and_packages_even_when_read_in_pieces(tmp_p
 
 
 def test_the_compile_step_runs_make_verbosely_and_counts_packages(tmp_path: pathlib.Path) -> None:
-    """A real `make` on a Makefile printing what the Kubernetes build prints (GOFLAGS=-v given)."""
+    """A real `make` on a Makefile printing what the Kubernetes build prints (`go -v` asked for)."""
     tree = tmp_path / "kubernetes"
     tree.mkdir()
     (tree / "Makefile").write_text(
         "all:\n"
         "\t@echo '+++ [1124 04:26:40] Building go targets for linux/amd64:'\n"
         "\t@echo '    cmd/kube-apiserver'\n"
-        "\t@echo 'flags: $(GOFLAGS) targets: $(WHAT)'\n"
+        "\t@echo \"flags: $$GOFLAGS targets: $(WHAT)\"\n"  # GOFLAGS as go sees it: in the environment
         "\t@for p in a/b c/d e/f; do echo k8s.io/kubernetes/$$p; done\n"
         "\t@mkdir -p _output/bin\n")
     written: list[str] = []
     built = build.compile_binaries(tree, written.append, log=tmp_path / "build.log")
     assert built == tree / "_output" / "bin" and built.is_dir()
-    assert "flags: -v targets: cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" in (
+    assert "flags: -v -tags= targets: cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" in (
         tmp_path / "build.log").read_text()
     assert written[0].startswith("[1/1] compiling kube-apiserver, kube-controller-manager, kube-scheduler")
     assert written[-1].startswith("[1/1] compiling") and written[-1].endswith("(3 Go packages compiled)")
