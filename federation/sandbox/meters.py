@@ -5,9 +5,9 @@ Why apart from the build: each measure reads something the build's tools leave b
 `make` — and turns it into numbers for `progress.Advance`. Reading is all they do (the build
 itself is unchanged), and the parsing is pure, so it is tested on recorded output.
 
-The Go build is made verbose (`build.VERBOSE_GO`: GOFLAGS with `-v`), so its log names each Go
-package as it is compiled; the log's `+++ Building go targets` blocks say which
-tools or binaries are being built. Their number is not known ahead, so the count has no total.
+The log's `+++ Building go targets` blocks say which tools or binaries are being built; a verbose
+Go build (`-v`, not asked for today: `build.MAKE_ARGUMENTS`) would also name each Go package as it
+is compiled, and those lines are counted. Their number is not known ahead, so the count has no total.
 """
 
 from __future__ import annotations
