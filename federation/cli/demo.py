@@ -18,36 +18,12 @@ import click
 from federation import logs
 from federation.cli import options
 from federation.demo import environment, story, view
+from federation.demo import keep as keep_mod
 from federation.kube import clients
 from federation.kube import errors as kube_errors
 from federation.sandbox import launcher
 
 DEFAULT_DIR = pathlib.Path.home() / ".cache" / "fedspread" / "demo"
-
-
-def _usage(federation: environment.Federation) -> str:
-    hub = federation.kubeconfig("hub")
-    mine = federation.tls(environment.CLIENT)  # the demo's SDK client certificate (mTLS)
-    lines = [
-        "The federation keeps running. Try, in another terminal:",
-        f"  export KUBECONFIG={hub}",
-        f"  kubectl get federatedspreads,deployments -n {story.NAMESPACE}",
-        f"  kubectl scale deployment/{story.NAME} -n {story.NAMESPACE} --replicas=9",
-        f"  export FEDSPREAD_COORDINATOR={federation.coordinator_address} FEDSPREAD_CA={mine.ca} "
-        f"FEDSPREAD_CERT={mine.cert} FEDSPREAD_KEY={mine.key}",
-        f"  fedspread get placement {story.KEY}",
-        "  fedspread get clusters",
-        "  python - <<'EOF'",
-        "  from federation.sdk import PlacementClient",
-        f"  with PlacementClient.with_tls(\"{federation.coordinator_address}\", ca=\"{mine.ca}\",",
-        f"                                cert=\"{mine.cert}\", key=\"{mine.key}\") as client:",
-        f"      print(client.placement(\"{story.KEY}\").clusters)",
-        "  EOF",
-        *(f"  KUBECONFIG={federation.kubeconfig(m.name)} kubectl get pods -n {story.NAMESPACE}   # {m.name}"
-          for m in federation.members),
-        f"Logs: {federation.logs}. Press Ctrl-C to tear everything down.",
-    ]
-    return "\n".join(lines)
 
 
 @click.command("demo")
@@ -56,8 +32,8 @@ def _usage(federation: environment.Federation) -> str:
 @click.option("--non-interactive", is_flag=True,
               help="Print each step as one JSON line on stdout (progress on stderr) instead of live tables.")
 @click.option("--keep", is_flag=True,
-              help="After the story, keep the federation running and print how to use kubectl and the "
-                   "SDK against it; Ctrl-C tears it down.")
+              help="After the story, keep the federation running and print how to look at it (kubectl, "
+                   "the spread's Events, the coordinator's metrics URL, the SDK); Ctrl-C tears it down.")
 @click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True,
               type=click.Path(file_okay=False, path_type=pathlib.Path),
               help="Where the sandbox state and every process's log go (emptied first).")
@@ -94,7 +70,7 @@ def demo_command(*, members: int, non_interactive: bool, keep: bool, directory: 
             told.close()
         if keep:
             shown.close()
-            shown.note(_usage(federation))
+            shown.note(keep_mod.instructions(federation).text())
             threading.Event().wait()
     except KeyboardInterrupt:
         failure = "interrupted"

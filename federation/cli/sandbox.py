@@ -12,9 +12,10 @@ import pathlib
 import sys
 
 import click
+import rich.console
 
-from federation.cli import options
-from federation.sandbox import build, health, launcher
+from federation.cli import build_view, options
+from federation.sandbox import build, health, launcher, progress
 
 DEFAULT_DIR = build.cache_root() / "sandbox"
 
@@ -42,10 +43,17 @@ def build_command() -> None:
     """Build (once) and cache kube-apiserver, kube-controller-manager and kube-scheduler.
 
     Uses Debian's kubernetes source package and Go; takes about 6 minutes the first time and is
-    instant afterwards. Set FEDSPREAD_KUBE_BIN to use binaries from elsewhere instead.
+    instant afterwards. Set FEDSPREAD_KUBE_BIN to use binaries from elsewhere instead. Progress
+    (each step, bytes downloaded, Go packages compiled, elapsed time) goes to stderr: live on a
+    terminal, as plain lines (one per step, a progress line at most every 30 s) otherwise.
     """
+    console = rich.console.Console(stderr=True)
     try:
-        tools = build.ensure(_say)
+        if console.is_terminal:
+            with build_view.RichView(console) as view:
+                tools = build.ensure(view)
+        else:
+            tools = build.ensure(progress.Lines(_say))
     except build.BuildError as error:
         options.fail(str(error))
     click.echo(f"binaries: {tools.kube_bin}\netcd: {tools.etcd}")

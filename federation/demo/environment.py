@@ -160,6 +160,8 @@ class Federation:
         self.sandbox: state.SandboxState | None = None
         self.coordinator: Process | None = None
         self.coordinator_address = f"127.0.0.1:{free_port()}"
+        self.metrics_port = free_port()
+        """Where the coordinator serves Prometheus metrics (`metrics_url`)."""
         self.agents: dict[str, Process] = {}
         self.stopped: set[str] = set()
         """Members whose agent was stopped on purpose (`stop_agent`)."""
@@ -191,7 +193,7 @@ class Federation:
                 "coordinator", "--hub-kubeconfig", self.sandbox.hub.kubeconfig,
                 "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds),
                 "--tls-cert", str(served.cert), "--tls-key", str(served.key), "--tls-ca", str(served.ca),
-                "--metrics-port", "0", "--health-port", "0",  # as its agents': no fixed port
+                "--metrics-port", str(self.metrics_port), "--health-port", "0",  # free, not fixed ports
                 *(() if self.ray else ("--no-ray",))),
                 log=self.logs / "coordinator.log")
             self._wait_serving()
@@ -281,6 +283,11 @@ class Federation:
             self.report(f"stopping the agent of {name}")
             self.stopped.add(name)
             agent.stop()
+
+    @property
+    def metrics_url(self) -> str:
+        """The coordinator's Prometheus metrics (plain HTTP on the loopback)."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def kubeconfig(self, name: str) -> str:
         """The kubeconfig of cluster `name` ("hub" or a member)."""

@@ -14,6 +14,10 @@ kustomize version). Debian's `kubernetes-client` binary package of the same vers
 (not installed) and its `usr/bin/kubectl` extracted into the cache next to the control plane; a
 cache built before kubectl was added only gets kubectl, without a rebuild.
 
+Progress is reported as events (`federation.sandbox.progress`): numbered steps, bytes downloaded
+and extracted, Go packages compiled (`federation.sandbox.meters` reads them off the tools' output),
+so `fedspread sandbox build` can show a live display on a terminal and plain lines in a log.
+
 The apt source entries are derived from the machine's own Debian sources file in a private apt
 configuration, so nothing of the host's apt setup changes and no mirror host name is in our files.
 """
@@ -28,9 +32,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+
+from federation.sandbox import meters, progress
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 KUBECTL = "kubectl"
@@ -40,8 +45,16 @@ DEBIAN_SOURCES = pathlib.Path("/etc/apt/sources.list.d/debian.sources")
 DEBIAN_SOURCES_LIST = pathlib.Path("/etc/apt/sources.list")
 REFLECT2_SOURCE = pathlib.Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 ENV_BIN = "FEDSPREAD_KUBE_BIN"
+MAKE_ARGUMENTS: tuple[str, ...] = ()
+"""Extra variables for the Kubernetes `make`: none. `GOFLAGS=-v -tags=` would make go name each
+package it compiles (a count for the progress), but it changes how hack/lib/golang.sh derives its
+build tags, and a change to the flags of a six-minute build that every fresh machine runs first is
+only safe once a full build with it has been compared; until then the build runs exactly as it
+always did, and its progress shows the targets being built and the time (the package count
+appears only if the log names packages)."""
 
-Report = Callable[[str], None]
+Report = progress.Report
+Reporter = progress.Report | progress.Sink
 
 
 class BuildError(RuntimeError):
@@ -104,15 +117,22 @@ def _check_host() -> None:
         )
 
 
-def ensure_packages(report: Report) -> None:
-    """Install the apt packages the build and the sandbox need, if any is missing."""
-    missing = [p for p in APT_PACKAGES if not _installed(p)]
+def missing_packages() -> list[str]:
+    """The apt packages the build and the sandbox need that are not installed."""
+    return [p for p in APT_PACKAGES if not _installed(p)]
+
+
+def ensure_packages(report: Reporter) -> None:
+    """Install the apt packages the build and the sandbox need, if any is missing (one step)."""
+    missing = missing_packages()
     if not missing:
         return
     _check_host()
-    report(f"installing Debian packages: {' '.join(missing)}")
+    sink = progress.sink_of(report)
+    sink.step(f"installing Debian packages: {' '.join(missing)}")
     _run(["apt-get", "update", "-qq"], what="apt-get update")
     _run(["apt-get", "install", "-y", "-qq", *missing], what="apt-get install")
+    sink.done()
 
 
 def _installed(package: str) -> bool:
@@ -170,22 +190,33 @@ def _apt_options(workdir: pathlib.Path, *, binary: bool = False) -> list[str]:
     ]
 
 
-def fetch_source(workdir: pathlib.Path, report: Report) -> tuple[pathlib.Path, str]:
-    """Download and unpack Debian's kubernetes source package; return (tree, version)."""
+def fetch_source(workdir: pathlib.Path, report: Reporter) -> tuple[pathlib.Path, str]:
+    """Download and unpack Debian's kubernetes source package (two steps); return (tree, version)."""
+    sink = progress.sink_of(report)
     options = _apt_options(workdir)
-    report("fetching the kubernetes source package (about 35 MB)")
+    sink.step("downloading the kubernetes source package (about 35 MB)")
     _run(["apt-get", *options, "update", "-qq"], what="apt-get update (deb-src)")
     download = workdir / "download"
     download.mkdir(exist_ok=True)
-    _run(["apt-get", *options, "source", "--download-only", "kubernetes"], cwd=download,
-         what="apt-get source --download-only kubernetes")
+    listing = _run(["apt-get", *options, "-qq", "--print-uris", "source", "--download-only", "kubernetes"],
+                   cwd=download, what="apt-get --print-uris source kubernetes")
+    with meters.downloading(sink, download, meters.planned_downloads(listing)):
+        _run(["apt-get", *options, "source", "--download-only", "kubernetes"], cwd=download,
+             what="apt-get source --download-only kubernetes")
     dsc = next(download.glob("kubernetes_*.dsc"), None)
     if dsc is None:
         raise BuildError("apt-get source gave no kubernetes .dsc file")
     version = dsc.name.removeprefix("kubernetes_").removesuffix(".dsc")
+    sink.done(f"kubernetes {version}")
     tree = workdir / "kubernetes"
-    report(f"unpacking kubernetes {version}")
-    _run(["dpkg-source", "-x", "--no-check", str(dsc), str(tree)], what="dpkg-source -x")
+    sink.step(f"extracting kubernetes {version}")
+
+    def extracted() -> None:
+        sink.advance(meters.bytes_under(tree) if tree.is_dir() else 0, unit="bytes")
+
+    with meters.Ticker(extracted, interval=5.0):
+        _run(["dpkg-source", "-x", "--no-check", str(dsc), str(tree)], what="dpkg-source -x")
+    sink.done()
     return tree, version
 
 
@@ -198,31 +229,28 @@ def replace_reflect2(tree: pathlib.Path) -> None:
     shutil.copytree(REFLECT2_SOURCE, vendored)
 
 
-def compile_binaries(tree: pathlib.Path, report: Report, *, log: pathlib.Path) -> pathlib.Path:
-    """Run the Kubernetes build for the three binaries, reporting progress every 20 s."""
-    report(f"compiling {', '.join(BINARIES)} (about 6 minutes on 2 cores, once); log: {log}")
-    started = time.monotonic()
-    with log.open("w") as sink:
+def compile_binaries(tree: pathlib.Path, report: Reporter, *, log: pathlib.Path) -> pathlib.Path:
+    """Run the Kubernetes build for the three binaries (one step), reporting the Go packages
+    compiled (if the log names them: `MAKE_ARGUMENTS`) and what is being built as the log grows."""
+    sink = progress.sink_of(report)
+    sink.step(f"compiling {', '.join(BINARIES)} (about 6 minutes on 2 cores, once; log: {log})")
+    reader, tail = meters.GoBuildLog(), meters.tail_file(log)
+
+    def tick() -> None:
+        reader.feed(next(tail))
+        sink.advance(reader.packages, unit="Go packages compiled", detail=reader.building)
+
+    with log.open("w") as output:
         process = subprocess.Popen(
-            ["make", f"WHAT={' '.join('cmd/' + b for b in BINARIES)}"],
-            cwd=tree, stdout=sink, stderr=subprocess.STDOUT,
+            ["make", f"WHAT={' '.join('cmd/' + b for b in BINARIES)}", *MAKE_ARGUMENTS],
+            cwd=tree, stdout=output, stderr=subprocess.STDOUT,
         )
-        done = threading.Event()
-
-        def heartbeat() -> None:
-            while not done.wait(20):
-                lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
-                last = lines[-1].strip() if lines else ""
-                report(f"  ... {int(time.monotonic() - started)} s: {last[:90]}")
-
-        ticker = threading.Thread(target=heartbeat, daemon=True)
-        ticker.start()
-        code = process.wait()
-        done.set()
+        with meters.Ticker(tick):
+            code = process.wait()
     if code != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-        raise BuildError(f"the Kubernetes build failed (exit {code}); last lines of {log}:\n{tail}")
-    report(f"compiled in {int(time.monotonic() - started)} s")
+        tail_lines = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+        raise BuildError(f"the Kubernetes build failed (exit {code}); last lines of {log}:\n{tail_lines}")
+    sink.done()
     return tree / "_output" / "bin"
 
 
@@ -239,27 +267,30 @@ def _client_binary(unpacked: pathlib.Path) -> pathlib.Path:
     return found
 
 
-def fetch_kubectl(target: pathlib.Path, report: Report, *, version: str | None = None) -> pathlib.Path:
+def fetch_kubectl(target: pathlib.Path, report: Reporter, *, version: str | None = None) -> pathlib.Path:
     """Put kubectl from Debian's kubernetes-client package (`version` when the archive still has
-    it, else its current one) into the directory `target`; return its path. Nothing is installed:
-    the package is downloaded through the private apt configuration and extracted."""
+    it, else its current one) into the directory `target` (one step); return its path. Nothing is
+    installed: the package is downloaded through the private apt configuration and extracted."""
+    sink = progress.sink_of(report)
     cache_root().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fedspread-kubectl-", dir=cache_root()) as scratch:
         workdir = pathlib.Path(scratch)
         options = _apt_options(workdir, binary=True)
-        report(f"fetching kubectl from Debian's {CLIENT_PACKAGE} package (about 8 MB)")
+        sink.step(f"fetching kubectl from Debian's {CLIENT_PACKAGE} package (about 8 MB)")
         _run(["apt-get", *options, "update", "-qq"], what="apt-get update (deb)")
         download = workdir / "download"
         download.mkdir()
         wanted = [f"{CLIENT_PACKAGE}={version}", CLIENT_PACKAGE] if version else [CLIENT_PACKAGE]
         for spec in wanted:
             try:
-                _run(["apt-get", *options, "download", spec], cwd=download, what=f"apt-get download {spec}")
+                with meters.downloading(sink, download, []):
+                    _run(["apt-get", *options, "download", spec], cwd=download,
+                         what=f"apt-get download {spec}")
                 break
             except BuildError:
                 if spec == wanted[-1]:
                     raise
-                report(f"{spec} is no longer in the archive; taking its current {CLIENT_PACKAGE}")
+                sink.note(f"{spec} is no longer in the archive; taking its current {CLIENT_PACKAGE}")
         deb = next(download.glob(f"{CLIENT_PACKAGE}_*.deb"), None)
         if deb is None:
             raise BuildError(f"apt-get download gave no {CLIENT_PACKAGE} .deb file")
@@ -270,7 +301,7 @@ def fetch_kubectl(target: pathlib.Path, report: Report, *, version: str | None =
         shutil.copyfile(_client_binary(unpacked), partial)
         partial.chmod(0o755)
         partial.replace(target / KUBECTL)
-    report(f"kubectl {deb.name.split('_')[1]} cached in {target}")
+    sink.done(f"kubectl {deb.name.split('_')[1]} cached in {target}")
     return target / KUBECTL
 
 
@@ -280,26 +311,31 @@ def _version_of(kube_bin: pathlib.Path) -> str | None:
     return name.removeprefix("kube-") if name.startswith("kube-") else None
 
 
-def build(report: Report) -> pathlib.Path:
-    """Build the binaries (and fetch kubectl) into the cache and return the cache's bin directory."""
+def build(report: Reporter) -> pathlib.Path:
+    """Build the binaries (and fetch kubectl) into the cache and return the cache's bin directory.
+
+    Four steps (five when Debian packages are missing): download, extract, compile, kubectl."""
+    sink = progress.sink_of(report)
     _check_host()
-    ensure_packages(report)
+    started = time.monotonic()
+    sink.plan(4 + bool(missing_packages()))
+    ensure_packages(sink)
     cache_root().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fedspread-build-", dir=cache_root()) as scratch:
         workdir = pathlib.Path(scratch)
-        tree, version = fetch_source(workdir, report)
+        tree, version = fetch_source(workdir, sink)
         replace_reflect2(tree)
-        built = compile_binaries(tree, report, log=cache_root() / "build.log")
+        built = compile_binaries(tree, sink, log=cache_root() / "build.log")
         target = cache_root() / f"kube-{version}" / "bin"
         staging = target.with_name("bin.partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         for name in BINARIES:
             shutil.copy2(built / name, staging / name)
-        fetch_kubectl(staging, report, version=version)
+        fetch_kubectl(staging, sink, version=version)
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
-    report(f"cached in {target}")
+    sink.note(f"built in {progress.duration(time.monotonic() - started)}, cached in {target}")
     return target
 
 
@@ -314,11 +350,11 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def ensure(report: Report | None = None) -> Toolset:
+def ensure(report: Reporter | None = None) -> Toolset:
     """The sandbox's executables: FEDSPREAD_KUBE_BIN, else the cache, else a fresh build.
 
     A cached build without kubectl (made before kubectl was cached) gets kubectl only."""
-    say: Report = report or _stderr
+    say = progress.sink_of(report or _stderr)
     given = os.environ.get(ENV_BIN)
     if given:
         directory = pathlib.Path(given)
@@ -332,11 +368,12 @@ def ensure(report: Report | None = None) -> Toolset:
         ensure_packages(say)
     if not os.access(cached / KUBECTL, os.X_OK):
         _check_host()
+        say.plan(1)
         fetch_kubectl(cached, say, version=_version_of(cached))
     return Toolset(kube_bin=cached, etcd=_etcd())
 
 
-def kubectl(report: Report | None = None) -> pathlib.Path:
+def kubectl(report: Reporter | None = None) -> pathlib.Path:
     """The kubectl fedspread runs (tests render deploy/ with it; never one found on PATH).
 
     `FEDSPREAD_KUBE_BIN`'s kubectl when that is set; else the cached one, fetched into the cached

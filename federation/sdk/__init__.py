@@ -1,9 +1,11 @@
 """The fedspread Python SDK: ask the coordinator where replicas are and would go.
 
 This package re-exports its public names (the one package in fedspread that does) so that users
-write `from federation.sdk import PlacementClient, SpreadNotFound`.
+write `from federation.sdk import PlacementClient, SpreadNotFound` (or `AsyncPlacementClient`, the
+asyncio twin).
 """
 
+from federation.sdk.aio import AsyncPlacementClient
 from federation.sdk.client import PlacementClient
 from federation.sdk.types import (
     CertificateError,
@@ -23,6 +25,7 @@ from federation.sdk.types import (
 )
 
 __all__ = [
+    "AsyncPlacementClient",
     "CertificateError",
     "ClusterExplanation",
     "ClusterInfo",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -21,7 +22,7 @@ from kubernetes import client, config
 
 from federation.api import cluster, common, names
 from federation.api import spread as spread_api
-from federation.demo import environment, story
+from federation.demo import environment, keep, story
 from federation.sandbox import build
 
 TIMEOUT = 60.0
@@ -143,3 +144,33 @@ def test_the_demo_story_from_every_side(federation: environment.Federation, told
     assert seen.ready[victim] and seen.desired(subset="eu") == 1
     assert seen.running() == 5
     assert next(steps, None) is None
+
+
+def test_what_demo_keep_prints_answers(federation: environment.Federation, told: story.Story) -> None:
+    """`fedspread demo --keep`'s instructions, followed: the metrics URL serves the coordinator's
+    metrics, and the Events command lists an Event regarding the demo's spread."""
+    next(told.steps(lambda what, seen: None))  # the spread is applied and placed
+    shown = keep.instructions(federation)
+    text = shown.text()
+    assert shown.metrics_url in text and " ".join(shown.events_command) in text
+    assert f"export KUBECONFIG={federation.kubeconfig('hub')}" in text
+
+    with urllib.request.urlopen(shown.metrics_url, timeout=10) as answer:
+        assert answer.status == 200
+        metrics = answer.read().decode()
+    agents = len(federation.members)
+    assert re.search(rf"^fedspread_coordinator_agents_connected {agents}\.0$", metrics, re.M), metrics[:2000]
+    assert re.search(r"^fedspread_coordinator_spreads_placed [1-9]", metrics, re.M)
+
+    command = [str(build.kubectl()), "--kubeconfig", federation.kubeconfig("hub"), *shown.events_command[1:],
+               "-o", "custom-columns=OBJECT:.involvedObject.name,KIND:.involvedObject.kind,REASON:.reason",
+               "--no-headers"]
+
+    def events() -> list[list[str]]:
+        printed = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
+        return [line.split() for line in printed.splitlines() if line.strip()]
+
+    found = waiting.wait_for(lambda: [row for row in events() if row[2] == "Placed"], timeout=TIMEOUT,
+                             message=lambda: f"no Placed Event regarding the spread: {events()}")
+    assert found[0][:2] == [story.NAME, spread_api.KIND]
+

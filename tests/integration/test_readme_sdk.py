@@ -1,10 +1,11 @@
-"""The README's SDK example runs as written against a live coordinator.
+"""The README's SDK examples (synchronous and asyncio) run as written against a live coordinator.
 
-Why: an example that drifted from the SDK is worse than none. The test takes the python block that
-follows `<!-- sdk-example -->` in README.md, substitutes only the coordinator's address and the
-spread's namespace (the sandbox hub is shared, so each test has its own namespace) and the
-directory of the certificates, runs it, and checks what it printed. The coordinator serves mTLS
-with certificates from `fedspread certs`' own code (`federation.certs.bundles`), as the README says.
+Why: an example that drifted from the SDK is worse than none. The test takes the python blocks
+that follow `<!-- sdk-example -->` and `<!-- sdk-aio-example -->` in README.md, substitutes only
+the coordinator's address and the spread's namespace (the sandbox hub is shared, so each test has
+its own namespace) and the directory of the certificates, runs them, and checks what they printed.
+The coordinator serves mTLS with certificates from `fedspread certs`' own code
+(`federation.certs.bundles`), as the README says.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from tests.support import builders, standin_agent
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 MARKER = "<!-- sdk-example -->"
+AIO_MARKER = "<!-- sdk-aio-example -->"
 
 
-def sdk_example() -> str:
+def sdk_example(marker: str = MARKER) -> str:
     text = README.read_text()
-    assert MARKER in text, "README.md lost its SDK example marker"
-    found = re.search(r"```python\n(.*?)```", text[text.index(MARKER):], re.DOTALL)
-    assert found, "no python block after the SDK example marker"
+    assert marker in text, f"README.md lost its SDK example marker {marker}"
+    found = re.search(r"```python\n(.*?)```", text[text.index(marker):], re.DOTALL)
+    assert found, f"no python block after the SDK example marker {marker}"
     return found.group(1)
 
 
@@ -61,12 +63,14 @@ def test_the_readme_sdk_example_runs_as_written(
             waiting.wait_for(lambda: [a.replicas(key) for a in agents] == [3, 1], timeout=30,
                              message=lambda: f"agents hold {[a.replicas(key) for a in agents]}")
 
-            code = (sdk_example().replace("127.0.0.1:7443", target).replace('"shop/', f'"{namespace}/')
-                    .replace('"pki/', f'"{pki}/'))
-            assert f'"{pki}/alice/tls.key"' in code, "the example uses the certificates of `fedspread certs`"
-            printed = io.StringIO()
-            with contextlib.redirect_stdout(printed):
-                exec(compile(code, "README.md (sdk example)", "exec"), {"__name__": "readme"})
+            printed, printed_aio = io.StringIO(), io.StringIO()
+            for marker, output in ((MARKER, printed), (AIO_MARKER, printed_aio)):
+                code = (sdk_example(marker).replace("127.0.0.1:7443", target)
+                        .replace('"shop/', f'"{namespace}/').replace('"pki/', f'"{pki}/'))
+                uses_certificates = f'"{pki}/alice/tls.key"' in code
+                assert uses_certificates, "the examples use the certificates of `fedspread certs`"
+                with contextlib.redirect_stdout(output):
+                    exec(compile(code, f"README.md ({marker})", "exec"), {"__name__": "readme"})
         finally:
             for agent in agents:
                 agent.stop()
@@ -79,3 +83,5 @@ def test_the_readme_sdk_example_runs_as_written(
     assert any(line.startswith("12 replicas over every cluster:") for line in lines)
     assert f"now: {{'{members[0]}': 3, '{members[1]}': 1}}" in lines
     assert lines[-1].startswith("not found:") and f"{namespace}/missing" in lines[-1]
+    assert printed_aio.getvalue().splitlines() == [
+        f"async {key}: 4 replicas over 2 clusters", f"async now: {{'{members[0]}': 3, '{members[1]}': 1}}"]

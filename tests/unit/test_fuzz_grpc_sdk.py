@@ -27,7 +27,7 @@ from federation.coordinator.services import aio_server, placement_service
 from federation.coordinator.wire import convert, inbound
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
-from tests.support import in_memory_source
+from tests.support import in_memory_source, sdk_clients
 
 SPREAD_YAML = """
 metadata: {name: web, namespace: shop}
@@ -65,18 +65,20 @@ def target() -> Iterator[str]:
     server.stop(grace=None)
 
 
-@pytest.fixture(scope="module")
-def client(target: str) -> Iterator[sdk.PlacementClient]:
-    with sdk.PlacementClient(target, timeout=10.0) as connected:
+@pytest.fixture(scope="module", params=sdk_clients.FLAVOURS, ids=repr)
+def client(target: str, request: pytest.FixtureRequest) -> Iterator[sdk_clients.Client]:
+    """Each test runs with PlacementClient and with AsyncPlacementClient: both must answer alike."""
+    flavour: sdk_clients.Flavour = request.param
+    with flavour.connect(target, timeout=10.0) as connected:
         yield connected
 
 
-def still_works(client: sdk.PlacementClient) -> None:
+def still_works(client: sdk_clients.Client) -> None:
     assert client.placement("shop/web").replicas == 5
     assert [p.spread for p in client.placements()] == ["shop/web"]
 
 
-CALLS: dict[str, Callable[[sdk.PlacementClient, str], Any]] = {
+CALLS: dict[str, Callable[[sdk_clients.Client, str], Any]] = {
     "placement": lambda c, key: c.placement(key),
     "explain": lambda c, key: c.explain(key),
     "watch": lambda c, key: next(c.watch(key, timeout=5)),
@@ -97,7 +99,7 @@ BAD_KEYS = [
 
 @pytest.mark.parametrize("call", sorted(CALLS))
 @pytest.mark.parametrize("key", BAD_KEYS)
-def test_a_malformed_key_is_invalid_request(client: sdk.PlacementClient, call: str, key: str) -> None:
+def test_a_malformed_key_is_invalid_request(client: sdk_clients.Client, call: str, key: str) -> None:
     with pytest.raises(sdk.InvalidRequest) as caught:
         CALLS[call](client, key)
     assert caught.value.code == "INVALID_ARGUMENT"
@@ -108,7 +110,7 @@ def test_a_malformed_key_is_invalid_request(client: sdk.PlacementClient, call: s
 
 @pytest.mark.parametrize("call", sorted(CALLS))
 @pytest.mark.parametrize("key", ["shop/gone", "gone/web", "a/b.c-d", "n" * 63 + "/" + "w" * 253])
-def test_a_well_formed_unknown_key_is_spread_not_found(client: sdk.PlacementClient, call: str,
+def test_a_well_formed_unknown_key_is_spread_not_found(client: sdk_clients.Client, call: str,
                                                         key: str) -> None:
     with pytest.raises(sdk.SpreadNotFound) as caught:
         CALLS[call](client, key)
@@ -117,7 +119,7 @@ def test_a_well_formed_unknown_key_is_spread_not_found(client: sdk.PlacementClie
 
 
 @pytest.mark.parametrize("call", sorted(CALLS))
-def test_a_key_protobuf_cannot_encode_is_invalid_request(client: sdk.PlacementClient, call: str) -> None:
+def test_a_key_protobuf_cannot_encode_is_invalid_request(client: sdk_clients.Client, call: str) -> None:
     with pytest.raises(sdk.InvalidRequest, match="cannot encode"):
         CALLS[call](client, "shop/\ud800")
     still_works(client)
@@ -140,7 +142,7 @@ def test_the_raw_service_answers_a_huge_key_invalid_argument(target: str) -> Non
 
 @SETTINGS
 @hypothesis.given(key=st.text(max_size=300) | st.from_regex(VALID_KEY, fullmatch=True))
-def test_any_key_gets_a_typed_answer(client: sdk.PlacementClient, key: str) -> None:
+def test_any_key_gets_a_typed_answer(client: sdk_clients.Client, key: str) -> None:
     try:
         found = client.placement(key)
     except sdk.SpreadNotFound as error:
@@ -155,7 +157,7 @@ def test_any_key_gets_a_typed_answer(client: sdk.PlacementClient, key: str) -> N
     still_works(client)
 
 
-def test_an_oversized_request_is_resource_exhausted_and_the_server_lives(client: sdk.PlacementClient) -> None:
+def test_an_oversized_request_is_resource_exhausted_and_the_server_lives(client: sdk_clients.Client) -> None:
     with pytest.raises(sdk.FedspreadError) as caught:
         client.simulate("#" * (inbound.MAX_MESSAGE_BYTES + 1), replicas=1)
     assert caught.value.code == "RESOURCE_EXHAUSTED"
@@ -169,7 +171,7 @@ def test_an_oversized_request_is_resource_exhausted_and_the_server_lives(client:
     ({"replicas": 1, "template": {"spec": {"template": {"spec": {"containers": [
         {"name": "a", "resources": {"requests": {"cpu": "1e999999999"}}}]}}}}}, "exponent is out of range"),
 ])
-def test_simulate_with_absurd_numbers_is_invalid_request(client: sdk.PlacementClient, kwargs: dict[str, Any],
+def test_simulate_with_absurd_numbers_is_invalid_request(client: sdk_clients.Client, kwargs: dict[str, Any],
                                                          fragment: str) -> None:
     with pytest.raises(sdk.InvalidRequest) as caught:
         client.simulate(SPREAD_YAML, **kwargs)
@@ -177,7 +179,7 @@ def test_simulate_with_absurd_numbers_is_invalid_request(client: sdk.PlacementCl
     still_works(client)
 
 
-def test_list_with_a_strange_namespace_is_empty(client: sdk.PlacementClient) -> None:
+def test_list_with_a_strange_namespace_is_empty(client: sdk_clients.Client) -> None:
     assert client.placements("ünï") == []
     assert client.placements("n" * 10_000) == []
     still_works(client)

@@ -37,7 +37,7 @@ from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server, placement_service
 from federation.coordinator.wire import convert
 from federation.rpc import agent_pb2, agent_pb2_grpc
-from tests.support import in_memory_source
+from tests.support import in_memory_source, sdk_clients
 
 DEADLINE = 10.0
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -326,32 +326,39 @@ def test_identity_required_on_a_plaintext_port_is_unauthenticated(raw: Callable[
 # --- the SDK and `fedspread get` -----------------------------------------------------------------
 
 
-def test_sdk_over_mtls_with_a_user_certificate_but_never_an_agent_s(pki: pathlib.Path,
-                                                                    coordinator: Coordinator) -> None:
+@pytest.mark.parametrize("flavour", sdk_clients.FLAVOURS, ids=repr)
+def test_sdk_over_mtls_with_a_user_certificate_but_never_an_agent_s(
+        pki: pathlib.Path, coordinator: Coordinator, flavour: sdk_clients.Flavour) -> None:
     alice, dc1 = files(pki, "alice"), files(pki, "dc1")
-    with sdk.PlacementClient.with_tls(coordinator.target, ca=alice.ca, cert=alice.cert, key=alice.key,
-                                      timeout=DEADLINE) as client:
+    with flavour.with_tls(coordinator.target, ca=alice.ca, cert=alice.cert, key=alice.key,
+                          timeout=DEADLINE) as client:
         assert [c.name for c in client.clusters()] == ["dc1"]
-    with sdk.PlacementClient.with_tls(coordinator.target, ca=dc1.ca, cert=dc1.cert, key=dc1.key,
-                                      timeout=DEADLINE) as client, \
+    with flavour.with_tls(coordinator.target, ca=dc1.ca, cert=dc1.cert, key=dc1.key,
+                          timeout=DEADLINE) as client, \
             pytest.raises(sdk.PermissionDenied, match="agent's certificate may not read placements") as error:
         client.clusters()
     assert error.value.code == "PERMISSION_DENIED"
 
 
-def test_sdk_without_tls_against_mtls_fails_with_a_hint(coordinator: Coordinator) -> None:
-    with sdk.PlacementClient(coordinator.target, timeout=DEADLINE) as client, \
+@pytest.mark.parametrize("flavour", sdk_clients.FLAVOURS, ids=repr)
+def test_sdk_without_tls_against_mtls_fails_with_a_hint(coordinator: Coordinator,
+                                                        flavour: sdk_clients.Flavour) -> None:
+    with flavour.connect(coordinator.target, timeout=DEADLINE) as client, \
             pytest.raises(sdk.CoordinatorUnavailable) as error:
         client.clusters()
     assert "hint: the coordinator may require mTLS" in str(error.value)
 
 
-def test_sdk_refuses_bad_certificate_files_before_dialling(pki: pathlib.Path) -> None:
+@pytest.mark.parametrize("flavour", sdk_clients.FLAVOURS, ids=repr)
+def test_sdk_refuses_bad_certificate_files_before_dialling(pki: pathlib.Path,
+                                                           flavour: sdk_clients.Flavour) -> None:
     alice, aws = files(pki, "alice"), files(pki, "aws")
-    with pytest.raises(sdk.CertificateError, match="does not belong to certificate"):
-        sdk.PlacementClient.with_tls("127.0.0.1:1", ca=alice.ca, cert=alice.cert, key=aws.key)
-    with pytest.raises(sdk.CertificateError, match="no such file"):
-        sdk.PlacementClient.with_tls("127.0.0.1:1", ca=alice.ca, cert="/nonexistent.crt", key=alice.key)
+    with pytest.raises(sdk.CertificateError, match="does not belong to certificate"), \
+            flavour.with_tls("127.0.0.1:1", ca=alice.ca, cert=alice.cert, key=aws.key):
+        pass
+    with pytest.raises(sdk.CertificateError, match="no such file"), \
+            flavour.with_tls("127.0.0.1:1", ca=alice.ca, cert="/nonexistent.crt", key=alice.key):
+        pass
 
 
 def test_fedspread_get_over_mtls_and_its_usage_errors(pki: pathlib.Path, coordinator: Coordinator) -> None:

@@ -1,5 +1,7 @@
 """PlacementService and the SDK over a real gRPC server: every SDK method, every error mapping, and
-`fedspread get` through click — no Ray, no hub; placements come from an InMemorySource."""
+`fedspread get` through click — no Ray, no hub; placements come from an InMemorySource. Each SDK
+test runs against both clients (`PlacementClient` and `AsyncPlacementClient`, through
+`tests.support.sdk_clients`): the asyncio client must answer exactly what the synchronous one does."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from federation.coordinator.services import aio_server, placement_service
 from federation.coordinator.wire import convert
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
-from tests.support import in_memory_source
+from tests.support import in_memory_source, sdk_clients
 
 SPREAD_YAML = """
 apiVersion: fedspread.io/v1alpha1
@@ -100,16 +102,22 @@ def target(source: in_memory_source.InMemorySource) -> Iterator[str]:
         server.stop(grace=None)
 
 
+@pytest.fixture(params=sdk_clients.FLAVOURS, ids=repr)
+def flavour(request: pytest.FixtureRequest) -> sdk_clients.Flavour:
+    chosen: sdk_clients.Flavour = request.param
+    return chosen
+
+
 @pytest.fixture()
-def client(target: str) -> Iterator[sdk.PlacementClient]:
-    with sdk.PlacementClient(target, timeout=5.0) as connected:
+def client(target: str, flavour: sdk_clients.Flavour) -> Iterator[sdk_clients.Client]:
+    with flavour.connect(target, timeout=5.0) as connected:
         yield connected
 
 
 # --- queries --------------------------------------------------------------------------------------
 
 
-def test_placement_returns_what_was_put(client: sdk.PlacementClient) -> None:
+def test_placement_returns_what_was_put(client: sdk_clients.Client) -> None:
     got = client.placement("shop/web")
     expected = _record(8).placement
     assert got.to_json(include_ready=False) == expected.to_json()
@@ -122,7 +130,7 @@ def test_placement_returns_what_was_put(client: sdk.PlacementClient) -> None:
     assert got.conditions == [sdk.Condition(type="Placed", status="True", reason="AllPlaced")]
 
 
-def test_placements_lists_by_key_and_filters_namespace(client: sdk.PlacementClient) -> None:
+def test_placements_lists_by_key_and_filters_namespace(client: sdk_clients.Client) -> None:
     assert [p.spread for p in client.placements()] == ["other/api", "shop/web"]
     assert [p.spread for p in client.placements("shop")] == ["shop/web"]
     assert client.placements("nowhere") == []
@@ -139,7 +147,7 @@ def test_list_placements_pages(target: str) -> None:
     assert second.next_page_token == ""
 
 
-def test_clusters_returns_what_was_put(client: sdk.PlacementClient) -> None:
+def test_clusters_returns_what_was_put(client: sdk_clients.Client) -> None:
     found = client.clusters()
     assert [c.name for c in found] == ["aws-eu", "dc1", "gcp-eu"]
     dc1 = found[1]
@@ -154,7 +162,7 @@ def test_clusters_returns_what_was_put(client: sdk.PlacementClient) -> None:
     assert client.clusters(include_node_pools=True)[0].node_pools[0].count == 2
 
 
-def test_explain_gives_caps_capacities_and_reasons(client: sdk.PlacementClient) -> None:
+def test_explain_gives_caps_capacities_and_reasons(client: sdk_clients.Client) -> None:
     why = client.explain("shop/web")
     assert why.spread == "shop/web"
     assert why.placement == client.placement("shop/web")
@@ -173,7 +181,7 @@ def test_explain_gives_caps_capacities_and_reasons(client: sdk.PlacementClient) 
 # --- errors ---------------------------------------------------------------------------------------
 
 
-def test_missing_spread_raises_spread_not_found(client: sdk.PlacementClient, target: str) -> None:
+def test_missing_spread_raises_spread_not_found(client: sdk_clients.Client, target: str) -> None:
     with pytest.raises(sdk.SpreadNotFound, match="no spread shop/gone") as caught:
         client.placement("shop/gone")
     assert caught.value.code == "NOT_FOUND"
@@ -187,7 +195,7 @@ def test_missing_spread_raises_spread_not_found(client: sdk.PlacementClient, tar
 
 
 @pytest.mark.parametrize("key", ["noslash", "/web", "shop/", "a/b/c", ""])
-def test_bad_key_raises_invalid_request(client: sdk.PlacementClient, key: str) -> None:
+def test_bad_key_raises_invalid_request(client: sdk_clients.Client, key: str) -> None:
     with pytest.raises(sdk.InvalidRequest, match="namespace/name") as caught:
         client.placement(key)
     assert caught.value.code == "INVALID_ARGUMENT"
@@ -208,19 +216,29 @@ def test_unexpected_failure_is_internal_not_unknown(target: str,
     assert "boom" not in raw.value.details()
 
 
-def test_unreachable_coordinator_raises_quickly() -> None:
+def test_unreachable_coordinator_raises_quickly(flavour: sdk_clients.Flavour) -> None:
     start = time.monotonic()
-    with sdk.PlacementClient("127.0.0.1:1", timeout=2.0) as client, \
+    with flavour.connect("127.0.0.1:1", timeout=2.0) as client, \
             pytest.raises(sdk.CoordinatorUnavailable, match=r"coordinator at 127\.0\.0\.1:1"):
         client.placement("shop/web")
     assert time.monotonic() - start < 5
+
+
+def test_a_closed_client_refuses_with_an_sdk_error(target: str, flavour: sdk_clients.Flavour) -> None:
+    with flavour.connect(target, timeout=5.0) as client:
+        assert client.placement("shop/web").replicas == 8
+        client.close()
+        with pytest.raises(sdk.FedspreadError, match=f"client of the coordinator at {target} is closed"):
+            client.placement("shop/web")
+        with pytest.raises(sdk.FedspreadError, match="is closed"):
+            next(client.watch("shop/web"))
 
 
 # --- simulate -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("form", ["yaml", "dict", "model"])
-def test_simulate_matches_the_core(client: sdk.PlacementClient, form: str) -> None:
+def test_simulate_matches_the_core(client: sdk_clients.Client, form: str) -> None:
     parsed = problems.validate(spread.FederatedSpread,
                                yaml.safe_load(SPREAD_YAML), what="spread")
     given = {"yaml": SPREAD_YAML, "dict": parsed.model_dump(by_alias=True, exclude_none=True,
@@ -232,7 +250,7 @@ def test_simulate_matches_the_core(client: sdk.PlacementClient, form: str) -> No
     assert got.capacity_exhausted == expected.capacity_exhausted
 
 
-def test_simulate_uses_template_replicas_and_requests(client: sdk.PlacementClient) -> None:
+def test_simulate_uses_template_replicas_and_requests(client: sdk_clients.Client) -> None:
     template = {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 5, "template": {
         "spec": {"containers": [{"name": "m", "resources": {"requests": {"cpu": "4"}}}]}}}}
     got = client.simulate(SPREAD_YAML, template=template)
@@ -240,13 +258,13 @@ def test_simulate_uses_template_replicas_and_requests(client: sdk.PlacementClien
     assert got.subsets[0].clusters == {"dc1": 2}  # 8 cpu / 4 cpu per pod
 
 
-def test_simulate_on_a_given_snapshot(client: sdk.PlacementClient) -> None:
+def test_simulate_on_a_given_snapshot(client: sdk_clients.Client) -> None:
     snapshot = cluster.CapacitySnapshot(clusters=[cluster.ClusterCapacity(name="dc1")])
     got = client.simulate(SPREAD_YAML, replicas=3, clusters=snapshot)
     assert got.clusters == {"dc1": 3}
 
 
-def test_simulate_invalid_spread_lists_every_problem_path(client: sdk.PlacementClient) -> None:
+def test_simulate_invalid_spread_lists_every_problem_path(client: sdk_clients.Client) -> None:
     with pytest.raises(sdk.InvalidRequest) as caught:
         client.simulate(BAD_SPREAD_YAML, replicas=3)
     paths = {p.path for p in caught.value.problems}
@@ -264,7 +282,7 @@ def test_simulate_invalid_spread_lists_every_problem_path(client: sdk.PlacementC
     ({"spread_input": SPREAD_YAML, "replicas": 1, "clusters": {"clusters": [{"nme": "x"}]}},
      "clusters[0].name"),
 ])
-def test_simulate_other_invalid_inputs(client: sdk.PlacementClient, kwargs: dict, path: str) -> None:
+def test_simulate_other_invalid_inputs(client: sdk_clients.Client, kwargs: dict, path: str) -> None:
     with pytest.raises(sdk.InvalidRequest) as caught:
         client.simulate(**kwargs)
     assert path in [p.path for p in caught.value.problems]
@@ -273,7 +291,7 @@ def test_simulate_other_invalid_inputs(client: sdk.PlacementClient, kwargs: dict
 # --- watch ----------------------------------------------------------------------------------------
 
 
-def test_watch_yields_current_then_updates(client: sdk.PlacementClient,
+def test_watch_yields_current_then_updates(client: sdk_clients.Client,
                                            source: in_memory_source.InMemorySource) -> None:
     stream = client.watch("shop/web", timeout=10)
     first = next(stream)
@@ -289,12 +307,12 @@ def test_watch_yields_current_then_updates(client: sdk.PlacementClient,
     assert list(stream) == []  # deleted: the watch ends
 
 
-def test_watch_unknown_spread_raises(client: sdk.PlacementClient) -> None:
+def test_watch_unknown_spread_raises(client: sdk_clients.Client) -> None:
     with pytest.raises(sdk.SpreadNotFound):
         next(client.watch("shop/gone", timeout=5))
 
 
-def test_watch_ends_quietly_at_its_timeout(client: sdk.PlacementClient) -> None:
+def test_watch_ends_quietly_at_its_timeout(client: sdk_clients.Client) -> None:
     start = time.monotonic()
     assert [p.replicas for p in client.watch("shop/web", timeout=0.5)] == [8]
     assert time.monotonic() - start < 5
