@@ -20,18 +20,13 @@ What is measured and why:
 
 from __future__ import annotations
 
-import logging
-import threading
-from typing import Protocol
-
 import prometheus_client
 
+from federation import metrics_endpoint, watchdog_metrics
 from federation import watchdog as watchdog_mod
-from federation import watchdog_metrics
 
 PREFIX = "fedspread_agent_"
 
-LOG = logging.getLogger(__name__)
 
 # 50 µs .. 100 ms: a local decision is tens of microseconds; anything near 100 ms is a problem
 # (the apiserver gives the webhook 2 s in total, for every webhook of the request).
@@ -46,23 +41,11 @@ NOT_COUNTED = "not-counted"
 OUTCOMES = (ASSIGNED, NO_SUBSET, PASSTHROUGH, DELETING, NOT_COUNTED)
 
 
-class Stoppable(Protocol):
-    """What `serve` returns: the metrics HTTP server, to shut down."""
-
-    server_port: int
-
-    def shutdown(self) -> None:
-        """Stop serving."""
-
-    def server_close(self) -> None:
-        """Close the listening socket."""
-
-
-class AgentMetrics:
+class AgentMetrics(metrics_endpoint.Endpoint):
     """The metrics of one agent, in their own registry."""
 
     def __init__(self, *, cluster: str = "") -> None:
-        self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
+        super().__init__(prometheus_client.CollectorRegistry(auto_describe=True))
         self.cluster = cluster
         self.admission_latency = prometheus_client.Histogram(
             "fedspread_agent_admission_seconds",
@@ -89,8 +72,6 @@ class AgentMetrics:
             "1 while the agent enforces its last quotas without a coordinator.",
             registry=self.registry,
         )
-        self._lock = threading.Lock()
-        self._server: Stoppable | None = None
 
     def watch_loops(self, watchdog: watchdog_mod.Watchdog) -> None:
         """Add `fedspread_agent_loop_stalled{loop}` and `..._loop_seconds_since_turn{loop}` from the
@@ -121,26 +102,3 @@ class AgentMetrics:
         """The link went up (fail static ends) or down (fail static begins)."""
         self.link_connected.set(1 if connected else 0)
         self.fail_static.set(0 if connected else 1)
-
-    def serve(self, port: int, *, addr: str = "0.0.0.0") -> int:
-        """Expose /metrics on `port` (plain HTTP, as Prometheus scrapes in-cluster); the bound port."""
-        with self._lock:
-            if self._server is not None:
-                raise RuntimeError("metrics are already served")
-            server, _thread = prometheus_client.start_http_server(port, addr=addr, registry=self.registry)
-            self._server = server
-            bound = int(server.server_port)
-        LOG.info("metrics served on %s:%d", addr, bound)
-        return bound
-
-    def stop(self) -> None:
-        """Stop serving /metrics (no-op when not serving)."""
-        with self._lock:
-            server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-
-    def exposition(self) -> bytes:
-        """The current metrics in the Prometheus text format."""
-        return prometheus_client.generate_latest(self.registry)

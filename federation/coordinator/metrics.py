@@ -35,22 +35,17 @@ What is measured (names as Prometheus shows them):
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Iterator, Mapping
-from wsgiref import simple_server
 
 import prometheus_client
 from prometheus_client import core as prometheus_core
 from prometheus_client import registry as prometheus_registry
 
+from federation import metrics_endpoint, watchdog_metrics
 from federation import watchdog as watchdog_mod
-from federation import watchdog_metrics
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
 from federation.coordinator.model import loop
-
-LOG = logging.getLogger(__name__)
 
 PREFIX = "fedspread_coordinator_"
 # 1 ms .. 30 s: a round of a few spreads takes milliseconds; a full placement after the hub is
@@ -128,13 +123,13 @@ def by_kind(name: str, documentation: str, counts: Mapping[str, int]) -> prometh
     return family
 
 
-class CoordinatorMetrics:
+class CoordinatorMetrics(metrics_endpoint.Endpoint):
     """The metrics of one coordinator, in their own registry; `serve` exposes them."""
 
     def __init__(self, coordinator: facade.Coordinator, *,
                  writer: status_writer.StatusWriter | None = None,
                  watchdog: watchdog_mod.Watchdog | None = None) -> None:
-        self.registry = prometheus_client.CollectorRegistry(auto_describe=True)
+        super().__init__(prometheus_client.CollectorRegistry(auto_describe=True))
         self.rounds = prometheus_client.Counter(
             PREFIX + "placement_rounds", "Placement rounds that had spreads to place.",
             registry=self.registry)
@@ -145,8 +140,6 @@ class CoordinatorMetrics:
         self.placements = prometheus_client.Counter(
             PREFIX + "spread_placements", "Spreads placed, over all rounds.", registry=self.registry)
         self.registry.register(Collector(coordinator, writer, watchdog))
-        self._lock = threading.Lock()
-        self._server: simple_server.WSGIServer | None = None
 
     def observe_round(self, result: loop.Round, seconds: float) -> None:
         """One placement round (`facade.Coordinator.on_round`)."""
@@ -157,30 +150,3 @@ class CoordinatorMetrics:
     def value(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
         """One sample's current value (`fedspread_coordinator_` + `name`), None when absent."""
         return self.registry.get_sample_value(PREFIX + name, dict(labels or {}))
-
-    def serve(self, port: int, *, addr: str = "0.0.0.0") -> int:
-        """Expose /metrics on `port` (plain HTTP, as Prometheus scrapes in-cluster); the bound port.
-        OSError naming the port when it cannot listen."""
-        with self._lock:
-            if self._server is not None:
-                raise RuntimeError("metrics are already served")
-            try:
-                server, _thread = prometheus_client.start_http_server(port, addr=addr, registry=self.registry)
-            except OSError as error:
-                raise OSError(error.errno, f"metrics port {addr}:{port}: {error.strerror}") from None
-            self._server = server
-            bound = int(server.server_port)
-        LOG.info("metrics served on %s:%d", addr, bound)
-        return bound
-
-    def stop(self) -> None:
-        """Stop serving /metrics (no-op when not serving)."""
-        with self._lock:
-            server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-
-    def exposition(self) -> bytes:
-        """The current metrics in the Prometheus text format."""
-        return prometheus_client.generate_latest(self.registry)
