@@ -104,4 +104,33 @@ def grant_placement_reader(kubeconfig: str, user: str, *, namespace: str | None 
                 rbac.create_namespaced_role_binding(namespace, binding, _request_timeout=deadlines.CALL)
     except errors.Conflict:
         pass
+    _until_allowed(client.AuthorizationV1Api(rbac.api_client), user, namespace=namespace)
     return name
+
+
+BINDING_SECONDS = 30.0
+"""How long a new binding may take to reach the apiserver's RBAC authorizer (it learns of bindings
+through its own informers: a review right after the create may still say no)."""
+
+
+def _until_allowed(api: Any, user: str, *, namespace: str | None) -> None:
+    """Wait until the hub answers that `user` may get FederatedSpreads (in `namespace`)."""
+    import tenacity
+    from kubernetes import client
+
+    from federation.kube import deadlines
+
+    review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+        user=user, resource_attributes=client.V1ResourceAttributes(
+            group="fedspread.io", resource="federatedspreads", verb="get", namespace=namespace or "")))
+
+    @tenacity.retry(retry=tenacity.retry_if_result(lambda allowed: not allowed),
+                    stop=tenacity.stop_after_delay(BINDING_SECONDS),
+                    wait=tenacity.wait_random(0.1, 0.4), retry_error_callback=lambda _: False)
+    def allowed() -> bool:
+        answer = api.create_subject_access_review(review, _request_timeout=deadlines.CALL)
+        return bool(answer.status.allowed)
+
+    if not allowed():
+        raise RuntimeError(f"the hub still refuses {user} {BINDING_SECONDS:g} s after binding it "
+                           "to the placement reader role")

@@ -132,6 +132,15 @@ def test_a_user_bound_in_one_namespace_reads_it_and_nothing_else(
     assert "may not get federatedspreads.fedspread.io/web" in result.stderr
 
 
+def settled(clusters: conftest.Clusters, user: access.User, question: access.Access, *,
+            allowed: bool) -> None:
+    """Wait until the hub itself answers `question` for `user` so (an uncached reviewer asks):
+    its RBAC authorizer learns of a binding made or deleted through its own informers."""
+    fresh = access_review.SubjectAccessReviewer(clusters.api(hubside.HUB), ttl=0.0, capacity=1)
+    waiting.wait_for(lambda: fresh.allowed(user, question) is allowed or None, timeout=WAIT,
+                     message=f"the hub never answered {allowed} for {user.name}")
+
+
 def test_answers_are_cached_briefly_and_per_question(
         sandbox: Any, clusters: conftest.Clusters, namespace: str) -> None:
     user = access.User(f"cached-{uuid.uuid4().hex[:8]}", ("fedspread:users", access.AUTHENTICATED_GROUP))
@@ -140,6 +149,7 @@ def test_answers_are_cached_briefly_and_per_question(
     reviewer = access_review.SubjectAccessReviewer(clusters.api(hubside.HUB), ttl=10.0, capacity=2,
                                                    clock=lambda: now[0])
     own, elsewhere = access.list_spreads(namespace), access.list_spreads("kube-system")
+    settled(clusters, user, own, allowed=True)  # the apiserver's RBAC sees a new binding a moment later
 
     def answers() -> tuple[bool, bool]:
         return reviewer.allowed(user, own), reviewer.allowed(user, elsewhere)
@@ -153,6 +163,7 @@ def test_answers_are_cached_briefly_and_per_question(
 
     rbac = client.RbacAuthorizationV1Api(clusters.api(hubside.HUB))
     rbac.delete_namespaced_role_binding(binding, namespace)
+    settled(clusters, user, own, allowed=False)
     assert reviewer.allowed(user, own) is True, "within the TTL the cached answer stands"
     now[0] += 10.5
     assert reviewer.allowed(user, own) is False, "a revoked binding is honoured after the TTL"
