@@ -194,7 +194,7 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
     full = time.monotonic() - since
     cpu, actors_cpu = time.process_time() - cpu, placing.actors_cpu_s() - actors_cpu
     sent, _ = recorder.take()
-    delivered = placement_events.held(agents.ask, since=since, sent=sent, timeout=DELIVERY_TIMEOUT)
+    delivered = placement_events.held(agents.ask, recorder, since=since, sent=sent, timeout=DELIVERY_TIMEOUT)
     return {"full_s": round(full, 3), "per_spread_ms": round(full / shape.spreads * 1000, 3),
             "delivered_s": round(delivered, 3), "messages": len(sent),
             "replicas_placed": sum(p.placed for p in result.placements.values()),

@@ -52,6 +52,8 @@ class Recorder:
         self._sent: Sent = {}
         self._placed = 0
         self._reports: dict[str, int] = {}
+        self._watching: set[tuple[str, str]] = set()
+        self._later: dict[tuple[str, str], list[placement_swarm.Message]] = {}
         self._original_send = facade.AgentStream.send
         self._coordinator = coordinator
         recorder, send, publish = self, facade.AgentStream.send, coordinator.publish
@@ -61,8 +63,11 @@ class Recorder:
             send(stream, **body)
             message = body.get("assignment") or body.get("removal")
             if message is not None:
+                key = (stream.cluster, message.spread)
                 with recorder._lock:
-                    recorder._sent[(stream.cluster, message.spread)] = message
+                    recorder._sent[key] = message
+                    if key in recorder._watching:
+                        recorder._later.setdefault(key, []).append(message)
 
         def counting_publish(keys: Iterable[str]) -> Any:
             answer = publish(keys)
@@ -81,11 +86,20 @@ class Recorder:
         coordinator.receive = noting_receive  # type: ignore[method-assign]
 
     def take(self) -> tuple[Sent, int]:
-        """The messages and placements since the last take."""
+        """The messages and placements since the last take; from now on, what is sent after them to
+        the same (cluster, spread) is kept too (`later`)."""
         with self._lock:
             sent, placed = self._sent, self._placed
             self._sent, self._placed = {}, 0
+            self._watching, self._later = set(sent), {}
         return sent, placed
+
+    def later(self, key: tuple[str, str]) -> list[placement_swarm.Message]:
+        """What was sent to (cluster, spread) `key` after the last take's message: a stream's outbox
+        keeps only the newest message per spread, so a newer one may replace it before it is
+        written, and the agent then holds that one instead."""
+        with self._lock:
+            return list(self._later.get(key, ()))
 
     def reports(self, cluster: str) -> int:
         """Inventory and unschedulable reports `cluster`'s agent has had applied."""
@@ -107,9 +121,13 @@ class Sample:
     messages: int
 
 
-def held(ask: Ask, *, since: float, sent: Sent, timeout: float) -> float:
-    """Seconds from `since` until the agents hold every message of `sent`."""
-    pairs = [[cluster, key, placement_swarm.fingerprint(message)] for (cluster, key), message in sent.items()]
+def held(ask: Ask, recorder: Recorder, *, since: float, sent: Sent, timeout: float) -> float:
+    """Seconds from `since` until the agents hold every message of `sent`, or one sent after it to
+    the same (cluster, spread) (`Recorder.later`)."""
+    pairs = []
+    for (cluster, key), message in sent.items():
+        prints = (placement_swarm.fingerprint(m) for m in (message, *recorder.later((cluster, key))))
+        pairs.append([cluster, key, *prints])
     answer = ask("expect", {"since": since, "pairs": pairs, "timeout": timeout})
     if "latency_s" not in answer:
         raise TimeoutError(f"{answer.get('missing')} of {len(pairs)} messages never arrived: {answer}")
@@ -125,7 +143,7 @@ def _locked_event(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask,
         coordinator.publish(change())
         inside = time.monotonic() - since
     sent, placed = recorder.take()
-    return Sample(held(ask, since=since, sent=sent, timeout=timeout), inside, placed, len(sent))
+    return Sample(held(ask, recorder, since=since, sent=sent, timeout=timeout), inside, placed, len(sent))
 
 
 def scale_up(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask, *, index: int,
@@ -177,7 +195,7 @@ def capacity(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask, *, i
             raise TimeoutError(f"{name}'s reports were never applied")
         time.sleep(0.005)
     sent, placed = recorder.take()
-    return Sample(held(ask, since=since, sent=sent, timeout=timeout), None, placed, len(sent))
+    return Sample(held(ask, recorder, since=since, sent=sent, timeout=timeout), None, placed, len(sent))
 
 
 def summary(samples: list[Sample]) -> dict[str, Any]:

@@ -16,8 +16,9 @@ event to every affected agent holding its new quotas. Decoding on this side is p
 Driven over stdin/stdout, one line each way (JSON after the word):
 
     -> ready {"streams": N, "seconds": S}        every stream welcomed and resynced
-    <- expect {"since": T, "pairs": [[cluster, spread, fingerprint], ...], "timeout": S}
-    -> held {"count": N, "latency_s": S}          the last of them arrived S after T
+    <- expect {"since": T, "pairs": [[cluster, spread, fingerprint, newer...], ...], "timeout": S}
+    -> held {"count": N, "latency_s": S}          the last of them arrived S after T (a pair is held
+                                                  once its fingerprint or a newer one arrived)
        (or {"count": N, "missing": M, "example": ...} when the timeout passed first)
     <- capacity {"cluster": I, "change": D, "stuck": [[spread, subset], ...]}
                                                   send cluster I's pools with D nodes more, then
@@ -127,15 +128,18 @@ class Swarm:
     async def expect(self, since: float, pairs: list[list[str]], timeout: float) -> dict[str, Any]:
         """Wait until every (cluster, spread) holds its fingerprint; when the last one arrived."""
         deadline = time.monotonic() + timeout
-        waiting = [(cluster, spread, print_) for cluster, spread, print_ in pairs]
+        waiting = [(cluster, spread, set(prints)) for cluster, spread, *prints in pairs]
         while True:
-            waiting = [p for p in waiting if p[2] not in self.held.get((p[0], p[1]), {})]
+            waiting = [p for p in waiting if not p[2] & self.held.get((p[0], p[1]), {}).keys()]
             if not waiting:
                 break
             if time.monotonic() > deadline:
-                return {"count": len(pairs), "missing": len(waiting), "example": list(waiting[0])}
+                first = waiting[0]
+                example = [first[0], first[1], sorted(first[2])]
+                return {"count": len(pairs), "missing": len(waiting), "example": example}
             await asyncio.sleep(SCAN_SECONDS)  # arrival times are stamped on receipt, not here
-        last = max((self.held[(c, s)][print_] for c, s, print_ in pairs), default=since)
+        last = max((min(t for f, t in self.held[(c, s)].items() if f in prints) for c, s, *prints in pairs),
+                   default=since)
         return {"count": len(pairs), "latency_s": round(max(0.0, last - since), 6)}
 
     def capacity(self, index: int, change: int, stuck: list[list[str]]) -> dict[str, float]:
