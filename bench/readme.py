@@ -7,9 +7,9 @@ its figure, the goal, whether it was met, the load average at its start and end,
 the command that reproduces it. The prose around the table explains the figures; the table itself
 is never edited by hand (`--check`, run by the unit tests, fails when it differs from the JSON).
 
-A benchmark's own reference file (`reference-admission.json`, `reference-inventory.json`,
-`reference-accuracy.json`, ...) is used when present, since it was measured after the last full
-run; otherwise `reference-full.json`. The admission rows are per load level: the handler's p99 at
+Each benchmark's rows come from its newest committed run: its own reference file
+(`reference-admission.json`, `reference-inventory.json`, ...) or `reference-full.json`,
+whichever started later. The admission rows are per load level: the handler's p99 at
 5 clients, the create p99 ratio at each level where neither mode collapsed, the collapse points.
 """
 
@@ -55,10 +55,21 @@ def _verdict(met: bool) -> str:
 
 
 def _document(name: str) -> dict[str, Any]:
-    own = RESULTS / f"reference-{name}.json"
-    path = own if own.exists() else RESULTS / "reference-full.json"
-    found: dict[str, Any] = json.loads(path.read_text())
-    return found
+    """The newest committed run of benchmark `name`: its own reference file or the full run's,
+    whichever started later (a full run's benchmark that failed outright does not count)."""
+    candidates = []
+    for path in (RESULTS / f"reference-{name}.json", RESULTS / "reference-full.json"):
+        if path.exists():
+            found: dict[str, Any] = json.loads(path.read_text())
+            result = found.get(name)
+            usable = path.name != "reference-full.json" or (
+                result is not None and not (isinstance(result, dict) and "error" in result))
+            if usable:
+                full_run = path.name == "reference-full.json"
+                candidates.append((str(found.get("started_at", "")), full_run, found))
+    if not candidates:
+        return {}
+    return max(candidates, key=lambda c: (c[0], c[1]))[2]
 
 
 def _number(value: float) -> str:
@@ -157,7 +168,7 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
         if "error" in row:
             figure = (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters "
                       f"({row.get('varied', '?')}), {row.get('backend')}: did not complete "
-                      f"({row['error'][:160]})")
+                      f"({row['error'].strip().splitlines()[-1][:160]})")
             yield ("placement", figure, "—", "**not measured**", _load(row, document), when)
             continue
         if "events" not in row:
@@ -256,10 +267,9 @@ def _accuracy(document: dict[str, Any]) -> Iterator[Row]:
 def rows() -> list[Row]:
     """Every headline row, from the committed result documents."""
     found: list[Row] = []
-    full = _document("full")
     found += _admission(_document("admission"))
     found += _placement(_document("placement"))
-    found += _failover(full)
+    found += _failover(_document("failover"))
     found += _recovery(_document("recovery"))
     found += _inventory(_document("inventory"))
     found += _accuracy(_document("accuracy"))
