@@ -44,41 +44,39 @@ measured on one machine (bench/README.md). Joining is bounded
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import datetime
 import logging
-import pathlib
 import queue
 import signal
 import threading
-import time
 from collections.abc import Callable
 
-import grpc
 from kubernetes import client
 
 from federation import clock
 from federation import watchdog as watchdog_mod
 from federation.api import cluster as cluster_api
 from federation.api import common, names
-from federation.api import spread as spread_api
-from federation.certs import store, transport
-from federation.coordinator import facade, metrics, ray_join, shards
+from federation.coordinator import facade, metrics, shards
 from federation.coordinator.hub import access_review, admission, status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.services import agent_service, aio_server, health, placement_service, source
+from federation.coordinator.startup import CoordinatorConfig as CoordinatorConfig
+from federation.coordinator.startup import CoordinatorError as CoordinatorError
+from federation.coordinator.startup import hub_client as hub_client
+from federation.coordinator.startup import placement_backend as placement_backend
+from federation.coordinator.startup import probe_hub as probe_hub
+from federation.coordinator.startup import server_credentials as server_credentials
 from federation.coordinator.wire import inbound
-from federation.kube import clients, deadlines, webhook_https
-from federation.kube import errors as kube_errors
+from federation.kube import deadlines, webhook_https
 from federation.kube import events as kube_events
 from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
 
 HUB_KINDS = frozenset({"spread", "cluster", "deployment"})
-PROBE_TIMEOUT = deadlines.PROBE
 GRPC_WORKERS = 8
 """Threads for the agent streams' calls into the facade, however many agents connect (an agent stream
 is a coroutine on the gRPC event loop, `services.aio_server`)."""
@@ -88,127 +86,8 @@ HUB_CALL_TIMEOUT = deadlines.CALL
 """Deadline of the hub call that registers a new agent's MemberCluster."""
 GRACE_SECONDS = 1.0
 """On stop, open calls get this long before they are cancelled."""
-RAY_PROBE_SECONDS = 5.0
-"""The one question to a Ray address before joining it (`ray_join.check`) gets this long."""
 EVENTS_WAIT = 5.0
 """The hub-events loop turns at least this often without events (its watchdog period)."""
-
-
-class CoordinatorError(Exception):
-    """A startup problem the user can fix (kubeconfig, hub, port); the message says which."""
-
-
-@dataclasses.dataclass(frozen=True)
-class CoordinatorConfig:
-    """Everything `fedspread coordinator` takes from its command line."""
-
-    hub_kubeconfig: pathlib.Path | None
-    """None: KUBECONFIG if set, else the pod's in-cluster service account (the coordinator runs in
-    the hub)."""
-    hub_context: str | None = None
-    """Context of the hub kubeconfig to use; None: its current-context."""
-    listen: str = "0.0.0.0:7443"
-    use_ray: bool = True
-    ray_address: str | None = None
-    """Join this Ray cluster; None starts a local one (when `use_ray`)."""
-    ray_join_seconds: float = 25.0
-    """Joining `ray_address` (the probe, then `ray.init`) fails after this long."""
-    spread_shards: int = 2
-    cluster_shards: int = 1
-    heartbeat_seconds: float = 10.0
-    tick_seconds: float = 1.0
-    status_seconds: float = 2.0
-    member_status_seconds: float = 30.0
-    """A MemberCluster status is rewritten this often at most, unless its readiness changed."""
-    tls: transport.TLSFiles | None = None
-    """Serve mTLS with these files; None: plaintext (`--insecure`, local use only)."""
-    failover_clusters_per_minute: int | None = 10
-    """At most this many lost clusters start failing over per minute, federation-wide; None: no limit."""
-    federation_id: str = names.DEFAULT_FEDERATION_ID
-    """This federation's identity (`--federation-id`), sent to agents in Welcome."""
-    webhook: admission.WebhookSettings | None = None
-    """Serve the hub's validating webhook so; None: not served (the Valid condition still reports)."""
-    metrics_port: int = 0
-    """Prometheus /metrics on this port of the `listen` host (`coordinator.metrics`); 0: off."""
-    health_port: int = 0
-    """gRPC health alone, plaintext, on this port of the `listen` host (`services.health`); 0: off."""
-
-
-def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:
-    """An ApiClient for the hub (`federation.kube.clients`: `kubeconfig`, else KUBECONFIG, else the
-    pod's service account, as when deploy/coordinator runs it in the hub); CoordinatorError saying
-    what failed."""
-    try:
-        return clients.api_client(kubeconfig, context=context)
-    except clients.KubeUnavailable as error:
-        if error.in_cluster:
-            raise CoordinatorError(
-                f"no --hub-kubeconfig given and no in-cluster service account to use instead "
-                f"({error.reason}); outside a pod of the hub, give --hub-kubeconfig FILE") from error
-        raise CoordinatorError(f"hub {error.source}: {error.reason}") from error
-
-
-def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
-    """Ray shards (local Ray, or the cluster at `ray_address`), or in-process with `use_ray=False`;
-    CoordinatorError with one line when Ray cannot be started or joined (within
-    `ray_join_seconds` for an address)."""
-    if not settings.use_ray:
-        return shards.LocalBackend()
-    where = settings.ray_address or "a local Ray"
-    log.info("starting placement shards", extra={"ray": where, "spread_shards": settings.spread_shards,
-                                                 "cluster_shards": settings.cluster_shards})
-    join_timeout = None
-    if settings.ray_address:
-        started = time.monotonic()
-        try:
-            ray_join.check(settings.ray_address,
-                           timeout=min(RAY_PROBE_SECONDS, settings.ray_join_seconds))
-        except ray_join.RayJoinError as error:
-            raise CoordinatorError(str(error)) from error
-        join_timeout = max(1.0, settings.ray_join_seconds - (time.monotonic() - started))
-    try:
-        return shards.RayBackend(
-            shards=settings.spread_shards, cluster_shards=settings.cluster_shards,
-            address=settings.ray_address, init_options={"log_to_driver": False},
-            join_timeout=join_timeout)
-    except shards.RayJoinTimeout as error:
-        raise CoordinatorError(
-            f"Ray at {where} answered, but joining it did not finish within "
-            f"{settings.ray_join_seconds:g} s: a GCS address (HOST:6379) can be joined only from a "
-            "machine that runs a Ray node, elsewhere use Ray Client (ray://HEAD:10001); "
-            "--ray-join-seconds allows longer, --no-ray places in this process") from error
-    except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError... all "cannot start"
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        if "authentication" in first.lower():
-            first += " (deploy/README.md, 'Ray token authentication')"
-        raise CoordinatorError(f"cannot start Ray placement shards on {where}: {first[:240]}") from error
-
-
-def server_credentials(tls: transport.TLSFiles | None) -> grpc.ServerCredentials | None:
-    """mTLS credentials from the files (None for plaintext); CoordinatorError naming a bad file."""
-    if tls is None:
-        return None
-    try:
-        return transport.server_credentials(tls)
-    except store.CertFileError as error:
-        raise CoordinatorError(f"TLS: {error}") from None
-
-
-def probe_hub(api: client.ApiClient) -> None:
-    """One cheap list, so an unreachable hub or missing CRDs fail at startup with a clear line."""
-    host = api.configuration.host
-    try:
-        with kube_errors.translated():
-            client.CustomObjectsApi(api).list_cluster_custom_object(
-                common.API_GROUP, common.API_VERSION, spread_api.PLURAL, limit=1,
-                _request_timeout=PROBE_TIMEOUT)
-    except kube_errors.NotFound as error:
-        raise CoordinatorError(f"hub {host} has no FederatedSpread CRD; install crds/ "
-                               "(`fedspread crds` then `kubectl apply -f crds/`)") from error
-    except (kube_errors.Unreachable, kube_errors.Timeout) as error:
-        raise CoordinatorError(f"hub {host} unreachable: {error.reason}") from error
-    except kube_errors.KubeError as error:
-        raise CoordinatorError(f"hub {host} refused: {error.status} {error.reason}") from error
 
 
 class CoordinatorProcess:
