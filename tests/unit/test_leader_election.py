@@ -23,7 +23,8 @@ def test_defaults_are_client_gos() -> None:
     (15.0, 2.0, 2.0, "longer than 1.2 x the retry period"),
     (15.0, 10.0, 0.0, "positive"),
 ])
-def test_timing_that_could_let_two_lead_is_refused(lease: float, renew: float, retry: float, says: str) -> None:
+def test_timing_that_could_let_two_lead_is_refused(lease: float, renew: float, retry: float,
+                                                  says: str) -> None:
     with pytest.raises(ValueError, match=says):
         election.Timing(lease_seconds=lease, renew_deadline_seconds=renew, retry_seconds=retry)
 
