@@ -94,8 +94,9 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
               help="Act only while holding a coordination.k8s.io Lease in the hub, so that two "
                    "coordinators (deploy/coordinator runs two) never both act: the other stands by "
                    "(health NOT_SERVING, nothing served or written) and takes over when the leader's "
-                   "lease expires or is released. A leader that cannot renew exits (status 1). Off "
-                   "for a single local coordinator.")
+                   "lease expires or is released. A leader that cannot renew exits (status 1). In a "
+                   "pod (POD_NAME set), the leader labels it fedspread.io/coordinator-leader=true "
+                   "for the Service to select. Off for a single local coordinator.")
 @click.option("--leader-election-namespace", default="fedspread-system", show_default=True,
               envvar="POD_NAMESPACE", metavar="NAMESPACE",
               help="Hub namespace of the Lease (environment: POD_NAMESPACE).")
@@ -211,11 +212,12 @@ def _lead(process: coordinator_main.CoordinatorProcess, lease: leader.LeaseSetti
     Lease is lost, so the container restarts as a standby."""
     from federation.coordinator import leading
     from federation.coordinator import process as coordinator_main
-    from federation.coordinator.hub import leader
+    from federation.coordinator.hub import leader, pod_label
 
     elector = leader.LeaderElector(process.api, lease, on_stopped=process.stopping.set)
+    label = pod_label.LeaderLabel.from_environment(process.api, namespace=lease.namespace)
     try:
-        code = leading.LeaderRun(process, elector).run()
+        code = leading.LeaderRun(process, elector, label=label).run()
     except coordinator_main.CoordinatorError as error:
         options.fail(str(error))
     if code:

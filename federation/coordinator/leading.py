@@ -3,11 +3,14 @@
 Why a wrapper and not a mode of `process.CoordinatorProcess`: the simplest design that can never
 have two writers is to not start the coordinator at all until it leads. The standby is a
 constructed `CoordinatorProcess` (its placement backend ready, Ray joined) that serves only
-/metrics and the health-only port, NOT_SERVING, so the kubelet keeps it out of the Services: no
-agent stream, no SDK call, no webhook decision reaches it; it neither watches nor writes. When it
+/metrics and the health-only port (NOT_SERVING for "" and the services, SERVING for "liveness",
+which the pod's readiness asks) and binds no gRPC or webhook port: no agent stream, no SDK call,
+no webhook decision reaches it (nor does the Service, which selects the leader's label); it
+neither watches nor writes. When it
 wins the Lease it `start()`s exactly as a coordinator that starts alone: the World is listed from
 the hub, the placements recorded in the spreads' status are the starting point (DESIGN.md §3a:
-nothing that runs is moved), `mark_hub_synced`, then it serves.
+nothing that runs is moved), `mark_hub_synced`, then it serves, and labels its pod
+(`hub.pod_label`): the Service selects that label, so only the leader is reached.
 
 A leader that fails to renew for the renew deadline stops at once (servers, agent streams,
 statuses, loops) and `run` returns `LOST_EXIT_CODE`, so `fedspread coordinator` exits and the
@@ -23,7 +26,7 @@ import signal
 import threading
 
 from federation.coordinator import process as process_mod
-from federation.coordinator.hub import leader
+from federation.coordinator.hub import leader, pod_label
 
 log = logging.getLogger("fedspread.coordinator.leading")
 
@@ -35,9 +38,12 @@ POLL_SECONDS = 0.2
 class LeaderRun:
     """Run `coordinator` while `elector` says it leads; `run()` until a signal or a lost Lease."""
 
-    def __init__(self, coordinator: process_mod.CoordinatorProcess, elector: leader.LeaderElector) -> None:
+    def __init__(self, coordinator: process_mod.CoordinatorProcess, elector: leader.LeaderElector, *,
+                 label: pod_label.LeaderLabel | None = None) -> None:
+        """`label`: this pod's leader label (the Service routes to it); None: no pod to label."""
         self.coordinator = coordinator
         self.elector = elector
+        self.label = label
         self._stop = threading.Event()
 
     def standby(self) -> None:
@@ -45,6 +51,8 @@ class LeaderRun:
         problems the user can fix (as `CoordinatorProcess.start`)."""
         process_mod.probe_hub(self.coordinator.api)
         self.coordinator.observe()
+        if self.label is not None:
+            self.label.mark(False)  # a restarted container's pod may still carry it
         self.elector.start()
         log.info("standing by for the lease", extra={"identity": self.elector.identity,
                                                     "lease": self.elector.settings.name,
@@ -61,6 +69,8 @@ class LeaderRun:
             if self.elector.lost.is_set():
                 return self._finish()
             self.coordinator.start()
+            if self._wait(self.coordinator.hub_synced) and self.label is not None:
+                self.label.mark(True)
             self._wait(self.elector.lost)
         except process_mod.CoordinatorError:
             self._finish()
@@ -83,9 +93,14 @@ class LeaderRun:
 
     def _finish(self) -> int:
         lost = self.elector.lost.is_set()
-        self.coordinator.stop()  # stop acting first: servers, agent streams, statuses, loops
         if lost:
+            self.coordinator.stop()  # stop acting at once: servers, agent streams, statuses, loops
             self.elector.stop()
+            if self.label is not None:
+                self.label.mark(False, attempts=1)
             return LOST_EXIT_CODE
+        if self.label is not None and self.elector.leading.is_set():
+            self.label.mark(False)  # the Service stops sending new connections here
+        self.coordinator.stop()
         self.elector.release()  # only then give the Lease up: never two writers
         return 0

@@ -9,7 +9,9 @@ pod: the standby binds no gRPC port, so only the leader is ever reached. What mu
   that no rule asked for happens — no cluster's replicas ever go down (a scale up only adds), and
   the quotas handed out never sum above what the user asked for, at any sample.
 * **Clean stop.** SIGTERM makes the leader release the Lease: with a lease of 120 s, the standby
-  takes over long before the lease could have expired, so it was the release.
+  takes over long before the lease could have expired, so it was the release. The leader label
+  (what the Service selects) is on the leader's pod only: a stale one on the standby's pod is
+  removed, and it moves with the lead.
 * **Lost lease.** A leader that finds the Lease held by another stops acting and exits (status 1).
 """
 
@@ -27,6 +29,7 @@ import sampling
 import waiting
 from kubernetes import client
 
+from federation.api import names
 from tests.support import builders, standin_agent
 
 TIMEOUT = 90.0
@@ -86,6 +89,20 @@ class Pair:
     def stop(self) -> None:
         for command in self.commands.values():
             command.stop()
+
+    def pod(self, name: str, *, labels: dict[str, str]) -> None:
+        """A stand-in for coordinator `name`'s pod (never scheduled): what it labels."""
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"coordinator-{name}", "labels": labels},
+                "spec": {"automountServiceAccountToken": False,
+                         "containers": [{"name": "coordinator", "image": "fedspread"}]}}
+        self.clusters.core(hubside.HUB).create_namespaced_pod(self.namespace, body)
+
+    def labelled(self) -> set[str]:
+        """Which coordinators' pods carry the leader label."""
+        pods = self.clusters.core(hubside.HUB).list_namespaced_pod(
+            self.namespace, label_selector=f"{names.LEADER_LABEL}=true").items
+        return {pod.metadata.name.removeprefix("coordinator-") for pod in pods}
 
 
 @pytest.fixture
@@ -173,10 +190,14 @@ def test_leader_killed_mid_scale_standby_takes_over_and_only_the_scale_moves(
 def test_clean_stop_releases_the_lease_to_the_standby(
         pair: Pair, clusters: conftest.Clusters, namespace: str) -> None:
     hub = hubside.Hub(clusters, namespace)
+    pair.pod("a", labels={})
+    pair.pod("b", labels={names.LEADER_LABEL: "true"})  # left by a predecessor: b must remove it
     agents, (capped, elastic), key = start_federation(pair, hub, *LONG_LEASE)
     watch = Watch(agents, key)
     watch.asked, watch.floor = 4, {capped: 3, elastic: 1}
     try:
+        waiting.wait_for(lambda: pair.labelled() == {"a"}, timeout=TIMEOUT,
+                         message=lambda: f"the Service would select {pair.labelled()}, not the leader a")
         with sampling.Sampler(watch.observe, period=0.05, name="ha-watch"):
             pair.commands["a"].stop()
             first = pair.commands["a"].process
@@ -189,6 +210,8 @@ def test_clean_stop_releases_the_lease_to_the_standby(
             watch.asked = 6
             hubside.wait_replicas(agents, key, {capped: 3, elastic: 3}, what="b follows a scale")
         assert watch.violations == [], watch.violations[:5]
+        waiting.wait_for(lambda: pair.labelled() == {"b"}, timeout=TIMEOUT,
+                         message=lambda: f"the Service would select {pair.labelled()}, not the leader b")
     finally:
         hubside.stop_all(agents)
         pair.stop()
