@@ -8,7 +8,7 @@ which the pod's readiness asks) and binds no gRPC or webhook port: no agent stre
 no webhook decision reaches it (nor does the Service, which selects the leader's label); it
 neither watches nor writes. When it
 wins the Lease it `start()`s exactly as a coordinator that starts alone: the World is listed from
-the hub, the placements recorded in the spreads' status are the starting point (DESIGN.md §3a:
+the hub, the placements recorded in the spreads' status are the starting point (do no harm:
 nothing that runs is moved), `mark_hub_synced`, then it serves, and labels its pod
 (`hub.pod_label`): the Service selects that label, so only the leader is reached.
 
