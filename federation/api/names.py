@@ -127,3 +127,13 @@ Written by the agent's registration (agents/webhook/registration.py) and deploy/
 AGENT_WEBHOOK_SERVICE = "fedspread-agent"
 AGENT_NAMESPACE = "fedspread-system"
 """The agent's Service and namespace in deploy/agent: the names its webhook certificate must carry."""
+
+LEADER_LABEL = f"{PREFIX}coordinator-leader"
+"""On the coordinator pod that leads (value "true"); absent on a standby.
+
+Written by the leading coordinator on its own pod (`coordinator.hub.pod_label`) once it leads and
+has listed the hub, removed when it stops; a starting coordinator removes it from its pod first
+(a restarted container must not keep a label its predecessor set). Read by the Service
+fedspread-coordinator (deploy/coordinator/service.yaml), whose selector sends agents, SDK users and
+the hub's webhook calls to the leader only.
+"""

@@ -13,10 +13,15 @@ contradict each other exit 2; a coordinator that cannot start exits 1.
 from __future__ import annotations
 
 import pathlib
+from typing import TYPE_CHECKING
 
 import click
 
 from federation.cli import options
+
+if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
+    from federation.coordinator import process as coordinator_main
+    from federation.coordinator.hub import leader
 
 
 @click.command("coordinator")
@@ -85,6 +90,25 @@ from federation.cli import options
                    "client certificate: NOT_SERVING until the hub is listed, then SERVING (service "
                    "\"liveness\": SERVING while running). Health and reflection are served on --listen "
                    "too. 0: off.")
+@click.option("--leader-elect/--no-leader-elect", default=False, show_default=True,
+              help="Act only while holding a coordination.k8s.io Lease in the hub, so that two "
+                   "coordinators (deploy/coordinator runs two) never both act: the other stands by "
+                   "(health NOT_SERVING, nothing served or written) and takes over when the leader's "
+                   "lease expires or is released. A leader that cannot renew exits (status 1). In a "
+                   "pod (POD_NAME set), the leader labels it fedspread.io/coordinator-leader=true "
+                   "for the Service to select. Off for a single local coordinator.")
+@click.option("--leader-election-namespace", default="fedspread-system", show_default=True,
+              envvar="POD_NAMESPACE", metavar="NAMESPACE",
+              help="Hub namespace of the Lease (environment: POD_NAMESPACE).")
+@click.option("--lease-name", default="fedspread-coordinator", show_default=True, metavar="NAME",
+              help="Name of the Lease the coordinators compete for.")
+@click.option("--lease-duration-seconds", default=15.0, show_default=True, type=click.FloatRange(1, 600),
+              help="A standby takes a lease not renewed for this long (client-go's default).")
+@click.option("--renew-deadline-seconds", default=10.0, show_default=True, type=click.FloatRange(0.5, 600),
+              help="A leader that has not renewed for this long stops and exits; shorter than the "
+                   "lease duration, so it stops before another may lead.")
+@click.option("--retry-period-seconds", default=2.0, show_default=True, type=click.FloatRange(0.1, 60),
+              help="Renew, or try to acquire, this often.")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
@@ -92,7 +116,10 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
                         failover_clusters_per_minute: int, federation_id: str, webhook_port: int,
                         webhook_cert: pathlib.Path | None, webhook_key: pathlib.Path | None,
-                        metrics_port: int, health_port: int, log_level: str) -> None:
+                        metrics_port: int, health_port: int, leader_elect: bool,
+                        leader_election_namespace: str, lease_name: str, lease_duration_seconds: float,
+                        renew_deadline_seconds: float, retry_period_seconds: float,
+                        log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
@@ -109,6 +136,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         the hub's door (a validating webhook, every problem with its field path);
       * answers placement questions (`fedspread get placement`, the Python SDK);
       * serves Prometheus metrics (--metrics-port) and gRPC health (--health-port, and --listen).
+    With --leader-elect, two or more may run: one leads (holds the hub Lease), the others stand by.
     Stop it with SIGTERM or Ctrl-C.
 
     \b
@@ -153,13 +181,45 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         webhook=admission.WebhookSettings(
             cert_file=webhook_cert, key_file=webhook_key, port=webhook_port)
         if webhook_cert is not None and webhook_key is not None else None)
+    lease = None
+    if leader_elect:
+        from federation.coordinator.hub import leader
+        from federation.coordinator.model import election
+        try:
+            timing = election.Timing(lease_seconds=lease_duration_seconds,
+                                     renew_deadline_seconds=renew_deadline_seconds,
+                                     retry_seconds=retry_period_seconds)
+        except ValueError as error:
+            options.usage_error(str(error))
+        lease = leader.LeaseSettings(namespace=leader_election_namespace, name=lease_name, timing=timing)
     try:
         process = coordinator_main.CoordinatorProcess(settings)
     except coordinator_main.CoordinatorError as error:
         options.fail(str(error))
+    if lease is not None:
+        _lead(process, lease)
+        return
     try:
         process.start()
     except coordinator_main.CoordinatorError as error:
         process.stop()
         options.fail(str(error))
     process.run()
+
+
+def _lead(process: coordinator_main.CoordinatorProcess, lease: leader.LeaseSettings) -> None:
+    """Run `process` under leader election (`federation.coordinator.leading`); exit 1 when the
+    Lease is lost, so the container restarts as a standby."""
+    from federation.coordinator import leading
+    from federation.coordinator import process as coordinator_main
+    from federation.coordinator.hub import leader, pod_label
+
+    elector = leader.LeaderElector(process.api, lease, on_stopped=process.stopping.set)
+    label = pod_label.LeaderLabel.from_environment(process.api, namespace=lease.namespace)
+    try:
+        code = leading.LeaderRun(process, elector, label=label).run()
+    except coordinator_main.CoordinatorError as error:
+        options.fail(str(error))
+    if code:
+        options.fail("lost the leader lease; exiting so that this coordinator restarts as a standby",
+                     code=code)

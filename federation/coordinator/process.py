@@ -162,7 +162,7 @@ class CoordinatorProcess:
         server.start()
         self._server, self.port = server, port
         self._start_webhook()
-        self._observe()
+        self.observe()
         self._watch_loops()
         self.watcher.start()
         self._spawn("hub-events", self._apply_events)
@@ -231,13 +231,14 @@ class CoordinatorProcess:
         if started:
             log.info("coordinator stopped")
 
-    def _observe(self) -> None:
-        """Serve /metrics and the health-only port, if asked, on the `--listen` host."""
+    def observe(self) -> None:
+        """Serve /metrics and the health-only port, if asked, on the `--listen` host; once (a standby
+        serves them before `start`, NOT_SERVING, `coordinator.leading`)."""
         host = self.settings.listen.rpartition(":")[0]
         try:
-            if self.settings.metrics_port:
+            if self.settings.metrics_port and not self.metrics_port:
                 self.metrics_port = self.metrics.serve(self.settings.metrics_port, addr=host.strip("[]"))
-            if self.settings.health_port:
+            if self.settings.health_port and not self.health_port:
                 self.health_port = self.health.listen(f"{host}:{self.settings.health_port}")
         except OSError as error:
             raise CoordinatorError(f"cannot listen: {error.strerror}") from None

@@ -150,13 +150,16 @@ def running_coordinator(
 class CoordinatorCommand:
     """`fedspread coordinator` as a real process joining the session's Ray: it can be SIGKILLed."""
 
-    def __init__(self, kubeconfig: str, *, port: int, ray_address: str, log: pathlib.Path) -> None:
+    def __init__(self, kubeconfig: str, *, port: int, ray_address: str, log: pathlib.Path,
+                 extra: Sequence[str] = (), env: dict[str, str] | None = None) -> None:
+        """`extra`: more flags (e.g. --leader-elect); `env`: added to this process's environment."""
         self.target = f"127.0.0.1:{port}"
         self.args = [str(pathlib.Path(sys.executable).with_name("fedspread")), "coordinator",
                      "--hub-kubeconfig", kubeconfig, "--listen", self.target,
                      "--ray-address", ray_address, "--heartbeat-seconds", "1",
                      "--metrics-port", "0", "--health-port", "0",  # off: no fixed port on a shared machine
-                     "--insecure"]  # its agents are plaintext links; mTLS: test_mtls*.py
+                     "--insecure", *extra]  # its agents are plaintext links; mTLS: test_mtls*.py
+        self.env = {**os.environ, **(env or {})}
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -164,7 +167,7 @@ class CoordinatorCommand:
         """Start it (again), its output appended to the log."""
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            start_new_session=True, env=self.env)
 
     @property
     def alive(self) -> bool:

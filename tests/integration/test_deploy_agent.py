@@ -20,8 +20,9 @@ What it proves, with the manifests rendered by the build's kubectl (`kubectl kus
 * every rendered object of deploy/agent and deploy/coordinator (but the CRDs and the RayCluster,
   whose operator the sandbox lacks) passes a server-side dry-run apply on a member and the hub
   (the coordinator's gRPC probes as TCP probes of the same port: the sandbox's 1.20 apiserver
-  predates gRPC probes; the ServiceMonitors of deploy/monitoring need the Prometheus Operator's
-  CRD, which the sandbox lacks, and are only rendered, by tests/unit/test_deploy_render.py).
+  predates gRPC probes; its PodDisruptionBudget as policy/v1beta1, as 1.20 has no policy/v1;
+  the ServiceMonitors of deploy/monitoring need the Prometheus Operator's CRD, which the sandbox
+  lacks, and are only rendered, by tests/unit/test_deploy_render.py).
 
 Isolation in the shared sandbox: cluster-scoped names get a unique suffix, the agent's namespace
 is unique, and the webhook configuration gets a namespaceSelector for this module's namespace only
@@ -545,6 +546,9 @@ def test_every_rendered_object_passes_a_server_side_dry_run(
     try:
         skipped = {"Namespace", "CustomResourceDefinition", "RayCluster"}  # created / no CRD here
         checked, changed = probes_for_the_sandbox([d for d in docs if d["kind"] not in skipped])
+        for doc in checked:  # policy/v1 is 1.21+; the 1.20 sandbox has the same shape in v1beta1
+            if doc["kind"] == "PodDisruptionBudget" and doc["apiVersion"] == "policy/v1":
+                doc["apiVersion"] = "policy/v1beta1"
         assert changed == (2 if where == "hub" else 0), "the coordinator's probes are gRPC, the agent's HTTPS"
         output = server_dry_run(sandbox.cluster(where).kubeconfig, checked)
         assert len(output.split()) == len(checked), output

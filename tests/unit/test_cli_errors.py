@@ -119,3 +119,12 @@ def test_invalid_capacity_snapshot(tmp_path: pathlib.Path) -> None:
     result = simulate(tmp_path, spread_doc(), snapshot, "--replicas", "6")
     assert_invalid(result, "clusters[0].nodePools[0].allocatable.cpu")
     assert str(tmp_path / "clusters.yaml") in result.stderr
+
+
+def test_coordinator_refuses_an_election_timing_that_could_let_two_lead() -> None:
+    result = CliRunner().invoke(cli.main, [
+        "coordinator", "--insecure", "--no-ray", "--leader-elect",
+        "--lease-duration-seconds", "5", "--renew-deadline-seconds", "10"])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "longer than the renew deadline" in result.output
+    assert "Traceback" not in result.output

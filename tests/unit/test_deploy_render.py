@@ -25,7 +25,7 @@ import yaml
 from packaging import requirements, version
 
 from agents.webhook import registration
-from federation.api import crd
+from federation.api import crd, names
 from federation.cli import agent as agent_cli
 from federation.cli import coordinator as coordinator_cli
 from federation.coordinator.hub import admission as coordinator_admission
@@ -142,7 +142,10 @@ def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> No
         ("ClusterRole", "fedspread-coordinator", None),
         ("ClusterRoleBinding", "fedspread-coordinator", None),
         ("ClusterRole", "fedspread-placement-reader", None),
+        ("Role", "fedspread-coordinator-leader", NAMESPACE),
+        ("RoleBinding", "fedspread-coordinator-leader", NAMESPACE),
         ("Deployment", "fedspread-coordinator", NAMESPACE),
+        ("PodDisruptionBudget", "fedspread-coordinator", NAMESPACE),
         ("Service", "fedspread-coordinator", NAMESPACE),
         ("ValidatingWebhookConfiguration", coordinator_registration.NAME, NAMESPACE),
         ("Service", "fedspread-coordinator-metrics", NAMESPACE),
@@ -185,13 +188,24 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
                                   "name": "fedspread-coordinator"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fedspread-coordinator",
                                     "namespace": NAMESPACE}]
+    # hub.leader reads, creates and replaces its Lease; hub.pod_label patches its own pod's label:
+    # in its namespace only.
+    assert rules(one(coordinator, "Role", "fedspread-coordinator-leader")) == {
+        ("coordination.k8s.io", "leases", frozenset({"get", "create", "update"})),
+        ("", "pods", frozenset({"patch"})),
+    }
+    leader_binding = one(coordinator, "RoleBinding", "fedspread-coordinator-leader")
+    assert leader_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                         "name": "fedspread-coordinator-leader"}
+    assert leader_binding["subjects"] == binding["subjects"]
 
 
-def test_coordinator_deployment_runs_one_with_real_flags(coordinator: list[Doc]) -> None:
+def test_coordinator_deployment_runs_two_under_election_with_real_flags(coordinator: list[Doc]) -> None:
     deployment = one(coordinator, "Deployment", "fedspread-coordinator")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate",
+                                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     assert spec["template"]["spec"]["serviceAccountName"] == "fedspread-coordinator"
     main = container(deployment)
     assert main["image"] == PLACEHOLDER_IMAGE
@@ -209,6 +223,25 @@ def test_coordinator_deployment_runs_one_with_real_flags(coordinator: list[Doc])
                      "metrics": context.params["metrics_port"]}
     assert context.params["webhook_port"] == ports["webhook"]
     assert context.params["health_port"] and context.params["metrics_port"], "both served in a pod"
+    # Two pods, one leader: the Lease in the pod's namespace, the pod labelled by its name.
+    assert context.params["leader_elect"] is True
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in main["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    timing = [context.params[k] for k in ("lease_duration_seconds", "renew_deadline_seconds",
+                                         "retry_period_seconds")]
+    assert timing == [15.0, 10.0, 2.0], "client-go's defaults"
+    (term,) = spec["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= \
+        spec["template"]["metadata"]["labels"].items()
+
+
+def test_coordinator_disruption_budget_keeps_one(coordinator: list[Doc]) -> None:
+    budget = one(coordinator, "PodDisruptionBudget", "fedspread-coordinator")
+    assert budget["apiVersion"] == "policy/v1" and budget["spec"]["minAvailable"] == 1
+    pod_labels = one(coordinator, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
 
 
 def test_coordinator_serves_mtls_from_its_secret(coordinator: list[Doc]) -> None:
@@ -236,7 +269,10 @@ def test_coordinator_service_is_cluster_internal_grpc(coordinator: list[Doc]) ->
                                          "targetPort": "webhook"},
                                         {"name": "health", "port": 7444, "targetPort": "health"}]
     pod_labels = one(coordinator, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    assert service["spec"]["selector"].items() <= pod_labels.items()
+    # The leader's pod only: its labels plus the leader label, which the leader sets on itself.
+    selector = dict(service["spec"]["selector"])
+    assert selector.pop(names.LEADER_LABEL) == "true"
+    assert selector.items() <= pod_labels.items()
 
 
 def test_coordinator_webhook_configuration_is_what_registration_builds(coordinator: list[Doc]) -> None:
@@ -264,7 +300,9 @@ def test_coordinator_probes_ask_grpc_health_on_the_plaintext_health_port(coordin
     ready, alive = main["readinessProbe"], main["livenessProbe"]
     assert set(ready) - {"periodSeconds", "initialDelaySeconds", "failureThreshold"} == {"grpc"}
     assert ready["grpc"]["port"] == alive["grpc"]["port"] == context.params["health_port"]
-    assert ready["grpc"].get("service", "") in health.READINESS, "ready once the hub is listed"
+    # Ready while it answers, leader or standby (the Service routes by the leader label): a readiness
+    # meaning "leads" would block rolling updates and the PodDisruptionBudget forever.
+    assert ready["grpc"]["service"] == health.LIVENESS
     assert alive["grpc"]["service"] == health.LIVENESS, "alive while it answers, even while listing"
     assert alive["initialDelaySeconds"] >= context.params["ray_join_seconds"], "joining Ray comes first"
 

@@ -1,0 +1,234 @@
+"""Two real `fedspread coordinator --leader-elect` processes on the sandbox hub: one leads, one stands by.
+
+Stand-in agents (the real agent link) reach "the coordinator" through one gRPC target naming both
+processes' ports (pick_first: the first that accepts), as a Service would route them to the ready
+pod: the standby binds no gRPC port, so only the leader is ever reached. What must hold:
+
+* **Killed mid-scale.** The leader is SIGKILLed right after a `kubectl scale`: the standby takes
+  the Lease once it expires (eventually, within a generous bound), follows the scale, and nothing
+  that no rule asked for happens — no cluster's replicas ever go down (a scale up only adds), and
+  the quotas handed out never sum above what the user asked for, at any sample.
+* **Clean stop.** SIGTERM makes the leader release the Lease: with a lease of 120 s, the standby
+  takes over long before the lease could have expired, so it was the release. The leader label
+  (what the Service selects) is on the leader's pod only: a stale one on the standby's pod is
+  removed, and it moves with the lead.
+* **Lost lease.** A leader that finds the Lease held by another stops acting and exits (status 1).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import conftest
+import hubside
+import pytest
+import sampling
+import waiting
+from kubernetes import client
+
+from federation.api import names
+from tests.support import builders, standin_agent
+
+TIMEOUT = 90.0
+"""Generous: a takeover needs the lease duration (15 s) plus a start; this only bounds a hang."""
+LEASE = "fedspread-coordinator-test"
+LONG_LEASE = ["--lease-duration-seconds", "120", "--renew-deadline-seconds", "10"]
+
+
+class Pair:
+    """Coordinators "a" and "b" under election on one Lease in the test's namespace."""
+
+    def __init__(self, sandbox: Any, *, ray: str, logs: pathlib.Path, namespace: str,
+                 clusters: conftest.Clusters) -> None:
+        self.namespace, self.clusters = namespace, clusters
+        self.sandbox, self.ray, self.logs = sandbox, ray, logs
+        self.commands: dict[str, hubside.CoordinatorCommand] = {}
+        self.ports = {name: hubside.free_port() for name in ("a", "b")}
+
+    def command(self, name: str, *extra: str) -> hubside.CoordinatorCommand:
+        made = hubside.CoordinatorCommand(
+            self.sandbox.hub.kubeconfig, port=self.ports[name], ray_address=self.ray,
+            log=self.logs / f"coordinator-{name}.log", env={"POD_NAME": f"coordinator-{name}"},
+            extra=["--leader-elect", "--leader-election-namespace", self.namespace, "--lease-name", LEASE,
+                   *extra])
+        self.commands[name] = made
+        return made
+
+    @property
+    def target(self) -> str:
+        """Both coordinators, as one gRPC target: the agents reach whichever listens."""
+        return "ipv4:" + ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
+
+    def lease(self) -> Any:
+        try:
+            return client.CoordinationV1Api(self.clusters.api(hubside.HUB)).read_namespaced_lease(
+                LEASE, self.namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def leader(self) -> str | None:
+        """"a" or "b" by the Lease's holder; None when nobody holds it."""
+        lease = self.lease()
+        holder = (lease.spec.holder_identity or "") if lease is not None else ""
+        return holder.split("_")[0].removeprefix("coordinator-") or None
+
+    def wait_leader(self, name: str) -> None:
+        waiting.wait_for(lambda: self.leader() == name, timeout=TIMEOUT, message=lambda: (
+            f"coordinator {name} never took the lease (holder: {self.leader()}); logs in {self.logs}"))
+
+    def wait_standing_by(self, name: str) -> None:
+        log = self.logs / f"coordinator-{name}.log"
+        waiting.wait_for(lambda: log.exists() and "standing by for the lease" in log.read_text(),
+                         timeout=TIMEOUT, message=f"coordinator {name} never stood by; see {log}")
+
+    def stop(self) -> None:
+        for command in self.commands.values():
+            command.stop()
+
+    def pod(self, name: str, *, labels: dict[str, str]) -> None:
+        """A stand-in for coordinator `name`'s pod (never scheduled): what it labels."""
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"coordinator-{name}", "labels": labels},
+                "spec": {"automountServiceAccountToken": False,
+                         "containers": [{"name": "coordinator", "image": "fedspread"}]}}
+        self.clusters.core(hubside.HUB).create_namespaced_pod(self.namespace, body)
+
+    def labelled(self) -> set[str]:
+        """Which coordinators' pods carry the leader label."""
+        pods = self.clusters.core(hubside.HUB).list_namespaced_pod(
+            self.namespace, label_selector=f"{names.LEADER_LABEL}=true").items
+        return {pod.metadata.name.removeprefix("coordinator-") for pod in pods}
+
+
+@pytest.fixture
+def pair(sandbox: Any, local_ray: str, tmp_path: pathlib.Path, namespace: str,
+         clusters: conftest.Clusters) -> Iterator[Pair]:
+    made = Pair(sandbox, ray=local_ray, logs=tmp_path, namespace=namespace, clusters=clusters)
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+class Watch:
+    """At every sample: quotas summed never above the most asked; no cluster below its floor."""
+
+    def __init__(self, agents: dict[str, standin_agent.StandInAgent], key: str) -> None:
+        self.agents, self.key = agents, key
+        self.asked = 0
+        self.floor: dict[str, int] = {}
+        self.violations: list[str] = []
+
+    def observe(self) -> None:
+        replicas = hubside.replicas_of(self.agents, self.key)
+        total = sum(sum(agent.quotas(self.key).values()) for agent in self.agents.values())
+        if total > self.asked:
+            self.violations.append(f"{total} replicas handed out, {self.asked} asked for")
+        for name, floor in self.floor.items():
+            if (replicas[name] or 0) < floor:
+                self.violations.append(f"{name} went down to {replicas[name]} from {floor}")
+
+
+def fixed_spread(capped: str, elastic: str) -> list[dict[str, Any]]:
+    return [{"name": "onprem", "clusters": [capped], "maxReplicas": 3},
+            {"name": "cloud", "clusters": [elastic]}]
+
+
+Agents = dict[str, standin_agent.StandInAgent]
+
+
+def start_federation(pair: Pair, hub: hubside.Hub, *extra: str) -> tuple[Agents, list[str], str]:
+    """a leads, b stands by, two agents, spread "web" of 4: 3 on capped, 1 on elastic."""
+    capped, elastic = hubside.names("capped", "elastic")
+    hubside.delete_member_clusters(pair.clusters.custom(hubside.HUB), [capped, elastic])
+    pair.command("a", *extra).start()
+    pair.wait_leader("a")
+    pair.command("b", *extra).start()
+    pair.wait_standing_by("b")
+    agents = hubside.agents_for(pair.target, {capped: (3, "4"), elastic: (5, "4")})
+    key = hub.create(builders.deployment("web", 4, cpu="100m"),
+                     hubside.spread_body("web", target="web", subsets=fixed_spread(capped, elastic)))
+    hubside.wait_replicas(agents, key, {capped: 3, elastic: 1}, what="created under a")
+    return agents, [capped, elastic], key
+
+
+def test_leader_killed_mid_scale_standby_takes_over_and_only_the_scale_moves(
+        pair: Pair, clusters: conftest.Clusters, namespace: str) -> None:
+    hub = hubside.Hub(clusters, namespace)
+    agents, (capped, elastic), key = start_federation(pair, hub)
+    watch = Watch(agents, key)
+    watch.asked, watch.floor = 10, {capped: 3, elastic: 1}
+    try:
+        with sampling.Sampler(watch.observe, period=0.05, name="ha-watch") as sampler:
+            hub.scale("web", 10)
+            time.sleep(0.2)  # mid-scale: the leader may or may not have handled it
+            pair.commands["a"].kill()
+            pair.wait_leader("b")
+            hubside.wait_replicas(agents, key, {capped: 3, elastic: 7}, what="after the takeover")
+        assert sampler.samples > 20, f"the watch ran only {sampler.samples} times"
+        assert watch.violations == [], watch.violations[:5]
+
+        def written() -> bool:
+            status = hub.spread_status("web")
+            placed = {p["cluster"]: p["replicas"] for p in status.get("placement") or [] if p["replicas"]}
+            return status.get("replicas") == 10 and placed == {capped: 3, elastic: 7}
+
+        waiting.wait_for(written, timeout=TIMEOUT,
+                         message=lambda: f"the new leader never wrote the status: {hub.spread_status('web')}")
+        assert pair.commands["b"].alive, f"the new leader exited; see {pair.logs}"
+    finally:
+        hubside.stop_all(agents)
+        pair.stop()
+        hubside.delete_member_clusters(clusters.custom(hubside.HUB), [capped, elastic])
+
+
+def test_clean_stop_releases_the_lease_to_the_standby(
+        pair: Pair, clusters: conftest.Clusters, namespace: str) -> None:
+    hub = hubside.Hub(clusters, namespace)
+    pair.pod("a", labels={})
+    pair.pod("b", labels={names.LEADER_LABEL: "true"})  # left by a predecessor: b must remove it
+    agents, (capped, elastic), key = start_federation(pair, hub, *LONG_LEASE)
+    watch = Watch(agents, key)
+    watch.asked, watch.floor = 4, {capped: 3, elastic: 1}
+    try:
+        waiting.wait_for(lambda: pair.labelled() == {"a"}, timeout=TIMEOUT,
+                         message=lambda: f"the Service would select {pair.labelled()}, not the leader a")
+        with sampling.Sampler(watch.observe, period=0.05, name="ha-watch"):
+            pair.commands["a"].stop()
+            first = pair.commands["a"].process
+            assert first is not None and first.returncode == 0, \
+                f"a clean stop exited {first and first.returncode}"
+            # 60 s < the 120 s lease: only the release lets b in this soon.
+            waiting.wait_for(lambda: pair.leader() == "b", timeout=60, message=lambda: (
+                f"b never took the lease after a's clean stop (holder: {pair.leader()}); see {pair.logs}"))
+            hub.scale("web", 6)
+            watch.asked = 6
+            hubside.wait_replicas(agents, key, {capped: 3, elastic: 3}, what="b follows a scale")
+        assert watch.violations == [], watch.violations[:5]
+        waiting.wait_for(lambda: pair.labelled() == {"b"}, timeout=TIMEOUT,
+                         message=lambda: f"the Service would select {pair.labelled()}, not the leader b")
+    finally:
+        hubside.stop_all(agents)
+        pair.stop()
+        hubside.delete_member_clusters(clusters.custom(hubside.HUB), [capped, elastic])
+
+
+def test_a_leader_that_finds_another_holder_stops_and_exits(pair: Pair) -> None:
+    leader = pair.command("a")
+    leader.start()
+    pair.wait_leader("a")
+    lease = pair.lease()
+    lease.spec.holder_identity = "someone-else"
+    lease.spec.lease_duration_seconds = 120
+    client.CoordinationV1Api(pair.clusters.api(hubside.HUB)).replace_namespaced_lease(
+        LEASE, pair.namespace, lease)  # its resourceVersion: a conditional write, as a rival's
+    assert leader.process is not None
+    code = leader.process.wait(TIMEOUT)
+    assert code == 1, f"the deposed leader exited {code}; see {leader.log}"
+    assert "leadership lost" in leader.log.read_text()
+    assert pair.leader() is None or pair.leader() == "someone-else"
