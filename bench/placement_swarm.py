@@ -19,7 +19,8 @@ Driven over stdin/stdout, one line each way (JSON after the word):
     <- expect {"since": T, "pairs": [[cluster, spread, fingerprint, newer...], ...], "timeout": S}
     -> held {"count": N, "latency_s": S}          the last of them arrived S after T (a pair is held
                                                   once its fingerprint or a newer one arrived)
-       (or {"count": N, "missing": M, "example": ...} when the timeout passed first)
+       (or {"count": N, "missing": M, "example": ..., "streams_ended": E, "ended": [...]} when the
+       timeout passed first: E streams had ended before `close`, which a stand-in never reopens)
     <- capacity {"cluster": I, "change": D, "stuck": [[spread, subset], ...]}
                                                   send cluster I's pools with D nodes more, then
                                                   an UnschedulableReport per stuck subset
@@ -105,6 +106,18 @@ class Swarm:
             call.cancel()
 
     async def read(self, call: Any, name: str, index: int) -> None:
+        """Take the coordinator's messages until the stream ends; an end before `close` is recorded
+        (a stand-in does not reconnect, so its messages after that never arrive)."""
+        try:
+            await self._read(call, name, index)
+        except grpc.aio.AioRpcError as error:
+            if not self.closing.is_set():
+                self.failures.append(f"{name}: {error.code().name} {error.details()}")
+            return
+        if not self.closing.is_set():
+            self.failures.append(f"{name}: the coordinator ended the stream")
+
+    async def _read(self, call: Any, name: str, index: int) -> None:
         welcomed = False
         outbox = self.outboxes[index]
         async for reply in call:
@@ -136,7 +149,8 @@ class Swarm:
             if time.monotonic() > deadline:
                 first = waiting[0]
                 example = [first[0], first[1], sorted(first[2])]
-                return {"count": len(pairs), "missing": len(waiting), "example": example}
+                return {"count": len(pairs), "missing": len(waiting), "example": example,
+                        "streams_ended": len(self.failures), "ended": self.failures[:3]}
             await asyncio.sleep(SCAN_SECONDS)  # arrival times are stamped on receipt, not here
         last = max((min(t for f, t in self.held[(c, s)].items() if f in prints) for c, s, *prints in pairs),
                    default=since)
