@@ -24,7 +24,6 @@ import dataclasses
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from federation import sdk
 from federation.api import names
 from federation.certs import bundles, transport
 from federation.sandbox import hubsetup, launcher, nodesim, state
+from federation.sandbox.ports import free_port
 
 Report = Callable[[str], None]
 EU_NAMES = ("aws-eu", "gcp-eu", "azure-eu", "ovh-eu", "ionos-eu")
@@ -98,14 +98,6 @@ def plan(members: int) -> list[MemberPlan]:
         raise ValueError(f"the demo runs 2 to {MAX_MEMBERS} members, not {members}")
     return [MemberPlan("dc1", "onprem", nodes=2, cpu="2"),
             *(MemberPlan(name, "eu", nodes=3, cpu="4") for name in EU_NAMES[:members - 1])]
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def fedspread_command(*args: str) -> list[str]:

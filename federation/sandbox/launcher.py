@@ -19,7 +19,6 @@ import concurrent.futures
 import pathlib
 import secrets
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import yaml
 
 from federation.certs import pki
 from federation.sandbox import admission, build, nodesim, state
+from federation.sandbox.ports import free_port
 
 READY_TIMEOUT = 90.0
 Report = Callable[[str], None]
@@ -39,14 +39,6 @@ Report = Callable[[str], None]
 
 class SandboxError(RuntimeError):
     """The sandbox could not start or is not healthy; the message says which component and why."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _spawn(name: str, argv: Sequence[str], *, directory: pathlib.Path) -> state.Component:

@@ -12,7 +12,6 @@ import contextlib
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -27,19 +26,12 @@ from federation import sdk
 from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import process as coordinator_main
+from federation.sandbox.ports import free_port
 from tests.support import standin_agent
 
 GROUP, VERSION = common.API_GROUP, common.API_VERSION
 HUB = "hub"
 TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    """A TCP port free on loopback right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def spread_body(name: str, *, target: str, subsets: Sequence[dict[str, Any]], strategy: str = "Fixed",

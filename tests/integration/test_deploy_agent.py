@@ -40,7 +40,6 @@ import json
 import pathlib
 import re
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -59,6 +58,7 @@ from federation.api import names as api_names
 from federation.certs import bundles, names, pki, transport
 from federation.rpc import assignment
 from federation.sandbox import build, state
+from federation.sandbox.ports import free_port
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "agent" / "overlays" / "example"
@@ -145,12 +145,6 @@ def arg_value(command: Sequence[str], flag: str) -> str:
 
 
 # --- the installation ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def service_account_kubeconfig(record: state.ClusterRecord, token: str, path: pathlib.Path) -> pathlib.Path:
