@@ -34,6 +34,7 @@ One machine cannot show Ray across nodes; it shows what Ray costs and saves on t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -42,7 +43,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from bench import placement_backends, placement_events, placement_world
@@ -135,7 +136,22 @@ def measure(shape: Shape, *, backend: str = "local") -> dict[str, Any]:
         placing.close()
 
 
-def _measure(shape: Shape, *, placing: placement_backends.Backend) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Running:
+    """A coordinator serving AgentService in this process, and the stand-in agents' process."""
+
+    coordinator: facade.Coordinator
+    recorder: placement_events.Recorder
+    agents: Agents
+    target: str
+    """Where the coordinator's AgentService listens."""
+    baseline_rss_mb: float
+    """This process's RSS before the agents connected."""
+
+
+@contextlib.contextmanager
+def running(shape: Shape, *, placing: placement_backends.Backend) -> Iterator[Running]:
+    """The coordinator with every stand-in agent's stream open and its inventory applied."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
     coordinator = facade.Coordinator(model, clock=clock, backend=placing.backend)
@@ -155,16 +171,7 @@ def _measure(shape: Shape, *, placing: placement_backends.Backend) -> dict[str, 
                 return sum(1 for c in model.snapshot_for("").clusters if c.node_pools) == shape.clusters
 
         _wait(reported, timeout=600, what="every agent's inventory")
-        found = _full_round(coordinator, recorder, agents, shape=shape, placing=placing)
-        rss = placement_backends.rss_mb()
-        found.update(rss_mb=round(rss - baseline, 1), rss_total_mb=round(rss, 1),
-                     streams=agents.ready["streams"], streams_welcomed_s=agents.ready["seconds"],
-                     events=_events(coordinator, recorder, agents, shape=shape))
-        found["rss_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-        events = found["events"]
-        found["event_p99_ms"] = events["scale_up"].get("p99_ms")
-        found["cordon_ms"] = events["cordon"].get("p99_ms")
-        return found
+        yield Running(coordinator, recorder, agents, f"127.0.0.1:{port}", baseline)
     finally:
         if agents is not None:
             agents.close()
@@ -173,6 +180,22 @@ def _measure(shape: Shape, *, placing: placement_backends.Backend) -> dict[str, 
         servicer.close()
 
 
+def _measure(shape: Shape, *, placing: placement_backends.Backend) -> dict[str, Any]:
+    with running(shape, placing=placing) as run:
+        coordinator, recorder, agents = run.coordinator, run.recorder, run.agents
+        found = _full_round(coordinator, recorder, agents, shape=shape, placing=placing)
+        rss = placement_backends.rss_mb()
+        found.update(rss_mb=round(rss - run.baseline_rss_mb, 1), rss_total_mb=round(rss, 1),
+                     streams=agents.ready["streams"], streams_welcomed_s=agents.ready["seconds"],
+                     events=_events(coordinator, recorder, agents, shape=shape))
+        found["rss_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        ended = agents.ask("ended", {})
+        found["streams_reopened"], found["streams_ended_examples"] = ended["count"], ended["examples"]
+        found["streams_detached"] = recorder.detached
+        events = found["events"]
+        found["event_p99_ms"] = events["scale_up"].get("p99_ms")
+        found["cordon_ms"] = events["cordon"].get("p99_ms")
+        return found
 
 
 def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Recorder, agents: Agents, *,

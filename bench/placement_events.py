@@ -43,8 +43,9 @@ DRAIN = common.Taint(key="fedspread.io/maintenance", effect="NoExecute")
 class Recorder:
     """What the coordinator queues to each agent, per (cluster, spread), and the spreads it places.
 
-    It wraps `AgentStream.send` (every message to every agent goes through it) and the
-    coordinator's `publish`, keeping references only: fingerprints are computed after the timing.
+    It wraps `AgentStream.send` (every message to every agent goes through it), the
+    coordinator's `publish`, and its `detach` (to count streams that ended), keeping references
+    only: fingerprints are computed after the timing.
     """
 
     def __init__(self, coordinator: facade.Coordinator) -> None:
@@ -52,12 +53,13 @@ class Recorder:
         self._sent: Sent = {}
         self._placed = 0
         self._reports: dict[str, int] = {}
+        self._detached = 0
         self._watching: set[tuple[str, str]] = set()
         self._later: dict[tuple[str, str], list[placement_swarm.Message]] = {}
         self._original_send = facade.AgentStream.send
         self._coordinator = coordinator
         recorder, send, publish = self, facade.AgentStream.send, coordinator.publish
-        receive = coordinator.receive
+        receive, detach = coordinator.receive, coordinator.detach
 
         def recording_send(stream: facade.AgentStream, **body: Any) -> None:
             send(stream, **body)
@@ -81,9 +83,15 @@ class Recorder:
                 with recorder._lock:
                     recorder._reports[stream.cluster] = recorder._reports.get(stream.cluster, 0) + 1
 
+        def counting_detach(stream: facade.AgentStream) -> None:
+            detach(stream)
+            with recorder._lock:
+                recorder._detached += 1
+
         facade.AgentStream.send = recording_send  # type: ignore[method-assign]
         coordinator.publish = counting_publish  # type: ignore[method-assign]
         coordinator.receive = noting_receive  # type: ignore[method-assign]
+        coordinator.detach = counting_detach  # type: ignore[method-assign]
 
     def take(self) -> tuple[Sent, int]:
         """The messages and placements since the last take; from now on, what is sent after them to
@@ -105,6 +113,12 @@ class Recorder:
         """Inventory and unschedulable reports `cluster`'s agent has had applied."""
         with self._lock:
             return self._reports.get(cluster, 0)
+
+    @property
+    def detached(self) -> int:
+        """Agent streams that ended on the coordinator's side (detached from the facade) so far."""
+        with self._lock:
+            return self._detached
 
     def close(self) -> None:
         facade.AgentStream.send = self._original_send  # type: ignore[method-assign]

@@ -20,7 +20,9 @@ Driven over stdin/stdout, one line each way (JSON after the word):
     -> held {"count": N, "latency_s": S}          the last of them arrived S after T (a pair is held
                                                   once its fingerprint or a newer one arrived)
        (or {"count": N, "missing": M, "example": ..., "streams_ended": E, "ended": [...]} when the
-       timeout passed first: E streams had ended before `close`, which a stand-in never reopens)
+       timeout passed first: E streams had ended before `close` and were opened again)
+    <- ended {}
+    -> ended {"count": E, "examples": [...]}      streams that ended before `close` so far, and how
     <- capacity {"cluster": I, "change": D, "stuck": [[spread, subset], ...]}
                                                   send cluster I's pools with D nodes more, then
                                                   an UnschedulableReport per stuck subset
@@ -36,6 +38,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import random
 import sys
 import time
 from typing import Any
@@ -50,6 +53,8 @@ from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
 HEARTBEAT_SECONDS = 30.0
 CONNECT_DEADLINE = 600.0
 SCAN_SECONDS = 0.05
+RECONNECT_SECONDS = 0.5
+"""A stream that ended is opened again after this long (to twice it, jittered), as an agent does."""
 KEPT = 4
 Message = agent_pb2.SpreadAssignment | agent_pb2.SpreadRemoval
 
@@ -74,17 +79,26 @@ class Swarm:
         self.closing = asyncio.Event()
         self.outboxes = [asyncio.Queue[agent_pb2.AgentMessage]() for _ in range(shape.clusters)]
         self.failures: list[str] = []
+        """How each stream that ended before `close` ended (it was opened again)."""
+        self.resynced: set[int] = set()
         self.sequences = [1] * shape.clusters
 
     async def stream(self, index: int) -> None:
+        """Cluster `index`'s stream until `close`, opened again whenever it ends before (as an agent
+        reconnects: the coordinator then sends it everything again); each end is recorded."""
         name = placement_world.cluster_name(index)
-        try:
-            await self._stream(index, name)
-        except grpc.aio.AioRpcError as error:
-            if not self.closing.is_set():
-                self.failures.append(f"{name}: {error.code().name} {error.details()}")
+        while not self.closing.is_set():
+            try:
+                ended = await self._stream(index, name)
+            except grpc.aio.AioRpcError as error:
+                ended = f"{error.code().name} {error.details()}"
+            if self.closing.is_set():
+                return
+            self.failures.append(f"{name}: {ended}")
+            await asyncio.sleep(RECONNECT_SECONDS * (1 + random.random()))
 
-    async def _stream(self, index: int, name: str) -> None:
+    async def _stream(self, index: int, name: str) -> str:
+        """One stream, until `close` (then "") or until it ends: how it ended."""
         options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 64 << 20)]
         async with grpc.aio.insecure_channel(self.target, options=options) as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect(wait_for_ready=True)
@@ -92,48 +106,59 @@ class Swarm:
                 cluster_name=name, agent_version="bench",
                 capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
                 topology_labels={names.REGION_LABEL: placement_world.region_of(index, self.shape)})))
+            self.sequences[index] += 1
+            pools = placement_world.pools(index, self.shape)
             await call.write(agent_pb2.AgentMessage(inventory=agent_pb2.InventoryReport(
-                full=True, sequence=1, node_pools=placement_world.pools(index, self.shape))))
+                full=True, sequence=self.sequences[index], node_pools=pools)))
             reading = asyncio.create_task(self.read(call, name, index))
-            outbox = self.outboxes[index]
-            while not self.closing.is_set():
-                try:
-                    message = await asyncio.wait_for(outbox.get(), HEARTBEAT_SECONDS)
-                except TimeoutError:
-                    message = agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(sequence=1))
-                await call.write(message)
-            reading.cancel()
-            call.cancel()
+            writing = asyncio.create_task(self._write(call, index))
+            try:
+                await asyncio.wait([reading, writing], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (reading, writing):
+                    task.cancel()
+                call.cancel()
+            if reading.done() and not reading.cancelled():
+                return reading.result()
+            error = writing.exception() if writing.done() and not writing.cancelled() else None
+            return f"writing failed: {error}" if error is not None else ""
 
-    async def read(self, call: Any, name: str, index: int) -> None:
-        """Take the coordinator's messages until the stream ends; an end before `close` is recorded
-        (a stand-in does not reconnect, so its messages after that never arrive)."""
+    async def _write(self, call: Any, index: int) -> None:
+        """The cluster's queued messages (acks, reports), a Heartbeat when there were none for a while."""
+        outbox = self.outboxes[index]
+        while not self.closing.is_set():
+            try:
+                message = await asyncio.wait_for(outbox.get(), HEARTBEAT_SECONDS)
+            except TimeoutError:
+                message = agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(sequence=1))
+            await call.write(message)
+
+    async def read(self, call: Any, name: str, index: int) -> str:
+        """Take the coordinator's messages until the stream ends; how it ended ("" on `close`)."""
         try:
             await self._read(call, name, index)
         except grpc.aio.AioRpcError as error:
-            if not self.closing.is_set():
-                self.failures.append(f"{name}: {error.code().name} {error.details()}")
-            return
-        if not self.closing.is_set():
-            self.failures.append(f"{name}: the coordinator ended the stream")
+            return "" if self.closing.is_set() else f"{error.code().name} {error.details()}"
+        return "" if self.closing.is_set() else "the coordinator ended the stream"
 
     async def _read(self, call: Any, name: str, index: int) -> None:
-        welcomed = False
         outbox = self.outboxes[index]
         async for reply in call:
             kind = reply.WhichOneof("body")
             if kind == "assignment" or kind == "removal":
                 message = getattr(reply, kind)
                 kept = self.held.setdefault((name, message.spread), {})
-                kept[fingerprint(message)] = time.monotonic()
+                print_ = fingerprint(message)
+                # One sent again (a resync) keeps its first arrival and counts as the newest.
+                kept[print_] = kept.pop(print_, None) or time.monotonic()
                 if len(kept) > KEPT:
                     del kept[next(iter(kept))]
                 if kind == "assignment":
                     outbox.put_nowait(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
                         spread=message.spread, generation=message.generation)))
             elif kind == "notice" and reply.notice.code == capabilities.RESYNC_COMPLETE_CODE \
-                    and not welcomed:
-                welcomed = True
+                    and index not in self.resynced:
+                self.resynced.add(index)  # the first stream's resync; a reopened one is not counted
                 self.welcomed += 1
                 if self.welcomed == self.shape.clusters:
                     self.all_welcomed.set()
@@ -191,6 +216,8 @@ class Swarm:
             elif word == "capacity":
                 asked = json.loads(rest)
                 say("sent", self.capacity(asked["cluster"], asked["change"], asked.get("stuck", [])))
+            elif word == "ended":
+                say("ended", {"count": len(self.failures), "examples": self.failures[:3]})
             elif word == "close":
                 break
         self.closing.set()

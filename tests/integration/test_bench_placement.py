@@ -22,7 +22,8 @@ from bench.placement_world import Shape
 SHAPE = Shape(spreads=200, clusters=20, per_spread=5)
 KEYS = {"spreads", "clusters", "clusters_per_spread", "pools_per_cluster", "templates", "full_s",
         "delivered_s", "per_spread_ms", "event_p99_ms", "cordon_ms", "streams", "rss_mb", "rss_total_mb",
-        "replicas_placed", "round_replaced", "full_cpu_s", "full_actors_cpu_s", "backend", "events"}
+        "replicas_placed", "round_replaced", "full_cpu_s", "full_actors_cpu_s", "backend", "events",
+        "streams_reopened", "streams_detached"}
 EVENTS = {"scale_up", "new_spread", "capacity_shrink", "capacity_grow", "cordon", "uncordon"}
 RAY_KEYS = {"ray_shards", "ray_cluster_shards", "ray_nodes", "ray_cpus", "ray_ready_s", "ray_actors_rss_mb"}
 
@@ -38,6 +39,7 @@ def test_each_backend_records_the_keys_and_places_the_same(records: dict[str, di
         assert set(record) >= KEYS and record["backend"] == backend, record
         assert (record["spreads"], record["clusters"], record["streams"]) == (200, 20, 20)
         assert record["messages"] > 0 and record["delivered_s"] >= 0
+        assert record["streams_reopened"] == record["streams_detached"] == 0, record  # none ended
     assert local["replicas_placed"] == ray["replicas_placed"] > 0
     assert local["round_replaced"] == 0  # placed one after the other: nothing to place again
     for kind in EVENTS:
