@@ -59,14 +59,7 @@ def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
                    "cluster, e.g. in tests).")
 @click.option("--webhook-namespace-label", "namespace_labels", multiple=True, metavar="KEY=VALUE",
               help="Only handle pods in namespaces with this label (repeatable; default: all).")
-@click.option("--webhook-client-ca", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
-              metavar="FILE",
-              help="Admit reviews only from callers with a client certificate this CA (PEM) signed: the "
-                   "member apiserver's, given to it by its --admission-control-config-file "
-                   "(deploy/README.md). Others get 401; health probes stay open. Default: anyone.")
-@click.option("--webhook-allowed-cn", "webhook_allowed_cns", multiple=True, metavar="NAME",
-              help="With --webhook-client-ca: only client certificates with this common name "
-                   "(repeatable; default: any the CA signed). Others get 403.")
+@options.webhook_client_options(apiserver="member")
 @click.option("--metrics-port", default=9090, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the Prometheus /metrics endpoint (0: off).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
@@ -143,8 +136,7 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
         insecure=insecure, advice="issue them with `fedspread certs agent --cluster NAME`")
     if (tls_cert is None) != (tls_key is None):
         options.usage_error("--tls-cert and --tls-key go together")
-    if webhook_allowed_cns and webhook_client_ca is None:
-        options.usage_error("--webhook-allowed-cn needs --webhook-client-ca")
+    options.check_webhook_clients(webhook_client_ca, webhook_allowed_cns)
     options.host_port(coordinator, flag="--coordinator")
     service = None
     if webhook_service is not None:

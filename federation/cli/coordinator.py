@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
                    "file changes. Without it, invalid specs are still reported in their Valid condition.")
 @click.option("--webhook-key", type=options.FILE, metavar="FILE", default=None,
               help="Private key (PEM) of --webhook-cert.")
+@options.webhook_client_options(apiserver="hub")
 @click.option("--metrics-port", default=9095, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host; not the "
                    "agent's 9090, so both run on one machine): placement rounds and their latency, "
@@ -116,6 +117,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
                         failover_clusters_per_minute: int, federation_id: str, webhook_port: int,
                         webhook_cert: pathlib.Path | None, webhook_key: pathlib.Path | None,
+                        webhook_client_ca: pathlib.Path | None, webhook_allowed_cns: tuple[str, ...],
                         metrics_port: int, health_port: int, leader_elect: bool,
                         leader_election_namespace: str, lease_name: str, lease_duration_seconds: float,
                         renew_deadline_seconds: float, retry_period_seconds: float,
@@ -133,7 +135,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         nothing moves), and at most --failover-clusters-per-minute clusters a minute;
       * writes FederatedSpread, MemberCluster and hub Deployment status back to the hub;
       * with --webhook-cert/--webhook-key, refuses invalid FederatedSpreads and MemberClusters at
-        the hub's door (a validating webhook, every problem with its field path);
+        the hub's door (a validating webhook, every problem with its field path), answering only
+        the hub apiserver's client certificate with --webhook-client-ca;
       * answers placement questions (`fedspread get placement`, the Python SDK);
       * serves Prometheus metrics (--metrics-port) and gRPC health (--health-port, and --listen).
     With --leader-elect, two or more may run: one leads (holds the hub Lease), the others stand by.
@@ -158,12 +161,17 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
     options.host_port(listen, flag="--listen")
     if (webhook_cert is None) != (webhook_key is None):
         options.usage_error("--webhook-cert and --webhook-key go together; give both or neither")
+    options.check_webhook_clients(webhook_client_ca, webhook_allowed_cns)
+    if webhook_client_ca is not None and webhook_cert is None:
+        options.usage_error("--webhook-client-ca needs --webhook-cert and --webhook-key: without them "
+                            "no webhook is served")
     if no_ray and ray_address:
         options.usage_error("--no-ray and --ray-address contradict each other; give one")
     from federation import logs
     from federation.coordinator import process as coordinator_main  # Ray, gRPC, Kubernetes
     from federation.coordinator import ray_join
     from federation.coordinator.hub import admission
+    from federation.kube import webhook_clients
 
     if ray_address:
         try:
@@ -179,7 +187,9 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         failover_clusters_per_minute=failover_clusters_per_minute or None, metrics_port=metrics_port,
         health_port=health_port,
         webhook=admission.WebhookSettings(
-            cert_file=webhook_cert, key_file=webhook_key, port=webhook_port)
+            cert_file=webhook_cert, key_file=webhook_key, port=webhook_port,
+            client_auth=None if webhook_client_ca is None else webhook_clients.ClientAuth(
+                webhook_client_ca, frozenset(webhook_allowed_cns)))
         if webhook_cert is not None and webhook_key is not None else None)
     lease = None
     if leader_elect:

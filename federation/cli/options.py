@@ -159,3 +159,27 @@ def federation_id_option(*, help_text: str) -> Callable[[F], F]:
     """`--federation-id` (env FEDSPREAD_FEDERATION_ID), a lowercase label value; default `default`."""
     return click.option("--federation-id", default=names.DEFAULT_FEDERATION_ID, show_default=True,
                         envvar="FEDSPREAD_FEDERATION_ID", callback=_federation_id, help=help_text)
+
+
+def webhook_client_options(*, apiserver: str) -> Callable[[F], F]:
+    """`--webhook-client-ca FILE` and `--webhook-allowed-cn NAME` (repeatable), reaching the command
+    as `webhook_client_ca` and `webhook_allowed_cns`: who may post reviews to its webhook
+    (`federation.kube.webhook_clients`). `apiserver` names the one that should ("member", "hub")."""
+    return compose(
+        click.option(
+            "--webhook-client-ca", type=EXISTING_FILE, metavar="FILE",
+            help=f"Admit reviews only from callers with a client certificate this CA (PEM) signed: the "
+                 f"{apiserver} apiserver's, given to it by its --admission-control-config-file "
+                 "(deploy/README.md). Others get 401; health probes stay open; re-read when the file "
+                 "changes. Default: anyone (a warning is logged at start)."),
+        click.option(
+            "--webhook-allowed-cn", "webhook_allowed_cns", multiple=True, metavar="NAME",
+            help="With --webhook-client-ca: only client certificates with this common name "
+                 "(repeatable; default: any the CA signed). Others get 403."),
+    )
+
+
+def check_webhook_clients(ca: pathlib.Path | None, allowed_cns: tuple[str, ...]) -> None:
+    """A usage error for `--webhook-allowed-cn` without `--webhook-client-ca` (it would allow anyone)."""
+    if allowed_cns and ca is None:
+        usage_error("--webhook-allowed-cn needs --webhook-client-ca")

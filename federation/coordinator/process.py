@@ -192,8 +192,11 @@ class CoordinatorProcess:
             door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set)
             self.webhook = admission.server(door, settings).start()
         except OSError as error:  # ssl.SSLError too: a certificate that does not load
+            files = str(settings.cert_file)
+            if settings.client_auth is not None:
+                files += f" (client CA {settings.client_auth.ca_file})"
             raise CoordinatorError(f"cannot serve the webhook on port {settings.port} with "
-                                   f"{settings.cert_file}: {error}") from error
+                                   f"{files}: {error}") from error
 
     def run(self) -> None:
         """Block until SIGTERM or SIGINT (or `stopping` is set elsewhere), then stop cleanly."""

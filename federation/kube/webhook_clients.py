@@ -2,18 +2,23 @@
 
 Why: a webhook answers whoever reaches its port. The agent's pod webhook counts every admitted
 review as a pod being created, so anyone on the network could post forged reviews and skew its
-quota table (pods refused or sent to the wrong subset). The apiserver can present a client
-certificate to webhooks (its `--admission-control-config-file`: an AdmissionConfiguration whose
-webhook plugins name a kubeconfig with a client certificate, "Authenticate apiservers" in the
-Kubernetes documentation); the webhook then admits reviews only from a certificate its client CA
-signed and, if given, only from the allowed common names.
+quota table (pods refused or sent to the wrong subset); the coordinator's validating webhook only
+answers, but "only those who belong" holds for it too. Both take the same flags
+(`--webhook-client-ca`, `--webhook-allowed-cn`) and this same check. The apiserver can present a
+client certificate to webhooks (its `--admission-control-config-file`: an AdmissionConfiguration
+whose webhook plugins name a kubeconfig with a client certificate, "Authenticate apiservers" in
+the Kubernetes documentation); the webhook then admits reviews only from a certificate its client
+CA signed and, if given, only from the allowed common names.
 
 Where the check happens, and why there: TLS asks for a client certificate but does not require
 one (`CERT_OPTIONAL`: a certificate that is presented must verify against the client CA, or the
 handshake fails), because the kubelet's HTTPS probes of /healthz and /readyz present none. The
 review path then refuses, at the HTTP level: no verified certificate → 401, a certificate whose CN
 is not allowed → 403, each with a one-line JSON reason, and the server keeps serving. The client
-CA file is re-read with the serving certificate when any of the files changes.
+CA file is re-read with the serving certificate when any of the files changes (`webhook_tls`).
+
+Opt-in, since the apiserver's half lives outside the cluster: without a client CA anyone may post,
+and the server logs `UNAUTHENTICATED` once as it starts, so an open webhook is never silent.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ import ssl
 from typing import Any
 
 CN_OID_NAME = "commonName"
+UNAUTHENTICATED = ("the webhook does not authenticate its caller (no --webhook-client-ca): anyone who "
+                   "reaches its port may post reviews")
+"""The warning a webhook served without `ClientAuth` logs as it starts (agent and coordinator alike)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,10 +17,10 @@ unexpected error in the handler is logged and answered 500 — the server keeps 
 case. TLS handshakes happen in the connection's thread, never in the accept loop, so a client that
 stalls its handshake cannot stop the others.
 
-Certificates are re-read when the certificate or key file changes on disk (checked on every new
-connection: two stat calls), so cert-manager or a CSR rotation needs no restart. A pair
-that fails to load (e.g. half-written) is ignored until the files change again.
-With `client_auth` (`webhook_clients`) only the apiserver's client certificate may POST reviews.
+Each new connection is served with the TLS context of `webhook_tls`, which re-reads the
+certificate, key (and client CA) files when they change on disk, so cert-manager or a CSR rotation
+needs no restart. With `client_auth` (`webhook_clients`) only the apiserver's client certificate
+may POST reviews (401/403 otherwise); without it anyone may, and `start` says so in one warning.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import logging
 import os
 import pathlib
 import socket
-import ssl
 import threading
 import time
 import urllib.parse
@@ -41,7 +40,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from federation.kube import admission_review as review
-from federation.kube import webhook_clients
+from federation.kube import webhook_clients, webhook_tls
 
 LOG = logging.getLogger(__name__)
 
@@ -55,8 +54,6 @@ IDLE_TIMEOUT = 120.0  # longer than Go's 90 s IdleConnTimeout: the apiserver clo
 REQUEST_TIMEOUT = 10.0  # once a request has started, each read must make progress within this
 DRAIN_LIMIT = 64 * 1024 * 1024
 MAX_CONNECTIONS = 256
-
-Signature = tuple[int, ...]
 
 
 class Responder(Protocol):
@@ -101,65 +98,13 @@ class _Throttle:
             return suppressed
 
 
-class _Certificates:
-    """The SSLContext for new connections, rebuilt when the certificate or key file changes."""
-
-    def __init__(self, cert_file: pathlib.Path, key_file: pathlib.Path, *,
-                 client_auth: webhook_clients.ClientAuth | None = None) -> None:
-        self.cert_file = cert_file
-        self.key_file = key_file
-        self.client_auth = client_auth
-        self._lock = threading.Lock()
-        self._signature = self._stat()
-        self._context = self._build()
-        self._rejected: Signature | None = None
-
-    def _stat(self) -> Signature:
-        files = [self.cert_file, self.key_file]
-        if self.client_auth is not None:
-            files.append(self.client_auth.ca_file)
-        return tuple(value for path in files for found in [os.stat(path)]
-                     for value in (found.st_mtime_ns, found.st_size, found.st_ino))
-
-    def _build(self) -> ssl.SSLContext:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(self.cert_file, self.key_file)
-        if self.client_auth is not None:
-            self.client_auth.configure(context)
-        return context
-
-    def current(self) -> ssl.SSLContext:
-        """The context for a new connection (reloaded first if the files changed)."""
-        with self._lock:
-            try:
-                signature = self._stat()
-            except OSError as error:
-                if self._rejected is None:
-                    LOG.warning("cannot stat the serving certificate (%s); keeping the loaded one", error)
-                    self._rejected = (0,)
-                return self._context
-            if signature == self._signature or signature == self._rejected:
-                return self._context
-            try:
-                context = self._build()
-            except (OSError, ssl.SSLError) as error:
-                LOG.warning("serving certificate %s changed but does not load (%s); keeping the old one",
-                            self.cert_file, error)
-                self._rejected = signature
-                return self._context
-            self._context, self._signature, self._rejected = context, signature, None
-            LOG.info("serving certificate %s reloaded", self.cert_file)
-            return context
-
-
 class _HTTPServer(http.server.ThreadingHTTPServer):
     """A threading HTTP server that wraps each accepted socket in TLS with the current context."""
 
     daemon_threads = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], *, certificates: _Certificates,
+    def __init__(self, address: tuple[str, int], *, certificates: webhook_tls.Certificates,
                  responder: Responder, role: Role, max_body: int,
                  ready: Callable[[], bool]) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -359,8 +304,8 @@ class WebhookServer:
         self.host = host
         self._requested_port = port
         self.max_body = max_body
-        self._certificates = _Certificates(pathlib.Path(cert_file), pathlib.Path(key_file),
-                                           client_auth=client_auth)
+        self._certificates = webhook_tls.Certificates(pathlib.Path(cert_file), pathlib.Path(key_file),
+                                                      client_auth=client_auth)
         self._server: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -384,6 +329,8 @@ class WebhookServer:
                                         name=f"{self.role.owner}-webhook-server", daemon=True)
         self._thread.start()
         LOG.info("webhook serving on https://%s:%d%s", self.host, self.port, self.role.review_path)
+        if self._certificates.client_auth is None:
+            LOG.warning(webhook_clients.UNAUTHENTICATED, extra={"owner": self.role.owner, "port": self.port})
         return self
 
     def stop(self) -> None:

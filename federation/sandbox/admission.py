@@ -1,12 +1,13 @@
-"""The sandbox members' apiservers present a client certificate to admission webhooks.
+"""The sandbox's apiservers, hub and members, present a client certificate to admission webhooks.
 
-Why: the agent's pod webhook admits reviews only from the apiserver (`--webhook-client-ca`,
-`federation.kube.webhook_clients`), as deploy/README.md asks of a real member. So each sandbox
-member apiserver starts with `--admission-control-config-file`: an AdmissionConfiguration whose
-MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins read a kubeconfig holding a client
-certificate for every webhook (user `*`), signed by the sandbox CA with CN `WEBHOOK_CLIENT_CN`.
-Agents started with the sandbox's CA as `--webhook-client-ca` (and that CN) then take reviews from
-the apiserver and refuse anyone else; agents started without it ignore the certificate.
+Why: the agent's pod webhook and the coordinator's validating webhook admit reviews only from the
+apiserver when started with `--webhook-client-ca` (`federation.kube.webhook_clients`), as
+deploy/README.md asks of a real member and hub. So every sandbox apiserver starts with
+`--admission-control-config-file`: an AdmissionConfiguration whose MutatingAdmissionWebhook and
+ValidatingAdmissionWebhook plugins read a kubeconfig holding a client certificate for every
+webhook (user `*`), signed by the sandbox CA with CN `WEBHOOK_CLIENT_CN`. Agents and coordinators
+started with the sandbox's CA as `--webhook-client-ca` (and that CN) then take reviews from the
+apiserver and refuse anyone else; those started without it never ask for the certificate.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import yaml
 from federation.certs import pki
 
 WEBHOOK_CLIENT_CN = "fedspread-sandbox-apiserver"
-"""The common name of the certificate a sandbox member apiserver presents to webhooks."""
+"""The common name of the certificate every sandbox apiserver (hub and members) presents to webhooks."""
 PLUGINS = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook")
 
 

@@ -5,8 +5,9 @@ CRDs; each member is an apiserver, a controller-manager (node-lifecycle off: sim
 no kubelet) and a scheduler, plus a node simulator that plays the kubelets. All apiservers share
 one etcd, separated by `--etcd-prefix`, which keeps a 3-member sandbox near 2 GB. Everything binds
 to loopback on free ports, authenticates with one admin token, and serves certificates from the
-sandbox's own CA with SANs for 127.0.0.1 and localhost. Member apiservers present a client
-certificate to admission webhooks (`admission`), so agents can refuse reviews from anyone else.
+sandbox's own CA with SANs for 127.0.0.1 and localhost. Every apiserver, the hub's and the members',
+presents a client certificate to admission webhooks (`admission`), so the coordinator's and the
+agents' webhooks can refuse reviews from anyone else.
 
 Every component is recorded with its command line, so one of them can be stopped and started
 again exactly as it was (`stop_component`, `start_component`, `restart_component`): fault tests
@@ -161,10 +162,8 @@ class Launcher:
         record = state.ClusterRecord(name=name, role=role, port=port, kubeconfig=str(config))
         config.write_text(yaml.safe_dump(kubeconfig(
             name=f"sandbox-{name}", server=record.server, ca_pem=self.ca.cert_pem, token=self.token)))
-        webhooks = []
-        if role != "hub":  # members present a client certificate to webhooks (the agents')
-            config_file = admission.webhook_client_config(self.pki_dir, ca=self.ca, name=name)
-            webhooks.append(f"--admission-control-config-file={config_file}")
+        # every apiserver presents a client certificate to webhooks (the coordinator's, the agents')
+        config_file = admission.webhook_client_config(self.pki_dir, ca=self.ca, name=name)
         component = self._start(f"{name}-apiserver", [
             str(self.tools.binary("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{self.state.etcd_port}", f"--etcd-prefix=/{name}",
@@ -177,7 +176,8 @@ class Launcher:
             f"--service-account-key-file={self.pki_dir / 'sa.crt'}",
             f"--service-account-signing-key-file={self.pki_dir / 'sa.key'}",
             "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
-            f"--cert-dir={self.directory / name}", "--profiling=false", "--v=1", *webhooks,
+            f"--cert-dir={self.directory / name}", "--profiling=false", "--v=1",
+            f"--admission-control-config-file={config_file}",
         ])
         self.state.clusters.append(record)
         self.state.save()

@@ -140,15 +140,18 @@ def running_coordinator(
 
 
 class CoordinatorCommand:
-    """`fedspread coordinator` as a real process joining the session's Ray: it can be SIGKILLed."""
+    """`fedspread coordinator` as a real process joining the session's Ray (or placing in its own
+    process): it can be SIGKILLed."""
 
-    def __init__(self, kubeconfig: str, *, port: int, ray_address: str, log: pathlib.Path,
+    def __init__(self, kubeconfig: str, *, port: int, ray_address: str | None, log: pathlib.Path,
                  extra: Sequence[str] = (), env: dict[str, str] | None = None) -> None:
-        """`extra`: more flags (e.g. --leader-elect); `env`: added to this process's environment."""
+        """`ray_address`: the session's Ray, None for `--no-ray`; `extra`: more flags (e.g.
+        --leader-elect); `env`: added to this process's environment."""
         self.target = f"127.0.0.1:{port}"
+        placement = ["--ray-address", ray_address] if ray_address is not None else ["--no-ray"]
         self.args = [str(pathlib.Path(sys.executable).with_name("fedspread")), "coordinator",
                      "--hub-kubeconfig", kubeconfig, "--listen", self.target,
-                     "--ray-address", ray_address, "--heartbeat-seconds", "1",
+                     *placement, "--heartbeat-seconds", "1",
                      "--metrics-port", "0", "--health-port", "0",  # off: no fixed port on a shared machine
                      "--insecure", *extra]  # its agents are plaintext links; mTLS: test_mtls*.py
         self.env = {**os.environ, **(env or {})}

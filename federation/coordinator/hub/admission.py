@@ -23,6 +23,10 @@ problem of the old one (a label edit, a finalizer removed, a deletion of a sprea
 the webhook was away), it is allowed with the problems as warnings — refusing it would leave the
 user unable to clean up. CREATE and UPDATE of the main resource only: the `status` subresource
 (the coordinator's own writes) is never sent here.
+
+Who may ask: with `WebhookSettings.client_auth` only the hub apiserver, by its client certificate
+(401/403 for anyone else, the agent's check: `federation.kube.webhook_clients`). Without it anyone
+reaching the port may; it changes nothing, but its answers tell which spread holds a Deployment.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from federation.coordinator import facade
 from federation.coordinator.hub import watcher
 from federation.coordinator.model import lifecycle
 from federation.kube import admission_review as review
-from federation.kube import webhook_https
+from federation.kube import webhook_clients, webhook_https
 
 LOG = logging.getLogger(__name__)
 
@@ -158,13 +162,16 @@ class WebhookSettings:
     port: int = 9443
     """0: any free port (tests)."""
     host: str = "0.0.0.0"
+    client_auth: webhook_clients.ClientAuth | None = None
+    """Only the hub apiserver's client certificate may post reviews (`--webhook-client-ca`,
+    `--webhook-allowed-cn`); None: anyone, with a warning at start."""
 
 
 def server(admission: SpecAdmission, settings: WebhookSettings) -> webhook_https.WebhookServer:
     """The HTTPS server for `admission` (not started); /readyz is ready once the hub is listed.
-    OSError or ssl.SSLError when the certificate files cannot be read or loaded."""
+    OSError or ssl.SSLError when the certificate or client CA files cannot be read or loaded."""
     role = webhook_https.Role(review_path=VALIDATE_PATH, owner="coordinator",
                               not_ready="not ready: the hub is not listed yet\n")
     return webhook_https.WebhookServer(admission, role=role, host=settings.host, port=settings.port,
                                        cert_file=settings.cert_file, key_file=settings.key_file,
-                                       ready=admission.hub_synced)
+                                       ready=admission.hub_synced, client_auth=settings.client_auth)
