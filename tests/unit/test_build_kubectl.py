@@ -1,8 +1,9 @@
 """The build caches Debian's kubectl next to the control plane, without network in these tests.
 
-Why: tests render deploy/ with `build.kubectl()` and must never fall back to a kubectl someone
-installed by hand. apt-get is replaced by a fake that hands out a real .deb made here with
-dpkg-deb (so the extraction is the real one); everything else runs as in `fedspread sandbox build`.
+Why: tests apply, dry-run and query with `build.kubectl()` and must never fall back to a kubectl
+someone installed by hand (deploy/ is rendered with `build.kustomize()`: test_build_kustomize.py).
+apt-get is replaced by a fake that hands out a real .deb made here with dpkg-deb (so the
+extraction is the real one); everything else runs as in `fedspread sandbox build`.
 """
 
 from __future__ import annotations
