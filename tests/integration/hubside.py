@@ -9,6 +9,7 @@ to stand-in agents; one copy of those steps keeps each test about its scenario.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import signal
@@ -52,6 +53,7 @@ class Hub:
         self.namespace = namespace
         self.custom = clusters.custom(HUB)
         self.apps = clusters.apps(HUB)
+        self.api = clusters.api(HUB)
 
     def create(self, deployment_body: dict[str, Any], spread: dict[str, Any]) -> str:
         """Create the Deployment and the spread; returns the spread key."""
@@ -88,11 +90,23 @@ class Hub:
                 return dict(item)
         return {}
 
+    def events(self, name: str, reason: str) -> list[dict[str, Any]]:
+        """The events.k8s.io/v1 Events in the namespace regarding object `name` with `reason`."""
+        return events_of(self.api, self.namespace, name=name, reason=reason)
+
     def deployment_status(self, name: str) -> dict[str, Any]:
         """The hub Deployment's status fields (snake_case, as the client models name them)."""
         read = self.apps.read_namespaced_deployment_status(name, self.namespace)
         found: dict[str, Any] = read.status.to_dict()
         return found
+
+
+def events_of(api: client.ApiClient, namespace: str, *, name: str, reason: str) -> list[dict[str, Any]]:
+    """The events.k8s.io/v1 Events in `namespace` regarding object `name` with `reason`."""
+    response = client.EventsV1Api(api).list_namespaced_event(namespace, _preload_content=False)
+    listing = json.loads(response.data)
+    return [e for e in listing["items"]
+            if (e.get("regarding") or {}).get("name") == name and e.get("reason") == reason]
 
 
 def member_ready(custom: client.CustomObjectsApi, name: str) -> str | None:

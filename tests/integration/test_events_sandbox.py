@@ -19,6 +19,7 @@ from typing import Any
 import hubside
 import pytest
 from conftest import Clusters
+from hubside import events_of
 from kubernetes import client
 from waiting import wait_for
 
@@ -32,14 +33,6 @@ from tests.support import builders
 
 WAIT = 60.0
 MEMBER = "member-1"
-
-
-def events_of(api: client.ApiClient, namespace: str, *, name: str, reason: str) -> list[dict[str, Any]]:
-    """The events.k8s.io/v1 Events in `namespace` regarding object `name` with `reason`."""
-    response = client.EventsV1Api(api).list_namespaced_event(namespace, _preload_content=False)
-    listing = json.loads(response.data)
-    return [e for e in listing["items"]
-            if (e.get("regarding") or {}).get("name") == name and e.get("reason") == reason]
 
 
 def described(api: client.ApiClient, namespace: str, uid: str) -> list[str]:

@@ -115,6 +115,9 @@ def test_a_partition_on_the_coordinators_side_deletes_no_pod_and_moves_no_replic
             # The first cluster declared lost is named first; the other joins a tick later.
             waiting.wait_for(suspended_naming_both, timeout=TIMEOUT, message=lambda: (
                 f"FailoverSuspended never named both clusters: {hub.condition('web', 'FailoverSuspended')}"))
+            suspended = waiting.wait_for(lambda: hub.events("web", "FailoverSuspended"), timeout=TIMEOUT,
+                                         message="no FailoverSuspended Event regarding the spread")
+            assert suspended[0]["type"] == "Warning", suspended
             time.sleep(LOST_SECONDS + 6)  # both lost for a good while
             for agent, proxy in zip(agents, proxies, strict=True):
                 proxy.unblock()

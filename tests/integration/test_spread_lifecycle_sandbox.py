@@ -279,6 +279,8 @@ def test_a_second_spread_of_a_deployment_is_refused_disturbs_nothing_and_takes_o
     conflict = up.wait(answered, lambda: f"spread b's Conflict never named both clusters: "
                                          f"{condition(up, 'b', 'Conflict')}")
     assert "was not created by fedspread" in conflict[2], conflict
+    conflict_events = up.wait(lambda: up.hub.events("b", "Conflict"), "no Conflict Event regarding spread b")
+    assert conflict_events[0]["type"] == "Warning", conflict_events
 
     def scene_after_takeover() -> tuple[Any, ...]:
         return ({m: workload(up, m, "web") for m in MEMBERS}, {m: managed_by(up, m, "web") for m in MEMBERS},
