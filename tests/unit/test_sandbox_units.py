@@ -22,7 +22,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from federation.certs import pki
-from federation.sandbox import build, nodesim, state
+from federation.sandbox import build, debian_fetch, nodesim, state
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -241,7 +241,7 @@ def test_source_entries_turn_deb822_binary_entries_into_source_entries(tmp_path:
         "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
         "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n"
         "Components: main\n")
-    entries = build.source_entries(sources)
+    entries = debian_fetch.source_entries(sources)
     assert entries.count("Types: deb-src\n") == 2
     assert "Types: deb\n" not in entries
     assert "URIs: http://mirror.example/debian-security" in entries
@@ -251,13 +251,13 @@ def test_source_entries_turn_one_line_entries_into_source_entries(tmp_path: path
     sources = tmp_path / "sources.list"
     sources.write_text("# a comment\ndeb http://x bookworm main\ndeb-src http://y bookworm main\n"
                        "deb http://x bookworm-updates main contrib\n")
-    assert build.source_entries(sources) == (
+    assert debian_fetch.source_entries(sources) == (
         "deb-src http://x bookworm main\ndeb-src http://x bookworm-updates main contrib\n")
 
 
-def test_source_entries_of_a_missing_file_raise_build_error(tmp_path: pathlib.Path) -> None:
-    with pytest.raises(build.BuildError, match="no Debian sources file"):
-        build.source_entries(tmp_path / "absent.sources")
+def test_source_entries_of_a_missing_file_raise_fetch_error(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(debian_fetch.FetchError, match="no Debian sources file"):
+        debian_fetch.source_entries(tmp_path / "absent.sources")
 
 
 def test_ensure_names_the_variable_when_its_directory_lacks_binaries(
