@@ -45,6 +45,8 @@ from federation.sandbox import debian_fetch, kustomize_fetch, meters, progress
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 REFLECT2_SOURCE = pathlib.Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
 ENV_BIN = "FEDSPREAD_KUBE_BIN"
+COMPILE_SECONDS = 3600.0
+"""The compile's deadline: ten times what it takes on 2 cores; beyond it, it is stuck."""
 MAKE_ARGUMENTS: tuple[str, ...] = ()
 """Extra variables for the Kubernetes `make`: none. `GOFLAGS=-v -tags=` would make go name each
 package it compiles (a count for the progress), but it changes how hack/lib/golang.sh derives its
@@ -158,7 +160,13 @@ def compile_binaries(tree: pathlib.Path, report: Reporter, *, log: pathlib.Path)
             cwd=tree, stdout=output, stderr=subprocess.STDOUT,
         )
         with meters.Ticker(tick):
-            code = process.wait()
+            try:
+                code = process.wait(timeout=COMPILE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                raise BuildError(f"the Kubernetes build did not finish within {COMPILE_SECONDS / 60:g} "
+                                 f"minutes; its log: {log}") from None
     if code != 0:
         tail_lines = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
         raise BuildError(f"the Kubernetes build failed (exit {code}); last lines of {log}:\n{tail_lines}")

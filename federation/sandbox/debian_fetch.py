@@ -27,6 +27,8 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 
+import tenacity
+
 from federation.sandbox import meters, progress
 
 APT_PACKAGES = ("golang-go", "etcd-server", "golang-github-modern-go-reflect2-dev", "dpkg-dev", "rsync")
@@ -40,19 +42,43 @@ KUBECTL = "kubectl"
 Reporter = progress.Report | progress.Sink
 
 
+LOCAL_SECONDS = 900.0
+"""Deadline of a local tool (unpacking the source tree, extracting a package)."""
+NETWORK_SECONDS = 900.0
+"""Deadline of one attempt of a command that downloads (package lists, the source, a package)."""
+INSTALL_SECONDS = 1800.0
+"""Deadline of one `apt-get install` of the build's packages (Go alone is about 100 MB)."""
+ATTEMPTS = 3
+"""Attempts of a downloading command before its error is the build's (jittered waits between)."""
+
+
 class FetchError(RuntimeError):
     """Something cannot be fetched from Debian's archive; the message says what failed."""
 
 
-def _run(command: Sequence[str], *, cwd: pathlib.Path | None = None, what: str) -> str:
-    result = subprocess.run(
-        list(command), cwd=cwd, capture_output=True, text=True, check=False,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
+def _run(command: Sequence[str], *, cwd: pathlib.Path | None = None, what: str,
+         timeout: float = LOCAL_SECONDS) -> str:
+    """Run a tool to its end or `timeout`; its stdout, or a FetchError with the last lines it printed."""
+    try:
+        result = subprocess.run(
+            list(command), cwd=cwd, capture_output=True, text=True, check=False, timeout=timeout,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+    except subprocess.TimeoutExpired as expired:
+        raise FetchError(f"{what} did not finish within {timeout:g} s") from expired
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
         raise FetchError(f"{what} failed (exit {result.returncode}):\n{tail}")
     return result.stdout
+
+
+@tenacity.retry(retry=tenacity.retry_if_exception_type(FetchError),
+                stop=tenacity.stop_after_attempt(ATTEMPTS),
+                wait=tenacity.wait_random_exponential(multiplier=2, max=30), reraise=True)
+def _fetch(command: Sequence[str], *, cwd: pathlib.Path | None = None, what: str,
+           timeout: float = NETWORK_SECONDS) -> str:
+    """`_run` for a command that talks to the archive: retried (a mirror's hiccup is common)."""
+    return _run(command, cwd=cwd, what=what, timeout=timeout)
 
 
 def missing_packages() -> list[str]:
@@ -65,8 +91,8 @@ def install_packages(packages: Sequence[str], report: Reporter) -> None:
     to check)."""
     sink = progress.sink_of(report)
     sink.step(f"installing Debian packages: {' '.join(packages)}")
-    _run(["apt-get", "update", "-qq"], what="apt-get update")
-    _run(["apt-get", "install", "-y", "-qq", *packages], what="apt-get install")
+    _fetch(["apt-get", "update", "-qq"], what="apt-get update")
+    _fetch(["apt-get", "install", "-y", "-qq", *packages], what="apt-get install", timeout=INSTALL_SECONDS)
     sink.done()
 
 
@@ -131,14 +157,14 @@ def fetch_source(workdir: pathlib.Path, report: Reporter) -> tuple[pathlib.Path,
     sink = progress.sink_of(report)
     options = _apt_options(workdir)
     sink.step("downloading the kubernetes source package (about 35 MB)")
-    _run(["apt-get", *options, "update", "-qq"], what="apt-get update (deb-src)")
+    _fetch(["apt-get", *options, "update", "-qq"], what="apt-get update (deb-src)")
     download = workdir / "download"
     download.mkdir(exist_ok=True)
-    listing = _run(["apt-get", *options, "-qq", "--print-uris", "source", "--download-only", "kubernetes"],
-                   cwd=download, what="apt-get --print-uris source kubernetes")
+    listing = _fetch(["apt-get", *options, "-qq", "--print-uris", "source", "--download-only", "kubernetes"],
+                     cwd=download, what="apt-get --print-uris source kubernetes")
     with meters.downloading(sink, download, meters.planned_downloads(listing)):
-        _run(["apt-get", *options, "source", "--download-only", "kubernetes"], cwd=download,
-             what="apt-get source --download-only kubernetes")
+        _fetch(["apt-get", *options, "source", "--download-only", "kubernetes"], cwd=download,
+               what="apt-get source --download-only kubernetes")
     dsc = next(download.glob("kubernetes_*.dsc"), None)
     if dsc is None:
         raise FetchError("apt-get source gave no kubernetes .dsc file")
@@ -181,15 +207,17 @@ def fetch_kubectl(target: pathlib.Path, report: Reporter, *, version: str | None
         workdir = pathlib.Path(temporary)
         options = _apt_options(workdir, binary=True)
         sink.step(f"fetching kubectl from Debian's {CLIENT_PACKAGE} package (about 8 MB)")
-        _run(["apt-get", *options, "update", "-qq"], what="apt-get update (deb)")
+        _fetch(["apt-get", *options, "update", "-qq"], what="apt-get update (deb)")
         download = workdir / "download"
         download.mkdir()
         wanted = [f"{CLIENT_PACKAGE}={version}", CLIENT_PACKAGE] if version else [CLIENT_PACKAGE]
         for spec in wanted:
             try:
+                # A pinned version missing from the archive fails at once; only the last try retries.
+                runner = _fetch if spec == wanted[-1] else _run
                 with meters.downloading(sink, download, []):
-                    _run(["apt-get", *options, "download", spec], cwd=download,
-                         what=f"apt-get download {spec}")
+                    runner(["apt-get", *options, "download", spec], cwd=download,
+                           what=f"apt-get download {spec}", timeout=NETWORK_SECONDS)
                 break
             except FetchError:
                 if spec == wanted[-1]:

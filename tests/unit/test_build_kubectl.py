@@ -55,9 +55,10 @@ class FakeApt:
         self.commands: list[list[str]] = []
         self.real_run = debian_fetch._run
 
-    def __call__(self, command: Sequence[str], *, cwd: pathlib.Path | None = None, what: str) -> str:
+    def __call__(self, command: Sequence[str], *, cwd: pathlib.Path | None = None, what: str,
+                 timeout: float = debian_fetch.LOCAL_SECONDS) -> str:
         if command[0] != "apt-get":
-            return self.real_run(command, cwd=cwd, what=what)
+            return self.real_run(command, cwd=cwd, what=what, timeout=timeout)
         self.commands.append(list(command))
         if "download" in command:
             spec = command[-1]

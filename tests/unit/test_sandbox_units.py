@@ -18,6 +18,7 @@ import ssl
 import threading
 
 import pytest
+import tenacity
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -268,3 +269,16 @@ def test_ensure_names_the_variable_when_its_directory_lacks_binaries(
     with pytest.raises(build.BuildError, match=build.ENV_BIN) as raised:
         build.ensure(lambda line: None)
     assert str(tmp_path) in str(raised.value)
+
+
+def test_a_debian_tool_past_its_deadline_is_a_fetch_error() -> None:
+    with pytest.raises(debian_fetch.FetchError, match=r"did not finish within 0\.2 s"):
+        debian_fetch._run(["sleep", "5"], what="sleep", timeout=0.2)
+
+
+def test_a_downloading_command_is_tried_three_times_then_fails(tmp_path: pathlib.Path) -> None:
+    tries = tmp_path / "tries"
+    fetch = debian_fetch._fetch.retry_with(wait=tenacity.wait_none())  # type: ignore[attr-defined]
+    with pytest.raises(debian_fetch.FetchError, match="exit 1"):
+        fetch(["sh", "-c", f"echo try >> {tries}; exit 1"], what="a flaky mirror")
+    assert tries.read_text().splitlines() == ["try"] * debian_fetch.ATTEMPTS
