@@ -5,10 +5,11 @@ have two writers is to not start the coordinator at all until it leads. The stan
 constructed `CoordinatorProcess` (its placement backend ready, Ray joined) that serves only
 /metrics and the health-only port (NOT_SERVING for "" and the services, SERVING for "liveness",
 which the pod's readiness asks) and binds no gRPC or webhook port: no agent stream, no SDK call,
-no webhook decision reaches it (nor does the Service, which selects the leader's label); it
-neither watches nor writes. When it
-wins the Lease it `start()`s exactly as a coordinator that starts alone: the World is listed from
-the hub, the placements recorded in the spreads' status are the starting point (do no harm:
+no webhook decision reaches it (nor does the Service, which selects the leader's label). It
+watches the hub all along but applies and writes nothing (`hub.warm_events` keeps the newest
+event per object). When it wins the Lease it `start()`s as a coordinator that starts alone, but
+from those events instead of a new listing: the World is built from them through the one path,
+the placements recorded in the spreads' status are the starting point (do no harm:
 nothing that runs is moved), `mark_hub_synced`, then it serves, and labels its pod
 (`hub.pod_label`): the Service selects that label, so only the leader is reached.
 
@@ -51,6 +52,7 @@ class LeaderRun:
         problems the user can fix (as `CoordinatorProcess.start`)."""
         process_mod.probe_hub(self.coordinator.api)
         self.coordinator.observe()
+        self.coordinator.warm()  # watch the hub now, so leading begins from it without listing
         if self.label is not None:
             self.label.mark(False)  # a restarted container's pod may still carry it
         self.elector.start()

@@ -58,7 +58,7 @@ from federation import watchdog as watchdog_mod
 from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.coordinator import facade, metrics, shards
-from federation.coordinator.hub import access_review, admission, status_writer, statuses
+from federation.coordinator.hub import access_review, admission, status_writer, statuses, warm_events
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
@@ -138,6 +138,8 @@ class CoordinatorProcess:
         self.webhook: webhook_https.WebhookServer | None = None
         self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
+        self._warm: warm_events.WarmEvents | None = None
+        """A standby's hub events since `warm` (None: not warmed, or handed over)."""
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -164,7 +166,13 @@ class CoordinatorProcess:
         self._start_webhook()
         self.observe()
         self._watch_loops()
-        self.watcher.start()
+        if self._warm is not None:  # a standby that watched the hub: its events, then the live ones
+            warmed = self._warm.drain()
+            log.info("starting from the hub as watched while standing by", extra={"events": len(warmed)})
+            self.watcher.redirect(self._events.put, first=warmed)
+            self._warm = None
+        else:
+            self.watcher.start()
         self._spawn("hub-events", self._apply_events)
         self._spawn("timer", self._timer)
         self._spawn("status", self._status_loop)
@@ -233,6 +241,16 @@ class CoordinatorProcess:
             self.backend.close()
         if started:
             log.info("coordinator stopped")
+
+    def warm(self) -> None:
+        """Watch the hub while standing by (`coordinator.leading`), keeping only the newest event
+        per object (`hub.warm_events`): nothing is applied, placed or written until `start`, which
+        then begins from them instead of listing the hub. Once."""
+        if self.watcher.started:
+            return
+        self._warm = warm_events.WarmEvents()
+        self.watcher.redirect(self._warm.put)
+        self.watcher.start()
 
     def observe(self) -> None:
         """Serve /metrics and the health-only port, if asked, on the `--listen` host; once (a standby

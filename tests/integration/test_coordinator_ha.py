@@ -181,6 +181,8 @@ def test_leader_killed_mid_scale_standby_takes_over_and_only_the_scale_moves(
         waiting.wait_for(written, timeout=TIMEOUT,
                          message=lambda: f"the new leader never wrote the status: {hub.spread_status('web')}")
         assert pair.commands["b"].alive, f"the new leader exited; see {pair.logs}"
+        # b watched the hub while standing by and began from that, without listing it anew.
+        assert "starting from the hub as watched while standing by" in pair.commands["b"].log.read_text()
     finally:
         hubside.stop_all(agents)
         pair.stop()

@@ -20,7 +20,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from kubernetes import client
@@ -148,6 +148,19 @@ class HubWatcher:
             thread = threading.Thread(target=stream.run, name=f"hub-watch-{stream.kind}", daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    @property
+    def started(self) -> bool:
+        """`start` was called."""
+        return bool(self._threads)
+
+    def redirect(self, on_event: Callable[[HubEvent], None], *, first: Iterable[HubEvent] = ()) -> None:
+        """From now on deliver to `on_event`, after the events `first` (a warm standby's, handed to
+        the coordinator when it leads); no event of the streams comes between."""
+        with self._lock:
+            for event in first:
+                on_event(event)
+            self._on_event = on_event
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop watching: cut the streams and join the threads."""
