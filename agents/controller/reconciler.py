@@ -11,7 +11,8 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    subset by their node's labels (`Bookkeeping.match_by_node`), counted there at once and
    annotated with it;
 2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (per pod-template
-   revision, as quotas are counted, kruise#834); only pods whose annotation differs are patched,
+   revision, as quotas are counted, kruise#834); a pod the webhook admitted was born with its
+   in-quota cost, so only pods whose annotation differs (quotas moved, no subset) are patched,
    with a one-key merge patch on metadata.annotations;
 3. adaptive reschedule (Adaptive strategy) — `federation.core.reschedule` finds subsets whose
    pods waited longer than rescheduleCriticalSeconds; the subset is marked unschedulable here for
@@ -78,7 +79,7 @@ def pod_view(pod: views.SpreadPod) -> deletion_cost.PodView:
 def subset_order(value: assignment.Assignment) -> list[str]:
     """Subset names by spec index, `subset_count` long; indices the assignment omits get a
     placeholder no pod can carry, so n and i in the cost formula stay the spread's own."""
-    names = [f"\x00absent-{i}" for i in range(max(value.subset_count, len(value.subsets)))]
+    names = [f"\x00absent-{i}" for i in range(value.spec_subsets)]
     for rule in value.subsets:
         if 0 <= rule.index < len(names):
             names[rule.index] = rule.name

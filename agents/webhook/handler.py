@@ -40,7 +40,7 @@ from typing import Any
 from agents import bookkeeping, metrics
 from agents.webhook import review
 from federation.api import names
-from federation.core import mutation
+from federation.core import deletion_cost, mutation
 
 LOG = logging.getLogger(__name__)
 
@@ -175,6 +175,8 @@ class AdmissionHandler:
                 source, subset=rule.name, required_term=rule.required_term,
                 preferred_terms=rule.preferred_terms, tolerations=rule.tolerations, patch=rule.patch,
                 name=generated,
+                # Admitted within its subset's quota: born with the cost the controller would write.
+                deletion_cost=deletion_cost.in_quota_cost(rule.index, subset_count=spread.spec_subsets),
             )
         except ValueError as error:
             # The pod's shape was checked above, so this is the subset's patch not fitting the pod:

@@ -2,8 +2,9 @@
 
 Why: a spread never deletes pods itself when a workload scales down; the member cluster's
 ReplicaSet controller picks the victims. Kubernetes >= 1.22 lets us bias that choice with the
-`controller.kubernetes.io/pod-deletion-cost` annotation (lower cost goes first). The agent writes,
-for every pod of a spread (Kruise's current values, n subsets, subset index i):
+`controller.kubernetes.io/pod-deletion-cost` annotation (lower cost goes first). The agent keeps,
+for every pod of a spread (Kruise's current values, n subsets, subset index i; its webhook gives a
+pod it admits the in-quota cost at creation, so only changes are written afterwards):
 
 - pods within their subset's quota in this cluster: ``100 * (n - i)``;
 - pods beyond it: ``-100 * (i + 1)``;

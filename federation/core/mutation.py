@@ -136,8 +136,12 @@ def mutate_pod(
     tolerations: Sequence[Mapping[str, Any]],
     patch: Mapping[str, Any] | None,
     name: str | None = None,
+    deletion_cost: int | None = None,
 ) -> dict[str, Any]:
     """The pod (camelCase JSON) after injecting the subset; the input is not changed.
+
+    `deletion_cost`: the pod-deletion-cost annotation it is born with (the in-quota cost of its
+    subset, `deletion_cost.in_quota_cost`), so the agent need not write it to every new pod.
 
     ValueError with a field path when the pod's affinity or tolerations have the wrong shape.
     """
@@ -153,7 +157,10 @@ def mutate_pod(
     if patch:
         result = strategic_merge.apply(result, patch)
         _drop_resolved_priority(pod, result, patch)
-    _ensure(result, ("metadata", "annotations"))[names.SUBSET_ANNOTATION] = subset
+    annotations = _ensure(result, ("metadata", "annotations"))
+    annotations[names.SUBSET_ANNOTATION] = subset
+    if deletion_cost is not None:
+        annotations[names.DELETION_COST_ANNOTATION] = str(deletion_cost)
     metadata = _ensure(result, ("metadata",))
     if name is not None and not metadata.get("name"):
         metadata["name"] = name

@@ -86,6 +86,12 @@ class Assignment:
         """The spread's name (the value of the spread label)."""
         return self.spread.split("/", 1)[1]
 
+    @property
+    def spec_subsets(self) -> int:
+        """How many subsets the spread's spec has (n in the deletion-cost formula): the count sent,
+        or the rules given when a coordinator sent fewer (an older one sends no count)."""
+        return max(self.subset_count, len(self.subsets))
+
     def rule(self, subset: str) -> SubsetRule | None:
         """The rule of `subset`, if the spread has it."""
         return next((r for r in self.subsets if r.name == subset), None)

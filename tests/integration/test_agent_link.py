@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import pathlib
 import signal
 import socket
@@ -191,6 +192,17 @@ def test_agent_enforces_fails_static_and_resyncs(
 
     # The agent has seen its pods (its counts say so) before the coordinator goes away.
     standin.wait_message(MEMBER, "pod_counts", timeout=WAIT, where=web_counts(namespace))
+    # Each pod was born with its subset's deletion cost (the webhook's patch, in the ReplicaSet
+    # controller's create), so the agent's round that counted them (costs are written before counts
+    # are sent) patched none: no manager but the creator owns the field (1.20 attributes a
+    # webhook's additions to nobody; later versions to the creator).
+    cost_field = f"f:{names.DELETION_COST_ANNOTATION}"
+    for item in web_pods(clusters, namespace):
+        assert item.metadata.annotations[names.DELETION_COST_ANNOTATION] == \
+            {"a": "200", "b": "100"}[item.metadata.annotations[names.SUBSET_ANNOTATION]]
+        owners = {entry.manager for entry in item.metadata.managed_fields or []
+                  if cost_field in json.dumps(entry.fields_v1 or {})}
+        assert owners <= {"kube-controller-manager"}, (item.metadata.name, owners)
 
     # The coordinator goes away: fail static, and the webhook keeps placing new pods.
     standin.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import dataclasses
 import datetime
 import itertools
 import json
@@ -24,7 +25,7 @@ from agents import bookkeeping, metrics
 from agents.webhook import handler, review
 from federation import watchdog
 from federation.api import names
-from federation.core import mutation
+from federation.core import deletion_cost, mutation
 from federation.rpc import assignment
 
 NAMESPACE = "shop"
@@ -170,6 +171,18 @@ def test_create_fills_subsets_in_order_then_gives_no_subset() -> None:
     assert agent.metrics.decision_count(spread=SPREAD, subset="a", outcome=metrics.ASSIGNED) == 2
     assert agent.metrics.decision_count(spread=SPREAD, subset="b", outcome=metrics.ASSIGNED) == 1
     assert agent.metrics.decision_count(spread=SPREAD, subset=None, outcome=metrics.NO_SUBSET) == 1
+
+
+def test_an_admitted_pod_is_born_with_its_subsets_in_quota_deletion_cost() -> None:
+    """As the controller would write it (`deletion_cost.in_quota_cost`, n = 3 subsets in the spec,
+    of which this cluster has two): no PATCH of every new pod after it is created."""
+    value = dataclasses.replace(spread(rule("a", 0, 1), rule("c", 2, 1)), subset_count=3)
+    agent = Agent(value)
+    stored = [agent.create(pod(f"p{i}"))[1] for i in range(3)]
+    costs = [(s["metadata"].get("annotations") or {}).get(names.DELETION_COST_ANNOTATION) for s in stored]
+    assert costs == [str(deletion_cost.in_quota_cost(0, subset_count=3)),
+                     str(deletion_cost.in_quota_cost(2, subset_count=3)), None]  # the last: no subset
+    assert costs[:2] == ["300", "100"]
 
 
 def test_required_term_is_anded_into_every_existing_term() -> None:
