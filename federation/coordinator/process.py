@@ -144,6 +144,8 @@ class CoordinatorProcess:
     def start(self) -> None:
         """Check the hub, listen, start watching and the loops; CoordinatorError on user problems."""
         probe_hub(self.api)
+        with self.coordinator.lock:  # a standby was made long before it leads: agents get their
+            self.world.restart_grace(self.clock())  # grace to reconnect from now (`model.failover`)
         server = aio_server.AioServer(options=inbound.SERVER_OPTIONS, workers=GRPC_WORKERS)
         self._placement_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
