@@ -127,6 +127,7 @@ class Agent:
         self.federation = ownership.FederationState(settings.federation_id)
         self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.AGENT,
                                                   instance=settings.cluster)
+        self.metrics.watch_events(self.recorder.outcomes)
         self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
                                               recorder=self.recorder)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,

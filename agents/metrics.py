@@ -16,13 +16,16 @@ What is measured and why:
   reachable and whether the agent is enforcing its last quotas without it (fail static).
 * `fedspread_agent_loop_stalled{loop}` and `fedspread_agent_loop_seconds_since_turn{loop}` — the
   watchdog's view of the agent's loops (workload, reconciler, reporter, link; `watch_loops`).
+* `fedspread_agent_events_total{outcome}` — what the agent's Events recorder did: created,
+  updated (deduplicated into a series), dropped, limited, failed (`watch_events`,
+  `federation.event_metrics`).
 """
 
 from __future__ import annotations
 
 import prometheus_client
 
-from federation import metrics_endpoint, watchdog_metrics
+from federation import event_metrics, metrics_endpoint, watchdog_metrics
 from federation import watchdog as watchdog_mod
 
 PREFIX = "fedspread_agent_"
@@ -77,6 +80,11 @@ class AgentMetrics(metrics_endpoint.Endpoint):
         """Add `fedspread_agent_loop_stalled{loop}` and `..._loop_seconds_since_turn{loop}` from the
         agent's watchdog (`federation.watchdog_metrics`)."""
         self.registry.register(watchdog_metrics.LoopCollector(PREFIX, watchdog))
+
+    def watch_events(self, counts: event_metrics.Counts) -> None:
+        """Add `fedspread_agent_events_total{outcome}` from the Events recorder's counts
+        (`EventRecorder.outcomes`, read at scrape time)."""
+        self.registry.register(event_metrics.EventCollector(PREFIX, counts))
 
     def observe_admission(self, operation: str, seconds: float) -> None:
         """Record one admission's latency."""

@@ -31,6 +31,11 @@ What is measured (names as Prometheus shows them):
   `..._failover_brakes_holding` — clusters newly lost (their replicas move unless held), times a
   spread's brake began holding (more than half its clusters silent), lost clusters made to wait
   for `--failover-clusters-per-minute`, spreads whose brake holds now.
+* `..._events_total{outcome}` — the Events recorder's counts (`federation.event_metrics`):
+  created, updated (deduplicated into a series), dropped, limited, failed.
+* `..._leader_stall_stepdowns_total` — times this leader gave its Lease up because its hub-events
+  or timer loop stayed stalled (`model.stall`); the process then exits, so the count is seen
+  between the decision and the end of its stop (the log line stays).
 """
 
 from __future__ import annotations
@@ -41,16 +46,19 @@ import prometheus_client
 from prometheus_client import core as prometheus_core
 from prometheus_client import registry as prometheus_registry
 
-from federation import metrics_endpoint, watchdog_metrics
+from federation import event_metrics, metrics_endpoint, watchdog_metrics
 from federation import watchdog as watchdog_mod
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
 from federation.coordinator.model import loop
+from federation.coordinator.model import world as world_model
 
 PREFIX = "fedspread_coordinator_"
 # 1 ms .. 30 s: a round of a few spreads takes milliseconds; a full placement after the hub is
 # listed (every spread at once) may take seconds at 10,000 spreads (bench/README.md).
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LOCK_SECONDS = 2.0
+"""A scrape waits this long for the facade's lock before it leaves the World's metrics out."""
 STATUS_KINDS = ("spread", "cluster", "deployment")
 """The kinds `StatusWriter` writes; each is reported (0 until written), so rates need no absent series."""
 
@@ -59,38 +67,25 @@ class Collector(prometheus_registry.Collector):
     """What the coordinator's parts count, read when Prometheus scrapes."""
 
     def __init__(self, coordinator: facade.Coordinator, writer: status_writer.StatusWriter | None,
-                 watchdog: watchdog_mod.Watchdog | None = None) -> None:
+                 watchdog: watchdog_mod.Watchdog | None = None,
+                 events: event_metrics.Counts | None = None) -> None:
         self.coordinator = coordinator
         self.writer = writer
         self.watchdog = watchdog
+        self.events = events
 
     def collect(self) -> Iterator[prometheus_core.Metric]:
-        """One consistent reading: the World and the streams under the facade's lock."""
+        """One consistent reading: the World and the streams under the facade's lock. When the lock
+        is not free within `LOCK_SECONDS` (a loop stalled holding it), those are left out of this
+        scrape and the rest is served, so the loop metrics still say what stalls."""
         coordinator, world = self.coordinator, self.coordinator.world
-        with coordinator.lock:
-            known, placed = len(world.spreads()), len(world.placements)
-            connected, queued = len(coordinator.connected()), coordinator.backlog()
-            synced = coordinator.hub_listed()
-            lost, suspended = coordinator.clusters_lost, world.brakes.suspensions
-            deferred = world.failover_limit.deferred
-            holding = sum(1 for entry in world.spreads()
-                          if (state := world.brakes.state(entry.key)) is not None and state.suspended)
-        yield gauge("spreads_known", "FederatedSpreads in the World (valid, not deleted).", known)
-        yield gauge("spreads_placed", "Spreads with a placement.", placed)
-        yield gauge("hub_synced", "1 once the hub has been listed (placement has begun), else 0.",
-                    1 if synced else 0)
-        yield gauge("agents_connected", "Agents with an open stream.", connected)
-        yield gauge("outbox_messages",
-                    "Messages queued to the agents' streams and not yet written (after coalescing).",
-                    queued)
-        yield counter("clusters_lost", "Clusters newly reported lost (silent past clusterLostSeconds).", lost)
-        yield counter("failovers_suspended",
-                      "Times a spread's failover was suspended (its failover brake began holding).",
-                      suspended)
-        yield counter("failovers_deferred",
-                      "Lost clusters whose failover waited for the federation's failover rate limit.",
-                      deferred)
-        yield gauge("failover_brakes_holding", "Spreads whose failover brake holds now.", holding)
+        read: list[prometheus_core.Metric] = []
+        if coordinator.lock.acquire(timeout=LOCK_SECONDS):
+            try:
+                read = self._world(coordinator, world)
+            finally:
+                coordinator.lock.release()
+        yield from read
         if self.writer is not None:
             writer = self.writer
             yield by_kind("status_writes", "Status patches applied to the hub, by kind.", writer.writes)
@@ -102,6 +97,35 @@ class Collector(prometheus_registry.Collector):
                           writer.failures)
         if self.watchdog is not None:
             yield from watchdog_metrics.loop_metrics(PREFIX, self.watchdog)
+        if self.events is not None:
+            yield event_metrics.event_metrics(PREFIX, self.events())
+
+    @staticmethod
+    def _world(coordinator: facade.Coordinator, world: world_model.World) -> list[prometheus_core.Metric]:
+        """The World's and the streams' gauges and counters (under the facade's lock)."""
+        known, placed = len(world.spreads()), len(world.placements)
+        connected, queued = len(coordinator.connected()), coordinator.backlog()
+        synced = coordinator.hub_listed()
+        lost, suspended = coordinator.clusters_lost, world.brakes.suspensions
+        deferred = world.failover_limit.deferred
+        holding = sum(1 for entry in world.spreads()
+                      if (state := world.brakes.state(entry.key)) is not None and state.suspended)
+        return [
+            gauge("spreads_known", "FederatedSpreads in the World (valid, not deleted).", known),
+            gauge("spreads_placed", "Spreads with a placement.", placed),
+            gauge("hub_synced", "1 once the hub has been listed (placement has begun), else 0.",
+                  1 if synced else 0),
+            gauge("agents_connected", "Agents with an open stream.", connected),
+            gauge("outbox_messages",
+                  "Messages queued to the agents' streams and not yet written (after coalescing).", queued),
+            counter("clusters_lost", "Clusters newly reported lost (silent past clusterLostSeconds).", lost),
+            counter("failovers_suspended",
+                    "Times a spread's failover was suspended (its failover brake began holding).", suspended),
+            counter("failovers_deferred",
+                    "Lost clusters whose failover waited for the federation's failover rate limit.",
+                    deferred),
+            gauge("failover_brakes_holding", "Spreads whose failover brake holds now.", holding),
+        ]
 
 
 def gauge(name: str, documentation: str, value: float) -> prometheus_core.GaugeMetricFamily:
@@ -128,7 +152,9 @@ class CoordinatorMetrics(metrics_endpoint.Endpoint):
 
     def __init__(self, coordinator: facade.Coordinator, *,
                  writer: status_writer.StatusWriter | None = None,
-                 watchdog: watchdog_mod.Watchdog | None = None) -> None:
+                 watchdog: watchdog_mod.Watchdog | None = None,
+                 events: event_metrics.Counts | None = None) -> None:
+        """`events`: the Events recorder's counts by outcome (`EventRecorder.outcomes`)."""
         super().__init__(prometheus_client.CollectorRegistry(auto_describe=True))
         self.rounds = prometheus_client.Counter(
             PREFIX + "placement_rounds", "Placement rounds that had spreads to place.",
@@ -139,7 +165,11 @@ class CoordinatorMetrics(metrics_endpoint.Endpoint):
             buckets=ROUND_BUCKETS, registry=self.registry)
         self.placements = prometheus_client.Counter(
             PREFIX + "spread_placements", "Spreads placed, over all rounds.", registry=self.registry)
-        self.registry.register(Collector(coordinator, writer, watchdog))
+        self.stall_stepdowns = prometheus_client.Counter(
+            PREFIX + "leader_stall_stepdowns",
+            "Times this leader gave its Lease up because its hub-events or timer loop stayed stalled.",
+            registry=self.registry)
+        self.registry.register(Collector(coordinator, writer, watchdog, events))
 
     def observe_round(self, result: loop.Round, seconds: float) -> None:
         """One placement round (`facade.Coordinator.on_round`)."""

@@ -31,7 +31,13 @@ understand the coordinator. The threads, and why each exists:
   at the door, plus the rules across spreads from this World.
 - **watchdog** — every loop above (and each hub watch) beats each turn; a loop that stops turning
   is logged, shown as `loop_stalled{loop}`, and — for the critical ones, hub events and timer —
-  makes readiness NOT_SERVING until it turns again (`federation.watchdog`, `_watch_loops`).
+  makes readiness NOT_SERVING until it turns again (`federation.watchdog`, `_watch_loops`); under
+  leader election a leader whose critical loop stays stalled gives its Lease up
+  (`model.stall`, `coordinator.leading`).
+
+Stopping comes in two steps: `halt` stops acting, within deadlines and without waiting for the
+loops (a loop stalled under the lock cannot be joined, but once halted it reaches nobody: no
+agent stream, no status write, no Event); `stop` halts, then ends the threads and Ray.
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
@@ -131,7 +137,7 @@ class CoordinatorProcess:
         self.authorizer = None if settings.tls is None else access_review.SubjectAccessReviewer(self.api)
         """Over mTLS, the hub's RBAC decides who reads what (`services.authorization`); plaintext: all."""
         self.metrics = metrics.CoordinatorMetrics(self.coordinator, writer=self.statuses.writer,
-                                                  watchdog=self.watchdog)
+                                                  watchdog=self.watchdog, events=self.recorder.outcomes)
         self.coordinator.on_round = self.metrics.observe_round
         self.health = health.HealthReporter()
         self._server: aio_server.AioServer | None = None
@@ -146,6 +152,8 @@ class CoordinatorProcess:
     def start(self) -> None:
         """Check the hub, listen, start watching and the loops; CoordinatorError on user problems."""
         probe_hub(self.api)
+        with self.coordinator.lock:  # a standby was made long before it leads: agents get their
+            self.world.restart_grace(self.clock())  # grace to reconnect from now (`model.failover`)
         server = aio_server.AioServer(options=inbound.SERVER_OPTIONS, workers=GRPC_WORKERS)
         self._placement_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=PLACEMENT_WORKERS, thread_name_prefix="grpc-placement")
@@ -213,32 +221,43 @@ class CoordinatorProcess:
         self.stopping.wait()
         self.stop()
 
-    def stop(self) -> None:
-        """Stop serving, watching and the loops; safe to call twice and after a failed start."""
-        started = self._server is not None
+    def halt(self) -> bool:
+        """Stop acting, within deadlines, without waiting for the loops: health NOT_SERVING, no
+        status write starts after this (the one under way is waited for), no agent stream, SDK call
+        or webhook request is served, no MemberCluster registered, no Event written. What a leader
+        does before it releases the Lease. True when all of it ended in time; safe to call twice."""
         self.stopping.set()
-        self._events.put(None)
-        self.watchdog.stop()
+        self.statuses.writer.close()  # no status write starts from now on
         self.health.stop()
-        self.metrics.stop()
-        if self._server is not None:
-            self._server.stop(grace=GRACE_SECONDS)
-            self._server = None
+        clean = self._server.halt(grace=GRACE_SECONDS) if self._server is not None else True
         if self.webhook is not None:
             self.webhook.stop()
             self.webhook = None
+        self.agents.close()  # waits for a MemberCluster registration under way
+        clean = self.statuses.writer.wait_idle() and clean  # the status write under way has ended
+        return self.recorder.close() and clean
+
+    def stop(self) -> None:
+        """Halt, then stop watching and the loops, and free the threads and Ray; safe to call twice
+        and after a failed start. /metrics is served until the end."""
+        started = self._server is not None
+        self.halt()
+        self._events.put(None)
+        self.watchdog.stop()
+        if self._server is not None:
+            self._server.stop(grace=GRACE_SECONDS)
+            self._server = None
         if self._placement_pool is not None:
             self._placement_pool.shutdown(wait=False, cancel_futures=True)
             self._placement_pool = None
-        self.agents.close()
         self.watcher.stop()
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads.clear()
-        self.recorder.close()
         if self._owns_backend:
             self._owns_backend = False
             self.backend.close()
+        self.metrics.stop()
         if started:
             log.info("coordinator stopped")
 

@@ -21,6 +21,7 @@ from federation.api import spread as spread_api
 from federation.certs import store, transport
 from federation.coordinator import ray_join, shards
 from federation.coordinator.hub import admission
+from federation.coordinator.model import stall
 from federation.kube import clients, deadlines
 from federation.kube import errors as kube_errors
 
@@ -69,6 +70,9 @@ class CoordinatorConfig:
     """Prometheus /metrics on this port of the `listen` host (`coordinator.metrics`); 0: off."""
     health_port: int = 0
     """gRPC health alone, plaintext, on this port of the `listen` host (`services.health`); 0: off."""
+    leader_stall_grace_seconds: float = stall.GRACE_SECONDS
+    """Under leader election, a leader whose hub-events or timer loop has not turned for the
+    watchdog's limit plus this long gives its Lease up (`model.stall`, `coordinator.leading`)."""
 
 
 def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -> client.ApiClient:

@@ -16,6 +16,8 @@ flood the apiserver. So, as client-go's EventRecorder:
   tenacity (bounded, jittered) over a client of its own (a copy of the caller's configuration,
   two connections, urllib3's retries off); every failure is counted and logged quietly (one
   warning a minute at most), never raised into the caller.
+* What it did is counted by outcome (`OUTCOMES`, `outcomes()`): the coordinator and the agent
+  export the counts as `..._events_total{outcome}` (`federation.event_metrics`).
 
 The rules (keys, series decisions, buckets, bodies) are pure, in `federation.kube.event_series`.
 """
@@ -46,7 +48,7 @@ from federation import clock as clock_mod
 from federation.kube import event_series as es
 from federation.kube.event_series import NORMAL, WARNING, ObjectRef
 
-__all__ = ["AGENT", "COORDINATOR", "NORMAL", "WARNING", "EventRecorder", "Limits", "ObjectRef",
+__all__ = ["AGENT", "COORDINATOR", "NORMAL", "OUTCOMES", "WARNING", "EventRecorder", "Limits", "ObjectRef",
            "instance_name"]
 
 LOG = logging.getLogger("fedspread.events")
@@ -60,6 +62,11 @@ IDLE_SECONDS = 1.0
 """The worker looks at series waiting for a token at least this often."""
 PRUNE_SECONDS = 60.0
 WARN_EVERY_SECONDS = 60.0
+CREATED, UPDATED, DROPPED, LIMITED, FAILED = "created", "updated", "dropped", "limited", "failed"
+OUTCOMES = (CREATED, UPDATED, DROPPED, LIMITED, FAILED)
+"""What the recorder counts: a new Event written; a repeat folded into an existing Event's series
+(deduplicated), its count written; an occurrence not queued (queue full, or the recorder closed);
+a new Event refused by the token buckets; a write that failed after its retries."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +131,7 @@ class EventRecorder:
         self._pruned = monotonic()
         self._warned = float("-inf")
         self.counts: collections.Counter[str] = collections.Counter()
-        """created, updated (series patches), dropped (queue full), limited (rate), failed."""
+        """By outcome (`OUTCOMES`); an outcome not met yet is absent (`outcomes()` lists them all)."""
 
     # --- the caller's side ---------------------------------------------------------------------
 
@@ -132,14 +139,14 @@ class EventRecorder:
                action: str) -> bool:
         """Queue an Event about `regarding`; False when it was dropped (queue full or closed)."""
         if self._closed:
-            self.counts["dropped"] += 1
+            self.counts[DROPPED] += 1
             return False
         occurrence = es.Occurrence(regarding=regarding, reason=reason, note=note, type=type, action=action)
         self._ensure_worker()
         try:
             self._queue.put_nowait(occurrence)
         except queue.Full:
-            self.counts["dropped"] += 1
+            self.counts[DROPPED] += 1
             return False
         return True
 
@@ -153,15 +160,22 @@ class EventRecorder:
             return False
         return done.wait(timeout)
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop the worker after what is queued (within `timeout`); later records are dropped."""
+    def outcomes(self) -> dict[str, int]:
+        """Every outcome's count so far (0 for those not met yet), for metrics."""
+        counts = dict(self.counts)  # one C-level copy: the worker may count meanwhile
+        return {outcome: counts.get(outcome, 0) for outcome in OUTCOMES}
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop the worker after what is queued (within `timeout`); later records are dropped.
+        True when the worker has ended (nothing more is written), False if it still writes."""
         self._closed = True
         thread = self._thread
-        if thread is None:
-            return
+        if thread is None or not thread.is_alive():
+            return True
         with contextlib.suppress(queue.Full):  # then the worker, a daemon thread, dies with the process
             self._queue.put(None, timeout=timeout)
         thread.join(timeout)
+        return not thread.is_alive()
 
     def _ensure_worker(self) -> None:
         if self._thread is not None:
@@ -203,7 +217,7 @@ class EventRecorder:
             self._update(occurrence, series)
             return
         if not self._admit(occurrence):
-            self.counts["limited"] += 1
+            self.counts[LIMITED] += 1
             return
         created = self._create(occurrence, now=now)
         if created is not None:
@@ -227,7 +241,7 @@ class EventRecorder:
         except Exception as error:
             self._failed(f"create event {namespace}/{name}", error)
             return None
-        self.counts["created"] += 1
+        self.counts[CREATED] += 1
         return es.Series(occurrence=occurrence, name=name, namespace=namespace, first=now, last=now)
 
     def _update(self, occurrence: es.Occurrence, series: es.Series) -> None:
@@ -253,7 +267,7 @@ class EventRecorder:
         except Exception as error:
             self._failed(f"update event {series.namespace}/{series.name}", error)
         else:
-            self.counts["updated"] += 1
+            self.counts[UPDATED] += 1
         series.written = series.count  # after a failure too: the next occurrence writes the count
 
     def _write_waiting(self) -> None:
@@ -288,7 +302,7 @@ class EventRecorder:
         return json.loads(data) if data else None
 
     def _failed(self, what: str, error: BaseException) -> None:
-        self.counts["failed"] += 1
+        self.counts[FAILED] += 1
         status = getattr(error, "status", None)
         reason = str(getattr(error, "reason", "") or error).strip().splitlines()[:1]
         fields = {"what": what, "status": status, "controller": self.controller, "instance": self.instance,

@@ -13,12 +13,29 @@ pod: the standby binds no gRPC port, so only the leader is ever reached. What mu
   (what the Service selects) is on the leader's pod only: a stale one on the standby's pod is
   removed, and it moves with the lead.
 * **Lost lease.** A leader that finds the Lease held by another stops acting and exits (status 1).
+* **Stalled leader.** The leader's placement shards hang (its own `SpreadShard` Ray actors
+  SIGSTOPped — the standby's are other processes — as a Ray node that stops answering would), and
+  a new spread arrives, named so that it lands on the shard that placed the first one (a call on
+  an open connection waits; a first call to a frozen actor would fail to connect after Ray's
+  connect timeout and end the round): the leader's hub-events loop waits on it under the
+  coordinator's lock, its timer waits on the lock, while its election thread keeps renewing.
+  Once they have not turned for the watchdog's limit plus the grace, the leader says so once,
+  counts it in /metrics (which still answers), stops acting and releases the Lease: the standby
+  takes over within a lease duration and a start (its agents' failover grace counted from then,
+  though it stood by for minutes), places the new spread, and nothing that ran moved (sampled all
+  along). When the shards answer again, the old leader finishes stopping and exits 1, as on a
+  lost lease.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
 import pathlib
+import signal
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,12 +47,20 @@ import waiting
 from kubernetes import client
 
 from federation.api import names
+from federation.coordinator.model import routing, stall
 from tests.support import builders, standin_agent
 
 TIMEOUT = 90.0
 """Generous: a takeover needs the lease duration (15 s) plus a start; this only bounds a hang."""
 LEASE = "fedspread-coordinator-test"
 LONG_LEASE = ["--lease-duration-seconds", "120", "--renew-deadline-seconds", "10"]
+STALL_TIMEOUT = 15.0 + stall.GRACE_SECONDS + TIMEOUT
+"""Generous: the hub-events loop's limit (15 s) plus the default grace before a stalled leader
+gives up; this only bounds a hang."""
+GAVE_UP = "leader stalled: giving up the lease"
+STEPDOWNS = "fedspread_coordinator_leader_stall_stepdowns_total"
+SPREAD_SHARDS = 2
+"""`fedspread coordinator`'s default `--spread-shards`."""
 
 
 class Pair:
@@ -234,3 +259,107 @@ def test_a_leader_that_finds_another_holder_stops_and_exits(pair: Pair) -> None:
     assert code == 1, f"the deposed leader exited {code}; see {leader.log}"
     assert "leadership lost" in leader.log.read_text()
     assert pair.leader() is None or pair.leader() == "someone-else"
+
+
+def spread_shards() -> set[int]:
+    """Process ids of the `SpreadShard` actors on the session's Ray (its head runs under this
+    process, so its workers are our descendants; nobody else's Ray is looked at)."""
+    parents: dict[int, int] = {}
+    titles: dict[int, bytes] = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            titles[int(entry.name)] = (entry / "cmdline").read_bytes()
+    ours, grown = {os.getpid()}, True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in ours} - ours
+        ours |= more
+        grown = bool(more)
+    return {pid for pid in ours if titles.get(pid, b"").startswith(b"ray::SpreadShard")}
+
+
+def beside(namespace: str, spread: str) -> str:
+    """A spread name whose key the coordinator places on the same SpreadShard as `spread`'s."""
+    shard = routing.shard_of(f"{namespace}/{spread}", shards=SPREAD_SHARDS)
+    return next(name for name in (f"late-{i}" for i in itertools.count())
+                if routing.shard_of(f"{namespace}/{name}", shards=SPREAD_SHARDS) == shard)
+
+
+def signal_all(pids: set[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def scrape(port: int, name: str) -> float | None:
+    """One sample of a coordinator's /metrics by name (no labels); None when absent."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
+def test_a_leader_whose_shards_hang_gives_the_lease_up_and_the_standby_takes_over(
+        pair: Pair, clusters: conftest.Clusters, namespace: str) -> None:
+    hub = hubside.Hub(clusters, namespace)
+    capped, elastic = hubside.names("capped", "elastic")
+    hubside.delete_member_clusters(clusters.custom(hubside.HUB), [capped, elastic])
+    metrics_port = hubside.free_port()
+    others = spread_shards()  # earlier tests' actors on their way out, if any: not a's
+    pair.command("a", "--metrics-port", str(metrics_port)).start()
+    pair.wait_leader("a")
+    agents = hubside.agents_for(pair.target, {capped: (3, "4"), elastic: (5, "4")})
+    frozen: set[int] = set()
+    try:
+        key = hub.create(builders.deployment("web", 4, cpu="100m"),
+                         hubside.spread_body("web", target="web", subsets=fixed_spread(capped, elastic)))
+        hubside.wait_replicas(agents, key, {capped: 3, elastic: 1}, what="created under a")
+        waiting.wait_for(lambda: len(spread_shards() - others) == 2, timeout=TIMEOUT,
+                         message=lambda: f"a's two SpreadShard actors never showed: {spread_shards()}")
+        mine = spread_shards() - others
+        pair.command("b").start()  # its own actors, started after a's were counted
+        pair.wait_standing_by("b")
+        watch = Watch(agents, key)
+        watch.asked, watch.floor = 4, {capped: 3, elastic: 1}
+        log = pair.commands["a"].log
+        with sampling.Sampler(watch.observe, period=0.05, name="ha-watch") as sampler:
+            frozen = mine
+            signal_all(frozen, signal.SIGSTOP)
+            late_name = beside(namespace, "web")
+            late = hub.create(builders.deployment(late_name, 2, cpu="100m"), hubside.spread_body(
+                late_name, target=late_name, subsets=[{"name": "cloud", "clusters": [elastic]}]))
+            waiting.wait_for(lambda: GAVE_UP in log.read_text(), timeout=STALL_TIMEOUT,
+                             message=lambda: f"a never gave up; its log ends: {log.read_text()[-3000:]}")
+            waiting.wait_for(lambda: scrape(metrics_port, STEPDOWNS) == 1, timeout=TIMEOUT,
+                             message="a's /metrics never counted the give-up")
+            pair.wait_leader("b")
+            hubside.wait_replicas(agents, late, {capped: 0, elastic: 2}, timeout=TIMEOUT,
+                                  what="b places the spread a could not")
+            hubside.wait_replicas(agents, key, {capped: 3, elastic: 1}, what="web after the takeover")
+        assert sampler.samples > 20, f"the watch ran only {sampler.samples} times"
+        assert watch.violations == [], watch.violations[:5]
+        assert log.read_text().count(GAVE_UP) == 1
+        assert "leadership lost" not in log.read_text(), "a gave up; it did not lose the lease"
+
+        def written() -> bool:
+            placed = {name: {p["cluster"]: p["replicas"] for p in
+                             hub.spread_status(name).get("placement") or [] if p["replicas"]}
+                      for name in ("web", late_name)}
+            return placed == {"web": {capped: 3, elastic: 1}, late_name: {elastic: 2}}
+
+        waiting.wait_for(written, timeout=TIMEOUT, message=lambda: (
+            f"b never wrote the statuses: {hub.spread_status('web')}, {hub.spread_status(late_name)}"))
+        signal_all(frozen, signal.SIGCONT)  # the shards answer again: a finishes stopping
+        first = pair.commands["a"].process
+        assert first is not None
+        assert first.wait(TIMEOUT) == 1, f"a stalled leader must exit as on a lost lease; see {log}"
+        assert pair.commands["b"].alive and pair.leader() == "b"
+    finally:
+        signal_all(frozen, signal.SIGCONT)
+        hubside.stop_all(agents)
+        pair.stop()
+        hubside.delete_member_clusters(clusters.custom(hubside.HUB), [capped, elastic])

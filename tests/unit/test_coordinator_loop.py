@@ -524,6 +524,29 @@ def test_a_restarted_world_keeps_the_placement_the_hub_status_recorded() -> None
     assert loop.failover(after).keys == {"shop/web"}
 
 
+def test_a_standby_that_leads_long_after_it_was_made_gives_agents_their_grace_from_then() -> None:
+    """A standby's World is made when its process starts; the lead may come an hour later. Agents
+    that have not reconnected yet must not be lost at its first tick (`World.restart_grace`)."""
+    clock = ManualClock(T0)
+    spread = builders.federated_spread(subsets=TWO_SUBSETS)  # clusterLostSeconds 60
+    standby, unrestarted = (world.World(clock, grace_from=clock()) for _ in range(2))
+    for model in (standby, unrestarted):
+        for name, nodes in {"dc1": 2, "aws": 2}.items():
+            model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+            model.inventory(name, [builders.node_pool(nodes)])
+        add_spread(model, spread, replicas=4)
+    clock.advance(3600)  # it leads: aws's agent reconnects first, dc1's a moment later
+    standby.restart_grace(clock())
+    for model in (standby, unrestarted):
+        model.heartbeat("aws")
+    assert standby.ready_selected("shop/web") == {"dc1", "aws"}
+    assert loop.failover(standby).keys == frozenset()
+    assert unrestarted.ready_selected("shop/web") == {"aws"}, "without it, dc1 would be lost at once"
+    clock.advance(61)  # dc1's agent never came back: lost one clusterLostSeconds after the lead
+    standby.heartbeat("aws")
+    assert standby.ready_selected("shop/web") == {"aws"}
+
+
 def test_a_batch_the_backend_cannot_answer_is_placed_in_process() -> None:
     """`place_batch` raising BatchUnavailable (the Ray shards' deadline): the round answers the same
     requests here, says why, and gives what the one-after-the-other pass gives."""

@@ -5,13 +5,15 @@ hub's first listing, a partition (the failover brake holds), a real loss and the
 limit; after each step the registry must show the rounds, spreads, streams and failover counts
 the parts kept. The status writer's counts are checked through its own retry loop (a 500 retried
 then given up, a 404 not counted), the watchdog's loops through a watchdog on a clock the test
-moves, and /metrics is read over real HTTP.
+moves, and /metrics is read over real HTTP. A scrape while a thread holds the facade's lock (a
+stalled round) must still answer, with the loops, leaving the World out until the lock is free.
 """
 
 from __future__ import annotations
 
 import datetime
 import socket
+import threading
 import urllib.request
 
 import pytest
@@ -207,3 +209,34 @@ def test_the_watchdogs_loops_are_metrics() -> None:
     assert found.value("loop_seconds_since_turn", {"loop": "timer"}) == 3.0
     assert metrics.CoordinatorMetrics(federation(ManualClock(T0))).value(
         "loop_stalled", {"loop": "timer"}) is None  # no watchdog, no loop metrics
+
+
+def test_a_scrape_while_a_stalled_loop_holds_the_lock_still_says_what_stalls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "LOCK_SECONDS", 0.2)
+    ticks = [0.0]
+    dog = watchdog.Watchdog("coordinator", clock=lambda: ticks[0], factor=3.0, floor=0.0)
+    dog.register("timer", period=1.0)
+    coordinator = federation(ManualClock(T0))
+    found = metrics.CoordinatorMetrics(coordinator, watchdog=dog)
+    found.stall_stepdowns.inc()
+    held, release = threading.Event(), threading.Event()
+
+    def stalled_round() -> None:  # a round that does not end, as under a hung placement shard
+        with coordinator.lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=stalled_round, daemon=True)
+    holder.start()
+    try:
+        assert held.wait(10)
+        ticks[0] = 20.0
+        dog.check()
+        assert found.value("loop_stalled", {"loop": "timer"}) == 1
+        assert found.value("leader_stall_stepdowns_total") == 1
+        assert found.value("spreads_known") is None, "the World is left out while its lock is held"
+    finally:
+        release.set()
+        holder.join(10)
+    assert found.value("spreads_known") == 1

@@ -276,6 +276,24 @@ def status_pass(fed: Federation) -> tuple[statuses.StatusPass, RecordingWriter]:
                                agent_versions={}, member_status_seconds=60), writer
 
 
+class ClosedWriter(RecordingWriter):
+    """A writer closed by a leader that stopped acting (`StatusWriter.close`): refuses every write."""
+
+    def write_spread(self, key: str, new: spread_api.FederatedSpreadStatus) -> bool:
+        self.calls.append(("spread", (key, new)))
+        raise status_writer.WriterClosed(f"spread {key}: the status writer is closed")
+
+
+def test_a_closed_writer_ends_the_pass_at_its_first_refusal() -> None:
+    fed = placed()
+    fed.apply(upsert(spread("web-2", created="2025-01-02T00:00:00Z")))
+    writer = ClosedWriter()
+    passes = statuses.StatusPass(fed.coordinator, cast(status_writer.StatusWriter, writer),
+                                 agent_versions={}, member_status_seconds=60)
+    passes.run(T0)
+    assert writer.kinds() == [("spread", "shop/web")], "nothing is tried after the refusal"
+
+
 def test_deleting_a_spread_clears_its_hub_deployment_status_once() -> None:
     fed = placed()
     passes, writer = status_pass(fed)

@@ -14,6 +14,10 @@ Events it records about them, federation.kube.events), and they must be cheap an
   from the new status are removed (null) rather than left behind.
 * The hub has no Deployment controller, so the hub Deployment's status is ours to write: the
   aggregate of the members' Deployments, so `kubectl get deploy` on the hub tells the truth.
+* A fence (`close`, then `wait_idle`): no write starts after the first, the one under way has
+  ended after the second.
+  A leader that gives its Lease up closes it before the release, so a status thread stalled
+  somewhere (it cannot be joined) never writes over the next leader's statuses when it wakes.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,6 +46,13 @@ Json = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 DEPLOYMENT_FIELDS = ("replicas", "readyReplicas", "availableReplicas", "updatedReplicas",
                      "unavailableReplicas")
+CLOSE_SECONDS = 2 * (deadlines.CONNECT + 2 * deadlines.READ)
+"""`wait_idle` waits this long at most for the write under way: its read and its patch, each
+connecting and reading twice at most (urllib3's one read retry, `deadlines.URLLIB3_RETRIES`)."""
+
+
+class WriterClosed(Exception):
+    """The writer was closed (`StatusWriter.close`): this process no longer writes statuses."""
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -81,6 +93,22 @@ class StatusWriter:
         self.failures: collections.Counter[str] = collections.Counter()
         """Writes given up, by kind: retries exhausted, or an error not worth retrying (a 404, the
         object being gone, is not counted: nothing was there to write)."""
+        self._fence = threading.Lock()
+        """Held by every attempt (read, compare, patch) and by `wait_idle` while it waits."""
+        self.closed = False
+
+    def close(self) -> None:
+        """Write nothing more: no attempt (nor retry) starts after this; `wait_idle` waits for the
+        one under way. Safe to call twice."""
+        self.closed = True
+
+    def wait_idle(self, timeout: float = CLOSE_SECONDS) -> bool:
+        """Wait for the attempt under way, if any (`timeout`); False when it still runs then."""
+        if not self._fence.acquire(timeout=timeout):
+            LOG.warning("a status write still runs after the writer was closed", extra={"waited": timeout})
+            return False
+        self._fence.release()
+        return True
 
     # --- public writes -------------------------------------------------------------------------
 
@@ -207,6 +235,12 @@ class StatusWriter:
             LOG.debug("status write retry kind=%s key=%s attempt=%d status=%s", kind, key,
                       state.attempt_number, getattr(error, "status", None))
 
+        def fenced() -> bool:
+            with self._fence:
+                if self.closed:
+                    raise WriterClosed(f"{kind} {key}: the status writer is closed")
+                return attempt()
+
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(_retriable),
             stop=tenacity.stop_after_attempt(self.attempts),
@@ -215,7 +249,9 @@ class StatusWriter:
             reraise=True,
         )
         try:
-            result: bool = retrying(attempt)
+            result: bool = retrying(fenced)
+        except WriterClosed:
+            raise
         except Exception as error:
             if getattr(error, "status", None) != 404:
                 self.failures[kind] += 1

@@ -284,6 +284,8 @@ class StatusPass:
             with kube_errors.translated():
                 write()
             return True
+        except status_writer.WriterClosed:  # this process stopped acting: the rest of the pass too
+            self._hub_away = True
         except kube_errors.NotFound:
             log.debug("status target gone", extra={"kind": what, "key": key})
         except (kube_errors.Unreachable, kube_errors.Timeout) as error:

@@ -13,7 +13,8 @@ of the call that asked; the coordinator passes its global limit there.
 A restarted coordinator has heard nobody yet. Counting every cluster as lost until its agent
 reconnects would move every replica at startup, so a tracker made with `grace_from` (the
 coordinator's start) treats a cluster it has never heard as ready until the limit has passed
-since then — exactly as if its agent had beaten at the start. Agents reconnect within seconds;
+since then — exactly as if its agent had beaten at the start. A standby is made long before it
+leads, so the grace restarts when it begins to act (`restart_grace`). Agents reconnect within seconds;
 one that does not is failed over one `clusterLostSeconds` after the start, not never.
 
 Thread-safe: the gRPC servicer threads beat while the placement loop reads. Pure: no I/O.
@@ -38,6 +39,11 @@ class HeartbeatTracker:
         self._last: dict[str, datetime.datetime] = {}
         self._reported_lost: set[str] = set()
         self._returned: list[str] = []
+
+    def restart_grace(self, at: datetime.datetime) -> None:
+        """Treat a cluster never heard as heard at `at` (the coordinator began acting then)."""
+        with self._lock:
+            self._grace_from = at
 
     def beat(self, cluster: str, at: datetime.datetime | None = None) -> None:
         """Record a heartbeat from `cluster` (now, unless `at` is given); an older one changes nothing."""

@@ -116,6 +116,11 @@ class MemberViews:
         """Clusters whose member view changed, in order (`touch`); entry i has number base + i."""
         self._touched_base = 0
 
+    def restart_grace(self, at: datetime.datetime) -> None:
+        """A cluster never heard counts as heard at `at` from now on (cached readiness is stale)."""
+        self._grace_from = at
+        self.beats += 1
+
     # --- pools, plans and charges --------------------------------------------------------------
 
     def set_pools(self, name: str, pools: Sequence[cluster.NodePool]) -> None:

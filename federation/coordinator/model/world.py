@@ -238,6 +238,12 @@ class World:
         back = {after for after in lost_before if not self.tracker.lost(name, after=after)}
         return {k for k in users if self._spreads[k].lost_after in back}
 
+    def restart_grace(self, at: datetime.datetime) -> None:
+        """Count a cluster never heard as heard at `at` from now on (`failover`): the coordinator
+        begins acting only now (a standby's World is made long before it leads)."""
+        self.tracker.restart_grace(at)
+        self._views.restart_grace(at)
+
     # --- placements ----------------------------------------------------------------------------
 
     def store(self, key: str, result: placement.Placement) -> set[str]:

@@ -50,6 +50,8 @@ class AioServer:
         self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
         self._thread.start()
         self._stopped = False
+        self._halted: bool | None = None
+        """None until `halt`; then whether the server stopped within its deadlines."""
         self.server: grpc.aio.Server = self.call(self._create(tuple(options)))
 
     def call(self, coroutine: Coroutine[Any, Any, T], *, timeout: float = CALL_SECONDS) -> T:
@@ -68,17 +70,31 @@ class AioServer:
         """Serve the ports added."""
         self.call(self.server.start())
 
-    def stop(self, grace: float | None = None) -> None:
-        """Refuse new calls, give open ones `grace` seconds (None: none), cancel the rest, then end
-        the loop and the pool; safe to call twice."""
-        if self._stopped:
-            return
-        self._stopped = True
+    def halt(self, grace: float | None = None) -> bool:
+        """Refuse new calls, give open ones `grace` seconds (None: none), cancel the rest; the loop
+        and the pool stay for `stop`, which may wait on a blocked call (a facade call queued on a
+        lock held by a stalled thread): after `halt` nothing is served. False when the server did
+        not stop within its deadlines; safe to call twice."""
+        if self._halted is not None:
+            return self._halted
+        self._halted = False
         try:
             self.call(self.server.stop(grace), timeout=(grace or 0.0) + CALL_SECONDS)
             self.call(self._settle(), timeout=SETTLE_SECONDS + CALL_SECONDS)
         except (TimeoutError, concurrent.futures.TimeoutError):
             log.warning("gRPC server did not stop in time", extra={"grace": grace})
+            return False
+        self._halted = True
+        return True
+
+    def stop(self, grace: float | None = None) -> None:
+        """`halt`, then end the loop and the pool (the calls already queued still run, and are
+        waited for); safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.halt(grace)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(CALL_SECONDS)
