@@ -110,6 +110,10 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
                    "lease duration, so it stops before another may lead.")
 @click.option("--retry-period-seconds", default=2.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Renew, or try to acquire, this often.")
+@click.option("--leader-stall-grace-seconds", default=60.0, show_default=True, type=click.FloatRange(1, 3600),
+              help="A leader whose hub-events or timer loop has not turned for the watchdog's limit "
+                   "plus this long, while the hub answers it, gives up: it stops acting, releases "
+                   "the Lease to the standby and exits (status 1).")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
                         ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
@@ -121,7 +125,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
                         metrics_port: int, health_port: int, leader_elect: bool,
                         leader_election_namespace: str, lease_name: str, lease_duration_seconds: float,
                         renew_deadline_seconds: float, retry_period_seconds: float,
-                        log_level: str) -> None:
+                        leader_stall_grace_seconds: float, log_level: str) -> None:
     """Run the coordinator: decide how many replicas each cluster gets, and keep deciding.
 
     \b
@@ -185,7 +189,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         cluster_shards=cluster_shards,
         heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
         failover_clusters_per_minute=failover_clusters_per_minute or None, metrics_port=metrics_port,
-        health_port=health_port,
+        health_port=health_port, leader_stall_grace_seconds=leader_stall_grace_seconds,
         webhook=admission.WebhookSettings(
             cert_file=webhook_cert, key_file=webhook_key, port=webhook_port,
             client_auth=None if webhook_client_ca is None else webhook_clients.ClientAuth(
@@ -231,5 +235,5 @@ def _lead(process: coordinator_main.CoordinatorProcess, lease: leader.LeaseSetti
     except coordinator_main.CoordinatorError as error:
         options.fail(str(error))
     if code:
-        options.fail("lost the leader lease; exiting so that this coordinator restarts as a standby",
-                     code=code)
+        options.fail("lost or gave up the leader lease; exiting so that this coordinator restarts as a "
+                     "standby", code=code)

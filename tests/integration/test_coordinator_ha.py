@@ -47,15 +47,17 @@ import waiting
 from kubernetes import client
 
 from federation.api import names
-from federation.coordinator.model import routing, stall
+from federation.coordinator.model import routing
 from tests.support import builders, standin_agent
 
 TIMEOUT = 90.0
 """Generous: a takeover needs the lease duration (15 s) plus a start; this only bounds a hang."""
 LEASE = "fedspread-coordinator-test"
 LONG_LEASE = ["--lease-duration-seconds", "120", "--renew-deadline-seconds", "10"]
-STALL_TIMEOUT = 15.0 + stall.GRACE_SECONDS + TIMEOUT
-"""Generous: the hub-events loop's limit (15 s) plus the default grace before a stalled leader
+STALL_GRACE = 5.0
+"""The leader's --leader-stall-grace-seconds here (the default, 60 s, would only make the test wait)."""
+STALL_TIMEOUT = 15.0 + STALL_GRACE + TIMEOUT
+"""Generous: the hub-events loop's limit (15 s) plus the grace before a stalled leader
 gives up; this only bounds a hang."""
 GAVE_UP = "leader stalled: giving up the lease"
 STEPDOWNS = "fedspread_coordinator_leader_stall_stepdowns_total"
@@ -310,7 +312,8 @@ def test_a_leader_whose_shards_hang_gives_the_lease_up_and_the_standby_takes_ove
     hubside.delete_member_clusters(clusters.custom(hubside.HUB), [capped, elastic])
     metrics_port = hubside.free_port()
     others = spread_shards()  # earlier tests' actors on their way out, if any: not a's
-    pair.command("a", "--metrics-port", str(metrics_port)).start()
+    pair.command("a", "--metrics-port", str(metrics_port),
+                 "--leader-stall-grace-seconds", str(STALL_GRACE)).start()
     pair.wait_leader("a")
     agents = hubside.agents_for(pair.target, {capped: (3, "4"), elastic: (5, "4")})
     frozen: set[int] = set()
