@@ -49,6 +49,11 @@ class PlaceTimeout(loop.BatchUnavailable):
     """The SpreadShards did not answer a placement batch within the backend's `place_seconds`."""
 
 
+class ShardUnavailable(loop.BatchUnavailable):
+    """A SpreadShard could not take a placement batch: its actor died, is restarting, or its node
+    is gone (Ray says so at once, where a hung one only misses the deadline)."""
+
+
 def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
     """Indices into `keys` per owning shard (`routing.shard_of`), each list in request order."""
     groups: list[list[int]] = [[] for _ in range(shards)]
@@ -269,7 +274,8 @@ class RayBackend:
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One remote call per shard with its part of the batch, in parallel; results in request
-        order (PlaceTimeout: not all within `place_seconds`)."""
+        order (PlaceTimeout: not all within `place_seconds`; ShardUnavailable: an actor is dead,
+        restarting or unreachable — the caller places the batch in its own process either way)."""
         items = list(requests)
         if not items:
             return []
@@ -287,6 +293,9 @@ class RayBackend:
                     self._ray.cancel(ref)
             raise PlaceTimeout(f"the placement shards did not answer {len(items)} requests within "
                                f"{self.place_seconds:g} s") from error
+        except self._ray.exceptions.RayError as error:  # a dead or restarting actor, a lost node
+            raise ShardUnavailable(f"a placement shard is unavailable ({type(error).__name__}): "
+                                   f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
         results: list[placement.Placement | None] = [None] * len(items)
         for (indices, _), answers in zip(calls, found, strict=True):
             for index, result in zip(indices, answers, strict=True):

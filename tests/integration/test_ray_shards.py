@@ -249,3 +249,22 @@ def test_a_batch_past_its_deadline_is_placed_in_process(local_ray: str) -> None:
     finally:
         made.actors = [*real, stalled]
         made.close()
+
+
+def test_a_batch_for_a_dead_shard_is_placed_in_process(local_ray: str) -> None:
+    """A shard whose actor is gone (killed, not restarted) makes `place_batch` raise
+    ShardUnavailable at once, and a round on it gives the placements of the coordinator's own pass,
+    instead of failing the event that asked for it."""
+    made = shards.RayBackend(shards=1, place_seconds=60.0)
+    try:
+        ray.kill(made.actors[0], no_restart=True)
+        with pytest.raises(shards.ShardUnavailable, match="unavailable"):
+            made.place_batch(batch(3))
+        worlds = [round_world(), round_world()]
+        keys = [entry.key for entry in worlds[0].spreads()]
+        fell = loop.recompute(worlds[0], keys, now=NOW, place_batch=made.place_batch)
+        alone = loop.recompute(worlds[1], keys, now=NOW)
+        assert fell.fell_back and "unavailable" in fell.fell_back
+        assert fell.placements == alone.placements and fell.placements
+    finally:
+        made.close()
