@@ -224,6 +224,16 @@ def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBa
     assert sum(p.clusters["tiny"] for p in on_ray.placements.values()) == 4  # never overcommitted
 
 
+def assert_round_placed_in_process(made: shards.RayBackend, *, why: str) -> None:
+    """A round on `made` fell back, saying `why`, and placed what the coordinator's own pass does."""
+    worlds = [round_world(), round_world()]
+    keys = [entry.key for entry in worlds[0].spreads()]
+    fell = loop.recompute(worlds[0], keys, now=NOW, place_batch=made.place_batch)
+    alone = loop.recompute(worlds[1], keys, now=NOW)
+    assert fell.fell_back and why in fell.fell_back, fell.fell_back
+    assert fell.placements == alone.placements and fell.placements
+
+
 def test_a_batch_past_its_deadline_is_placed_in_process(local_ray: str) -> None:
     """A shard that does not answer within `place_seconds` makes `place_batch` raise PlaceTimeout,
     and a round on it gives the placements the coordinator's own pass gives."""
@@ -240,12 +250,7 @@ def test_a_batch_past_its_deadline_is_placed_in_process(local_ray: str) -> None:
     try:
         with pytest.raises(shards.PlaceTimeout, match="within 2 s"):
             made.place_batch(batch(3))
-        worlds = [round_world(), round_world()]
-        keys = [entry.key for entry in worlds[0].spreads()]
-        fell = loop.recompute(worlds[0], keys, now=NOW, place_batch=made.place_batch)
-        alone = loop.recompute(worlds[1], keys, now=NOW)
-        assert fell.fell_back and "did not answer" in fell.fell_back
-        assert fell.placements == alone.placements and fell.placements
+        assert_round_placed_in_process(made, why="did not answer")
     finally:
         made.actors = [*real, stalled]
         made.close()
@@ -260,11 +265,6 @@ def test_a_batch_for_a_dead_shard_is_placed_in_process(local_ray: str) -> None:
         ray.kill(made.actors[0], no_restart=True)
         with pytest.raises(shards.ShardUnavailable, match="unavailable"):
             made.place_batch(batch(3))
-        worlds = [round_world(), round_world()]
-        keys = [entry.key for entry in worlds[0].spreads()]
-        fell = loop.recompute(worlds[0], keys, now=NOW, place_batch=made.place_batch)
-        alone = loop.recompute(worlds[1], keys, now=NOW)
-        assert fell.fell_back and "unavailable" in fell.fell_back
-        assert fell.placements == alone.placements and fell.placements
+        assert_round_placed_in_process(made, why="unavailable")
     finally:
         made.close()
