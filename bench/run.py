@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -101,6 +102,9 @@ def run_all(
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM ends the run as Ctrl-C does, through every benchmark's clean-up: the sandboxes and
+    # processes they start run in sessions of their own and would outlive a killed interpreter.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (make bench-quick, < 10 minutes)")
     parser.add_argument("--only", nargs="+", choices=BENCHMARKS, default=list(BENCHMARKS),
