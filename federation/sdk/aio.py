@@ -20,7 +20,6 @@ at the latest, when the client is closed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -33,31 +32,19 @@ from federation.sdk import calls, types
 T = TypeVar("T")
 
 
-class AsyncPlacementClient:
+class AsyncPlacementClient(calls.ClientState):
     """An asyncio connection to the coordinator's PlacementService; `async with` it or `await close()`."""
 
     def __init__(
         self, target: str, *, credentials: grpc.ChannelCredentials | None = None,
         timeout: float = calls.DEFAULT_TIMEOUT,
     ) -> None:
-        self.target = target
-        self.timeout = timeout
-        self.secure = credentials is not None
-        self._closed = False
+        super().__init__(target, credentials=credentials, timeout=timeout)
         if credentials is None:
             self._channel = grpc.aio.insecure_channel(target)
         else:
             self._channel = grpc.aio.secure_channel(target, credentials)
         self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)
-
-    @classmethod
-    def with_tls(
-        cls, target: str, *, ca: str | os.PathLike[str], cert: str | os.PathLike[str],
-        key: str | os.PathLike[str], timeout: float = calls.DEFAULT_TIMEOUT,
-    ) -> AsyncPlacementClient:
-        """A client speaking mTLS: `cert`/`key` identify it, `ca` must have signed the coordinator's
-        certificate (the three files of `fedspread certs client`); CertificateError if one is bad."""
-        return cls(target, credentials=calls.tls_credentials(ca=ca, cert=cert, key=key), timeout=timeout)
 
     async def __aenter__(self) -> AsyncPlacementClient:
         return self
@@ -70,12 +57,8 @@ class AsyncPlacementClient:
         self._closed = True
         await self._channel.close()
 
-    def _endpoint(self) -> calls.Endpoint:
-        return calls.Endpoint(self.target, secure=self.secure, timeout=self.timeout)
-
     async def _call(self, method: Callable[..., Awaitable[T]], request: Any, *, spread_key: str = "") -> T:
-        if self._closed:
-            raise calls.closed(self._endpoint())
+        self._check_open()
         try:
             return await method(request, timeout=self.timeout)
         except grpc.RpcError as error:  # grpc.aio.AioRpcError is one
@@ -106,8 +89,7 @@ class AsyncPlacementClient:
         """The current placement of `key`, then each new one, until the spread is deleted, `timeout`
         seconds pass (then the iteration just ends) or the caller stops iterating."""
         request = calls.watch_request(key)
-        if self._closed:
-            raise calls.closed(self._endpoint())
+        self._check_open()
         call = self._stub.WatchPlacement(request, timeout=timeout)
         try:
             async for event in call:

@@ -16,7 +16,7 @@ import json
 import os
 import pathlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import grpc
 
@@ -63,6 +63,35 @@ def tls_credentials(
         return transport.channel_credentials(files)
     except store.CertFileError as error:
         raise types.CertificateError(str(error)) from None
+
+
+class ClientState:
+    """What both clients hold besides their channel: the address, the deadline of every unary call,
+    whether it speaks TLS, and whether it was closed (then every call fails with `closed`)."""
+
+    def __init__(self, target: str, *, credentials: grpc.ChannelCredentials | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.secure = credentials is not None
+        self._closed = False
+
+    @classmethod
+    def with_tls(
+        cls, target: str, *, ca: str | os.PathLike[str], cert: str | os.PathLike[str],
+        key: str | os.PathLike[str], timeout: float = DEFAULT_TIMEOUT,
+    ) -> Self:
+        """A client speaking mTLS: `cert`/`key` identify it, `ca` must have signed the coordinator's
+        certificate (the three files of `fedspread certs client`); CertificateError if one is bad."""
+        return cls(target, credentials=tls_credentials(ca=ca, cert=cert, key=key), timeout=timeout)
+
+    def _endpoint(self) -> Endpoint:
+        return Endpoint(self.target, secure=self.secure, timeout=self.timeout)
+
+    def _check_open(self) -> None:
+        """A call on a closed client: the error a script would want, not gRPC's."""
+        if self._closed:
+            raise closed(self._endpoint())
 
 
 # --- requests -------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ A TLS mismatch surfaces as an unreachable coordinator, so that error carries a h
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -32,31 +31,19 @@ T = TypeVar("T")
 SpreadInput = calls.SpreadInput
 
 
-class PlacementClient:
+class PlacementClient(calls.ClientState):
     """A connection to the coordinator's PlacementService; use as a context manager or `close()`."""
 
     def __init__(
         self, target: str, *, credentials: grpc.ChannelCredentials | None = None,
         timeout: float = calls.DEFAULT_TIMEOUT,
     ) -> None:
-        self.target = target
-        self.timeout = timeout
-        self.secure = credentials is not None
-        self._closed = False
+        super().__init__(target, credentials=credentials, timeout=timeout)
         if credentials is None:
             self._channel = grpc.insecure_channel(target)
         else:
             self._channel = grpc.secure_channel(target, credentials)
         self._stub = placement_pb2_grpc.PlacementServiceStub(self._channel)
-
-    @classmethod
-    def with_tls(
-        cls, target: str, *, ca: str | os.PathLike[str], cert: str | os.PathLike[str],
-        key: str | os.PathLike[str], timeout: float = calls.DEFAULT_TIMEOUT,
-    ) -> PlacementClient:
-        """A client speaking mTLS: `cert`/`key` identify it, `ca` must have signed the coordinator's
-        certificate (the three files of `fedspread certs client`); CertificateError if one is bad."""
-        return cls(target, credentials=calls.tls_credentials(ca=ca, cert=cert, key=key), timeout=timeout)
 
     def __enter__(self) -> PlacementClient:
         return self
@@ -69,12 +56,8 @@ class PlacementClient:
         self._closed = True
         self._channel.close()
 
-    def _endpoint(self) -> calls.Endpoint:
-        return calls.Endpoint(self.target, secure=self.secure, timeout=self.timeout)
-
     def _call(self, method: Callable[..., T], request: Any, *, spread_key: str = "") -> T:
-        if self._closed:
-            raise calls.closed(self._endpoint())
+        self._check_open()
         try:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
@@ -104,8 +87,7 @@ class PlacementClient:
         """The current placement of `key`, then each new one, until the spread is deleted, `timeout`
         seconds pass (then the iteration just ends) or the caller stops iterating."""
         request = calls.watch_request(key)
-        if self._closed:
-            raise calls.closed(self._endpoint())
+        self._check_open()
         call = self._stub.WatchPlacement(request, timeout=timeout)
         try:
             for event in call:
