@@ -216,6 +216,10 @@ def test_status_writer_writes_only_changes(clusters: conftest.Clusters, namespac
     assert missing.value.status == 404
 
 
+BUMP_PAUSE = 0.02
+"""Seconds between the concurrent bumps of the conflict test (a bump itself takes a few ms)."""
+
+
 def test_status_writer_retries_conflicts(clusters: conftest.Clusters, namespace: str) -> None:
     create_spread(clusters, namespace, spread_body("busy", target="web"))
     custom = clusters.custom(HUB)
@@ -230,6 +234,10 @@ def test_status_writer_retries_conflicts(clusters: conftest.Clusters, namespace:
                 GROUP, VERSION, namespace, spread_api.PLURAL, "busy",
                 {"metadata": {"labels": {"bump": str(bumps)}}})
             bumps += 1
+            # A pause between bumps: writes still meet 409s (the test waits for one), but a writer
+            # that re-reads is not outrun on every one of its attempts, as by a bumper in a tight
+            # loop on a busy machine (40 conflicts in a row were seen once).
+            stop.wait(BUMP_PAUSE)
 
     bumper = threading.Thread(target=bump, name="bumper", daemon=True)
     bumper.start()
