@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from federation.cli import options
+from federation.coordinator.model import stall  # pure: the default grace, defined once
 
 if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
     from federation.coordinator import process as coordinator_main
@@ -110,7 +111,8 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
                    "lease duration, so it stops before another may lead.")
 @click.option("--retry-period-seconds", default=2.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Renew, or try to acquire, this often.")
-@click.option("--leader-stall-grace-seconds", default=60.0, show_default=True, type=click.FloatRange(1, 3600),
+@click.option("--leader-stall-grace-seconds", default=stall.GRACE_SECONDS, show_default=True,
+              type=click.FloatRange(1, 3600),
               help="A leader whose hub-events or timer loop has not turned for the watchdog's limit "
                    "plus this long, while the hub answers it, gives up: it stops acting, releases "
                    "the Lease to the standby and exits (status 1).")
