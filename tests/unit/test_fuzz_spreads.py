@@ -187,6 +187,9 @@ def test_any_one_value_replaced_is_placed_or_refused_near_it(doc: docs.Doc, data
         cross += [p for p in found if changed.startswith("spec.scheduleStrategy")
                   and p.path == "spec.scheduleStrategy.adaptive"
                   and p.message.startswith(ADAPTIVE_UNDER_FIXED)]
+        # A toleration's key and operator are judged together: an emptied key is refused on its operator.
+        cross += [p for p in found if changed.endswith(".key")
+                  and p.path == changed.removesuffix(".key") + ".operator"]
         assert any(related(p.path, changed) for p in found) or cross, (changed, [str(p) for p in found])
         hypothesis.event("refused")
         return
