@@ -339,9 +339,14 @@ class Bookkeeping:
             return dict(book.creating), dict(book.deleting)
 
     def unassigned(self, spread: str) -> SubsetCounts:
-        """Active pods of the spread in no subset (not matched by their node either), by state."""
+        """Active pods of the spread in no subset of its assignment, by state: none recorded (not
+        matched by their node either), or one the assignment no longer has (a subset removed or
+        renamed: its pods still run and count until they are gone)."""
         with self._lock:
-            pods = [p for p in self._books[spread].observed.values() if p.subset is None and p.active]
+            current = self._assignments.get(spread)
+            names = {r.name for r in current.subsets} if current else set()
+            pods = [p for p in self._books[spread].observed.values()
+                    if (p.subset is None or p.subset not in names) and p.active]
             running = [p for p in pods if p.phase == "Running"]
             pending = [p for p in pods if p.phase == "Pending"]
             return SubsetCounts(running=len(running), ready=sum(p.ready for p in running),

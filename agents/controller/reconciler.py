@@ -127,9 +127,10 @@ class Round:
 
 
 Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
-               dict[str, str]]
-"""What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, and
-why that Deployment is left alone (a conflict)."""
+               dict[str, str], frozenset[str]]
+"""What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, why
+that Deployment is left alone (a conflict), and the spreads the counts are evidence for (their
+assignment held, the cache synced)."""
 
 ROUND_SECONDS = 1.0
 """Without a change, a reconcile round runs this often (`run`; the watchdog's period)."""
@@ -200,7 +201,7 @@ class Reconciler:
             except Exception as error:
                 LOG.warning("reconcile failed spread=%s error=%s", value.spread, str(error)[:300])
         self._forget_written(snapshot)
-        done.counts_sent = self._send_counts(current)
+        done.counts_sent = self._send_counts(current, counted=counted)
         self.rounds += 1
         return done
 
@@ -324,22 +325,29 @@ class Reconciler:
 
     # --- pod counts --------------------------------------------------------------------------------
 
-    def _send_counts(self, current: Sequence[assignment.Assignment]) -> bool:
-        """Queue a PodCountsReport if counts or a member Deployment's status changed, or a beat is due."""
+    def _send_counts(self, current: Sequence[assignment.Assignment], *, counted: bool) -> bool:
+        """Queue a PodCountsReport if counts or a member Deployment's status changed, or a beat is due.
+
+        The report lists as `assigned` the spreads it is evidence for: those whose assignment is
+        held, counted from a synced cache (`counted`). A restarted agent's first reports list
+        none, so the coordinator keeps what it knew ("unknown is not zero", agent.proto)."""
         report: Report = (
             {a.spread: {**self._books.counts(a.spread), status.UNASSIGNED: self._books.unassigned(a.spread)}
              for a in current},
             {a.spread: member_status(a, self._cache.deployment(a.namespace, a.workload)) for a in current},
             dict(self._conflicts()) if self._conflicts is not None else {},
+            frozenset(a.spread for a in current) if counted else frozenset(),
         )
         now = time.monotonic()
         if report == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
             return False
+        first = self._sequence == 0
         self._sequence += 1
-        per_spread, workloads, conflicts = report
+        per_spread, workloads, conflicts, assigned = report
         self._outbox.put_counts(outbox.counts_message(
             per_spread, sequence=self._sequence, generations={a.spread: a.generation for a in current},
-            observed_at=self._clock(), workloads=workloads, conflicts=conflicts))
+            observed_at=self._clock(), workloads=workloads, conflicts=conflicts, assigned=assigned,
+            first_after_start=first))
         self._last_counts, self._last_sent = report, now
         return True
 

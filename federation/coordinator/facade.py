@@ -154,6 +154,9 @@ class Coordinator:
                 previous.outgoing.close(SUPERSEDED)
                 log.warning("newer stream replaces the old one", extra={"cluster": name})
             self._streams[name] = stream
+            # Unknown is not zero: the agent may have restarted and lost its bookkeeping; what it
+            # reported before stands, unverified, until a report made holding each assignment.
+            self.world.pods.reconnected(name)
             affected: set[str] = set()
             if name not in self.world.cluster_names():
                 affected |= self.world.upsert_cluster(name, labels=dict(hello.topology_labels))
@@ -311,6 +314,7 @@ class Coordinator:
             stream.send(assignment=message)
         elif message is not None:
             stream.send(removal=message)
+            self.world.forget_pods(name, key)
 
     def tick(self) -> loop.Lost:
         """The failover timer: clusters silent past clusterLostSeconds lose their replicas."""
@@ -356,7 +360,8 @@ class Coordinator:
         and it reports no pods of the spread, it is sent the removal (its pod reports would not
         change, so no publish would send it)."""
         last = self._sent.last(name, key)
-        if last is not None and last.replicas == 0 and name not in self.world.pods.holding(key):
+        if (last is not None and last.replicas == 0 and name not in self.world.pods.holding(key)
+                and self.world.pods.verified(name, key)):
             self._deliver(name, key, None, reason=NO_REPLICAS_LEFT)
 
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
@@ -383,11 +388,17 @@ class Coordinator:
             item.spread: {s.subset: convert.pods_from_pb(s.counts) for s in item.subsets}
             for item in report.spreads
         }
+        for item in report.spreads:  # pods of no subset (or of a subset removed): still the spread's
+            if item.HasField("unassigned") and (pods := convert.pods_from_pb(item.unassigned)).active:
+                counts[item.spread][status.UNASSIGNED] = pods
         workloads = {item.spread: convert.workload_from_pb(item.workload) for item in report.spreads
                      if item.HasField("workload")}
         stream.counts = counts if report.full else {**stream.counts, **counts}
         stream.workloads = workloads if report.full else {**stream.workloads, **workloads}
         conflicts = {item.spread: item.conflict for item in report.spreads if item.conflict}
         stream.conflicts = conflicts if report.full else {**stream.conflicts, **conflicts}
+        assigned = list(report.assigned) if report.lists_assigned else None
+        if report.first_after_start:
+            assigned = []  # a restarted agent's first count is evidence of nothing (agent.proto)
         self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
-                                           conflicts=stream.conflicts))
+                                           conflicts=stream.conflicts, assigned=assigned))

@@ -20,15 +20,23 @@ gives back the placement with some Ready pods kept above their cluster's share:
   released in the spread's scale-down order — the last subset first, within a subset its last
   cluster first — while that budget lasts; the rest are kept. As the replacements become Ready (a
   new pod count report, a new placement), the budget grows and the kept pods go.
-- A cluster that returns after being lost has reported nothing yet on its new stream: its pods are
-  *unverified*. What it holds (its last report, or the share it ran before it was lost, whichever
-  is more) is kept whole — it is not told to remove pods it may still need — and does not count as
-  Ready (they may have died while it was away). The next report of the cluster verifies them.
+- A cluster whose counts are *unverified* (it returned after being lost, its agent reconnected or
+  restarted, or the coordinator restarted, and it has not reported holding the spread since) keeps
+  what it holds (its last report, the share it ran before it was lost, or the share the hub status
+  recorded, whichever is more) whole — it is not told to remove pods it may still need — and its
+  pods do not count as Ready. The next report that holds the spread's assignment verifies them.
+- **Deselection is a move.** Pods the placement has no (subset, cluster) pair for — a cluster that
+  left the spread's selection (subset removed, cluster dropped from a list, labels no longer
+  matching, a decommissioned member), a removed or renamed subset's pods, pods in no subset beyond
+  their cluster's share — are *strays*: they count as the spread's Ready pods and are kept like
+  any other until the spread can spare them, released first. The cluster stays in the placement
+  (in the subset that still has it, else the first its pods are counted in, else the last) with
+  the pods it keeps, and at 0 once it keeps none: it is sent its zero quotas, and its workload is
+  removed only once it reports no pods (Karmada deletes a deselected cluster's work at once).
 
 The kept pods are visible: `SubsetPlacement.kept` counts them, the subset's reasons say why, and the
 placement's `replicas`/`unplaced` still describe the rule's answer (`placed - kept + unplaced ==
-replicas`). A cluster the spread no longer selects is not protected (its removal is what the user
-asked); a lost cluster is never told anything (it is unreachable), so it needs no protection here.
+replicas`). A lost cluster is never told anything (it is unreachable), so it needs no protection here.
 
 Pure: no clock, no I/O; the same inputs give the same answer.
 """
@@ -48,14 +56,23 @@ def keep_ready(
 ) -> placement.Placement:
     """`result` with the Ready pods it cannot spare yet kept in place (see the module docstring).
 
-    `ready`: verified Ready pods per subset per cluster (clusters the spread may tell something);
-    `unverified`: per subset per cluster, the last reported pods of clusters that returned after
-    being lost and have not reported since.
+    `ready`: verified Ready pods per subset per cluster (clusters the spread may tell something,
+    including the ones leaving its selection); `unverified`: per subset per cluster, what clusters
+    whose counts are not verified hold (kept whole).
     """
     unverified = unverified or {}
-    if not _removes_any(result, ready=ready, unverified=unverified):
+    strays, stray_waiting = _strays(result, ready), _strays(result, unverified)
+    if not strays and not stray_waiting and not _removes_any(result, ready=ready, unverified=unverified):
         return result
-    spare = max(0, _matched(result, ready) - (replicas - result.unplaced))
+    spare = max(0, _matched(result, ready) + sum(strays.values()) - (replicas - result.unplaced))
+    departing: dict[str, int] = {}  # per cluster, the stray pods kept
+    for name in sorted(set(strays) | set(stray_waiting), reverse=True):
+        if stray_waiting.get(name):
+            departing[name] = stray_waiting[name]
+            continue
+        released = min(strays[name], spare)
+        spare -= released
+        departing[name] = strays[name] - released
     subsets = list(result.subsets)
     for index in range(len(subsets) - 1, -1, -1):  # the scale-down order: the last subset first
         subset = subsets[index]
@@ -67,8 +84,8 @@ def keep_ready(
             pending = waiting_here.get(name, 0) - share
             if pending > 0:
                 counts[name], kept = share + pending, kept + pending
-                reasons.append(f"{name}: keeps its {pending} pods until it reports them again "
-                               "(it was lost and has returned)")
+                reasons.append(f"{name}: keeps its {pending} pods until its agent reports them again "
+                               "(unverified since it was lost, reconnected or restarted)")
                 continue
             excess = ready_here.get(name, 0) - share
             if excess <= 0:
@@ -79,23 +96,61 @@ def keep_ready(
                 held = excess - released
                 counts[name], kept = share + held, kept + held
                 reasons.append(f"{name}: keeps {held} Ready pods until their replacements are Ready")
-        if kept:
+        for name, held in departing.items():
+            if _home(result, name, ready=ready, unverified=unverified) == index:
+                counts[name], kept = counts.get(name, 0) + held, kept + held
+                reasons.append(f"{name}: no longer takes this spread's pods here; keeps {held} of "
+                               "them until their replacements are Ready" if held else
+                               f"{name}: no longer takes this spread's pods here; its last ones go")
+        if kept or any(_home(result, n, ready=ready, unverified=unverified) == index for n in departing):
             subsets[index] = dataclasses.replace(
                 subset, clusters=counts, replicas=subset.replicas + kept, kept=subset.kept + kept,
                 reasons=tuple(reasons))
     totals = dict(result.clusters)
     for before, after in zip(result.subsets, subsets, strict=True):
-        if after.kept != before.kept:
+        if after is not before:
             for name, count in after.clusters.items():
-                if name in totals:
-                    totals[name] += count - before.clusters.get(name, 0)
+                totals[name] = totals.get(name, 0) + count - before.clusters.get(name, 0)
     return dataclasses.replace(result, subsets=tuple(subsets), clusters=totals)
 
 
+def _strays(result: placement.Placement, counts: Counts) -> dict[str, int]:
+    """Per cluster, the pods of `counts` the placement would remove although no pair of it has
+    them: pods in (subset, cluster) pairs the placement does not have (a subset removed or renamed,
+    a cluster its subset no longer selects, pods in no subset) beyond the room the cluster's own
+    pairs leave (a share above its pods: the member workload keeps that many). They are the
+    spread's until they are gone, so they count and are released first."""
+    shares: dict[str, dict[str, int]] = {}
+    for subset in result.subsets:
+        for name, share in subset.clusters.items():
+            shares.setdefault(name, {})[subset.name] = share
+    outside: dict[str, int] = {}
+    room: dict[str, int] = {}
+    for subset_name, per_cluster in counts.items():
+        for name, count in per_cluster.items():
+            if subset_name not in shares.get(name, {}):
+                outside[name] = outside.get(name, 0) + count
+    for name in outside:
+        room[name] = sum(max(0, share - (counts.get(pair) or {}).get(name, 0))
+                         for pair, share in shares.get(name, {}).items())
+    return {name: count - room[name] for name, count in outside.items() if count > room[name]}
+
+
+def _home(result: placement.Placement, name: str, *, ready: Counts, unverified: Counts) -> int:
+    """The index of the subset that carries cluster `name`'s stray pods in the placement: the
+    first subset that still has the cluster, else the first one its pods are counted in, else the
+    last (the first to be scaled down)."""
+    for index, subset in enumerate(result.subsets):
+        if name in subset.clusters:
+            return index
+    for index, subset in enumerate(result.subsets):
+        if (ready.get(subset.name) or {}).get(name) or (unverified.get(subset.name) or {}).get(name):
+            return index
+    return len(result.subsets) - 1
+
+
 def _matched(result: placement.Placement, ready: Counts) -> int:
-    """Ready pods of (subset, cluster) pairs the placement still has: the ones that may survive.
-    Pods of a subset that no longer selects their cluster (or no longer exists) are removed first
-    by their member (lowest deletion cost), so they do not count as Ready for the spread."""
+    """Ready pods of (subset, cluster) pairs the placement still has (the strays are added apart)."""
     return sum(count for subset in result.subsets
                for name, count in (ready.get(subset.name) or {}).items() if name in subset.clusters)
 

@@ -81,16 +81,22 @@ class InventoryReport(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., sequence: _Optional[int] = ..., base_sequence: _Optional[int] = ..., node_pools: _Optional[_Iterable[_Union[_common_pb2.NodePool, _Mapping]]] = ..., removed_pools: _Optional[_Iterable[str]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PodCountsReport(_message.Message):
-    __slots__ = ("full", "sequence", "spreads", "observed_at")
+    __slots__ = ("full", "sequence", "spreads", "observed_at", "lists_assigned", "assigned", "first_after_start")
     FULL_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SPREADS_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    LISTS_ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_AFTER_START_FIELD_NUMBER: _ClassVar[int]
     full: bool
     sequence: int
     spreads: _containers.RepeatedCompositeFieldContainer[SpreadPodCounts]
     observed_at: _timestamp_pb2.Timestamp
-    def __init__(self, full: _Optional[bool] = ..., sequence: _Optional[int] = ..., spreads: _Optional[_Iterable[_Union[SpreadPodCounts, _Mapping]]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    lists_assigned: bool
+    assigned: _containers.RepeatedScalarFieldContainer[str]
+    first_after_start: bool
+    def __init__(self, full: _Optional[bool] = ..., sequence: _Optional[int] = ..., spreads: _Optional[_Iterable[_Union[SpreadPodCounts, _Mapping]]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lists_assigned: _Optional[bool] = ..., assigned: _Optional[_Iterable[str]] = ..., first_after_start: _Optional[bool] = ...) -> None: ...
 
 class SpreadPodCounts(_message.Message):
     __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict")

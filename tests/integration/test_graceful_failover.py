@@ -24,22 +24,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import agentside
 import conftest
 import hubside
 import pytest
-import sampling
-import waiting
+from handover_scene import MEMBERS, ReadyWatch, Scene
 
 from federation import sdk
 from federation.api import cluster
-from tests.support import builders
 
-MEMBERS = ("member-1", "member-2")
-TIMEOUT = 120.0
 LOST_SECONDS = 4
 REPLICAS = 4
-READY_AFTER = 4
 
 
 @pytest.fixture
@@ -50,90 +44,28 @@ def coordinator(sandbox: Any, clusters: conftest.Clusters, local_ray: str) -> It
         yield names, process
 
 
-class ReadyWatch:
-    """The Ready pods of both members every 50 ms (a move in the sandbox takes about a second)."""
-
-    def __init__(self, clusters: conftest.Clusters, namespace: str) -> None:
-        self.clusters, self.namespace = clusters, namespace
-        self.history: list[dict[str, int]] = []
-        self.sampler = sampling.Sampler(self._observe, period=0.05, name="ready-watch")
-
-    def __enter__(self) -> ReadyWatch:
-        self.sampler.__enter__()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.sampler.__exit__(*exc_info)
-
-    def _observe(self) -> None:
-        self.history.append({m: len(sampling.pods_where(self.clusters, m, self.namespace, sampling.is_ready))
-                             for m in MEMBERS})
-
-    def fewest(self, *, members: tuple[str, ...] = MEMBERS, since: int = 0) -> int:
-        """The fewest Ready pods of `members` together at any sample from number `since` on."""
-        return min(sum(sample[m] for m in members) for sample in self.history[since:])
+def new_scene(clusters: conftest.Clusters, namespace: str, *, names: list[str], port: int,
+              tmp_path: pathlib.Path) -> Scene:
+    return Scene(clusters, namespace, names=names, target=f"127.0.0.1:{port}", tmp_path=tmp_path)
 
 
-class Scene:
-    """The two agents, the hub and the placement client of one test."""
-
-    def __init__(self, clusters: conftest.Clusters, namespace: str, *, names: list[str], port: int,
-                 tmp_path: pathlib.Path) -> None:
-        self.clusters, self.namespace, self.names = clusters, namespace, names
-        self.target = f"127.0.0.1:{port}"
-        self.agents = [agentside.AgentProcess(clusters, cluster=name, member=member, coordinator=self.target,
-                                              namespace=namespace, log=tmp_path / f"{member}.log")
-                       for name, member in zip(names, MEMBERS, strict=True)]
-        self.hub = hubside.Hub(clusters, namespace)
-        self.key = f"{namespace}/web"
-
-    def ready(self, member: str) -> set[str]:
-        return sampling.pods_where(self.clusters, member, self.namespace, sampling.is_ready)
-
-    def describe(self) -> str:
-        return (f"ready pods {({m: sorted(self.ready(m)) for m in MEMBERS})}; "
-                f"agent logs {[str(a.log) for a in self.agents]}")
-
-    def wait(self, probe: Any, what: str) -> Any:
-        return waiting.wait_for(probe, timeout=TIMEOUT, message=lambda: f"{what}; {self.describe()}")
-
-    def start(self) -> dict[str, set[str]]:
-        """Both agents up, the spread running 2 Ready pods in each member; those pods."""
-        for agent, member in zip(self.agents, MEMBERS, strict=True):
-            self.wait(lambda a=agent: a.metric("fedspread_agent_link_connected") == 1.0,
-                      f"the agent of {member} never connected")
-            self.wait(lambda a=agent, m=member: agentside.webhook_live(a, self.clusters, m, self.namespace),
-                      f"the apiserver of {member} never called its agent's webhook")
-        template = builders.deployment("web", REPLICAS, cpu="10m")
-        # Ready 4 s after start (the sandbox's kubelets honour the probe's delay): a replacement is
-        # Running but not Ready for a while, so removing an original before it would show.
-        template["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = {
-            "exec": {"command": ["true"]}, "initialDelaySeconds": READY_AFTER}
-        self.hub.create(template, hubside.spread_body(
-            "web", target="web", lost_seconds=LOST_SECONDS, subsets=[
-                {"name": "first", "clusters": [self.names[0]], "maxReplicas": 2},
-                {"name": "second", "clusters": [self.names[1]]}]))
-        self.wait(lambda: all(len(self.ready(m)) == 2 for m in MEMBERS),
-                  "the spread never ran 2 Ready pods in each member")
-        # The coordinator must know them Ready too (agents report changes, not instantly): a move
-        # decided on older reports has no Ready pod to protect.
-        self.wait(lambda: self.hub.spread_status("web").get("readyReplicas") == REPLICAS,
-                  "the coordinator never heard of 4 Ready pods")
-        return {m: self.ready(m) for m in MEMBERS}
-
-    def stop(self) -> None:
-        for agent in self.agents:
-            agent.stop()
+def start(scene: Scene) -> dict[str, set[str]]:
+    """Both agents up, the spread running 2 Ready pods in each member; those pods."""
+    return scene.start(hubside.spread_body(
+        "web", target="web", lost_seconds=LOST_SECONDS, subsets=[
+            {"name": "first", "clusters": [scene.names[0]], "maxReplicas": 2},
+            {"name": "second", "clusters": [scene.names[1]]}]),
+        replicas=REPLICAS, expect={MEMBERS[0]: 2, MEMBERS[1]: 2})
 
 
 def test_a_member_lost_for_real_is_replaced_first_and_keeps_its_pods_when_it_returns(
         clusters: conftest.Clusters, namespace: str, coordinator: tuple[list[str], Any],
         tmp_path: pathlib.Path) -> None:
     names, process = coordinator
-    scene = Scene(clusters, namespace, names=names, port=process.port, tmp_path=tmp_path)
+    scene = new_scene(clusters, namespace, names=names, port=process.port, tmp_path=tmp_path)
     lost, other = MEMBERS
     try:
-        before = scene.start()
+        before = start(scene)
         with sdk.PlacementClient(scene.target) as placements, ReadyWatch(clusters, namespace) as watch:
             scene.agents[0].kill()
             scene.wait(lambda: placements.placement(scene.key).clusters == {names[0]: 0, names[1]: 4},
@@ -162,10 +94,10 @@ def test_a_noexecute_cordon_moves_replicas_and_starts_the_new_ones_first(
         clusters: conftest.Clusters, namespace: str, coordinator: tuple[list[str], Any],
         tmp_path: pathlib.Path) -> None:
     names, process = coordinator
-    scene = Scene(clusters, namespace, names=names, port=process.port, tmp_path=tmp_path)
+    scene = new_scene(clusters, namespace, names=names, port=process.port, tmp_path=tmp_path)
     cordoned, other = MEMBERS
     try:
-        scene.start()
+        start(scene)
         with sdk.PlacementClient(scene.target) as placements, ReadyWatch(clusters, namespace) as watch:
             clusters.custom(hubside.HUB).patch_cluster_custom_object(
                 hubside.GROUP, hubside.VERSION, cluster.PLURAL, names[0],

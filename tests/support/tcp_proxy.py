@@ -20,6 +20,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 
 CHUNK = 64 * 1024
 
@@ -61,6 +62,9 @@ class TcpProxy:
         """Connections accepted (refused ones while blocked included)."""
         self.cuts = 0
         """Connections dropped by `cut` (both directions of one connection count once)."""
+        self.delay = 0.0
+        """Seconds every chunk waits before it is forwarded (either way): a slow path, on which a
+        message and its answer cross later events (set it at any time)."""
         self._thread = threading.Thread(target=self._accept, name=f"tcp-proxy-{self.port}", daemon=True)
         self._thread.start()
 
@@ -183,6 +187,8 @@ class TcpProxy:
                     break
                 if self.hung:  # swallowed: the peer hears nothing, and the connection stays open
                     continue
+                if self.delay:
+                    time.sleep(self.delay)
                 sink.sendall(data)
         except OSError:
             pass

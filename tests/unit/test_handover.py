@@ -70,12 +70,53 @@ def test_a_returned_clusters_pods_are_kept_whole_and_do_not_count_as_ready() -> 
     result = placed(("a", {"back": 0, "y": 4}), replicas=4)
     kept = handover.keep_ready(result, replicas=4, ready={"a": {"y": 4}}, unverified={"a": {"back": 3}})
     assert kept.subsets[0].clusters == {"back": 3, "y": 4}
-    assert any("until it reports them again" in reason for reason in kept.subsets[0].reasons)
+    assert any("until its agent reports them again" in reason for reason in kept.subsets[0].reasons)
 
 
-def test_a_cluster_the_spread_no_longer_selects_is_not_protected() -> None:
+def test_a_cluster_the_spread_no_longer_selects_keeps_its_ready_pods_until_replacements_are_ready() -> None:
+    # Deselection is a move: "gone" left the selection; its 4 Ready pods stay (in the subset they
+    # ran in) while y's replacements start, and go one by one as y's become Ready.
     result = placed(("a", {"y": 4}), replicas=4)
-    assert handover.keep_ready(result, replicas=4, ready={"a": {"gone": 4}}) is result
+    kept = handover.keep_ready(result, replicas=4, ready={"a": {"gone": 4}})
+    assert kept.subsets[0].clusters == {"y": 4, "gone": 4}
+    assert kept.clusters == {"y": 4, "gone": 4} and kept.subsets[0].kept == 4
+    assert any("no longer takes this spread's pods" in r for r in kept.subsets[0].reasons)
+    for ready_on_y in range(5):
+        step = handover.keep_ready(result, replicas=4, ready={"a": {"gone": 4, "y": ready_on_y}})
+        assert step.clusters["gone"] == 4 - ready_on_y
+        assert step.clusters["gone"] + ready_on_y >= 4  # never fewer Ready pods than replicas
+
+
+def test_a_departed_cluster_with_no_ready_pods_left_to_keep_is_sent_a_zero_share() -> None:
+    # Once the replacements are Ready the departed cluster is still listed at 0: it is sent its
+    # zero quotas (quota 0, then the removal once it reports no pods), not deleted at once.
+    result = placed(("a", {"y": 4}), replicas=4)
+    kept = handover.keep_ready(result, replicas=4, ready={"a": {"gone": 2, "y": 4}})
+    assert kept.subsets[0].clusters == {"y": 4, "gone": 0} and kept.subsets[0].kept == 0
+
+
+def test_a_removed_subsets_pods_keep_counting_until_they_are_gone() -> None:
+    # Subset "old" was removed from the spec; its 3 Ready pods on x (now counted in no subset)
+    # stay until "new"'s replacements on y are Ready, carried by the last subset.
+    result = placed(("new", {"x": 0, "y": 3}), replicas=3)
+    kept = handover.keep_ready(result, replicas=3, ready={"old": {"x": 3}, "new": {"y": 1}})
+    assert kept.subsets[0].clusters == {"x": 2, "y": 3}
+    assert kept.clusters == {"x": 2, "y": 3}
+
+
+def test_pods_in_no_subset_within_their_clusters_share_are_not_kept_twice() -> None:
+    # x's share is 3: 2 counted in the subset and 1 in none (the webhook was down). The member
+    # workload keeps all 3; nothing is kept above the share (no extra pod is created).
+    result = placed(("a", {"x": 3}), replicas=3)
+    ready = {"a": {"x": 2}, status.UNASSIGNED: {"x": 1}}
+    assert handover.keep_ready(result, replicas=3, ready=ready) is result
+
+
+def test_an_unverified_departing_cluster_is_kept_whole() -> None:
+    # The departing cluster's agent restarted: it has not reported since, so what it held stays.
+    result = placed(("a", {"y": 4}), replicas=4)
+    kept = handover.keep_ready(result, replicas=4, ready={"a": {"y": 4}}, unverified={"a": {"gone": 3}})
+    assert kept.clusters["gone"] == 3
 
 
 # --- the coordinator's loop ----------------------------------------------------------------------

@@ -129,10 +129,11 @@ def request_for(
     kept = brake_for(world, entry, now=now)
     if kept:
         view = placement.holding(view, kept)
-    usable = world.ready_selected(key)
+    usable = world.ready_selected(key) | world.departing(key)
+    current = world.current_for(key)
     return PlaceRequest(
         key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
-        current=world.current_for(key), running=world.pods.running_for(key),
+        current=current, running=world.pods.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, view=view,
         ready=world.pods.ready_for(key, usable=usable),
         unverified=world.pods.unverified_for(key, usable=usable),

@@ -13,6 +13,16 @@ agent reports pod counts when they change, so one that dies a moment after its p
 may have last said "0 running" — while its Deployment, which keeps the last assigned replicas,
 runs them all.
 
+**Unknown is not zero.** A report is evidence only for the spreads its agent held the assignment
+of (with a synced cache) when it counted (`PodCountsReport.assigned`): a restarted agent's first
+reports list none, and its silence about a spread is not "no pods here". So a cluster's counts of
+a spread are *verified* only by a report that lists the spread, made since the coordinator
+started, since the cluster's stream was last (re)opened, and since it was last found lost. Until
+then its last known counts stand, its pods do not count as Ready, and what it holds (its last
+report, the share it ran before it was lost, or — after a coordinator restart — the share the hub
+status recorded, whichever is most) is kept whole (`unverified_for`). Agents older than the
+`assigned` field verify every spread with each full report, as before.
+
 Reports arrive per cluster; readers ask per spread. Both shapes are kept (`by_spread` is shared
 with the member views, which charge every spread's pending pods), and the World tells this store
 what happened. Pure: no clock, no I/O; used under the coordinator's lock.
@@ -32,48 +42,87 @@ class PodReports:
 
     def __init__(self) -> None:
         self.by_cluster: dict[str, dict[str, PerSubset]] = {}
-        """Per cluster, per spread key, per subset: the last full report."""
+        """Per cluster, per spread key, per subset: the last counts each spread was reported with."""
         self.by_spread: dict[str, dict[str, PerSubset]] = {}
         """The same counts per spread key, per cluster (shared with `member_views.MemberViews`)."""
         self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
         self._conflicts: dict[str, dict[str, str]] = {}
-        self._unverified: set[str] = set()
+        self._verified: dict[str, set[str] | None] = {}
+        """Per cluster, the spreads a report verified since the coordinator started, the stream
+        opened and the cluster was last lost; None: every spread (an agent that lists nothing)."""
         self._away: dict[str, dict[str, dict[str, int]]] = {}
-        """Per lost cluster, per spread key, per subset: the share it ran before its replicas moved."""
+        """Per cluster not heard since, per spread key, per subset: the share it ran before it was
+        lost, or its share in the placement a restarted coordinator read from the hub."""
 
     # --- events --------------------------------------------------------------------------------
 
     def report(
         self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]], *,
         workloads: Mapping[str, status.WorkloadStatus] | None = None,
-        conflicts: Mapping[str, str] | None = None,
+        conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
     ) -> set[str] | None:
-        """A full report from `name`'s agent; the spread keys whose counts changed — every spread
-        with pods there when the report verifies a returned cluster (its counts now count) — or
-        None when the report says nothing new."""
+        """A full report from `name`'s agent; the spread keys whose counts changed or that it
+        verified (their counts count now), or None when the report says nothing new.
+
+        `assigned`: the spreads the report is evidence for (None: every spread, from an agent
+        that does not say); the last known counts of every other spread stand."""
         self._workloads[name] = dict(workloads or {})
         self._conflicts[name] = dict(conflicts or {})
-        new = {key: dict(per_subset) for key, per_subset in counts.items()}
         old = self.by_cluster.get(name, {})
-        verified = name in self._unverified
-        self._unverified.discard(name)
-        if verified:
-            self._away.pop(name, None)
+        if assigned is None:
+            evidence: set[str] = set(old) | set(counts)
+            new = {key: dict(per_subset) for key, per_subset in counts.items()}
+        else:
+            evidence = set(assigned)
+            new = {key: per_subset for key, per_subset in old.items() if key not in evidence}
+            new.update((key, dict(counts[key])) for key in evidence if key in counts)
+        before = self._verified.setdefault(name, set())
+        verified = set() if before is None else evidence - before
+        if assigned is None:
+            self._verified[name] = None
+        elif before is not None:
+            before |= evidence
+        held = self._away.get(name)
+        if held is not None:
+            for key in evidence:
+                held.pop(key, None)
+            if assigned is None or not held:
+                self._away.pop(name, None)
         if old == new:
-            return set(new) if verified else None
+            return verified or None
         self.by_cluster[name] = new
         for key in set(old) - set(new):
             self.by_spread.get(key, {}).pop(name, None)
         for key, per_subset in new.items():
             self.by_spread.setdefault(key, {})[name] = per_subset
-        if verified:
-            return set(old) | set(new)
-        return {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
+        return verified | {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
 
     def lost(self, name: str) -> None:
         """`name` was found lost: its last report no longer proves that its pods are Ready."""
-        if name in self.by_cluster or name in self._away:
-            self._unverified.add(name)
+        self._verified[name] = set()
+
+    def reconnected(self, name: str) -> None:
+        """`name`'s agent opened a new stream: it may have restarted, so nothing it reported
+        before is verified until it reports again (what it held stands meanwhile)."""
+        self._verified[name] = set()
+
+    def removed(self, name: str, key: str) -> set[str]:
+        """Cluster `name` was sent the removal of spread `key`: what it reported of the spread no
+        longer concerns the spread (its workload is deleted or released). The keys affected."""
+        per_spread = self.by_cluster.get(name)
+        if per_spread is None or per_spread.pop(key, None) is None:
+            return set()
+        self.by_spread.get(key, {}).pop(name, None)
+        return {key}
+
+    def recorded(self, key: str, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """A restarted coordinator read spread `key`'s placement from its hub status: until each
+        cluster reports the spread again, it holds (at least) its recorded share."""
+        for subset, per_cluster in counts.items():
+            for name, share in per_cluster.items():
+                if share and not self.verified(name, key):
+                    held = self._away.setdefault(name, {}).setdefault(key, {})
+                    held[subset] = max(held.get(subset, 0), share)
 
     def remember_away(self, key: str, old: placement.Placement, *, lost: Collection[str]) -> None:
         """Spread `key` is placed anew; of its previous placement `old`, remember the shares of the
@@ -92,7 +141,7 @@ class PodReports:
             self.by_spread.get(key, {}).pop(name, None)
         self._workloads.pop(name, None)
         self._conflicts.pop(name, None)
-        self._unverified.discard(name)
+        self._verified.pop(name, None)
         self._away.pop(name, None)
         return keys
 
@@ -103,9 +152,10 @@ class PodReports:
 
     # --- readers -------------------------------------------------------------------------------
 
-    def unverified(self, name: str) -> bool:
-        """Whether `name` returned after being lost and has not sent a full report since."""
-        return name in self._unverified
+    def verified(self, name: str, key: str) -> bool:
+        """Whether cluster `name`'s counts of spread `key` are verified (module docstring)."""
+        found = self._verified.get(name, set())
+        return found is None or key in found
 
     def pods_for(self, key: str) -> dict[str, dict[str, status.ClusterPods]]:
         """Spread `key`'s pod counts per subset per cluster (clusters by name)."""
@@ -123,10 +173,10 @@ class PodReports:
 
     def ready_for(self, key: str, *, usable: Container[str]) -> dict[str, dict[str, int]]:
         """Spread `key`'s verified Ready pods per subset per cluster, of the `usable` clusters only
-        (a lost cluster's report, or a returned one's before its next report, proves nothing)."""
+        (a lost cluster's report, or an unverified one's, proves nothing)."""
         found: dict[str, dict[str, int]] = {}
         for name, per_subset in self.by_spread.get(key, {}).items():
-            if name in usable and name not in self._unverified:
+            if name in usable and self.verified(name, key):
                 for subset, pods in per_subset.items():
                     if pods.ready:
                         found.setdefault(subset, {})[name] = pods.ready
@@ -146,12 +196,12 @@ class PodReports:
             held[subset] = max(held.get(subset, 0), share)
         return {subset: count for subset, count in held.items() if count}
 
-    def unverified_for(self, key: str, *, usable: Container[str]) -> dict[str, dict[str, int]]:
-        """Of the `usable` clusters that returned and have not reported since, what each holds of
-        spread `key` per subset (`held_by`): what the handover keeps until they report again."""
+    def unverified_for(self, key: str, *, usable: Collection[str]) -> dict[str, dict[str, int]]:
+        """Of the `usable` clusters whose counts of spread `key` are not verified, what each holds
+        per subset (`held_by`): what the handover keeps until they report again."""
         found: dict[str, dict[str, int]] = {}
-        for name in self._unverified:
-            if name in usable:
+        for name in usable:
+            if not self.verified(name, key):
                 for subset, count in self.held_by(name, key).items():
                     found.setdefault(subset, {})[name] = count
         return found

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from federation.api import cluster, common
@@ -102,6 +102,7 @@ class World:
             recorded = {s.name: dict(s.clusters) for s in item.status.subset_statuses if s.clusters}
             if recorded:
                 self._seeded[key] = recorded
+                self.pods.recorded(key, recorded)  # unknown is not zero: held until reported
         target = self._targets.get(key)
         if old is not None:
             self._index.unregister(key)
@@ -193,21 +194,27 @@ class World:
     def pod_counts(
         self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]], *,
         workloads: Mapping[str, status.WorkloadStatus] | None = None,
-        conflicts: Mapping[str, str] | None = None,
+        conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
     ) -> set[str]:
-        """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins).
+        """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins), for
+        the spreads in `assigned` (None: every spread; `pod_reports` says why).
 
         Affects the spreads whose counts changed (all with pods there when the report verifies a
         cluster that returned after being lost) and, through overcommit protection, every spread
         that can use the cluster and is not settled. `workloads` (the member Deployments' status
         per spread) and `conflicts` (why a same-name Deployment is not ours) feed status only.
         """
-        reported = self.pods.report(name, counts, workloads=workloads, conflicts=conflicts)
+        reported = self.pods.report(name, counts, workloads=workloads, conflicts=conflicts,
+                                    assigned=assigned)
         if reported is None:
             return set()
         changed = reported & set(self._spreads)
         self._views.mark_stale(changed)
         return changed | self._capacity_bound(self._index.selecting(name))
+
+    def forget_pods(self, name: str, key: str) -> None:
+        """Cluster `name` was sent the removal of spread `key`: its counts there no longer count."""
+        self._views.mark_stale(self.pods.removed(name, key))
 
     def _capacity_bound(self, keys: set[str]) -> set[str]:
         """Of `keys`, the spreads a change of free capacity can move: not placed yet, or with
@@ -321,6 +328,16 @@ class World:
             elif selector is not None:
                 found |= self._index.ready_members(selector, ready)
         return frozenset(found)
+
+    def departing(self, key: str) -> frozenset[str]:
+        """Clusters that hold pods of spread `key` (as last reported) but that its subsets no
+        longer select, and whose agents are heard: they keep their Ready pods until the spread
+        can spare them (deselection is a move, `federation.core.handover`)."""
+        entry = self._spreads.get(key)
+        if entry is None:
+            return frozenset()
+        holding = self.pods.holding(key) - self.selected(key)
+        return frozenset(name for name in holding if self.ready(name, after=entry.lost_after))
 
     def heard_from_any(self, after: datetime.timedelta) -> bool:
         """Whether any cluster's agent was heard within `after` (a never-heard one: in the grace)."""
