@@ -55,17 +55,19 @@ def workload_status(status: views.DeploymentStatus) -> agent_pb2.WorkloadStatus:
 def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCounts]], *, sequence: int,
                    generations: Mapping[str, int], observed_at: datetime.datetime,
                    workloads: Mapping[str, views.DeploymentStatus | None] | None = None,
-                   conflicts: Mapping[str, str] | None = None, assigned: Collection[str] = (),
+                   conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
                    first_after_start: bool = False) -> agent_pb2.AgentMessage:
     """A full PodCountsReport: per spread, per subset, pods by state, the member Deployment's
     status (`workload` left unset for a spread without one in `workloads`), and why the target
     Deployment is left alone for a spread in `conflicts` (not ours: agents.ownership).
 
     `assigned`: the spreads whose assignment was held, with a synced cache, when counting — the
-    only ones the report is evidence for (agent.proto); `first_after_start`: this agent process
-    has sent no report before (it restarted: it knows nothing yet)."""
-    report = agent_pb2.PodCountsReport(full=True, sequence=sequence, lists_assigned=True,
-                                       assigned=sorted(assigned), first_after_start=first_after_start)
+    only ones the report is evidence for (agent.proto; None: not said, as agents before the field
+    did); `first_after_start`: this agent process has sent no report before (it knows nothing yet)."""
+    report = agent_pb2.PodCountsReport(full=True, sequence=sequence, first_after_start=first_after_start)
+    if assigned is not None:
+        report.lists_assigned = True
+        report.assigned.extend(sorted(assigned))
     _stamp(report, "observed_at", observed_at)
     for spread, subsets in sorted(per_spread.items()):
         item = report.spreads.add(spread=spread, generation=generations.get(spread, 0))

@@ -248,8 +248,9 @@ class Member:
         current = self.book.assignment(KEY)
         counts = {KEY: self.book.counts(KEY)} if current is not None else {}
         generations = {KEY: current.generation} if current is not None else {}
-        self.outbox.put_counts(outbox.counts_message(counts, sequence=sequence, generations=generations,
-                                                     observed_at=self.clock()))
+        self.outbox.put_counts(outbox.counts_message(
+            counts, sequence=sequence, generations=generations, observed_at=self.clock(),
+            assigned=set(counts), first_after_start=sequence == 1))
 
     # --- the link ------------------------------------------------------------------------------------
 
