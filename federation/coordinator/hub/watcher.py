@@ -270,7 +270,7 @@ def _apply_spread(world: world_model.World, event: HubEvent) -> set[str]:
     if not verdict.admitted:
         return set()
     for displaced in verdict.displaced:
-        affected |= world.delete_spread(displaced)
+        affected |= world.delete_spread(displaced, deleted=False)  # refused, not deleted
     affected |= world.upsert_spread(item)
     if event.target is not None:
         affected |= world.set_target(event.key, replicas=event.target.replicas,

@@ -8,9 +8,17 @@ moves a workload that no rule asked it to.
   member Deployments with different shares and fight. The senior one (earliest creationTimestamp,
   then name) holds the target; the others are refused with `TargetConflict` naming the holder and
   are not placed. A holder that is already placed is never displaced — only a holder not placed
-  yet (the hub still being listed) gives way to a senior claimant — so a late, older claimant (one
-  whose spec was invalid until now) cannot take running replicas away. When the holder is
-  deleted, the next claimant in seniority order takes the target.
+  yet gives way to a claimant that ranks before it — so a late, older claimant (one whose spec was
+  invalid until now) cannot take running replicas away. When the holder is deleted, the next
+  claimant in rank order takes the target.
+- **A restart decides nothing it could not decide before.** While the hub is being listed nothing
+  is placed yet, so "placed" cannot settle a conflict; the recorded status does. A spread whose
+  hub status shows it placed (a `Placed` condition) and not refused with `TargetConflict` is the
+  *recorded holder* (`recorded_holder`); claimants rank recorded holders first, then by seniority
+  (`rank`). So the holder the last coordinator wrote keeps the target whatever order the listing
+  brings the spreads in, and an older spread refused with `TargetConflict` stays refused; on a
+  fresh hub (no statuses) seniority decides, as before. A holder displaced before it was placed is
+  refused, not deleted: its workloads, if an earlier coordinator made any, are kept (fail static).
 - **`targetRef` is fixed on a live spread.** Changing it would move every replica to another
   Deployment at once; the edit is refused with `TargetRefImmutable` and the last valid spec stays
   in force (the caller keeps it: this module only records the refusal).
@@ -83,6 +91,21 @@ def seniority(item: spread_api.FederatedSpread) -> tuple[str, str]:
     return (str(created) if created else "", item.metadata.name)
 
 
+def recorded_holder(item: spread_api.FederatedSpread) -> bool:
+    """Whether spread `item`'s hub status records it holding its target: placed (a `Placed`
+    condition), and not refused with `TargetConflict` (a refused spread's status keeps what it
+    showed before, so only the Valid condition's reason tells)."""
+    conditions = item.status.conditions if item.status is not None else []
+    refused = any(c.type == "Valid" and c.status == "False" and c.reason == TARGET_CONFLICT
+                  for c in conditions)
+    return not refused and any(c.type == "Placed" for c in conditions)
+
+
+def rank(item: spread_api.FederatedSpread) -> tuple[bool, tuple[str, str]]:
+    """Sort key of claimants of one target: the recorded holder first, then by seniority."""
+    return (not recorded_holder(item), seniority(item))
+
+
 class Lifecycle:
     """Target holders, refusals, and the deletion policies of deleted spreads."""
 
@@ -98,8 +121,8 @@ class Lifecycle:
         holder = self._holders.get(target_of(item))
         if holder is None or holder == item.key:
             return None
-        if holder not in placed and seniority(item) < seniority(self._claimants[target_of(item)][holder]):
-            return None  # a senior claimant displaces a holder not placed yet
+        if holder not in placed and rank(item) < rank(self._claimants[target_of(item)][holder]):
+            return None  # a claimant ranking first displaces a holder not placed yet
         return holder
 
     def claim(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> Verdict:
@@ -140,7 +163,7 @@ class Lifecycle:
             del self._holders[target]
             if not claimants:
                 return None
-            successor = min(claimants.values(), key=seniority)
+            successor = min(claimants.values(), key=rank)
             self._holders[target] = successor.key
             self._refused.pop(successor.key, None)
             return successor
