@@ -25,7 +25,10 @@ moves a workload that no rule asked it to.
 - **Deletion policy.** A deleted spread's removals orphan its workloads unless its spec said
   `deletionPolicy: Delete`. The deletion and its policy are remembered (the most recent
   `REMEMBERED_DELETIONS` only) so that an agent that was away when the spread was deleted gets the
-  same answer at its resync.
+  same answer at its resync. When the spread's latest version on the hub is not in force (an edit
+  refused — a targetRef change — or invalid), the last valid spec places it, but the deletion
+  deletes only if both say `Delete` (`not_in_force`): what `kubectl get` shows never deletes
+  more than the user asked, and a refused edit to `Orphan` is heeded (when in doubt, orphan).
 - **Nothing is removed by inference from absence** (`leftover`). At a resync, a spread an agent
   says it applies but is not sent is removed only when this coordinator knows why: the spread is
   live and placed elsewhere (the cluster is no longer selected), or it saw the spread deleted. A
@@ -114,6 +117,8 @@ class Lifecycle:
         self._holders: dict[Target, str] = {}
         self._refused: dict[str, Refusal] = {}
         self._deleting: collections.OrderedDict[str, spread_api.DeletionPolicy] = collections.OrderedDict()
+        self._unapplied: dict[str, str] = {}
+        """Per live spread whose latest hub version is not in force: that version's deletionPolicy."""
 
     def holder_against(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> str | None:
         """The spread whose hold on `item`'s target would refuse `item`'s claim now (None: the
@@ -137,6 +142,7 @@ class Lifecycle:
         if blocked_by is not None:
             self._refused[key] = self._conflict(item, holder=blocked_by)
             return Verdict(admitted=False)
+        self._unapplied.pop(key, None)  # this version is in force
         holder = self._holders.get(target)
         self._holders[target] = key
         if holder is None or holder == key:
@@ -149,10 +155,17 @@ class Lifecycle:
         self._refused[item.key] = Refusal(
             reason=TARGET_REF_IMMUTABLE, generation=item.metadata.generation,
             message=target_change_message(current=current, wanted=item.spec.target_ref.name))
+        self.not_in_force(item.key, deletion_policy=item.spec.deletion_policy)
+
+    def not_in_force(self, key: str, *, deletion_policy: str) -> None:
+        """Live spread `key`'s latest hub version is not in force (refused, or invalid: then its
+        `deletionPolicy` as written, "" if none): its deletion deletes only if that says Delete too."""
+        self._unapplied[key] = deletion_policy
 
     def release(self, key: str) -> spread_api.FederatedSpread | None:
         """Spread `key` was deleted: the spread that now holds its target (to admit), if any."""
         self._refused.pop(key, None)
+        self._unapplied.pop(key, None)
         for target, claimants in list(self._claimants.items()):
             if claimants.pop(key, None) is None:
                 continue
@@ -174,7 +187,10 @@ class Lifecycle:
         return dict(self._refused)
 
     def deleted(self, key: str, policy: spread_api.DeletionPolicy) -> None:
-        """Spread `key` was deleted with `policy`."""
+        """Spread `key`, whose spec in force said `policy`, was deleted: with `policy`, or Orphan if
+        its latest version, not in force, did not say Delete (`not_in_force`)."""
+        if self._unapplied.pop(key, "Delete") != "Delete":
+            policy = "Orphan"
         self._deleting.pop(key, None)
         self._deleting[key] = policy
         while len(self._deleting) > REMEMBERED_DELETIONS:
