@@ -198,8 +198,8 @@ def post_review(url: str, *, ca_bundle: str, body: dict[str, Any]) -> int:
 def forged(kind: dict[str, str], resource: dict[str, str], obj: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "forged", "operation": "CREATE", "namespace": story.NAMESPACE,
-                        "name": "forged", "kind": kind, "resource": resource, "userInfo": {"username": "mallory"},
-                        "object": obj}}
+                        "name": "forged", "kind": kind, "resource": resource,
+                        "userInfo": {"username": "mallory"}, "object": obj}}
 
 
 def test_the_demo_s_webhooks_answer_only_their_apiservers(federation: environment.Federation) -> None:
