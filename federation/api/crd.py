@@ -10,9 +10,18 @@ Why a converter and not the JSON schema as is: the apiserver only accepts *struc
 (apiextensions.k8s.io/v1): every node has a `type`, there is no `$ref`, no `anyOf`/`oneOf` except
 the int-or-string form, `exclusiveMinimum` is a boolean next to `minimum`, `metadata` is left to
 the apiserver, and free-form objects say `x-kubernetes-preserve-unknown-fields`. The converter below
-inlines `$defs`, rewrites those forms, drops what has no CRD meaning (titles, defaults) and refuses
-any JSON-schema keyword it does not know, so that a model change the CRD cannot express fails
-loudly here instead of producing a CRD the apiserver rejects.
+inlines `$defs`, rewrites those forms, drops what has no CRD meaning (titles, most defaults) and
+refuses any JSON-schema keyword it does not know, so that a model change the CRD cannot express
+fails loudly here instead of producing a CRD the apiserver rejects.
+
+Why some defaults are in the CRD (`APISERVER_DEFAULTS`): the models apply every default, but a
+default only the models know is invisible on the hub — `kubectl get -o yaml` of a spread written
+without `deletionPolicy` would not say what deleting it does. Every defaulted field whose value
+decides what fedspread deletes or moves is therefore also defaulted by the apiserver, which stores
+it (structural defaulting, apiextensions.k8s.io/v1, Kubernetes 1.16+): the value is the model's
+own (a test checks the two agree), and a parent object that holds such a field defaults to `{}` so
+that its child's default applies when the parent is omitted. Other defaults (where new replicas go,
+cosmetic fields) stay the models' alone, to keep what users wrote readable.
 
 Cross-field rules (unique subset names, one kind of cap, percentages within 100%) are not in the
 schema: the coordinator checks them and reports them in the spread's `Valid` condition.
@@ -46,8 +55,24 @@ _COPIED = frozenset(
     {"description", "enum", "format", "pattern", "minLength", "maxLength", "minimum", "maximum",
      "minItems", "maxItems", "uniqueItems"}
 )
-# Keywords with no meaning in a CRD: titles are pydantic's, defaults are applied by the models.
+# Keywords with no meaning in a CRD: titles are pydantic's, defaults are applied by the models
+# (and, for `APISERVER_DEFAULTS`, written by the converter).
 _DROPPED = frozenset({"title", "default"})
+
+APISERVER_DEFAULTS: Mapping[str, str] = {
+    "FederatedSpread.spec.deletionPolicy": "what deleting the spread does to its member workloads",
+    "FederatedSpread.spec.failover": "holds clusterLostSeconds (defaults to {})",
+    "FederatedSpread.spec.failover.clusterLostSeconds": "how long a silent cluster keeps its replicas",
+    "FederatedSpread.spec.scheduleStrategy": "holds type (defaults to {})",
+    "FederatedSpread.spec.scheduleStrategy.type":
+        "Adaptive moves replicas off unschedulable subsets and deletes stuck pods; Fixed does neither",
+    "FederatedSpread.spec.scheduleStrategy.adaptive.rescheduleCriticalSeconds":
+        "how long a Pending pod waits before the agent deletes it",
+    "FederatedSpread.spec.scheduleStrategy.adaptive.unschedulableSeconds":
+        "how long replicas keep away from a subset marked unschedulable",
+}
+"""Schema paths (model title, then the fields as spelled in YAML) the apiserver defaults, and why:
+each decides what fedspread deletes or moves (docs/decisions.md, "Defaults the hub stores")."""
 # Keywords handled structurally by `_convert`.
 _STRUCTURAL = frozenset({"type", "properties", "required", "items", "additionalProperties"})
 
@@ -200,7 +225,21 @@ def _convert(raw: Mapping[str, Any], defs: Mapping[str, Schema], where: str,
             out["x-kubernetes-preserve-unknown-fields"] = True
         # `additionalProperties: false` (extra="forbid") has no structural form: the apiserver
         # prunes unknown fields, and fedspread's own validation names them.
+    if where in APISERVER_DEFAULTS:
+        out["default"] = _apiserver_default(node, where)
     return out
+
+
+def _apiserver_default(node: Mapping[str, Any], where: str) -> Any:
+    """The default the apiserver stores at `where`: the model's own, or `{}` for an object whose
+    model default is a factory (its children's defaults then apply inside it)."""
+    if "default" in node:
+        if node["default"] is None:
+            raise ValueError(f"{where}: a null default cannot be stored; take it out of APISERVER_DEFAULTS")
+        return node["default"]
+    if node.get("type") == "object":
+        return {}
+    raise ValueError(f"{where}: in APISERVER_DEFAULTS but the model gives it no default")
 
 
 def _property(raw: Mapping[str, Any], defs: Mapping[str, Schema], where: str,
@@ -225,6 +264,10 @@ def openapi_schema(model: type[pydantic.BaseModel]) -> Schema:
     for field in ("spec", "status"):
         if field in raw["properties"]:
             properties[field] = _property(raw["properties"][field], defs, f"{name}.{field}", ())
+    missing = [path for path in APISERVER_DEFAULTS
+               if path.partition(".")[0] == name and not _defaulted(properties, path.split(".")[1:])]
+    if missing:
+        raise ValueError(f"APISERVER_DEFAULTS names fields the {name} schema does not have: {missing}")
     schema: Schema = {
         "type": "object",
         "description": raw.get("description", ""),
@@ -234,6 +277,14 @@ def openapi_schema(model: type[pydantic.BaseModel]) -> Schema:
     if required:
         schema["required"] = required
     return schema
+
+
+def _defaulted(properties: Mapping[str, Any], path: Sequence[str]) -> bool:
+    """Whether the schema node at `path` (property names) under `properties` has a default."""
+    node: Mapping[str, Any] = {"properties": properties}
+    for part in path:
+        node = node.get("properties", {}).get(part, {})
+    return "default" in node
 
 
 def _definition(kind: _Kind) -> dict[str, Any]:

@@ -13,6 +13,14 @@ ones). `placement_client()` is the SDK client with those; its user (`CLIENT_USER
 hub to the reader ClusterRole of deploy/coordinator/rbac.yaml, for the coordinator asks the hub's
 RBAC what a user may read.
 
+Both webhooks answer only their apiserver, as deploy/README.md asks of a real federation: every
+sandbox apiserver presents a client certificate of the sandbox CA to webhooks
+(`federation.sandbox.admission`), so each agent and the coordinator start with that CA as
+`--webhook-client-ca` and its common name as `--webhook-allowed-cn` (a review posted by anyone
+else is refused with 401 or 403). The coordinator serves its validating webhook with its own
+certificate (which names the loopback) and the hub is pointed at it with the registration
+deploy/coordinator/webhook.yaml ships (`hubsetup.register_coordinator_webhook`).
+
 The demo's members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then
 `aws-eu`, `gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`). A benchmark
 may bring members of its own shape (`MemberPlan.of_groups`) and place without Ray (`ray=False`).
@@ -32,7 +40,7 @@ from collections.abc import Callable, Sequence
 from federation import sdk
 from federation.api import names
 from federation.certs import bundles, transport
-from federation.sandbox import hubsetup, launcher, nodesim, state
+from federation.sandbox import admission, hubsetup, launcher, nodesim, state
 from federation.sandbox.ports import free_port
 
 Report = Callable[[str], None]
@@ -154,6 +162,8 @@ class Federation:
         self.coordinator_address = f"127.0.0.1:{free_port()}"
         self.metrics_port = free_port()
         """Where the coordinator serves Prometheus metrics (`metrics_url`)."""
+        self.webhook_port = free_port()
+        """Where the coordinator serves its validating webhook (HTTPS, only to the hub apiserver)."""
         self.agents: dict[str, Process] = {}
         self.stopped: set[str] = set()
         """Members whose agent was stopped on purpose (`stop_agent`)."""
@@ -180,21 +190,49 @@ class Federation:
                 report=self.report)
             hubsetup.grant_placement_reader(self.sandbox.hub.kubeconfig, CLIENT_USER)
             self.report("starting the coordinator" + (" (and a local Ray)" if self.ray else ", without Ray"))
-            served = self.tls(COORDINATOR)
-            self.coordinator = Process("coordinator", fedspread_command(
-                "coordinator", "--hub-kubeconfig", self.sandbox.hub.kubeconfig,
-                "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds),
-                "--tls-cert", str(served.cert), "--tls-key", str(served.key), "--tls-ca", str(served.ca),
-                "--metrics-port", str(self.metrics_port), "--health-port", "0",  # free, not fixed ports
-                *(() if self.ray else ("--no-ray",))),
-                log=self.logs / "coordinator.log")
+            self.coordinator = Process("coordinator", self.coordinator_argv(),
+                                       log=self.logs / "coordinator.log")
             self._wait_serving()
+            hubsetup.register_coordinator_webhook(
+                self.sandbox.hub.kubeconfig, f"https://127.0.0.1:{self.webhook_port}",
+                ca_pem=self.tls(COORDINATOR).ca.read_bytes())
             for member in self.members:
                 self.start_agent(member.name)
             self._wait_agents()
         except BaseException:
             self.close()
             raise
+
+    def webhook_client_flags(self) -> list[str]:
+        """Who may post reviews to a webhook of this federation: the sandbox apiservers only."""
+        assert self.sandbox is not None
+        return ["--webhook-client-ca", self.sandbox.ca_file,
+                "--webhook-allowed-cn", admission.WEBHOOK_CLIENT_CN]
+
+    def coordinator_argv(self) -> list[str]:
+        """The coordinator's command line: mTLS, free ports, its webhook open to the hub only."""
+        assert self.sandbox is not None
+        served = self.tls(COORDINATOR)
+        return fedspread_command(
+            "coordinator", "--hub-kubeconfig", self.sandbox.hub.kubeconfig,
+            "--listen", self.coordinator_address, "--heartbeat-seconds", str(self.heartbeat_seconds),
+            "--tls-cert", str(served.cert), "--tls-key", str(served.key), "--tls-ca", str(served.ca),
+            "--metrics-port", str(self.metrics_port), "--health-port", "0",  # free, not fixed ports
+            "--webhook-port", str(self.webhook_port), "--webhook-cert", str(served.cert),
+            "--webhook-key", str(served.key), *self.webhook_client_flags(),
+            *(() if self.ray else ("--no-ray",)))
+
+    def agent_argv(self, name: str) -> list[str]:
+        """Member `name`'s agent's command line: mTLS link, its webhook open to its apiserver only."""
+        assert self.sandbox is not None
+        member, record, link = self.member(name), self.sandbox.cluster(name), self.tls(name)
+        return fedspread_command(
+            "agent", "--cluster", name, "--kubeconfig", record.kubeconfig,
+            "--coordinator", self.coordinator_address, "--webhook-port", "0", "--metrics-port", "0",
+            "--link-cert", str(link.cert), "--link-key", str(link.key), "--link-ca", str(link.ca),
+            "--label", f"{names.REGION_LABEL}={member.region}",
+            "--heartbeat-seconds", str(self.heartbeat_seconds), "--deregister-on-exit",
+            *self.webhook_client_flags())
 
     def _issue_certificates(self) -> None:
         """A fresh CA and every certificate the federation uses, under `self.pki`."""
@@ -255,18 +293,10 @@ class Federation:
 
     def start_agent(self, name: str) -> None:
         """Start (or restart) the agent of member `name`."""
-        assert self.sandbox is not None
-        member, record = self.member(name), self.sandbox.cluster(name)
         self.report(f"starting the agent of {name}")
         self.stopped.discard(name)
-        link = self.tls(name)
-        self.agents[name] = Process(f"agent-{name}", fedspread_command(
-            "agent", "--cluster", name, "--kubeconfig", record.kubeconfig,
-            "--coordinator", self.coordinator_address, "--webhook-port", "0", "--metrics-port", "0",
-            "--link-cert", str(link.cert), "--link-key", str(link.key), "--link-ca", str(link.ca),
-            "--label", f"{names.REGION_LABEL}={member.region}",
-            "--heartbeat-seconds", str(self.heartbeat_seconds), "--deregister-on-exit"),
-            log=self.logs / f"agent-{name}.log")
+        self.agents[name] = Process(f"agent-{name}", self.agent_argv(name),
+                                    log=self.logs / f"agent-{name}.log")
 
     def stop_agent(self, name: str) -> None:
         """Stop member `name`'s agent (its cluster goes silent)."""

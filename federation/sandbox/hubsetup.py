@@ -4,7 +4,9 @@ Why separate: the hub is a bare apiserver (like Karmada's); everything fedspread
 comes from the generated files in `crds/`, applied exactly as a user would apply them. The hub runs
 RBAC, and the coordinator asks it who may read placements (`coordinator.hub.access_review`), so the
 demo and the tests bind their SDK user to the reader ClusterRole that deploy/coordinator/rbac.yaml
-ships (`grant_placement_reader`), as deploy/README.md tells an administrator to.
+ships (`grant_placement_reader`), as deploy/README.md tells an administrator to. The demo also
+points the hub at its coordinator's validating webhook with the registration deploy/coordinator/
+webhook.yaml ships, reached by URL instead of a Service (`register_coordinator_webhook`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,32 @@ def reader_role() -> Any:
         if document and document.get("kind") == "ClusterRole" and document["metadata"]["name"] == READER_ROLE:
             return document
     raise LookupError(f"no ClusterRole {READER_ROLE} in {path}")
+
+
+def coordinator_webhook(url: str, *, ca_pem: bytes) -> Any:
+    """The ValidatingWebhookConfiguration deploy/coordinator/webhook.yaml ships, every webhook's
+    clientConfig the coordinator at `url` (its path the manifest's), trusted through `ca_pem`."""
+    from federation.kube import webhook_registration
+
+    path = _repository() / "deploy" / "coordinator" / "webhook.yaml"
+    for document in yaml.safe_load_all(path.read_text()):
+        if document and document.get("kind") == "ValidatingWebhookConfiguration":
+            for hook in document["webhooks"]:
+                served = hook["clientConfig"].get("service", {}).get("path", "")
+                hook["clientConfig"] = webhook_registration.url_client_config(url + served, ca_pem=ca_pem)
+            return document
+    raise LookupError(f"no ValidatingWebhookConfiguration in {path}")
+
+
+def register_coordinator_webhook(kubeconfig: str, url: str, *, ca_pem: bytes) -> str:
+    """Point the hub's apiserver at the coordinator's validating webhook served at `url`
+    (https://host:port, no path) with a certificate of the CA `ca_pem`; created or replaced.
+    Returns the configuration's name."""
+    from federation.kube import clients, webhook_registration
+
+    config = coordinator_webhook(url, ca_pem=ca_pem)
+    webhook_registration.apply(clients.api_client(pathlib.Path(kubeconfig)), config)
+    return str(config["metadata"]["name"])
 
 
 def grant_placement_reader(kubeconfig: str, user: str, *, namespace: str | None = None) -> str:

@@ -11,10 +11,16 @@ readiness, and the SDK's answers.
 
 from __future__ import annotations
 
+import base64
+import http.client
+import json
 import re
+import ssl
 import subprocess
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import waiting
@@ -174,3 +180,63 @@ def test_what_demo_keep_prints_answers(federation: environment.Federation, told:
                              message=lambda: f"no Placed Event regarding the spread: {events()}")
     assert found[0][:2] == [story.NAME, spread_api.KIND]
 
+
+
+def post_review(url: str, *, ca_bundle: str, body: dict[str, Any]) -> int:
+    """POST `body` to the webhook at `url` as curl would: trusting its CA, with no client certificate."""
+    context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+    parsed = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPSConnection(parsed.hostname or "", parsed.port, context=context, timeout=30)
+    try:
+        connection.request("POST", f"{parsed.path}?timeout=5s", body=json.dumps(body).encode(),
+                           headers={"Content-Type": "application/json"})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def forged(kind: dict[str, str], resource: dict[str, str], obj: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "forged", "operation": "CREATE", "namespace": story.NAMESPACE,
+                        "name": "forged", "kind": kind, "resource": resource,
+                        "userInfo": {"username": "mallory"}, "object": obj}}
+
+
+def test_the_demo_s_webhooks_answer_only_their_apiservers(federation: environment.Federation) -> None:
+    """Issue 23: a forged AdmissionReview posted straight to an agent's pod webhook or to the
+    coordinator's validating webhook is refused (401: no client certificate), while the hub
+    apiserver's own calls are answered (an invalid spread is refused at the door)."""
+    core = {"group": "", "version": "v1"}
+    pod = forged({**core, "kind": "Pod"}, {**core, "resource": "pods"},
+                 {"metadata": {"name": "forged", "labels": {names.SPREAD_LABEL: story.NAME}},
+                  "spec": {"containers": [{"name": "app", "image": "nginx"}]}})
+    for member in federation.members:
+        registered = client.AdmissionregistrationV1Api(
+            config.new_client_from_config(config_file=federation.kubeconfig(member.name)))
+        hook = registered.read_mutating_webhook_configuration("fedspread-agent").webhooks[0].client_config
+        assert post_review(hook.url, ca_bundle=hook.ca_bundle, body=pod) == 401, member.name
+
+    hub_client = config.new_client_from_config(config_file=federation.kubeconfig("hub"))
+    hub = client.AdmissionregistrationV1Api(hub_client)
+    hook = hub.read_validating_webhook_configuration("fedspread-coordinator").webhooks[0].client_config
+    assert hook.url == f"https://127.0.0.1:{federation.webhook_port}/validate"
+    group = {"group": GROUP, "version": VERSION}
+    spread = {"apiVersion": f"{GROUP}/{VERSION}", "kind": spread_api.KIND,
+              "metadata": {"name": "forged", "namespace": story.NAMESPACE},
+              "spec": {"targetRef": {"name": "web"}, "subsets": [{"name": "a", "maxReplicas": "140%",
+                                                                  "clusters": ["dc1"]}]}}
+    review = forged({**group, "kind": spread_api.KIND}, {**group, "resource": spread_api.PLURAL}, spread)
+    assert post_review(hook.url, ca_bundle=hook.ca_bundle, body=review) == 401
+
+    custom = client.CustomObjectsApi(hub_client)
+
+    def refused_at_the_door() -> bool:
+        try:
+            custom.create_namespaced_custom_object(GROUP, VERSION, "default", spread_api.PLURAL,
+                                                   {**spread, "metadata": {"name": "forged"}}, dry_run="All")
+        except client.ApiException as error:
+            return "maxReplicas" in str(error.body)
+        return False
+
+    waiting.wait_for(refused_at_the_door, timeout=TIMEOUT,
+                     message="the hub apiserver's review never reached the coordinator's webhook")

@@ -96,6 +96,7 @@ def valid_spread(name: str) -> dict[str, Any]:
                                  "adaptive": {"rescheduleCriticalSeconds": 30,
                                               "unschedulableSeconds": 300}},
             "failover": {"clusterLostSeconds": 60},
+            "deletionPolicy": "Orphan",
         },
     }
 
@@ -191,6 +192,31 @@ def member_cluster_name(clusters: Clusters) -> Iterator[str]:
     except ApiException as error:
         if error.status != 404:
             raise
+
+
+def test_the_hub_stores_the_defaults_that_decide_what_is_deleted_or_moved(
+        clusters: Clusters, namespace: str) -> None:
+    """A spread written without deletionPolicy, failover or scheduleStrategy reads back with them
+    (the CRD's defaults, `crd.APISERVER_DEFAULTS`): `kubectl get -o yaml` says what deleting it does."""
+    api = clusters.custom("hub")
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "FederatedSpread", "metadata": {"name": "bare"},
+            "spec": {"targetRef": {"name": "web"}, "subsets": [{"name": "a", "clusters": ["member-1"]}]}}
+    adaptive = {**body, "metadata": {"name": "adaptive"},
+                "spec": {**body["spec"], "scheduleStrategy": {"type": "Adaptive", "adaptive": {}}}}
+    try:
+        for item in (body, adaptive):
+            api.create_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, item)
+        stored = api.get_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, "bare")["spec"]
+        assert stored["deletionPolicy"] == "Orphan"
+        assert stored["failover"] == {"clusterLostSeconds": 60}
+        assert stored["scheduleStrategy"] == {"type": "Fixed"}
+        stored = api.get_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, "adaptive")["spec"]
+        assert stored["scheduleStrategy"] == {
+            "type": "Adaptive", "adaptive": {"rescheduleCriticalSeconds": 30, "unschedulableSeconds": 300}}
+        assert stored["deletionPolicy"] == "Orphan"
+    finally:
+        for item in (body, adaptive):
+            api.delete_namespaced_custom_object(GROUP, VERSION, namespace, SPREADS, item["metadata"]["name"])
 
 
 def test_member_cluster_is_accepted_with_a_writable_status_subresource(

@@ -26,7 +26,7 @@ ALLOWED_KEYWORDS = {
     "type", "description", "properties", "required", "items", "additionalProperties", "enum",
     "format", "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "minItems", "maxItems", "uniqueItems", "nullable", "anyOf",
-    "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields", "default",
 }
 INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
 
@@ -243,8 +243,91 @@ def test_every_property_has_a_description(name: str) -> None:
 @pytest.mark.parametrize("name", [SPREADS, CLUSTERS])
 def test_no_json_schema_leftovers(name: str) -> None:
     text = crd.render(crd.generate_crds()[name])
-    for word in ("$ref", "$defs", "oneOf", "allOf", "const:", "title:", "default:"):
+    for word in ("$ref", "$defs", "oneOf", "allOf", "const:", "title:"):
         assert word not in text, f"{name} contains {word}"
+
+
+# --- defaults the hub stores -------------------------------------------------------------------
+
+STORED_DEFAULTS = {
+    ".spec.deletionPolicy": "Orphan",
+    ".spec.failover": {},
+    ".spec.failover.clusterLostSeconds": 60,
+    ".spec.scheduleStrategy": {},
+    ".spec.scheduleStrategy.type": "Fixed",
+    ".spec.scheduleStrategy.adaptive.rescheduleCriticalSeconds": 30,
+    ".spec.scheduleStrategy.adaptive.unschedulableSeconds": 300,
+}
+"""Every field whose default decides what fedspread deletes or moves (docs/decisions.md), and the
+parents that hold them: the apiserver stores these, so `kubectl get -o yaml` shows them."""
+
+
+def apiserver_defaulted(value: Any, node: dict[str, Any]) -> Any:
+    """`value` defaulted as the apiserver does (apiextensions structural defaulting: a missing
+    property with a default is set, then its own properties are defaulted inside it)."""
+    if isinstance(value, dict) and "properties" in node:
+        out = dict(value)
+        for name, sub in node["properties"].items():
+            if name not in out and "default" in sub:
+                out[name] = sub["default"]
+            if name in out and out[name] is not None:
+                out[name] = apiserver_defaulted(out[name], sub)
+        return out
+    if isinstance(value, list) and "items" in node:
+        return [apiserver_defaulted(item, node["items"]) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("name", [SPREADS, CLUSTERS])
+def test_the_crd_defaults_exactly_the_fields_that_decide_what_is_deleted_or_moved(name: str) -> None:
+    found = {path: node["default"] for path, node in walk(schema_of(name)) if "default" in node}
+    assert found == (STORED_DEFAULTS if name == SPREADS else {})
+    assert {path.removeprefix("FederatedSpread") for path in crd.APISERVER_DEFAULTS} == set(STORED_DEFAULTS)
+
+
+@pytest.mark.parametrize("spec", [
+    pytest.param({}, id="nothing-set"),
+    pytest.param({"scheduleStrategy": {"type": "Adaptive", "adaptive": {}}}, id="adaptive-without-timings"),
+    pytest.param({"scheduleStrategy": {"type": "Adaptive"}, "failover": {}}, id="empty-failover"),
+    pytest.param({"deletionPolicy": "Delete", "failover": {"clusterLostSeconds": 5}}, id="all-set"),
+])
+def test_what_the_apiserver_stores_is_what_the_models_default_to(spec: dict[str, Any]) -> None:
+    """A spread written without the defaulted fields means the same before and after the
+    apiserver fills them in, and the stored object shows every defaulted field."""
+    body = {"targetRef": {"name": "web"}, "subsets": [{"name": "a", "clusters": ["dc1"]}], **spec}
+    stored = apiserver_defaulted(body, schema_of(SPREADS)["properties"]["spec"])
+    model = spread.FederatedSpreadSpec
+    assert model.model_validate(stored) == model.model_validate(body)
+    assert stored["deletionPolicy"] == body.get("deletionPolicy", "Orphan")
+    assert stored["failover"]["clusterLostSeconds"] == body.get("failover", {}).get("clusterLostSeconds", 60)
+    assert stored["scheduleStrategy"]["type"] == spec.get("scheduleStrategy", {}).get("type", "Fixed")
+    if "adaptive" in stored["scheduleStrategy"]:
+        assert stored["scheduleStrategy"]["adaptive"] == {"rescheduleCriticalSeconds": 30,
+                                                          "unschedulableSeconds": 300}
+
+
+def test_defaults_validate_against_their_own_schema() -> None:
+    """apiextensions refuses a CRD whose default (with its children's defaults applied) does not
+    validate; the structural checks here: type, enum, bounds."""
+    for path, node in walk(schema_of(SPREADS)):
+        if "default" not in node:
+            continue
+        value = apiserver_defaulted(node["default"], node)
+        kinds = {"string": str, "integer": int, "object": dict, "boolean": bool}
+        assert isinstance(value, kinds[node["type"]]), path
+        assert value in node.get("enum", [value]), path
+        if node["type"] == "integer":
+            assert node.get("minimum", value) < value <= node.get("maximum", value), path
+
+
+def test_a_default_the_model_does_not_have_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(crd, "APISERVER_DEFAULTS", {**crd.APISERVER_DEFAULTS,
+                                                     "FederatedSpread.spec.targetRef.name": "no default"})
+    with pytest.raises(ValueError, match="no default"):
+        crd.generate_crds()
+    monkeypatch.setattr(crd, "APISERVER_DEFAULTS", {"FederatedSpread.spec.nothing": "gone"})
+    with pytest.raises(ValueError, match="does not have"):
+        crd.generate_crds()
 
 
 def test_max_replicas_is_int_or_string() -> None:

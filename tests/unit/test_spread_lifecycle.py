@@ -14,6 +14,9 @@ import datetime
 import queue
 from typing import Any, cast
 
+import pytest
+
+from federation.api import problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer, statuses
@@ -226,6 +229,45 @@ def test_changing_the_target_ref_is_refused_and_the_last_valid_spec_stays_in_for
     assert "delete" in refusal.message and "'api'" in refusal.message
     fed.apply(upsert(spread(generation=3)))  # changed back: in force again
     assert KEY not in model.lifecycle.refusals()
+
+
+def invalid(key: str, *, policy: str, generation: int = 3) -> hub.HubEvent:
+    """A version of spread `key` that fails validation, its deletionPolicy as written."""
+    return hub.HubEvent("spread", "MODIFIED", key, problems=(problems.Problem("spec.subsets", "bad"),),
+                        generation=generation, deletion_policy=policy)
+
+
+@pytest.mark.parametrize(("in_force", "edit", "orphan"), [
+    pytest.param("Delete", upsert(spread(target="api", policy="Orphan", generation=2)), True,
+                 id="refused-edit-to-orphan-is-heeded"),
+    pytest.param("Delete", invalid(KEY, policy="Orphan"), True, id="invalid-edit-to-orphan-is-heeded"),
+    pytest.param("Delete", invalid(KEY, policy=""), True, id="invalid-edit-dropping-the-policy-orphans"),
+    pytest.param("Delete", upsert(spread(target="api", policy="Delete", generation=2)), False,
+                 id="refused-edit-still-saying-delete-deletes"),
+    pytest.param("Orphan", upsert(spread(target="api", policy="Delete", generation=2)), True,
+                 id="refused-edit-to-delete-is-not-in-force"),
+    pytest.param("Orphan", invalid(KEY, policy="Delete"), True, id="invalid-edit-to-delete-is-not-in-force"),
+])
+def test_a_spread_deleted_after_an_edit_not_in_force_deletes_only_if_both_say_delete(
+        in_force: str, edit: hub.HubEvent, orphan: bool) -> None:
+    """The last valid spec stays in force for placing; deletion deletes only what both the spec in
+    force and the latest version (what `kubectl get` shows) say to delete."""
+    fed = placed(policy=in_force)
+    fed.apply(edit)
+    assert fed.coordinator.world.spread(KEY) is not None and KEY in fed.coordinator.world.placements
+    fed.drain()
+    fed.apply(deleted(KEY))
+    for name in ("dc1", "aws"):
+        assert [r.orphan for r in fed.removals(name)] == [orphan], name
+
+
+def test_an_edit_back_in_force_decides_the_deletion_again() -> None:
+    fed = placed(policy="Delete")
+    fed.apply(upsert(spread(target="api", policy="Orphan", generation=2)))  # refused
+    fed.apply(upsert(spread(policy="Delete", generation=3)))  # in force again
+    fed.drain()
+    fed.apply(deleted(KEY))
+    assert [r.orphan for r in fed.removals("dc1")] == [False]
 
 
 def test_a_refused_spread_shows_valid_false_with_its_reason_and_keeps_the_rest() -> None:

@@ -77,6 +77,8 @@ class HubEvent:
     deployment: DeploymentInfo | None = None
     target: DeploymentInfo | None = None
     """For spread events: the Deployment its targetRef names, as last seen (None if not seen)."""
+    deletion_policy: str = ""
+    """For an invalid spread (`spread` None): its `spec.deletionPolicy` as written ("" if none)."""
 
     @property
     def valid(self) -> bool:
@@ -210,8 +212,10 @@ class HubWatcher:
         target_name = item.spec.target_ref.name if item is not None else None
         namespace = key.partition("/")[0]
         target = self._deployments.get(f"{namespace}/{target_name}") if target_name else None
+        written = (obj.get("spec") or {}).get("deletionPolicy") if isinstance(obj.get("spec"), dict) else None
         return HubEvent(kind, type_, key, spread=item, problems=found,
-                        generation=generation if isinstance(generation, int) else None, target=target)
+                        generation=generation if isinstance(generation, int) else None, target=target,
+                        deletion_policy=written if item is None and isinstance(written, str) else "")
 
 
 def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
@@ -247,7 +251,9 @@ def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
 def _apply_spread(world: world_model.World, event: HubEvent) -> set[str]:
     """A spread event, through the target rules of `world.lifecycle`: a live spread's edit that
     changes its targetRef is refused (the last valid spec stays in force), a spread whose target
-    another spread holds is refused and not placed, and deleting a holder admits the next one."""
+    another spread holds is refused and not placed, and deleting a holder admits the next one. The
+    deletionPolicy of a version not in force (refused or invalid) is noted: deleting the spread
+    then deletes its workloads only if that version said Delete too (`Lifecycle.not_in_force`)."""
     claims = world.lifecycle
     affected: set[str] = set()
     if event.type == "DELETED":
@@ -261,6 +267,8 @@ def _apply_spread(world: world_model.World, event: HubEvent) -> set[str]:
         return affected
     item = event.spread
     if item is None:
+        if world.spread(event.key) is not None:
+            claims.not_in_force(event.key, deletion_policy=event.deletion_policy)
         return set()
     live = world.spread(event.key)
     if live is not None and live.spec.target_ref != item.spec.target_ref:
@@ -270,7 +278,7 @@ def _apply_spread(world: world_model.World, event: HubEvent) -> set[str]:
     if not verdict.admitted:
         return set()
     for displaced in verdict.displaced:
-        affected |= world.delete_spread(displaced)
+        affected |= world.delete_spread(displaced, deleted=False)  # refused, not deleted
     affected |= world.upsert_spread(item)
     if event.target is not None:
         affected |= world.set_target(event.key, replicas=event.target.replicas,

@@ -14,10 +14,43 @@ Thread-safety: used under the coordinator's lock, like the World that owns it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Collection
 
 from federation.core import brake
+
+
+@dataclasses.dataclass(frozen=True)
+class BrakeDecision:
+    """Spread `key`'s brake as looking at its clusters now decided it, not yet kept."""
+
+    key: str
+    state: brake.BrakeState | None
+    """None: failover works normally (the brake is forgotten on commit)."""
+    grace: datetime.timedelta
+
+    @property
+    def kept(self) -> frozenset[str]:
+        """The lost clusters the brake keeps (their replicas stay, they take no new ones)."""
+        return frozenset() if self.state is None else self.state.clusters
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """Which lost clusters may fail over now, as the rate limit decided it, not yet kept."""
+
+    lost: frozenset[str]
+    admitted: frozenset[str]
+    """Those of `lost` whose replicas may move now (admitted before, or newly while budget lasts)."""
+    newly: frozenset[str]
+    """Of `admitted`, those the commit records as admitted at `now` (they spend the budget)."""
+    now: datetime.datetime
+
+    @property
+    def waiting(self) -> frozenset[str]:
+        """Lost clusters that keep their replicas until the budget allows."""
+        return self.lost - self.admitted
 
 
 class Brakes:
@@ -31,14 +64,19 @@ class Brakes:
         self.suspensions = 0
         """Times a spread's failover was suspended (its brake began holding), for the metrics."""
 
-    def update(
+    def decide(
         self, key: str, *, selectable: Collection[str], lost: Collection[str], heard_from_any: bool,
         now: datetime.datetime, grace: datetime.timedelta, falling_silent: Collection[str] = (),
-    ) -> frozenset[str]:
-        """Spread `key`'s brake after looking at its clusters now: the lost clusters it keeps."""
+    ) -> BrakeDecision:
+        """Spread `key`'s brake after looking at its clusters now, decided but not kept (`commit`)."""
         state = brake.next_state(self._states.get(key), selectable=selectable, lost=lost,
                                  heard_from_any=heard_from_any, now=now, grace=grace,
                                  falling_silent=falling_silent)
+        return BrakeDecision(key=key, state=state, grace=grace)
+
+    def commit(self, decision: BrakeDecision) -> frozenset[str]:
+        """Keep `decision` as its spread's brake; the lost clusters it keeps."""
+        key, state = decision.key, decision.state
         if state is None:
             self.forget(key)
             return frozenset()
@@ -46,8 +84,16 @@ class Brakes:
         if state.suspended and (previous is None or not previous.suspended):
             self.suspensions += 1
         self._states[key] = state
-        self._graces[key] = grace
+        self._graces[key] = decision.grace
         return state.clusters
+
+    def update(
+        self, key: str, *, selectable: Collection[str], lost: Collection[str], heard_from_any: bool,
+        now: datetime.datetime, grace: datetime.timedelta, falling_silent: Collection[str] = (),
+    ) -> frozenset[str]:
+        """`decide` and `commit` at once: the lost clusters spread `key`'s brake keeps."""
+        return self.commit(self.decide(key, selectable=selectable, lost=lost, heard_from_any=heard_from_any,
+                                       now=now, grace=grace, falling_silent=falling_silent))
 
     def state(self, key: str) -> brake.BrakeState | None:
         """Spread `key`'s brake, if it holds or is in its grace."""
@@ -100,21 +146,36 @@ class FailoverRateLimit:
         self.deferred = 0
         """Lost clusters made to wait for the budget (each once per wait), for the metrics."""
 
-    def admit(self, lost: Collection[str], *, now: datetime.datetime) -> frozenset[str]:
-        """Those of `lost` whose replicas may move now (admitting new ones while the budget lasts)."""
+    def decide(self, lost: Collection[str], *, now: datetime.datetime) -> Admission:
+        """Those of `lost` whose replicas may move now, decided but not kept (`commit`)."""
+        lost = frozenset(lost)
         if self._per_minute is None:
-            return frozenset(lost)
+            return Admission(lost=lost, admitted=lost, newly=frozenset(), now=now)
         budget = self._per_minute - self._admitted_within(now)
-        for name in sorted(set(lost) - set(self._admitted)):
+        newly: set[str] = set()
+        for name in sorted(lost - set(self._admitted)):
             if budget <= 0:
                 break
-            self._admitted[name] = now
+            newly.add(name)
             budget -= 1
-        admitted = frozenset(name for name in lost if name in self._admitted)
-        newly_waiting = set(lost) - admitted - self._waiting
-        self.deferred += len(newly_waiting)
-        self._waiting = (self._waiting - admitted) | (set(lost) - admitted)
-        return admitted
+        admitted = frozenset(name for name in lost if name in self._admitted or name in newly)
+        return Admission(lost=lost, admitted=admitted, newly=frozenset(newly), now=now)
+
+    def commit(self, admission: Admission) -> frozenset[str]:
+        """Keep `admission`: its new admissions spend the budget, its waiting clusters wait; the
+        clusters admitted."""
+        if self._per_minute is None:
+            return admission.admitted
+        for name in admission.newly:
+            self._admitted.setdefault(name, admission.now)
+        waiting = admission.waiting
+        self.deferred += len(waiting - self._waiting)
+        self._waiting = (self._waiting - admission.admitted) | waiting
+        return admission.admitted
+
+    def admit(self, lost: Collection[str], *, now: datetime.datetime) -> frozenset[str]:
+        """`decide` and `commit` at once: those of `lost` whose replicas may move now."""
+        return self.commit(self.decide(lost, now=now))
 
     def has_budget(self, now: datetime.datetime) -> bool:
         """Whether clusters wait for failover and the budget admits one now."""

@@ -8,16 +8,27 @@ moves a workload that no rule asked it to.
   member Deployments with different shares and fight. The senior one (earliest creationTimestamp,
   then name) holds the target; the others are refused with `TargetConflict` naming the holder and
   are not placed. A holder that is already placed is never displaced — only a holder not placed
-  yet (the hub still being listed) gives way to a senior claimant — so a late, older claimant (one
-  whose spec was invalid until now) cannot take running replicas away. When the holder is
-  deleted, the next claimant in seniority order takes the target.
+  yet gives way to a claimant that ranks before it — so a late, older claimant (one whose spec was
+  invalid until now) cannot take running replicas away. When the holder is deleted, the next
+  claimant in rank order takes the target.
+- **A restart decides nothing it could not decide before.** While the hub is being listed nothing
+  is placed yet, so "placed" cannot settle a conflict; the recorded status does. A spread whose
+  hub status shows it placed (a `Placed` condition) and not refused with `TargetConflict` is the
+  *recorded holder* (`recorded_holder`); claimants rank recorded holders first, then by seniority
+  (`rank`). So the holder the last coordinator wrote keeps the target whatever order the listing
+  brings the spreads in, and an older spread refused with `TargetConflict` stays refused; on a
+  fresh hub (no statuses) seniority decides, as before. A holder displaced before it was placed is
+  refused, not deleted: its workloads, if an earlier coordinator made any, are kept (fail static).
 - **`targetRef` is fixed on a live spread.** Changing it would move every replica to another
   Deployment at once; the edit is refused with `TargetRefImmutable` and the last valid spec stays
   in force (the caller keeps it: this module only records the refusal).
 - **Deletion policy.** A deleted spread's removals orphan its workloads unless its spec said
   `deletionPolicy: Delete`. The deletion and its policy are remembered (the most recent
   `REMEMBERED_DELETIONS` only) so that an agent that was away when the spread was deleted gets the
-  same answer at its resync.
+  same answer at its resync. When the spread's latest version on the hub is not in force (an edit
+  refused — a targetRef change — or invalid), the last valid spec places it, but the deletion
+  deletes only if both say `Delete` (`not_in_force`): what `kubectl get` shows never deletes
+  more than the user asked, and a refused edit to `Orphan` is heeded (when in doubt, orphan).
 - **Nothing is removed by inference from absence** (`leftover`). At a resync, a spread an agent
   says it applies but is not sent is removed only when this coordinator knows why: the spread is
   live and placed elsewhere (the cluster is no longer selected), or it saw the spread deleted. A
@@ -83,6 +94,21 @@ def seniority(item: spread_api.FederatedSpread) -> tuple[str, str]:
     return (str(created) if created else "", item.metadata.name)
 
 
+def recorded_holder(item: spread_api.FederatedSpread) -> bool:
+    """Whether spread `item`'s hub status records it holding its target: placed (a `Placed`
+    condition), and not refused with `TargetConflict` (a refused spread's status keeps what it
+    showed before, so only the Valid condition's reason tells)."""
+    conditions = item.status.conditions if item.status is not None else []
+    refused = any(c.type == "Valid" and c.status == "False" and c.reason == TARGET_CONFLICT
+                  for c in conditions)
+    return not refused and any(c.type == "Placed" for c in conditions)
+
+
+def rank(item: spread_api.FederatedSpread) -> tuple[bool, tuple[str, str]]:
+    """Sort key of claimants of one target: the recorded holder first, then by seniority."""
+    return (not recorded_holder(item), seniority(item))
+
+
 class Lifecycle:
     """Target holders, refusals, and the deletion policies of deleted spreads."""
 
@@ -91,6 +117,8 @@ class Lifecycle:
         self._holders: dict[Target, str] = {}
         self._refused: dict[str, Refusal] = {}
         self._deleting: collections.OrderedDict[str, spread_api.DeletionPolicy] = collections.OrderedDict()
+        self._unapplied: dict[str, str] = {}
+        """Per live spread whose latest hub version is not in force: that version's deletionPolicy."""
 
     def holder_against(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> str | None:
         """The spread whose hold on `item`'s target would refuse `item`'s claim now (None: the
@@ -98,8 +126,8 @@ class Lifecycle:
         holder = self._holders.get(target_of(item))
         if holder is None or holder == item.key:
             return None
-        if holder not in placed and seniority(item) < seniority(self._claimants[target_of(item)][holder]):
-            return None  # a senior claimant displaces a holder not placed yet
+        if holder not in placed and rank(item) < rank(self._claimants[target_of(item)][holder]):
+            return None  # a claimant ranking first displaces a holder not placed yet
         return holder
 
     def claim(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> Verdict:
@@ -114,6 +142,7 @@ class Lifecycle:
         if blocked_by is not None:
             self._refused[key] = self._conflict(item, holder=blocked_by)
             return Verdict(admitted=False)
+        self._unapplied.pop(key, None)  # this version is in force
         holder = self._holders.get(target)
         self._holders[target] = key
         if holder is None or holder == key:
@@ -126,10 +155,17 @@ class Lifecycle:
         self._refused[item.key] = Refusal(
             reason=TARGET_REF_IMMUTABLE, generation=item.metadata.generation,
             message=target_change_message(current=current, wanted=item.spec.target_ref.name))
+        self.not_in_force(item.key, deletion_policy=item.spec.deletion_policy)
+
+    def not_in_force(self, key: str, *, deletion_policy: str) -> None:
+        """Live spread `key`'s latest hub version is not in force (refused, or invalid: then its
+        `deletionPolicy` as written, "" if none): its deletion deletes only if that says Delete too."""
+        self._unapplied[key] = deletion_policy
 
     def release(self, key: str) -> spread_api.FederatedSpread | None:
         """Spread `key` was deleted: the spread that now holds its target (to admit), if any."""
         self._refused.pop(key, None)
+        self._unapplied.pop(key, None)
         for target, claimants in list(self._claimants.items()):
             if claimants.pop(key, None) is None:
                 continue
@@ -140,7 +176,7 @@ class Lifecycle:
             del self._holders[target]
             if not claimants:
                 return None
-            successor = min(claimants.values(), key=seniority)
+            successor = min(claimants.values(), key=rank)
             self._holders[target] = successor.key
             self._refused.pop(successor.key, None)
             return successor
@@ -151,7 +187,10 @@ class Lifecycle:
         return dict(self._refused)
 
     def deleted(self, key: str, policy: spread_api.DeletionPolicy) -> None:
-        """Spread `key` was deleted with `policy`."""
+        """Spread `key`, whose spec in force said `policy`, was deleted: with `policy`, or Orphan if
+        its latest version, not in force, did not say Delete (`not_in_force`)."""
+        if self._unapplied.pop(key, "Delete") != "Delete":
+            policy = "Orphan"
         self._deleting.pop(key, None)
         self._deleting[key] = policy
         while len(self._deleting) > REMEMBERED_DELETIONS:

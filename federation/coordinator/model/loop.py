@@ -27,6 +27,7 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from federation.api import cluster, spread
+from federation.coordinator.model import brakes
 from federation.coordinator.model import world as world_model
 from federation.core import fit, handover, overcommit, placement
 
@@ -121,12 +122,18 @@ def answer_all(requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
 
 
 def request_for(
-    world: world_model.World, entry: world_model.SpreadEntry, *, replicas: int, now: datetime.datetime
+    world: world_model.World, entry: world_model.SpreadEntry, *, replicas: int, now: datetime.datetime,
+    kept: frozenset[str] | None = None,
 ) -> PlaceRequest:
-    """Spread `entry`'s inputs on the world as it is, every other spread's pending pods deducted."""
+    """Spread `entry`'s inputs on the world as it is, every other spread's pending pods deducted.
+
+    Reads only (queries are pure): `kept` are the lost clusters that keep their replicas, as the
+    round committed them (`brake_for`); None (Explain, what-ifs) decides them without committing.
+    """
     key = entry.key
     view = world.view_for(key)
-    kept = brake_for(world, entry, now=now)
+    if kept is None:
+        kept = brake_decision(world, entry, now=now).kept
     if kept:
         view = placement.holding(view, kept)
     usable = world.ready_selected(key) | world.departing(key)
@@ -141,28 +148,59 @@ def request_for(
     )
 
 
-def brake_for(
+@dataclasses.dataclass(frozen=True)
+class BrakeDecision:
+    """Spread `brake.key`'s failover brake and the rate limit's answer for its lost clusters,
+    decided on the world as it is and not yet committed."""
+
+    brake: brakes.BrakeDecision
+    admission: brakes.Admission
+
+    @property
+    def kept(self) -> frozenset[str]:
+        """The lost clusters that keep their replicas (and take no new ones): the brake holds, or
+        their failover waits for the rate limit."""
+        return self.brake.kept | self.admission.waiting
+
+
+def brake_decision(
     world: world_model.World, entry: world_model.SpreadEntry, *, now: datetime.datetime
-) -> frozenset[str]:
-    """Update spread `entry`'s failover brake and the federation's failover rate limit: the lost
-    clusters that keep their replicas (and take no new ones), because the brake holds or their
-    failover waits for the rate limit."""
+) -> BrakeDecision:
+    """What spread `entry`'s failover brake and the federation's failover rate limit would decide
+    now; changes nothing (`commit_brake` keeps it)."""
     selectable = world.selected(entry.key, known=True)
     lost = selectable - world.ready_selected(entry.key)
     falling_silent = world.silent_among(selectable - lost, after=entry.lost_after / 2)
-    kept = world.brakes.update(
+    decided = world.brakes.decide(
         entry.key, selectable=selectable, lost=lost, heard_from_any=world.heard_from_any(entry.lost_after),
         now=now, grace=entry.lost_after, falling_silent=falling_silent,
     )
-    waiting = (lost - kept) - world.failover_limit.admit(lost - kept, now=now)
-    world.brakes.hold(entry.key, waiting=bool(waiting))
-    return kept | waiting
+    return BrakeDecision(brake=decided, admission=world.failover_limit.decide(lost - decided.kept, now=now))
+
+
+def commit_brake(world: world_model.World, decision: BrakeDecision) -> frozenset[str]:
+    """Keep `decision` in the world's brakes and rate limit; the lost clusters that keep their replicas."""
+    world.brakes.commit(decision.brake)
+    world.failover_limit.commit(decision.admission)
+    world.brakes.hold(decision.brake.key, waiting=bool(decision.admission.waiting))
+    return decision.kept
+
+
+def brake_for(
+    world: world_model.World, entry: world_model.SpreadEntry, *, now: datetime.datetime
+) -> frozenset[str]:
+    """Decide and commit spread `entry`'s failover brake and the federation's failover rate limit
+    (the placement round only, once per spread placed): the lost clusters that keep their
+    replicas (and take no new ones), because the brake holds or their failover waits for the
+    rate limit."""
+    return commit_brake(world, brake_decision(world, entry, now=now))
 
 
 def place_one(
     world: world_model.World, entry: world_model.SpreadEntry, *, replicas: int, now: datetime.datetime
 ) -> placement.Placement:
-    """Spread `entry`'s placement for `replicas` on the world as it is (nothing stored)."""
+    """Spread `entry`'s placement for `replicas` on the world as it is (nothing stored, nothing
+    committed: Explain asks this)."""
     return answer(request_for(world, entry, replicas=replicas, now=now))
 
 
@@ -186,8 +224,11 @@ def recompute(
     that can use a cluster where an earlier spread of the round changed its pending pods is
     checked, and placed again here if its inputs did change. Independent spreads — the usual
     case — are neither checked nor placed twice. When `place_batch` raises `BatchUnavailable`
-    (the Ray shards missed their deadline), the same requests are answered here (`fell_back`):
-    they were built once, so the failover brake and rate limit they updated are not counted twice.
+    (the Ray shards missed their deadline), the same requests are answered here (`fell_back`).
+
+    The failover brake and rate limit are decided and committed here, once per spread placed, in
+    key order (`brake_for`); a request placed again reuses that decision. Building a request
+    commits nothing (queries are pure: Explain builds them too).
 
     A key whose spread is gone has its placement dropped (`removed`); a spread whose hub
     Deployment has not been seen yet is not placed (`waiting_for_target`).
@@ -208,11 +249,13 @@ def recompute(
     replaced = 0
     if place_batch is None:
         for entry in entries:
-            result = answer(request_for(world, entry, replicas=entry.replicas or 0, now=now))
+            kept = brake_for(world, entry, now=now)
+            result = answer(request_for(world, entry, replicas=entry.replicas or 0, now=now, kept=kept))
             _store(world, entry.key, result=result)
             placed[entry.key] = result
         return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
-    sent = [request_for(world, e, replicas=e.replicas or 0, now=now) for e in entries]
+    held = {e.key: brake_for(world, e, now=now) for e in entries}  # in key order, each committed once
+    sent = [request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key]) for e in entries]
     fell_back = ""
     try:
         answers = place_batch(sent) if sent else []
@@ -221,7 +264,7 @@ def recompute(
     moved: set[str] = set()  # clusters where an earlier spread of this round changed its pending pods
     for entry, request, result in zip(entries, sent, answers, strict=True):
         if moved and not moved.isdisjoint(world.selected(entry.key)):
-            fresh = request_for(world, entry, replicas=request.replicas, now=now)
+            fresh = request_for(world, entry, replicas=request.replicas, now=now, kept=held[entry.key])
             if fresh != request:
                 result, replaced = answer(fresh), replaced + 1
         moved |= _store(world, entry.key, result=result)

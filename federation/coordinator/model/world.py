@@ -118,13 +118,16 @@ class World:
         self._forget_plan(key)
         return {key}
 
-    def delete_spread(self, key: str) -> set[str]:
+    def delete_spread(self, key: str, *, deleted: bool = True) -> set[str]:
         """A FederatedSpread was deleted (its placement is dropped by the next recompute, and its
-        removals orphan its workloads unless its `deletionPolicy` is Delete)."""
+        removals orphan its workloads unless its `deletionPolicy` is Delete). `deleted` False: it
+        lives on, refused (displaced by a claimant that ranks first, `lifecycle`): it leaves the
+        World but is not remembered as deleted, so no resync removes what it may run."""
         self._seeded.pop(key, None)
         if key not in self._spreads:
             return set()
-        self.lifecycle.deleted(key, self._spreads[key].spec.deletion_policy)
+        if deleted:
+            self.lifecycle.deleted(key, self._spreads[key].spec.deletion_policy)
         self._index.unregister(key)
         del self._spreads[key]
         self._forget_plan(key)
