@@ -55,11 +55,11 @@ class ReadyWatch:
         return min(sum(sample[m] for m in members) for sample in self.history[since:])
 
 
-def slow_ready_template(name: str, replicas: int) -> dict[str, Any]:
-    """A hub Deployment whose pods are Ready `READY_AFTER` seconds after they start."""
+def slow_ready_template(name: str, replicas: int, *, ready_after: int = READY_AFTER) -> dict[str, Any]:
+    """A hub Deployment whose pods are Ready `ready_after` seconds after they start."""
     template = builders.deployment(name, replicas, cpu="10m")
     template["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = {
-        "exec": {"command": ["true"]}, "initialDelaySeconds": READY_AFTER}
+        "exec": {"command": ["true"]}, "initialDelaySeconds": ready_after}
     return template
 
 
@@ -98,11 +98,13 @@ class Scene:
             self.wait(lambda a=agent, m=member: agentside.webhook_live(a, self.clusters, m, self.namespace),
                       f"the apiserver of {member} never called its agent's webhook")
 
-    def start(self, spread: dict[str, Any], *, replicas: int, expect: dict[str, int]) -> dict[str, set[str]]:
+    def start(self, spread: dict[str, Any], *, replicas: int, expect: dict[str, int],
+              ready_after: int = READY_AFTER) -> dict[str, set[str]]:
         """Both agents up, the spread `spread` created and running `expect` Ready pods per
-        member, the coordinator knowing them all Ready; those pods per member."""
+        member (Ready `ready_after` seconds after they start), the coordinator knowing them all
+        Ready; those pods per member."""
         self.agents_live()
-        self.hub.create(slow_ready_template("web", replicas), spread)
+        self.hub.create(slow_ready_template("web", replicas, ready_after=ready_after), spread)
         self.wait(lambda: all(len(self.ready(m)) == expect.get(m, 0) for m in MEMBERS),
                   f"the spread never ran {expect} Ready pods")
         # The coordinator must know them Ready too (agents report changes, not instantly): a move

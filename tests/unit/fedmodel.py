@@ -30,6 +30,7 @@ import datetime
 import itertools
 import json
 import queue
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jsonpatch
@@ -68,20 +69,31 @@ class Member:
 
     def __init__(self, name: str, clock: ManualClock, *, nodes: int) -> None:
         self.name, self.clock, self.nodes = name, clock, nodes
-        self.book = bookkeeping.Bookkeeping(clock)
-        counter = itertools.count()
-        self.webhook = handler.AdmissionHandler(self.book, metrics.AgentMetrics(cluster=name),
-                                                token_source=lambda: f"{next(counter):06d}")
-        self.outbox = outbox.Outbox()
         self.pods: dict[str, Pod] = {}
         self.stream: facade.AgentStream | None = None
-        self.received: dict[str, int] = {}
         self.allowance: dict[str, int] = {}
+        self.deployment_replicas = 0
+        """The member Deployment's `spec.replicas` (0: none): it outlives an agent restart."""
         self._names = itertools.count()
         self._uids = itertools.count()
-        self._sequence = itertools.count(1)
+        self.restart_agent()
         self.seen: collections.Counter[str] = collections.Counter()
         """What happened here, for the test's coverage events."""
+
+    def restart_agent(self) -> None:
+        """A new agent process: bookkeeping, webhook state, outbox and stream numbering start
+        empty (the pods and the member Deployment stay, as in a real cluster)."""
+        self.book = bookkeeping.Bookkeeping(self.clock)
+        counter = itertools.count()
+        self.webhook = handler.AdmissionHandler(self.book, metrics.AgentMetrics(cluster=self.name),
+                                                token_source=lambda: f"{next(counter):06d}")
+        self.outbox = outbox.Outbox()
+        self.received: dict[str, int] = {}
+        self._sequence = itertools.count(1)
+
+    def running_pods(self) -> set[str]:
+        """The pods bound to a node (Running and, in this model, Ready)."""
+        return {p.name for p in self.pods.values() if p.node is not None}
 
     # --- what the agent enforces --------------------------------------------------------------------
 
@@ -167,7 +179,7 @@ class Member:
     def replicaset_step(self) -> bool:
         """One step of the ReplicaSet toward the agent's share; whether it did anything."""
         current = self.book.assignment(KEY)
-        target = current.replicas if current is not None else 0
+        target = self.deployment_replicas
         if len(self.pods) < target:
             self.create_pod()
             return True
@@ -208,6 +220,9 @@ class Member:
 
     def observe(self) -> None:
         """The watch cache catches up: the bookkeeping sees every pod, stale entries expire."""
+        if self.book.assignment(KEY) is None:  # the controller counts assigned spreads only
+            self.book.expire()
+            return
         self.book.observe(KEY, [bookkeeping.PodRecord(
             name=p.name, subset=p.subset, revision="", phase="Running" if p.node is not None else "Pending",
             ready=p.node is not None, node_name="" if p.node is None else f"n{p.node}", created=p.created,
@@ -263,6 +278,7 @@ class Member:
             seen = self.received.get(decoded.spread)
             if seen is None or seen <= decoded.generation:
                 self.book.set_assignment(decoded)
+                self.deployment_replicas = decoded.replicas  # the agent writes its Deployment
                 self.received[decoded.spread] = decoded.generation
                 self.outbox.put_event(agent_pb2.AgentMessage(ack=agent_pb2.Ack(  # as the link acks
                     spread=decoded.spread, generation=decoded.generation)))
@@ -270,6 +286,7 @@ class Member:
             seen = self.received.get(message.removal.spread)
             if seen is None or seen <= message.removal.generation:
                 self.book.remove_assignment(message.removal.spread)
+                self.deployment_replicas = 0
                 self.received.pop(message.removal.spread, None)
                 for name in sorted(self.pods):  # the member Deployment is deleted; its pods go
                     self.delete_pod(name)
@@ -325,10 +342,40 @@ class Federation:
         for current in member.book.assignments():
             hello.applied.add(spread=current.spread, generation=current.generation,
                               template_revision=current.template_revision)
+        if not hello.applied and (member.deployment_replicas or member.pods):
+            hello.applied.add(spread=KEY)  # a restarted agent names the Deployments it marked
         member.received = {}
         member.stream = self.coordinator.attach(hello, heartbeat_seconds=HEARTBEAT_SECONDS)
         member.report()
+        self.flush(member)  # as the real link: the latest full reports first after Welcome, then acks
         self.pump()
+
+    def restart_agent(self, name: str) -> None:
+        """The member's agent process is killed and started again: its stream ends, its
+        bookkeeping is lost, and the new process connects with an empty first report."""
+        self.disconnect(name)
+        self.members[name].restart_agent()
+        self.connect(name)
+
+    def restart_coordinator(self, *, hub: Callable[[facade.Coordinator], None],
+                            order: Sequence[str], synced_after: int) -> None:
+        """The coordinator is killed and started again: every stream ends; the new one lists the
+        hub (`hub` feeds its World, as the watcher does), and the agents reconnect in `order`,
+        the first `synced_after` of them before the hub listing is complete."""
+        for name in self.members:
+            self.disconnect(name)
+        self.coordinator = facade.Coordinator(world.World(self.clock, grace_from=self.clock()), clock=self.clock,
+                                              coordinator_id="model-2", hub_synced=False)
+        with self.coordinator.lock:
+            hub(self.coordinator)
+        for index, name in enumerate(order):
+            if index == synced_after:
+                self.coordinator.mark_hub_synced()
+                self.pump()
+            self.connect(name)
+        if synced_after >= len(order):
+            self.coordinator.mark_hub_synced()
+            self.pump()
 
     def disconnect(self, name: str) -> None:
         member = self.members[name]

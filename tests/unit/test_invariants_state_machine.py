@@ -43,6 +43,7 @@ from hypothesis import stateful
 from hypothesis import strategies as st
 
 from federation.api import names
+from federation.api import spread as spread_api
 from federation.core import apportion, placement
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -105,6 +106,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.strategy = "Fixed"
         self.generation = 1
         self.replicas = 0
+        self.limits: list[int | str | None] = []
 
     # --- set-up ---------------------------------------------------------------------------------------
 
@@ -127,14 +129,17 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.fed.pump()
 
     def _apply_spec(self, limits: list[int | str | None]) -> None:
+        self.limits = limits
+        self._hub(self.fed.world.upsert_spread(self._spread_item()))
+
+    def _spread_item(self) -> spread_api.FederatedSpread:
         with_caps = [{**item, **({"maxReplicas": cap} if cap is not None else {})}
-                     for item, cap in zip(self.items, limits, strict=True)]
-        item = builders.federated_spread(
+                     for item, cap in zip(self.items, self.limits, strict=True)]
+        return builders.federated_spread(
             fm.NAME, with_caps, namespace=fm.NAMESPACE, generation=self.generation, strategy=self.strategy,
             adaptive={"rescheduleCriticalSeconds": CRITICAL_SECONDS,
                       "unschedulableSeconds": UNSCHEDULABLE_SECONDS} if self.strategy == "Adaptive" else None,
             lost_seconds=LOST_SECONDS)
-        self._hub(self.fed.world.upsert_spread(item))
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -191,6 +196,58 @@ class FederationMachine(stateful.RuleBasedStateMachine):
     def agent_reconnects(self, name: str) -> None:
         if self.fed.members[name].stream is None:
             self.fed.connect(name)
+
+    @stateful.rule(name=CLUSTER)
+    def agent_restarts(self, name: str) -> None:
+        """The member's agent is killed and started again, in the middle of whatever is going on
+        (a handover, a scale): its bookkeeping is lost and its first report is empty. Unknown is
+        not zero: no running pod the spread still needs may go because of it."""
+        self._judge_restart(lambda: self.fed.restart_agent(name))
+
+    @stateful.rule(order=st.permutations(fm.CLUSTERS), synced_after=st.integers(0, len(fm.CLUSTERS)))
+    def coordinator_restarts(self, order: list[str], synced_after: int) -> None:
+        """The coordinator is killed and started again: the new one lists the hub (the spread
+        with the placement its status recorded) while the agents reconnect, in any order. A
+        restart decides nothing new: no running pod the spread still needs may go."""
+        recorded = self.fed.world.placements.get(fm.KEY)
+        item = self._spread_item()
+        if recorded is not None:
+            item = item.model_copy(update={"status": spread_api.FederatedSpreadStatus(subset_statuses=[
+                spread_api.SubsetStatus(name=s.name, clusters=dict(s.clusters)) for s in recorded.subsets])})
+        template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None, image="web:1")
+
+        def hub(coordinator: Any) -> None:
+            for cluster_name in fm.CLUSTERS:
+                coordinator.world.upsert_cluster(cluster_name, labels={names.REGION_LABEL: REGIONS[cluster_name]})
+            coordinator.world.upsert_spread(item)
+            coordinator.world.set_target(fm.KEY, replicas=self.replicas, template=template)
+
+        self._judge_restart(lambda: self.fed.restart_coordinator(hub=hub, order=order, synced_after=synced_after))
+
+    def _judge_restart(self, restart: Any) -> None:
+        """Settle every ReplicaSet, restart, let the ReplicaSets act on what the restart sent:
+        the running pods never fall below min(what ran, what the spread needs), and a quiet
+        federation (everything placed runs) loses no running pod at all."""
+        for member in self.fed.members.values():
+            while member.replicaset_step():
+                pass
+        before = self.fed.world.placements.get(fm.KEY)
+        quiet = (before is not None and placement.settled(before) and not self.fed.world.marks_for(fm.KEY)
+                 and all(m.stream is not None and m.running_pods() == set(m.pods)
+                         for m in self.fed.members.values()))
+        running = {name: member.running_pods() for name, member in self.fed.members.items()}
+        restart()
+        for member in self.fed.members.values():
+            while member.replicaset_step():
+                pass
+        after = {name: member.running_pods() for name, member in self.fed.members.items()}
+        needed = 0 if before is None else before.replicas - before.unplaced
+        total_before, total_after = (sum(len(v) for v in found.values()) for found in (running, after))
+        assert total_after >= min(total_before, needed), (running, after, needed)
+        hypothesis.event(f"restart judged quiet: {quiet}")
+        if quiet:
+            for name in fm.CLUSTERS:
+                assert running[name] <= after[name], (name, running[name] - after[name])
 
     @stateful.rule(seconds=st.sampled_from([1, 5, 12, 31]))
     def time_passes(self, seconds: int) -> None:
