@@ -14,7 +14,8 @@ replacements are Ready. In the middle of that handover:
 
 Both agents reach the coordinator through a proxy that delays every chunk, so reports and
 answers cross later events (as on a slow network), and each case runs at two moments of the
-handover (pods Ready 12 s after they start, so both land before the replacements are Ready). Every sample of both members' Ready pods is judged.
+handover (pods Ready 12 s after they start, so both land before the replacements are Ready).
+Every sample of both members' Ready pods is judged.
 """
 
 from __future__ import annotations

@@ -364,8 +364,9 @@ class Federation:
         the first `synced_after` of them before the hub listing is complete."""
         for name in self.members:
             self.disconnect(name)
-        self.coordinator = facade.Coordinator(world.World(self.clock, grace_from=self.clock()), clock=self.clock,
-                                              coordinator_id="model-2", hub_synced=False)
+        fresh = world.World(self.clock, grace_from=self.clock())
+        self.coordinator = facade.Coordinator(fresh, clock=self.clock, coordinator_id="model-2",
+                                              hub_synced=False)
         with self.coordinator.lock:
             hub(self.coordinator)
         for index, name in enumerate(order):

@@ -212,17 +212,22 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         recorded = self.fed.world.placements.get(fm.KEY)
         item = self._spread_item()
         if recorded is not None:
-            item = item.model_copy(update={"status": spread_api.FederatedSpreadStatus(subset_statuses=[
-                spread_api.SubsetStatus(name=s.name, clusters=dict(s.clusters)) for s in recorded.subsets])})
-        template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None, image="web:1")
+            statuses = [spread_api.SubsetStatus(name=s.name, clusters=dict(s.clusters))
+                        for s in recorded.subsets]
+            status = spread_api.FederatedSpreadStatus(subset_statuses=statuses)
+            item = item.model_copy(update={"status": status})
+        template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None,
+                                       image="web:1")
 
         def hub(coordinator: Any) -> None:
             for cluster_name in fm.CLUSTERS:
-                coordinator.world.upsert_cluster(cluster_name, labels={names.REGION_LABEL: REGIONS[cluster_name]})
+                labels = {names.REGION_LABEL: REGIONS[cluster_name]}
+                coordinator.world.upsert_cluster(cluster_name, labels=labels)
             coordinator.world.upsert_spread(item)
             coordinator.world.set_target(fm.KEY, replicas=self.replicas, template=template)
 
-        self._judge_restart(lambda: self.fed.restart_coordinator(hub=hub, order=order, synced_after=synced_after))
+        self._judge_restart(
+            lambda: self.fed.restart_coordinator(hub=hub, order=order, synced_after=synced_after))
 
     def _judge_restart(self, restart: Any) -> None:
         """Settle every ReplicaSet, restart, let the ReplicaSets act on what the restart sent:
