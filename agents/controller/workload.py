@@ -302,11 +302,11 @@ class WorkloadSync:
         received from a coordinator of that federation); how many.
 
         Call after `Bookkeeping.remove_assignment`, or the next round recreates them. A Deployment
-        that an assignment held now names is kept (`_claimed`): one of the same spread key arrived
-        after the removal (the spread was created again), and it adopts what runs.
+        that an assignment of the same spread key held now names is kept (`_claimed`): it arrived
+        after the removal (the spread was created again) and adopts what runs.
         """
         self._forget(spread)
-        keep = self._claimed()
+        keep = self._claimed(spread)
         return sum(int(self._delete(namespace, name, uid=uid, spread=spread))
                    for namespace, name, uid in self._owned(spread, federation)
                    if (namespace, name) not in keep)
@@ -320,11 +320,11 @@ class WorkloadSync:
         left alone: editing it would roll every pod. Pods keep `fedspread.io/spread`, but a pod
         counts as a spread's only while its owner chain leads to a Deployment carrying the
         spread's marks (`agents.owners`), so the agent leaves the released pods alone.
-        A Deployment an assignment held now names is kept as it is (`_claimed`): that assignment,
-        of the same key, arrived after the removal and adopts it. How many were released."""
+        A Deployment an assignment of the same key held now names is kept as it is (`_claimed`):
+        that assignment arrived after the removal and adopts it. How many were released."""
         self._forget(spread)
         released = 0
-        keep = self._claimed()
+        keep = self._claimed(spread)
         ours = (names.SPREAD_KEY_ANNOTATION, names.DESIRED_HASH_ANNOTATION, names.GENERATION_ANNOTATION,
                 names.SPREAD_UID_ANNOTATION)
         for namespace, name, _ in self._owned(spread, federation):
@@ -347,9 +347,14 @@ class WorkloadSync:
             released += 1
         return released
 
-    def _claimed(self) -> set[tuple[str, str]]:
-        """(namespace, name) of the member Deployments the assignments held now name."""
-        return {(v.namespace, v.workload) for v in self._books.assignments()}
+    def _claimed(self, spread: str) -> set[tuple[str, str]]:
+        """(namespace, name) of the member Deployment an assignment of `spread` held now names: one
+        that arrived after the removal (the spread created again), which adopts it. Another
+        spread's assignment naming it never could (a Deployment marked for `spread` is a conflict
+        for it), so it protects nothing: a successor of the target gets its own Deployment once
+        the old one is deleted."""
+        current = self._books.assignment(spread)
+        return set() if current is None else {(current.namespace, current.workload)}
 
     def _forget(self, spread: str) -> None:
         self._rendered.pop(spread, None)

@@ -296,3 +296,18 @@ def test_a_removal_followed_by_an_assignment_of_the_same_key_neither_deletes_nor
         assert acted == 0 and ("shop", "own") in apps.items, orphan
         assert sync.sync_once() == {workload.UPDATED: 1}, orphan
         assert apps.items["shop", "own"]["metadata"]["annotations"][names.SPREAD_UID_ANNOTATION] == "uid-2"
+
+
+def test_a_successor_of_the_target_does_not_shield_the_old_spreads_deployment_from_its_delete() -> None:
+    # Spread a (Delete) is deleted and spread b, of another name, takes its target over: b's
+    # assignment may reach the agent first (the coordinator holds a's delete for a re-creation),
+    # but b can never own a Deployment marked for a, so a's delete goes ahead and b makes its own.
+    apps, books = FakeApps(), bookkeeping.Bookkeeping()
+    books.set_assignment(VALUE)
+    sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
+    assert sync.sync_once() == {workload.CREATED: 1}
+    books.remove_assignment(VALUE.spread)
+    successor = dataclasses.replace(VALUE, spread="shop/successor", spread_uid="uid-9")
+    books.set_assignment(successor)
+    assert sync.sync_once() == {workload.CONFLICT: 1}
+    assert sync.remove(VALUE.spread, federation="prod") == 1 and ("shop", "own") not in apps.items
