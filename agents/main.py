@@ -21,10 +21,11 @@ import signal
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubernetes import client
 
-from agents import bookkeeping, bootstrap, metrics, outbox, ownership
+from agents import bookkeeping, bootstrap, metrics, outbox, owners, ownership
 from agents.cache import store as cache
 from agents.controller import reconciler, workload
 from agents.inventory import reporter
@@ -36,6 +37,7 @@ from federation.certs import store, transport
 from federation.kube import errors as kube_errors
 from federation.kube import events as kube_events
 from federation.kube import webhook_clients
+from federation.rpc import assignment
 
 log = logging.getLogger("fedspread.agent")
 
@@ -111,7 +113,8 @@ class Agent:
                 service=settings.webhook_service, cert=settings.tls_cert, key=settings.tls_key,
                 ca=settings.tls_ca)
             self.webhook = server.WebhookServer(
-                handler.AdmissionHandler(self.bookkeeping, self.metrics), port=settings.webhook_port,
+                handler.AdmissionHandler(self.bookkeeping, self.metrics, owner_check=self._owner_check),
+                port=settings.webhook_port,
                 cert_file=self.serving.cert_file, key_file=self.serving.key_file,
                 ready=self._ready,
                 client_auth=None if settings.webhook_client_ca is None else webhook_clients.ClientAuth(
@@ -237,6 +240,12 @@ class Agent:
         thread = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def _owner_check(self, value: assignment.Assignment, namespace: str, references: Any) -> str:
+        """Whose pod a pod being created is (`owners.admission`), from the cache (the webhook's)."""
+        return owners.admission(value, namespace=namespace, owner_references=references,
+                                deployment=self.cache.deployment(value.namespace, value.workload),
+                                replicaset=self.cache.replicaset)
 
     def _removed(self, spread: str, orphan: bool) -> None:
         if orphan:

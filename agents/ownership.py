@@ -11,6 +11,10 @@ each assignment). The agent then
   Deployment of the target's name is a `CONFLICT`, left untouched and reported to the coordinator;
 - adopts a Deployment of its federation made for an earlier spread of the same key (another uid:
   the hub was restored, or the spread deleted while the coordinator was down and created again);
+- adopts a Deployment it released for an earlier spread of the same key in its federation (the
+  `released-from` mark a release leaves: the spread was deleted with `deletionPolicy: Orphan` and
+  created again, `kubectl replace --force` or a GitOps replace); a released Deployment is
+  otherwise nobody's to adopt: another spread, or another federation, meets it as a `CONFLICT`;
 - adopts a Deployment made by an earlier agent version (no marks at all, but the spread-key
   annotation of this very spread and the agent's desired-hash annotation, which only the agent
   writes) — the upgrade path; it is then stamped with both marks;
@@ -68,6 +72,14 @@ def claim(*, labels: Mapping[str, str] | None, annotations: Mapping[str, str] | 
     federation = labels.get(names.FEDERATION_LABEL)
     uid = annotations.get(names.SPREAD_UID_ANNOTATION)
     if federation is None and uid is None:
+        released = annotations.get(names.RELEASED_FROM_ANNOTATION)
+        if released is not None:
+            if released == names.released_from(value.federation, value.spread):
+                return Claim(ADOPT, f"released by an earlier spread {value.spread} of this federation; "
+                                    f"re-stamped with uid {value.spread_uid!r}")
+            return Claim(CONFLICT, f"Deployment {where} exists and was not created by fedspread for "
+                                   f"this spread (released by {released!r}; only that spread of that "
+                                   "federation adopts it)")
         if (annotations.get(names.SPREAD_KEY_ANNOTATION) == value.spread
                 and names.DESIRED_HASH_ANNOTATION in annotations
                 and labels.get(names.SPREAD_LABEL) == value.name):

@@ -123,6 +123,10 @@ class FakeApi:
     def list_deployment_for_all_namespaces(self, **query: Any) -> Any:
         return self._serve(query, self._spread_workloads, synthetic_cluster.deployment_json)
 
+    def list_replica_set_for_all_namespaces(self, **query: Any) -> Any:
+        """No ReplicaSets: the measurement is about nodes and pods (a spread has a few)."""
+        return self._serve(query, (), synthetic_cluster.deployment_json)
+
     def _serve(
         self, query: Json, indices: Sequence[int], build: Callable[[synthetic_cluster.Plan, int], Json]
     ) -> Any:

@@ -15,7 +15,11 @@ keeps, per object, only what its readers use, converted once when the event arri
 * pods labelled `fedspread.io/spread` — `SpreadPod` (a `bookkeeping.PodRecord` and what deletion
   cost needs besides), indexed by spread (all phases, bound or not: Pending pods matter here);
 * Deployments labelled `fedspread.io/spread` — `DeploymentView` (replicas, fedspread annotations,
-  status counters).
+  status counters);
+* ReplicaSets labelled `fedspread.io/spread` (a Deployment's ReplicaSets carry its pod template's
+  labels) — `ReplicaSetView` (uid and controlling Deployment), indexed by that Deployment: with
+  each pod's controller uid, the link of the owner chain Pod → ReplicaSet → Deployment that
+  decides whose pod it is (`agents.owners`), at the cost of a few objects per spread.
 
 Each object is stored under the reflector's own key string (`emit_keyed`), shared with the
 reflector's version map rather than copied: on the inventory benchmark's member (100,000 pods) a
@@ -53,6 +57,7 @@ V = TypeVar("V")
 Requests = Mapping[str, fractions.Fraction]
 
 NODES, USAGE, SPREAD_PODS, DEPLOYMENTS = "nodes", "usage", "spread-pods", "deployments"
+REPLICASETS = "replicasets"
 BOUND_ACTIVE_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """The pods that take node resources, as kube-scheduler counts them."""
 PAGE_SIZE = 250
@@ -116,13 +121,13 @@ class _Store(Generic[V]):
 
 
 class Cache:
-    """Nodes, pods and fedspread Deployments of one member cluster, fed by four watches."""
+    """Nodes, pods, fedspread Deployments and ReplicaSets of one member cluster, fed by five watches."""
 
     def __init__(self, core_api: Any, apps_api: Any, *, watch_seconds: int = 300,
                  page_size: int = PAGE_SIZE) -> None:
         self._cond = threading.Condition()
         self._changes = 0
-        self._versions = {NODES: 0, USAGE: 0, SPREAD_PODS: 0, DEPLOYMENTS: 0}
+        self._versions = {NODES: 0, USAGE: 0, SPREAD_PODS: 0, DEPLOYMENTS: 0, REPLICASETS: 0}
         self._interned: dict[tuple[tuple[str, fractions.Fraction], ...], Requests] = {}
         self._stores: dict[str, _Store[Any]] = {
             NODES: _Store[inventory.NodeView](lambda obj, _: views.node_view(obj)),
@@ -130,6 +135,8 @@ class Cache:
             SPREAD_PODS: _Store[views.SpreadPod](lambda obj, _: views.spread_pod(obj),
                                                  index=lambda p: p.spread),
             DEPLOYMENTS: _Store[views.DeploymentView](lambda obj, _: views.deployment_view(obj)),
+            REPLICASETS: _Store[views.ReplicaSetView](lambda obj, _: views.replicaset_view(obj),
+                                                      index=lambda r: r.owner),
         }
         self._stop = threading.Event()
 
@@ -145,6 +152,7 @@ class Cache:
             watch(USAGE, core_api.list_pod_for_all_namespaces, field_selector=BOUND_ACTIVE_PODS),
             watch(SPREAD_PODS, core_api.list_pod_for_all_namespaces, label_selector=spread),
             watch(DEPLOYMENTS, apps_api.list_deployment_for_all_namespaces, label_selector=spread),
+            watch(REPLICASETS, apps_api.list_replica_set_for_all_namespaces, label_selector=spread),
         ]
         self._threads: list[threading.Thread] = []
 
@@ -236,6 +244,21 @@ class Cache:
         with self._cond:
             value: views.DeploymentView | None = self._stores[DEPLOYMENTS].items.get(f"{namespace}/{name}")
             return value
+
+    def replicaset(self, namespace: str, name: str) -> views.ReplicaSetView | None:
+        """One ReplicaSet labelled fedspread.io/spread, if cached."""
+        with self._cond:
+            value: views.ReplicaSetView | None = self._stores[REPLICASETS].items.get(f"{namespace}/{name}")
+            return value
+
+    def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
+        """The uids (`views.compact_uid`, as pods carry their controller's) of the cached
+        ReplicaSets that Deployment `deployment_uid` controls."""
+        if not deployment_uid:
+            return frozenset()
+        with self._cond:
+            group = self._stores[REPLICASETS].by_index.get(deployment_uid, {})
+            return frozenset(views.compact_uid(r.uid) for r in group.values())
 
     # --- writers (reflector threads) ---------------------------------------------------------------
 

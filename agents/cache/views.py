@@ -1,4 +1,5 @@
-"""Kubernetes JSON to the compact views the agent's cache keeps: pods of spreads, nodes, usage.
+"""Kubernetes JSON to the compact views the agent's cache keeps: pods of spreads, nodes, usage,
+the spreads' Deployments and ReplicaSets.
 
 Why separate from the cache: these conversions are pure and decide what the controller believes
 (a pod's subset, template revision, readiness, since when it is unschedulable, its current
@@ -44,6 +45,10 @@ class SpreadPod:
     uid: str
     record: bookkeeping.PodRecord
     ready_since: datetime.datetime | None = None
+    owner: int | str = ""
+    """The uid (`compact_uid`) of the pod's controller (its controller ownerReference: the
+    ReplicaSet, for a Deployment's pod); "" for a pod no controller owns. Whose pod it is follows
+    from it (`agents.owners`), not from the label."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +79,31 @@ class DeploymentView:
     """The fedspread.io/federation label (whose Deployment it is; agents.ownership)."""
     """Kept so that a status change alone (readyReplicas going up) is a cache change the
     reconciler wakes for and reports."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaSetView:
+    """One ReplicaSet labelled fedspread.io/spread (a member Deployment's, or a released one's):
+    the link from a pod's controller to the Deployment that controls it."""
+
+    uid: str
+    owner: str
+    """The uid of the Deployment that controls it (its controller ownerReference); "" if none."""
+
+
+def controller_of(meta: Mapping[str, Any], *, kind: str | None = None) -> Mapping[str, Any] | None:
+    """An object's controller ownerReference (of `kind`, when given), if it has one."""
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref if kind is None or ref.get("kind") == kind else None
+    return None
+
+
+def replicaset_view(replicaset: Mapping[str, Any]) -> ReplicaSetView:
+    """The compact view of a spread's ReplicaSet."""
+    meta = replicaset.get("metadata") or {}
+    owner = controller_of(meta, kind="Deployment")
+    return ReplicaSetView(uid=str(meta.get("uid") or ""), owner=str((owner or {}).get("uid") or ""))
 
 
 def compact_uid(uid: str) -> int | str:
@@ -131,6 +161,7 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
     ready_condition = _condition(status, "Ready")
     ready = ready_condition.get("status") == "True"
     restarts = [int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or ()]
+    controller = controller_of(meta)
     namespace = sys.intern(str(meta.get("namespace") or ""))
     subset = annotations.get(names.SUBSET_ANNOTATION) or None
     record = bookkeeping.PodRecord(
@@ -145,12 +176,13 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
         unschedulable_since=unschedulable_since(pod),
         current_cost=deletion_cost.parse_cost(annotations.get(names.DELETION_COST_ANNOTATION)),
         restarts=max(restarts, default=0),
-        owned=any(ref.get("controller") for ref in meta.get("ownerReferences") or ()),
+        owned=controller is not None,
     )
     return SpreadPod(
         namespace=namespace, spread=sys.intern(assignment.spread_key(namespace, spread_name)),
         uid=str(meta.get("uid") or ""), record=record,
         ready_since=parse_time(ready_condition.get("lastTransitionTime")) if ready else None,
+        owner=compact_uid(str(controller.get("uid") or "")) if controller is not None else "",
     )
 
 

@@ -3,8 +3,10 @@
 Why one loop for these: they all start from the same snapshot of the cache (a spread's pods) and
 run on the same beat (a second, or sooner when pods change). Each round, per assigned spread:
 
-1. recount — the cached pods become `PodRecord`s handed to `Bookkeeping.observe` (once the cache
-   has listed everything: a partial list would undercount), which settles the webhook's
+1. recount — the cached pods whose owner chain leads to the spread's marked member Deployment
+   (`agents.owners`: not the label alone; a released Deployment's pods, another controller's and
+   bare pods are not the spread's) become `PodRecord`s handed to `Bookkeeping.observe` (once
+   the cache has listed everything: a partial list would undercount), which settles the webhook's
    creatingPods/deletingPods and lets the webhook place pods of a spread it never counted; then
    `Bookkeeping.expire` drops stale entries and local unschedulable marks whose time is up;
    pods of no subset (they predate the assignment, or the webhook was down) are matched to a
@@ -41,7 +43,7 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import bookkeeping, outbox, ownership, retries
+from agents import bookkeeping, outbox, owners, retries
 from agents.cache import store as cache_mod
 from agents.cache import views
 from federation import clock as clock_mod
@@ -58,9 +60,9 @@ RESCHEDULED = "Rescheduled"
 """The reason of the Event on a pod deleted because it waited too long in its subset."""
 REWRITE_AFTER = 10.0
 """Seconds during which a cost just written is not written again while the cache catches up."""
-WAKE_KINDS = (cache_mod.SPREAD_PODS, cache_mod.DEPLOYMENTS)
-"""Cache changes that start a round early: the spreads' pods, and the member Deployments (whose
-status goes into the pod counts report)."""
+WAKE_KINDS = (cache_mod.SPREAD_PODS, cache_mod.DEPLOYMENTS, cache_mod.REPLICASETS)
+"""Cache changes that start a round early: the spreads' pods, the member Deployments (whose
+status goes into the pod counts report) and their ReplicaSets (which make pods the spread's)."""
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -103,10 +105,8 @@ def member_status(value: assignment.Assignment, view: views.DeploymentView | Non
     """The status of the spread's member Deployment; None when the cache has no Deployment of that
     name labelled for this spread and marked as this assignment's (not created yet, or someone
     else's: agents.ownership)."""
-    if view is None or view.spread_label != value.name or not ownership.owns(
-            federation=view.federation, uid=view.annotations.get(names.SPREAD_UID_ANNOTATION), value=value):
-        return None
-    return view.status
+    mine = owners.member_deployment(value, view)
+    return None if mine is None else mine.status
 
 
 def blocked_subsets(value: assignment.Assignment, marks: Mapping[str, datetime.datetime],
@@ -125,6 +125,9 @@ class Round:
     reported: int = 0
     counts_sent: bool = False
 
+
+Seen = tuple[int, owners.Controllers]
+"""What a spread's pods were read at: the cache's version of its pods and its owner chain."""
 
 Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
                dict[str, str], frozenset[str]]
@@ -162,9 +165,9 @@ class Reconciler:
         """The watchdog's heartbeat (`federation.watchdog`): called every round and before every
         write, so a round of many writes is turning as long as each ends within its deadline."""
         self._written: dict[tuple[str, str], tuple[int, float]] = {}
-        self._costs_done: dict[str, tuple[assignment.Assignment, int]] = {}
-        """Per spread: the assignment and pods version whose costs are all written (skip until
-        either changes: sorting 20,000 pods every second would be wasted)."""
+        self._costs_done: dict[str, tuple[assignment.Assignment, Seen]] = {}
+        """Per spread: the assignment, pods version and owner chain whose costs are all written
+        (skip until one changes: sorting 20,000 pods every second would be wasted)."""
         self._last_counts: Report | None = None
         """The pod counts and member Deployment statuses last sent."""
         self._last_sent = float("-inf")
@@ -177,10 +180,11 @@ class Reconciler:
         done = Round()
         current = self._books.assignments()
         counted = self._cache.synced  # a cache still listing would count too few pods
-        versions, snapshot = {}, {}
+        versions: dict[str, Seen] = {}
+        snapshot: dict[str, list[views.SpreadPod]] = {}
         nodes: dict[str, Mapping[str, str]] | None = None
         for value in current:
-            versions[value.spread], snapshot[value.spread] = self._cache.spread_snapshot(value.spread)
+            versions[value.spread], snapshot[value.spread] = self._owned_pods(value)
             if counted:
                 self._books.observe(value.spread, [p.record for p in snapshot[value.spread]])
                 if nodes is None and any(p.record.subset is None for p in snapshot[value.spread]):
@@ -204,6 +208,14 @@ class Reconciler:
         done.counts_sent = self._send_counts(current, counted=counted)
         self.rounds += 1
         return done
+
+    def _owned_pods(self, value: assignment.Assignment) -> tuple[Seen, list[views.SpreadPod]]:
+        """The spread's pods: those labelled for it whose owner chain leads to its marked member
+        Deployment (`agents.owners`); with what they were read at (pods version, owner chain)."""
+        version, pods = self._cache.spread_snapshot(value.spread)
+        chain = owners.controllers(value, self._cache.deployment(value.namespace, value.workload),
+                                   self._cache.replicasets_of)
+        return (version, chain), owners.owned(pods, chain)
 
     # --- pods that predate the spread ------------------------------------------------------------
 

@@ -15,9 +15,9 @@ cache costs a read, never a write. Conflicts (409) and server errors are retried
 
 Ownership (`agents.ownership`): a live Deployment of the target's name that does not carry this
 assignment's federation and spread uid is never adopted or modified (except one of this
-federation made for an earlier spread of the same key, and one made by an earlier agent version
-for the same spread); it is a conflict, reported per spread in the pod counts (`conflicts()`), and
-looked at again every `CONFLICT_PAUSE` seconds.
+federation made for, or released by, an earlier spread of the same key, and one made by an
+earlier agent version for the same spread); it is a conflict, reported per spread in the pod
+counts (`conflicts()`), and looked at again every `CONFLICT_PAUSE` seconds.
 
 A spread's namespace that does not exist in the member is created (labelled
 `fedspread.io/created-by=agent`), as Karmada propagates namespaces; the agent never deletes one.
@@ -117,6 +117,7 @@ def merged(live: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
     meta.pop("managedFields", None)
     for field in ("labels", "annotations"):
         meta[field] = {**(meta.get(field) or {}), **desired["metadata"][field]}
+    meta["annotations"].pop(names.RELEASED_FROM_ANNOTATION, None)  # adopted: managed again
     body["spec"] = copy.deepcopy(desired["spec"])
     body["apiVersion"], body["kind"] = desired["apiVersion"], desired["kind"]
     return body
@@ -300,10 +301,12 @@ class WorkloadSync:
         """Delete the Deployments this agent made for `spread` in `federation` (a SpreadRemoval
         received from a coordinator of that federation); how many.
 
-        Call after `Bookkeeping.remove_assignment`, or the next round recreates them.
+        Call after `Bookkeeping.remove_assignment`, or the next round recreates them. A Deployment
+        that an assignment of the same spread key held now names is kept (`_claimed`): it arrived
+        after the removal (the spread was created again) and adopts what runs.
         """
         self._forget(spread)
-        keep = {(v.namespace, v.workload) for v in self._books.assignments() if v.spread != spread}
+        keep = self._claimed(spread)
         return sum(int(self._delete(namespace, name, uid=uid, spread=spread))
                    for namespace, name, uid in self._owned(spread, federation)
                    if (namespace, name) not in keep)
@@ -311,17 +314,27 @@ class WorkloadSync:
     def release(self, spread: str, *, federation: str) -> int:
         """Stop managing `spread`'s Deployments of `federation` but leave them running (a
         SpreadRemoval that orphans its workload): our label, spread-key, hash, generation and
-        ownership marks come off the Deployment's metadata, so no removal will touch it again. Its
-        pod template is left alone: editing it would roll every pod. Pods keep
-        `fedspread.io/spread`, and the webhook and the reconciler leave the pods of a spread the
-        agent holds no assignment for untouched. How many were released."""
+        ownership marks come off the Deployment's metadata, so no removal will touch it again, and
+        the `released-from` mark goes on, so that a spread of the same key in this federation (the
+        spread created again) adopts it and no other does (`agents.ownership`). Its pod template is
+        left alone: editing it would roll every pod. Pods keep `fedspread.io/spread`, but a pod
+        counts as a spread's only while its owner chain leads to a Deployment carrying the
+        spread's marks (`agents.owners`), so the agent leaves the released pods alone.
+        A Deployment an assignment of the same key held now names is kept as it is (`_claimed`):
+        that assignment arrived after the removal and adopts it. How many were released."""
         self._forget(spread)
         released = 0
+        keep = self._claimed(spread)
         ours = (names.SPREAD_KEY_ANNOTATION, names.DESIRED_HASH_ANNOTATION, names.GENERATION_ANNOTATION,
                 names.SPREAD_UID_ANNOTATION)
         for namespace, name, _ in self._owned(spread, federation):
+            if (namespace, name) in keep:
+                continue
+            annotations: dict[str, str | None] = {**dict.fromkeys(ours),
+                                                  names.RELEASED_FROM_ANNOTATION: names.released_from(
+                                                      federation, spread)}
             patch = {"metadata": {"labels": {names.SPREAD_LABEL: None, names.FEDERATION_LABEL: None},
-                                  "annotations": dict.fromkeys(ours)}}
+                                  "annotations": annotations}}
             try:
                 self._apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
                                                        _content_type="application/merge-patch+json",
@@ -333,6 +346,15 @@ class WorkloadSync:
             LOG.info("deployment released deployment=%s/%s", namespace, name)
             released += 1
         return released
+
+    def _claimed(self, spread: str) -> set[tuple[str, str]]:
+        """(namespace, name) of the member Deployment an assignment of `spread` held now names: one
+        that arrived after the removal (the spread created again), which adopts it. Another
+        spread's assignment naming it never could (a Deployment marked for `spread` is a conflict
+        for it), so it protects nothing: a successor of the target gets its own Deployment once
+        the old one is deleted."""
+        current = self._books.assignment(spread)
+        return set() if current is None else {(current.namespace, current.workload)}
 
     def _forget(self, spread: str) -> None:
         self._rendered.pop(spread, None)

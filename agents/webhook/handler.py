@@ -15,6 +15,11 @@ the cluster.
   it the first to go). A just-started agent that has not counted the spread's pods yet refuses the
   pod for now (`Bookkeeping.admit` raises NotCounted, see agents.bookkeeping): its ReplicaSet
   retries a moment later, when the choice can respect the quotas.
+* A pod whose controller is known and is not the spread's (`agents.owners.admission`: a
+  ReplicaSet of a Deployment released by a deleted spread, another controller's pod carrying the
+  label) is allowed untouched and recorded nowhere: the label alone does not make it the
+  spread's. A pod whose ReplicaSet the agent's cache does not know yet (a rollout's first pods)
+  and a pod no controller owns are admitted by label, as before.
 * Pod DELETE, and CREATE of pods/eviction (which names the pod but carries no labels): the pod goes
   into deletingPods. Deletions are never blocked.
 * Dry-run requests get the same answer and leave the bookkeeping alone (the configuration says
@@ -37,10 +42,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agents import bookkeeping, metrics
+from agents import bookkeeping, metrics, owners
 from agents.webhook import review
 from federation.api import names
 from federation.core import deletion_cost, mutation
+from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
 
@@ -48,6 +54,9 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 TokenSource = Callable[[], str]
+OwnerCheck = Callable[[assignment.Assignment, str, Any], str]
+"""Whose pod a pod being created is, from (its spread's assignment, its namespace, its
+ownerReferences): `owners.OURS`, `owners.FOREIGN` or `owners.UNKNOWN` (`agents.owners.admission`)."""
 
 _NAMES = random.Random(secrets.randbits(128))
 
@@ -113,10 +122,12 @@ class AdmissionHandler:
     """Answers AdmissionReviews from the local bookkeeping (thread-safe, no I/O)."""
 
     def __init__(self, book: bookkeeping.Bookkeeping, agent_metrics: metrics.AgentMetrics, *,
-                 token_source: TokenSource = fresh_token) -> None:
+                 token_source: TokenSource = fresh_token, owner_check: OwnerCheck | None = None) -> None:
         self.book = book
         self.metrics = agent_metrics
         self._token = token_source
+        self._owner_check = owner_check
+        """None: every pod labelled for an assigned spread is admitted by label (no cache to ask)."""
 
     # --- entry points -----------------------------------------------------------------------------
 
@@ -150,6 +161,11 @@ class AdmissionHandler:
         spread = self.book.spread_of(request.namespace, labels)
         if spread is None:
             self.metrics.decision(spread="", subset=None, outcome=metrics.PASSTHROUGH)
+            return review.allow(request.uid)
+        check, references = self._owner_check, meta.get("ownerReferences")
+        if check is not None and check(spread, request.namespace, references) == owners.FOREIGN:
+            # Another controller's pod carrying the label (a released Deployment's, say): not ours.
+            self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.PASSTHROUGH)
             return review.allow(request.uid)
         _check_injectable(pod)
         name = meta.get("name") or request.name

@@ -69,6 +69,22 @@ Written by the agent's workload sync next to `FEDERATION_LABEL`; read by it: a D
 managed only for the spread incarnation whose uid it carries.
 """
 
+RELEASED_FROM_ANNOTATION = f"{PREFIX}released-from"
+"""On a member Deployment the agent released (a removal that orphans its workload): whose it was,
+`<federation>/<namespace>/<name>` (the federation id, then the spread key).
+
+The release takes the live ownership marks off (`FEDERATION_LABEL`, `SPREAD_UID_ANNOTATION`, the
+spread label and key), so nothing manages the Deployment meanwhile; this one mark stays so that a
+spread of the same key in the same federation (the spread deleted and created again: `kubectl
+replace --force`, a GitOps replace) adopts it, and no other spread does (`agents.ownership`).
+"""
+
+
+def released_from(federation: str, spread: str) -> str:
+    """The `RELEASED_FROM_ANNOTATION` value of spread key `spread` released in `federation`."""
+    return f"{federation}/{spread}"
+
+
 DEFAULT_FEDERATION_ID = "default"
 """The coordinator's (and the agent's) federation identity when `--federation-id` is not given;
 both log a warning at startup when left at it (fine for the sandbox and the demo only)."""

@@ -60,6 +60,7 @@ from google.protobuf import timestamp_pb2
 from federation import clock as clock_mod
 from federation.api import cluster, names
 from federation.coordinator import shards
+from federation.coordinator.model import lifecycle as model_lifecycle
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
@@ -273,12 +274,18 @@ class Coordinator:
             elif batch is not None:
                 self._say_if_ray_gained_nothing(result)
             listening = {name for name, stream in self._streams.items() if stream.resynced}
-            # Deleted spreads first (their deletionPolicy decides): a spread that took over the
-            # deleted one's Deployment is assigned after the old one is removed.
+            # Deleted spreads first (their deletionPolicy decides), before any assignment. A `Delete`
+            # is held for a re-creation (`lifecycle.hold`): a spread of the key created meanwhile
+            # turns it into a release its agents adopt from, never a delete of what it will claim.
+            now, lifecycle = self.clock(), self.world.lifecycle
             for key in result.removed:
-                orphan = self.world.lifecycle.orphans(key)
-                for name in self._sent.clusters_for(key, ()):
-                    self._deliver(name, key, None, reason="spread deleted", orphan=orphan)
+                if lifecycle.orphans(key):
+                    self._remove_everywhere(key, orphan=True, reason="spread deleted")
+                else:
+                    lifecycle.hold(key, until=now + model_lifecycle.RECREATE_GRACE)
+            for key, orphan in lifecycle.settle(now=now, live=lambda k: self.world.spread(k) is not None):
+                self._remove_everywhere(key, orphan=orphan,
+                                        reason=model_lifecycle.RECREATED if orphan else "spread deleted")
             for key in sorted(result.placements):
                 new = self._assignments_for(key, only=listening)
                 selected = {name for s in result.placements[key].subsets for name in s.clusters}
@@ -288,6 +295,11 @@ class Coordinator:
             if self.on_round is not None:
                 self.on_round(result, time.perf_counter() - started)
             return result
+
+    def _remove_everywhere(self, key: str, *, orphan: bool, reason: str) -> None:
+        """A removal of deleted spread `key` to every cluster that holds it."""
+        for name in self._sent.clusters_for(key, ()):
+            self._deliver(name, key, None, reason=reason, orphan=orphan)
 
     def _say_if_ray_gained_nothing(self, result: loop.Round) -> None:
         """Once: a big parallel round whose answers were mostly placed again in this process."""

@@ -9,7 +9,10 @@ ReplicaSet recreates them into the next subset) are worth testing with a table a
 without a cluster. The I/O (marking, reporting, deleting) stays in the agent.
 
 Pods of no subset are never selected: deleting them would only recreate them into the same
-situation, and there is no subset to block.
+situation, and there is no subset to block. Nor are pods that no controller owns (`owned`): the
+label alone once selected them, and a bare pod deleted is never recreated. (The agent goes
+further and hands this rule only pods whose owner chain leads to the spread's own member
+Deployment: `agents.owners`.)
 
 Pure: no Kubernetes client, no I/O; use aware UTC datetimes.
 """
@@ -47,6 +50,10 @@ class PodState(Protocol):
     def unschedulable_since(self) -> datetime.datetime | None:
         """lastTransitionTime of PodScheduled=False/Unschedulable, if the pod has that condition."""
 
+    @property
+    def owned(self) -> bool:
+        """A controller owns the pod (a controller ownerReference): deleted, it is recreated."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Stuck:
@@ -59,9 +66,11 @@ class Stuck:
 
 
 def is_stuck(pod: PodState, *, now: datetime.datetime, critical: datetime.timedelta) -> bool:
-    """Pending, not being deleted, of a subset, and unschedulable for longer than `critical`."""
+    """Pending, not being deleted, of a subset, owned by a controller (which recreates it), and
+    unschedulable for longer than `critical`."""
     return (
         pod.subset is not None
+        and pod.owned
         and not pod.deleting
         and pod.phase == PENDING
         and pod.unschedulable_since is not None

@@ -6,8 +6,11 @@ reporter and, where it is the subject, workload sync — each in its own thread,
 Bookkeeping and Outbox. Assignments are installed with `Bookkeeping.set_assignment` (the gRPC
 link is tested elsewhere). Pods are placed by the real scheduler and run by the node simulator.
 
-Pods of a spread are created as bare pods that already carry `fedspread.io/subset` — exactly what
-the webhook would have written — so each test controls which subset every pod is in. Waits have
+Pods of a spread are created by hand with `fedspread.io/subset` already set — exactly what the
+webhook would have written — so each test controls which subset every pod is in. A pod counts as a
+spread's only while its owner chain leads to the spread's marked member Deployment
+(agents/owners.py), so each such pod names as its controller that Deployment, made by the test
+from the assignment with 0 replicas (its ReplicaSet makes no pod of its own). Waits have
 deadlines that fail with what was last seen; nothing asserts on timing.
 
 Why (d) uses a model: the sandbox's Kubernetes 1.20 ReplicaSet ignores pod-deletion-cost (DESIGN
@@ -117,12 +120,13 @@ def spread_of(namespace: str, name: str, quotas: dict[str, int], *, generation: 
         federation=FEDERATION)
 
 
-def bare_pod(name: str, *, spread: str, subset: str | None, cpu: str = "100m") -> dict[str, Any]:
+def bare_pod(name: str, *, spread: str, subset: str | None, cpu: str = "100m",
+             owner: dict[str, Any] | None = None) -> dict[str, Any]:
     annotations = {names.SUBSET_ANNOTATION: subset} if subset else {}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {names.SPREAD_LABEL: spread, "app": spread},
-                     "annotations": annotations},
+                     "annotations": annotations, "ownerReferences": [owner] if owner else []},
         "spec": {"terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "app", "image": "registry.example/app:1.0",
                                  "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]},
@@ -152,11 +156,29 @@ def wait_costs(clusters: Clusters, namespace: str, expected: Callable[[dict[str,
     return wait_for(probe, timeout=WAIT, message=lambda: f"{what}; costs last seen: {seen.get('costs')}")
 
 
-def create_pods(clusters: Clusters, namespace: str, spread: str, subsets: dict[str, str | None],
+def member_owner(clusters: Clusters, value: assignment.Assignment) -> dict[str, Any]:
+    """A controller reference to `value`'s member Deployment, marked as `value`'s and made (once)
+    with 0 replicas and a selector that matches none of the test's pods."""
+    template = builders.deployment(f"{value.workload}-owner", 0, cpu="10m", image="registry.example/app:1.0")
+    body = workload.render(dataclasses.replace(value, replicas=0, template=template))
+    apps = clusters.apps(MEMBER)
+    try:
+        made = apps.create_namespaced_deployment(value.namespace, body)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        made = apps.read_namespaced_deployment(value.workload, value.namespace)
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": made.metadata.name,
+            "uid": made.metadata.uid, "controller": True}
+
+
+def create_pods(clusters: Clusters, value: assignment.Assignment, subsets: dict[str, str | None],
                 cpu: str = "100m") -> None:
+    """Pods of spread `value` in the given subsets, controlled by its member Deployment."""
+    owner = member_owner(clusters, value)
     for name, subset in subsets.items():
-        body = bare_pod(name, spread=spread, subset=subset, cpu=cpu)
-        clusters.core(MEMBER).create_namespaced_pod(namespace, body)
+        body = bare_pod(name, spread=value.name, subset=subset, cpu=cpu, owner=owner)
+        clusters.core(MEMBER).create_namespaced_pod(value.namespace, body)
 
 
 def all_ready(clusters: Clusters, namespace: str, count: int) -> None:
@@ -300,8 +322,8 @@ def test_nothing_is_deleted_without_an_explicit_removal(agent: Agent, namespace:
 def test_quota_shrink_moves_deletion_costs(agent: Agent, namespace: str) -> None:
     # n = 3 subsets: in quota 100·(n-i) = 300/200/100, over quota -100·(i+1) = -100/-200/-300,
     # no subset -100·(n+1) = -400.
-    agent.books.set_assignment(spread_of(namespace, "s", {"a": 2, "b": 2, "c": 2}))
-    create_pods(agent.clusters, namespace, "s", {"a-0": "a", "a-1": "a", "b-0": "b", "b-1": "b",
+    agent.books.set_assignment(spread := spread_of(namespace, "s", {"a": 2, "b": 2, "c": 2}))
+    create_pods(agent.clusters, spread, {"a-0": "a", "a-1": "a", "b-0": "b", "b-1": "b",
                                                  "c-0": "c", "c-1": "c", "x-0": None})
     all_ready(agent.clusters, namespace, 7)
     first = {"a-0": 300, "a-1": 300, "b-0": 200, "b-1": 200, "c-0": 100, "c-1": 100, "x-0": -400}
@@ -348,9 +370,9 @@ def test_adaptive_reschedule_marks_reports_deletes_and_recovers(agent: Agent, na
     strategy = assignment.Strategy(type="Adaptive", reschedule_critical_seconds=3, unschedulable_seconds=6)
     spread = spread_of(namespace, "ad", {"big": 2, "small": 2}, strategy=strategy)
     agent.books.set_assignment(spread)
-    create_pods(agent.clusters, namespace, "ad", {"small-0": "small"})
+    create_pods(agent.clusters, spread, {"small-0": "small"})
     # No node has 8 cpu: these stay Pending with PodScheduled=False/Unschedulable.
-    create_pods(agent.clusters, namespace, "ad", {"big-0": "big", "big-1": "big"}, cpu="8")
+    create_pods(agent.clusters, spread, {"big-0": "big", "big-1": "big"}, cpu="8")
 
     reports: list[agent_pb2.UnschedulableReport] = []
 
@@ -383,10 +405,10 @@ def test_adaptive_reschedule_marks_reports_deletes_and_recovers(agent: Agent, na
 
 
 def test_scale_down_order_on_model_removes_lowest_priority_first(agent: Agent, namespace: str) -> None:
-    agent.books.set_assignment(spread_of(namespace, "d", {"a": 2, "b": 1, "c": 1}))
+    agent.books.set_assignment(spread := spread_of(namespace, "d", {"a": 2, "b": 1, "c": 1}))
     subsets: dict[str, str | None] = {"a-0": "a", "a-1": "a", "b-0": "b", "b-1": "b", "c-0": "c", "c-1": "c",
                                       "x-0": None}
-    create_pods(agent.clusters, namespace, "d", subsets)
+    create_pods(agent.clusters, spread, subsets)
     all_ready(agent.clusters, namespace, 7)
 
     def costs_settled(costs: dict[str, int | None]) -> bool:

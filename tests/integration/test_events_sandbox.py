@@ -152,13 +152,22 @@ def test_a_pod_deleted_for_rescheduling_gets_a_rescheduled_event(
     strategy = assignment.Strategy(type="Adaptive", reschedule_critical_seconds=3, unschedulable_seconds=60)
     rules = (assignment.SubsetRule(name="big", index=0, quota=1), assignment.SubsetRule(name="small", index=1,
                                                                                          quota=1))
-    books.set_assignment(assignment.Assignment(
+    value = assignment.Assignment(
         spread=assignment.spread_key(namespace, "ad"), generation=1, namespace=namespace, workload="ad",
         replicas=2, template={}, template_revision="r1", subsets=rules, subset_count=2, strategy=strategy,
-        spread_uid="uid-ad", federation="test-fed"))
+        spread_uid="uid-ad", federation="test-fed")
+    books.set_assignment(value)
+    # Only a pod whose owner chain leads to the spread's marked member Deployment is the spread's
+    # (agents/owners.py): the pod names that Deployment (0 replicas, selecting none of ours) as its
+    # controller.
+    owner_template = builders.deployment("ad-owner", 0, cpu="10m", image="registry.example/app:1.0")
+    made = clusters.apps(MEMBER).create_namespaced_deployment(namespace, workload.render(
+        dataclasses.replace(value, replicas=0, template=owner_template)))
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ad", "uid": made.metadata.uid,
+             "controller": True}
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "big-0", "labels": {names.SPREAD_LABEL: "ad", "app": "ad"},
-                        "annotations": {names.SUBSET_ANNOTATION: "big"}},
+                        "annotations": {names.SUBSET_ANNOTATION: "big"}, "ownerReferences": [owner]},
            "spec": {"terminationGracePeriodSeconds": 0,  # no node has 8 cpu: it stays Unschedulable
                     "containers": [{"name": "app", "image": "registry.example/app:1.0",
                                     "resources": {"requests": {"cpu": "8", "memory": "64Mi"}}}]}}

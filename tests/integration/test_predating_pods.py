@@ -6,6 +6,11 @@ zones a, a, b and c before the agent starts; the assignment gives subset a (zone
 subset b (zone b) two. The agent annotates the older zone-a pod with subset a and the zone-b pod
 with b, counts them there in its pod counts report, and reports the other two as unassigned (a is
 full; no subset takes zone c). The member Deployment has 0 replicas, so no new pod competes.
+
+A pod is a spread's only while its owner chain leads to the spread's marked member Deployment
+(agents/owners.py): the old pods name that Deployment (made before the agent starts, with the
+marks the assignment gives it) as their controller, which stands in for its ReplicaSet here, as
+no ReplicaSet controller then acts on them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pytest
 from conftest import Clusters
 from waiting import wait_for
 
+from agents.controller import workload
 from bench import standin_coordinator
 from federation.api import names
 from federation.rpc import agent_pb2, assignment
@@ -59,10 +65,16 @@ def test_pods_running_before_the_assignment_are_matched_by_node_and_counted(
         clusters: Clusters, namespace: str, standin: standin_coordinator.StandinCoordinator,
         tmp_path: pathlib.Path) -> None:
     core = clusters.core(MEMBER)
-    # The pods' controller stands in as a ConfigMap: an owner that exists, so the garbage collector
-    # leaves its dependents alone, and that no ReplicaSet controller acts on.
-    made = core.create_namespaced_config_map(namespace, {"metadata": {"name": "old-web-owner"}})
-    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "old-web-owner", "uid": made.metadata.uid,
+    template = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
+                             {"name": "app", "image": "registry.example/app:1.0"}]}}}}
+    value = assignment.Assignment(
+        spread=f"{namespace}/web", generation=1, namespace=namespace, workload="web", replicas=0,
+        template=template, template_revision="r1", subsets=(zone_rule("a", 0, 1), zone_rule("b", 1, 2)),
+        subset_count=2, spread_uid="uid-web", federation=FEDERATION)
+    made = clusters.apps(MEMBER).create_namespaced_deployment(namespace, workload.render(value))
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": made.metadata.uid,
              "controller": True}
     for name, zone in (("old-a1", "a"), ("old-a2", "a"), ("old-b", "b"), ("old-c", "c")):
         core.create_namespaced_pod(namespace, old_pod(name, zone, owner=owner))
@@ -73,14 +85,7 @@ def test_pods_running_before_the_assignment_are_matched_by_node_and_counted(
         return len(pods) == 4 and all(p.status.phase == "Running" for p in pods)
 
     wait_for(running, timeout=WAIT, message="the four old pods Running")
-    template = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
-                         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
-                             {"name": "app", "image": "registry.example/app:1.0"}]}}}}
-    standin.assign(MEMBER, assignment.Assignment(
-        spread=f"{namespace}/web", generation=1, namespace=namespace, workload="web", replicas=0,
-        template=template, template_revision="r1", subsets=(zone_rule("a", 0, 1), zone_rule("b", 1, 2)),
-        subset_count=2, spread_uid="uid-web", federation=FEDERATION))
+    standin.assign(MEMBER, value)
     agent = agentside.AgentProcess(clusters, cluster=MEMBER, member=MEMBER, coordinator=standin.target,
                                    namespace=namespace, log=tmp_path / "agent.log")
     try:

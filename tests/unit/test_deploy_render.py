@@ -394,6 +394,7 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("", "nodes", frozenset({"get", "list", "watch"})),
         ("", "pods", frozenset({"get", "list", "watch", "patch", "delete"})),
         ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
+        ("apps", "replicasets", frozenset({"list", "watch"})),
         ("", "namespaces", frozenset({"create"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
     }, "no admissionregistration rights: the agent runs with --no-register-webhook"

@@ -108,6 +108,9 @@ class FakeCache:
     def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
         return self.deployments.get((namespace, name))
 
+    def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
+        return frozenset()
+
     def version(self, *kinds: str) -> int:
         return 0
 

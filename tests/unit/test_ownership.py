@@ -52,6 +52,15 @@ LEGACY_ANNOTATIONS = {names.SPREAD_KEY_ANNOTATION: "shop/own", names.DESIRED_HAS
                      ownership.CONFLICT, id="an earlier agent's, for another spread"),
         pytest.param(OURS_LABELS, OURS_ANNOTATIONS, dataclasses.replace(VALUE, federation=""),
                      ownership.CONFLICT, id="coordinator sent no identity"),
+        pytest.param({"app": "own"}, {names.RELEASED_FROM_ANNOTATION: "prod/shop/own"}, VALUE,
+                     ownership.ADOPT, id="released by an earlier spread of the key"),
+        pytest.param({"app": "own"}, {names.RELEASED_FROM_ANNOTATION: "staging/shop/own"}, VALUE,
+                     ownership.CONFLICT, id="released in another federation"),
+        pytest.param({"app": "own"}, {names.RELEASED_FROM_ANNOTATION: "prod/shop/other"}, VALUE,
+                     ownership.CONFLICT, id="released by another spread (a successor of the target)"),
+        pytest.param({"app": "own"}, {names.RELEASED_FROM_ANNOTATION: "prod/shop/own"},
+                     dataclasses.replace(VALUE, federation=""), ownership.CONFLICT,
+                     id="released, but the coordinator sent no identity"),
     ],
 )
 def test_claim(labels: dict[str, str], annotations: dict[str, str], value: assignment.Assignment,
@@ -230,3 +239,75 @@ def test_an_orphaning_removal_releases_the_deployment_and_nothing_deletes_it_aft
     assert names.SPREAD_UID_ANNOTATION not in released.get("annotations", {}), released
     assert sync.sync_once() == {} and ("shop", "own") in apps.items, "a released Deployment is not ours"
     assert sync.remove(VALUE.spread, federation="prod") == 0, "a released Deployment is not ours"
+
+
+def released_then_recreated(value: assignment.Assignment) -> tuple[FakeApps, bookkeeping.Bookkeeping,
+                                                                      workload.WorkloadSync]:
+    """Spread `VALUE`'s Deployment, made and then released by an orphaning removal; `value` (a spread
+    created again, of the same or another key) assigned afterwards."""
+    apps, books = FakeApps(), bookkeeping.Bookkeeping()
+    books.set_assignment(VALUE)
+    sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
+    assert sync.sync_once() == {workload.CREATED: 1}
+    apps.items["shop", "own"]["metadata"]["uid"] = "k8s-own"
+    books.remove_assignment(VALUE.spread)
+    assert sync.release(VALUE.spread, federation="prod") == 1
+    books.set_assignment(value)
+    return apps, books, sync
+
+
+def test_a_released_deployment_is_adopted_by_the_spread_of_its_key_created_again() -> None:
+    again = dataclasses.replace(VALUE, spread_uid="uid-2", generation=1, replicas=3)
+    apps, _, sync = released_then_recreated(again)
+    released_spec = json.dumps(apps.items["shop", "own"]["spec"]["template"], sort_keys=True)
+    mark = apps.items["shop", "own"]["metadata"]["annotations"][names.RELEASED_FROM_ANNOTATION]
+    assert mark == "prod/shop/own"
+    assert sync.sync_once() == {workload.UPDATED: 1} and sync.conflicts() == {}
+    adopted = apps.items["shop", "own"]
+    meta = adopted["metadata"]
+    assert (meta["labels"][names.FEDERATION_LABEL], meta["annotations"][names.SPREAD_UID_ANNOTATION]) \
+        == ("prod", "uid-2")
+    assert names.RELEASED_FROM_ANNOTATION not in meta["annotations"], "adopted: managed again"
+    assert meta["uid"] == "k8s-own" and adopted["spec"]["replicas"] == 3, "the same Deployment, scaled"
+    assert json.dumps(adopted["spec"]["template"], sort_keys=True) == released_spec, "no rollout"
+    assert ("delete", "own") not in apps.writes
+
+
+def test_a_released_deployment_stays_a_conflict_for_another_spread() -> None:
+    other = dataclasses.replace(VALUE, spread="shop/successor", spread_uid="uid-9")
+    apps, _, sync = released_then_recreated(other)
+    before = json.dumps(apps.items["shop", "own"], sort_keys=True)
+    assert sync.sync_once() == {workload.CONFLICT: 1}
+    assert "released by 'prod/shop/own'" in sync.conflicts()["shop/successor"]
+    assert json.dumps(apps.items["shop", "own"], sort_keys=True) == before
+
+
+def test_a_removal_followed_by_an_assignment_of_the_same_key_neither_deletes_nor_releases() -> None:
+    # The link applies a removal and then the new spread's assignment before the workload thread
+    # gets to the removal: the Deployment the assignment names is adopted, not deleted or released.
+    for orphan in (False, True):
+        apps, books = FakeApps(), bookkeeping.Bookkeeping()
+        books.set_assignment(VALUE)
+        sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
+        assert sync.sync_once() == {workload.CREATED: 1}
+        books.remove_assignment(VALUE.spread)
+        books.set_assignment(dataclasses.replace(VALUE, spread_uid="uid-2"))
+        acted = (sync.release if orphan else sync.remove)(VALUE.spread, federation="prod")
+        assert acted == 0 and ("shop", "own") in apps.items, orphan
+        assert sync.sync_once() == {workload.UPDATED: 1}, orphan
+        assert apps.items["shop", "own"]["metadata"]["annotations"][names.SPREAD_UID_ANNOTATION] == "uid-2"
+
+
+def test_a_successor_of_the_target_does_not_shield_the_old_spreads_deployment_from_its_delete() -> None:
+    # Spread a (Delete) is deleted and spread b, of another name, takes its target over: b's
+    # assignment may reach the agent first (the coordinator holds a's delete for a re-creation),
+    # but b can never own a Deployment marked for a, so a's delete goes ahead and b makes its own.
+    apps, books = FakeApps(), bookkeeping.Bookkeeping()
+    books.set_assignment(VALUE)
+    sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
+    assert sync.sync_once() == {workload.CREATED: 1}
+    books.remove_assignment(VALUE.spread)
+    successor = dataclasses.replace(VALUE, spread="shop/successor", spread_uid="uid-9")
+    books.set_assignment(successor)
+    assert sync.sync_once() == {workload.CONFLICT: 1}
+    assert sync.remove(VALUE.spread, federation="prod") == 1 and ("shop", "own") not in apps.items

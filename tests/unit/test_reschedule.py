@@ -27,6 +27,7 @@ class Pod:
     phase: str = "Pending"
     deleting: bool = False
     unschedulable_since: datetime.datetime | None = None
+    owned: bool = True
 
 
 @pytest.mark.parametrize(
@@ -38,6 +39,8 @@ class Pod:
         pytest.param(Pod("p"), False, id="pending but not unschedulable (binding, pulling)"),
         pytest.param(Pod("p", subset=None, unschedulable_since=ago(300)), False, id="no subset"),
         pytest.param(Pod("p", deleting=True, unschedulable_since=ago(300)), False, id="being deleted"),
+        pytest.param(Pod("p", owned=False, unschedulable_since=ago(300)), False,
+                     id="no controller owns it: deleted, it would never come back"),
         pytest.param(Pod("p", phase="Running", unschedulable_since=ago(300)), False, id="not pending"),
     ],
 )

@@ -20,7 +20,7 @@ import pytest
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import watcher as hub
-from federation.coordinator.model import lifecycle, world
+from federation.coordinator.model import lifecycle, loop, world
 from federation.rpc import agent_pb2
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -53,7 +53,7 @@ class Hub:
     """A coordinator facade over clusters dc1 and aws, fed hub events as the coordinator's loop does."""
 
     def __init__(self) -> None:
-        clock = ManualClock(T0)
+        clock = self.clock = ManualClock(T0)
         self.coordinator = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="t")
         for name in ("dc1", "aws"):
             self.coordinator.world.upsert_cluster(name, labels={})
@@ -69,7 +69,7 @@ class Hub:
         hello = agent_pb2.Hello(cluster_name=name, applied=[
             agent_pb2.AppliedSpread(spread=key, spread_uid=uid) for key, uid in applied])
         stream = self.coordinator.attach(hello, heartbeat_seconds=1)
-        sent = []
+        sent: list[agent_pb2.CoordinatorMessage] = []
         while True:
             try:
                 item = stream.outgoing.get_nowait()
@@ -144,6 +144,11 @@ def test_a_deletion_the_coordinator_saw_is_sent_with_its_policy(policy: str | No
     if policy is not None:
         fed.apply(upsert(spread(policy=policy)))
     fed.apply(hub.HubEvent("spread", "DELETED", KEY))
+    if policy == "Delete":  # held for a re-creation first (test_spread_lifecycle.py): nothing yet
+        assert removals(fed.resync("aws", (KEY, UID))) == []
+        fed.clock.advance(lifecycle.RECREATE_GRACE.total_seconds())
+        with fed.coordinator.lock:
+            fed.coordinator.publish(loop.due(fed.coordinator.world, since=T0, now=fed.clock()))
     sent = fed.resync("aws", (KEY, UID))  # aws was away when it was deleted
     assert removals(sent) == [(KEY, orphan, "spread deleted")]
     assert notice(sent) == "0 assignments, 1 removals, 0 unknown, kept"

@@ -21,7 +21,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
-from federation.coordinator.model import lifecycle, world
+from federation.coordinator.model import lifecycle, loop, world
 from federation.core import spread_status
 from federation.rpc import agent_pb2
 from tests.support import builders
@@ -85,7 +85,7 @@ class Federation:
 
     def sent(self, name: str) -> list[agent_pb2.CoordinatorMessage]:
         """What cluster `name`'s stream was queued since the last call."""
-        found = []
+        found: list[agent_pb2.CoordinatorMessage] = []
         while True:
             try:
                 item = self.streams[name].outgoing.get_nowait()
@@ -93,6 +93,13 @@ class Federation:
                 return found
             assert isinstance(item, agent_pb2.CoordinatorMessage)
             found.append(item)
+
+    def wait(self, seconds: float) -> None:
+        """`seconds` pass; the coordinator's timer then publishes what fell due (process.tick)."""
+        since = self.clock()
+        self.clock.advance(seconds)
+        with self.coordinator.lock:
+            self.coordinator.publish(loop.due(self.coordinator.world, since=since, now=self.clock()))
 
     def removals(self, name: str) -> list[agent_pb2.SpreadRemoval]:
         return [m.removal for m in self.sent(name) if m.WhichOneof("body") == "removal"]
@@ -122,12 +129,18 @@ def test_deleting_a_spread_with_the_default_policy_orphans_it_in_every_cluster_h
     assert fed.removals("gcp") == [], "gcp never held the spread"
 
 
-def test_deleting_a_spread_with_policy_delete_removes_its_workloads() -> None:
+def test_deleting_a_spread_with_policy_delete_removes_its_workloads_once_no_recreation_came() -> None:
     fed = placed(policy="Delete")
     fed.apply(deleted(KEY))
+    assert all(fed.removals(name) == [] for name in fed.streams), "held for a re-creation"
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds() - 1)
+    assert all(fed.removals(name) == [] for name in fed.streams), "held for a re-creation"
+    fed.wait(1)
     for name in ("dc1", "aws"):
         [removal] = fed.removals(name)
         assert (removal.spread, removal.orphan) == (KEY, False)
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds())
+    assert all(fed.removals(name) == [] for name in fed.streams), "sent once"
 
 
 def test_a_cluster_no_longer_selected_is_not_a_deletion() -> None:
@@ -142,6 +155,10 @@ def test_resync_after_a_deletion_follows_the_remembered_policy() -> None:
     fed = placed(policy="Delete")
     fed.coordinator.detach(fed.streams["aws"])  # aws is away when the spread is deleted
     fed.apply(deleted(KEY))
+    fed.streams["aws"] = fed.connect("aws", applied=[KEY])
+    assert fed.removals("aws") == [], "nothing deleted at a resync while the removal is held"
+    fed.coordinator.detach(fed.streams["aws"])
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds())
     assert [r.orphan for r in fed.removals("dc1")] == [False]
     fed.streams["aws"] = fed.connect("aws", applied=[KEY])
     [removal] = fed.removals("aws")
@@ -162,6 +179,37 @@ def test_a_recreated_spread_forgets_the_old_delete_policy() -> None:
     fed.apply(deleted(KEY))
     fed.apply(upsert(spread()))
     assert fed.coordinator.world.lifecycle.orphans(KEY)
+
+
+def test_a_spread_deleted_with_policy_delete_and_created_again_adopts_instead_of_deleting() -> None:
+    # kubectl replace --force: the delete and the create arrive as two hub events, a moment apart.
+    # The held Delete becomes a release sent before the new spread's assignment (its agents adopt
+    # the released Deployment); nothing deletes it later.
+    fed = placed(policy="Delete")
+    fed.apply(deleted(KEY))
+    fed.clock.advance(1)
+    fed.apply(upsert(spread(policy="Delete", generation=1)))
+    for name in ("dc1", "aws"):
+        sent = fed.sent(name)
+        assert [m.WhichOneof("body") for m in sent] == ["removal", "assignment"], (name, sent)
+        assert (sent[0].removal.orphan, sent[0].removal.reason) == (True, lifecycle.RECREATED)
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds() * 2)
+    assert all(fed.removals(name) == [] for name in fed.streams), "a later delete"
+    fed.apply(deleted(KEY))  # the new spread's own deletion is held and settled in its turn
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds())
+    assert [r.orphan for r in fed.removals("dc1")] == [False]
+
+
+def test_a_held_delete_is_never_sent_after_the_recreated_spreads_assignment() -> None:
+    # Created again with another target: the old Deployment is not claimed, but a removal of the
+    # key sent after the new assignment would remove that assignment too; it is released instead.
+    fed = placed(policy="Delete")
+    fed.apply(deleted(KEY))
+    fed.apply(upsert(spread(target="web-v2")))
+    kinds = {name: [m.WhichOneof("body") for m in fed.sent(name)] for name in ("dc1", "aws")}
+    assert all(k == ["removal", "assignment"] for k in kinds.values()), kinds
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds())
+    assert all(fed.removals(name) == [] for name in fed.streams)
 
 
 # --- one spread per target ------------------------------------------------------------------------

@@ -29,6 +29,14 @@ moves a workload that no rule asked it to.
   refused — a targetRef change — or invalid), the last valid spec places it, but the deletion
   deletes only if both say `Delete` (`not_in_force`): what `kubectl get` shows never deletes
   more than the user asked, and a refused edit to `Orphan` is heeded (when in doubt, orphan).
+- **Re-creation adopts; `Delete` waits for it** (`hold`, `settle`). A spread deleted and created
+  again under the same key (`kubectl replace --force`, a GitOps replace sync, re-applying after a
+  mistaken prune) takes over what the deleted one ran: its agents adopt the member Deployments
+  (`agents.ownership`). So a `deletionPolicy: Delete` removal is not sent at once but held for
+  `RECREATE_GRACE`: a spread of the same key created within it turns the removal into an orphaning
+  one (the workload is released, then adopted by the new spread, pods untouched); only a hold
+  that ends with no such spread deletes. An `Orphan` removal goes at once (the release leaves a
+  mark the new spread adopts by). While held, a resync removes nothing for that key.
 - **Nothing is removed by inference from absence** (`leftover`). At a resync, a spread an agent
   says it applies but is not sent is removed only when this coordinator knows why: the spread is
   live and placed elsewhere (the cluster is no longer selected), or it saw the spread deleted. A
@@ -41,7 +49,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Collection, Container, Mapping
+import datetime
+from collections.abc import Callable, Collection, Container, Mapping
 
 from federation.api import spread as spread_api
 
@@ -49,6 +58,11 @@ TARGET_CONFLICT = "TargetConflict"
 TARGET_REF_IMMUTABLE = "TargetRefImmutable"
 REMEMBERED_DELETIONS = 10_000
 """How many deleted spreads (and their deletion policies) are remembered for late resyncs."""
+RECREATE_GRACE = datetime.timedelta(seconds=15)
+"""How long a `deletionPolicy: Delete` removal is held for the spread to be created again (a
+`kubectl replace --force` or a GitOps replace creates it within a second or two): within it, a
+spread of the same key adopts the workload instead of seeing it deleted and recreated."""
+RECREATED = "spread created again: its new incarnation adopts the workload"
 
 Target = tuple[str, str]
 """(namespace, Deployment name) of a spread's targetRef."""
@@ -119,6 +133,8 @@ class Lifecycle:
         self._deleting: collections.OrderedDict[str, spread_api.DeletionPolicy] = collections.OrderedDict()
         self._unapplied: dict[str, str] = {}
         """Per live spread whose latest hub version is not in force: that version's deletionPolicy."""
+        self._held: dict[str, datetime.datetime] = {}
+        """`Delete` removals held for a re-creation (`hold`), until when."""
 
     def holder_against(self, item: spread_api.FederatedSpread, *, placed: Container[str]) -> str | None:
         """The spread whose hold on `item`'s target would refuse `item`'s claim now (None: the
@@ -206,6 +222,34 @@ class Lifecycle:
         unless it was deleted with `deletionPolicy: Delete` (and that is remembered)."""
         return self.deletion(key) != "Delete"
 
+    def hold(self, key: str, *, until: datetime.datetime) -> None:
+        """Deleted spread `key`'s `Delete` removal waits until `until` for a spread of its key
+        (module docstring); `settle` sends it."""
+        self._held[key] = until
+
+    def held(self, key: str) -> bool:
+        """Whether deleted spread `key`'s removal is held now."""
+        return key in self._held
+
+    def held_due(self, now: datetime.datetime) -> set[str]:
+        """The held removals whose wait is over at `now` (for the timer to settle)."""
+        return {key for key, until in self._held.items() if until <= now}
+
+    def settle(self, *, now: datetime.datetime, live: Callable[[str], bool]) -> list[tuple[str, bool]]:
+        """The held removals to send now, as (key, orphan), in key order: orphaning for a key a
+        live spread holds again (whatever its target: a removal sent after that spread's
+        assignment would remove the assignment too), deleting for one whose wait is over."""
+        settled = []
+        for key, until in sorted(self._held.items()):
+            if live(key):
+                settled.append((key, True))
+            elif until <= now:
+                settled.append((key, False))
+            else:
+                continue
+            del self._held[key]
+        return settled
+
     def leftover(self, key: str, *, live_uid: str | None, placed: bool,
                  applied_uids: Collection[str]) -> Leftover:
         """What a resync does with spread `key`, which an agent applies (its member Deployments carry
@@ -224,6 +268,8 @@ class Lifecycle:
         policy = self.deletion(key)
         if policy is None:
             return Leftover(remove=False)  # never known here: the agent keeps it (fail static)
+        if key in self._held:
+            return Leftover(remove=False)  # held for a re-creation: it may yet be adopted
         return Leftover(remove=True, orphan=policy != "Delete", reason="spread deleted")
 
     def _leave(self, key: str, *, keep: Target) -> None:

@@ -296,8 +296,10 @@ def failover(world: world_model.World) -> Lost:
 
 def due(world: world_model.World, *, since: datetime.datetime, now: datetime.datetime) -> set[str]:
     """The timer's spreads to place again for what ended in (since, now]: unschedulable marks
-    (`marks_expired`) and timed cluster tolerations (`tolerations_expired`)."""
-    return marks_expired(world, since=since, now=now) | tolerations_expired(world, since=since, now=now)
+    (`marks_expired`) and timed cluster tolerations (`tolerations_expired`); and deleted spreads
+    whose held `Delete` removal is due (`lifecycle.Lifecycle.hold`: the publish sends it)."""
+    return (marks_expired(world, since=since, now=now) | tolerations_expired(world, since=since, now=now)
+            | world.lifecycle.held_due(now))
 
 
 def tolerations_expired(
