@@ -242,6 +242,8 @@ class Coordinator:
             return {}
         now = self.clock()
         holding = self.world.pods.holding(key) | self._sent.gave_replicas(key) | set(keep)
+        if entry.replicas == 0:  # scaled to zero: the member workloads stay, at 0 (HPAs, PDBs)
+            holding |= self._sent.holders(key)
         messages = assignments.for_clusters(
             entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding)
         if messages:
@@ -371,9 +373,9 @@ class Coordinator:
         """Cluster `name` applied an assignment of spread `key`: if what it holds now is a share of 0
         and it reports no pods of the spread, it is sent the removal (its pod reports would not
         change, so no publish would send it)."""
-        last = self._sent.last(name, key)
+        last, entry = self._sent.last(name, key), self.world.spread(key)
         if (last is not None and last.replicas == 0 and name not in self.world.pods.holding(key)
-                and self.world.pods.verified(name, key)):
+                and self.world.pods.verified(name, key) and (entry is None or entry.replicas != 0)):
             self._deliver(name, key, None, reason=NO_REPLICAS_LEFT)
 
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:

@@ -12,7 +12,9 @@ or a workload it was given (`keep`). At 1,000 clusters a spread selects ~100 and
 message, a member Deployment scaled to 0 and a namespace in each of the other 90 cost every side
 and tell nobody anything (Karmada sends nothing there either). A cluster whose quota drops to 0 is
 first sent the zero quotas (its Deployment scales to 0, the handover rules apply as everywhere);
-the removal — its member workload deleted — follows once it reports no pods of the spread.
+the removal — its member workload deleted — follows once it reports no pods of the spread. A
+spread scaled to 0 is the exception: its clusters keep their zero assignments (and workloads), as
+a Deployment scaled to 0 is kept (the facade passes them as `keep`).
 """
 
 from __future__ import annotations
