@@ -171,6 +171,11 @@ class Bookkeeping:
             self._books.pop(spread, None)
             self._counted.discard(spread)
 
+    def counted(self, spread: str) -> bool:
+        """Whether `observe` has counted the spread's pods since its assignment was installed."""
+        with self._lock:
+            return spread in self._counted
+
     def assignment(self, spread: str) -> assignment_mod.Assignment | None:
         """The current assignment of `spread`, if any."""
         with self._lock:

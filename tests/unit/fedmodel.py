@@ -83,7 +83,8 @@ class Member:
     def restart_agent(self) -> None:
         """A new agent process: bookkeeping, webhook state, outbox and stream numbering start
         empty (the pods and the member Deployment stay, as in a real cluster)."""
-        self.book = bookkeeping.Bookkeeping(self.clock)
+        # As the agent: a pod of a spread whose pods were not counted yet is refused (retried).
+        self.book = bookkeeping.Bookkeeping(self.clock, count_wait=0.0)
         counter = itertools.count()
         self.webhook = handler.AdmissionHandler(self.book, metrics.AgentMetrics(cluster=self.name),
                                                 token_source=lambda: f"{next(counter):06d}")
@@ -125,7 +126,8 @@ class Member:
 
     # --- admission reviews ---------------------------------------------------------------------------
 
-    def _review(self, operation: str, *, name: str, sub_resource: str = "", **objects: Any) -> dict[str, Any]:
+    def _review(self, operation: str, *, name: str, sub_resource: str = "", refusable: bool = False,
+                **objects: Any) -> dict[str, Any]:
         kind = {"group": "policy", "version": "v1", "kind": "Eviction"} if sub_resource else \
             {"group": "", "version": "v1", "kind": "Pod"}
         request = {"uid": f"{self.name}-{next(self._uids)}", "operation": operation, "namespace": NAMESPACE,
@@ -133,7 +135,7 @@ class Member:
                    "subResource": sub_resource, "dryRun": False, **objects}
         body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
         answer: dict[str, Any] = json.loads(self.webhook.respond(json.dumps(body).encode()))["response"]
-        assert answer["allowed"] is True, answer
+        assert answer["allowed"] is True or refusable, answer
         return answer
 
     def _manifest(self, pod: Pod) -> dict[str, Any]:
@@ -142,12 +144,17 @@ class Member:
             meta["annotations"] = {names.SUBSET_ANNOTATION: pod.subset}
         return {"metadata": meta, "spec": {"containers": [{"name": "app", "image": "web:1"}]}}
 
-    def create_pod(self) -> None:
-        """The ReplicaSet creates a pod; the webhook picks its subset. Checks admission safety."""
+    def create_pod(self) -> bool:
+        """The ReplicaSet creates a pod; the webhook picks its subset. Checks admission safety.
+        False: the webhook refused it (an agent that has not counted the spread's pods yet, as
+        after a restart): the ReplicaSet tries again later."""
         pod = Pod(name=f"{NAME}-{self.name}-{next(self._names)}", subset=None, created=self.clock())
         before, quotas = self.holding(), self.quotas()
         manifest = self._manifest(pod)
-        answer = self._review("CREATE", name=pod.name, object=manifest)
+        answer = self._review("CREATE", name=pod.name, object=manifest, refusable=True)
+        if not answer["allowed"]:
+            self.seen["refused: not counted yet"] += 1
+            return False
         if "patch" in answer:
             patch = json.loads(base64.b64decode(answer["patch"]))
             mutated = jsonpatch.apply_patch(manifest, patch)
@@ -158,6 +165,7 @@ class Member:
                 f"{self.name}: pod admitted into {pod.subset} holding {before} with quotas {quotas}")
         self.pods[pod.name] = pod
         self._settle_allowance()
+        return True
 
     def delete_pod(self, name: str, *, evict: bool = False) -> None:
         """A pod goes (user delete, eviction, ReplicaSet scale-down), through the webhook."""
@@ -181,8 +189,7 @@ class Member:
         current = self.book.assignment(KEY)
         target = self.deployment_replicas
         if len(self.pods) < target:
-            self.create_pod()
-            return True
+            return self.create_pod()
         if len(self.pods) > target:
             subsets = [r.name for r in sorted(current.subsets, key=lambda r: r.index)] if current else []
             views = self._views()
@@ -263,9 +270,11 @@ class Member:
         current = self.book.assignment(KEY)
         counts = {KEY: self.book.counts(KEY)} if current is not None else {}
         generations = {KEY: current.generation} if current is not None else {}
+        # Evidence only for what was counted since this agent started (the reconciler's rule).
+        assigned = set(counts) if self.book.counted(KEY) else set()
         self.outbox.put_counts(outbox.counts_message(
             counts, sequence=sequence, generations=generations, observed_at=self.clock(),
-            assigned=set(counts), first_after_start=sequence == 1))
+            assigned=assigned, first_after_start=sequence == 1))
 
     # --- the link ------------------------------------------------------------------------------------
 

@@ -13,7 +13,11 @@ Kubernetes). After every step:
 * every connected agent enforces exactly the placement's column for its cluster (the quotas never
   exceed the placement), and no agent holds an assignment for a cluster the spread does not use;
 * no admission ever put a subset above its quota in a cluster (`Member.allowance`);
-* no placement removes a verified Ready pod while the spread still needs it (the handover rule);
+* no placement removes a verified Ready pod while the spread still needs it (the handover rule),
+  also in a cluster that left the selection (a subset edit, a relabelled cluster) or in a subset
+  the spread no longer has;
+* an agent or coordinator restart (bookkeeping lost, an empty first report, the hub listed while
+  agents reconnect) never takes the running pods below what ran or what the spread needs;
 * a partition on the coordinator's side (every agent silent past clusterLostSeconds, then back
   one by one) moves no replica and deletes no pod (the `coordinator_partition` rule asserts it
   whenever the federation was quiet before the partition).
@@ -116,8 +120,9 @@ class FederationMachine(stateful.RuleBasedStateMachine):
               nodes: list[int]) -> None:
         self.fed = fm.Federation(self.clock, dict(zip(fm.CLUSTERS, nodes, strict=True)))
         self.items, self.strategy, self.replicas = items, strategy, replicas
+        self.regions = dict(REGIONS)
         for name in fm.CLUSTERS:
-            self.fed.world.upsert_cluster(name, labels={names.REGION_LABEL: REGIONS[name]})
+            self.fed.world.upsert_cluster(name, labels={names.REGION_LABEL: self.regions[name]})
             self.fed.connect(name)
         self._apply_spec(data.draw(caps(len(items)), label="caps"))
         template = builders.deployment(fm.NAME, replicas, namespace=fm.NAMESPACE, cpu=None, image="web:1")
@@ -179,6 +184,13 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.items = items
         self._apply_spec(data.draw(caps(len(items)), label="new caps"))
 
+    @stateful.rule(name=CLUSTER, region=st.sampled_from(["onprem", "cloud", "elsewhere"]))
+    def cluster_relabelled(self, name: str, region: str) -> None:
+        """A MemberCluster's labels change: a `clusterSelector` may stop (or start) matching it —
+        the cluster leaves (or joins) the selection, and leaving is a move, not a deletion."""
+        self.regions[name] = region
+        self._hub(self.fed.world.upsert_cluster(name, labels={names.REGION_LABEL: region}))
+
     @stateful.rule(name=CLUSTER, nodes=NODES)
     def capacity_changes(self, name: str, nodes: int) -> None:
         member = self.fed.members[name]
@@ -221,7 +233,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
 
         def hub(coordinator: Any) -> None:
             for cluster_name in fm.CLUSTERS:
-                labels = {names.REGION_LABEL: REGIONS[cluster_name]}
+                labels = {names.REGION_LABEL: self.regions[cluster_name]}
                 coordinator.world.upsert_cluster(cluster_name, labels=labels)
             coordinator.world.upsert_spread(item)
             coordinator.world.set_target(fm.KEY, replicas=self.replicas, template=template)
@@ -347,6 +359,17 @@ class FederationMachine(stateful.RuleBasedStateMachine):
                     keep += min(count, subset.clusters[name])
         # Replicas no rule lets the spread place anywhere (caps) have no replacement to wait for.
         assert keep >= min(have, result.replicas - result.unplaced), (ready, result.counts())
+        # The same per cluster, counting clusters that left the selection and pods of subsets the
+        # placement no longer has (a member workload keeps min(its Ready pods, its share)).
+        world = self.fed.world
+        usable = world.ready_selected(fm.KEY) | world.departing(fm.KEY)
+        per_cluster: dict[str, int] = {}
+        for per_subset in world.pods.ready_for(fm.KEY, usable=usable).values():
+            for name, count in per_subset.items():
+                per_cluster[name] = per_cluster.get(name, 0) + count
+        kept = sum(min(count, result.clusters.get(name, 0)) for name, count in per_cluster.items())
+        needed = min(sum(per_cluster.values()), result.replicas - result.unplaced)
+        assert kept >= needed, (per_cluster, result.clusters)
 
     @stateful.invariant()
     def connected_agents_enforce_exactly_the_placement(self) -> None:
@@ -431,8 +454,10 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             assert member.stream is not None and member.stream.outgoing.empty(), member.name
             assert sum(member.quotas().values()) == len(member.pods), (member.name, member.quotas(),
                                                                        sorted(member.pods))
-            # Assignments only where replicas are: a share of 0 with no pods left is removed.
-            assert member.book.assignment(fm.KEY) is None or member.pods, (member.name, member.quotas())
+            # Assignments only where replicas are: a share of 0 with no pods left is removed —
+            # unless the spread is scaled to 0 (its workloads stay, at 0).
+            assert member.book.assignment(fm.KEY) is None or member.pods or self.replicas == 0, (
+                member.name, member.quotas())
         self.connected_agents_enforce_exactly_the_placement()
         if self.strategy == "Adaptive" and not any("" in m.holding() for m in self.fed.members.values()):
             # Waiting is state: replicas that fit nowhere stay waiting until their pods run. Pods of

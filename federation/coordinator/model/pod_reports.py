@@ -188,6 +188,12 @@ class PodReports:
         return frozenset(name for name, per_subset in self.by_spread.get(key, {}).items()
                          if any(pods.active or pods.deleting for pods in per_subset.values()))
 
+    def holders(self, key: str) -> frozenset[str]:
+        """The clusters that hold pods of spread `key` as far as the coordinator knows: by their
+        last report (`holding`), or by what they ran before they were lost or what the hub status
+        recorded, until they report again."""
+        return self.holding(key) | frozenset(name for name, held in self._away.items() if held.get(key))
+
     def held_by(self, name: str, key: str) -> dict[str, int]:
         """What cluster `name` holds of spread `key` per subset, as far as the coordinator knows:
         its last report's running pods, or the share it ran before it was lost, whichever is more."""

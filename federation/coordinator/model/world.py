@@ -339,7 +339,7 @@ class World:
         entry = self._spreads.get(key)
         if entry is None:
             return frozenset()
-        holding = self.pods.holding(key) - self.selected(key)
+        holding = self.pods.holders(key) - self.selected(key)
         return frozenset(name for name in holding if self.ready(name, after=entry.lost_after))
 
     def heard_from_any(self, after: datetime.timedelta) -> bool:
