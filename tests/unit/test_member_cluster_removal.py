@@ -102,7 +102,8 @@ def test_the_recreated_member_cluster_carries_what_the_world_had_and_changes_not
     kept = model.member("dc1")
     assert kept is not None and kept.labels == EU and not model.decommissioned("dc1")
     recreated = watcher.ClusterInfo("dc1", kept.labels, kept.taints)  # what the shell writes back
-    assert watcher.apply_to_world(model, watcher.HubEvent("cluster", "ADDED", "dc1", cluster=recreated)) == set()
+    added = watcher.HubEvent("cluster", "ADDED", "dc1", cluster=recreated)
+    assert watcher.apply_to_world(model, added) == set()
     loop.recompute(model, {KEY}, now=clock())
     assert model.placements[KEY] == before
 
