@@ -18,7 +18,8 @@ understand the coordinator. The threads, and why each exists:
   `services.aio_server`): one event-loop thread serves every agent stream and SDK call as
   coroutines, and a fixed pool of `GRPC_WORKERS` threads runs what blocks (the facade's lock), plus
   `PLACEMENT_WORKERS` for PlacementService (what-ifs may be slow) and two that register the
-  MemberClusters of new agents on the hub. So the threads do not grow with the federation. Over
+  MemberClusters of new agents on the hub (and recreate one deleted while its agent is connected:
+  the hub object is not the cluster, `apply`). So the threads do not grow with the federation. Over
   mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
   cluster theirs names, `identity`; SDK users read what the hub's RBAC lets them,
   `services.authorization` over `hub.access_review`) or, for local use only, plaintext (`tls=None`,

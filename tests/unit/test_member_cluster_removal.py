@@ -204,3 +204,12 @@ def test_the_decommissioned_condition_says_what_is_left() -> None:
     assert "shop/api, shop/web" in moving.message
     done = status.decommission_condition(holding=[], previous=[moving], now=now)
     assert (done.status, done.reason) == ("True", "NothingHeld") and "may be deleted" in done.message
+
+
+def test_the_watcher_reads_decommission_from_the_member_cluster() -> None:
+    body = {"apiVersion": "fedspread.io/v1alpha1", "kind": "MemberCluster",
+            "metadata": {"name": "dc1", "labels": EU}, "spec": {"decommission": True}}
+    info, found = watcher.parse_cluster(body)
+    assert not found and info is not None and info.decommission and info.labels == EU
+    plain, _ = watcher.parse_cluster({**body, "spec": {}})
+    assert plain is not None and not plain.decommission

@@ -21,6 +21,9 @@ with every placed spread's pending pods charged and build `view_for`'s views fro
 holds a fact of its own: both read the World's dictionaries, and the World tells them what
 changed. Placements are stored through `store` and `drop` only, so the ledgers stay in step;
 `placements` is a read-only view.
+
+A MemberCluster deleted on the hub is not a cluster gone (`delete_cluster`): its facts stay until
+it is decommissioned (`spec.decommission`, out of every selection) and holds nothing.
 """
 
 from __future__ import annotations
