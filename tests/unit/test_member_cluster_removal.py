@@ -16,10 +16,12 @@ import datetime
 from typing import Any
 
 from federation.api import names
+from federation.coordinator import facade
 from federation.coordinator.hub import watcher
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
 from federation.core import brake, status
+from federation.rpc import agent_pb2
 from tests.support import builders
 from tests.support.clock import ManualClock
 
@@ -213,3 +215,17 @@ def test_the_watcher_reads_decommission_from_the_member_cluster() -> None:
     assert not found and info is not None and info.decommission and info.labels == EU
     plain, _ = watcher.parse_cluster({**body, "spec": {}})
     assert plain is not None and not plain.decommission
+
+
+def test_the_agent_of_a_decommissioned_and_deleted_cluster_reconnecting_joins_nothing() -> None:
+    clock = ManualClock(T0)
+    coordinator = facade.Coordinator(federation(clock), clock=clock, coordinator_id="t")
+    model = coordinator.world
+    watcher.apply_to_world(model, member_event("dc1", decommission=True))
+    model.pod_counts("dc1", {})
+    loop.recompute(model, {KEY}, now=clock())
+    watcher.apply_to_world(model, member_event("dc1", type_="DELETED"))
+    assert "dc1" not in model.cluster_names()  # forgotten: nothing held there
+    coordinator.attach(agent_pb2.Hello(cluster_name="dc1", topology_labels=EU), heartbeat_seconds=1)
+    assert model.decommissioned("dc1") and "dc1" not in model.selected(KEY)
+    assert not model.placements[KEY].clusters.get("dc1")
