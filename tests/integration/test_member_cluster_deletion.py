@@ -1,7 +1,8 @@
 """Hub objects are not the cluster, on the real sandbox: deleting a MemberCluster moves nothing.
 
 Two real `fedspread agent` processes manage sandbox member-1 and member-2 for a real coordinator;
-one spread balances 4 replicas over both (2 each), pods Ready 4 s after they start (the node
+one spread balances 4 replicas over both (2 each) through a `clusterSelector` on a label of their
+MemberClusters (as a region selects its clusters), pods Ready 4 s after they start (the node
 simulator honours the readiness probe's delay, so a pod deleted and recreated would show as a
 gap). A sampler lists the Ready pods of both members every quarter second.
 
@@ -63,6 +64,8 @@ class Scene:
         self.hub = hubside.Hub(clusters, namespace)
         self.custom = clusters.custom(hubside.HUB)
         self.key = f"{namespace}/web"
+        self.label = {"fedspread-test/run": names[0]}
+        """Put on both MemberClusters; the spread's clusterSelector matches it."""
         self.history: list[dict[str, int]] = []
 
     def ready(self, member: str) -> set[str]:
@@ -101,12 +104,21 @@ class Scene:
                       f"the agent of {member} never connected")
             self.wait(lambda a=agent, m=member: agentside.webhook_live(a, self.clusters, m, self.namespace),
                       f"the apiserver of {member} never called its agent's webhook")
+        for name in self.names:  # registered by the agent's Hello; labelled as an operator would
+            self.wait(lambda n=name: self.member_cluster(n) is not None, f"{name} was never registered")
+            self.custom.patch_cluster_custom_object(hubside.GROUP, hubside.VERSION, cluster.PLURAL, name,
+                                                    {"metadata": {"labels": self.label}})
+        with sdk.PlacementClient(self.target) as placements:
+            self.wait(lambda: sum(1 for c in placements.clusters()
+                                  if c.name in self.names and self.label.items() <= c.labels.items()) == 2,
+                      "the coordinator never saw both clusters labelled")
         template = builders.deployment("web", REPLICAS, cpu="10m")
         template["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = {
             "exec": {"command": ["true"]}, "initialDelaySeconds": READY_AFTER}
         self.hub.create(template, hubside.spread_body(
             "web", target="web", lost_seconds=LOST_SECONDS, subsets=[
-                {"name": "both", "clusters": list(self.names), "clusterSpread": "Balance"}]))
+                {"name": "both", "clusterSelector": {"matchLabels": self.label},
+                 "clusterSpread": "Balance"}]))
         self.wait(lambda: all(len(self.ready(m)) == 2 for m in MEMBERS),
                   "the spread never ran 2 Ready pods in each member")
         self.wait(lambda: self.hub.spread_status("web").get("readyReplicas") == REPLICAS,
@@ -130,16 +142,16 @@ def test_deleting_a_member_cluster_whose_agent_runs_recreates_it_and_keeps_every
         assert old is not None
         with sdk.PlacementClient(scene.target) as placements, sampling.Sampler(scene.observe) as sampler:
             scene.custom.delete_cluster_custom_object(hubside.GROUP, hubside.VERSION, cluster.PLURAL, deleted)
-            scene.wait(lambda: (scene.member_cluster(deleted) or old)["metadata"]["uid"]
-                       != old["metadata"]["uid"], "the MemberCluster never came back")
             time.sleep(SETTLE)
-            back = scene.member_cluster(deleted)
-            assert back is not None and back["metadata"].get("labels") == old["metadata"].get("labels")
+            assert sampler.samples > SETTLE * 2, sampler.samples
+            assert min(sample[member] for sample in scene.history) >= 2, scene.history
+            assert min(sum(sample.values()) for sample in scene.history) >= REPLICAS, scene.history
+            assert scene.ready(member) == before[member], f"the member's pods changed; {scene.describe()}"
             assert placements.placement(scene.key).clusters == {names[0]: 2, names[1]: 2}
-        assert sampler.samples > SETTLE * 2, sampler.samples
-        assert min(sample[member] for sample in scene.history) >= 2, scene.history
-        assert min(sum(sample.values()) for sample in scene.history) >= REPLICAS, scene.history
-        assert scene.ready(member) == before[member], f"the member's pods changed; {scene.describe()}"
+        back = scene.wait(lambda: (found := scene.member_cluster(deleted)) is not None
+                          and found["metadata"]["uid"] != old["metadata"]["uid"] and found,
+                          "the MemberCluster never came back")
+        assert back["metadata"].get("labels") == old["metadata"].get("labels"), back
         scene.wait(lambda: scene.condition(deleted, "Ready").get("status") == "True",
                    "the recreated MemberCluster never said Ready")
         for agent in scene.agents:
