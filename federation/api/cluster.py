@@ -99,6 +99,16 @@ class MemberClusterSpec(common.SpecModel):
             "clusterTolerations lift them for that spread."
         ),
     )
+    decommission: bool = pydantic.Field(
+        default=False,
+        description=(
+            "Remove this member from the federation: no spread selects it any more, so each spread "
+            "moves its replicas to the clusters that remain (replacements first, as when a cluster "
+            "leaves a spread's selection). Delete the MemberCluster once its Decommissioned "
+            "condition is True. Deleting a MemberCluster without this only deletes the hub object: "
+            "while its agent is connected the coordinator recreates it, and nothing moves."
+        ),
+    )
 
 
 class CapacitySummary(common.StatusModel):
@@ -183,6 +193,10 @@ class ClusterCapacity(common.SpecModel):
     )
     node_pools: list[NodePool] = pydantic.Field(
         default_factory=list, description="The cluster's nodes, grouped into pools."
+    )
+    decommissioned: bool = pydantic.Field(
+        default=False,
+        description="The MemberCluster's spec.decommission: no subset selects it, named or matched.",
     )
 
     @property

@@ -159,8 +159,9 @@ class Coordinator:
             # reported before stands, unverified, until a report made holding each assignment.
             self.world.pods.reconnected(name)
             affected: set[str] = set()
-            if name not in self.world.cluster_names():
-                affected |= self.world.upsert_cluster(name, labels=dict(hello.topology_labels))
+            if name not in self.world.cluster_names():  # (a decommissioned one stays so)
+                affected |= self.world.upsert_cluster(name, labels=dict(hello.topology_labels),
+                                                      decommission=self.world.decommissioned(name))
             affected |= self.world.heartbeat(name)
             # Place first, then resync: the returning agent must receive the placement of the world
             # in which it is heard again, not one computed while it was silent (that one may say 0

@@ -18,7 +18,8 @@ understand the coordinator. The threads, and why each exists:
   `services.aio_server`): one event-loop thread serves every agent stream and SDK call as
   coroutines, and a fixed pool of `GRPC_WORKERS` threads runs what blocks (the facade's lock), plus
   `PLACEMENT_WORKERS` for PlacementService (what-ifs may be slow) and two that register the
-  MemberClusters of new agents on the hub. So the threads do not grow with the federation. Over
+  MemberClusters of new agents on the hub (and recreate one deleted while its agent is connected:
+  the hub object is not the cluster, `apply`). So the threads do not grow with the federation. Over
   mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
   cluster theirs names, `identity`; SDK users read what the hub's RBAC lets them,
   `services.authorization` over `hub.access_review`) or, for local use only, plaintext (`tls=None`,
@@ -51,11 +52,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import functools
 import logging
 import queue
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kubernetes import client
 
@@ -323,11 +325,12 @@ class CoordinatorProcess:
                                                          "key": event.key})
 
     def apply(self, event: hub.HubEvent) -> None:
-        """Apply one hub event to the World and publish what it changed."""
+        """Apply one hub event to the World and publish what it changed. A MemberCluster deleted
+        while its agent is connected, and not decommissioned, is recreated (`_restore`)."""
+        gone_member = event.kind == "cluster" and bool(event.key) and event.type == "DELETED"
         if event.kind == "cluster" and event.key:
-            if event.type == "DELETED":
+            if gone_member:
                 self.statuses.members.discard(event.key)
-                self.backend.forget_cluster(event.key)
             else:
                 self.statuses.members.add(event.key)
         elif event.kind == "spread" and event.key and event.type != "DELETED":
@@ -338,6 +341,16 @@ class CoordinatorProcess:
             self.coordinator.publish(hub.apply_to_world(self.world, event))
             if deleting:  # under the lock: a status pass sees it placed or its Deployment released
                 self.statuses.spread_deleted(event.key, target=gone.spec.target_ref.name if gone else None)
+            kept = gone_member and event.key in self.world.cluster_names()
+            restore = kept and not self.world.decommissioned(event.key) \
+                and event.key in self.coordinator.connected()
+        if gone_member and not kept:
+            self.backend.forget_cluster(event.key)
+        if restore:
+            log.warning("MemberCluster deleted while its agent is connected: the cluster stays in the "
+                        "federation and nothing moves; recreating it (set spec.decommission to remove "
+                        "a member)", extra={"cluster": event.key})
+            self.agents.submit(functools.partial(self._restore, event.key), cluster=event.key)
         if event.type == "SYNCED":
             self._synced_kinds.add(event.kind)
             if self._synced_kinds >= HUB_KINDS and not self.hub_synced.is_set():
@@ -347,21 +360,58 @@ class CoordinatorProcess:
                 log.info("hub listed; agents resynced", extra={"spreads": len(self.world.spreads())})
 
     def _on_hello(self, hello: agent_pb2.Hello) -> None:
-        """Remember the agent's version; create its MemberCluster (topology labels) if missing."""
+        """Remember the agent's version; create its MemberCluster if missing: with the labels and
+        taints the World last had for it (the hub's were authoritative), else the Hello's topology
+        labels (first join). Never for a decommissioned cluster (it left the federation)."""
         name = hello.cluster_name
         self._agent_versions[name] = hello.agent_version
         if name in self.statuses.members:
             return
+        with self.coordinator.lock:
+            if self.world.decommissioned(name):
+                log.info("agent of a decommissioned cluster connected; its MemberCluster is not "
+                         "created again", extra={"cluster": name})
+                return
+            known = self.world.member(name)
+        if known is None:
+            self._create_member(name, labels=dict(hello.topology_labels), taints=())
+        else:
+            self._create_member(name, labels=known.labels, taints=known.taints, restored=True)
+
+    def _restore(self, name: str) -> None:
+        """Recreate the MemberCluster of `name` (deleted on the hub while its agent is connected)
+        from what the World last had for it, unless it is back, decommissioned or disconnected."""
+        with self.coordinator.lock:
+            known = self.world.member(name)
+            if name in self.statuses.members or known is None or self.world.decommissioned(name) \
+                    or name not in self.coordinator.connected():
+                return
+        self._create_member(name, labels=known.labels, taints=known.taints, restored=True)
+
+    def _create_member(self, name: str, *, labels: dict[str, str],
+                       taints: Sequence[common.Taint], restored: bool = False) -> None:
+        """Create MemberCluster `name` on the hub; one that exists already wins (409)."""
+        spec = {"taints": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in taints]}
         body = {"apiVersion": f"{common.API_GROUP}/{common.API_VERSION}", "kind": "MemberCluster",
-                "metadata": {"name": name, "labels": dict(hello.topology_labels)}, "spec": {}}
+                "metadata": {"name": name, "labels": dict(labels)}, "spec": spec if taints else {}}
         try:
-            self._custom.create_cluster_custom_object(common.API_GROUP, common.API_VERSION,
-                                                      cluster_api.PLURAL, body,
-                                                      _request_timeout=HUB_CALL_TIMEOUT)
-            log.info("MemberCluster registered", extra={"cluster": name})
+            created = self._custom.create_cluster_custom_object(common.API_GROUP, common.API_VERSION,
+                                                                cluster_api.PLURAL, body,
+                                                                _request_timeout=HUB_CALL_TIMEOUT)
         except client.ApiException as error:
             if error.status != 409:  # 409: it exists already, the hub's copy wins
                 raise
+            return
+        log.info("MemberCluster recreated" if restored else "MemberCluster registered",
+                 extra={"cluster": name})
+        if restored:
+            meta = created.get("metadata") if isinstance(created, dict) else None
+            uid = str(meta.get("uid") or "") if isinstance(meta, dict) else ""
+            self.recorder.record(
+                kube_events.ObjectRef(common.GROUP_VERSION, cluster_api.KIND, name, uid=uid),
+                reason="Recreated", type=kube_events.WARNING, action="Recreate",
+                note="the MemberCluster was deleted while its agent was connected; recreated with its "
+                     "last labels and taints, nothing moved (set spec.decommission to remove a member)")
 
     # --- timer ---------------------------------------------------------------------------------
 

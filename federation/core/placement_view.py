@@ -26,13 +26,16 @@ from federation.core import brake, fit, matching
 
 
 def selected_clusters(subset: spread.Subset, snapshot: cluster.CapacitySnapshot) -> list[str]:
-    """The clusters a subset names, in fill order: as listed, else matching ones by name."""
+    """The clusters a subset names, in fill order: as listed, else matching ones by name; never a
+    decommissioned one (it leaves every spread's selection)."""
     if subset.clusters is not None:
-        return list(subset.clusters)
+        retired = {c.name for c in snapshot.clusters if c.decommissioned}
+        return [name for name in subset.clusters if name not in retired]
     selector = subset.cluster_selector
     if selector is None:
         return []
-    return sorted(c.name for c in snapshot.clusters if matching.label_selector_matches(selector, c.labels))
+    return sorted(c.name for c in snapshot.clusters
+                  if not c.decommissioned and matching.label_selector_matches(selector, c.labels))
 
 
 class Limits:

@@ -142,6 +142,24 @@ def member_cluster_conditions(
     return [verdict] + [c for c in previous if c.type != "Ready"]
 
 
+def decommission_condition(
+    *, holding: Sequence[str], previous: Sequence[common.Condition], now: datetime.datetime,
+) -> common.Condition:
+    """A decommissioned MemberCluster's `Decommissioned` condition: False while spreads still hold
+    replicas or pods there (named, the first few), True once none does (it may then be deleted)."""
+    if not holding:
+        return condition(
+            "Decommissioned", "True", reason="NothingHeld",
+            message="no spread holds replicas or pods here any more; the MemberCluster may be deleted",
+            previous=previous, now=now)
+    shown = ", ".join(sorted(holding)[:5]) + (f" and {len(holding) - 5} more" if len(holding) > 5 else "")
+    return condition(
+        "Decommissioned", "False", reason="SpreadsMoving",
+        message=f"decommissioning: no spread selects this cluster; {len(holding)} still hold replicas "
+                f"or pods here, moving as their replacements become Ready: {shown}",
+        previous=previous, now=now)
+
+
 def deployment_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:
     """The hub Deployment's `status` fields summed over the member Deployments.
 

@@ -80,7 +80,10 @@ def test_the_world_keeps_member_workloads_per_cluster_without_replacing() -> Non
     model.pod_counts("dc1", {}, workloads={})  # latest wins
     assert model.pods.workloads_for("shop/web") == {}
     model.pod_counts("dc1", {}, workloads={"shop/web": up})
-    model.delete_cluster("dc1")
+    model.delete_cluster("dc1")  # the hub object only: the cluster is kept
+    assert model.pods.workloads_for("shop/web") == {"dc1": up}
+    model.upsert_cluster("dc1", labels={}, decommission=True)
+    model.delete_cluster("dc1")  # decommissioned, nothing held: forgotten
     assert model.pods.workloads_for("shop/web") == {}
 
 

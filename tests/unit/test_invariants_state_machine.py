@@ -4,7 +4,8 @@ Why: each component is tested alone elsewhere; what fails in production is an in
 scale while an agent is away, an eviction between a quota cut and the cache catching up, a spec
 edit during failover. Hypothesis interleaves pod creates (admitted by the agent's real webhook
 against the quotas the coordinator assigned), deletes, evictions, scales, capacity changes, agent
-disconnects and reconnects (heartbeats lost as the clock moves: cluster lost, failover), spec
+disconnects and reconnects (heartbeats lost as the clock moves: cluster lost, failover),
+MemberClusters deleted on the hub (nothing moves; recreated while the agent is connected), spec
 edits of the caps, and clock steps, over `fedmodel.Federation` (real decision code, modelled
 Kubernetes). After every step:
 
@@ -48,6 +49,7 @@ from hypothesis import strategies as st
 
 from federation.api import names
 from federation.api import spread as spread_api
+from federation.coordinator.hub import watcher
 from federation.core import apportion, placement
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -265,6 +267,22 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         if quiet:
             for name in fm.CLUSTERS:
                 assert running[name] <= after[name], (name, running[name] - after[name])
+
+    @stateful.rule(name=CLUSTER)
+    def member_cluster_deleted(self, name: str) -> None:
+        """Its MemberCluster deleted on the hub (a GitOps prune): nothing moves, no quota changes;
+        while its agent is connected the coordinator creates it again with what it had (`_restore`)."""
+        before = self.fed.world.placements.get(fm.KEY)
+        quotas = {n: m.quotas() for n, m in self.fed.members.items()}
+        self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent("cluster", "DELETED", name)))
+        kept = self.fed.world.member(name)
+        assert kept is not None, name
+        if self.fed.members[name].stream is not None:
+            info = watcher.ClusterInfo(name, kept.labels, kept.taints)
+            self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent("cluster", "ADDED", name,
+                                                                              cluster=info)))
+        assert self.fed.world.placements.get(fm.KEY) == before
+        assert {n: m.quotas() for n, m in self.fed.members.items()} == quotas
 
     @stateful.rule(seconds=st.sampled_from([1, 5, 12, 31]))
     def time_passes(self, seconds: int) -> None:

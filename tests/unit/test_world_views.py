@@ -173,7 +173,8 @@ def draw_event(model: world.World, clock: ManualClock, data: st.DataObject) -> t
         cordoned = data.draw(st.integers(0, 3)) == 0
         effect = data.draw(st.sampled_from(["NoSchedule", "NoExecute"]))
         taints = [common.Taint(key=builders.CORDON_TAINT_KEY, effect=effect)] if cordoned else []
-        return kind, lambda m: m.upsert_cluster(name, labels=labels, taints=taints)
+        retired = data.draw(st.integers(0, 4)) == 0  # decommissioned: in no spread's selection
+        return kind, lambda m: m.upsert_cluster(name, labels=labels, taints=taints, decommission=retired)
     if kind == "beat":
         return kind, lambda m: m.heartbeat(name)
     if kind == "clock":

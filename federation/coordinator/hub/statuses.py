@@ -263,13 +263,20 @@ class StatusPass:
         old, written_at = self._member_status.get(name, (None, None))
         previous = list(old.conditions) if old is not None else []
         was_ready = any(c.type == "Ready" and c.status == "True" for c in previous)
-        if written_at is not None and was_ready == ready and \
+        retiring = status_core.decommission_condition(
+            holding=sorted(self.world.held_at(name)), previous=previous, now=now,
+        ) if self.world.decommissioned(name) else None
+        said = next((c for c in previous if c.type == "Decommissioned"), None)
+        same_retiring = (said is None and retiring is None) or (
+            said is not None and retiring is not None and said.message == retiring.message)
+        if written_at is not None and was_ready == ready and same_retiring and \
                 now - written_at < datetime.timedelta(seconds=self.member_status_seconds):
             return None
         pools = self.world.snapshot_for("").clusters
         nodes = sum(p.count for c in pools if c.name == name for p in c.node_pools)
-        conditions = status_core.member_cluster_conditions(
+        conditions = [c for c in status_core.member_cluster_conditions(
             ready=ready, last_heartbeat=last, lost_after=lost_after, previous=previous, now=now)
+            if c.type != "Decommissioned"] + ([retiring] if retiring is not None else [])
         return name, cluster_api.MemberClusterStatus(
             conditions=conditions, last_heartbeat_time=last,
             agent_version=self.agent_versions.get(name, ""),

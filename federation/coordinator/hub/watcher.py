@@ -46,6 +46,7 @@ class ClusterInfo:
     name: str
     labels: dict[str, str]
     taints: tuple[common.Taint, ...]
+    decommission: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +101,8 @@ def parse_cluster(obj: Json) -> tuple[ClusterInfo | None, tuple[problems.Problem
         member = problems.validate(cluster_api.MemberCluster, obj, what=reflector.key(obj))
     except problems.InvalidInput as error:
         return None, tuple(error.problems)
-    return ClusterInfo(member.metadata.name, dict(member.metadata.labels), tuple(member.spec.taints)), ()
+    return ClusterInfo(member.metadata.name, dict(member.metadata.labels), tuple(member.spec.taints),
+                       decommission=member.spec.decommission), ()
 
 
 def parse_deployment(obj: Json) -> DeploymentInfo:
@@ -229,12 +231,12 @@ def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
     if event.kind == "spread":
         return _apply_spread(world, event)
     if event.kind == "cluster":
-        if event.type == "DELETED":
+        if event.type == "DELETED":  # the hub object, not the cluster (`World.delete_cluster`)
             return world.delete_cluster(event.key)
         if event.cluster is None:
             return set()
         return world.upsert_cluster(event.cluster.name, labels=event.cluster.labels,
-                                    taints=event.cluster.taints)
+                                    taints=event.cluster.taints, decommission=event.cluster.decommission)
     info = event.deployment
     if info is None:
         return set()

@@ -290,7 +290,7 @@ class MemberViews:
                 zip(entry.spec.subsets, self._selector_keys[key], strict=True)):
             if subset.clusters is not None:
                 found: dict[str, int] = {}
-                for name in subset.clusters:
+                for name in selected[index]:  # the named ones, less any decommissioned
                     flag = ready.get(name)
                     if flag is not None:
                         member = members.get(name) or self._member_view(name, plan, ready=flag)

@@ -7,7 +7,9 @@ whose subsets name it and the spreads with replicas placed on it; per distinct c
 (spreads often share one), the spreads using it and the clusters it matches; and per spread, its
 subsets' clusters in fill order. Matches are cached against an epoch bumped when the set of
 clusters or their labels change (`relabel`), so a selector is matched against every cluster once
-per such change, not once per spread per request.
+per such change, not once per spread per request. A decommissioned cluster (`spec.decommission`)
+is in no spread's selection, named or matched: that is how it leaves the federation (every spread
+handles it as a cluster that left its selection).
 
 The index reads the World's spreads, clusters and inventories through references to its
 dictionaries and never writes them; the World tells it what changed.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
@@ -53,11 +55,13 @@ class SelectionIndex:
 
     def __init__(
         self, spreads: Mapping[str, facts.SpreadEntry], clusters: Mapping[str, facts.ClusterFacts], *,
-        pools: Mapping[str, list[cluster.NodePool]],
+        pools: Mapping[str, list[cluster.NodePool]], decommissioned: Set[str] = frozenset(),
     ) -> None:
         self._spreads = spreads
         self._clusters = clusters
         self._pools = pools
+        self._decommissioned = decommissioned
+        """The World's decommissioned clusters (a change of it comes with `relabel`)."""
         self._names: tuple[str, ...] | None = None
         self._name_set: frozenset[str] = frozenset()
         self._epoch = 0
@@ -138,9 +142,10 @@ class SelectionIndex:
         """The clusters selector `found` matches, by name."""
         entry = self._selectors[found]
         if entry.epoch != self._epoch:
+            retired = self._decommissioned
             entry.members = tuple(
                 n for n in self.cluster_names()
-                if matching.label_selector_matches(entry.selector, self.labels(n))
+                if n not in retired and matching.label_selector_matches(entry.selector, self.labels(n))
             )
             entry.epoch = self._epoch
         return entry.members
@@ -162,7 +167,8 @@ class SelectionIndex:
         selected: list[tuple[str, ...]] = []
         for subset, found in zip(self._spreads[key].spec.subsets, self.selector_keys[key], strict=True):
             if subset.clusters is not None:
-                selected.append(tuple(subset.clusters))
+                retired = self._decommissioned
+                selected.append(tuple(n for n in subset.clusters if n not in retired))
             elif found is not None:
                 selected.append(self.selector_members(found))
             else:
@@ -179,6 +185,10 @@ class SelectionIndex:
                 found |= selector.users
         found.update(key for key in self._placed_on.get(name, ()) if key in self._spreads)
         return found
+
+    def occupying(self, name: str) -> frozenset[str]:
+        """The spreads with replicas placed on cluster `name`."""
+        return frozenset(key for key in self._placed_on.get(name, ()) if key in self._spreads)
 
     def index_placed(self, key: str, occupied: Occupancy) -> None:
         """Spread `key` now holds replicas where `occupied` says (empty: nowhere)."""

@@ -21,6 +21,9 @@ with every placed spread's pending pods charged and build `view_for`'s views fro
 holds a fact of its own: both read the World's dictionaries, and the World tells them what
 changed. Placements are stored through `store` and `drop` only, so the ledgers stay in step;
 `placements` is a read-only view.
+
+A MemberCluster deleted on the hub is not a cluster gone (`delete_cluster`): its facts stay until
+it is decommissioned (`spec.decommission`, out of every selection) and holds nothing.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ class World:
         self._targets: dict[str, facts.Target] = {}
         self._members: dict[str, facts.ClusterFacts] = {}
         self._pools: dict[str, list[cluster.NodePool]] = {}
+        self._decommissioned: set[str] = set()
+        """Clusters whose MemberCluster says `decommission` (kept after the object is deleted)."""
         self.pods = pod_reports.PodReports()
         """What the agents last reported of each spread's pods, and which reports still hold."""
         self._marks = marks.Marks()
@@ -83,7 +88,8 @@ class World:
         self.lifecycle = lifecycle.Lifecycle()
         """Target holders, refusals, deletion policies of deleted spreads (`lifecycle`)."""
         # Indexes and caches (see the module docstring); none of them is a fact of its own.
-        self._index = selection_index.SelectionIndex(self._spreads, self._members, pools=self._pools)
+        self._index = selection_index.SelectionIndex(self._spreads, self._members, pools=self._pools,
+                                                     decommissioned=self._decommissioned)
         self._views = member_views.MemberViews(
             self._spreads, self._placed, pods=self.pods.by_spread, clusters=self._members,
             index=self._index, tracker=self.tracker, clock=clock, grace_from=grace_from,
@@ -153,23 +159,33 @@ class World:
         return {key}
 
     def upsert_cluster(
-        self, name: str, *, labels: Mapping[str, str], taints: Sequence[common.Taint] = ()
+        self, name: str, *, labels: Mapping[str, str], taints: Sequence[common.Taint] = (),
+        decommission: bool = False,
     ) -> set[str]:
-        """A MemberCluster was created or changed (topology labels, cluster taints)."""
+        """A MemberCluster was created or changed (topology labels, cluster taints, decommission:
+        a decommissioned cluster leaves every spread's selection)."""
         old = self._members.get(name)
         member = facts.ClusterFacts(dict(labels), cluster.stamped(
             taints, before=old.taints if old is not None else (), now=self.clock()))
-        if old == member:
+        retiring = decommission != (name in self._decommissioned)
+        if old == member and not retiring:
             return set()
         before = self._index.selecting(name)
         self._members[name] = member
+        if retiring:
+            (self._decommissioned.add if decommission else self._decommissioned.discard)(name)
         self._views.touch(name)
-        if old is None or old.labels != member.labels:
+        if old is None or old.labels != member.labels or retiring:
             self._relabel()
         return before | self._index.selecting(name)
 
     def delete_cluster(self, name: str) -> set[str]:
-        """A MemberCluster was deleted: forget everything about it."""
+        """A MemberCluster was deleted. The hub object is not the cluster: unless it was
+        decommissioned, everything is kept (its agent's shell recreates the object while connected;
+        a silent agent makes it lost, as any). A decommissioned one stays out of every selection
+        and is forgotten once no spread holds anything there (else kept until the next restart)."""
+        if name not in self._decommissioned or self.held_at(name):
+            return set()
         affected = self._index.selecting(name)
         self._members.pop(name, None)
         self._pools.pop(name, None)
@@ -312,6 +328,7 @@ class World:
             clusters.append(cluster.ClusterCapacity(
                 name=name, labels=dict(member.labels), ready=self.ready(name, after=after),
                 taints=list(member.taints), node_pools=list(self._pools.get(name, [])),
+                decommissioned=name in self._decommissioned,
             ))
         return cluster.CapacitySnapshot(clusters=clusters)
 
@@ -322,9 +339,11 @@ class World:
             return frozenset()
         ready = self._views.readiness(entry.lost_after).ready
         found: set[str] = set()
-        for subset, selector in zip(entry.spec.subsets, self._index.selector_keys[key], strict=True):
+        selection = self._index.selection_of(key)
+        for index, (subset, selector) in enumerate(
+                zip(entry.spec.subsets, self._index.selector_keys[key], strict=True)):
             if subset.clusters is not None:
-                for name in subset.clusters:
+                for name in selection[index]:  # the named ones, less any decommissioned
                     flag = ready.get(name)
                     if flag or (flag is None and self.ready(name, after=entry.lost_after)):
                         found.add(name)  # (a named cluster the World does not know: ask the tracker)
@@ -349,6 +368,22 @@ class World:
     def silent_among(self, names: frozenset[str], *, after: datetime.timedelta) -> frozenset[str]:
         """Of the clusters `names` (known ones), those heard once and silent for longer than `after`."""
         return names & self._views.readiness(after).silent
+
+    def member(self, name: str) -> facts.ClusterFacts | None:
+        """What cluster `name`'s MemberCluster last said (labels, stamped taints), if known."""
+        return self._members.get(name)
+
+    def decommissioned(self, name: str) -> bool:
+        """Whether cluster `name`'s MemberCluster said `spec.decommission` (deleted since, or not)."""
+        return name in self._decommissioned
+
+    def held_at(self, name: str) -> frozenset[str]:
+        """The spreads with replicas placed on cluster `name` or pods reported there (active or
+        being deleted): a decommission is complete when none is left."""
+        reported = self.pods.by_cluster.get(name, {})
+        return self._index.occupying(name) | frozenset(
+            key for key, per_subset in reported.items()
+            if any(pods.active or pods.deleting for pods in per_subset.values()))
 
     def taints_of(self, name: str) -> tuple[common.Taint, ...]:
         """Cluster `name`'s MemberCluster taints, each with its `timeAdded` (first seen, if unset)."""

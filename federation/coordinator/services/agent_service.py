@@ -138,19 +138,23 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     def _hook(self, hello: agent_pb2.Hello) -> None:
         """Run `on_cluster_hello` on the hook pool; its failure is logged, the stream serves on."""
-        if self.on_cluster_hello is None:
-            return
+        if self.on_cluster_hello is not None:
+            self.submit(functools.partial(self.on_cluster_hello, hello), cluster=hello.cluster_name)
+
+    def submit(self, work: Callable[[], None], *, cluster: str) -> None:
+        """Run `work` (a hub call about `cluster`, e.g. registering its MemberCluster) on the hook
+        pool, not awaited; its failure is logged. `close` waits for the one under way."""
         if self._hooks is None:
             self._hooks = concurrent.futures.ThreadPoolExecutor(max_workers=HOOK_WORKERS,
                                                                 thread_name_prefix="agent-hello")
-        self._hooks.submit(self._run_hook, self.on_cluster_hello, hello)
+        self._hooks.submit(self._run_hook, work, cluster)
 
     @staticmethod
-    def _run_hook(hook: Callable[[agent_pb2.Hello], None], hello: agent_pb2.Hello) -> None:
+    def _run_hook(work: Callable[[], None], cluster: str) -> None:
         try:
-            hook(hello)
+            work()
         except Exception:  # registering the MemberCluster may fail; the stream still serves
-            log.exception("on_cluster_hello failed", extra={"cluster": hello.cluster_name})
+            log.exception("on_cluster_hello failed", extra={"cluster": cluster})
 
     async def _write(
         self, stream: facade.AgentStream, context: grpc.aio.ServicerContext,
