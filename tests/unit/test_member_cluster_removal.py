@@ -189,6 +189,7 @@ def test_a_decommissioned_member_cluster_is_forgotten_on_deletion_only_once_noth
     assert "dc1" in model.cluster_names() and model.decommissioned("dc1")  # kept, still deselected
     loop.recompute(model, {KEY}, now=clock())
     model.pod_counts("dc1", {})  # its pods are gone
+    loop.recompute(model, {KEY}, now=clock())  # the move ends: dc1 is no longer kept in the placement
     assert model.held_at("dc1") == frozenset()
     watcher.apply_to_world(model, member_event("dc1", type_="DELETED"))  # e.g. a relist
     assert "dc1" not in model.cluster_names()
