@@ -168,7 +168,7 @@ def test_a_decommissioned_member_cluster_empties_and_once_deleted_is_not_recreat
     retired, other = names
     try:
         scene.start()
-        with sdk.PlacementClient(scene.target) as placements:
+        with sdk.PlacementClient(scene.target) as placements, sampling.Sampler(scene.observe) as sampler:
             scene.custom.patch_cluster_custom_object(hubside.GROUP, hubside.VERSION, cluster.PLURAL, retired,
                                                      {"spec": {"decommission": True}})
             scene.wait(lambda: placements.placement(scene.key).clusters.get(retired, 0) == 0
@@ -178,6 +178,10 @@ def test_a_decommissioned_member_cluster_empties_and_once_deleted_is_not_recreat
                        "the move never completed")
             scene.wait(lambda: scene.condition(retired, "Decommissioned").get("status") == "True",
                        f"the MemberCluster never said Decommissioned=True ({scene.member_cluster(retired)})")
+        # Decommission is deselection for every spread, and deselection is a move: the retired
+        # member's Ready pods go only as their replacements become Ready.
+        assert sampler.samples > 5, sampler.samples
+        assert min(sum(sample.values()) for sample in scene.history) >= REPLICAS, scene.history
         scene.custom.delete_cluster_custom_object(hubside.GROUP, hubside.VERSION, cluster.PLURAL, retired)
         time.sleep(3)
         assert scene.member_cluster(retired) is None, "a decommissioned MemberCluster was recreated"
