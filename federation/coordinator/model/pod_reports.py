@@ -206,8 +206,8 @@ class PodReports:
         """Of the `usable` clusters whose counts of spread `key` are not verified, what each holds
         per subset (`held_by`): what the handover keeps until they report again."""
         found: dict[str, dict[str, int]] = {}
-        for name in usable:
-            if not self.verified(name, key):
+        for name in self.holders(key):  # a cluster that holds nothing of the spread has nothing to keep
+            if name in usable and not self.verified(name, key):
                 for subset, count in self.held_by(name, key).items():
                     found.setdefault(subset, {})[name] = count
         return found
