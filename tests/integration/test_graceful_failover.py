@@ -3,7 +3,7 @@
 Two real `fedspread agent` processes manage sandbox member-1 and member-2 for a real coordinator
 (placements on the session's Ray). The spread puts 2 replicas in member-1 (the first subset, capped
 at 2) and 2 in member-2 (the second subset), with a short clusterLostSeconds. A sampler lists the
-Ready pods of both members every quarter second, and each test judges every sample, not the end.
+Ready pods of both members every 50 ms, and each test judges every sample, not the end.
 
 - **A member lost for real.** member-1's agent is killed for good (one cluster of two: not more than
   half, so the failover brake does not hold). Its pods keep running unmanaged; the coordinator
@@ -38,7 +38,7 @@ from federation.api import cluster
 
 LOST_SECONDS = 4
 REPLICAS = 4
-RESTARTED_READY_AFTER = 8
+RESTARTED_READY_AFTER = 10
 """Seconds from a pod's start to its Ready in the lost-member test: longer than the returned agent
 takes to start and say Hello, so a surplus released on its Hello shows as a dip."""
 
