@@ -2,7 +2,8 @@
 
 Two real `fedspread agent` processes manage sandbox member-1 and member-2 for a real coordinator
 (in this process, on the session's Ray), each behind its own `tests/support/tcp_proxy.py`. A
-spread puts 2 replicas in each member and fails clusters over after 4 s of silence. Both proxies
+spread of one subset over both members (Balance: either member could take every replica) puts 2
+replicas in each and fails clusters over after 4 s of silence. Both proxies
 then refuse the agents for 10 s — longer than clusterLostSeconds, so both clusters are lost — and
 let them back one after the other, as agents return after a network fault on the coordinator's
 side.
@@ -95,10 +96,11 @@ def test_a_partition_on_the_coordinators_side_deletes_no_pod_and_moves_no_replic
             link(agent, True)
             waiting.wait_for(lambda a=agent, m=member: agentside.webhook_live(a, clusters, m, namespace),
                              timeout=TIMEOUT, message=f"{member}: the webhook was never called")
+        # One subset over both members: either could take every replica, so only the brake keeps
+        # them where they are (with a subset per member, the caps alone would).
         hub.create(builders.deployment("web", 4, cpu="10m"), hubside.spread_body(
             "web", target="web", lost_seconds=LOST_SECONDS, subsets=[
-                {"name": "first", "clusters": [names[0]], "maxReplicas": 2},
-                {"name": "second", "clusters": [names[1]]}]))
+                {"name": "both", "clusters": names, "clusterSpread": "Balance"}]))
         waiting.wait_for(lambda: all(len(running_pods(clusters, m, namespace)) == 2 for m in MEMBERS),
                          timeout=TIMEOUT, message="the spread never ran 2 pods in each member")
         before = {member: running_pods(clusters, member, namespace) for member in MEMBERS}
