@@ -85,15 +85,19 @@ def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: r
     """One run of `mode` at `level` on an empty namespace, which it leaves empty; its row."""
     at_start = runner.load()
     namespace = hooks.namespaces[mode]
-    if level.clients is None:
-        replicaset_load.create(api, namespace)
     with hooks.serving(mode, f"{level.name}-{run}") as session:
+        if level.clients is None and session.scale is None:
+            replicaset_load.create(api, namespace)
         before, log = apiserver_metrics.scrape(api), apiserver_metrics.LogWindow(apiserver_log)
         if level.clients is None:
-            burst = replicaset_load.scale(api, namespace, replicas=pods, deadline=deadline)
+            burst = replicaset_load.scale(api, namespace, replicas=pods, deadline=deadline,
+                                          member=session.scale)
         else:
             burst = client.burst(api, namespace, count=pods, workers=level.clients, deadline=deadline)
         after = apiserver_metrics.scrape(api)
+        subsets = client.stored_subsets(api, namespace)
+        if level.clients is None and session.scale is not None:
+            replicaset_load.drain_member(api, namespace, session.scale, deadline=deadline)
     at_end = runner.load()
     recorded = session.recorded
     if recorded is None:
@@ -103,7 +107,7 @@ def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: r
         handler=recorded.window(operation="CREATE", start=burst.started),
         apiserver={**apiserver_metrics.run_figures(before, after, webhook=session.webhook),
                    **log.failed_calls(session.webhook)},
-        subsets=client.stored_subsets(api, namespace), limits=hooks.limits, timeout_s=session.timeout_s,
+        subsets=subsets, limits=hooks.limits, timeout_s=session.timeout_s,
         conflicts=session.conflicts(), counters=recorded.counters,
         load={"at_start": at_start, "at_end": at_end})
     replicaset_load.delete_all(api, namespace)

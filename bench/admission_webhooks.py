@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import pathlib
 import signal
@@ -66,9 +67,12 @@ def node_groups(limits: dict[str, int]) -> list[nodesim.NodeGroup]:
             for name, cap in limits.items()]
 
 
-def fedspread_assignment(namespace: str, limits: dict[str, int]) -> assignment.Assignment:
+def fedspread_assignment(namespace: str, limits: dict[str, int], *, replicas: int = 0,
+                         generation: int = 1) -> assignment.Assignment:
     """This cluster's share of the spread as the coordinator would send it. Its Deployment keeps 0
-    replicas: the benchmark's client creates the pods, so that it can time each create."""
+    replicas while the benchmark's client creates the pods (so that it can time each create); the
+    ReplicaSet level scales it with a new assignment (`Session.scale`), as the coordinator would:
+    the agent admits pods into subsets only when their owner chain leads to its own Deployment."""
     spread = client.SPREAD
     labels = {"app": spread}
     template = {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -79,7 +83,8 @@ def fedspread_assignment(namespace: str, limits: dict[str, int]) -> assignment.A
     rules = tuple(assignment.SubsetRule(name=name, index=i, quota=cap, required_term=zone_term(name))
                   for i, (name, cap) in enumerate(limits.items()))
     return assignment.Assignment(
-        spread=f"{namespace}/{spread}", generation=1, namespace=namespace, workload=spread, replicas=0,
+        spread=f"{namespace}/{spread}", generation=generation, namespace=namespace, workload=spread,
+        replicas=replicas,
         template=template, template_revision="bench", subsets=rules, subset_count=len(rules))
 
 
@@ -128,6 +133,9 @@ class Session:
     webhook: str
     timeout_s: float
     recorded: webhook_samples.Recorded | None = None
+    scale: Callable[[int], None] | None = None
+    """Scales the spread's own member Deployment (fedspread: a new assignment from the stand-in
+    coordinator); None: the ReplicaSet level scales a Deployment of the benchmark's own."""
 
     def conflicts(self) -> int:
         """The webhook's 409 retries (fedspread's makes no API call to admit)."""
@@ -198,8 +206,14 @@ class Webhooks:
                 client.wait_for(lambda: client.admitting(self.api, namespace),
                                 what="the agent's webhook answering", alive=child.death)
                 timeout = registered_timeout(self.api, FEDSPREAD_CONFIGURATION, registration.PODS_WEBHOOK)
+                generations = itertools.count(2)
+
+                def scale(replicas: int) -> None:
+                    coordinator.assign(MEMBER, fedspread_assignment(
+                        namespace, self.limits, replicas=replicas, generation=next(generations)))
+
                 session = Session(mode="fedspread", namespace=namespace, webhook=registration.PODS_WEBHOOK,
-                                  timeout_s=timeout)
+                                  timeout_s=timeout, scale=scale)
                 yield session
             finally:
                 child.stop()
