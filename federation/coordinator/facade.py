@@ -399,21 +399,9 @@ class Coordinator:
 
     def _pod_counts(self, stream: AgentStream, report: agent_pb2.PodCountsReport) -> None:
         inbound.check_pod_counts(report)
-        counts = {
-            item.spread: {s.subset: convert.pods_from_pb(s.counts) for s in item.subsets}
-            for item in report.spreads
-        }
-        for item in report.spreads:  # pods of no subset (or of a subset removed): still the spread's
-            if item.HasField("unassigned") and (pods := convert.pods_from_pb(item.unassigned)).active:
-                counts[item.spread][status.UNASSIGNED] = pods
-        workloads = {item.spread: convert.workload_from_pb(item.workload) for item in report.spreads
-                     if item.HasField("workload")}
-        stream.counts = counts if report.full else {**stream.counts, **counts}
-        stream.workloads = workloads if report.full else {**stream.workloads, **workloads}
-        conflicts = {item.spread: item.conflict for item in report.spreads if item.conflict}
-        stream.conflicts = conflicts if report.full else {**stream.conflicts, **conflicts}
-        assigned = list(report.assigned) if report.lists_assigned else None
-        if report.first_after_start:
-            assigned = []  # a restarted agent's first count is evidence of nothing (agent.proto)
+        found = convert.counts_from_pb(report)
+        stream.counts = found.counts if report.full else {**stream.counts, **found.counts}
+        stream.workloads = found.workloads if report.full else {**stream.workloads, **found.workloads}
+        stream.conflicts = found.conflicts if report.full else {**stream.conflicts, **found.conflicts}
         self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
-                                           conflicts=stream.conflicts, assigned=assigned))
+                                           conflicts=stream.conflicts, assigned=found.assigned))

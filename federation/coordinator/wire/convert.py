@@ -259,3 +259,33 @@ def pods_from_pb(counts: agent_pb2.PodCounts) -> status.ClusterPods:
         running=counts.running, ready=counts.ready, pending=counts.pending,
         unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class PodCounts:
+    """One PodCountsReport as the World takes it (`counts_from_pb`)."""
+
+    counts: dict[str, dict[str, status.ClusterPods]]
+    """Per spread, per subset (`status.UNASSIGNED`: pods of no subset the assignment has)."""
+    workloads: dict[str, status.WorkloadStatus]
+    conflicts: dict[str, str]
+    assigned: list[str] | None
+    """The spreads the report is evidence for (agent.proto); None from an agent that does not say."""
+
+
+def counts_from_pb(report: agent_pb2.PodCountsReport) -> PodCounts:
+    """A PodCountsReport's counts, member Deployment statuses, conflicts and evidence. Pods of no
+    subset (or of a subset the spread no longer has) are the spread's too, under UNASSIGNED; a
+    restarted agent's first report is evidence of nothing."""
+    counts = {item.spread: {s.subset: pods_from_pb(s.counts) for s in item.subsets}
+              for item in report.spreads}
+    for item in report.spreads:
+        if item.HasField("unassigned") and (pods := pods_from_pb(item.unassigned)).active:
+            counts[item.spread][status.UNASSIGNED] = pods
+    assigned = list(report.assigned) if report.lists_assigned else None
+    return PodCounts(
+        counts=counts,
+        workloads={item.spread: workload_from_pb(item.workload) for item in report.spreads
+                   if item.HasField("workload")},
+        conflicts={item.spread: item.conflict for item in report.spreads if item.conflict},
+        assigned=[] if report.first_after_start else assigned)
