@@ -305,6 +305,7 @@ def test_a_spread_deleted_after_an_edit_not_in_force_deletes_only_if_both_say_de
     assert fed.coordinator.world.spread(KEY) is not None and KEY in fed.coordinator.world.placements
     fed.drain()
     fed.apply(deleted(KEY))
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds() + 1)  # a delete is held for a re-creation first
     for name in ("dc1", "aws"):
         assert [r.orphan for r in fed.removals(name)] == [orphan], name
 
@@ -315,6 +316,7 @@ def test_an_edit_back_in_force_decides_the_deletion_again() -> None:
     fed.apply(upsert(spread(policy="Delete", generation=3)))  # in force again
     fed.drain()
     fed.apply(deleted(KEY))
+    fed.wait(lifecycle.RECREATE_GRACE.total_seconds() + 1)  # a delete is held for a re-creation first
     assert [r.orphan for r in fed.removals("dc1")] == [False]
 
 
