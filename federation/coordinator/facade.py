@@ -211,6 +211,7 @@ class Coordinator:
             if message is not None:
                 sent[key] = message
                 stream.send(assignment=message)
+                self.world.pods.sent(name, key)
         removed, unknown = 0, 0
         for key in sorted(set(stream.applied) - set(sent)):
             entry = self.world.spread(key)
@@ -224,6 +225,7 @@ class Coordinator:
             stream.send(removal=assignments.removal(
                 key, generation=(entry.generation if entry else 0) + 1, orphan=verdict.orphan,
                 reason=verdict.reason))
+            self.world.forget_pods(name, key)
             removed += 1
         self._sent.reset(name, sent)
         stream.resynced = True
@@ -327,6 +329,7 @@ class Coordinator:
         message = self._sent.deliver(name, key, new, reason=reason, orphan=orphan)
         if isinstance(message, agent_pb2.SpreadAssignment):
             stream.send(assignment=message)
+            self.world.pods.sent(name, key)
         elif message is not None:
             stream.send(removal=message)
             self.world.forget_pods(name, key)

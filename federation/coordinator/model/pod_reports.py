@@ -50,6 +50,9 @@ class PodReports:
         self._verified: dict[str, set[str] | None] = {}
         """Per cluster, the spreads a report verified since the coordinator started, the stream
         opened and the cluster was last lost; None: every spread (an agent that lists nothing)."""
+        self._gone: dict[str, set[str]] = {}
+        """Per cluster, the spreads it was sent a removal of and no assignment since: a report made
+        before it applied the removal (still in flight) says nothing about them any more."""
         self._away: dict[str, dict[str, dict[str, int]]] = {}
         """Per cluster not heard since, per spread key, per subset: the share it ran before it was
         lost, or its share in the placement a restarted coordinator read from the hub."""
@@ -66,8 +69,12 @@ class PodReports:
 
         `assigned`: the spreads the report is evidence for (None: every spread, from an agent
         that does not say); the last known counts of every other spread stand."""
-        self._workloads[name] = dict(workloads or {})
-        self._conflicts[name] = dict(conflicts or {})
+        gone = self._gone.get(name, set())
+        if gone:
+            counts = {key: per_subset for key, per_subset in counts.items() if key not in gone}
+            assigned = None if assigned is None else [key for key in assigned if key not in gone]
+        self._workloads[name] = {k: v for k, v in (workloads or {}).items() if k not in gone}
+        self._conflicts[name] = {k: v for k, v in (conflicts or {}).items() if k not in gone}
         old = self.by_cluster.get(name, {})
         if assigned is None:
             evidence: set[str] = set(old) | set(counts)
@@ -106,9 +113,17 @@ class PodReports:
         before is verified until it reports again (what it held stands meanwhile)."""
         self._verified[name] = set()
 
+    def sent(self, name: str, key: str) -> None:
+        """Cluster `name` was sent an assignment of spread `key`: its reports count for it again."""
+        gone = self._gone.get(name)
+        if gone is not None:
+            gone.discard(key)
+
     def removed(self, name: str, key: str) -> set[str]:
         """Cluster `name` was sent the removal of spread `key`: what it reported of the spread no
-        longer concerns the spread (its workload is deleted or released). The keys affected."""
+        longer concerns the spread (its workload is deleted or released), nor does what a report
+        still in flight says of it, until it is sent the spread again. The keys affected."""
+        self._gone.setdefault(name, set()).add(key)
         per_spread = self.by_cluster.get(name)
         if per_spread is None or per_spread.pop(key, None) is None:
             return set()
@@ -143,6 +158,7 @@ class PodReports:
         self._conflicts.pop(name, None)
         self._verified.pop(name, None)
         self._away.pop(name, None)
+        self._gone.pop(name, None)
         return keys
 
     def forget_spread(self, key: str) -> None:
