@@ -1,0 +1,66 @@
+"""What the agents' pod-count reports prove ("unknown is not zero", `model/pod_reports.py`).
+
+A report is evidence only for the spreads its agent lists as `assigned`; a reconnect makes a
+cluster's counts unverified until such a report; after a removal, a report still in flight says
+nothing of that spread until the cluster is sent it again.
+"""
+
+from __future__ import annotations
+
+from federation.coordinator.model import pod_reports
+from federation.core import status
+
+KEY = "shop/web"
+
+
+def pods(running: int) -> dict[str, status.ClusterPods]:
+    return {"a": status.ClusterPods(running=running, ready=running, pending=0, unschedulable=0, creating=0,
+                                    deleting=0)}
+
+
+def test_a_restarted_agents_empty_report_is_not_no_pods() -> None:
+    reports = pod_reports.PodReports()
+    reports.report("dc1", {KEY: pods(2)}, assigned=[KEY])
+    assert reports.verified("dc1", KEY) and reports.ready_for(KEY, usable={"dc1"}) == {"a": {"dc1": 2}}
+    reports.reconnected("dc1")  # the agent restarted: its first report lists nothing
+    assert reports.report("dc1", {}, assigned=[]) is None
+    assert not reports.verified("dc1", KEY)
+    assert reports.holding(KEY) == {"dc1"}  # its last counts stand
+    assert reports.ready_for(KEY, usable={"dc1"}) == {}  # but prove nothing Ready
+    assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 2}}  # kept whole
+    assert reports.report("dc1", {KEY: pods(2)}, assigned=[KEY]) == {KEY}  # verified again
+    assert reports.unverified_for(KEY, usable={"dc1"}) == {}
+
+
+def test_a_listed_spread_with_no_counts_has_no_pods() -> None:
+    reports = pod_reports.PodReports()
+    reports.report("dc1", {KEY: pods(2)}, assigned=[KEY])
+    assert reports.report("dc1", {}, assigned=[KEY]) == {KEY}
+    assert reports.holding(KEY) == frozenset()
+
+
+def test_a_report_in_flight_after_a_removal_says_nothing_of_that_spread() -> None:
+    reports = pod_reports.PodReports()
+    reports.report("dc1", {KEY: pods(2)}, assigned=[KEY])
+    assert reports.removed("dc1", KEY) == {KEY}
+    reports.report("dc1", {KEY: pods(2)}, assigned=[KEY])  # made before the removal was applied
+    assert reports.holding(KEY) == frozenset()
+    reports.sent("dc1", KEY)  # assigned again: its reports count again
+    reports.report("dc1", {KEY: pods(1)}, assigned=[KEY])
+    assert reports.holding(KEY) == {"dc1"}
+
+
+def test_a_restarted_coordinator_holds_the_recorded_share_until_the_cluster_reports() -> None:
+    reports = pod_reports.PodReports()
+    reports.recorded(KEY, {"a": {"dc1": 3}})
+    assert reports.holders(KEY) == {"dc1"}
+    assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 3}}
+    reports.report("dc1", {KEY: pods(3)}, assigned=[KEY])
+    assert reports.unverified_for(KEY, usable={"dc1"}) == {}
+
+
+def test_an_agent_that_does_not_list_verifies_every_spread() -> None:
+    reports = pod_reports.PodReports()
+    reports.reconnected("dc1")
+    reports.report("dc1", {KEY: pods(1)})
+    assert reports.verified("dc1", KEY) and reports.verified("dc1", "other/spread")
