@@ -65,10 +65,20 @@ def reference_pending(model: world.World, key: str) -> list[overcommit.PendingPo
     return pending
 
 
+def reference_snapshot(model: world.World, key: str) -> cluster.CapacitySnapshot:
+    """`snapshot_for`, plus each decommissioned cluster whose MemberCluster is gone: it stays out of
+    every selection, even where a subset names it."""
+    known = model.snapshot_for(key)
+    listed = {c.name for c in known.clusters}
+    retired = [cluster.ClusterCapacity(name=name, ready=False, decommissioned=True)
+               for name in NAMES if name not in listed and model.decommissioned(name)]
+    return cluster.CapacitySnapshot(clusters=[*known.clusters, *retired])
+
+
 def reference_view(model: world.World, key: str) -> placement_view.View:
     entry = model.spread(key)
     assert entry is not None
-    snapshot = overcommit.deduct_pending(model.snapshot_for(key), reference_pending(model, key))
+    snapshot = overcommit.deduct_pending(reference_snapshot(model, key), reference_pending(model, key))
     return placement_view.view_of(entry.spec, snapshot=snapshot, shape=reference_shape(entry))
 
 
@@ -82,7 +92,7 @@ def check(model: world.World) -> None:
         view, reference = model.view_for(entry.key), reference_view(model, entry.key)
         assert view == selectable(reference), entry.key  # view_of lists every cluster
         assert loop.pending_of_others(model, entry.key) == reference_pending(model, entry.key)
-        snapshot = model.snapshot_for(entry.key)
+        snapshot = reference_snapshot(model, entry.key)
         selected = {n for s in entry.spec.subsets for n in placement_view.selected_clusters(s, snapshot)}
         ready = {n for n in selected if model.ready(n, after=entry.lost_after)}
         assert model.ready_selected(entry.key) == ready
