@@ -53,7 +53,8 @@ class StandInAgent:
         """Connect (in the background) and start reporting counts; returns self."""
         self._stop.clear()
         self.link.start()
-        self._reporter = threading.Thread(target=self._report_changes, name=f"standin-{self.name}", daemon=True)
+        self._reporter = threading.Thread(
+            target=self._report_changes, name=f"standin-{self.name}", daemon=True)
         self._reporter.start()
         return self
 
