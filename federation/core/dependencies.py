@@ -1,4 +1,4 @@
-"""The objects a spread's pods need in a member cluster, and which clusters need each (issue 24 §2).
+"""The objects a spread's pods need in a member cluster, and which clusters need each.
 
 Why: a pod template that mounts a ConfigMap, reads a Secret, pulls with an image pull secret, runs
 under its own ServiceAccount or claims a PersistentVolumeClaim fails in a member cluster
@@ -37,6 +37,8 @@ _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # LocalObjectReference (`secretRef.name`), as Kubernetes' VisitPodSecretNames visits them.
 _VOLUME_SECRET_REFS = ("cephfs", "cinder", "flexVolume", "iscsi", "rbd", "scaleIO", "storageos")
 
+_Use = tuple[str, str, bool]  # one place naming an object: kind, name, whether that place says optional
+
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Reference:
@@ -71,9 +73,6 @@ def _name(value: object) -> str | None:
 
 def _is_optional(source: Mapping[str, Any]) -> bool:
     return source.get("optional") is True
-
-
-_Use = tuple[str, str, bool]  # kind, name, optional
 
 
 def _use(kind: str, source: object, field: str = "name", *, may_be_optional: bool = True) -> Iterator[_Use]:

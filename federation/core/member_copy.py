@@ -1,4 +1,4 @@
-"""What a hub object becomes in a member cluster, and a PodDisruptionBudget's share (issue 24 §2).
+"""What a hub object becomes in a member cluster, and a PodDisruptionBudget's share.
 
 Why: the hub is the source of truth for the objects a spread's pods need (ConfigMaps, Secrets, the
 ServiceAccount, PVCs) and for the objects `spec.propagate` lists (Service, PodDisruptionBudget,
