@@ -122,7 +122,8 @@ def divide_completions(
     member Job last reported succeeded; only that counts as done, so the rest of its completions
     (stranded) are divided again. The completions not yet assigned go to the clusters with a share
     > 0 and no member Job, in proportion to their share by largest remainder (ties: the larger
-    share, then the cluster name); one that gets 0 is idle (no member Job). The new member Jobs
+    share, then the cluster name); one that gets 0 is idle (no member Job); a lost cluster gets
+    none (nothing reaches it, and what it was given would be stranded at once). The new member Jobs
     together never get more than `completions` minus what the others hold or did.
     """
     if completions < 0:
@@ -136,7 +137,7 @@ def divide_completions(
     )
     held = sum(assigned.values()) - stranded
     left = max(0, completions - held)
-    open_ = [name for name, share in parallelism.items() if share > 0]
+    open_ = [name for name, share in parallelism.items() if share > 0 and name not in lost]
     candidates = sorted(
         (name for name in open_ if may_take_stranded(name, member_jobs=assigned)),
         key=lambda name: (-parallelism[name], name),
