@@ -102,6 +102,25 @@ def stranded_message(stranded: Mapping[str, int]) -> str:
             "Jobs are kept, and the completions go to clusters with no member Job of this spread")
 
 
+def paused_completions(
+    *,
+    completions_by_cluster: Mapping[str, int],
+    succeeded_by_cluster: Mapping[str, int],
+    parallelism: Mapping[str, int],
+    lost: Collection[str] = (),
+) -> dict[str, int]:
+    """Unfinished completions of member Jobs whose parallelism share is now 0 (a scale-down or a
+    cordon took it): such a member Job runs no pods, and as its completions are immutable and
+    nobody else may take them, the hub Job cannot complete until the cluster gets a share again.
+    To be reported, like stranded completions; lost clusters are left out (they are stranded)."""
+    paused = {}
+    for name, count in sorted(completions_by_cluster.items()):
+        left = count - succeeded_by_cluster.get(name, 0)
+        if name not in lost and parallelism.get(name, 0) <= 0 and left > 0:
+            paused[name] = left
+    return paused
+
+
 def may_take_stranded(cluster: str, *, member_jobs: Collection[str]) -> bool:
     """Whether `cluster` may be given stranded completions: only if no member Job of the spread is
     there (a member Job's completions are immutable; a lost cluster's member Job is never deleted)."""

@@ -130,6 +130,15 @@ def test_may_take_stranded() -> None:
     assert not jobs.may_take_stranded("b", member_jobs={"a": 6, "b": 6})
 
 
+def test_paused_completions_are_unfinished_ones_without_a_share() -> None:
+    assert jobs.paused_completions(
+        completions_by_cluster={"a": 6, "b": 6, "c": 6, "d": 6},
+        succeeded_by_cluster={"a": 1, "b": 6, "c": 2},
+        parallelism={"a": 3, "b": 0, "d": 0},
+        lost={"d"},
+    ) == {"c": 4}  # a runs; b is done; c has no share (paused); d is lost (stranded, not paused)
+
+
 CLUSTERS = ("c0", "c1", "c2", "c3", "c4")
 _SHARES = st.dictionaries(st.sampled_from(CLUSTERS), st.integers(0, 10), max_size=5)
 _ASSIGNED = st.dictionaries(st.sampled_from(CLUSTERS), st.integers(0, 30), max_size=5)
