@@ -52,9 +52,9 @@ class CompletionSplit:
     `per_cluster`: the completions of each member Job, those that exist (unchanged) and those to
     create (> 0 each). `created`: only those to create. `idle_clusters`: clusters with a
     parallelism share that get no member Job because no completions are left for them (to be
-    reported; their share runs nothing).
-    `unplaced`: completions no cluster could take (no cluster with a share and no member Job).
-    `stranded`: unfinished completions of lost clusters' member Jobs, counted as not assigned.
+    reported; their share runs nothing). `unplaced`: completions no cluster could take (no
+    cluster with a share and no member Job). `stranded`: unfinished completions of lost clusters'
+    member Jobs, counted as not assigned.
     """
 
     per_cluster: Mapping[str, int]
