@@ -146,18 +146,24 @@ def scale_down_losses(ranges: Sequence[OrdinalRange], *, before: int, after: int
 
 
 def misplaced(
-    pods: Mapping[int, str | None], ranges: Sequence[OrdinalRange]
+    pods: Mapping[int, str | None], ranges: Sequence[OrdinalRange], *, replicas: int | None = None
 ) -> dict[int, tuple[str | None, str | None]]:
     """Pods whose subset is not the one their ordinal now maps to: ordinal -> (has, should).
 
     `pods` maps each pod's ordinal to the subset it was admitted into (None: no subset). A pod of
     no subset whose ordinal now has one is misplaced, and so is a pod of a subset whose ordinal is
-    now beyond every range (should is None: the next scale-down removes it, or the quota table is
-    not yet the one the StatefulSet was scaled to). Ordered by ordinal. ValueError on a negative
-    ordinal.
+    beyond every range (should is None: the quota table holds fewer pods than the StatefulSet).
+    `replicas`, when given, is the member StatefulSet's `spec.replicas`: pods of an ordinal at or
+    above it are being removed by its controller and are never misplaced (a scale-down in
+    progress reports nothing). Ordered by ordinal. ValueError on a negative ordinal or count.
     """
+    if replicas is not None and replicas < 0:
+        raise ValueError(f"replicas must be >= 0, got {replicas}")
     found: dict[int, tuple[str | None, str | None]] = {}
     for ordinal in sorted(pods):
+        _check_ordinal(ordinal)
+        if replicas is not None and ordinal >= replicas:
+            continue
         has = pods[ordinal]
         should = subset_for_ordinal(ordinal, ranges)
         if has != should:

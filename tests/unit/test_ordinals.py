@@ -272,9 +272,26 @@ def test_misplaced(pods: dict[int, str | None], expected: dict[int, tuple[str | 
     assert list(found) == sorted(found)
 
 
-def test_misplaced_refuses_a_negative_ordinal() -> None:
-    with pytest.raises(ValueError, match=">= 0"):
-        ordinals.misplaced({-1: "a"}, ordinals.ordinal_ranges([("a", 1)]))
+def test_misplaced_refuses_negative_numbers() -> None:
+    ranges = ordinals.ordinal_ranges([("a", 1)])
+    with pytest.raises(ValueError, match="ordinal must be >= 0"):
+        ordinals.misplaced({-1: "a"}, ranges)
+    with pytest.raises(ValueError, match="ordinal must be >= 0"):
+        ordinals.misplaced({-1: "a"}, ranges, replicas=0)
+    with pytest.raises(ValueError, match="replicas must be >= 0"):
+        ordinals.misplaced({0: "a"}, ranges, replicas=-1)
+
+
+def test_pods_a_scale_down_is_removing_are_not_misplaced() -> None:
+    # quotas went from a=2, b=3 to a=2, b=1: the agent scales the StatefulSet from 5 to 3, and
+    # until its controller has removed web-4 and web-3 they are condemned, not misplaced
+    pods = {0: "a", 1: "a", 2: "b", 3: "b", 4: "b"}
+    ranges = ordinals.ordinal_ranges([("a", 2), ("b", 1)])
+    assert ordinals.misplaced(pods, ranges) == {3: ("b", None), 4: ("b", None)}
+    assert ordinals.misplaced(pods, ranges, replicas=3) == {}
+    assert ordinals.misplaced(pods, ranges, replicas=4) == {3: ("b", None)}
+    # a pod below spec.replicas but beyond every range is still reported
+    assert ordinals.misplaced(pods, ordinals.ordinal_ranges([("a", 2)]), replicas=3) == {2: ("b", None)}
 
 
 @hypothesis.given(old=QUOTAS, new_quotas=st.lists(st.integers(0, 6), min_size=6, max_size=6))
