@@ -212,10 +212,12 @@ class PodReports:
 
     def held_by(self, name: str, key: str) -> dict[str, int]:
         """What cluster `name` holds of spread `key` per subset, as far as the coordinator knows:
-        its last report's running pods, or the share it ran before it was lost, whichever is more."""
-        held = {subset: pods.running for subset, pods in self.by_spread.get(key, {}).get(name, {}).items()}
-        for subset, share in self._away.get(name, {}).get(key, {}).items():
-            held[subset] = max(held.get(subset, 0), share)
+        its last report's running pods, or the share it ran before it was lost, whichever is more
+        in all — compared whole, not subset by subset: pods still labelled with a subset the spread
+        has since renamed or moved are the same pods as the share they serve, not more of them."""
+        reported = {subset: pods.running for subset, pods in self.by_spread.get(key, {}).get(name, {}).items()}
+        away = self._away.get(name, {}).get(key, {})
+        held = dict(away) if sum(away.values()) > sum(reported.values()) else reported
         return {subset: count for subset, count in held.items() if count}
 
     def unverified_for(self, key: str, *, usable: Collection[str]) -> dict[str, dict[str, int]]:
