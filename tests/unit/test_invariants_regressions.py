@@ -121,6 +121,26 @@ RESTART_AFTER_A_KEEP: list[Step] = [('start',
 the restart moved a replica (a Ready pod removed in a quiet federation)."""
 
 
+AGENT_RESTART_BESIDE_A_SILENT_HOLDER: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's1', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws', 'gcp']},
+             {'name': 's2',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}],
+   'strategy': 'Adaptive',
+   'nodes': [3, 3, 0],
+   'data': [None, None, None],
+   'replicas': 11}),
+ ('time_passes', {'seconds': 1}), ('controller_round', {'name': 'dc1'}),
+ ('agent_disconnects', {'name': 'dc1'}), ('time_passes', {'seconds': 1}), ('scale', {'replicas': 6}),
+ ('agent_restarts', {'name': 'aws'})]
+"""An agent restarted after a scale-down released a disconnected cluster's Ready pods in favour of
+its own: its pods were unverified from then on, yet nothing placed the spread again, so the silent
+cluster would have been told to remove its pods on its return while no verified replacement ran."""
+
+
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
 
@@ -141,8 +161,11 @@ def replay(steps: list[Step]) -> None:
                 getattr(state, invariant)()
 
 
-@pytest.mark.parametrize("steps", [PARTITION_AFTER_A_RENAME, KEPT_PODS_AS_CURRENT, RESTART_AFTER_A_KEEP],
-                         ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep"])
+@pytest.mark.parametrize(
+    "steps", [PARTITION_AFTER_A_RENAME, KEPT_PODS_AS_CURRENT, RESTART_AFTER_A_KEEP,
+              AGENT_RESTART_BESIDE_A_SILENT_HOLDER],
+    ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
+         "agent-restart-beside-a-silent-holder"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:

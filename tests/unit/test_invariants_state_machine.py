@@ -249,7 +249,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         the running pods never fall below min(what ran, what the spread needs), and a quiet
         federation (everything placed runs) loses no running pod at all."""
         for _ in range(5):  # until what the coordinator decided on what it heard is done
-            pods = {name: (set(member.pods), member.quotas()) for name, member in self.fed.members.items()}
+            pods = self._members_state()
             for member in self.fed.members.values():
                 while member.replicaset_step():
                     pass
@@ -258,7 +258,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
                     member.report()
                     self.fed.flush(member)
             self.fed.pump()
-            if pods == {name: (set(member.pods), member.quotas()) for name, member in self.fed.members.items()}:
+            if pods == self._members_state():
                 break
         before = self.fed.world.placements.get(fm.KEY)
         quiet = (before is not None and placement.settled(before) and not self.fed.world.marks_for(fm.KEY)
@@ -281,6 +281,10 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         if quiet:
             for name in fm.CLUSTERS:
                 assert running[name] <= after[name], (name, running[name] - after[name])
+
+    def _members_state(self) -> dict[str, tuple[set[str], dict[str, int]]]:
+        """Per member: its pods and the quotas its agent enforces."""
+        return {name: (set(member.pods), member.quotas()) for name, member in self.fed.members.items()}
 
     @stateful.rule(name=CLUSTER)
     def member_cluster_deleted(self, name: str) -> None:
