@@ -363,6 +363,11 @@ class SubsetStatus(common.StatusModel):
     clusters: dict[str, int] = pydantic.Field(
         default_factory=dict, description="Replicas of this subset per cluster."
     )
+    kept_clusters: dict[str, int] = pydantic.Field(
+        default_factory=dict,
+        description=("Of clusters, the Ready pods kept above the rule's share until their "
+                     "replacements are Ready."),
+    )
     creating_pods: dict[str, datetime.datetime] = pydantic.Field(
         default_factory=dict, description="Pods assigned by a webhook, not yet seen by a controller."
     )

@@ -157,8 +157,8 @@ class Coordinator:
             self._streams[name] = stream
             # Unknown is not zero: the agent may have restarted and lost its bookkeeping; what it
             # reported before stands, unverified, until a report made holding each assignment.
-            self.world.pods.reconnected(name)
-            affected: set[str] = set()
+            affected = {key for key in self.world.pods.reconnected(name)
+                        if self.world.spread(key) is not None}
             if name not in self.world.cluster_names():  # (a decommissioned one stays so)
                 affected |= self.world.upsert_cluster(name, labels=dict(hello.topology_labels),
                                                       decommission=self.world.decommissioned(name))

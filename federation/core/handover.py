@@ -77,6 +77,7 @@ def keep_ready(
     for index in range(len(subsets) - 1, -1, -1):  # the scale-down order: the last subset first
         subset = subsets[index]
         counts, kept, reasons = dict(subset.clusters), 0, list(subset.reasons)
+        kept_here = dict(subset.kept_clusters)
         ready_here = ready.get(subset.name) or {}
         waiting_here = unverified.get(subset.name) or {}
         for name in reversed(list(counts)):
@@ -84,6 +85,7 @@ def keep_ready(
             pending = waiting_here.get(name, 0) - share
             if pending > 0:
                 counts[name], kept = share + pending, kept + pending
+                kept_here[name] = kept_here.get(name, 0) + pending
                 reasons.append(f"{name}: keeps its {pending} pods until its agent reports them again "
                                "(unverified since it was lost, reconnected or restarted)")
                 continue
@@ -95,17 +97,19 @@ def keep_ready(
             if excess > released:
                 held = excess - released
                 counts[name], kept = share + held, kept + held
+                kept_here[name] = kept_here.get(name, 0) + held
                 reasons.append(f"{name}: keeps {held} Ready pods until their replacements are Ready")
         for name, held in departing.items():
             if _home(result, name, ready=ready, unverified=unverified) == index:
                 counts[name], kept = counts.get(name, 0) + held, kept + held
+                kept_here[name] = kept_here.get(name, 0) + held
                 reasons.append(f"{name}: no longer takes this spread's pods here; keeps {held} of "
                                "them until their replacements are Ready" if held else
                                f"{name}: no longer takes this spread's pods here; its last ones go")
         if kept or any(_home(result, n, ready=ready, unverified=unverified) == index for n in departing):
             subsets[index] = dataclasses.replace(
                 subset, clusters=counts, replicas=subset.replicas + kept, kept=subset.kept + kept,
-                reasons=tuple(reasons))
+                reasons=tuple(reasons), kept_clusters={n: c for n, c in kept_here.items() if c})
     totals = dict(result.clusters)
     for before, after in zip(result.subsets, subsets, strict=True):
         if after is not before:

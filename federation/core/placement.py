@@ -71,6 +71,8 @@ class SubsetPlacement:
     waiting_clusters: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Of `waiting`, how many per cluster: the next placement places them again while they do not
     run (Adaptive: waiting is state, not a one-round verdict)."""
+    kept_clusters: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Of `kept`, how many per cluster (`handover`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +97,16 @@ class Placement:
             a.name == b.name and a.clusters == b.clusters for a, b in pairs)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Replicas per subset per cluster, zeros included: the next round's `current`."""
+        """Replicas per subset per cluster, zeros included (kept pods too: what agents enforce)."""
         return {s.name: dict(s.clusters) for s in self.subsets}
+
+    def rule_counts(self) -> dict[str, dict[str, int]]:
+        """`counts` less the pods the handover kept: the rule's own answer, the next round's
+        `current`. Kept pods are an overlay recomputed from the facts each round; were they
+        `current`, stability would hold on to them and the next round would answer differently
+        with the same inputs (a kept cluster's pods would stay, its replacement's go)."""
+        return {s.name: {name: count - s.kept_clusters.get(name, 0) for name, count in s.clusters.items()}
+                for s in self.subsets}
 
     def to_json(self) -> dict[str, object]:
         """The placement document of `fedspread simulate -o json` (no `"ready"`: nothing runs)."""

@@ -232,6 +232,7 @@ def spread_status(
             replicas=placed.replicas if placed is not None else 0,
             missing_replicas=-1 if cap is None else max(0, cap - active),
             clusters=dict(placed.clusters) if placed is not None else {},
+            kept_clusters=dict(placed.kept_clusters) if placed is not None else {},
             subset_unscheduled_status=_unscheduled(
                 subset.name, marks, window=window,
                 previous=old.subset_unscheduled_status if old is not None else None, now=now,

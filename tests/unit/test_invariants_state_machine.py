@@ -226,7 +226,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         recorded = self.fed.world.placements.get(fm.KEY)
         item = self._spread_item()
         if recorded is not None:
-            statuses = [spread_api.SubsetStatus(name=s.name, clusters=dict(s.clusters))
+            statuses = [spread_api.SubsetStatus(name=s.name, clusters=dict(s.clusters),
+                                                kept_clusters=dict(s.kept_clusters))
                         for s in recorded.subsets]
             status = spread_api.FederatedSpreadStatus(subset_statuses=statuses)
             item = item.model_copy(update={"status": status})
@@ -247,14 +248,18 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         """Settle every ReplicaSet, restart, let the ReplicaSets act on what the restart sent:
         the running pods never fall below min(what ran, what the spread needs), and a quiet
         federation (everything placed runs) loses no running pod at all."""
-        for member in self.fed.members.values():
-            while member.replicaset_step():
-                pass
-            if member.stream is not None:  # what runs there now, the coordinator has heard
-                member.observe()
-                member.report()
-                self.fed.flush(member)
-        self.fed.pump()
+        for _ in range(5):  # until what the coordinator decided on what it heard is done
+            pods = self._members_state()
+            for member in self.fed.members.values():
+                while member.replicaset_step():
+                    pass
+                if member.stream is not None:  # what runs there now, the coordinator has heard
+                    member.observe()
+                    member.report()
+                    self.fed.flush(member)
+            self.fed.pump()
+            if pods == self._members_state():
+                break
         before = self.fed.world.placements.get(fm.KEY)
         quiet = (before is not None and placement.settled(before) and not self.fed.world.marks_for(fm.KEY)
                  and all(m.stream is not None and m.running_pods() == set(m.pods)
@@ -276,6 +281,10 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         if quiet:
             for name in fm.CLUSTERS:
                 assert running[name] <= after[name], (name, running[name] - after[name])
+
+    def _members_state(self) -> dict[str, tuple[set[str], dict[str, int]]]:
+        """Per member: its pods and the quotas its agent enforces."""
+        return {name: (set(member.pods), member.quotas()) for name, member in self.fed.members.items()}
 
     @stateful.rule(name=CLUSTER)
     def member_cluster_deleted(self, name: str) -> None:

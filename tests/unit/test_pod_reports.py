@@ -64,3 +64,18 @@ def test_an_agent_that_does_not_list_verifies_every_spread() -> None:
     reports.reconnected("dc1")
     reports.report("dc1", {KEY: pods(1)})
     assert reports.verified("dc1", KEY) and reports.verified("dc1", "other/spread")
+
+
+def test_pods_of_a_renamed_subset_are_the_share_they_serve_not_more() -> None:
+    """Regression (`make soak`): a cluster ran 2 pods labelled `a`; an edit renamed that subset `b`
+    (same clusters), so its share of 2 is in `b` while its pods still say `a`. Lost and back, it
+    holds 2 — the larger total of report and share — not 2 in `a` plus 2 in `b` (the handover kept
+    4 and the placement grew by the phantom pods)."""
+    reports = pod_reports.PodReports()
+    reports.report("dc1", {KEY: pods(2)}, assigned=[KEY])
+    reports.recorded(KEY, {"b": {"dc1": 2}})  # (a lost cluster's share: `remember_away`, the same store)
+    reports.reconnected("dc1")
+    assert reports.held_by("dc1", KEY) == {"a": 2}
+    assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 2}}
+    reports.recorded(KEY, {"b": {"dc1": 3}})  # a share larger than the pods reported: the share
+    assert reports.held_by("dc1", KEY) == {"b": 3}

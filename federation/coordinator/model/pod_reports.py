@@ -108,10 +108,14 @@ class PodReports:
         """`name` was found lost: its last report no longer proves that its pods are Ready."""
         self._verified[name] = set()
 
-    def reconnected(self, name: str) -> None:
+    def reconnected(self, name: str) -> set[str]:
         """`name`'s agent opened a new stream: it may have restarted, so nothing it reported
-        before is verified until it reports again (what it held stands meanwhile)."""
+        before is verified until it reports again (what it held stands meanwhile). The spreads
+        with pods counted there: their Ready pods there no longer count, so a handover elsewhere
+        must keep its pods until these are verified again (place them again)."""
         self._verified[name] = set()
+        return {key for key, per_subset in self.by_cluster.get(name, {}).items()
+                if any(pods.active for pods in per_subset.values())}
 
     def sent(self, name: str, key: str) -> None:
         """Cluster `name` was sent an assignment of spread `key`: its reports count for it again."""
@@ -212,10 +216,13 @@ class PodReports:
 
     def held_by(self, name: str, key: str) -> dict[str, int]:
         """What cluster `name` holds of spread `key` per subset, as far as the coordinator knows:
-        its last report's running pods, or the share it ran before it was lost, whichever is more."""
-        held = {subset: pods.running for subset, pods in self.by_spread.get(key, {}).get(name, {}).items()}
-        for subset, share in self._away.get(name, {}).get(key, {}).items():
-            held[subset] = max(held.get(subset, 0), share)
+        its last report's running pods, or the share it ran before it was lost, whichever is more
+        in all — compared whole, not subset by subset: pods still labelled with a subset the spread
+        has since renamed or moved are the same pods as the share they serve, not more of them."""
+        reported = {subset: pods.running
+                    for subset, pods in self.by_spread.get(key, {}).get(name, {}).items()}
+        away = self._away.get(name, {}).get(key, {})
+        held = dict(away) if sum(away.values()) > sum(reported.values()) else reported
         return {subset: count for subset, count in held.items() if count}
 
     def unverified_for(self, key: str, *, usable: Collection[str]) -> dict[str, dict[str, int]]:

@@ -106,8 +106,9 @@ class World:
             return set()
         if old is None and key not in self._placed and item.status is not None:
             recorded = {s.name: dict(s.clusters) for s in item.status.subset_statuses if s.clusters}
-            if recorded:
-                self._seeded[key] = recorded
+            if recorded:  # the rule's answer is `current`; the pods it kept are recomputed (`rule_counts`)
+                self._seeded[key] = {s.name: {n: c - s.kept_clusters.get(n, 0) for n, c in s.clusters.items()}
+                                     for s in item.status.subset_statuses if s.clusters}
                 self.pods.recorded(key, recorded)  # unknown is not zero: held until reported
         target = self._targets.get(key)
         if old is not None:
@@ -411,7 +412,7 @@ class World:
         last = self._placed.get(key)
         if last is None:
             return {subset: dict(counts) for subset, counts in self._seeded.get(key, {}).items()}
-        counts = last.counts()
+        counts = last.rule_counts()  # not the pods the handover kept: they are recomputed each round
         returned = self.ready_selected(key) - self._placed_ready.get(key, frozenset())
         for name in returned:  # lost when last placed, heard again: what it runs counts again
             for subset, count in self.pods.held_by(name, key).items():
