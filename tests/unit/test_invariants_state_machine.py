@@ -232,9 +232,9 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             item = self._spread_item()
             if recorded is None:
                 return item
-            statuses = [spread_api.SubsetStatus(name=s.name, clusters=dict(s.clusters),
-                                                kept_clusters=dict(s.kept_clusters))
-                        for s in recorded.subsets]
+            statuses = [spread_api.SubsetStatus(name=s.name, clusters=[
+                spread_api.SubsetClusterStatus(cluster=n, replicas=c, kept=s.kept_clusters.get(n, 0))
+                for n, c in s.clusters.items()]) for s in recorded.subsets]
             status = spread_api.FederatedSpreadStatus(subset_statuses=statuses)
             return item.model_copy(update={"status": status})
 
