@@ -352,6 +352,21 @@ class SubsetUnscheduledStatus(common.StatusModel):
     failed_count: int = pydantic.Field(default=0, description="How many times it was marked.")
 
 
+class SubsetClusterStatus(common.StatusModel):
+    """One cluster's share of a subset (a list entry named by `cluster`, as the API conventions
+    want: a map keyed by cluster name would render `aws-eu` as `Aws - Eu` in `kubectl describe`)."""
+
+    cluster: str = pydantic.Field(description="Member cluster name.")
+    replicas: int = pydantic.Field(
+        default=0, description="Replicas of this subset in the cluster (kept pods included)."
+    )
+    kept: int = pydantic.Field(
+        default=0,
+        description=("Of replicas, the Ready pods kept above the rule's share until their "
+                     "replacements are Ready."),
+    )
+
+
 class SubsetStatus(common.StatusModel):
     """Per-subset bookkeeping, as in WorkloadSpread, with the per-cluster split."""
 
@@ -360,13 +375,8 @@ class SubsetStatus(common.StatusModel):
     missing_replicas: int = pydantic.Field(
         default=-1, description="Pods still to create to reach the cap; -1 when unbounded."
     )
-    clusters: dict[str, int] = pydantic.Field(
-        default_factory=dict, description="Replicas of this subset per cluster."
-    )
-    kept_clusters: dict[str, int] = pydantic.Field(
-        default_factory=dict,
-        description=("Of clusters, the Ready pods kept above the rule's share until their "
-                     "replacements are Ready."),
+    clusters: list[SubsetClusterStatus] = pydantic.Field(
+        default_factory=list, description="Replicas of this subset per cluster, in placement order."
     )
     creating_pods: dict[str, datetime.datetime] = pydantic.Field(
         default_factory=dict, description="Pods assigned by a webhook, not yet seen by a controller."
@@ -377,6 +387,23 @@ class SubsetStatus(common.StatusModel):
     subset_unscheduled_status: SubsetUnscheduledStatus | None = pydantic.Field(
         default=None, description="Set when the subset could not schedule its pods."
     )
+
+    @pydantic.field_validator("clusters", mode="before")
+    @classmethod
+    def _clusters_from_a_map(cls, value: Any) -> Any:
+        """A status written before the list form (`{cluster: replicas}`) still reads: a restarted
+        coordinator seeds its placement from it."""
+        if isinstance(value, dict):
+            return [{"cluster": name, "replicas": count} for name, count in value.items()]
+        return value
+
+    def placed(self) -> dict[str, int]:
+        """Replicas per cluster, kept pods included (what the agents were told to run)."""
+        return {entry.cluster: entry.replicas for entry in self.clusters}
+
+    def ruled(self) -> dict[str, int]:
+        """Replicas per cluster less the kept pods: the placement rule's own answer."""
+        return {entry.cluster: entry.replicas - entry.kept for entry in self.clusters}
 
 
 class ClusterPlacementStatus(common.StatusModel):

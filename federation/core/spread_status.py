@@ -231,8 +231,9 @@ def spread_status(
             name=subset.name,
             replicas=placed.replicas if placed is not None else 0,
             missing_replicas=-1 if cap is None else max(0, cap - active),
-            clusters=dict(placed.clusters) if placed is not None else {},
-            kept_clusters=dict(placed.kept_clusters) if placed is not None else {},
+            clusters=[spread.SubsetClusterStatus(cluster=name, replicas=count,
+                                                 kept=placed.kept_clusters.get(name, 0))
+                      for name, count in placed.clusters.items()] if placed is not None else [],
             subset_unscheduled_status=_unscheduled(
                 subset.name, marks, window=window,
                 previous=old.subset_unscheduled_status if old is not None else None, now=now,

@@ -185,7 +185,8 @@ def spread_status(ready: int, *, message: str = "placed") -> spread_api.Federate
         observed_generation=1, replicas=3, ready_replicas=ready,
         placement=[spread_api.ClusterPlacementStatus(cluster="member-1", replicas=3, ready_replicas=ready)],
         subset_statuses=[spread_api.SubsetStatus(name="a", replicas=3, missing_replicas=0,
-                                                 clusters={"member-1": 3})],
+                                                 clusters=[spread_api.SubsetClusterStatus(
+                                                     cluster="member-1", replicas=3)])],
         conditions=[common.Condition(type="Placed", status="True", reason="AllPlaced", message=message,
                                      last_transition_time=SINCE)],
     )

@@ -79,8 +79,8 @@ def workloads(clusters: conftest.Clusters, namespace: str) -> dict[str, tuple[An
 def placed(hub: hubside.Hub, spread: str) -> dict[str, int]:
     total: dict[str, int] = {}
     for subset in hub.spread_status(spread).get("subsetStatuses") or []:
-        for name, count in (subset.get("clusters") or {}).items():
-            total[name] = total.get(name, 0) + count
+        for entry in subset.get("clusters") or []:
+            total[entry["cluster"]] = total.get(entry["cluster"], 0) + entry.get("replicas", 0)
     return total
 
 

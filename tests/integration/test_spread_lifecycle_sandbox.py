@@ -202,8 +202,8 @@ def placed(up: Federation, spread: str) -> dict[str, int]:
     """The spread's placement as its status records it: replicas per cluster."""
     total: dict[str, int] = {}
     for subset in up.hub.spread_status(spread).get("subsetStatuses") or []:
-        for name, count in (subset.get("clusters") or {}).items():
-            total[name] = total.get(name, 0) + count
+        for entry in subset.get("clusters") or []:
+            total[entry["cluster"]] = total.get(entry["cluster"], 0) + entry.get("replicas", 0)
     return total
 
 

@@ -371,8 +371,8 @@ def test_required_optional_maps_and_times() -> None:
     creating = schema[".status.subsetStatuses[].creatingPods"]
     assert creating["type"] == "object"
     assert creating["additionalProperties"] == {"type": "string", "format": "date-time"}
-    assert schema[".status.subsetStatuses[].clusters"]["additionalProperties"] == {
-        "type": "integer"}
+    assert schema[".status.subsetStatuses[].clusters"]["type"] == "array"  # named entries, not a map
+    assert schema[".status.subsetStatuses[].clusters[]"]["required"] == ["cluster"]
     assert schema[".status.conditions[].lastTransitionTime"]["format"] == "date-time"
     clusters = dict(walk(schema_of(CLUSTERS)))
     assert "required" not in clusters[""], "a MemberCluster's spec has defaults"

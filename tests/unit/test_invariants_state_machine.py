@@ -222,27 +222,35 @@ class FederationMachine(stateful.RuleBasedStateMachine):
     def coordinator_restarts(self, order: list[str], synced_after: int) -> None:
         """The coordinator is killed and started again: the new one lists the hub (the spread
         with the placement its status recorded) while the agents reconnect, in any order. A
-        restart decides nothing new: no running pod the spread still needs may go."""
-        recorded = self.fed.world.placements.get(fm.KEY)
-        item = self._spread_item()
-        if recorded is not None:
-            statuses = [spread_api.SubsetStatus(name=s.name, clusters=dict(s.clusters),
-                                                kept_clusters=dict(s.kept_clusters))
-                        for s in recorded.subsets]
-            status = spread_api.FederatedSpreadStatus(subset_statuses=statuses)
-            item = item.model_copy(update={"status": status})
+        restart decides nothing new: no running pod the spread still needs may go. The status
+        it lists is the last placement's (written before the kill)."""
         template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None,
                                        image="web:1")
 
-        def hub(coordinator: Any) -> None:
-            for cluster_name in fm.CLUSTERS:
-                labels = {names.REGION_LABEL: self.regions[cluster_name]}
-                coordinator.world.upsert_cluster(cluster_name, labels=labels)
-            coordinator.world.upsert_spread(item)
-            coordinator.world.set_target(fm.KEY, replicas=self.replicas, template=template)
+        def listed() -> spread_api.FederatedSpread:
+            recorded = self.fed.world.placements.get(fm.KEY)
+            item = self._spread_item()
+            if recorded is None:
+                return item
+            statuses = [spread_api.SubsetStatus(name=s.name, clusters=[
+                spread_api.SubsetClusterStatus(cluster=n, replicas=c, kept=s.kept_clusters.get(n, 0))
+                for n, c in s.clusters.items()]) for s in recorded.subsets]
+            status = spread_api.FederatedSpreadStatus(subset_statuses=statuses)
+            return item.model_copy(update={"status": status})
 
-        self._judge_restart(
-            lambda: self.fed.restart_coordinator(hub=hub, order=order, synced_after=synced_after))
+        def restart() -> None:
+            item = listed()  # read from the old coordinator's World, after the last decision
+
+            def hub(coordinator: Any) -> None:
+                for cluster_name in fm.CLUSTERS:
+                    labels = {names.REGION_LABEL: self.regions[cluster_name]}
+                    coordinator.world.upsert_cluster(cluster_name, labels=labels)
+                coordinator.world.upsert_spread(item)
+                coordinator.world.set_target(fm.KEY, replicas=self.replicas, template=template)
+
+            self.fed.restart_coordinator(hub=hub, order=order, synced_after=synced_after)
+
+        self._judge_restart(restart)
 
     def _judge_restart(self, restart: Any) -> None:
         """Settle every ReplicaSet, restart, let the ReplicaSets act on what the restart sent:

@@ -71,10 +71,12 @@ def test_capped_subset_and_overflow_with_reports() -> None:
     assert [(p.cluster, p.replicas, p.ready_replicas) for p in got.placement] == [
         ("aws-eu", 10, 10), ("dc1", 30, 27)]  # gcp-eu: nothing placed, nothing reported
     onprem, cloud = got.subset_statuses
-    assert (onprem.name, onprem.replicas, onprem.clusters, onprem.missing_replicas) == (
+    assert (onprem.name, onprem.replicas, onprem.placed(), onprem.missing_replicas) == (
         "onprem", 30, {"dc1": 30}, 0)
-    assert (cloud.name, cloud.replicas, cloud.clusters, cloud.missing_replicas) == (
+    assert (cloud.name, cloud.replicas, cloud.placed(), cloud.missing_replicas) == (
         "cloud", 10, {"aws-eu": 10, "gcp-eu": 0}, -1)
+    assert [(c.cluster, c.replicas, c.kept) for c in cloud.clusters] == [
+        ("aws-eu", 10, 0), ("gcp-eu", 0, 0)]
     assert onprem.creating_pods == {} and onprem.deleting_pods == {}
     assert onprem.subset_unscheduled_status is None
 
@@ -365,3 +367,17 @@ def test_status_invariants(case: tuple[spread.FederatedSpreadSpec, placement.Pla
     again = spread_status.spread_status(placement=result, spec=sp, generation=1, reports=reports, marks=(),
                                         previous=got, now=NOW + MINUTE)
     assert not status.status_changed(got, again)
+
+
+def test_subset_clusters_are_named_entries_and_an_older_map_still_reads() -> None:
+    """`subsetStatuses[].clusters` is a list of `{cluster, replicas, kept}` (the API conventions: a
+    map keyed by cluster name renders `aws-eu` as `Aws - Eu` in `kubectl describe`); a status an
+    older coordinator wrote as `{cluster: replicas}` still reads, so a restart after an upgrade
+    seeds its placement from it."""
+    entry = spread.SubsetClusterStatus(cluster="aws-eu", replicas=3, kept=1)
+    written = spread.SubsetStatus(name="a", clusters=[entry]).model_dump(mode="json", by_alias=True)
+    assert written["clusters"] == [{"cluster": "aws-eu", "replicas": 3, "kept": 1}]
+    again = spread.SubsetStatus.model_validate(written)
+    assert again.placed() == {"aws-eu": 3} and again.ruled() == {"aws-eu": 2}
+    older = spread.SubsetStatus.model_validate({"name": "a", "clusters": {"dc1": 2, "aws-eu": 0}})
+    assert older.placed() == {"dc1": 2, "aws-eu": 0} and older.ruled() == older.placed()

@@ -105,10 +105,9 @@ class World:
             old.spread = item
             return set()
         if old is None and key not in self._placed and item.status is not None:
-            recorded = {s.name: dict(s.clusters) for s in item.status.subset_statuses if s.clusters}
+            recorded = {s.name: s.placed() for s in item.status.subset_statuses if s.clusters}
             if recorded:  # the rule's answer is `current`; the pods it kept are recomputed (`rule_counts`)
-                self._seeded[key] = {s.name: {n: c - s.kept_clusters.get(n, 0) for n, c in s.clusters.items()}
-                                     for s in item.status.subset_statuses if s.clusters}
+                self._seeded[key] = {s.name: s.ruled() for s in item.status.subset_statuses if s.clusters}
                 self.pods.recorded(key, recorded)  # unknown is not zero: held until reported
         target = self._targets.get(key)
         if old is not None:
