@@ -198,9 +198,17 @@ class Agent:
         self.stop()
 
     def stop(self) -> None:
-        """Stop in reverse order (the loops from the link back to the workload loop, then the
-        webhook's registration, the webhook, the cache); safe to call twice and after a failed start."""
-        self.loops.stop()
+        """Stop in reverse order: the loops from the link back to the workload loop, the webhook
+        (registration, then serving) right after the link, then the cache; safe to call twice and
+        after a failed start."""
+        self.loops.stop(after={self.link.name: self._stop_webhook})
+        self.cache.stop()
+        self.recorder.close()
+        self.metrics.stop()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        log.info("agent stopped", extra={"cluster": self.settings.cluster})
+
+    def _stop_webhook(self) -> None:
         if self._registered and self.settings.webhook.deregister_on_exit:
             try:
                 registration.remove_registration(self.api, self.settings.webhook.name)
@@ -208,11 +216,6 @@ class Agent:
                 log.warning("webhook deregistration failed", extra={"error": str(error)[:200]})
             self._registered = False
         self.webhook.stop()
-        self.cache.stop()
-        self.recorder.close()
-        self.metrics.stop()
-        shutil.rmtree(self._tmp, ignore_errors=True)
-        log.info("agent stopped", extra={"cluster": self.settings.cluster})
 
     def _ready(self) -> bool:
         """/readyz: serving and counting from synced caches, and no controller loop stalled."""

@@ -8,7 +8,7 @@ thread's), a watchdog `period`, whether a stall makes the agent unready (`critic
 `run(stop, beat)`, which turns until `stop` is set and calls `beat` every turn. `Loops` takes them
 as one list: it registers each with the watchdog (in list order), runs each on a thread of its own
 (in list order, with an optional step just before one of them: the agent registers its webhook
-before the link starts), and stops them in reverse.
+before the link starts), and stops them in reverse (with the mirror step just after one of them).
 
 A loop that waits on something other than `stop` (an event of its own, a gRPC stream) also
 offers `interrupt()` (`Interruptible`): `Loops.stop` sets `stop`, interrupts them all in reverse
@@ -92,14 +92,19 @@ class Loops:
             thread.start()
             self._threads[runnable.name] = thread
 
-    def stop(self) -> None:
+    def stop(self, *, after: Mapping[str, Callable[[], None]] | None = None) -> None:
         """Set `stop`, stop the watchdog, interrupt the runnables in reverse order, then join their
-        threads in reverse order. Safe to call twice and when some never started."""
+        threads in reverse order; `after[name]`, when given, runs just after that runnable's thread
+        ended (or its join timed out), and also when it never started (the mirror of `start`'s
+        `before`: the agent removes its webhook right after the link stops). Safe to call twice."""
         self._stop.set()
         self._watchdog.stop()
-        started = [r for r in reversed(self.runnables) if r.name in self._threads]
-        for runnable in started:
-            if isinstance(runnable, Interruptible):
+        for runnable in reversed(self.runnables):
+            if runnable.name in self._threads and isinstance(runnable, Interruptible):
                 runnable.interrupt()
-        for runnable in started:
-            self._threads[runnable.name].join(timeout=self._join_seconds)
+        for runnable in reversed(self.runnables):
+            thread = self._threads.get(runnable.name)
+            if thread is not None:
+                thread.join(timeout=self._join_seconds)
+            if after and runnable.name in after:
+                after[runnable.name]()

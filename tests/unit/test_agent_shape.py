@@ -73,11 +73,11 @@ def test_loops_are_watched_and_started_in_list_order_and_stopped_in_reverse() ->
     assert sorted(t.name for t in threading.enumerate() if t.name.startswith("agent-")) == [
         "agent-first", "agent-last", "agent-second"]
     began = time.monotonic()
-    loops.stop()
+    loops.stop(after={"last": lambda: seen.append(("after", "last"))})
     assert time.monotonic() - began < 3, "interrupted, not left to time out"
     assert stop.is_set()
     assert seen == [("before", "last"),
-                    ("interrupt", "last"), ("interrupt", "second"), ("interrupt", "first")]
+                    ("interrupt", "last"), ("interrupt", "second"), ("interrupt", "first"), ("after", "last")]
     assert not [t for t in threading.enumerate() if t.name.startswith("agent-")]
     loops.stop()  # twice is fine
 
@@ -93,8 +93,8 @@ def test_a_failing_step_before_a_loop_leaves_it_and_the_later_ones_unstarted() -
     with pytest.raises(RuntimeError):
         loops.start(before={"last": refuse})
     assert first.started.wait(WAIT) and not last.started.is_set()
-    loops.stop()
-    assert seen == [("interrupt", "first")], "only what started is stopped"
+    loops.stop(after={"last": lambda: seen.append(("after", "last"))})
+    assert seen == [("interrupt", "first"), ("after", "last")], "only what started is interrupted"
 
 
 def test_the_agent_starts_its_four_loops_from_one_list(monkeypatch: pytest.MonkeyPatch) -> None:
