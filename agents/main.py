@@ -64,7 +64,7 @@ class AgentConfig:
     """Everything `fedspread agent` takes from its command line: one settings object per part, and
     what belongs to the agent as a whole (its member cluster's kubeconfig, its federation)."""
 
-    link: link_settings.LinkSettings
+    link: LinkSettings
     """`--cluster`, `--coordinator`, `--label`, `--link-*`/`--insecure` (as `credentials`, a function
     re-reading the files on every reconnect) and `--heartbeat-seconds`, which is the reconciler's
     and the reporter's heartbeat too."""
@@ -74,9 +74,9 @@ class AgentConfig:
     """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
     federation_id: str = names.DEFAULT_FEDERATION_ID
     """The federation this agent expects its coordinator to serve (`--federation-id`)."""
-    webhook: webhook_settings.WebhookSettings = dataclasses.field(default_factory=WebhookSettings)
-    metrics: metrics.MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
-    inventory: reporter.InventorySettings = dataclasses.field(default_factory=InventorySettings)
+    webhook: WebhookSettings = dataclasses.field(default_factory=WebhookSettings)
+    metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
+    inventory: InventorySettings = dataclasses.field(default_factory=InventorySettings)
 
     @property
     def cluster(self) -> str:
