@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from kubernetes import client
 from kubernetes.client import exceptions
 
-from agents import bookkeeping, runnable
+from agents import bookkeeping, bootstrap, outbox, runnable
 from agents import main as agents_main
 from agents.cache import views
 from agents.controller import kinds, workload, workload_loop
@@ -98,7 +98,7 @@ def test_a_failing_step_before_a_loop_leaves_it_and_the_later_ones_unstarted() -
 
 
 def test_the_agent_starts_its_four_loops_from_one_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agents_main.bootstrap, "api_client", lambda *_, **__: client.ApiClient())  # no probe
+    monkeypatch.setattr(bootstrap, "api_client", lambda *_, **__: client.ApiClient())  # no probe
     agent = agents_main.Agent(agents_main.AgentConfig(
         agents_main.LinkSettings("127.0.0.1:1", "dc1", heartbeat_seconds=7.0),
         webhook=agents_main.WebhookSettings(port=0, register=False),
@@ -281,7 +281,7 @@ def test_the_link_runs_on_the_callers_thread_and_an_interrupt_ends_it_at_once() 
     try:
         link = link_mod.Link(link_mod.LinkSettings(coordinator.target, "dc1", heartbeat_seconds=0.2,
                                                    backoff_initial_seconds=0.05, backoff_cap_seconds=0.3),
-                             bookkeeping=bookkeeping.Bookkeeping(), outbox=agents_main.outbox.Outbox())
+                             bookkeeping=bookkeeping.Bookkeeping(), outbox=outbox.Outbox())
         assert (link.name, link.critical) == ("link", False)
         stop, beats = threading.Event(), threading.Semaphore(0)
         thread = threading.Thread(target=link.run, args=(stop, beats.release), daemon=True)
