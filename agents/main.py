@@ -5,8 +5,13 @@ coordinator); seeing them connected here is the quickest way to understand the a
 follows dependencies: the cache starts first (the loops read it), the webhook is serving before it
 is registered (the apiserver may call it at once), the link starts last (assignments then find
 everything ready). Stop runs in reverse, and the link stopping never clears the bookkeeping.
-A watchdog (`federation.watchdog`) sees a loop that stops turning: logged once, shown in the
-metrics, and /readyz answers 503 while a controller loop (workload, reconciler) is stalled.
+
+The long-running loops are one list of `agents.runnable.Runnable`s — workload, reconciler,
+reporter, link, in that order — started and stopped by `agents.runnable.Loops`: each registered
+with the watchdog (`federation.watchdog`), each on its own thread, the webhook registered just
+before the link starts; stopped in reverse. The watchdog sees a loop that stops turning: logged
+once, shown in the metrics, and /readyz answers 503 while a critical loop (workload, reconciler)
+is stalled. What the command line says arrives as one `AgentConfig` of per-part settings.
 Startup steps that can fail on user input (kubeconfig, certificates) live in agents.bootstrap.
 """
 
@@ -15,25 +20,25 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pathlib
-import queue
 import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client
 
-from agents import bookkeeping, bootstrap, metrics, outbox, owners, ownership
+from agents import bookkeeping, bootstrap, metrics, outbox, owners, ownership, runnable
 from agents.cache import store as cache
-from agents.controller import reconciler, workload
+from agents.controller import reconciler, workload, workload_loop
 from agents.inventory import reporter
 from agents.link import client as link_client
+from agents.link import settings as link_settings
 from agents.webhook import handler, registration, server
+from agents.webhook import settings as webhook_settings
 from federation import watchdog as watchdog_mod
 from federation.api import names
-from federation.certs import store, transport
+from federation.certs import store
 from federation.kube import errors as kube_errors
 from federation.kube import events as kube_events
 from federation.kube import webhook_clients
@@ -46,42 +51,37 @@ COUNT_WAIT_SECONDS = 1.5
 """How long the webhook waits for a spread's pods to be counted after a start before it refuses a
 pod for now (the apiserver gives it 2 s; the controller counts within a second of the cache's
 first list)."""
-WORKLOAD_WAIT = 1.0
-"""The workload loop turns at least this often (its watchdog period)."""
+
+# The per-part settings, reachable from here: `fedspread agent` builds them (and imports only this module).
+LinkSettings = link_settings.LinkSettings
+WebhookSettings = webhook_settings.WebhookSettings
+MetricsSettings = metrics.MetricsSettings
+InventorySettings = reporter.InventorySettings
 
 
 @dataclasses.dataclass(frozen=True)
 class AgentConfig:
-    """Everything `fedspread agent` takes from its command line."""
+    """Everything `fedspread agent` takes from its command line: one settings object per part, and
+    what belongs to the agent as a whole (its member cluster's kubeconfig, its federation)."""
 
-    cluster: str
-    kubeconfig: pathlib.Path | None
-    coordinator: str
-    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    webhook_port: int = 9443
-    webhook_url_host: str = "127.0.0.1"
-    webhook_name: str = registration.NAME
-    webhook_namespace_selector: Mapping[str, str] | None = None
-    webhook_service: tuple[str, str] | None = None  # (namespace, name): in-cluster, behind a Service
-    register_webhook: bool = True
-    deregister_on_exit: bool = False
-    metrics_port: int = 9090
-    tls_cert: pathlib.Path | None = None
-    tls_key: pathlib.Path | None = None
-    tls_ca: pathlib.Path | None = None
-    link_tls: transport.TLSFiles | None = None
-    """mTLS to the coordinator with these files (re-read on every reconnect); None: plaintext."""
-    heartbeat_seconds: float = 10.0
-    max_node_pools: int = 100
-    """The most node pools the inventory reports (`--max-node-pools`; `federation.core.pool_bounds`)."""
+    link: LinkSettings
+    """`--cluster`, `--coordinator`, `--label`, `--link-*`/`--insecure` (as `credentials`, a function
+    re-reading the files on every reconnect) and `--heartbeat-seconds`, which is the reconciler's
+    and the reporter's heartbeat too."""
+    kubeconfig: pathlib.Path | None = None
+    """Kubeconfig of the member cluster; None: KUBECONFIG, else the in-cluster service account."""
     context: str | None = None
     """Context of `kubeconfig` (or of KUBECONFIG's file) to use; None: its current-context."""
     federation_id: str = names.DEFAULT_FEDERATION_ID
     """The federation this agent expects its coordinator to serve (`--federation-id`)."""
-    webhook_client_ca: pathlib.Path | None = None
-    """Only callers with a client certificate this CA signed may post reviews; None: anyone."""
-    webhook_allowed_cns: tuple[str, ...] = ()
-    """With `webhook_client_ca`: only these common names (empty: any the CA signed)."""
+    webhook: WebhookSettings = dataclasses.field(default_factory=WebhookSettings)
+    metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
+    inventory: InventorySettings = dataclasses.field(default_factory=InventorySettings)
+
+    @property
+    def cluster(self) -> str:
+        """This member cluster's name (`--cluster`)."""
+        return self.link.cluster
 
 
 class Agent:
@@ -95,30 +95,26 @@ class Agent:
         self.metrics = metrics.AgentMetrics(cluster=settings.cluster)
         self.watchdog = watchdog_mod.Watchdog("agent")
         self.metrics.watch_loops(self.watchdog)
-        self._tmp = pathlib.Path(tempfile.mkdtemp(prefix="fedspread-agent-"))
-        self._threads: list[threading.Thread] = []
-        self._wake = threading.Event()
-        self._removals: queue.Queue[tuple[str, bool, str]] = queue.Queue()
         self._registered = False
-        link_tls = settings.link_tls
-        if link_tls is not None:
+        credentials = settings.link.credentials
+        if callable(credentials):  # certificate files: fail now, in one line, not at every reconnect
             try:
-                link_tls.read()  # fail now, in one line, rather than at every reconnect
+                credentials()
             except store.CertFileError as error:
                 raise AgentError(f"link certificate: {error}") from None
+        hook = settings.webhook
+        self._tmp = pathlib.Path(tempfile.mkdtemp(prefix="fedspread-agent-"))
         try:
             self.api = bootstrap.api_client(settings.kubeconfig, context=settings.context)
             self.serving = bootstrap.serving_certificate(
-                self._tmp, cluster=settings.cluster, url_host=settings.webhook_url_host,
-                service=settings.webhook_service, cert=settings.tls_cert, key=settings.tls_key,
-                ca=settings.tls_ca)
+                self._tmp, cluster=settings.cluster, url_host=hook.url_host, service=hook.service,
+                cert=hook.tls_cert, key=hook.tls_key, ca=hook.tls_ca)
             self.webhook = server.WebhookServer(
                 handler.AdmissionHandler(self.bookkeeping, self.metrics, owner_check=self._owner_check),
-                port=settings.webhook_port,
-                cert_file=self.serving.cert_file, key_file=self.serving.key_file,
+                port=hook.port, cert_file=self.serving.cert_file, key_file=self.serving.key_file,
                 ready=self._ready,
-                client_auth=None if settings.webhook_client_ca is None else webhook_clients.ClientAuth(
-                    settings.webhook_client_ca, frozenset(settings.webhook_allowed_cns)))
+                client_auth=None if hook.client_ca is None else webhook_clients.ClientAuth(
+                    hook.client_ca, frozenset(hook.allowed_cns)))
         except (OSError, ValueError) as error:  # unreadable or mismatched certificate files
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise AgentError(f"webhook serving certificate: {error}") from None
@@ -131,67 +127,67 @@ class Agent:
         self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.AGENT,
                                                   instance=settings.cluster)
         self.metrics.watch_events(self.recorder.outcomes)
+        heartbeat = settings.link.heartbeat_seconds
         self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
                                               recorder=self.recorder)
+        self.workload_loop = workload_loop.WorkloadLoop(self.workload)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
-                                                heartbeat_seconds=settings.heartbeat_seconds,
+                                                heartbeat_seconds=heartbeat,
                                                 conflicts=self.workload.conflicts, recorder=self.recorder)
-        self.reporter = reporter.InventoryReporter(self.cache, self.outbox,
-                                                   heartbeat_seconds=settings.heartbeat_seconds,
-                                                   max_pools=settings.max_node_pools)
+        self.reporter = reporter.InventoryReporter(self.cache, self.outbox, heartbeat_seconds=heartbeat,
+                                                   max_pools=settings.inventory.max_node_pools)
         self.link = link_client.Link(
-            settings.coordinator, cluster=settings.cluster, labels=settings.labels,
-            bookkeeping=self.bookkeeping, outbox=self.outbox, metrics=self.metrics,
-            credentials=None if link_tls is None else (lambda: transport.channel_credentials(link_tls)),
-            heartbeat_seconds=settings.heartbeat_seconds,
-            on_assignment=lambda _value: self._wake.set(), on_removal=self._removed,
-            federation=self.federation, cache=self.cache, beat=lambda: self.watchdog.beat("link"))
+            settings.link, bookkeeping=self.bookkeeping, outbox=self.outbox, metrics=self.metrics,
+            on_assignment=lambda _value: self.workload_loop.wake(), on_removal=self._removed,
+            federation=self.federation, cache=self.cache)
+        self.loops = runnable.Loops(self._runnables(), stop=self.stopping, watchdog=self.watchdog)
+        """The long-running loops, started in this order and stopped in reverse."""
+
+    def _runnables(self) -> tuple[runnable.Runnable, ...]:
+        """The agent's loops, in start order. Critical (readiness): workload and reconciler, which
+        keep the webhook's counts and quotas true; the reporter and the link only talk to the
+        coordinator, whose absence the agent survives (fail static). The link is last: the
+        assignments it brings find every other loop running."""
+        return (self.workload_loop, self.reconciler, self.reporter, self.link)
 
     def start(self) -> None:
         """Start every part; AgentError when a port is taken or the registration is refused."""
         chosen = self.settings
-        if chosen.metrics_port:
+        if chosen.metrics.port:
             try:
-                self.metrics.serve(chosen.metrics_port)
+                self.metrics.serve(chosen.metrics.port)
             except OSError as error:
-                raise AgentError(f"metrics port {chosen.metrics_port}: {error.strerror}") from None
+                raise AgentError(f"metrics port {chosen.metrics.port}: {error.strerror}") from None
         try:
             self.webhook.start()
         except OSError as error:
-            raise AgentError(f"webhook port {chosen.webhook_port}: {error.strerror}") from None
+            raise AgentError(f"webhook port {chosen.webhook.port}: {error.strerror}") from None
         self.cache.start()
-        self._watch_loops()
-        self._spawn("workload", self._workload_loop)
-        self._spawn("reconciler", lambda: self.reconciler.run(self.stopping))
-        self._spawn("reporter", lambda: self.reporter.run(self.stopping,
-                                                          beat=lambda: self.watchdog.beat("reporter")))
-        if chosen.register_webhook:
-            self._register()
-        self.link.start()
+        # The webhook serves already; it is registered just before the link brings assignments.
+        self.loops.start(before={self.link.name: self._register} if chosen.webhook.register else None)
         if chosen.federation_id == names.DEFAULT_FEDERATION_ID:
             log.warning("--federation-id left at its default; give each federation its own identity "
                         "(the coordinator's --federation-id)", extra={"federation_id": chosen.federation_id})
-        log.info("agent started", extra={"cluster": chosen.cluster, "coordinator": chosen.coordinator,
+        log.info("agent started", extra={"cluster": chosen.cluster, "coordinator": chosen.link.target,
                                          "webhook_port": self.webhook.port,
                                          "federation_id": chosen.federation_id})
 
     def _register(self) -> None:
-        chosen = self.settings
-        if chosen.webhook_service is not None:
-            namespace, name = chosen.webhook_service
+        hook = self.settings.webhook
+        if hook.service is not None:
+            namespace, name = hook.service
             where = registration.service_client_config(namespace=namespace, name=name,
                                                        ca_pem=self.serving.ca_pem)
         else:
-            url = f"https://{chosen.webhook_url_host}:{self.webhook.port}{server.MUTATE_PATH}"
+            url = f"https://{hook.url_host}:{self.webhook.port}{server.MUTATE_PATH}"
             where = registration.url_client_config(url, ca_pem=self.serving.ca_pem)
-        selector = ({"matchLabels": dict(chosen.webhook_namespace_selector)}
-                    if chosen.webhook_namespace_selector else None)
-        body = registration.configuration(where, name=chosen.webhook_name, namespace_selector=selector)
+        selector = {"matchLabels": dict(hook.namespace_selector)} if hook.namespace_selector else None
+        body = registration.configuration(where, name=hook.name, namespace_selector=selector)
         try:
             with kube_errors.translated():
                 registration.apply_registration(self.api, body)
         except Exception as error:  # RBAC, a conflicting object, the apiserver away
-            raise AgentError(f"cannot register webhook {chosen.webhook_name}: {error}") from error
+            raise AgentError(f"cannot register webhook {hook.name}: {error}") from error
         self._registered = True
 
     def run(self) -> None:
@@ -202,44 +198,28 @@ class Agent:
         self.stop()
 
     def stop(self) -> None:
-        """Stop in reverse order; safe to call twice and after a failed start."""
-        self.stopping.set()
-        self._wake.set()
-        self.watchdog.stop()
-        self.link.stop()
-        if self._registered and self.settings.deregister_on_exit:
-            try:
-                registration.remove_registration(self.api, self.settings.webhook_name)
-            except Exception as error:  # exiting anyway: say so, do not hide the rest of the stop
-                log.warning("webhook deregistration failed", extra={"error": str(error)[:200]})
-            self._registered = False
-        self.webhook.stop()
-        for thread in self._threads:
-            thread.join(timeout=5)
+        """Stop in reverse order: the loops from the link back to the workload loop, the webhook
+        (registration, then serving) right after the link, then the cache; safe to call twice and
+        after a failed start."""
+        self.loops.stop(after={self.link.name: self._stop_webhook})
         self.cache.stop()
         self.recorder.close()
         self.metrics.stop()
         shutil.rmtree(self._tmp, ignore_errors=True)
         log.info("agent stopped", extra={"cluster": self.settings.cluster})
 
+    def _stop_webhook(self) -> None:
+        if self._registered and self.settings.webhook.deregister_on_exit:
+            try:
+                registration.remove_registration(self.api, self.settings.webhook.name)
+            except Exception as error:  # exiting anyway: say so, do not hide the rest of the stop
+                log.warning("webhook deregistration failed", extra={"error": str(error)[:200]})
+            self._registered = False
+        self.webhook.stop()
+
     def _ready(self) -> bool:
         """/readyz: serving and counting from synced caches, and no controller loop stalled."""
         return self.cache.synced and not self.watchdog.critical_stalled()
-
-    def _watch_loops(self) -> None:
-        """Register the long-running loops with the watchdog and start it. Critical (readiness):
-        workload and reconciler, which keep the webhook's counts and quotas true; the reporter and
-        the link only talk to the coordinator, whose absence the agent survives (fail static)."""
-        self.watchdog.register("workload", period=WORKLOAD_WAIT)
-        self.reconciler.beat = self.watchdog.register("reconciler", period=reconciler.ROUND_SECONDS)
-        self.watchdog.register("reporter", period=self.settings.heartbeat_seconds, critical=False)
-        self.watchdog.register("link", period=self.link.turn_seconds, critical=False)
-        self.watchdog.start()
-
-    def _spawn(self, name: str, target: Callable[[], None]) -> None:
-        thread = threading.Thread(target=target, name=f"agent-{name}", daemon=True)
-        thread.start()
-        self._threads.append(thread)
 
     def _owner_check(self, value: assignment.Assignment, namespace: str, references: Any) -> str:
         """Whose pod a pod being created is (`owners.admission`), from the cache (the webhook's)."""
@@ -251,26 +231,4 @@ class Agent:
         if orphan:
             log.info("spread orphaned: its Deployment stays", extra={"spread": spread})
         # The removal's federation is the one of the stream it arrived on (read on the link thread).
-        self._removals.put((spread, orphan, self.federation.current))
-        self._wake.set()
-
-    def _workload_loop(self) -> None:
-        while not self.stopping.is_set():
-            self.watchdog.beat("workload")
-            self._wake.wait(WORKLOAD_WAIT)
-            self._wake.clear()
-            removal: tuple[str, bool, str] | None = None
-            try:
-                while not self._removals.empty():
-                    removal = self._removals.get_nowait()
-                    spread, orphan, federation = removal
-                    # An orphaned workload keeps running, unmanaged; otherwise it is deleted.
-                    (self.workload.release if orphan else self.workload.remove)(spread, federation=federation)
-                    removal = None
-                self.workload.sync_once()
-            except Exception as error:  # the next round retries; the webhook enforces meanwhile
-                if removal is not None:
-                    self._removals.put(removal)
-                log.warning("workload sync failed",
-                            extra={"spread": removal[0] if removal else None, "error": str(error)[:300]})
-
+        self.workload_loop.removed(spread, orphan=orphan, federation=self.federation.current)

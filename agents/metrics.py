@@ -23,12 +23,22 @@ What is measured and why:
 
 from __future__ import annotations
 
+import dataclasses
+
 import prometheus_client
 
 from federation import event_metrics, metrics_endpoint, watchdog_metrics
 from federation import watchdog as watchdog_mod
 
 PREFIX = "fedspread_agent_"
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsSettings:
+    """Where the agent serves its metrics (`agents.main.AgentConfig.metrics`)."""
+
+    port: int = 9090
+    """Port of the Prometheus /metrics endpoint (`--metrics-port`; 0: off)."""
 
 
 # 50 µs .. 100 ms: a local decision is tens of microseconds; anything near 100 ms is a problem

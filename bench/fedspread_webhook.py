@@ -33,10 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     logs.configure("warning")
     settings = agent_main.AgentConfig(
-        cluster=options.cluster, kubeconfig=options.kubeconfig, coordinator=options.coordinator,
-        webhook_port=0, webhook_name=options.webhook_name,
-        webhook_namespace_selector=agent_cli.label_pairs((options.namespace_label,)),
-        deregister_on_exit=True, metrics_port=0)
+        agent_main.LinkSettings(options.coordinator, options.cluster), kubeconfig=options.kubeconfig,
+        webhook=agent_main.WebhookSettings(
+            port=0, name=options.webhook_name,
+            namespace_selector=agent_cli.label_pairs((options.namespace_label,)), deregister_on_exit=True),
+        metrics=agent_main.MetricsSettings(port=0))
     recorder = webhook_samples.Recorder()
     try:
         agent = agent_main.Agent(settings)

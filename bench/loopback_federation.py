@@ -167,9 +167,10 @@ class Agent:
         self.outbox = outbox_mod.Outbox()
         self.applied_at: dict[str, float] = {}
         self.link = link_mod.Link(
-            target, cluster=name, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            labels={names.REGION_LABEL: region_of(index)}, heartbeat_seconds=HEARTBEAT_SECONDS,
-            on_assignment=self._applied, backoff_initial_seconds=0.05, backoff_cap_seconds=0.5)
+            link_mod.LinkSettings(target, name, labels={names.REGION_LABEL: region_of(index)},
+                                  heartbeat_seconds=HEARTBEAT_SECONDS, backoff_initial_seconds=0.05,
+                                  backoff_cap_seconds=0.5),
+            bookkeeping=self.bookkeeping, outbox=self.outbox, on_assignment=self._applied)
         self.outbox.put_inventory(outbox_mod.inventory_message(
             pools_for(index), sequence=1, observed_at=datetime.datetime.now(datetime.UTC)))
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import bookkeeping, outbox, owners, retries
+from agents import bookkeeping, outbox, owners, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
 from federation import clock as clock_mod
@@ -144,7 +144,12 @@ _RETRY = retries.kube_retry(conflicts=False, attempts=4, max_wait=3.0)
 
 
 class Reconciler:
-    """One member cluster's controller rounds over every assigned spread."""
+    """One member cluster's controller rounds over every assigned spread (an `agents.runnable.Runnable`:
+    critical, since the webhook's counts depend on it)."""
+
+    name = "reconciler"
+    period = ROUND_SECONDS
+    critical = True
 
     def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox,
                  cache: cache_mod.Cache, *, clock: clock_mod.Clock = clock_mod.utcnow,
@@ -161,9 +166,10 @@ class Reconciler:
         self._cache = cache
         self._clock = clock
         self.heartbeat_seconds = heartbeat_seconds
-        self.beat: Callable[[], None] = lambda: None
-        """The watchdog's heartbeat (`federation.watchdog`): called every round and before every
-        write, so a round of many writes is turning as long as each ends within its deadline."""
+        self.beat: runnable.Beat = runnable.no_beat
+        """The watchdog's heartbeat (`federation.watchdog`, given to `run`): called every round and
+        before every write, so a round of many writes is turning as long as each ends within its
+        deadline."""
         self._written: dict[tuple[str, str], tuple[int, float]] = {}
         self._costs_done: dict[str, tuple[assignment.Assignment, Seen]] = {}
         """Per spread: the assignment, pods version and owner chain whose costs are all written
@@ -363,13 +369,15 @@ class Reconciler:
         self._last_counts, self._last_sent = report, now
         return True
 
-    def run(self, stop: threading.Event, *, interval: float = ROUND_SECONDS, min_gap: float = 0.5) -> None:
+    def run(self, stop: threading.Event, beat: runnable.Beat, *, interval: float = ROUND_SECONDS,
+            min_gap: float = 0.5) -> None:
         """Reconcile until `stop`: after a change of the spreads' pods or of a fedspread Deployment
-        (its status included), or every `interval` s.
+        (its status included), or every `interval` s; `beat` every round and before every write.
 
         `min_gap` seconds separate rounds, so a busy cluster's stream of pod events (our own
         patches among them) batches into rounds instead of spinning.
         """
+        self.beat = beat
         while not stop.is_set():
             self.beat()
             seen = self._cache.version(*WAKE_KINDS)

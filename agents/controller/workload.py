@@ -4,14 +4,12 @@ Why the agent writes the Deployment (and not the coordinator): the member's own 
 controller then creates and deletes pods, the webhook places each one, and the workload keeps
 running exactly as last assigned while the coordinator is away (fail static).
 
-What is written: the hub Deployment's selector, pod template and rollout settings, with
-`spec.replicas` = this cluster's share, the label `fedspread.io/spread` on the Deployment and on
-its pod template (so the webhook's objectSelector sees the pods), the ownership marks of
-`agents.ownership` (label `fedspread.io/federation`, annotation `fedspread.io/spread-uid`), and
-annotations for the spread's generation, its key, and a hash of everything we set. Minimal
-writes: when the cached Deployment is ours and carries the desired hash and replicas, nothing is
-sent; otherwise the live object is read fresh and compared again before any write, so a lagging
-cache costs a read, never a write. Conflicts (409) and server errors are retried with tenacity.
+What is written (`agents.controller.rendering`): the hub Deployment's selector, pod template and
+rollout settings, with `spec.replicas` = this cluster's share, our label and ownership marks, and a
+hash of everything we set. Minimal writes: when the cached Deployment is ours and carries the
+desired hash and replicas, nothing is sent; otherwise the live object is read fresh and compared
+again before any write, so a lagging cache costs a read, never a write. Conflicts (409) and server
+errors are retried with tenacity.
 
 Ownership (`agents.ownership`): a live Deployment of the target's name that does not carry this
 assignment's federation and spread uid is never adopted or modified (except one of this
@@ -29,22 +27,27 @@ because no assignment names it (an agent whose coordinator reads an empty or wro
 otherwise delete every workload of its cluster). A Deployment whose assignment is gone stays as
 last written until its coordinator sends a removal; the agent's Hello lists it, so a coordinator
 that knows why sends one at the next resync.
+
+Per kind (`agents.controller.kinds`): what is kept of the hub object, which field carries the
+quantity, how it is read back and which API calls write it belong to the kind's strategy, chosen
+by `federation.core.workload_kinds.policy_for`; this module is the same for every kind. Only
+Deployment is written so far. An assignment of a kind the agent does not write fails for that
+spread alone (logged once, outcome `failed`); the other spreads are synced as usual. The loop that
+runs the sync is `agents.controller.workload_loop`.
 """
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from kubernetes.client import exceptions
 
 from agents import bookkeeping, ownership, retries
 from agents.cache import store as cache_mod
+from agents.controller import kinds, rendering
 from federation.api import names
 from federation.kube import deadlines
 from federation.kube import events as kube_events
@@ -53,9 +56,6 @@ from federation.rpc import assignment
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
-                    "progressDeadlineSeconds", "paused")
-KEPT_POD_METADATA = ("labels", "annotations")
 CREATED, UPDATED, UNCHANGED, DELETED, FAILED = "created", "updated", "unchanged", "deleted", "failed"
 CONFLICT = "conflict"
 FAILURE_PAUSE = 30.0
@@ -64,63 +64,11 @@ CONFLICT_PAUSE = 5.0
 """Seconds before a Deployment we do not own is read again (the cache does not see it)."""
 
 
-# --- rendering (pure) ----------------------------------------------------------------------------
-
-
-def desired_hash(body: Mapping[str, Any]) -> str:
-    """A stable hash of a rendered Deployment (without its hash annotation)."""
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
-def render(value: assignment.Assignment) -> Json:
-    """The member Deployment for an assignment, hash annotation included."""
-    source = value.template or {}
-    source_meta, source_spec = source.get("metadata") or {}, source.get("spec") or {}
-    spec: Json = {k: copy.deepcopy(source_spec[k]) for k in KEPT_SPEC_FIELDS if k in source_spec}
-    spec["replicas"] = value.replicas
-    pod_template = spec.setdefault("template", {})
-    pod_meta = {k: v for k, v in (pod_template.get("metadata") or {}).items() if k in KEPT_POD_METADATA and v}
-    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), names.SPREAD_LABEL: value.name}
-    pod_template["metadata"] = pod_meta
-    labels, annotations = ownership.marks(value)
-    body: Json = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {
-            "name": value.workload, "namespace": value.namespace,
-            "labels": {**(source_meta.get("labels") or {}), names.SPREAD_LABEL: value.name, **labels},
-            "annotations": {names.GENERATION_ANNOTATION: str(value.generation),
-                            names.SPREAD_KEY_ANNOTATION: value.spread, **annotations},
-        },
-        "spec": spec,
-    }
-    body["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION] = desired_hash(body)
-    return body
-
-
-def is_current(*, annotations: Mapping[str, str] | None, replicas: Any, desired: Mapping[str, Any]) -> bool:
-    """True when a live Deployment already is `desired`: same hash and same replicas.
-
-    Replicas are compared too because they are what someone is most likely to change by hand
-    (kubectl scale); the rest is trusted to the hash.
-    """
-    wanted = desired["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION]
-    same_hash = (annotations or {}).get(names.DESIRED_HASH_ANNOTATION) == wanted
-    return bool(same_hash and replicas == desired["spec"]["replicas"])
-
-
-def merged(live: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
-    """The body for a replace: the live object with our labels, annotations and spec."""
-    body = copy.deepcopy(dict(live))
-    body.pop("status", None)
-    meta = body.setdefault("metadata", {})
-    meta.pop("managedFields", None)
-    for field in ("labels", "annotations"):
-        meta[field] = {**(meta.get(field) or {}), **desired["metadata"][field]}
-    meta["annotations"].pop(names.RELEASED_FROM_ANNOTATION, None)  # adopted: managed again
-    body["spec"] = copy.deepcopy(desired["spec"])
-    body["apiVersion"], body["kind"] = desired["apiVersion"], desired["kind"]
-    return body
+# The pure rendering lives in agents.controller.rendering; its names stay reachable from here.
+render = rendering.render
+is_current = rendering.is_current
+merged = rendering.merged
+desired_hash = rendering.desired_hash
 
 
 _RETRY = retries.kube_retry(conflicts=True, attempts=5, max_wait=5.0)
@@ -134,7 +82,7 @@ class WorkloadSync:
 
     def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
                  core_api: Any = None, recorder: kube_events.EventRecorder | None = None) -> None:
-        self._apps = apps_api
+        self._apis = kinds.Apis(apps=apps_api)
         self._recorder = recorder
         """Records an Event on each Deployment this sync creates, updates or deletes."""
         self._core = core_api  # creates a missing namespace when given
@@ -144,6 +92,8 @@ class WorkloadSync:
         self._failed: dict[str, tuple[str, float]] = {}
         self._conflicts: dict[str, tuple[str, str, float]] = {}
         """Per spread: (desired hash, why, when to look again) for a target we do not own."""
+        self._not_served: dict[str, str] = {}
+        """Per spread: why its kind is not written (logged once per reason)."""
         self._lock = threading.Lock()
         self.rounds = 0
         """Completed `sync_once` rounds (for status and for tests that wait for a round to pass)."""
@@ -165,33 +115,31 @@ class WorkloadSync:
     def apply(self, value: assignment.Assignment) -> str:
         """Bring one spread's Deployment to its assignment: CREATED, UPDATED, UNCHANGED or CONFLICT."""
         body = self.desired(value)
-        view = self._cache.deployment(value.namespace, value.workload)
-        if view is not None and is_current(annotations=view.annotations, replicas=view.replicas,
+        kind = kinds.strategy_for(value.api_version, value.kind)
+        view = kind.cached(self._cache, value.namespace, value.workload)
+        if view is not None and is_current(annotations=view.annotations, replicas=view.quantity,
                                            desired=body) and ownership.owns(
                 federation=view.federation, uid=view.annotations.get(names.SPREAD_UID_ANNOTATION),
                 value=value):
             return UNCHANGED
-        return self._write(body, value)
+        return self._write(kind, body, value)
 
     @_RETRY
-    def _write(self, body: Json, value: assignment.Assignment) -> str:
+    def _write(self, kind: kinds.WorkloadKind, body: Json, value: assignment.Assignment) -> str:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         if not ownership.identified(value):
             return self._conflict(value, body, ownership.claim(labels=None, annotations=None, value=value,
                                                                where=f"{namespace}/{name}").reason)
         try:
-            response = self._apps.read_namespaced_deployment(name, namespace, _preload_content=False,
-                                                             _request_timeout=deadlines.CALL)
-            live = json.loads(response.data)
+            live = kind.read(self._apis, namespace, name)
         except exceptions.ApiException as error:
             if error.status != 404:
                 raise
-            created = self._create(namespace, body)
+            created = self._create(kind, namespace, body)
             self._resolved(value.spread)
-            LOG.info("deployment created deployment=%s/%s replicas=%s",
-                     namespace, name, body["spec"]["replicas"])
+            LOG.info("deployment created deployment=%s/%s replicas=%s", namespace, name, kind.quantity(body))
             self._note(created, body, reason="Created", action="Create",
-                       note=f"created with {body['spec']['replicas']} replicas for spread {value.spread}")
+                       note=f"created with {kind.quantity(body)} replicas for spread {value.spread}")
             return CREATED
         meta = live.get("metadata") or {}
         verdict = ownership.claim(labels=meta.get("labels"), annotations=meta.get("annotations"),
@@ -199,19 +147,16 @@ class WorkloadSync:
         if verdict.verdict == ownership.CONFLICT:
             return self._conflict(value, body, verdict.reason)
         self._resolved(value.spread)
-        if is_current(annotations=meta.get("annotations"), replicas=(live.get("spec") or {}).get("replicas"),
-                      desired=body):
+        was = kind.quantity(live)
+        if is_current(annotations=meta.get("annotations"), replicas=was, desired=body):
             return UNCHANGED
         if verdict.verdict == ownership.ADOPT:
             LOG.info("adopting deployment=%s/%s reason=%s", namespace, name, verdict.reason)
-        response = self._apps.replace_namespaced_deployment(name, namespace, merged(live, body),
-                                                            _preload_content=False,
-                                                            _request_timeout=deadlines.CALL)
-        LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, body["spec"]["replicas"])
-        was = (live.get("spec") or {}).get("replicas")
+        response = kind.replace(self._apis, namespace, name, merged(live, body))
+        LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, kind.quantity(body))
         self._note(response, body, reason="Updated", action="Update",
                    note=f"updated for spread {value.spread} (generation {value.generation}): "
-                        f"{was} -> {body['spec']['replicas']} replicas")
+                        f"{was} -> {kind.quantity(body)} replicas")
         return UPDATED
 
     def _conflict(self, value: assignment.Assignment, body: Json, reason: str) -> str:
@@ -240,16 +185,15 @@ class WorkloadSync:
         if not meta.get("name"):
             return
         self._recorder.record(
-            kube_events.ObjectRef("apps/v1", "Deployment", str(meta["name"]),
+            kube_events.ObjectRef(str(sent["apiVersion"]), str(sent["kind"]), str(meta["name"]),
                                   namespace=str(meta.get("namespace") or ""), uid=str(meta.get("uid") or "")),
             reason=reason, action=action, note=note)
 
-    def _create(self, namespace: str, body: Json) -> Any:
-        """Create the Deployment (the client's response); a namespace the member lacks is created
+    def _create(self, kind: kinds.WorkloadKind, namespace: str, body: Json) -> Any:
+        """Create the workload (the client's response); a namespace the member lacks is created
         first (as Karmada does)."""
         try:
-            return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
-                                                           _request_timeout=deadlines.CALL)
+            return kind.create(self._apis, namespace, body)
         except exceptions.ApiException as error:
             if error.status != 404 or self._core is None:
                 raise
@@ -261,8 +205,7 @@ class WorkloadSync:
         except exceptions.ApiException as error:
             if error.status != 409:  # 409: created meanwhile
                 raise
-        return self._apps.create_namespaced_deployment(namespace, body, _preload_content=False,
-                                                       _request_timeout=deadlines.CALL)
+        return kind.create(self._apis, namespace, body)
 
     def sync_once(self) -> dict[str, int]:
         """Apply every assignment; outcome counts. Deletes nothing (module docstring)."""
@@ -270,7 +213,13 @@ class WorkloadSync:
         current = self._books.assignments()
         now = time.monotonic()
         for value in current:
-            body = self.desired(value)
+            try:
+                body = self.desired(value)
+            except kinds.KindNotServed as error:
+                outcomes[FAILED] = outcomes.get(FAILED, 0) + 1
+                self._refuse(value.spread, str(error))
+                continue
+            self._not_served.pop(value.spread, None)
             digest = body["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION]
             failed = self._failed.get(value.spread)
             with self._lock:
@@ -291,11 +240,19 @@ class WorkloadSync:
         assigned = {v.spread for v in current}
         for spread in set(self._rendered) - assigned:
             self._rendered.pop(spread, None)
+        for spread in set(self._not_served) - assigned:
+            del self._not_served[spread]
         with self._lock:
             for spread in set(self._conflicts) - assigned:
                 del self._conflicts[spread]
         self.rounds += 1
         return outcomes
+
+    def _refuse(self, spread: str, why: str) -> None:
+        """An assignment of a kind not written here: said once per spread and reason, not every round."""
+        if self._not_served.get(spread) != why:
+            LOG.warning("workload not written spread=%s error=%s", spread, why)
+            self._not_served[spread] = why
 
     def remove(self, spread: str, *, federation: str) -> int:
         """Delete the Deployments this agent made for `spread` in `federation` (a SpreadRemoval
@@ -307,8 +264,8 @@ class WorkloadSync:
         """
         self._forget(spread)
         keep = self._claimed(spread)
-        return sum(int(self._delete(namespace, name, uid=uid, spread=spread))
-                   for namespace, name, uid in self._owned(spread, federation)
+        return sum(int(self._delete(kind, namespace, name, uid=uid, spread=spread))
+                   for kind, namespace, name, uid in self._owned(spread, federation)
                    if (namespace, name) not in keep)
 
     def release(self, spread: str, *, federation: str) -> int:
@@ -327,7 +284,7 @@ class WorkloadSync:
         keep = self._claimed(spread)
         ours = (names.SPREAD_KEY_ANNOTATION, names.DESIRED_HASH_ANNOTATION, names.GENERATION_ANNOTATION,
                 names.SPREAD_UID_ANNOTATION)
-        for namespace, name, _ in self._owned(spread, federation):
+        for kind, namespace, name, _ in self._owned(spread, federation):
             if (namespace, name) in keep:
                 continue
             annotations: dict[str, str | None] = {**dict.fromkeys(ours),
@@ -336,9 +293,7 @@ class WorkloadSync:
             patch = {"metadata": {"labels": {names.SPREAD_LABEL: None, names.FEDERATION_LABEL: None},
                                   "annotations": annotations}}
             try:
-                self._apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
-                                                       _content_type="application/merge-patch+json",
-                                                       _request_timeout=deadlines.CALL)
+                kind.merge_patch(self._apis, namespace, name, patch)
             except exceptions.ApiException as error:
                 if error.status == 404:
                     continue
@@ -362,49 +317,41 @@ class WorkloadSync:
         with self._lock:
             self._conflicts.pop(spread, None)
 
-    def _owned(self, spread: str, federation: str) -> list[tuple[str, str, str]]:
-        """(namespace, name, uid) of the Deployments made for `spread` and marked with `federation`,
-        from the apiserver (a removal is rare and must not depend on the cache being current)."""
+    def _owned(self, spread: str, federation: str) -> list[tuple[kinds.WorkloadKind, str, str, str]]:
+        """(kind, namespace, name, uid) of the workloads of every kind written here made for
+        `spread` and marked with `federation`, from the apiserver (a removal is rare and must not
+        depend on the cache being current; it does not say the spread's kind)."""
         if not federation:
             return []
         label = f"{names.SPREAD_LABEL}={spread.partition('/')[2]},{names.FEDERATION_LABEL}={federation}"
-        listing = json.loads(self._apps.list_deployment_for_all_namespaces(
-            label_selector=label, _preload_content=False, _request_timeout=deadlines.LIST).data)
         owned = []
-        for item in listing.get("items") or ():
-            meta = item.get("metadata") or {}
-            annotations = meta.get("annotations") or {}
-            if (annotations.get(names.SPREAD_KEY_ANNOTATION) == spread
-                    and annotations.get(names.SPREAD_UID_ANNOTATION)
-                    and (meta.get("labels") or {}).get(names.FEDERATION_LABEL) == federation):
-                owned.append((str(meta["namespace"]), str(meta["name"]), str(meta.get("uid") or "")))
+        for kind in kinds.SERVED:
+            for item in kind.list_labelled(self._apis, label):
+                meta = item.get("metadata") or {}
+                annotations = meta.get("annotations") or {}
+                if (annotations.get(names.SPREAD_KEY_ANNOTATION) == spread
+                        and annotations.get(names.SPREAD_UID_ANNOTATION)
+                        and (meta.get("labels") or {}).get(names.FEDERATION_LABEL) == federation):
+                    owned.append((kind, str(meta["namespace"]), str(meta["name"]),
+                                  str(meta.get("uid") or "")))
         return owned
 
-    def _delete(self, namespace: str, name: str, *, uid: str, spread: str) -> bool:
+    def _delete(self, kind: kinds.WorkloadKind, namespace: str, name: str, *, uid: str, spread: str) -> bool:
         options: Json = {"propagationPolicy": "Background"}
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
-            self._apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False,
-                                                    _request_timeout=deadlines.CALL)
+            kind.delete(self._apis, namespace, name, options)
         except exceptions.ApiException as error:
             if error.status == 404 or (error.status == 409 and uid):  # gone, or replaced meanwhile
                 return False
             raise
         LOG.info("deployment deleted deployment=%s/%s", namespace, name)
-        self._note(None, {"metadata": {"name": name, "namespace": namespace, "uid": uid}}, reason="Deleted",
-                   action="Delete",
+        sent = {"apiVersion": kind.policy.api_version, "kind": kind.policy.kind,
+                "metadata": {"name": name, "namespace": namespace, "uid": uid}}
+        self._note(None, sent, reason="Deleted", action="Delete",
                    note=f"deleted: the coordinator removed spread {spread} from this cluster")
         return True
-
-    def run(self, stop: threading.Event, *, interval: float = 1.0) -> None:
-        """`sync_once` every `interval` seconds until `stop` is set."""
-        while not stop.is_set():
-            try:
-                self.sync_once()
-            except Exception as error:  # one bad round must not end the loop
-                LOG.warning("workload sync round failed error=%s", _reason(error))
-            stop.wait(interval)
 
 
 def _reason(error: BaseException) -> str:

@@ -18,13 +18,13 @@ when they differ from the last report or the heartbeat interval has passed.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import threading
 import time
-from collections.abc import Callable
 
-from agents import outbox
+from agents import outbox, runnable
 from agents.cache import heap
 from agents.cache import store as cache_mod
 from federation import clock as clock_mod
@@ -34,8 +34,20 @@ from federation.core import inventory, pool_bounds
 LOG = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class InventorySettings:
+    """What the inventory is told (`agents.main.AgentConfig.inventory`)."""
+
+    max_node_pools: int = pool_bounds.DEFAULT_BUDGET
+    """The most node pools a report states (`--max-node-pools`; `federation.core.pool_bounds`)."""
+
+
 class InventoryReporter:
-    """Puts the member's InventoryReport into the outbox when the pools change and on heartbeat."""
+    """Puts the member's InventoryReport into the outbox when the pools change and on heartbeat (an
+    `agents.runnable.Runnable`; not critical: it only talks to the coordinator)."""
+
+    name = "reporter"
+    critical = False
 
     def __init__(self, cache: cache_mod.Cache, box: outbox.Outbox, *,
                  clock: clock_mod.Clock = clock_mod.utcnow, heartbeat_seconds: float = 10.0,
@@ -53,6 +65,11 @@ class InventoryReporter:
         self._sent: list[cluster.NodePool] | None = None
         self._last_sent = float("-inf")
         self._sequence = 0
+
+    @property
+    def period(self) -> float:
+        """The watchdog's period: a report goes out at least every heartbeat."""
+        return self.heartbeat_seconds
 
     def pools(self) -> list[cluster.NodePool]:
         """The node pools as of the cache now (recomputed only if nodes or bound pods changed)."""
@@ -101,14 +118,12 @@ class InventoryReporter:
             self._sent, self._last_sent = current, now
             return True
 
-    def run(self, stop: threading.Event, *, min_gap: float = 2.0,
-            beat: Callable[[], None] | None = None) -> None:
+    def run(self, stop: threading.Event, beat: runnable.Beat, *, min_gap: float = 2.0) -> None:
         """Report until `stop`: after nodes or bound pods change, at most every `min_gap` seconds
         (a recount of 5,000 nodes and 100,000 pods costs about half a second), and at least every
         heartbeat. `beat` is called every turn (the watchdog's heartbeat, `federation.watchdog`)."""
         while not stop.is_set():
-            if beat is not None:
-                beat()
+            beat()
             seen = self._cache.version(cache_mod.NODES, cache_mod.USAGE)
             try:
                 self.report_once()

@@ -34,6 +34,11 @@ Why it looks like this:
   reorders its own messages); after Welcome's full resync the coordinator is authoritative, and
   comparing with the generation applied on an earlier stream would wedge the spread forever.
 
+- **One loop among the agent's.** The link is an `agents.runnable.Runnable` (`run(stop, beat)`;
+  `interrupt` cancels the stream in progress so a stop is seen at once): the agent starts it last
+  of its loops. `start`/`stop` run it on a thread of its own without a watchdog (tests, benchmarks).
+  What it is told is one `agents.link.settings.LinkSettings`.
+
 Callbacks run on the link thread and should be quick (enqueue work, do not call the apiserver).
 """
 
@@ -42,28 +47,28 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeAlias
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import grpc
 import tenacity
 
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
-from agents import ownership
+from agents import ownership, runnable
 from agents.link import hello as hello_mod
 from agents.link import refusals
+from agents.link import settings as settings_mod
 from agents.link import stream as stream_mod
 from federation import clock as clock_mod
-from federation.certs import transport
 from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities, keepalive
 from federation.rpc import assignment as assignment_mod
 
 log = logging.getLogger("fedspread.agent.link")
 
-FAIL_STATIC_MESSAGE = "coordinator unreachable; enforcing last quotas (fail static)"
-Credentials: TypeAlias = "grpc.ChannelCredentials | Callable[[], grpc.ChannelCredentials]"
+FAIL_STATIC_MESSAGE = refusals.FAIL_STATIC_MESSAGE
+Credentials = settings_mod.Credentials
+LinkSettings = settings_mod.LinkSettings
 
 
 class LinkMetrics(Protocol):
@@ -76,59 +81,52 @@ class LinkMetrics(Protocol):
 class Link:
     """Keeps one AgentService.Connect stream up, applies what arrives, sends what the agent reports."""
 
+    name = "link"  # an `agents.runnable.Runnable`; not critical: the agent survives its coordinator's
+    critical = False  # absence (fail static), so a stalled link does not make it unready
+
     def __init__(
-        self, target: str, *, cluster: str, bookkeeping: bookkeeping_mod.Bookkeeping,
-        outbox: outbox_mod.Outbox, labels: Mapping[str, str] | None = None,
-        metrics: LinkMetrics | None = None, credentials: Credentials | None = None,
-        heartbeat_seconds: float = 10.0,
+        self, settings: settings_mod.LinkSettings, *, bookkeeping: bookkeeping_mod.Bookkeeping,
+        outbox: outbox_mod.Outbox, metrics: LinkMetrics | None = None,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
         federation: ownership.FederationState | None = None,
-        cache: hello_mod.DeploymentCache | None = None, cache_wait_seconds: float = 20.0,
-        clock: clock_mod.Clock = clock_mod.utcnow,
-        backoff_initial_seconds: float = 0.2, backoff_cap_seconds: float = 5.0,
-        misconfigured_backoff_seconds: float = 15.0, welcome_timeout_seconds: float = 30.0,
-        beat: Callable[[], None] | None = None,
+        cache: hello_mod.DeploymentCache | None = None, clock: clock_mod.Clock = clock_mod.utcnow,
     ) -> None:
-        self.target = target
-        self.cluster = cluster
-        self._labels = dict(labels or {})
+        self.settings = settings
+        self.target = settings.target
+        self.cluster = settings.cluster
         self._bookkeeping = bookkeeping
         self._outbox = outbox
         self._metrics = metrics
-        self._credentials = credentials
-        self._heartbeat_seconds = heartbeat_seconds
         self._on_assignment = on_assignment
         self._on_removal = on_removal
         self._cache = cache  # the member's Deployments the Hello lists (None: only the bookkeeping)
-        self._cache_wait: float | None = cache_wait_seconds  # None once the first stream waited
+        self._cache_wait: float | None = settings.cache_wait_seconds  # None once the first stream waited
         self.synced = synced if synced is not None else threading.Event()
         self.federation = federation if federation is not None else ownership.FederationState()
         self._clock = clock
         self._started_at = clock()
-        self._fast_wait = tenacity.wait_random_exponential(multiplier=backoff_initial_seconds,
-                                                           max=backoff_cap_seconds)
-        self._slow_wait = tenacity.wait_random(misconfigured_backoff_seconds,
-                                               2 * misconfigured_backoff_seconds)
-        self._initial = backoff_initial_seconds
-        self._cap = backoff_cap_seconds
-        self._welcome_timeout = welcome_timeout_seconds
-        self._beat = beat if beat is not None else (lambda: None)
-        """The watchdog's heartbeat (`federation.watchdog`), on the link thread: each attempt,
-        each wait, each message from the coordinator (which pings an idle stream every heartbeat)."""
-        self.turn_seconds = max(heartbeat_seconds, 2 * misconfigured_backoff_seconds)
+        self._fast_wait = tenacity.wait_random_exponential(multiplier=settings.backoff_initial_seconds,
+                                                           max=settings.backoff_cap_seconds)
+        self._slow_wait = tenacity.wait_random(settings.misconfigured_backoff_seconds,
+                                               2 * settings.misconfigured_backoff_seconds)
+        self._beat: runnable.Beat = runnable.no_beat
+        """The watchdog's heartbeat (`federation.watchdog`), given to `run`, on the link thread: each
+        attempt, each wait, each message from the coordinator (which pings an idle stream every
+        heartbeat)."""
+        self.period = max(settings.heartbeat_seconds, 2 * settings.misconfigured_backoff_seconds)
         """The longest the link thread waits between two beats when nothing is wrong: a ping
         interval, or the longest wait after a refusal (`misconfigured_backoff_seconds` twice)."""
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # its own (`start`/`stop`), or the one `run` was given
+        self._running = threading.Event()
         self._connected = threading.Event()
         self._lock = threading.Lock()
         self._call: Any = None
         self._stream: stream_mod.Outgoing | None = None
         self._thread: threading.Thread | None = None
         self._resume_token = ""
-        self._outage_logged = False
-        self._last_refusal = ""
-        self._down_since: float | None = None
+        self._outage = refusals.Outage(log, cluster=settings.cluster, target=settings.target,
+                                       secure=settings.credentials is not None)
         self._received: dict[str, int] = {}
         """Per spread: the generation last applied on the current stream (emptied for each stream;
         read and written on the link thread only)."""
@@ -143,49 +141,68 @@ class Link:
 
     @property
     def running(self) -> bool:
-        """True while the link thread runs (between start() and stop())."""
-        return self._thread is not None and self._thread.is_alive()
+        """True while the link loop runs (between start() and stop(), or inside `run`)."""
+        return self._running.is_set() or (self._thread is not None and self._thread.is_alive())
 
     def wait_connected(self, timeout: float) -> bool:
         """Block until welcomed (or `timeout` seconds); returns `connected`."""
         return self._connected.wait(timeout)
 
     def start(self) -> None:
-        """Run the link in a daemon thread."""
+        """Run the link in a daemon thread of its own, without a watchdog (`stop` ends it). The
+        agent runs it as one of its `agents.runnable` loops instead (`run`)."""
         self._set_connected(False)
-        self._thread = threading.Thread(target=self._run, name=f"link-{self.cluster}", daemon=True)
+        self._thread = threading.Thread(target=self.run, args=(self._stop, runnable.no_beat),
+                                        name=f"link-{self.cluster}", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Cancel the stream and end the thread; the bookkeeping is left as it is."""
+        """Stop the link started with `start()`: cancel the stream and end the thread; the
+        bookkeeping is left as it is."""
         self._stop.set()
+        self.interrupt()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._connected.clear()
+
+    def interrupt(self) -> None:
+        """Cancel the stream in progress, so that the loop sees its stop event now (`Interruptible`)."""
         with self._lock:
             call, stream = self._call, self._stream
         if call is not None:
             call.cancel()
         if stream is not None:
             stream.close()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self._connected.clear()
 
     # --- reconnect loop ------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._beat()
-            retrying = tenacity.Retrying(
-                retry=tenacity.retry_if_exception(self._should_retry), wait=self._wait,
-                sleep=self._sleep, before_sleep=self._before_sleep, reraise=True)
-            try:
-                retrying(self._session)
-            except refusals.StreamEnded:
-                # A welcomed stream ended (or we are stopping): start a fresh backoff sequence,
-                # after a short jittered pause so that many agents do not reconnect in lockstep.
-                self._stop.wait(random.uniform(0, self._initial))
-            except Exception:  # a bug must not end enforcement or the link: log, back off, go on
-                log.exception("link loop failed", extra={"cluster": self.cluster})
-                self._stop.wait(self._cap)
+    def run(self, stop: threading.Event, beat: runnable.Beat) -> None:
+        """Keep a stream up until `stop` is set (`agents.runnable.Runnable`; `interrupt` cancels the
+        stream in progress), calling `beat` on each attempt, wait and message."""
+        self._stop, self._beat = stop, beat
+        self._running.set()
+        self._set_connected(False)
+        try:
+            while not stop.is_set():
+                self._turn()
+        finally:
+            self._connected.clear()
+            self._running.clear()
+
+    def _turn(self) -> None:
+        self._beat()
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(self._should_retry), wait=self._wait,
+            sleep=self._sleep, before_sleep=self._before_sleep, reraise=True)
+        try:
+            retrying(self._session)
+        except refusals.StreamEnded:
+            # A welcomed stream ended (or we are stopping): start a fresh backoff sequence,
+            # after a short jittered pause so that many agents do not reconnect in lockstep.
+            self._stop.wait(random.uniform(0, self.settings.backoff_initial_seconds))
+        except Exception:  # a bug must not end enforcement or the link: log, back off, go on
+            log.exception("link loop failed", extra={"cluster": self.cluster})
+            self._stop.wait(self.settings.backoff_cap_seconds)
 
     def _sleep(self, seconds: float) -> None:
         self._beat()
@@ -212,7 +229,7 @@ class Link:
             raise refusals.StreamEnded(grpc.StatusCode.CANCELLED, "link stopped", welcomed=True)
         self._await_cache()
         stream = stream_mod.Outgoing(self.hello, outbox=self._outbox, clock=self._clock,
-                                     heartbeat_seconds=self._heartbeat_seconds, name=self.cluster)
+                                     heartbeat_seconds=self.settings.heartbeat_seconds, name=self.cluster)
         self._received = {}  # a new stream: the coordinator's Welcome resync decides afresh
         channel = self._channel()
         watchdog: threading.Timer | None = None
@@ -224,7 +241,8 @@ class Link:
             if self._stop.is_set():
                 call.cancel()
             # A coordinator that accepts the stream but never welcomes us must not hang the link.
-            watchdog = threading.Timer(self._welcome_timeout, self._no_welcome, args=(call, stream))
+            watchdog = threading.Timer(self.settings.welcome_timeout_seconds, self._no_welcome,
+                                       args=(call, stream))
             watchdog.daemon = True
             watchdog.start()
             try:
@@ -235,7 +253,7 @@ class Link:
                 code, details = failure.code(), failure.details() or ""
                 if stream.timed_out:
                     code, details = grpc.StatusCode.DEADLINE_EXCEEDED, (
-                        f"no Welcome within {self._welcome_timeout:g} s")
+                        f"no Welcome within {self.settings.welcome_timeout_seconds:g} s")
                 error = refusals.StreamEnded(code, details, welcomed=stream.welcomed)
         finally:
             if watchdog is not None:
@@ -253,7 +271,7 @@ class Link:
 
     def _channel(self) -> grpc.Channel:
         """A plaintext channel, or a TLS one with credentials built now (renewed files count)."""
-        given = self._credentials
+        given = self.settings.credentials
         if given is None:
             return grpc.insecure_channel(self.target, options=keepalive.CHANNEL_OPTIONS)
         try:
@@ -277,22 +295,8 @@ class Link:
 
     def _lost(self, error: refusals.StreamEnded) -> None:
         self._set_connected(False)
-        if self._stop.is_set():
-            return
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-        advice = transport.hint(error.details, secure=self._credentials is not None) or None
-        if error.refused:
-            refusal = error.reason()
-            if refusal != self._last_refusal:
-                log.error("coordinator refused the agent; fix the configuration, retrying slowly",
-                          extra={"cluster": self.cluster, "coordinator": self.target,
-                                 "reason": refusal, "hint": advice})
-                self._last_refusal = refusal
-        if not self._outage_logged:
-            log.warning(FAIL_STATIC_MESSAGE, extra={"cluster": self.cluster, "coordinator": self.target,
-                                                    "reason": str(error), "hint": advice})
-            self._outage_logged = True
+        if not self._stop.is_set():
+            self._outage.lost(error)
 
     def _set_connected(self, connected: bool) -> None:
         if connected:
@@ -309,8 +313,8 @@ class Link:
         applied = hello_mod.listing(
             self._bookkeeping.assignments(), self._cache.deployments() if self._cache is not None else (),
             federation=self.federation.listed)
-        return hello_mod.build(cluster=self.cluster, labels=self._labels, resume_token=self._resume_token,
-                               started_at=self._started_at, applied=applied)
+        return hello_mod.build(cluster=self.cluster, labels=dict(self.settings.labels),
+                               resume_token=self._resume_token, started_at=self._started_at, applied=applied)
 
     # --- incoming ------------------------------------------------------------------------------
 
@@ -333,19 +337,18 @@ class Link:
             log.debug("unknown coordinator message ignored", extra={"cluster": self.cluster})
 
     def _welcome(self, welcome: agent_pb2.Welcome, stream: stream_mod.Outgoing) -> None:
-        beat = self._heartbeat_seconds
+        beat = self.settings.heartbeat_seconds
         if welcome.heartbeat_interval_seconds > 0:
             beat = min(beat, welcome.heartbeat_interval_seconds)
         self._resume_token = welcome.resume_token
         self.federation.welcomed(welcome.federation_id)
         stream.welcomed_now(heartbeat_seconds=beat)
         self.connects += 1
-        outage = None if self._down_since is None else round(time.monotonic() - self._down_since, 1)
+        outage = self._outage.over()
         log.info("connected to coordinator", extra={
             "cluster": self.cluster, "coordinator": self.target,
             "coordinator_id": welcome.coordinator_id, "federation": welcome.federation_id,
             "outage_s": outage})
-        self._outage_logged, self._last_refusal, self._down_since = False, "", None
         self._set_connected(True)
 
     def _assignment(self, message: agent_pb2.SpreadAssignment, stream: stream_mod.Outgoing) -> None:

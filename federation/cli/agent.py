@@ -15,6 +15,7 @@ agent that cannot start exits 1.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 
 import click
@@ -151,17 +152,22 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
         options.usage_error(f"--label/--webhook-namespace-label: {error}")
     from agents import main as agent_main  # gRPC, Kubernetes: only once the agent runs
     from federation import logs
+    from federation.certs import transport
 
     logs.configure(log_level)
     settings = agent_main.AgentConfig(
-        cluster=cluster, kubeconfig=kubeconfig, context=context, coordinator=coordinator,
-        labels=topology, webhook_port=webhook_port, webhook_url_host=webhook_url_host,
-        webhook_name=webhook_name, webhook_namespace_selector=namespace_selector,
-        webhook_service=service, register_webhook=register_webhook,
-        deregister_on_exit=deregister_on_exit, metrics_port=metrics_port, tls_cert=tls_cert,
-        tls_key=tls_key, tls_ca=tls_ca, heartbeat_seconds=heartbeat_seconds, link_tls=link_tls,
-        max_node_pools=max_node_pools, federation_id=federation_id,
-        webhook_client_ca=webhook_client_ca, webhook_allowed_cns=tuple(webhook_allowed_cns))
+        link=agent_main.LinkSettings(
+            coordinator, cluster, labels=topology, heartbeat_seconds=heartbeat_seconds,
+            credentials=(None if link_tls is None  # the files are read again for every stream
+                         else functools.partial(transport.channel_credentials, link_tls))),
+        kubeconfig=kubeconfig, context=context, federation_id=federation_id,
+        webhook=agent_main.WebhookSettings(
+            port=webhook_port, url_host=webhook_url_host, name=webhook_name,
+            namespace_selector=namespace_selector, service=service, register=register_webhook,
+            deregister_on_exit=deregister_on_exit, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
+            client_ca=webhook_client_ca, allowed_cns=tuple(webhook_allowed_cns)),
+        metrics=agent_main.MetricsSettings(port=metrics_port),
+        inventory=agent_main.InventorySettings(max_node_pools=max_node_pools))
     try:
         agent = agent_main.Agent(settings)
     except agent_main.AgentError as error:

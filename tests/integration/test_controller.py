@@ -33,10 +33,10 @@ from conftest import Clusters
 from kubernetes.client.exceptions import ApiException
 from waiting import wait_for
 
-from agents import bookkeeping, outbox
+from agents import bookkeeping, outbox, runnable
 from agents.cache import store as cache
 from agents.cache import views
-from agents.controller import reconciler, workload
+from agents.controller import reconciler, workload, workload_loop
 from agents.inventory import reporter
 from federation.api import names, quantity
 from federation.core import deletion_cost
@@ -63,13 +63,15 @@ class Agent:
     stop: threading.Event
     threads: list[threading.Thread] = dataclasses.field(default_factory=list)
 
-    def start(self, name: str, target: Callable[[threading.Event], None]) -> None:
-        thread = threading.Thread(target=target, args=(self.stop,), name=name, daemon=True)
+    def start(self, loop: runnable.Runnable) -> None:
+        """Run one of the agent's loops on a thread, without a watchdog."""
+        thread = threading.Thread(target=loop.run, args=(self.stop, runnable.no_beat), name=loop.name,
+                                  daemon=True)
         thread.start()
         self.threads.append(thread)
 
     def start_workload_sync(self) -> None:
-        self.start("workload-sync", self.sync.run)
+        self.start(workload_loop.WorkloadLoop(self.sync))
 
     def wait_rounds(self, counter: Callable[[], int], rounds: int = 2) -> None:
         """Wait until `rounds` more complete rounds of a loop have run."""
@@ -94,8 +96,8 @@ def agent(clusters: Clusters) -> Iterator[Agent]:
         sync=workload.WorkloadSync(apps, books, feed, core_api=core), stop=threading.Event())
     try:
         assert feed.wait_synced(WAIT), "the cache never finished its first list of member-1"
-        running.start("reconciler", running.reconciler.run)
-        running.start("reporter", running.reporter.run)
+        running.start(running.reconciler)
+        running.start(running.reporter)
         yield running
     finally:
         running.stop.set()

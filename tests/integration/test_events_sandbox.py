@@ -23,7 +23,7 @@ from hubside import events_of
 from kubernetes import client
 from waiting import wait_for
 
-from agents import bookkeeping, outbox
+from agents import bookkeeping, outbox, runnable
 from agents.cache import store as cache
 from agents.controller import reconciler, workload
 from federation.api import names
@@ -133,7 +133,7 @@ def rescheduler(clusters: Clusters) -> Iterator[tuple[bookkeeping.Bookkeeping, e
     loop = reconciler.Reconciler(core, books, box, feed, heartbeat_seconds=5.0, recorder=recorder)
     stop = threading.Event()
     feed.start()
-    thread = threading.Thread(target=loop.run, args=(stop,), name="reconciler", daemon=True)
+    thread = threading.Thread(target=loop.run, args=(stop, runnable.no_beat), name="reconciler", daemon=True)
     try:
         assert feed.wait_synced(WAIT), "the cache never finished its first list of member-1"
         thread.start()

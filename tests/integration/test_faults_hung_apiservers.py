@@ -197,9 +197,10 @@ def test_a_hung_member_stalls_the_workload_loop_and_the_agent_is_unready_until_i
     with tcp_proxy.TcpProxy(f"127.0.0.1:{sandbox.cluster(MEMBER).port}") as proxy, \
             hubside.running_coordinator(sandbox, clusters, members=[name]) as process:
         agent = agents_main.Agent(agents_main.AgentConfig(
-            cluster=name, kubeconfig=through(proxy, sandbox.cluster(MEMBER).kubeconfig, tmp_path),
-            coordinator=f"127.0.0.1:{process.port}", webhook_port=hubside.free_port(), metrics_port=0,
-            register_webhook=False, heartbeat_seconds=1.0))
+            agents_main.LinkSettings(f"127.0.0.1:{process.port}", name, heartbeat_seconds=1.0),
+            kubeconfig=through(proxy, sandbox.cluster(MEMBER).kubeconfig, tmp_path),
+            webhook=agents_main.WebhookSettings(port=hubside.free_port(), register=False),
+            metrics=agents_main.MetricsSettings(port=0)))
         agent.start()
         try:
             waiting.wait_for(lambda: agent.link.connected and readyz(agent) == 200, timeout=TIMEOUT,

@@ -36,9 +36,10 @@ class StandInAgent:
         self.bookkeeping = bookkeeping if bookkeeping is not None else bookkeeping_mod.Bookkeeping()
         self.outbox = outbox_mod.Outbox()
         self.link = link_mod.Link(
-            target, cluster=name, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            labels={names.REGION_LABEL: region}, heartbeat_seconds=0.5, credentials=credentials,
-            backoff_initial_seconds=0.05, backoff_cap_seconds=0.5)
+            link_mod.LinkSettings(target, name, labels={names.REGION_LABEL: region}, credentials=credentials,
+                                  heartbeat_seconds=0.5, backoff_initial_seconds=0.05,
+                                  backoff_cap_seconds=0.5),
+            bookkeeping=self.bookkeeping, outbox=self.outbox)
         self.outbox.put_inventory(outbox_mod.inventory_message(
             [builders.node_pool(nodes, cpu=cpu)],
             sequence=1, observed_at=datetime.datetime.now(datetime.UTC)))

@@ -60,10 +60,10 @@ class Agent:
         self.applied: list[assignment_mod.Assignment] = []
         self.removed: list[str] = []
         self.link = link_mod.Link(
-            target, cluster=name, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            heartbeat_seconds=0.2, on_assignment=self.applied.append,
-            on_removal=lambda spread, orphan: self.removed.append(spread),
-            backoff_initial_seconds=0.05, backoff_cap_seconds=0.3)
+            link_mod.LinkSettings(target, name, heartbeat_seconds=0.2, backoff_initial_seconds=0.05,
+                                  backoff_cap_seconds=0.3),
+            bookkeeping=self.bookkeeping, outbox=self.outbox, on_assignment=self.applied.append,
+            on_removal=lambda spread, orphan: self.removed.append(spread))
         self.outbox.put_inventory(outbox_mod.inventory_message(
             [builders.node_pool(2)],
             sequence=1, observed_at=T0))

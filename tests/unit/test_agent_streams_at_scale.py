@@ -199,9 +199,9 @@ def test_a_stalled_agent_delays_no_one_and_its_outbox_stays_bounded(served: Serv
             served.world.inventory(name, [builders.node_pool(4)])
     stuck = StalledStream(served.target, "stuck")
     book = bookkeeping_mod.Bookkeeping()
-    fast = link_mod.Link(served.target, cluster="fast", bookkeeping=book,
-                         outbox=outbox_mod.Outbox(), heartbeat_seconds=1.0,
-                         backoff_initial_seconds=0.05, backoff_cap_seconds=0.3)
+    fast = link_mod.Link(link_mod.LinkSettings(served.target, "fast", heartbeat_seconds=1.0,
+                                               backoff_initial_seconds=0.05, backoff_cap_seconds=0.3),
+                         bookkeeping=book, outbox=outbox_mod.Outbox())
     fast.start()
     try:
         assert fast.wait_connected(10)

@@ -170,8 +170,9 @@ def test_the_agent_exports_its_recorders_counts(tmp_path: pathlib.Path) -> None:
             "users": [{"name": "u", "user": {"token": "t"}}],
             "contexts": [{"name": "m", "context": {"cluster": "m", "user": "u"}}]}))
         agent = agents_main.Agent(agents_main.AgentConfig(
-            cluster="dc1", kubeconfig=kubeconfig, coordinator="127.0.0.1:1", webhook_port=0,
-            metrics_port=0, register_webhook=False))
+            agents_main.LinkSettings("127.0.0.1:1", "dc1"), kubeconfig=kubeconfig,
+            webhook=agents_main.WebhookSettings(port=0, register=False),
+            metrics=agents_main.MetricsSettings(port=0)))
         try:
             assert agent.recorder.record(POD, reason="Created", note="2 replicas", action="Create")
             assert agent.recorder.flush(WAIT)

@@ -56,10 +56,11 @@ class Agent:
         self.synced: list[assignment_mod.Assignment] = []
         self.removed: list[tuple[str, bool]] = []
         self.link = link_mod.Link(
-            target, cluster=CLUSTER, labels=LABELS, bookkeeping=self.bookkeeping, outbox=self.outbox,
-            metrics=self.metrics, heartbeat_seconds=0.2, on_assignment=self.synced.append,
-            on_removal=lambda spread, orphan: self.removed.append((spread, orphan)),
-            backoff_initial_seconds=0.05, backoff_cap_seconds=0.5, **options)
+            link_mod.LinkSettings(target, CLUSTER, labels=LABELS, heartbeat_seconds=0.2,
+                                  backoff_initial_seconds=0.05, backoff_cap_seconds=0.5, **options),
+            bookkeeping=self.bookkeeping, outbox=self.outbox, metrics=self.metrics,
+            on_assignment=self.synced.append,
+            on_removal=lambda spread, orphan: self.removed.append((spread, orphan)))
 
     def gauge(self, name: str) -> float | None:
         return self.metrics.registry.get_sample_value(name)

@@ -91,10 +91,11 @@ class LateCache:
 
 def start_link(standin: standin_coordinator.StandinCoordinator, cache: LateCache, **options: Any
                ) -> link_mod.Link:
-    link = link_mod.Link(standin.target, cluster=CLUSTER, bookkeeping=bookkeeping_mod.Bookkeeping(),
-                         outbox=outbox_mod.Outbox(), heartbeat_seconds=0.2, cache=cache,
-                         federation=ownership.FederationState("prod"), backoff_initial_seconds=0.05,
-                         backoff_cap_seconds=0.5, **options)
+    link = link_mod.Link(link_mod.LinkSettings(standin.target, CLUSTER, heartbeat_seconds=0.2,
+                                               backoff_initial_seconds=0.05, backoff_cap_seconds=0.5,
+                                               **options),
+                         bookkeeping=bookkeeping_mod.Bookkeeping(), outbox=outbox_mod.Outbox(), cache=cache,
+                         federation=ownership.FederationState("prod"))
     link.start()
     return link
 

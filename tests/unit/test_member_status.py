@@ -13,7 +13,7 @@ import datetime
 import threading
 from typing import Any
 
-from agents import bookkeeping, outbox
+from agents import bookkeeping, outbox, runnable
 from agents.cache import store as cache
 from agents.cache import views
 from agents.controller import reconciler
@@ -167,6 +167,6 @@ def test_deployment_changes_wake_the_reconciler() -> None:
     fake = FakeCache()
     loop = reconciler.Reconciler(None, bookkeeping.Bookkeeping(), outbox.Outbox(), fake,  # type: ignore[arg-type]
                                  heartbeat_seconds=3600)
-    loop.run(fake.stop, interval=0.01, min_gap=0.0)
+    loop.run(fake.stop, runnable.no_beat, interval=0.01, min_gap=0.0)
     assert fake.waited, "the loop never waited for a cache change"
     assert cache.DEPLOYMENTS in fake.waited[0] and cache.SPREAD_PODS in fake.waited[0]

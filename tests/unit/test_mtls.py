@@ -108,10 +108,11 @@ def plaintext() -> Iterator[Coordinator]:
 
 
 def make_link(target: str, cluster: str, credentials: link_mod.Credentials | None) -> link_mod.Link:
-    return link_mod.Link(target, cluster=cluster, bookkeeping=bookkeeping_mod.Bookkeeping(),
-                         outbox=outbox_mod.Outbox(), credentials=credentials, heartbeat_seconds=0.5,
-                         backoff_initial_seconds=0.05, backoff_cap_seconds=0.2,
-                         misconfigured_backoff_seconds=0.1)
+    return link_mod.Link(link_mod.LinkSettings(target, cluster, credentials=credentials,
+                                               heartbeat_seconds=0.5, backoff_initial_seconds=0.05,
+                                               backoff_cap_seconds=0.2,
+                                               misconfigured_backoff_seconds=0.1),
+                         bookkeeping=bookkeeping_mod.Bookkeeping(), outbox=outbox_mod.Outbox())
 
 
 def hello(cluster: str) -> agent_pb2.AgentMessage:
@@ -282,7 +283,8 @@ def test_renewed_link_files_heal_a_refused_agent_without_restart(
     link = make_link(coordinator.target, "dc1", lambda: transport.channel_credentials(link_files))
     link.start()
     try:
-        wait(lambda: link._last_refusal.startswith("PERMISSION_DENIED"), what="refusal of aws's certificate")
+        wait(lambda: link._outage.last_refusal.startswith("PERMISSION_DENIED"),
+             what="refusal of aws's certificate")
         assert not link.connected
         install("dc1")
         assert link.wait_connected(DEADLINE), "the renewed certificate was not used on reconnect"

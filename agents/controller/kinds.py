@@ -1,0 +1,165 @@
+"""The workload kinds the agent writes: one small strategy per kind, chosen by the kind table.
+
+Why strategies: the workload sync (`agents.controller.workload`) does the same thing for every
+kind — render the member object from the assignment, compare it with the cache and the live
+object, create, replace, release or delete it, only ever an object it owns. What differs per kind
+is small: which `spec` fields are kept from the hub object and which one carries the quantity, how
+the quantity is read back from a member object, which API calls read and write it, and (from the
+kind's row in `federation.core.workload_kinds`) whether deletion cost orders its scale-down. That
+goes here, one class per kind, so a new kind is one strategy and one row in the table rather than
+branches through the sync.
+
+`strategy_for(api_version, kind)` gives the strategy through `workload_kinds.policy_for`; a kind
+the table does not know, or one the agent does not write yet, raises `KindNotServed` (a
+`ValueError` naming what is served): the sync reports it for that spread and goes on with the
+others. Only Deployment exists so far; ReplicaSet, StatefulSet and Job come with their strategies.
+
+Every API call carries its deadline (`federation.kube.deadlines`), as everywhere in the agent.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from agents.cache import store as cache_mod
+from federation.core import workload_kinds
+from federation.kube import deadlines
+from federation.rpc import assignment
+
+Json = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class KindNotServed(ValueError):
+    """An assignment names a kind the agent writes no member workload of."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Apis:
+    """The Kubernetes API objects the strategies call (one per API group they need)."""
+
+    apps: Any
+    """`kubernetes.client.AppsV1Api` (or a test's stand-in)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cached:
+    """What the cache knows of a member workload: enough to skip a write that would change nothing."""
+
+    annotations: Mapping[str, str]
+    """Its fedspread.io/ annotations."""
+    quantity: int | None
+    """Its spec's quantity field (`KindPolicy.quantity_field`)."""
+    federation: str
+    """Its fedspread.io/federation label (`agents.ownership`)."""
+
+
+class WorkloadKind(Protocol):
+    """What the workload sync asks of one kind."""
+
+    @property
+    def policy(self) -> workload_kinds.KindPolicy:
+        """The kind's row of facts (quantity field, scale-down order, ...)."""
+
+    def spec(self, value: assignment.Assignment) -> Json:
+        """The member object's spec: the hub template's kept fields, the quantity set to this
+        cluster's share (a fresh dict, the template is not touched)."""
+
+    def quantity(self, body: Mapping[str, Any]) -> Any:
+        """The quantity in a member object's (or a rendered body's) spec; None when unset."""
+
+    def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
+        """The cached member object of that name, if the cache has one labelled for a spread."""
+
+    def read(self, apis: Apis, namespace: str, name: str) -> Json:
+        """The live member object (ApiException 404 when there is none)."""
+
+    def create(self, apis: Apis, namespace: str, body: Json) -> Any:
+        """Create it; the client's raw response."""
+
+    def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
+        """Replace it; the client's raw response."""
+
+    def merge_patch(self, apis: Apis, namespace: str, name: str, patch: Json) -> Any:
+        """A JSON merge patch of it; the client's raw response."""
+
+    def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
+        """Every object of the kind with these labels, in every namespace, from the apiserver."""
+
+    def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
+        """Delete it with these DeleteOptions; the client's raw response."""
+
+
+class DeploymentKind:
+    """apps/v1 Deployment: `spec.replicas`, the hub's selector, pod template and rollout settings."""
+
+    policy = workload_kinds.policy_for("apps/v1", "Deployment")
+    KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
+                        "progressDeadlineSeconds", "paused")
+
+    def spec(self, value: assignment.Assignment) -> Json:
+        source_spec = (value.template or {}).get("spec") or {}
+        spec: Json = {k: copy.deepcopy(source_spec[k]) for k in self.KEPT_SPEC_FIELDS if k in source_spec}
+        spec["replicas"] = value.replicas
+        return spec
+
+    def quantity(self, body: Mapping[str, Any]) -> Any:
+        return (body.get("spec") or {}).get("replicas")
+
+    def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
+        view = cache.deployment(namespace, name)
+        if view is None:
+            return None
+        return Cached(annotations=view.annotations, quantity=view.replicas, federation=view.federation)
+
+    def read(self, apis: Apis, namespace: str, name: str) -> Json:
+        response = apis.apps.read_namespaced_deployment(name, namespace, _preload_content=False,
+                                                        _request_timeout=deadlines.CALL)
+        found: Json = json.loads(response.data)
+        return found
+
+    def create(self, apis: Apis, namespace: str, body: Json) -> Any:
+        return apis.apps.create_namespaced_deployment(namespace, body, _preload_content=False,
+                                                      _request_timeout=deadlines.CALL)
+
+    def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
+        return apis.apps.replace_namespaced_deployment(name, namespace, body, _preload_content=False,
+                                                       _request_timeout=deadlines.CALL)
+
+    def merge_patch(self, apis: Apis, namespace: str, name: str, patch: Json) -> Any:
+        return apis.apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
+                                                     _content_type=MERGE_PATCH,
+                                                     _request_timeout=deadlines.CALL)
+
+    def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
+        listing = json.loads(apis.apps.list_deployment_for_all_namespaces(
+            label_selector=label_selector, _preload_content=False, _request_timeout=deadlines.LIST).data)
+        return list(listing.get("items") or ())
+
+    def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
+        return apis.apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False,
+                                                      _request_timeout=deadlines.CALL)
+
+
+SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(),)
+"""The kinds the agent writes, in the kind table's order."""
+_BY_REFERENCE = {(k.policy.api_version, k.policy.kind): k for k in SERVED}
+
+
+def strategy_for(api_version: str, kind: str) -> WorkloadKind:
+    """The strategy of `api_version`/`kind`; KindNotServed for a kind the table does not know (its
+    message lists the supported kinds) or one the agent does not write yet."""
+    try:
+        policy = workload_kinds.policy_for(api_version, kind)
+    except workload_kinds.UnsupportedKind as error:
+        raise KindNotServed(str(error)) from None
+    found = _BY_REFERENCE.get((policy.api_version, policy.kind))
+    if found is None:
+        served = ", ".join(k.policy.reference for k in SERVED)
+        raise KindNotServed(f"this agent does not write {policy.reference} workloads yet; "
+                            f"it writes: {served}")
+    return found
