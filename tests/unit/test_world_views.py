@@ -230,7 +230,7 @@ def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.dat
                 result, replicas=entry.replicas, ready=twin.pods.ready_for(key, usable=usable),
                 unverified=twin.pods.unverified_for(key, usable=usable))
             twin.store(key, placed[key])
-            twin.settled_placement(key)  # as the loop's `_store`: the ready clusters it was placed with
+            twin.settled_placement(key, held=kept)  # as the loop's `_store`: the clusters it was placed with
     return placed
 
 

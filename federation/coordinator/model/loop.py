@@ -204,10 +204,12 @@ def place_one(
     return answer(request_for(world, entry, replicas=replicas, now=now))
 
 
-def _store(world: world_model.World, key: str, *, result: placement.Placement) -> set[str]:
-    """Keep `result` as spread `key`'s placement; the clusters where its pending pods changed."""
+def _store(world: world_model.World, key: str, *, result: placement.Placement,
+           held: frozenset[str]) -> set[str]:
+    """Keep `result` as spread `key`'s placement (placed with the lost clusters `held` keeping
+    their replicas); the clusters where its pending pods changed."""
     moved = world.store(key, result)
-    world.settled_placement(key)
+    world.settled_placement(key, held=held)
     return moved
 
 
@@ -251,7 +253,7 @@ def recompute(
         for entry in entries:
             kept = brake_for(world, entry, now=now)
             result = answer(request_for(world, entry, replicas=entry.replicas or 0, now=now, kept=kept))
-            _store(world, entry.key, result=result)
+            _store(world, entry.key, result=result, held=kept)
             placed[entry.key] = result
         return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
     held = {e.key: brake_for(world, e, now=now) for e in entries}  # in key order, each committed once
@@ -267,7 +269,7 @@ def recompute(
             fresh = request_for(world, entry, replicas=request.replicas, now=now, kept=held[entry.key])
             if fresh != request:
                 result, replaced = answer(fresh), replaced + 1
-        moved |= _store(world, entry.key, result=result)
+        moved |= _store(world, entry.key, result=result, held=held[entry.key])
         placed[entry.key] = result
     return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed),
                  replaced=replaced, fell_back=fell_back)

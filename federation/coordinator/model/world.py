@@ -75,6 +75,9 @@ class World:
         self._placed_ready: dict[str, frozenset[str]] = {}
         self.placed_ready: Mapping[str, frozenset[str]] = types.MappingProxyType(self._placed_ready)
         """Per placed spread, the selected clusters that were ready when it was placed."""
+        self._placed_held: dict[str, frozenset[str]] = {}
+        """Per spread, the lost clusters whose replicas the brake or the rate limit held when it was
+        last placed (their shares did not move, so they are not "returned" when heard again)."""
         self._spreads: dict[str, SpreadEntry] = {}
         self._targets: dict[str, facts.Target] = {}
         self._members: dict[str, facts.ClusterFacts] = {}
@@ -284,15 +287,19 @@ class World:
         self._index.index_placed(key, occupied)
         return self._views.recharge(key, occupied)
 
-    def settled_placement(self, key: str) -> None:
+    def settled_placement(self, key: str, *, held: frozenset[str] = frozenset()) -> None:
         """Spread `key` was placed from the live world: its recorded hub placement is spent, and the
-        clusters it selects that are ready now are remembered (a change of readiness re-places it)."""
+        clusters it selects that are ready now are remembered (a change of readiness re-places it),
+        with the lost ones whose replicas the brake or the failover rate limit `held` (their
+        shares never moved: when they return, there is nothing to take back)."""
         self._seeded.pop(key, None)
         self._placed_ready[key] = self.ready_selected(key)
+        self._placed_held[key] = held
 
     def drop(self, key: str) -> bool:
         """Forget spread `key`'s placement; whether it had one."""
         self._placed_ready.pop(key, None)
+        self._placed_held.pop(key, None)
         old = self._placed.pop(key, None)
         if old is None:
             return False
@@ -412,11 +419,13 @@ class World:
         if last is None:
             return {subset: dict(counts) for subset, counts in self._seeded.get(key, {}).items()}
         counts = last.rule_counts()  # not the pods the handover kept: they are recomputed each round
-        returned = self.ready_selected(key) - self._placed_ready.get(key, frozenset())
+        kept = {s.name: s.kept_clusters for s in last.subsets}
+        returned = (self.ready_selected(key) - self._placed_ready.get(key, frozenset())
+                    - self._placed_held.get(key, frozenset()))
         for name in returned:  # lost when last placed, heard again: what it runs counts again
-            for subset, count in self.pods.held_by(name, key).items():
+            for subset, count in self.pods.held_by(name, key).items():  # (less what was kept there)
                 held = counts.setdefault(subset, {})
-                held[name] = max(held.get(name, 0), count)
+                held[name] = max(held.get(name, 0), count - kept.get(subset, {}).get(name, 0))
         return counts
 
     def waiting_for(self, key: str) -> dict[str, dict[str, int]]:
