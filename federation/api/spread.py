@@ -414,11 +414,29 @@ class ClusterPlacementStatus(common.StatusModel):
     ready_replicas: int = pydantic.Field(default=0, description="Of those, ready.")
 
 
+class TargetStatus(common.StatusModel):
+    """The hub workload a placed spread carries (lenient, as every status: any kind reads)."""
+
+    api_version: str = pydantic.Field(default="apps/v1", description="API version of the workload.")
+    kind: str = pydantic.Field(default="Deployment", description="Kind of the workload.")
+    name: str = pydantic.Field(description="Name of the workload in the spread's namespace.")
+
+    def names(self, ref: TargetRef) -> bool:
+        """Whether `ref` names this same workload."""
+        return (self.api_version, self.kind, self.name) == (ref.api_version, ref.kind, ref.name)
+
+
 class FederatedSpreadStatus(common.StatusModel):
     """What the coordinator decided and observed."""
 
     observed_generation: int | None = pydantic.Field(
         default=None, description="The spec generation this status reflects."
+    )
+    target_ref: TargetStatus | None = pydantic.Field(
+        default=None,
+        description=("The workload this spread places, as its targetRef named it when placed. "
+                     "targetRef is fixed on a live spread: an edit of it is refused and this stays "
+                     "in force, also for a restarted coordinator."),
     )
     replicas: int = pydantic.Field(default=0, description="Total replicas requested by the target.")
     ready_replicas: int = pydantic.Field(default=0, description="Ready replicas across clusters.")

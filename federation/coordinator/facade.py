@@ -211,7 +211,7 @@ class Coordinator:
             if message is not None:
                 sent[key] = message
                 stream.send(assignment=message)
-                self.world.pods.sent(name, key)
+                self.world.pods.sent(name, key, quotas=assignments.quotas(message))
         removed, unknown = 0, 0
         for key in sorted(set(stream.applied) - set(sent)):
             entry = self.world.spread(key)
@@ -329,10 +329,13 @@ class Coordinator:
         message = self._sent.deliver(name, key, new, reason=reason, orphan=orphan)
         if isinstance(message, agent_pb2.SpreadAssignment):
             stream.send(assignment=message)
-            self.world.pods.sent(name, key)
+            self.world.pods.sent(name, key, quotas=assignments.quotas(message))
         elif message is not None:
             stream.send(removal=message)
-            self.world.forget_pods(name, key)
+            if orphan:  # released, not deleted: a spread of this key adopts what runs there
+                self.world.release_pods(name, key)
+            else:
+                self.world.forget_pods(name, key)
 
     def tick(self) -> loop.Lost:
         """The failover timer: clusters silent past clusterLostSeconds lose their replicas."""

@@ -254,8 +254,10 @@ def spread_status(
     suspended = _failover_condition(failover, selectable=selectable, **common_args)
     if suspended is not None:
         conditions.append(suspended)
+    target = spec.target_ref
     return spread.FederatedSpreadStatus(
         observed_generation=generation,
+        target_ref=spread.TargetStatus(api_version=target.api_version, kind=target.kind, name=target.name),
         replicas=result.replicas,
         ready_replicas=sum(ready_of.values()),
         unplaced_replicas=result.unplaced,

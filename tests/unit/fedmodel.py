@@ -295,10 +295,13 @@ class Member:
             seen = self.received.get(message.removal.spread)
             if seen is None or seen <= message.removal.generation:
                 self.book.remove_assignment(message.removal.spread)
-                self.deployment_replicas = 0
                 self.received.pop(message.removal.spread, None)
-                for name in sorted(self.pods):  # the member Deployment is deleted; its pods go
-                    self.delete_pod(name)
+                if message.removal.orphan:  # released: the Deployment and its pods run on, unmanaged
+                    self.seen["released"] += 1
+                else:
+                    self.deployment_replicas = 0
+                    for name in sorted(self.pods):  # the member Deployment is deleted; its pods go
+                        self.delete_pod(name)
         elif kind == "resync":
             for report in self.outbox.latest():
                 self.outbox.put_event(report)

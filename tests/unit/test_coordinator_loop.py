@@ -262,6 +262,8 @@ def failover_world(clock: ManualClock) -> world.World:
     model = new_world(clock, {"dc1": 2, "aws": 2})
     keys = add_spread(model, builders.federated_spread(subsets=TWO_SUBSETS, lost_seconds=30), replicas=5)
     run(model, keys, clock)
+    for name, message in sent(model, "shop/web", clock).items():  # delivered, as the facade does
+        model.pods.sent(name, "shop/web", quotas=assignments.quotas(message))
     return model
 
 

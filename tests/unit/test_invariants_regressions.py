@@ -187,6 +187,70 @@ PARTITION_AFTER_A_KEEP: list[Step] = [('start',
 whose replicas had failed over, and what it ran — pods the handover had kept above its share
 included — became the rule's answer: a replica moved after the partition."""
 
+UNDELIVERED_SHARE_OF_A_LOST_CLUSTER: list[Step] = [('start',
+  {'items': [{'name': 's0', 'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}],
+   'data': [None], 'strategy': 'Fixed', 'replicas': 0, 'nodes': [1, 1, 1]}),
+ ('agent_disconnects', {'name': 'aws'}), ('scale', {'replicas': 1}), ('time_passes', {'seconds': 31}),
+ ('cluster_relabelled', {'name': 'aws', 'region': 'elsewhere'}),
+ ('cluster_relabelled', {'name': 'gcp', 'region': 'elsewhere'}), ('teardown', {})]
+"""A share placed on a disconnected cluster never reached it; when the cluster was then lost, that
+share was remembered as what it ran, and held for good: its agent, never sent the spread, never
+reported it (no fixed point). `make soak` seed 8."""
+
+RECREATED_UNDER_DELETE_ON_A_FULL_CLUSTER: list[Step] = [('start',
+  {'items': [{'name': 's0', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws']}],
+   'data': [None],
+   'strategy': 'Adaptive',
+   'replicas': 3,
+   'nodes': [0, 1, 0]}),
+ ('controller_round', {'name': 'aws'}),
+ ('controller_round', {'name': 'dc1'}),
+ ('controller_round', {'name': 'aws'}),
+ ('spread_recreated', {'policy': 'Delete', 'seconds': 0}),
+ ('teardown', {})]
+"""A spread re-created at once under `deletionPolicy: Delete`: the held removal turned into an
+orphaning one, as it should, but the removal dropped the cluster's pod counts. The new spread then
+took its own pods for someone else's on a full cluster, gave the cluster 0, and removed its workload
+as empty: the Ready pods it was to adopt were deleted."""
+
+RECREATED_UNDER_ORPHAN_AFTER_A_PARTITION: list[Step] = [('start',
+  {'items': [{'name': 's0', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws']}],
+   'data': [None],
+   'strategy': 'Adaptive',
+   'replicas': 2,
+   'nodes': [0, 1, 0]}),
+ ('coordinator_partition', {'order': ['dc1', 'aws', 'gcp'], 'seconds': 31}),
+ ('coordinator_partition', {'order': ['dc1', 'aws', 'gcp'], 'seconds': 31}),
+ ('spread_recreated', {'policy': 'Orphan', 'seconds': 0}),
+ ('teardown', {})]
+"""The same under `Orphan` (the removal goes at once): the released pods were forgotten, so the new
+spread never sent that cluster anything and the released workload ran on beside its share."""
+
+RESTART_AFTER_A_RECREATION: list[Step] = [('start',
+  {'items': [{'name': 's0', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws']}],
+   'data': [None],
+   'strategy': 'Adaptive',
+   'replicas': 2,
+   'nodes': [0, 1, 0]}),
+ ('coordinator_partition', {'order': ['dc1', 'aws', 'gcp'], 'seconds': 31}),
+ ('coordinator_partition', {'order': ['dc1', 'aws', 'gcp'], 'seconds': 31}),
+ ('spread_recreated', {'policy': 'Orphan', 'seconds': 0}),
+ ('replicaset_works', {'name': 'aws', 'steps': 1}),
+ ('edit_subsets',
+  {'data': [None, None, None],
+   'items': [{'name': 's0', 'clusterSpread': 'Capacity', 'clusters': ['gcp']},
+             {'name': 's1',
+              'clusterSpread': 'Balance',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's2',
+              'clusterSpread': 'Capacity',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}]}),
+ ('coordinator_restarts', {'order': ['gcp', 'aws', 'dc1'], 'synced_after': 0}),
+ ('teardown', {})]
+"""A coordinator restart after a re-creation and a subset edit: the adopted pods were not counted,
+and the restart took the running pods below what the spread needed."""
+
 
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
@@ -210,9 +274,13 @@ def replay(steps: list[Step]) -> None:
 
 @pytest.mark.parametrize(
     "steps", [PARTITION_AFTER_A_RENAME, KEPT_PODS_AS_CURRENT, RESTART_AFTER_A_KEEP,
-              AGENT_RESTART_BESIDE_A_SILENT_HOLDER, PARTITION_AFTER_A_KEEP],
+              AGENT_RESTART_BESIDE_A_SILENT_HOLDER, PARTITION_AFTER_A_KEEP,
+              UNDELIVERED_SHARE_OF_A_LOST_CLUSTER, RECREATED_UNDER_DELETE_ON_A_FULL_CLUSTER,
+              RECREATED_UNDER_ORPHAN_AFTER_A_PARTITION, RESTART_AFTER_A_RECREATION],
     ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
-         "agent-restart-beside-a-silent-holder", "partition-after-a-keep"])
+         "agent-restart-beside-a-silent-holder", "partition-after-a-keep",
+         "undelivered-share-of-a-lost-cluster", "recreated-under-delete-on-a-full-cluster",
+         "recreated-under-orphan-after-a-partition", "restart-after-a-recreation"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:

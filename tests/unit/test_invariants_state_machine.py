@@ -6,7 +6,8 @@ edit during failover. Hypothesis interleaves pod creates (admitted by the agent'
 against the quotas the coordinator assigned), deletes, evictions, scales, capacity changes, agent
 disconnects and reconnects (heartbeats lost as the clock moves: cluster lost, failover),
 MemberClusters deleted on the hub (nothing moves; recreated while the agent is connected), spec
-edits of the caps, and clock steps, over `fedmodel.Federation` (real decision code, modelled
+edits of the caps, spreads deleted and created again (re-creation adopts: no running pod goes), and
+clock steps, over `fedmodel.Federation` (real decision code, modelled
 Kubernetes). After every step:
 
 * every placement accounts for its replicas (placed + unplaced = replicas), no subset is placed
@@ -113,6 +114,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.generation = 1
         self.replicas = 0
         self.limits: list[int | str | None] = []
+        self.uid = 1
+        self.deletion_policy = "Orphan"
 
     # --- set-up ---------------------------------------------------------------------------------------
 
@@ -142,11 +145,13 @@ class FederationMachine(stateful.RuleBasedStateMachine):
     def _spread_item(self) -> spread_api.FederatedSpread:
         with_caps = [{**item, **({"maxReplicas": cap} if cap is not None else {})}
                      for item, cap in zip(self.items, self.limits, strict=True)]
-        return builders.federated_spread(
+        item = builders.federated_spread(
             fm.NAME, with_caps, namespace=fm.NAMESPACE, generation=self.generation, strategy=self.strategy,
             adaptive={"rescheduleCriticalSeconds": CRITICAL_SECONDS,
                       "unschedulableSeconds": UNSCHEDULABLE_SECONDS} if self.strategy == "Adaptive" else None,
-            lost_seconds=LOST_SECONDS)
+            lost_seconds=LOST_SECONDS, uid=f"uid-{self.uid}")
+        spec = item.spec.model_copy(update={"deletion_policy": self.deletion_policy})
+        return item.model_copy(update={"spec": spec})
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -185,6 +190,32 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.generation += 1
         self.items = items
         self._apply_spec(data.draw(caps(len(items)), label="new caps"))
+
+    @stateful.rule(policy=st.sampled_from(["Orphan", "Delete"]), seconds=st.sampled_from([0, 1, 5, 12]))
+    def spread_recreated(self, policy: str, seconds: int) -> None:
+        """`kubectl replace --force` (an Argo CD replace sync, re-applying after a prune): the
+        spread is deleted and created again with a new UID `seconds` later, within the re-creation
+        grace. Re-creation adopts: under either deletionPolicy no running pod goes, and the new
+        spread takes over what the old one ran."""
+        self.deletion_policy = policy
+        self._hub(self.fed.world.upsert_spread(self._spread_item()))  # the policy in force first
+        running = {name: member.running_pods() for name, member in self.fed.members.items()}
+        self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent("spread", "DELETED", fm.KEY)))
+        self.clock.advance(seconds)
+        self.fed.heartbeat_and_tick()  # the timer: a held removal is not due within the grace
+        self.uid += 1
+        self.generation = 1
+        template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None,
+                                       image="web:1")
+        target = watcher.DeploymentInfo(namespace=fm.NAMESPACE, name=fm.NAME, replicas=self.replicas,
+                                        template=template)
+        self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent(
+            "spread", "ADDED", fm.KEY, spread=self._spread_item(), generation=1, target=target)))
+        for member in self.fed.members.values():
+            while member.replicaset_step():
+                pass
+        for name, member in self.fed.members.items():
+            assert running[name] <= member.running_pods(), (name, running[name] - member.running_pods())
 
     @stateful.rule(name=CLUSTER, region=st.sampled_from(["onprem", "cloud", "elsewhere"]))
     def cluster_relabelled(self, name: str, region: str) -> None:

@@ -8,7 +8,7 @@ nothing of that spread until the cluster is sent it again.
 from __future__ import annotations
 
 from federation.coordinator.model import pod_reports
-from federation.core import status
+from federation.core import placement, status
 
 KEY = "shop/web"
 
@@ -79,3 +79,25 @@ def test_pods_of_a_renamed_subset_are_the_share_they_serve_not_more() -> None:
     assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 2}}
     reports.recorded(KEY, {"b": {"dc1": 3}})  # a share larger than the pods reported: the share
     assert reports.held_by("dc1", KEY) == {"b": 3}
+
+
+def _placed(per_cluster: dict[str, int]) -> placement.Placement:
+    subset = placement.SubsetPlacement(name="a", replicas=sum(per_cluster.values()), clusters=per_cluster,
+                                       cap=None, capacity=None, waiting=0, reasons=())
+    return placement.Placement(replicas=subset.replicas, unplaced=0, capacity_exhausted=0, subsets=(subset,),
+                               clusters=dict(per_cluster))
+
+
+def test_a_lost_cluster_holds_what_it_was_sent_not_what_was_placed_while_it_was_away() -> None:
+    reports = pod_reports.PodReports()
+    reports.sent("dc1", KEY, quotas={"a": 2})
+    reports.remember_away(KEY, _placed({"dc1": 5, "aws": 1}), lost=["dc1", "aws"])
+    # dc1 runs toward the 2 it was sent; aws, disconnected when the share was placed, runs nothing
+    assert reports.unverified_for(KEY, usable={"dc1", "aws"}) == {"a": {"dc1": 2}}
+    assert reports.holders(KEY) == {"dc1"}
+    reports.removed("dc1", KEY)  # a removal sent: what dc1 was sent no longer stands
+    reports.remember_away(KEY, _placed({"dc1": 5}), lost=["dc1"])
+    assert reports.held_by("dc1", KEY) == {"a": 2}  # (the hold already remembered stays)
+    reports.forget("dc1")
+    reports.remember_away(KEY, _placed({"dc1": 5}), lost=["dc1"])
+    assert reports.holders(KEY) == frozenset()

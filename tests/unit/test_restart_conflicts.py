@@ -166,3 +166,32 @@ def test_a_holder_displaced_before_it_was_placed_is_refused_not_deleted() -> Non
     assert second.world.lifecycle.deletion(HOLDER) is None
     assert second.world.lifecycle.leftover(HOLDER, live_uid=None, placed=False, applied_uids=[""]).remove \
         is False
+
+
+def test_a_refused_target_edit_stays_refused_after_a_restart() -> None:
+    """A placed spread's targetRef edited to another Deployment (the hub webhook was down): the
+    coordinator refused it, and its status keeps the target in force. A restarted coordinator,
+    which has no live spread to compare with, keeps that target too: nothing moves, the edit stays
+    refused."""
+    hubs = recorded()
+    placed = hubs[HOLDER]
+    assert placed.status is not None and placed.status.target_ref is not None
+    assert placed.status.target_ref.name == "web"
+    edited = placed.model_copy(update={"spec": placed.spec.model_copy(
+        update={"target_ref": spread_api.TargetRef(name="other")})})
+    assert lifecycle.in_force(edited).spec.target_ref.name == "web"
+    second, streams = coordinator(synced=False, applied=(HOLDER,))
+    apply(second, edited)
+    second.mark_hub_synced()
+    model = second.world
+    assert model.placements[HOLDER].counts() == PLACED
+    entry = model.spread(HOLDER)
+    assert entry is not None and entry.spec.target_ref.name == "web"
+    assert model.lifecycle.refusals()[HOLDER].reason == lifecycle.TARGET_REF_IMMUTABLE
+    for name, stream in streams.items():
+        messages = sent(stream)
+        assert not [m for m in messages if m.WhichOneof("body") == "removal"], (name, messages)
+    # a spread never placed has no target in force: its targetRef is its own to change
+    fresh = HOLDER_SPREAD.model_copy(update={"spec": HOLDER_SPREAD.spec.model_copy(
+        update={"target_ref": spread_api.TargetRef(name="other")})})
+    assert lifecycle.in_force(fresh) is fresh

@@ -22,6 +22,7 @@ import dataclasses
 import threading
 
 from federation.coordinator.hub import watcher
+from federation.coordinator.model import lifecycle
 
 
 class WarmEvents:
@@ -73,5 +74,5 @@ def _retargeted(event: watcher.HubEvent,
     if event.spread is None:
         return event
     namespace = event.key.partition("/")[0]
-    target = deployments.get(f"{namespace}/{event.spread.spec.target_ref.name}")
+    target = deployments.get(f"{namespace}/{lifecycle.in_force(event.spread).spec.target_ref.name}")
     return event if target is event.target else dataclasses.replace(event, target=target)

@@ -28,6 +28,7 @@ from kubernetes import client
 from federation.api import cluster as cluster_api
 from federation.api import common, problems
 from federation.api import spread as spread_api
+from federation.coordinator.model import lifecycle
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments
 from federation.kube import deadlines, reflector
@@ -211,7 +212,7 @@ class HubWatcher:
             return HubEvent(kind, type_, key, cluster=member, problems=found)
         item, found = parse_spread(obj)
         generation = (obj.get("metadata") or {}).get("generation")
-        target_name = item.spec.target_ref.name if item is not None else None
+        target_name = lifecycle.in_force(item).spec.target_ref.name if item is not None else None
         namespace = key.partition("/")[0]
         target = self._deployments.get(f"{namespace}/{target_name}") if target_name else None
         written = (obj.get("spec") or {}).get("deletionPolicy") if isinstance(obj.get("spec"), dict) else None
@@ -276,9 +277,12 @@ def _apply_spread(world: world_model.World, event: HubEvent) -> set[str]:
     if live is not None and live.spec.target_ref != item.spec.target_ref:
         claims.refuse_target_change(item, current=live.spec.target_ref.name)
         return set()
+    wanted, item = item, lifecycle.in_force(item) if live is None else item
     verdict = claims.claim(item, placed=world.placements)
     if not verdict.admitted:
         return set()
+    if item is not wanted:  # a restart: the target its status records stays in force
+        claims.refuse_target_change(wanted, current=item.spec.target_ref.name)
     for displaced in verdict.displaced:
         affected |= world.delete_spread(displaced, deleted=False)  # refused, not deleted
     affected |= world.upsert_spread(item)

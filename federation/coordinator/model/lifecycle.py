@@ -21,7 +21,10 @@ moves a workload that no rule asked it to.
   refused, not deleted: its workloads, if an earlier coordinator made any, are kept (fail static).
 - **`targetRef` is fixed on a live spread.** Changing it would move every replica to another
   Deployment at once; the edit is refused with `TargetRefImmutable` and the last valid spec stays
-  in force (the caller keeps it: this module only records the refusal).
+  in force (the caller keeps it: this module only records the refusal). A restarted coordinator
+  has no live spread to compare with: the target in the spread's status (`status.targetRef`,
+  written with every placement) stays in force instead (`in_force`), and the edit is refused the
+  same way; the rest of the spec is taken as written (the last valid one is not recorded).
 - **Deletion policy.** A deleted spread's removals orphan its workloads unless its spec said
   `deletionPolicy: Delete`. The deletion and its policy are remembered (the most recent
   `REMEMBERED_DELETIONS` only) so that an agent that was away when the spread was deleted gets the
@@ -118,6 +121,23 @@ def recorded_holder(item: spread_api.FederatedSpread) -> bool:
     return not refused and any(c.type == "Placed" for c in conditions)
 
 
+def in_force(item: spread_api.FederatedSpread) -> spread_api.FederatedSpread:
+    """Spread `item` as it is in force after a restart: with the target its status records
+    (`status.targetRef`, written while it was placed) when it is the recorded holder and its
+    `targetRef` names another workload — an edit the last coordinator refused, or one made while
+    no coordinator ran, would otherwise move every replica at the next start. The rest of the
+    spec as it is on the hub (the last valid one is not recorded)."""
+    recorded = item.status.target_ref if item.status is not None else None
+    if recorded is None or recorded.names(item.spec.target_ref) or not recorded_holder(item):
+        return item
+    try:
+        target = spread_api.TargetRef.model_validate(recorded.model_dump(by_alias=True))
+    except ValueError:  # a kind this version cannot place: the spec as written, as before
+        return item
+    spec = item.spec.model_copy(update={"target_ref": target})
+    return item.model_copy(update={"spec": spec})
+
+
 def rank(item: spread_api.FederatedSpread) -> tuple[bool, tuple[str, str]]:
     """Sort key of claimants of one target: the recorded holder first, then by seniority."""
     return (not recorded_holder(item), seniority(item))
@@ -167,7 +187,8 @@ class Lifecycle:
         return Verdict(admitted=True, displaced=(holder,))
 
     def refuse_target_change(self, item: spread_api.FederatedSpread, *, current: str) -> None:
-        """Spread `item` is live on Deployment `current` and its edit names another: refused."""
+        """Spread `item` is live (or recorded placed) on Deployment `current` and its edit names
+        another: refused."""
         self._refused[item.key] = Refusal(
             reason=TARGET_REF_IMMUTABLE, generation=item.metadata.generation,
             message=target_change_message(current=current, wanted=item.spec.target_ref.name))

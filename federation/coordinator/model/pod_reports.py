@@ -56,6 +56,11 @@ class PodReports:
         self._away: dict[str, dict[str, dict[str, int]]] = {}
         """Per cluster not heard since, per spread key, per subset: the share it ran before it was
         lost, or its share in the placement a restarted coordinator read from the hub."""
+        self._delivered: dict[str, dict[str, dict[str, int]]] = {}
+        """Per cluster, per spread key, per subset: the quotas of the last assignment it was sent
+        (kept when its stream ends: an agent enforces its last quotas while disconnected). A
+        share placed while no stream could carry it never reached the agent, so it is not what the
+        cluster runs once lost."""
 
     # --- events --------------------------------------------------------------------------------
 
@@ -117,8 +122,11 @@ class PodReports:
         return {key for key, per_subset in self.by_cluster.get(name, {}).items()
                 if any(pods.active for pods in per_subset.values())}
 
-    def sent(self, name: str, key: str) -> None:
-        """Cluster `name` was sent an assignment of spread `key`: its reports count for it again."""
+    def sent(self, name: str, key: str, *, quotas: Mapping[str, int] | None = None) -> None:
+        """Cluster `name` was sent an assignment of spread `key` with `quotas` per subset: its
+        reports count for it again."""
+        if quotas is not None:
+            self._delivered.setdefault(name, {})[key] = dict(quotas)
         gone = self._gone.get(name)
         if gone is not None:
             gone.discard(key)
@@ -128,11 +136,22 @@ class PodReports:
         longer concerns the spread (its workload is deleted or released), nor does what a report
         still in flight says of it, until it is sent the spread again. The keys affected."""
         self._gone.setdefault(name, set()).add(key)
+        self._delivered.get(name, {}).pop(key, None)
         per_spread = self.by_cluster.get(name)
         if per_spread is None or per_spread.pop(key, None) is None:
             return set()
         self.by_spread.get(key, {}).pop(name, None)
         return {key}
+
+    def released(self, name: str, key: str) -> None:
+        """Cluster `name` was sent an orphaning removal of spread `key`: its workload runs on,
+        released, and a spread of the same key adopts it (re-creation). Its pods are not gone, so
+        their counts stand — unverified until a report made after it is sent the spread again:
+        nothing may be removed there on the strength of a report that no longer lists them."""
+        verified = self._verified.get(name)
+        if verified is not None:
+            verified.discard(key)
+        self._delivered.get(name, {}).pop(key, None)
 
     def recorded(self, key: str, counts: Mapping[str, Mapping[str, int]]) -> None:
         """A restarted coordinator read spread `key`'s placement from its hub status: until each
@@ -145,10 +164,14 @@ class PodReports:
 
     def remember_away(self, key: str, old: placement.Placement, *, lost: Collection[str]) -> None:
         """Spread `key` is placed anew; of its previous placement `old`, remember the shares of the
-        `lost` clusters (the largest seen while each is away): what they run meanwhile."""
+        `lost` clusters (the largest seen while each is away): what they run meanwhile — no more
+        than each was last sent (`sent`): a share placed while its agent was disconnected never
+        reached it, and holding it would keep a phantom share until a report the agent, never
+        assigned the spread, cannot make."""
         for subset in old.subsets if lost else ():
             for name in lost:
-                share = subset.clusters.get(name, 0)
+                delivered = self._delivered.get(name, {}).get(key, {})
+                share = min(subset.clusters.get(name, 0), delivered.get(subset.name, 0))
                 if share:
                     held = self._away.setdefault(name, {}).setdefault(key, {})
                     held[subset.name] = max(held.get(subset.name, 0), share)
@@ -163,12 +186,15 @@ class PodReports:
         self._verified.pop(name, None)
         self._away.pop(name, None)
         self._gone.pop(name, None)
+        self._delivered.pop(name, None)
         return keys
 
     def forget_spread(self, key: str) -> None:
         """Spread `key` was deleted: what lost clusters held of it no longer matters."""
         for held in self._away.values():
             held.pop(key, None)
+        for delivered in self._delivered.values():
+            delivered.pop(key, None)
 
     # --- readers -------------------------------------------------------------------------------
 

@@ -234,6 +234,10 @@ class World:
         self._views.mark_stale(changed)
         return changed | self._capacity_bound(self._index.selecting(name))
 
+    def release_pods(self, name: str, key: str) -> None:
+        """Cluster `name` was sent an orphaning removal of spread `key` (`PodReports.released`)."""
+        self.pods.released(name, key)
+
     def forget_pods(self, name: str, key: str) -> None:
         """Cluster `name` was sent the removal of spread `key`: its counts there no longer count."""
         self._views.mark_stale(self.pods.removed(name, key))

@@ -147,6 +147,11 @@ def comparable(message: agent_pb2.SpreadAssignment) -> bytes:
     return data
 
 
+def quotas(message: agent_pb2.SpreadAssignment) -> dict[str, int]:
+    """The message's quota per subset name: what the agent lets run once it holds the message."""
+    return {rule.name: rule.quota for rule in message.subsets}
+
+
 def changed(
     old: Mapping[str, agent_pb2.SpreadAssignment], new: Mapping[str, agent_pb2.SpreadAssignment]
 ) -> dict[str, agent_pb2.SpreadAssignment | None]:
