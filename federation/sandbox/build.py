@@ -4,9 +4,13 @@ Why from source: there is no Docker engine and no internet here beyond the packa
 kind, k3s and envtest's downloads are out. Debian ships the Kubernetes *source* package; with
 Debian's Go it builds into the real kube-apiserver, kube-controller-manager and kube-scheduler.
 One fix is needed: the vendored modern-go/reflect2 1.0.1 crashes under Go >= 1.18,
-so it is replaced by Debian's packaged copy. The build takes minutes, once; the binaries are cached
-under ~/.cache/fedspread/kube-<version>/ and every later run is instant. `FEDSPREAD_KUBE_BIN`
-points at binaries from anywhere else (envtest's, say) and skips all of this.
+so it is replaced by Debian's packaged copy. One change is ours: `kube_patches` applies fedspread's
+patches (the ReplicaSet controller honours pod-deletion-cost, as Kubernetes 1.22+ does) and fails the
+build if one does not apply. The build takes minutes, once; the binaries are cached under
+~/.cache/fedspread/kube-<version>-<patch stamp>/ (the stamp is a digest of the patches, so a cache
+built before a patch changed is not used and the next build starts afresh) and every later run is
+instant. `FEDSPREAD_KUBE_BIN` points at binaries from anywhere else (envtest's, say: 1.22 or later
+honours pod-deletion-cost itself) and skips all of this.
 
 kubectl comes from the same place for the same reason: the tests apply, dry-run and query with it
 and must not depend on a kubectl somebody installed by hand. Debian's `kubernetes-client` binary
@@ -40,7 +44,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from federation.sandbox import debian_fetch, kustomize_fetch, meters, progress
+from federation.sandbox import debian_fetch, kube_patches, kustomize_fetch, meters, progress
 
 BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 REFLECT2_SOURCE = pathlib.Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
@@ -85,12 +89,19 @@ def _complete(directory: pathlib.Path) -> bool:
     return all(os.access(directory / name, os.X_OK) for name in BINARIES)
 
 
+def cache_directory(version: str) -> pathlib.Path:
+    """Where the build of Debian's `version` with today's patches is cached (its bin/ inside)."""
+    return cache_root() / f"kube-{version}-{kube_patches.stamp()}"
+
+
 def cached_binaries() -> pathlib.Path | None:
-    """The newest cached build with all three binaries, if any."""
+    """The newest cached build with all three binaries and today's patches, if any (a build made
+    before a patch changed, or before there were patches, is left alone and not used)."""
     root = cache_root()
     if not root.is_dir():
         return None
-    builds = sorted((p / "bin" for p in root.glob("kube-*") if _complete(p / "bin")), reverse=True)
+    builds = sorted((p / "bin" for p in root.glob(f"kube-*-{kube_patches.stamp()}") if _complete(p / "bin")),
+                    reverse=True)
     return builds[0] if builds else None
 
 
@@ -143,6 +154,15 @@ def replace_reflect2(tree: pathlib.Path) -> None:
     shutil.copytree(REFLECT2_SOURCE, vendored)
 
 
+def apply_patches(tree: pathlib.Path, report: Reporter) -> None:
+    """fedspread's patches to the source (`kube_patches`); one that does not apply is a BuildError."""
+    try:
+        applied = kube_patches.apply(tree)
+    except kube_patches.PatchError as error:
+        raise BuildError(str(error)) from error
+    progress.sink_of(report).note(f"applied fedspread's patches to the source: {', '.join(applied)}")
+
+
 def compile_binaries(tree: pathlib.Path, report: Reporter, *, log: pathlib.Path) -> pathlib.Path:
     """Run the Kubernetes build for the three binaries (one step), reporting the Go packages
     compiled (if the log names them: `MAKE_ARGUMENTS`) and what is being built as the log grows."""
@@ -175,9 +195,11 @@ def compile_binaries(tree: pathlib.Path, report: Reporter, *, log: pathlib.Path)
 
 
 def _version_of(kube_bin: pathlib.Path) -> str | None:
-    """The Debian version a cached build came from (its directory is kube-<version>/bin)."""
-    name = kube_bin.parent.name
-    return name.removeprefix("kube-") if name.startswith("kube-") else None
+    """The Debian version a cached build came from (its directory is kube-<version>-<stamp>/bin)."""
+    name, suffix = kube_bin.parent.name, f"-{kube_patches.stamp()}"
+    if not (name.startswith("kube-") and name.endswith(suffix)):
+        return None
+    return name.removeprefix("kube-").removesuffix(suffix)
 
 
 def build(report: Reporter) -> pathlib.Path:
@@ -196,8 +218,9 @@ def build(report: Reporter) -> pathlib.Path:
         with _from_debian():
             tree, version = debian_fetch.fetch_source(workdir, sink)
         replace_reflect2(tree)
+        apply_patches(tree, sink)
         built = compile_binaries(tree, sink, log=cache_root() / "build.log")
-        target = cache_root() / f"kube-{version}" / "bin"
+        target = cache_directory(version) / "bin"
         staging = target.with_name("bin.partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)

@@ -7,7 +7,8 @@ one etcd, separated by `--etcd-prefix`, which keeps a 3-member sandbox near 2 GB
 to loopback on free ports, authenticates with one admin token, and serves certificates from the
 sandbox's own CA with SANs for 127.0.0.1 and localhost. Every apiserver, the hub's and the members',
 presents a client certificate to admission webhooks (`admission`), so the coordinator's and the
-agents' webhooks can refuse reviews from anyone else.
+agents' webhooks can refuse reviews from anyone else. Each member gets a default StorageClass, which
+its node simulator's provisioner serves (`provisioner`).
 
 Every component is recorded with its command line, so one of them can be stopped and started
 again exactly as it was (`stop_component`, `start_component`, `restart_component`): fault tests
@@ -17,6 +18,7 @@ restart a member's apiserver or take the hub away for a while, on the same port 
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import pathlib
 import secrets
 import shutil
@@ -31,7 +33,7 @@ from collections.abc import Callable, Sequence
 import yaml
 
 from federation.certs import pki
-from federation.sandbox import admission, build, nodesim, state
+from federation.sandbox import admission, build, nodesim, provisioner, state
 from federation.sandbox.ports import free_port
 
 READY_TIMEOUT = 90.0
@@ -84,9 +86,12 @@ def _wait(what: str, check: Callable[[], bool], *, component: state.Component | 
     raise SandboxError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
 
 
-def _get(url: str, *, token: str, ca_file: str) -> tuple[int, bytes]:
+def _get(url: str, *, token: str, ca_file: str, post: dict[str, object] | None = None) -> tuple[int, bytes]:
+    """GET `url` (or POST the JSON document `post` to it): the status and the body."""
     context = ssl.create_default_context(cafile=ca_file)
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        data=None if post is None else json.dumps(post).encode())
     try:
         with urllib.request.urlopen(request, context=context, timeout=5) as response:
             return response.status, response.read()
@@ -250,7 +255,13 @@ class Launcher:
             status, body = _get(f"{record.server}/api/v1/nodes", token=self.token, ca_file=ca_file)
             return status == 200 and nodesim.count_ready_nodes(body) >= nodes
 
+        def storage_class() -> bool:  # 409: there already (a restarted member keeps its etcd)
+            status, _ = _get(f"{record.server}/apis/storage.k8s.io/v1/storageclasses", token=self.token,
+                             ca_file=ca_file, post=provisioner.storage_class())
+            return status in (201, 409)
+
         _wait(f"{record.name} default service account", service_account, component=manager)
+        _wait(f"{record.name} default StorageClass", storage_class, component=None)
         _wait(f"{record.name} {nodes} ready nodes", nodes_ready, component=None)
 
 

@@ -1,13 +1,13 @@
-"""The kubelets of a sandbox member: fake nodes whose pods really become Running and Ready.
+"""The kubelets of a sandbox member: fake nodes whose pods really become Running and Ready, or finish.
 
 Why: the sandbox has real control planes but no kubelet, so nodes would stay NotReady, bound pods
-Pending and deletions unfinished (stalling ReplicaSets, garbage collection, namespace deletion).
+Pending and deletions unfinished (stalling ReplicaSets, Jobs, garbage collection, namespace deletion).
 This process registers nodes from a profile (labels, taints, any allocatable resource), renews
-their Leases and status, reports bound pods Running with kubelet-like status and completes graceful
-deletions (grace 0). Hundreds of pods must not fall behind: one list+watch (resumed from its
-resourceVersion, relisted only on 410 Gone) feeds a de-duplicating work queue and a thread pool
-using raw JSON on a connection pool of its size (the generated client's model decoding cost more
-CPU than the requests). Apiserver restarts are retried and logged as rate-limited warnings.
+their Leases and status, reports bound pods' status as a kubelet would (`kubelet_status`: Running
+and Ready, or Succeeded/Failed for pods that run to completion) and completes graceful deletions
+(grace 0). It also runs the member's volume provisioner (`provisioner`). Hundreds of pods must not
+fall behind: one list+watch (`simapi.ListWatch`) feeds a de-duplicating work queue and a thread pool
+using raw JSON (`simapi.Api`). Apiserver restarts are retried and logged as rate-limited warnings.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import copy
 import dataclasses
 import datetime
 import heapq
@@ -27,14 +26,15 @@ import queue
 import signal
 import threading
 import time
-import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+from federation.sandbox import kubelet_status, provisioner, simapi
+from federation.sandbox.simapi import ApiError
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 HEARTBEAT_SECONDS = 20.0  # Lease renewal; node status every third beat
-WATCH_SECONDS = 300
 DEFAULT_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
 log = logging.getLogger("fedspread.nodesim")
 Json = dict[str, Any]
@@ -80,105 +80,11 @@ def count_ready_nodes(node_list_json: bytes) -> int:
         for node in json.loads(node_list_json).get("items", []))
 
 
-def _stamp(moment: datetime.datetime | None = None, *, micro: bool = False) -> str:
-    moment = moment or datetime.datetime.now(datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
-
-
-def pod_status(pod: Json, *, now: datetime.datetime, pod_ip: str, host_ip: str) -> tuple[Json, float | None]:
-    """What a kubelet reports for a bound pod at `now`, and in how many seconds that next changes:
-    init containers completed; from the pod's start, each container started after its startupProbe's
-    initialDelaySeconds, ready after its readinessProbe's too; the pod Ready when all containers are
-    and all readiness gates' conditions are True. (The apiserver sets qosClass on create.)"""
-    spec, status, uid = pod["spec"], pod.get("status") or {}, pod["metadata"]["uid"]
-    begun = status.get("startTime") if status.get("phase") == "Running" else None
-    start = datetime.datetime.fromisoformat(begun.replace("Z", "+00:00")) if begun else now
-    elapsed, at = (now - start).total_seconds(), _stamp(start)
-    waits: list[float] = []
-
-    def container(c: Json, init: bool) -> Json:
-        image, cid = c.get("image") or "sim", f"sim://{uid}-{c['name']}"
-        startup, readiness = (float((c.get(p) or {}).get("initialDelaySeconds") or 0)
-                              for p in ("startupProbe", "readinessProbe"))
-        if not init:
-            waits.extend(d - elapsed for d in (startup, startup + readiness) if d > elapsed)
-        state = ({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": at, "finishedAt": at,
-                                 "containerID": cid}} if init else {"running": {"startedAt": at}})
-        return {"name": c["name"], "image": image, "imageID": f"sim://{image}", "containerID": cid,
-                "restartCount": 0, "started": not init and elapsed >= startup,
-                "ready": init or elapsed >= startup + readiness, "state": state}
-
-    containers = [container(c, False) for c in spec["containers"]]
-    have = {c["type"]: c for c in status.get("conditions") or []}
-    ok = all(c["ready"] for c in containers)
-    gated = ok and any(have.get(g["conditionType"], {}).get("status") != "True"
-                       for g in spec.get("readinessGates") or [])
-
-    def condition(kind: str, value: bool, reason: str = "") -> Json:
-        text, old = str(value), have.get(kind, {})
-        return {"type": kind, "status": text, "lastProbeTime": None, "reason": None if value else reason,
-                "lastTransitionTime": old["lastTransitionTime"] if old.get("status") == text else _stamp(now)}
-
-    return {
-        "phase": "Running", "hostIP": host_ip, "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "startTime": at,
-        "conditions": [condition("Initialized", True), condition("PodScheduled", True),
-                       condition("ContainersReady", ok, "ContainersNotReady"),
-                       condition("Ready", ok and not gated,
-                                 "ReadinessGatesNotReady" if gated else "ContainersNotReady")],
-        "containerStatuses": containers,
-        "initContainerStatuses": [container(c, True) for c in spec.get("initContainers") or []],
-    }, min(waits, default=None)
-
-
-def _signature(status: Json) -> tuple[Any, ...]:
-    """The part of a pod status whose change needs a write."""
-    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
-    containers = [(c["name"], c.get("started"), c.get("ready")) for c in status.get("containerStatuses", [])]
-    return status.get("phase"), conditions.get("Ready"), conditions.get("ContainersReady"), *containers
-
-
-class ApiError(Exception):
-    """A non-2xx answer from the apiserver (or a watch's ERROR event)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message[:300]}")
-        self.status = status
-
-
-class _Api:
-    """Raw-JSON requests on the kubernetes client's authenticated connection pool."""
-
-    def __init__(self, api: Any, pool_size: int) -> None:
-        from kubernetes import client
-
-        configuration = copy.deepcopy(api.configuration)
-        configuration.connection_pool_maxsize = pool_size
-        self.client, self.host = client.ApiClient(configuration), configuration.host
-
-    def call(self, method: str, path: str, body: Json | None = None, *, stream: bool = False,
-             ok: tuple[int, ...] = (), decode: bool = True, **query: Any) -> Any:
-        """One request's JSON answer (`stream`: the unread response); None if its error is in `ok`
-        or if not `decode` (a pod's JSON costs more CPU to decode than its request)."""
-        headers = {"User-Agent": "fedspread-nodesim", "Accept": "application/json", "Content-Type":
-                   "application/strategic-merge-patch+json" if method == "PATCH" else "application/json"}
-        self.client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
-        url = f"{self.host}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        answer = self.client.rest_client.request(  # type: ignore[no-untyped-call]
-            method, url, headers=headers, body=body,
-            _request_timeout=(5, WATCH_SECONDS + 30 if stream else 30))
-        if stream and 200 <= answer.status <= 299:
-            return answer.response
-        data = answer.read()  # all of it, or the connection does not go back to the pool
-        if answer.status not in ok and not 200 <= answer.status <= 299:
-            raise ApiError(answer.status, data.decode(errors="replace"))
-        return json.loads(data or b"{}") if decode and answer.status not in ok else None
-
-
 class NodeSimulator:
     """Plays the kubelet for every node of a profile on one member apiserver."""
 
     def __init__(self, api: Any, groups: Sequence[NodeGroup], *, workers: int = 16) -> None:
-        self.api = _Api(api, pool_size=workers + 4)  # + watch, heartbeat and slack
+        self.api = simapi.Api(api, pool_size=workers + 6)  # + watches, heartbeat and slack
         self.groups, self.workers = list(groups), workers
         self._group = {f"{g.prefix}-{i}": g for g in self.groups for i in range(g.count)}
         self.nodes = list(self._group)
@@ -192,9 +98,12 @@ class NodeSimulator:
         self._pods: dict[str, Json] = {}  # newest object seen of each pod bound to our nodes
         self._written: dict[str, Any] = {}  # pod uid -> signature last written, or "deleted"
         self._uids: dict[str, str] = {}  # registered nodes
-        self._version: str | None = None  # of the pod watch
-        self._stream: Any = None
         self._warned: dict[str, float] = {}
+        self.pod_watch = simapi.ListWatch(
+            self.api, "/api/v1/pods", on_event=self._observe, on_list=self._forget_unlisted,
+            warn=lambda text: self._warn("watch", text), stop=self.stop, fieldSelector="spec.nodeName!=")
+        self.provisioner = provisioner.Provisioner(
+            self.api, warn=lambda text: self._warn("volumes", text), stop=self.stop)
 
     def _warn(self, kind: str, message: str) -> None:
         """A warning, at most one per kind every 10 s: an apiserver restart is not 300 warnings."""
@@ -215,7 +124,7 @@ class NodeSimulator:
                 self.queue.put(key)
 
     def _node_status(self, name: str) -> Json:
-        resources, now = {**DEFAULT_ALLOCATABLE, **self._group[name].allocatable}, _stamp()
+        resources, now = {**DEFAULT_ALLOCATABLE, **self._group[name].allocatable}, kubelet_status.stamp()
         return {"status": {
             "capacity": resources, "allocatable": resources,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message":
@@ -239,7 +148,8 @@ class NodeSimulator:
 
     def renew_lease(self, name: str) -> None:
         """Renew the node's Lease in kube-node-lease (creating it if missing), as a kubelet does."""
-        spec = {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": _stamp(micro=True)}
+        spec = {"holderIdentity": name, "leaseDurationSeconds": 40,
+                "renewTime": kubelet_status.stamp(micro=True)}
         if self.api.call("PATCH", f"{LEASES}/{name}", {"spec": spec}, ok=(404,)) is None:
             owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": self._uids[name]}
             self.api.call("POST", LEASES, {"metadata": {"name": name, "ownerReferences": [owner]},
@@ -279,11 +189,12 @@ class NodeSimulator:
         if status.get("phase") not in (None, "Pending", "Running"):
             return
         ip = status.get("podIP") or self._address(node, next(self._ips[node]) % 253 + 2)
-        desired, wake = pod_status(pod, now=datetime.datetime.now(datetime.UTC), pod_ip=ip,
+        desired, wake = kubelet_status.pod_status(pod, now=datetime.datetime.now(datetime.UTC), pod_ip=ip,
                                    host_ip=self._address(node))
-        if _signature(desired) not in (_signature(status), self._written.get(uid)):
+        if (signed := kubelet_status.signature(desired)) not in (kubelet_status.signature(status),
+                                                                   self._written.get(uid)):
             self.api.call("PATCH", f"{path}/status", {"status": desired}, decode=False)
-            self._written[uid] = _signature(desired)
+            self._written[uid] = signed
         if wake:
             self._enqueue(key, wake + 0.05)
 
@@ -304,6 +215,10 @@ class NodeSimulator:
                 if self._pods.get(key) is not pod:
                     self._enqueue(key)
 
+    def _forget_unlisted(self, keys: set[str]) -> None:
+        """After a fresh list: pods not in it were deleted while the watch was down."""
+        self._pods = {key: pod for key, pod in self._pods.items() if key in keys}
+
     def _observe(self, kind: str, pod: Json) -> None:
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         if kind != "DELETED" and pod["spec"].get("nodeName") in self._group:
@@ -312,57 +227,20 @@ class NodeSimulator:
         elif self._pods.pop(key, None) is not None:  # gone, or (never) moved off our nodes
             self._written.pop(pod["metadata"]["uid"], None)
 
-    def _events(self) -> Iterator[Json]:
-        """With no resourceVersion to resume from, a fresh list (as ADDED events); then a watch."""
-        selector = "spec.nodeName!="
-        if self._version is None:
-            listing = self.api.call("GET", "/api/v1/pods", fieldSelector=selector)
-            keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in listing["items"]}
-            self._pods = {key: pod for key, pod in self._pods.items() if key in keys}
-            yield from ({"type": "ADDED", "object": p} for p in listing["items"])
-            self._version = listing["metadata"]["resourceVersion"]
-        self._stream = self.api.call("GET", "/api/v1/pods", stream=True, watch="true",
-                                     allowWatchBookmarks="true", resourceVersion=self._version,
-                                     timeoutSeconds=WATCH_SECONDS, fieldSelector=selector)
-        buffer = b""
-        try:
-            for chunk in self._stream.stream(amt=None, decode_content=False):
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for event in (json.loads(line) for line in lines if line.strip()):
-                    yield event
-                    self._version = event["object"]["metadata"]["resourceVersion"]
-        finally:
-            self._stream.close()
-            self._stream.release_conn()
-
-    def watch_pods(self) -> None:
-        """List, then watch pods: resume from the last resourceVersion, relist only on 410 Gone."""
-        while not self.stop.is_set():
-            try:
-                for event in self._events():
-                    if event["type"] == "ERROR":
-                        raise ApiError(event["object"].get("code") or 500, event["object"].get("message", ""))
-                    if event["type"] != "BOOKMARK":
-                        self._observe(event["type"], event["object"])
-            except Exception as error:
-                if isinstance(error, ApiError) and error.status == 410:
-                    self._version = None  # too old to resume from: relist
-                elif not self.stop.is_set():
-                    self._warn("watch", f"pod watch interrupted ({error}); resuming")
-                    self.stop.wait(1.0)
-
     def shutdown(self) -> None:
-        """Stop workers, heartbeat and the watch (whose connection is cut)."""
+        """Stop workers, heartbeat and the watches (whose connections are cut)."""
         self.stop.set()
         for _ in range(self.workers):
             self.queue.put(None)
-        with contextlib.suppress(Exception):
-            self._stream.shutdown()
+        for cut_watch in (self.pod_watch.cut, self.provisioner.cut):
+            with contextlib.suppress(Exception):
+                cut_watch()
 
     def run(self) -> None:
         """Register nodes, simulate their pods and keep them alive until `shutdown`."""
-        targets = [self.heartbeat, self.watch_pods] + [self._work] * self.workers
+        targets = [self.heartbeat, self.pod_watch.run] + [self._work] * self.workers
         threads = [threading.Thread(target=target, daemon=True) for target in targets]
+        threads += self.provisioner.threads()
         for thread in threads:
             thread.start()
         log.info("simulating %d nodes at %s with %d workers", len(self.nodes), self.api.host, self.workers)

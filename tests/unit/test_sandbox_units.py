@@ -23,7 +23,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from federation.certs import pki
-from federation.sandbox import build, debian_fetch, nodesim, state
+from federation.sandbox import build, debian_fetch, kubelet_status, nodesim, state
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -89,7 +89,7 @@ def test_pod_status_reports_running_ready_pod_like_a_kubelet() -> None:
         "initContainers": [{"name": "init", "image": "busybox"}],
         "containers": [{"name": "app", "image": "nginx"}, {"name": "side", "image": "envoy"}]},
         "status": {"phase": "Pending", "qosClass": "BestEffort"}}
-    status, wake = nodesim.pod_status(pod, now=now, pod_ip="10.244.0.2", host_ip="127.1.0.1")
+    status, wake = kubelet_status.pod_status(pod, now=now, pod_ip="10.244.0.2", host_ip="127.1.0.1")
     assert wake is None
     assert status["phase"] == "Running" and status["podIP"] == "10.244.0.2"
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
@@ -107,7 +107,7 @@ def test_pod_status_waits_for_probe_delays_and_readiness_gates() -> None:
         "containers": [{"name": "app", "readinessProbe": {"initialDelaySeconds": 10}},
                        {"name": "slow", "startupProbe": {"initialDelaySeconds": 4}}],
         "readinessGates": [{"conditionType": "example.com/ok"}]}, "status": {}}
-    status, wake = nodesim.pod_status(pod, now=start, pod_ip="10.244.0.3", host_ip="127.1.0.1")
+    status, wake = kubelet_status.pod_status(pod, now=start, pod_ip="10.244.0.3", host_ip="127.1.0.1")
     assert wake == 4  # the next change: the slow container starts
     containers = [(c["started"], c["ready"]) for c in status["containerStatuses"]]
     assert containers == [(True, False), (False, False)]
@@ -115,7 +115,7 @@ def test_pod_status_waits_for_probe_delays_and_readiness_gates() -> None:
 
     pod["status"] = status  # as the apiserver would now report it
     later = start + datetime.timedelta(seconds=11)
-    status, wake = nodesim.pod_status(pod, now=later, pod_ip="10.244.0.3", host_ip="127.1.0.1")
+    status, wake = kubelet_status.pod_status(pod, now=later, pod_ip="10.244.0.3", host_ip="127.1.0.1")
     conditions = {c["type"]: c for c in status["conditions"]}
     assert wake is None and conditions["ContainersReady"]["status"] == "True"
     ready = conditions["Ready"]
@@ -123,7 +123,7 @@ def test_pod_status_waits_for_probe_delays_and_readiness_gates() -> None:
 
     gate = {"type": "example.com/ok", "status": "True"}  # set by whoever owns the gate
     pod["status"] = {**status, "conditions": [*status["conditions"], gate]}
-    status, _ = nodesim.pod_status(pod, now=later, pod_ip="10.244.0.3", host_ip="127.1.0.1")
+    status, _ = kubelet_status.pod_status(pod, now=later, pod_ip="10.244.0.3", host_ip="127.1.0.1")
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
 
 
