@@ -48,7 +48,7 @@ import hypothesis
 from hypothesis import stateful
 from hypothesis import strategies as st
 
-from federation.api import names
+from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.coordinator.hub import watcher
 from federation.core import apportion, placement
@@ -151,7 +151,16 @@ class FederationMachine(stateful.RuleBasedStateMachine):
                       "unschedulableSeconds": UNSCHEDULABLE_SECONDS} if self.strategy == "Adaptive" else None,
             lost_seconds=LOST_SECONDS, uid=f"uid-{self.uid}")
         spec = item.spec.model_copy(update={"deletion_policy": self.deletion_policy})
-        return item.model_copy(update={"spec": spec})
+        return item.model_copy(update={"spec": spec, "status": self._written_status()})
+
+    def _written_status(self) -> spread_api.FederatedSpreadStatus | None:
+        """The status the hub holds for this incarnation of the spread: once it was placed, the
+        status pass has recorded that (a `Placed` condition); a spread just created has none."""
+        entry = self.fed.world.spread(fm.KEY) if hasattr(self, "fed") else None
+        if entry is None or entry.uid != f"uid-{self.uid}" or fm.KEY not in self.fed.world.placements:
+            return None
+        placed = common.Condition(type="Placed", status="True", reason="Placed")  # as the status pass
+        return spread_api.FederatedSpreadStatus(conditions=[placed])
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -195,27 +204,25 @@ class FederationMachine(stateful.RuleBasedStateMachine):
     def spread_recreated(self, policy: str, seconds: int) -> None:
         """`kubectl replace --force` (an Argo CD replace sync, re-applying after a prune): the
         spread is deleted and created again with a new UID `seconds` later, within the re-creation
-        grace. Re-creation adopts: under either deletionPolicy no running pod goes, and the new
-        spread takes over what the old one ran."""
+        grace. Re-creation adopts and decides nothing new, judged as a restart is: under either
+        deletionPolicy the running pods never fall below what ran or what the spread needs."""
         self.deletion_policy = policy
         self._hub(self.fed.world.upsert_spread(self._spread_item()))  # the policy in force first
-        running = {name: member.running_pods() for name, member in self.fed.members.items()}
-        self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent("spread", "DELETED", fm.KEY)))
-        self.clock.advance(seconds)
-        self.fed.heartbeat_and_tick()  # the timer: a held removal is not due within the grace
-        self.uid += 1
-        self.generation = 1
-        template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None,
-                                       image="web:1")
-        target = watcher.DeploymentInfo(namespace=fm.NAMESPACE, name=fm.NAME, replicas=self.replicas,
-                                        template=template)
-        self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent(
-            "spread", "ADDED", fm.KEY, spread=self._spread_item(), generation=1, target=target)))
-        for member in self.fed.members.values():
-            while member.replicaset_step():
-                pass
-        for name, member in self.fed.members.items():
-            assert running[name] <= member.running_pods(), (name, running[name] - member.running_pods())
+
+        def recreate() -> None:
+            self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent("spread", "DELETED", fm.KEY)))
+            self.clock.advance(seconds)
+            self.fed.heartbeat_and_tick()  # the timer: a held removal is not due within the grace
+            self.uid += 1
+            self.generation = 1
+            template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None,
+                                           image="web:1")
+            target = watcher.DeploymentInfo(namespace=fm.NAMESPACE, name=fm.NAME, replicas=self.replicas,
+                                            template=template)
+            self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent(
+                "spread", "ADDED", fm.KEY, spread=self._spread_item(), generation=1, target=target)))
+
+        self._judge_restart(recreate)
 
     @stateful.rule(name=CLUSTER, region=st.sampled_from(["onprem", "cloud", "elsewhere"]))
     def cluster_relabelled(self, name: str, region: str) -> None:
@@ -266,7 +273,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             statuses = [spread_api.SubsetStatus(name=s.name, clusters=[
                 spread_api.SubsetClusterStatus(cluster=n, replicas=c, kept=s.kept_clusters.get(n, 0))
                 for n, c in s.clusters.items()]) for s in recorded.subsets]
-            status = spread_api.FederatedSpreadStatus(subset_statuses=statuses)
+            placed = common.Condition(type="Placed", status="True", reason="Placed")  # as the status pass
+            status = spread_api.FederatedSpreadStatus(subset_statuses=statuses, conditions=[placed])
             return item.model_copy(update={"status": status})
 
         def restart() -> None:

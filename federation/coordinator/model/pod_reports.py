@@ -147,11 +147,18 @@ class PodReports:
         """Cluster `name` was sent an orphaning removal of spread `key`: its workload runs on,
         released, and a spread of the same key adopts it (re-creation). Its pods are not gone, so
         their counts stand — unverified until a report made after it is sent the spread again:
-        nothing may be removed there on the strength of a report that no longer lists them."""
+        nothing may be removed there on the strength of a report that no longer lists them. Nor
+        are they fewer than the last quotas it was sent: the released workload's ReplicaSet goes on
+        creating toward them, unreported (held as while away, until such a report)."""
         verified = self._verified.get(name)
         if verified is not None:
             verified.discard(key)
-        self._delivered.get(name, {}).pop(key, None)
+        delivered = self._delivered.get(name, {}).pop(key, None)
+        if delivered:  # its ReplicaSet goes on toward the last quotas: pods not reported yet count
+            held = self._away.setdefault(name, {}).setdefault(key, {})
+            for subset, quota in delivered.items():
+                if quota:
+                    held[subset] = max(held.get(subset, 0), quota)
 
     def recorded(self, key: str, counts: Mapping[str, Mapping[str, int]]) -> None:
         """A restarted coordinator read spread `key`'s placement from its hub status: until each
@@ -190,11 +197,10 @@ class PodReports:
         return keys
 
     def forget_spread(self, key: str) -> None:
-        """Spread `key` was deleted: what lost clusters held of it no longer matters."""
+        """Spread `key` was deleted: what lost clusters held of it no longer matters. (What each
+        cluster was last sent stays until its removal: a release holds it, `released`.)"""
         for held in self._away.values():
             held.pop(key, None)
-        for delivered in self._delivered.values():
-            delivered.pop(key, None)
 
     # --- readers -------------------------------------------------------------------------------
 
