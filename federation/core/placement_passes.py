@@ -90,8 +90,9 @@ class Ledger:
         """Per cluster an earlier take touched: per pool its free nodes, and per kind per pool the
         pods of that kind still fitting on the nodes it holds."""
         self.takes: list[Take] | None = [] if record else None
-        """Every take in order, when recorded: the room the placement relied on (`placement_round`
-        replays them on a fuller snapshot to learn whether the answer would be the same)."""
+        """Every take in order, when recorded, as the pods it found room for (in-flight pods may
+        find less): the room the placement relied on (`placement_round` takes it again on a
+        snapshot with other spreads charged, to learn whether the answer would be the same)."""
 
     def rooms(self, subset: SubsetWork) -> dict[str, int]:
         """How many more pods of the subset fit in each of its usable clusters now."""
@@ -129,9 +130,7 @@ class Ledger:
         self.take_for(subset.index, name, count)
 
     def take_for(self, index: int, name: str, count: int) -> None:
-        """`take` for subset number `index`."""
-        if self.takes is not None:
-            self.takes.append(Take(name, index, count))
+        """`take` for subset number `index`; recorded (`takes`) as the pods it found room for."""
         member = self._view.members[name]
         state = self._left.get(name)
         if state is None:
@@ -139,19 +138,22 @@ class Ledger:
         free, held = state
         kind = member.kinds[index]
         slots, opened = member.slots[kind], held[kind]
+        left = count
         for i in member.admits[index]:
-            used = min(opened[i], count)
+            used = min(opened[i], left)
             opened[i] -= used
-            count -= used
+            left -= used
             per_node = slots[i] // member.nodes[i]
-            if count and per_node and free[i]:
-                whole = min(free[i], -(-count // per_node))
+            if left and per_node and free[i]:
+                whole = min(free[i], -(-left // per_node))
                 free[i] -= whole
-                used = min(whole * per_node, count)
+                used = min(whole * per_node, left)
                 opened[i] += whole * per_node - used
-                count -= used
-            if not count:
-                return
+                left -= used
+            if not left:
+                break
+        if self.takes is not None and count > left:
+            self.takes.append(Take(name, index, count - left))
 
 
 def prepare(

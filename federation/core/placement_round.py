@@ -39,7 +39,7 @@ its answer no longer depends on the names of the spreads placed before it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from federation.api import quantity, spread
 from federation.core import fit, overcommit, placement, placement_view
@@ -147,11 +147,10 @@ class _Fold:
                 if not left:
                     break
 
-    def room(self) -> dict[str, tuple[Mapping[str, quantity.Nanos], ...]]:
-        """The room as folded so far (clusters nothing was charged to as the snapshot has them)."""
-        found = room_of(self._pools)
-        found.update((name, tuple(state)) for name, state in self._state.items())
-        return found
+    def room(self) -> placement_view.Room:
+        """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
+        them); it costs the clusters charged, not every cluster of the snapshot."""
+        return _Room(self._pools, {name: tuple(state) for name, state in self._state.items()})
 
     def refused(self, name: str, placed: Placed, takes: Sequence[passes.Take]) -> tuple[int, ...] | None:
         """Take `takes` (in cluster `name`) again on what is folded there; None when every take
@@ -171,6 +170,23 @@ class _Fold:
                 return member.admits[take.subset]
             ledger.take_for(take.subset, name, take.pods)
         return None
+
+
+class _Room(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
+    """A room: the folded clusters' states, the others' as the snapshot's pools have them."""
+
+    def __init__(self, pools: Pools, folded: Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]) -> None:
+        self._pools, self._folded = pools, folded
+
+    def __getitem__(self, name: str) -> Sequence[Mapping[str, quantity.Nanos]]:
+        found = self._folded.get(name)
+        return found if found is not None else tuple(p.requested for p in self._pools[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pools)
+
+    def __len__(self) -> int:
+        return len(self._pools)
 
 
 def _takes_by_cluster(placed: Placed) -> dict[str, list[passes.Take]]:

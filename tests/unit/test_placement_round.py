@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from federation.api import cluster, names, quantity, spread
 from federation.core import fit, placement, placement_round, placement_view
+from federation.core import placement_passes as passes
 from tests.support import builders
 
 PROPERTY = hypothesis.settings(
@@ -42,7 +43,12 @@ class Item:
     replicas: int
     shape: fit.PodShape
     current: Counts | None = None
-    """Held now; all of it runs (what is pending is the round's own)."""
+    """Held now."""
+    running: Counts | None = None
+    """Of `current`, what runs; None: all of it (what is pending is the round's own)."""
+
+    def ran(self) -> Counts:
+        return self.current or {} if self.running is None else self.running
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,10 +66,10 @@ class Round:
         view = placement_view.view_of(item.spec, snapshot=self.snapshot, shape=item.shape, room=room)
         view = placement_view.braked(view, heard_from_any=any(c.ready for c in self.snapshot.clusters))
         result = placement.place_view(item.spec, replicas=item.replicas, view=view, current=item.current,
-                                      running=item.current or {})
+                                      running=item.ran())
         profiles = placement_round.profiles_of(item.spec, item.shape)
         return placement_round.Placed(
-            result, placement_round.charges_of(result, running=item.current, profiles=profiles), profiles)
+            result, placement_round.charges_of(result, running=item.ran(), profiles=profiles), profiles)
 
     def settle(self) -> placement_round.Settled:
         return placement_round.place_round(self.items, pools=self.pools(), place=self.place)
@@ -94,17 +100,18 @@ def simulates(spec: spread.FederatedSpreadSpec) -> bool:
 
 def promised(round_: Round, placed: Mapping[str, placement_round.Placed]) -> dict[str, list[tuple[int, int]]]:
     """Per cluster, (pods, cpu in nano-cores) of the new pods each simulating spread was promised
-    room for: placed beyond what runs, less what waits."""
+    room for: placed beyond what it held, less what waits (pods held but not running take their
+    room first: what is new must fit in what they leave)."""
     found: dict[str, list[tuple[int, int]]] = {}
     for key, answer_ in placed.items():
         item = round_.items[key]
         if not simulates(item.spec):
             continue
         for subset, profile in zip(answer_.result.subsets, answer_.profiles, strict=True):
-            ran = (item.current or {}).get(subset.name) or {}
+            held = (item.current or {}).get(subset.name) or {}
             cpu = dict(profile.requests).get("cpu", 0)
             for name, count in subset.clusters.items():
-                new = max(0, count - ran.get(name, 0)) - subset.waiting_clusters.get(name, 0)
+                new = max(0, count - held.get(name, 0)) - subset.waiting_clusters.get(name, 0)
                 if new > 0:
                     found.setdefault(name, []).append((new, int(cpu) * new))
     return found
@@ -228,6 +235,24 @@ def test_a_take_is_checked_with_the_placements_own_arithmetic() -> None:
     assert answers(settled.placed) == answers(sequential)
 
 
+def test_pods_in_flight_beyond_the_room_contend_with_no_one_alone() -> None:
+    # a's 4 pods do not run yet and c0 has room for 2 only (its nodes filled meanwhile): a's own
+    # placement finds room for 2 of them, and so does the check; only a spread that needs some of
+    # that room makes c0 contended.
+    spec = adaptive({"name": "a", "clusters": ["c0"]})
+    a = Item(spec, 4, CPU_1, current={"a": {"c0": 4}}, running={})
+    alone = Round(one_pool("2", clusters=("c0", "c1")), {
+        "shop/a": a, "shop/b": Item(adaptive({"name": "a", "clusters": ["c1"]}), 1, CPU_1)})
+    assert alone.alone("shop/a").result.takes == (passes.Take("c0", 0, 2),)
+    settled = alone.settle()
+    assert (settled.contended, settled.replaced) == (frozenset(), ())
+    shared = Round(alone.snapshot, {"shop/a": a, "shop/b": Item(spec, 1, CPU_1)})
+    settled = shared.settle()
+    assert (settled.contended, settled.replaced) == ({("c0", 0)}, ("shop/a", "shop/b"))
+    assert settled.placed["shop/b"].result.capacity_exhausted == 1
+    assert answers(settled.placed) == answers(shared.in_order(["shop/a", "shop/b"]))
+
+
 def test_first_answers_must_be_the_rounds() -> None:
     round_ = Round(one_pool("4"), {"shop/a": Item(adaptive({"name": "a", "clusters": ["c0"]}), 1, CPU_1)})
     with pytest.raises(ValueError, match="not the round's"):
@@ -291,9 +316,14 @@ def rounds(draw: st.DrawFn, *, cluster_spreads: Sequence[spread.ClusterSpread] =
             strategy_types=("Adaptive",) if bounded else fs.STRATEGY_TYPES,
             simulation=True if bounded else None))
         item = Item(spec, draw(st.integers(0, 16)), draw(fs.shapes()))
-        if draw(st.booleans()):  # it holds an earlier placement, all of it running
+        if draw(st.booleans()):  # it holds an earlier placement, all of it running or not
             before = Round(snapshot, {key: dataclasses.replace(item, replicas=draw(st.integers(0, 12)))})
-            item = dataclasses.replace(item, current=before.alone(key).result.rule_counts())
+            current = before.alone(key).result.rule_counts()
+            running = None
+            if draw(st.booleans()):
+                running = {subset: {name: count - draw(st.integers(0, count))
+                                    for name, count in counts.items()} for subset, counts in current.items()}
+            item = dataclasses.replace(item, current=current, running=running)
         items[key] = item
     return Round(snapshot, items)
 
