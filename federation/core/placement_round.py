@@ -158,9 +158,17 @@ class _Fold:
         pools = self._pools.get(name)
         if not pools:
             return ()
-        profiles = placed.profiles
+        profiles, state = placed.profiles, self.state(name)
+        first = profiles[takes[0].subset]
+        admitted = self.admitted(name, first)
+        if all(profiles[t.subset].requests == first.requests
+               and self.admitted(name, profiles[t.subset]) == admitted for t in takes):
+            # One kind of pod on the same pools (the usual case): the ledger fills their nodes with
+            # it exactly, so the takes fit when their pods do not outnumber the pools' free slots.
+            fits = sum(fit.slots(pools[i], state[i], first.requests) for i in admitted)
+            return None if sum(t.pods for t in takes) <= fits else admitted
         member = placement_view.member_of(
-            pools, self.state(name), ready=True, cordon="", kinds=fit.kinds([p.requests for p in profiles]),
+            pools, state, ready=True, cordon="", kinds=fit.kinds([p.requests for p in profiles]),
             admits=tuple(self.admitted(name, p) for p in profiles),
         )
         view = placement_view.View(names=(name,), selected=(), members={name: member}, rooms=())
