@@ -4,8 +4,9 @@ Tables first (two spreads over one pool, room enough or not; contention that sta
 `Capacity` splits that no longer depend on names), then properties over random rounds drawn by
 `strategies.py`: no room promised twice (checked by sums the code under test never computes, and
 as "the answer is the sequential one in the order uncontended-then-contended"), equal to the
-sequential rule when no pool is contended and nothing splits by `Capacity`, and the same answer
-whatever shards placed the spreads against the snapshot.
+sequential rule when no pool is contended and nothing splits by `Capacity`, nothing placed twice
+when there is room for every pod, and the same answer whatever shards placed the spreads against
+the snapshot.
 """
 
 from __future__ import annotations
@@ -354,6 +355,20 @@ def test_without_contention_the_round_is_the_sequential_rule(round_: Round) -> N
     hypothesis.assume(not settled.contended)
     assert settled.replaced == ()
     assert answers(settled.placed) == answers(round_.in_order(sorted(round_.items)))
+
+
+@PROPERTY
+@hypothesis.given(round_=rounds())
+def test_with_room_for_every_pod_nothing_is_placed_twice(round_: Round) -> None:
+    data = round_.snapshot.model_dump(by_alias=True, mode="json")
+    for entry in data["clusters"]:
+        for pool in entry["nodePools"]:
+            pool["allocatable"], pool["requested"] = {"cpu": "1000", "pods": "1000"}, {}
+    ample = Round(cluster.CapacitySnapshot.model_validate(data), round_.items)
+    settled = ample.settle()
+    assert (settled.contended, settled.replaced) == (frozenset(), ())
+    for key in ample.items:
+        assert answer(settled.placed[key]) == answer(ample.alone(key))
 
 
 @PROPERTY
