@@ -372,6 +372,14 @@ def test_with_room_for_every_pod_nothing_is_placed_twice(round_: Round) -> None:
 
 
 @PROPERTY
+@hypothesis.given(round_=rounds())
+def test_a_round_of_one_is_never_contended(round_: Round) -> None:
+    for key, item in round_.items.items():
+        settled = Round(round_.snapshot, {key: item}).settle()
+        assert (settled.contended, settled.replaced) == (frozenset(), ())
+
+
+@PROPERTY
 @hypothesis.given(round_=rounds(), data=st.data())
 def test_any_partition_into_shards_gives_the_same_answer(round_: Round, data: st.DataObject) -> None:
     whole = round_.settle()
