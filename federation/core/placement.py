@@ -84,6 +84,10 @@ class Placement:
     capacity_exhausted: int
     subsets: tuple[SubsetPlacement, ...]
     clusters: dict[str, int]
+    takes: tuple[passes.Take, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    """The room the placement took, in order, when capacity bounded it (Adaptive with simulation):
+    `placement_round` replays them on a snapshot with other spreads charged to learn whether the
+    answer would be the same there. Not part of the answer: equal placements may differ here."""
 
     @property
     def placed(self) -> int:
@@ -208,7 +212,7 @@ def place_view(
         still_waiting = passes.release_waiting(work, waiting=waiting, running=running or {})
     passes.keep(work, replicas)
     passes.explain_cordons(work)
-    ledger = passes.Ledger(view)
+    ledger = passes.Ledger(view, record=simulate)
     if simulate and running is not None:
         passes.take_in_flight(work, ledger=ledger, running=running)
     left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
@@ -239,5 +243,5 @@ def place_view(
         ))
     return Placement(
         replicas=replicas, unplaced=left, capacity_exhausted=exhausted,
-        subsets=tuple(subsets), clusters=totals,
+        subsets=tuple(subsets), clusters=totals, takes=tuple(ledger.takes or ()),
     )

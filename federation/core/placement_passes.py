@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import typing
 from collections.abc import Mapping
 
 from federation.api import spread
@@ -61,6 +62,14 @@ class SubsetWork:
         return None if self.cap is None else max(0, self.cap - self.total)
 
 
+class Take(typing.NamedTuple):
+    """Room for `pods` pods of subset number `subset` taken in cluster `cluster`."""
+
+    cluster: str
+    subset: int
+    pods: int
+
+
 class Ledger:
     """What is left of each (cluster, node pool) as replicas are placed, for pods of every kind.
 
@@ -75,11 +84,15 @@ class Ledger:
     kind's requests leave unused on each node it fills (docs/decisions.md).
     """
 
-    def __init__(self, view: placement_view.View) -> None:
+    def __init__(self, view: placement_view.View, *, record: bool = False) -> None:
         self._view = view
         self._left: dict[str, tuple[list[int], list[list[int]]]] = {}
         """Per cluster an earlier take touched: per pool its free nodes, and per kind per pool the
         pods of that kind still fitting on the nodes it holds."""
+        self.takes: list[Take] | None = [] if record else None
+        """Every take in order, when recorded, as the pods it found room for (in-flight pods may
+        find less): the room the placement relied on (`placement_round` takes it again on a
+        snapshot with other spreads charged, to learn whether the answer would be the same)."""
 
     def rooms(self, subset: SubsetWork) -> dict[str, int]:
         """How many more pods of the subset fit in each of its usable clusters now."""
@@ -96,6 +109,17 @@ class Ledger:
                                   for i in member.admits[subset.index])
         return found
 
+    def room(self, index: int, name: str) -> int:
+        """How many more pods of subset number `index` fit in cluster `name` now (`rooms` of one)."""
+        member = self._view.members[name]
+        state = self._left.get(name)
+        if state is None:
+            return member.room(index)
+        free, held = state
+        kind = member.kinds[index]
+        slots, nodes, opened = member.slots[kind], member.nodes, held[kind]
+        return sum(opened[i] + free[i] * (slots[i] // nodes[i]) for i in member.admits[index])
+
     def limit(self, subset: SubsetWork, name: str) -> str:
         """What bounds the subset's pods in cluster `name` (`Member.limit`)."""
         return self._view.members[name].limit(subset.index)
@@ -103,26 +127,33 @@ class Ledger:
     def take(self, subset: SubsetWork, name: str, count: int) -> None:
         """Take room for `count` new pods, first admitting pool first: the kind's own nodes, then
         whole free nodes."""
+        self.take_for(subset.index, name, count)
+
+    def take_for(self, index: int, name: str, count: int) -> None:
+        """`take` for subset number `index`; recorded (`takes`) as the pods it found room for."""
         member = self._view.members[name]
         state = self._left.get(name)
         if state is None:
             state = self._left[name] = (list(member.nodes), [[0] * len(member.nodes) for _ in member.slots])
         free, held = state
-        kind = member.kinds[subset.index]
+        kind = member.kinds[index]
         slots, opened = member.slots[kind], held[kind]
-        for i in member.admits[subset.index]:
-            used = min(opened[i], count)
+        left = count
+        for i in member.admits[index]:
+            used = min(opened[i], left)
             opened[i] -= used
-            count -= used
+            left -= used
             per_node = slots[i] // member.nodes[i]
-            if count and per_node and free[i]:
-                whole = min(free[i], -(-count // per_node))
+            if left and per_node and free[i]:
+                whole = min(free[i], -(-left // per_node))
                 free[i] -= whole
-                used = min(whole * per_node, count)
+                used = min(whole * per_node, left)
                 opened[i] += whole * per_node - used
-                count -= used
-            if not count:
-                return
+                left -= used
+            if not left:
+                break
+        if self.takes is not None and count > left:
+            self.takes.append(Take(name, index, count - left))
 
 
 def prepare(

@@ -188,12 +188,18 @@ def braked(view: View, *, heard_from_any: bool) -> View:
     return view
 
 
+Room = Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]
+"""Per cluster, per node pool in the snapshot's order: what each node holds requested (a snapshot
+with pending pods charged, `placement_round`)."""
+
+
 def view_of(
     spec: spread.FederatedSpreadSpec, *, snapshot: cluster.CapacitySnapshot, shape: fit.PodShape,
-    now: datetime.datetime | None = None,
+    now: datetime.datetime | None = None, room: Room | None = None,
 ) -> View:
     """The view of `snapshot` for `spec`'s subsets and pods of `shape` (cordons net of the spec's
-    clusterTolerations at `now`: a timed one no longer tolerates past its end)."""
+    clusterTolerations at `now`: a timed one no longer tolerates past its end). `room`, given,
+    says what the nodes of the clusters it names hold instead of what their pools report."""
     clusters = snapshot.by_name()
     shapes = [fit.with_subset(shape, subset) for subset in spec.subsets]
     kinds = fit.kinds([fit.requests_of(s) for s in shapes])
@@ -206,8 +212,9 @@ def view_of(
             if found is None or name in members:
                 continue
             pools = [fit.pool_of(p) for p in found.node_pools]
+            requested = room.get(name) if room is not None else None
             members[name] = member_of(
-                pools, [p.requested for p in pools], ready=found.ready,
+                pools, [p.requested for p in pools] if requested is None else requested, ready=found.ready,
                 cordon=cluster.cordon_of(found.taints, tolerations=tolerations, now=now), kinds=kinds,
                 admits=tuple(fit.admitting(pools, s) for s in shapes),
             )

@@ -1,0 +1,290 @@
+"""A placement round against one snapshot (DESIGN §5, issue 27): the rule, pure.
+
+Why: a round places many spreads that share clusters. Placed one after another in key order (each
+seeing the pending pods of the ones before it), no spread can be placed before the previous one is
+answered, so shards cannot share the work: the coordinator used to place the round on the shards
+and then again, itself, nearly every spread whose clusters an earlier one had changed. Placed
+against one snapshot, every spread of a round is independent of the others; what they may promise
+twice is found afterwards, per node pool, and only the spreads involved are placed again:
+
+1. **Every spread is placed against the snapshot**: the room at the round's start, minus what
+   spreads outside the round hold pending (`pools`: per cluster its node pools, `requested` what
+   each node holds with those pending pods charged). Any partition of the round into shards gives
+   the same answers (`place_round(first=...)` takes them).
+2. **The check** (`settle`): per cluster, the round's pending charges (`charges_of`: placed minus
+   running, per subset) are folded in key order as `overcommit.deduct_pending` folds them; before
+   a spread's charges are folded, the room its placement took (`Placement.takes`, recorded when
+   capacity bounds it: Adaptive with simulation) is taken again, in order, with the placement's
+   own arithmetic (`placement_passes.Ledger`), on what the spreads before it left. A take that no
+   longer fits makes the pools its pods may use *contended*.
+3. **Contended pools are placed again**: every spread that charged a contended pool is taken out of
+   the round; the others are checked again without them (until no check fails: taking charges out
+   can only make room, but a fold of what remains may lay charges out differently across a
+   cluster's pools). Then the contended spreads are placed one after another, in key order,
+   against the snapshot minus the charges of the uncontended ones and of those placed before.
+
+Properties (tests/unit/test_placement_round.py): the answer depends only on the inputs (never on
+the shards or their number); nothing is promised twice (the answer is the sequential one in the
+order "uncontended spreads by key, then contended spreads by key", the uncontended ones keeping
+their snapshot answers); with room for everyone nothing is placed twice; and when no pool is
+contended and no subset splits by `Capacity`, the answer equals placing the round's spreads one
+after another in key order (`place_in_order`). Why equal: a check that passes means the
+placement, run again on the fuller snapshot, would make the very same decisions — each take still
+fits, rooms only shrink, and a `Fill` or `Balance` division whose rooms shrink but still hold
+what it took divides the same way; a subset that took all its room finds no less. `Capacity`
+divides in proportion to the rooms themselves, so inside a round it divides by the snapshot's:
+its answer no longer depends on the names of the spreads placed before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+
+from federation.api import quantity, spread
+from federation.core import fit, overcommit, placement, placement_view
+from federation.core import placement_passes as passes
+
+Pools = Mapping[str, Sequence[fit.Pool]]
+"""Per cluster, its node pools in numbers; `requested`: what each node holds at the round's start,
+the pending pods of spreads outside the round charged (the round's snapshot)."""
+
+Charges = Mapping[str, tuple[overcommit.Charge, ...]]
+"""Per cluster, one spread's pending pods: per subset, in the placement's order."""
+
+Node = dict[str, quantity.Nanos]
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """One spread's answer in a round, and what it charges."""
+
+    result: placement.Placement
+    charges: Charges
+    """Its pending pods per cluster (`charges_of`)."""
+    profiles: tuple[fit.Profile, ...]
+    """Per subset in spec order, its pods (`profiles_of`): `result.takes` name subsets by number."""
+
+
+Place = Callable[[str, placement_view.Room], Placed]
+"""Place spread `key` against a room (per cluster, per pool: what each node holds requested)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """A round's answer."""
+
+    placed: dict[str, Placed]
+    """Every spread of the round, in key order."""
+    contended: frozenset[tuple[str, int]]
+    """(cluster, pool number) pairs where the snapshot answers promised room twice."""
+    replaced: tuple[str, ...]
+    """The spreads placed again (they charged a contended pool), in key order."""
+
+
+def profiles_of(spec: spread.FederatedSpreadSpec, shape: fit.PodShape) -> tuple[fit.Profile, ...]:
+    """Per subset in spec order, the profile of the pod it creates (the subset's patch applied)."""
+    return tuple(fit.profile(fit.with_subset(shape, subset)) for subset in spec.subsets)
+
+
+def charges_of(
+    result: placement.Placement, *, running: Mapping[str, Mapping[str, int]] | None,
+    profiles: Sequence[fit.Profile],
+) -> dict[str, tuple[overcommit.Charge, ...]]:
+    """Per cluster, the placement's pending pods (placed minus running, where positive), per subset
+    in placement order: what other spreads' placements see deducted (`member_views`)."""
+    running = running or {}
+    found: dict[str, list[overcommit.Charge]] = {}
+    for subset, profile in zip(result.subsets, profiles, strict=True):
+        ran = running.get(subset.name) or {}
+        for name, count in subset.clusters.items():
+            pending = count - ran.get(name, 0)
+            if pending > 0:
+                found.setdefault(name, []).append(overcommit.Charge(profile, pending))
+    return {name: tuple(items) for name, items in found.items()}
+
+
+def room_of(pools: Pools) -> dict[str, tuple[Mapping[str, quantity.Nanos], ...]]:
+    """The room of the snapshot itself: per cluster, per pool, what each node holds."""
+    return {name: tuple(p.requested for p in members) for name, members in pools.items()}
+
+
+class _Fold:
+    """Per cluster, the snapshot's pools with charges folded on, in the order they come."""
+
+    def __init__(self, pools: Pools) -> None:
+        self._pools = pools
+        self._state: dict[str, list[Node]] = {}
+        self._admitted: dict[tuple[str, object], tuple[int, ...]] = {}
+
+    def state(self, name: str) -> list[Node]:
+        found = self._state.get(name)
+        if found is None:
+            found = self._state[name] = [dict(p.requested) for p in self._pools.get(name, ())]
+        return found
+
+    def admitted(self, name: str, profile: fit.Profile) -> tuple[int, ...]:
+        """The pools of cluster `name` (with nodes) whose nodes admit the profile's pods."""
+        key = (name, profile.admission)
+        found = self._admitted.get(key)
+        if found is None:
+            found = self._admitted[key] = fit.admitting(self._pools.get(name, ()), profile.shape)
+        return found
+
+    def charge(self, name: str, items: Iterable[overcommit.Charge]) -> None:
+        """Fold charges onto cluster `name` as `overcommit.deduct_pending` does: each pool in turn
+        up to its free pod slots, what fits nowhere charged to nothing."""
+        pools, state = self._pools.get(name, ()), self.state(name)
+        for item in items:
+            left, requests = item.pods, item.profile.requests
+            for index in self.admitted(name, item.profile):
+                pool = pools[index]
+                take = min(left, fit.slots(pool, state[index], requests))
+                if take:
+                    node = state[index] = dict(state[index])
+                    fit.charge(node, requests, pods=take, count=pool.count)
+                    left -= take
+                if not left:
+                    break
+
+    def room(self) -> placement_view.Room:
+        """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
+        them); it costs the clusters charged, not every cluster of the snapshot."""
+        return _Room(self._pools, {name: tuple(state) for name, state in self._state.items()})
+
+    def refused(self, name: str, placed: Placed, takes: Sequence[passes.Take]) -> tuple[int, ...] | None:
+        """Take `takes` (in cluster `name`) again on what is folded there; None when every take
+        fits, else the pools the first one that does not fit may use."""
+        pools = self._pools.get(name)
+        if not pools:
+            return ()
+        profiles, state = placed.profiles, self.state(name)
+        first = profiles[takes[0].subset]
+        admitted = self.admitted(name, first)
+        if all(profiles[t.subset].requests == first.requests
+               and self.admitted(name, profiles[t.subset]) == admitted for t in takes):
+            # One kind of pod on the same pools (the usual case): the ledger fills their nodes with
+            # it exactly, so the takes fit when their pods do not outnumber the pools' free slots.
+            fits = sum(fit.slots(pools[i], state[i], first.requests) for i in admitted)
+            return None if sum(t.pods for t in takes) <= fits else admitted
+        member = placement_view.member_of(
+            pools, state, ready=True, cordon="", kinds=fit.kinds([p.requests for p in profiles]),
+            admits=tuple(self.admitted(name, p) for p in profiles),
+        )
+        view = placement_view.View(names=(name,), selected=(), members={name: member}, rooms=())
+        ledger = passes.Ledger(view)
+        for take in takes:
+            if ledger.room(take.subset, name) < take.pods:
+                return member.admits[take.subset]
+            ledger.take_for(take.subset, name, take.pods)
+        return None
+
+
+class _Room(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
+    """A room: the folded clusters' states, the others' as the snapshot's pools have them."""
+
+    def __init__(self, pools: Pools, folded: Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]) -> None:
+        self._pools, self._folded = pools, folded
+
+    def __getitem__(self, name: str) -> Sequence[Mapping[str, quantity.Nanos]]:
+        found = self._folded.get(name)
+        return found if found is not None else tuple(p.requested for p in self._pools[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pools)
+
+    def __len__(self) -> int:
+        return len(self._pools)
+
+
+def _takes_by_cluster(placed: Placed) -> dict[str, list[passes.Take]]:
+    found: dict[str, list[passes.Take]] = {}
+    for take in placed.result.takes:
+        found.setdefault(take.cluster, []).append(take)
+    return found
+
+
+def _check(
+    pools: Pools, first: Mapping[str, Placed], keys: Sequence[str],
+    takes: Mapping[str, Mapping[str, Sequence[passes.Take]]],
+) -> tuple[set[str], set[tuple[str, int]]]:
+    """The spreads among `keys` (in key order) whose takes do not fit on what the spreads before
+    them left, and the pools those takes may use."""
+    fold = _Fold(pools)
+    per_cluster: dict[str, list[str]] = {}
+    for key in keys:
+        for name in first[key].charges.keys() | takes[key].keys():
+            per_cluster.setdefault(name, []).append(key)
+    failed: set[str] = set()
+    contended: set[tuple[str, int]] = set()
+    for name, chargers in per_cluster.items():
+        for key in chargers:  # in key order
+            mine = takes[key].get(name)
+            if mine:
+                refused = fold.refused(name, first[key], mine)
+                if refused is not None:
+                    failed.add(key)
+                    contended.update((name, index) for index in refused)
+            fold.charge(name, first[key].charges.get(name, ()))
+    return failed, contended
+
+
+def _charged_pools(pools: Pools, placed: Placed, fold: _Fold) -> set[tuple[str, int]]:
+    """The (cluster, pool) pairs whose nodes admit some of the spread's pending pods."""
+    return {(name, index) for name, items in placed.charges.items() if name in pools
+            for item in items for index in fold.admitted(name, item.profile)}
+
+
+def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place) -> Settled:
+    """The round's answer from `first`, every spread's answer against the snapshot `pools` (in any
+    order, from any number of shards): contended pools found and their spreads placed again with
+    `place`, one after another in key order (see the module docstring)."""
+    keys = sorted(first)
+    takes = {key: _takes_by_cluster(first[key]) for key in keys}
+    lookup = _Fold(pools)
+    charged = {key: _charged_pools(pools, first[key], lookup) for key in keys}
+    contended: set[tuple[str, int]] = set()
+    again: set[str] = set()
+    while True:
+        failed, found = _check(pools, first, [k for k in keys if k not in again], takes)
+        if not failed:
+            break
+        contended |= found
+        again |= failed | {key for key in keys if not charged[key].isdisjoint(contended)}
+    placed = {key: first[key] for key in keys}
+    if again:
+        fold = _Fold(pools)
+        for key in keys:
+            if key not in again:
+                for name, items in first[key].charges.items():
+                    fold.charge(name, items)
+        for key in sorted(again):
+            placed[key] = answer = place(key, fold.room())
+            for name, items in answer.charges.items():
+                fold.charge(name, items)
+    return Settled(placed=placed, contended=frozenset(contended), replaced=tuple(sorted(again)))
+
+
+def place_round(
+    keys: Collection[str], *, pools: Pools, place: Place, first: Mapping[str, Placed] | None = None,
+) -> Settled:
+    """The round of spreads `keys` against the snapshot `pools`: each placed against it (unless
+    `first` already holds those answers, e.g. from shards), then `settle`d."""
+    if first is None:
+        room = room_of(pools)
+        first = {key: place(key, room) for key in sorted(set(keys))}
+    elif set(first) != set(keys):
+        raise ValueError(f"the first answers are for {sorted(first)}, not the round's {sorted(set(keys))}")
+    return settle(pools, first, place=place)
+
+
+def place_in_order(keys: Iterable[str], *, pools: Pools, place: Place) -> dict[str, Placed]:
+    """The sequential rule the round is compared with: the spreads in the order given, each against
+    the snapshot minus the pending charges of the ones before it."""
+    fold = _Fold(pools)
+    placed: dict[str, Placed] = {}
+    for key in keys:
+        placed[key] = answer = place(key, fold.room())
+        for name, items in answer.charges.items():
+            fold.charge(name, items)
+    return placed
