@@ -280,6 +280,16 @@ class FederatedSpreadSpec(common.SpecModel):
             "them and their pods running, no longer managed by fedspread; Delete removes them."
         ),
     )
+    propagate_dependencies: bool = pydantic.Field(
+        default=True,
+        description=(
+            "Copy the objects the pod template references (ConfigMaps and Secrets of volumes, env "
+            "and envFrom, imagePullSecrets, a ServiceAccount other than default, "
+            "PersistentVolumeClaims) from the spread's namespace on the hub into every member "
+            "cluster that runs replicas, before the workload, and keep them in sync with the hub. "
+            "false: fedspread copies none and hands over the copies it made for this spread."
+        ),
+    )
 
     @pydantic.model_validator(mode="after")
     def _cross_field_rules(self) -> FederatedSpreadSpec:
