@@ -31,6 +31,8 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from federation.sandbox import pod_refs
+
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 HEARTBEAT_SECONDS = 20.0  # Lease renewal; node status every third beat
@@ -278,14 +280,29 @@ class NodeSimulator:
             return
         if status.get("phase") not in (None, "Pending", "Running"):
             return
+        if status.get("phase") != "Running":  # a kubelet checks what the pod needs before it starts
+            blocked = pod_refs.blocking(pod, exists=self._exists)
+            if blocked is not None:
+                waiting = pod_refs.waiting_status(pod, reason=blocked[0], message=blocked[1],
+                                                  host_ip=self._address(node))
+                if _signature(waiting) not in (_signature(status), self._written.get(uid)):
+                    self.api.call("PATCH", f"{path}/status", {"status": waiting}, decode=False)
+                    self._written[uid] = _signature(waiting)
+                self._enqueue(key, pod_refs.RECHECK_SECONDS)
+                return
         ip = status.get("podIP") or self._address(node, next(self._ips[node]) % 253 + 2)
         desired, wake = pod_status(pod, now=datetime.datetime.now(datetime.UTC), pod_ip=ip,
                                    host_ip=self._address(node))
+        for item in desired["containerStatuses"] if status.get("phase") == "Pending" else ():
+            item["state"]["waiting"] = None  # a strategic merge would keep a waiting state beside it
         if _signature(desired) not in (_signature(status), self._written.get(uid)):
             self.api.call("PATCH", f"{path}/status", {"status": desired}, decode=False)
             self._written[uid] = _signature(desired)
         if wake:
             self._enqueue(key, wake + 0.05)
+
+    def _exists(self, path: str) -> bool:
+        return self.api.call("GET", path, ok=(404,)) is not None
 
     def _work(self) -> None:
         failures: collections.Counter[str] = collections.Counter()

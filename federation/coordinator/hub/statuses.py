@@ -231,7 +231,11 @@ class StatusPass:
             reports=reports, marks=self.world.marks_for(key), previous=previous, now=now,
             failover=self.world.brakes.state(key),
             selectable=len(self.world.selected(key) & frozenset(self.world.cluster_names())),
-            conflicts=self.world.pods.conflicts_for(key))
+            conflicts=self.world.pods.conflicts_for(key),
+            dependency_conflicts=self.world.pods.dependency_conflicts_for(key),
+            missing_dependencies=[f"{ref.kind}/{ref.name}"
+                                  for ref in self.world.hub_objects.missing(key, entry.template)]
+            if entry.spec.propagate_dependencies else None)
         target = None
         if entry.replicas is not None:
             fields = status_core.deployment_status(
