@@ -424,6 +424,27 @@ class ClusterPlacementStatus(common.StatusModel):
     ready_replicas: int = pydantic.Field(default=0, description="Of those, ready.")
 
 
+class DependencyStatus(common.StatusModel):
+    """One object the pod template references, and where fedspread copies it
+    (`spec.propagateDependencies`)."""
+
+    kind: str = pydantic.Field(description="ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim.")
+    name: str = pydantic.Field(description="Its name, in the spread's namespace.")
+    found: bool = pydantic.Field(
+        default=False,
+        description="It exists on the hub; false: nothing is copied, copies already made are kept.")
+    optional: bool = pydantic.Field(
+        default=False, description="Every use of it says optional: its absence is not DependencyMissing.")
+    clusters: list[str] = pydantic.Field(
+        default_factory=list,
+        description="Member clusters it is copied to: those running replicas of the spread, less conflicts.")
+    conflicts: list[str] = pydantic.Field(
+        default_factory=list,
+        description=("Member clusters holding a same-name object fedspread did not create: left "
+                     "alone, and the pods there use it."),
+    )
+
+
 class FederatedSpreadStatus(common.StatusModel):
     """What the coordinator decided and observed."""
 
@@ -443,6 +464,11 @@ class FederatedSpreadStatus(common.StatusModel):
     )
     conditions: list[common.Condition] = pydantic.Field(
         default_factory=list, description="Valid, Placed, CapacityExhausted, ..."
+    )
+    dependencies: list[DependencyStatus] | None = pydantic.Field(
+        default=None,
+        description=("The objects the pod template references and where they are copied; absent "
+                     "when it references none or propagateDependencies is false."),
     )
 
 

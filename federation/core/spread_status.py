@@ -227,6 +227,7 @@ def spread_status(
     conflicts: Mapping[str, str] | None = None,
     dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
     missing_dependencies: Sequence[str] | None = None,
+    dependencies: Sequence[spread.DependencyStatus] | None = None,
 ) -> spread.FederatedSpreadStatus:
     """The FederatedSpread status for a placement, the agents' pod counts and the marks.
 
@@ -237,7 +238,8 @@ def spread_status(
     cluster -> the objects the pods need (`Kind/name`) that it leaves alone for the same reason (both
     shown in the Conflict condition). `missing_dependencies` (`Kind/name`) are the objects the
     template references that the hub lacks (the DependencyMissing condition; None: the spread does
-    not propagate its dependencies, and the condition is left out).
+    not propagate its dependencies, and the condition is left out). `dependencies` is where each
+    referenced object is (`status.dependencies`, for `kubectl describe`; None or empty: left out).
     """
     result = placement
     ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
@@ -296,6 +298,7 @@ def spread_status(
         placement=cluster_statuses,
         subset_statuses=subset_statuses,
         conditions=conditions,
+        dependencies=list(dependencies) if dependencies else None,
     )
 
 

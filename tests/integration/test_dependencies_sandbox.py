@@ -14,7 +14,8 @@ a Secret `web-credentials` of its own (a user's), which must be left alone and r
   and the spread that needs them); member-2, with no replicas, gets no copy at all.
 - 3 replicas: member-2 gets its copies before its workload and runs a Ready pod; its own Secret
   keeps its data and gets no mark; the spread's Conflict condition names member-2's cluster and
-  the Secret; DependencyMissing is False.
+  the Secret; DependencyMissing is False; `status.dependencies` (what `kubectl describe` shows)
+  says which object is copied where and where it is in conflict.
 - Editing the ConfigMap on the hub reaches both members.
 - Deployment `api` references a ConfigMap the hub lacks: DependencyMissing names it, the workload
   is still placed (its member Deployment exists) and its pod waits; once the ConfigMap is created
@@ -172,6 +173,12 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         assert conflict["reason"] == "MemberObjectNotOwned"
         assert f"{second}: Secret/web-credentials" in conflict["message"]
         assert hub.condition("web", "DependencyMissing")["status"] == "False"
+        where = {f"{d['kind']}/{d['name']}": (d.get("clusters"), d.get("conflicts"))
+                 for d in hub.spread_status("web")["dependencies"]}  # what `kubectl describe` shows
+        both = sorted((first, second))
+        assert where == {"ConfigMap/web-config": (both, []), "Secret/registry": (both, []),
+                         "Secret/web-credentials": ([first], [second]),
+                         "ServiceAccount/web-runner": (both, [])}
 
         # The hub is the source of truth: an edit reaches every member that runs the spread.
         hub_core.patch_namespaced_config_map("web-config", namespace, {"data": {"app.conf": "v2"}})

@@ -9,7 +9,7 @@ import copy
 import datetime
 from typing import Any
 
-from federation.api import names
+from federation.api import names, spread
 from federation.coordinator.hub import watcher
 from federation.coordinator.model import hub_objects, loop, world
 from federation.coordinator.wire import assignments
@@ -163,3 +163,20 @@ def test_a_member_object_not_ours_is_a_conflict_naming_cluster_and_object() -> N
     both = status_of(conflicts={"dc1": "Deployment web is not ours"},
                      dependency_conflicts={"aws": ["Secret/web-credentials"]})["Conflict"]
     assert both.reason == "MemberDeploymentNotOwned" and "aws: Secret/web-credentials" in both.message
+
+
+def test_the_status_lists_where_each_dependency_is_and_nothing_when_there_is_none() -> None:
+    spec = builders.spread_spec(*SUBSETS)
+    result = placement.place(spec, replicas=3, snapshot=builders.snapshot(
+        builders.member("dc1", builders.pool(2)), builders.member("aws", builders.pool(2))), now=T0)
+    where = [spread.DependencyStatus(kind="Secret", name="web-credentials", found=True, clusters=["dc1"],
+                                     conflicts=["aws"])]
+
+    def made(**kwargs: Any) -> spread.FederatedSpreadStatus:
+        return spread_status.spread_status(placement=result, spec=spec, generation=1, reports={}, marks=[],
+                                           previous=None, now=T0, **kwargs)
+
+    assert made(dependencies=where).model_dump(by_alias=True)["dependencies"] == [
+        {"kind": "Secret", "name": "web-credentials", "found": True, "optional": False, "clusters": ["dc1"],
+         "conflicts": ["aws"]}]
+    assert made(dependencies=[]).dependencies is None and made().dependencies is None
