@@ -138,6 +138,8 @@ class DependencySync:
         self._again: dict[str, float] = {}
         """Per spread: when its copies are looked at again although its assignment is unchanged."""
         self._conflicts: dict[str, tuple[str, ...]] = {}
+        self._digests: dict[str, tuple[assignment.Assignment, str]] = {}
+        """Per spread: the digest of its assignment object (hashed once per assignment received)."""
         self._lock = threading.Lock()
 
     def conflicts(self) -> dict[str, tuple[str, ...]]:
@@ -155,7 +157,9 @@ class DependencySync:
         for value in current:
             if not value.federation:  # no identity: nothing can be marked ours
                 continue
-            digest = _digest(value)
+            memo = self._digests.get(value.spread)
+            digest = memo[1] if memo is not None and memo[0] is value else _digest(value)
+            self._digests[value.spread] = (value, digest)
             applied = self._applied.get(value.spread)
             if applied is not None and applied.digest == digest and now < self._again.get(value.spread, 0.0):
                 continue
@@ -171,8 +175,11 @@ class DependencySync:
             self._set_conflicts(value.spread, conflicted)
             for outcome in found.values():
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        assigned = {v.spread for v in current}
+        for spread in set(self._digests) - assigned:
+            del self._digests[spread]
         with self._lock:
-            for spread in set(self._conflicts) - {v.spread for v in current}:
+            for spread in set(self._conflicts) - assigned:
                 del self._conflicts[spread]
         return outcomes
 
