@@ -30,7 +30,7 @@ from kubernetes import client
 
 from agents import bookkeeping, bootstrap, metrics, outbox, owners, ownership, runnable
 from agents.cache import store as cache
-from agents.controller import reconciler, workload, workload_loop
+from agents.controller import dependencies, reconciler, workload, workload_loop
 from agents.inventory import reporter
 from agents.link import client as link_client
 from agents.link import settings as link_settings
@@ -130,10 +130,13 @@ class Agent:
         heartbeat = settings.link.heartbeat_seconds
         self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
                                               recorder=self.recorder)
-        self.workload_loop = workload_loop.WorkloadLoop(self.workload)
+        self.copies = dependencies.DependencySync(core, self.bookkeeping)
+        self.workload_loop = workload_loop.WorkloadLoop(self.workload, copies=self.copies)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,
                                                 heartbeat_seconds=heartbeat,
-                                                conflicts=self.workload.conflicts, recorder=self.recorder)
+                                                conflicts=self.workload.conflicts,
+                                                dependency_conflicts=self.copies.conflicts,
+                                                recorder=self.recorder)
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox, heartbeat_seconds=heartbeat,
                                                    max_pools=settings.inventory.max_node_pools)
         self.link = link_client.Link(

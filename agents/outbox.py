@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import datetime
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from agents import bookkeeping
 from agents.cache import views
@@ -56,10 +56,12 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
                    generations: Mapping[str, int], observed_at: datetime.datetime,
                    workloads: Mapping[str, views.DeploymentStatus | None] | None = None,
                    conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
-                   first_after_start: bool = False) -> agent_pb2.AgentMessage:
+                   first_after_start: bool = False,
+                   dependency_conflicts: Mapping[str, Sequence[str]] | None = None) -> agent_pb2.AgentMessage:
     """A full PodCountsReport: per spread, per subset, pods by state, the member Deployment's
     status (`workload` left unset for a spread without one in `workloads`), and why the target
-    Deployment is left alone for a spread in `conflicts` (not ours: agents.ownership).
+    Deployment is left alone for a spread in `conflicts` (not ours: agents.ownership), and which
+    objects its pods need are, in `dependency_conflicts` (`Kind/name`).
 
     `assigned`: the spreads whose assignment was held, with a synced cache, when counting — the
     only ones the report is evidence for (agent.proto; None: not said, as agents before the field
@@ -83,6 +85,7 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
         if status is not None:
             item.workload.CopyFrom(workload_status(status))
         item.conflict = (conflicts or {}).get(spread, "")
+        item.dependency_conflicts.extend((dependency_conflicts or {}).get(spread, ()))
     return agent_pb2.AgentMessage(pod_counts=report)
 
 

@@ -130,10 +130,10 @@ Seen = tuple[int, owners.Controllers]
 """What a spread's pods were read at: the cache's version of its pods and its owner chain."""
 
 Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
-               dict[str, str], frozenset[str]]
+               dict[str, str], frozenset[str], dict[str, tuple[str, ...]]]
 """What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, why
-that Deployment is left alone (a conflict), and the spreads the counts are evidence for (their
-assignment held, the cache synced)."""
+that Deployment is left alone (a conflict), the spreads the counts are evidence for (their
+assignment held, the cache synced), and the objects its pods need that are left alone."""
 
 ROUND_SECONDS = 1.0
 """Without a change, a reconcile round runs this often (`run`; the watchdog's period)."""
@@ -155,12 +155,15 @@ class Reconciler:
                  cache: cache_mod.Cache, *, clock: clock_mod.Clock = clock_mod.utcnow,
                  heartbeat_seconds: float = 10.0,
                  conflicts: Callable[[], Mapping[str, str]] | None = None,
+                 dependency_conflicts: Callable[[], Mapping[str, tuple[str, ...]]] | None = None,
                  recorder: kube_events.EventRecorder | None = None) -> None:
         self._core = core_api
         self._recorder = recorder
         """Records a `Rescheduled` Event on each pod deleted for rescheduling."""
         self._conflicts = conflicts
         """Per spread, why its member Deployment is left alone (the workload sync's), reported."""
+        self._dependency_conflicts = dependency_conflicts
+        """Per spread, the objects its pods need that the member has without our mark, reported."""
         self._books = books
         self._outbox = box
         self._cache = cache
@@ -355,17 +358,18 @@ class Reconciler:
             {a.spread: member_status(a, self._cache.deployment(a.namespace, a.workload)) for a in current},
             dict(self._conflicts()) if self._conflicts is not None else {},
             frozenset(a.spread for a in current) if counted else frozenset(),
+            dict(self._dependency_conflicts()) if self._dependency_conflicts is not None else {},
         )
         now = time.monotonic()
         if report == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
             return False
         first = self._sequence == 0
         self._sequence += 1
-        per_spread, workloads, conflicts, assigned = report
+        per_spread, workloads, conflicts, assigned, dependency_conflicts = report
         self._outbox.put_counts(outbox.counts_message(
             per_spread, sequence=self._sequence, generations={a.spread: a.generation for a in current},
             observed_at=self._clock(), workloads=workloads, conflicts=conflicts, assigned=assigned,
-            first_after_start=first))
+            first_after_start=first, dependency_conflicts=dependency_conflicts))
         self._last_counts, self._last_sent = report, now
         return True
 

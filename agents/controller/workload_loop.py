@@ -1,10 +1,13 @@
-"""The workload loop: removals first, then one workload sync round, every second or when woken.
+"""The workload loop: removals first, then the objects pods need, then one workload sync round.
 
 Why a loop of its own (an `agents.runnable.Runnable`, critical): the link's callbacks must be quick
 and never call the apiserver, so an assignment only wakes this loop, and a removal is queued for
 it. Each turn applies the queued removals in arrival order — `WorkloadSync.remove`, or
 `WorkloadSync.release` when the removal orphans the workload (it keeps running, unmanaged) — each
-for the federation of the stream it arrived on, then runs `WorkloadSync.sync_once`. A failed turn
+for the federation of the stream it arrived on, and the same for the spread's copies of the objects
+its pods need (`dependencies.DependencySync`: `remove` or `release`); then it runs
+`DependencySync.sync_once`, so a spread's ConfigMaps, Secrets and ServiceAccount exist before its
+workload is written, and `WorkloadSync.sync_once`. A failed turn
 is logged and retried at the next (a removal that failed is queued again); the webhook enforces
 the quotas meanwhile. Its lines are logged as `fedspread.agent`, as they were when the agent's
 main module ran this loop.
@@ -17,7 +20,7 @@ import queue
 import threading
 
 from agents import runnable
-from agents.controller import workload
+from agents.controller import dependencies, workload
 
 log = logging.getLogger("fedspread.agent")
 
@@ -36,8 +39,11 @@ class WorkloadLoop:
     critical = True
     """Critical: the member workloads are what the webhook's quotas are for."""
 
-    def __init__(self, sync: workload.WorkloadSync) -> None:
+    def __init__(self, sync: workload.WorkloadSync, *,
+                 copies: dependencies.DependencySync | None = None) -> None:
         self.sync = sync
+        self.copies = copies
+        """The objects the spreads' pods need (None: not copied, as in tests of the workload alone)."""
         self._wake = threading.Event()
         self._removals: queue.Queue[Removal] = queue.Queue()
 
@@ -67,7 +73,11 @@ class WorkloadLoop:
                     spread, orphan, federation = removal
                     # An orphaned workload keeps running, unmanaged; otherwise it is deleted.
                     (self.sync.release if orphan else self.sync.remove)(spread, federation=federation)
+                    if self.copies is not None:
+                        (self.copies.release if orphan else self.copies.remove)(spread, federation=federation)
                     removal = None
+                if self.copies is not None:
+                    self.copies.sync_once()
                 self.sync.sync_once()
             except Exception as error:  # the next round retries; the webhook enforces meanwhile
                 if removal is not None:

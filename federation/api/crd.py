@@ -61,6 +61,8 @@ _DROPPED = frozenset({"title", "default"})
 
 APISERVER_DEFAULTS: Mapping[str, str] = {
     "FederatedSpread.spec.deletionPolicy": "what deleting the spread does to its member workloads",
+    "FederatedSpread.spec.propagateDependencies":
+        "whether fedspread creates, updates and removes copies of the template's objects in members",
     "FederatedSpread.spec.failover": "holds clusterLostSeconds (defaults to {})",
     "FederatedSpread.spec.failover.clusterLostSeconds": "how long a silent cluster keeps its replicas",
     "FederatedSpread.spec.scheduleStrategy": "holds type (defaults to {})",

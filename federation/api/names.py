@@ -80,6 +80,24 @@ replace --force`, a GitOps replace) adopts it, and no other spread does (`agents
 """
 
 
+NEEDED_BY_ANNOTATION = f"{PREFIX}needed-by"
+"""On a member copy of an object spreads' pods need (issue 24: a ConfigMap, Secret, ServiceAccount
+or claim the agent copied from the hub): the spread keys that need it in this cluster, sorted,
+comma-separated. With `FEDERATION_LABEL`, the mark that the copy is fedspread's.
+
+Written and read by the agent's dependency sync: a copy goes when no spread needs it any more (and
+none left it orphaned, `ORPHANED_BY_ANNOTATION`).
+"""
+
+ORPHANED_BY_ANNOTATION = f"{PREFIX}orphaned-by"
+"""On a member copy: the spread keys that were removed from this cluster with `deletionPolicy:
+Orphan` (or stopped propagating their dependencies) while they needed it, sorted, comma-separated.
+Their workloads may still use it, so the copy is never deleted while one is named here.
+
+Written and read by the agent's dependency sync.
+"""
+
+
 def released_from(federation: str, spread: str) -> str:
     """The `RELEASED_FROM_ANNOTATION` value of spread key `spread` released in `federation`."""
     return f"{federation}/{spread}"

@@ -280,6 +280,16 @@ class FederatedSpreadSpec(common.SpecModel):
             "them and their pods running, no longer managed by fedspread; Delete removes them."
         ),
     )
+    propagate_dependencies: bool = pydantic.Field(
+        default=True,
+        description=(
+            "Copy the objects the pod template references (ConfigMaps and Secrets of volumes, env "
+            "and envFrom, imagePullSecrets, a ServiceAccount other than default, "
+            "PersistentVolumeClaims) from the spread's namespace on the hub into every member "
+            "cluster that runs replicas, before the workload, and keep them in sync with the hub. "
+            "false: fedspread copies none and hands over the copies it made for this spread."
+        ),
+    )
 
     @pydantic.model_validator(mode="after")
     def _cross_field_rules(self) -> FederatedSpreadSpec:
@@ -426,6 +436,27 @@ class TargetStatus(common.StatusModel):
         return (self.api_version, self.kind, self.name) == (ref.api_version, ref.kind, ref.name)
 
 
+class DependencyStatus(common.StatusModel):
+    """One object the pod template references, and where fedspread copies it
+    (`spec.propagateDependencies`)."""
+
+    kind: str = pydantic.Field(description="ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim.")
+    name: str = pydantic.Field(description="Its name, in the spread's namespace.")
+    found: bool = pydantic.Field(
+        default=False,
+        description="It exists on the hub; false: nothing is copied, copies already made are kept.")
+    optional: bool = pydantic.Field(
+        default=False, description="Every use of it says optional: its absence is not DependencyMissing.")
+    clusters: list[str] = pydantic.Field(
+        default_factory=list,
+        description="Member clusters it is copied to: those running replicas of the spread, less conflicts.")
+    conflicts: list[str] = pydantic.Field(
+        default_factory=list,
+        description=("Member clusters holding a same-name object fedspread did not create: left "
+                     "alone, and the pods there use it."),
+    )
+
+
 class FederatedSpreadStatus(common.StatusModel):
     """What the coordinator decided and observed."""
 
@@ -451,6 +482,11 @@ class FederatedSpreadStatus(common.StatusModel):
     )
     conditions: list[common.Condition] = pydantic.Field(
         default_factory=list, description="Valid, Placed, CapacityExhausted, ..."
+    )
+    dependencies: list[DependencyStatus] | None = pydantic.Field(
+        default=None,
+        description=("The objects the pod template references and where they are copied; absent "
+                     "when it references none or propagateDependencies is false."),
     )
 
 

@@ -100,6 +100,7 @@ class AgentStream:
         self.counts: dict[str, dict[str, status.ClusterPods]] = {}
         self.workloads: dict[str, status.WorkloadStatus] = {}
         self.conflicts: dict[str, str] = {}
+        self.dependency_conflicts: dict[str, tuple[str, ...]] = {}
 
     def send(self, **body: object) -> None:
         """Queue one CoordinatorMessage, e.g. `send(assignment=...)` (coalesced per spread)."""
@@ -248,7 +249,8 @@ class Coordinator:
         if entry.replicas == 0:  # scaled to zero: the member workloads stay, at 0 (HPAs, PDBs)
             holding |= self._sent.holders(key)
         messages = assignments.for_clusters(
-            entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding)
+            entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding,
+            objects=self.world.hub_objects)
         if messages:
             issued = timestamp_pb2.Timestamp()
             issued.FromDatetime(now)
@@ -409,5 +411,9 @@ class Coordinator:
         stream.counts = found.counts if report.full else {**stream.counts, **found.counts}
         stream.workloads = found.workloads if report.full else {**stream.workloads, **found.workloads}
         stream.conflicts = found.conflicts if report.full else {**stream.conflicts, **found.conflicts}
+        stream.dependency_conflicts = found.dependency_conflicts if report.full else {
+            **{k: v for k, v in stream.dependency_conflicts.items() if k not in found.counts},
+            **found.dependency_conflicts}
         self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
-                                           conflicts=stream.conflicts, assigned=found.assigned))
+                                           conflicts=stream.conflicts, assigned=found.assigned,
+                                           dependency_conflicts=stream.dependency_conflicts))

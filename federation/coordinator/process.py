@@ -4,10 +4,10 @@ Why one module: every part shares one `world.World` behind one `facade.Coordinat
 (its lock is the only lock on the World); seeing them connected here is the quickest way to
 understand the coordinator. The threads, and why each exists:
 
-- **hub events** — the `HubWatcher`'s three watch threads only enqueue; ONE worker applies the
+- **hub events** — the `HubWatcher`'s watch threads (one per hub kind) only enqueue; ONE worker applies the
   events in order (`hub.apply_to_world` under the facade's lock, then `Coordinator.publish`), so a
   slow recompute never stalls a watch stream and events are never reordered. After the first
-  SYNCED of all three kinds it calls `mark_hub_synced()`: only then may agents be resynced (an
+  SYNCED of every hub kind it calls `mark_hub_synced()`: only then may agents be resynced (an
   empty World must not tell agents to remove live workloads).
 - **timer** (1 s) — `Coordinator.tick()` moves replicas off clusters whose agents went silent
   (unless the failover brake holds for a spread, or the failover rate limit defers a cluster), and
@@ -84,7 +84,7 @@ from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
 
-HUB_KINDS = frozenset({"spread", "cluster", "deployment"})
+HUB_KINDS = frozenset({"spread", "cluster", "deployment", *hub.DEPENDENCY_KINDS})
 GRPC_WORKERS = 8
 """Threads for the agent streams' calls into the facade, however many agents connect (an agent stream
 is a coroutine on the gRPC event loop, `services.aio_server`)."""

@@ -151,8 +151,17 @@ MAX_CONFLICT_CHARS = 200
 """Each cluster's conflict message is cut to this many characters in the condition."""
 
 
-def _conflict_condition(conflicts: Mapping[str, str], **common_args: Any) -> common.Condition:
-    """`Conflict=True` naming each cluster whose agent leaves a same-name Deployment it does not own."""
+def _conflict_condition(conflicts: Mapping[str, str], dependencies: Mapping[str, Sequence[str]],
+                        **common_args: Any) -> common.Condition:
+    """`Conflict=True` naming each cluster whose agent leaves a same-name Deployment it does not
+    own, or a same-name object the spread's pods need (`dependencies`: cluster -> `Kind/name`)."""
+    if dependencies and not conflicts:
+        where = "; ".join(f"{name}: {', '.join(dependencies[name])}" for name in sorted(dependencies))
+        message = (f"{_plural(len(dependencies), 'cluster')} already have objects the pods need, not "
+                   f"created by fedspread, left alone and not updated from the hub ({where}); remove "
+                   f"or rename the member's own objects to let fedspread copy the hub's")
+        return status.condition("Conflict", "True", reason="MemberObjectNotOwned", message=message,
+                                **common_args)
     if not conflicts:
         return status.condition("Conflict", "False", reason="NoConflict",
                                 message="no member cluster has a Deployment of the target's name that "
@@ -160,7 +169,24 @@ def _conflict_condition(conflicts: Mapping[str, str], **common_args: Any) -> com
     where = "; ".join(f"{name}: {conflicts[name][:MAX_CONFLICT_CHARS]}" for name in sorted(conflicts))
     message = (f"{_plural(len(conflicts), 'cluster')} left alone ({where}); rename or remove the "
                f"member's own Deployment, or point targetRef at another name")
+    if dependencies:
+        message += "; objects the pods need, left alone: " + "; ".join(
+            f"{name}: {', '.join(dependencies[name])}" for name in sorted(dependencies))
     return status.condition("Conflict", "True", reason="MemberDeploymentNotOwned", message=message,
+                            **common_args)
+
+
+def _dependency_condition(missing: Sequence[str], **common_args: Any) -> common.Condition:
+    """`DependencyMissing=True` naming the objects the template references that the hub lacks: the
+    workload is placed all the same, and its pods wait in the members until the objects exist."""
+    if not missing:
+        return status.condition("DependencyMissing", "False", reason="DependenciesFound",
+                                message="every object the pod template references exists on the hub "
+                                "and is copied where the spread runs", **common_args)
+    message = (f"the pod template references {', '.join(missing)}, not found in the spread's namespace "
+               f"on the hub; the workload is placed, and its pods need the "
+               f"{'object' if len(missing) == 1 else 'objects'} to start")
+    return status.condition("DependencyMissing", "True", reason="NotFoundOnHub", message=message,
                             **common_args)
 
 
@@ -199,13 +225,21 @@ def spread_status(
     failover: brake.BrakeState | None = None,
     selectable: int = 0,
     conflicts: Mapping[str, str] | None = None,
+    dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
+    missing_dependencies: Sequence[str] | None = None,
+    dependencies: Sequence[spread.DependencyStatus] | None = None,
 ) -> spread.FederatedSpreadStatus:
     """The FederatedSpread status for a placement, the agents' pod counts and the marks.
 
     `reports` is cluster -> subset -> pods (`UNASSIGNED` for pods of no subset); `previous` carries
     condition transition times and each subset's failedCount. `failover` is the spread's brake
     (of `selectable` clusters), shown as the FailoverSuspended condition; `conflicts` is cluster ->
-    why its agent leaves a same-name Deployment it does not own alone.
+    why its agent leaves a same-name Deployment it does not own alone; `dependency_conflicts` is
+    cluster -> the objects the pods need (`Kind/name`) that it leaves alone for the same reason (both
+    shown in the Conflict condition). `missing_dependencies` (`Kind/name`) are the objects the
+    template references that the hub lacks (the DependencyMissing condition; None: the spread does
+    not propagate its dependencies, and the condition is left out). `dependencies` is where each
+    referenced object is (`status.dependencies`, for `kubectl describe`; None or empty: left out).
     """
     result = placement
     ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
@@ -249,8 +283,10 @@ def spread_status(
         _placed_condition(result, **common_args),
         _capacity_condition(result, spec, **common_args),
         _ready_condition(result, reports, **common_args),
-        _conflict_condition(conflicts or {}, **common_args),
+        _conflict_condition(conflicts or {}, dependency_conflicts or {}, **common_args),
     ]
+    if missing_dependencies is not None:
+        conditions.append(_dependency_condition(missing_dependencies, **common_args))
     suspended = _failover_condition(failover, selectable=selectable, **common_args)
     if suspended is not None:
         conditions.append(suspended)
@@ -264,6 +300,7 @@ def spread_status(
         placement=cluster_statuses,
         subset_statuses=subset_statuses,
         conditions=conditions,
+        dependencies=list(dependencies) if dependencies else None,
     )
 
 

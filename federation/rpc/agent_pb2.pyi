@@ -99,7 +99,7 @@ class PodCountsReport(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., sequence: _Optional[int] = ..., spreads: _Optional[_Iterable[_Union[SpreadPodCounts, _Mapping]]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lists_assigned: _Optional[bool] = ..., assigned: _Optional[_Iterable[str]] = ..., first_after_start: _Optional[bool] = ...) -> None: ...
 
 class SpreadPodCounts(_message.Message):
-    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict")
+    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict", "dependency_conflicts")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,7 @@ class SpreadPodCounts(_message.Message):
     UNASSIGNED_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_revision: str
@@ -114,7 +115,8 @@ class SpreadPodCounts(_message.Message):
     unassigned: PodCounts
     workload: WorkloadStatus
     conflict: str
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ...) -> None: ...
+    dependency_conflicts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ..., dependency_conflicts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubsetPodCounts(_message.Message):
     __slots__ = ("subset", "counts")
@@ -229,7 +231,7 @@ class Welcome(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., coordinator_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., full_resync: _Optional[bool] = ..., resume_token: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., federation_id: _Optional[str] = ...) -> None: ...
 
 class SpreadAssignment(_message.Message):
-    __slots__ = ("spread", "generation", "template_json", "template_revision", "replicas", "subsets", "subset_count", "strategy", "target", "issued_at", "spread_uid")
+    __slots__ = ("spread", "generation", "template_json", "template_revision", "replicas", "subsets", "subset_count", "strategy", "target", "issued_at", "spread_uid", "propagate_dependencies", "dependencies")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +243,8 @@ class SpreadAssignment(_message.Message):
     TARGET_FIELD_NUMBER: _ClassVar[int]
     ISSUED_AT_FIELD_NUMBER: _ClassVar[int]
     SPREAD_UID_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATE_DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_json: str
@@ -252,7 +256,21 @@ class SpreadAssignment(_message.Message):
     target: WorkloadRef
     issued_at: _timestamp_pb2.Timestamp
     spread_uid: str
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_json: _Optional[str] = ..., template_revision: _Optional[str] = ..., replicas: _Optional[int] = ..., subsets: _Optional[_Iterable[_Union[SubsetRule, _Mapping]]] = ..., subset_count: _Optional[int] = ..., strategy: _Optional[_Union[StrategySettings, _Mapping]] = ..., target: _Optional[_Union[WorkloadRef, _Mapping]] = ..., issued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spread_uid: _Optional[str] = ...) -> None: ...
+    propagate_dependencies: bool
+    dependencies: _containers.RepeatedCompositeFieldContainer[Dependency]
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_json: _Optional[str] = ..., template_revision: _Optional[str] = ..., replicas: _Optional[int] = ..., subsets: _Optional[_Iterable[_Union[SubsetRule, _Mapping]]] = ..., subset_count: _Optional[int] = ..., strategy: _Optional[_Union[StrategySettings, _Mapping]] = ..., target: _Optional[_Union[WorkloadRef, _Mapping]] = ..., issued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spread_uid: _Optional[str] = ..., propagate_dependencies: _Optional[bool] = ..., dependencies: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ...) -> None: ...
+
+class Dependency(_message.Message):
+    __slots__ = ("api_version", "kind", "name", "object_json")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    name: str
+    object_json: str
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., object_json: _Optional[str] = ...) -> None: ...
 
 class WorkloadRef(_message.Message):
     __slots__ = ("api_version", "kind", "namespace", "name")

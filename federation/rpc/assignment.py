@@ -59,6 +59,23 @@ class Strategy:
 
 
 @dataclasses.dataclass(frozen=True)
+class DependencyCopy:
+    """One object the spread's pods need in the member (`Dependency` on the wire). `body` is the
+    member copy, None when the hub has no such object; it may hold a Secret's data, so it is
+    left out of `repr` (an assignment in a log line or a traceback shows no secret)."""
+
+    kind: str
+    name: str
+    body: dict[str, Any] | None = dataclasses.field(default=None, repr=False, compare=True)
+    api_version: str = "v1"
+
+    @property
+    def ref(self) -> str:
+        """`Kind/name`, as conflicts and statuses name it."""
+        return f"{self.kind}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Assignment:
     """One cluster's share of one spread: Deployment replicas, template and subset table."""
 
@@ -77,6 +94,11 @@ class Assignment:
     spread_uid: str = ""
     """The hub FederatedSpread's metadata.uid: which incarnation of the spread owns the member
     Deployment (empty from a coordinator that does not send it)."""
+    propagate_dependencies: bool = False
+    """spec.propagateDependencies: `dependencies` is the whole list, kept copied for this spread.
+    False (or an older coordinator): nothing is copied, and copies made for it are handed over."""
+    dependencies: tuple[DependencyCopy, ...] = ()
+    """The objects the pod template references, sorted by kind and name."""
     federation: str = ""
     """The federation identity of the coordinator that sent it (Welcome.federation_id). Not a
     SpreadAssignment field: the agent's link fills it in from its stream's Welcome."""
@@ -106,7 +128,12 @@ class Assignment:
             spread=self.spread, generation=self.generation,
             template_json=json.dumps(self.template), template_revision=self.template_revision,
             replicas=self.replicas, subset_count=self.subset_count, spread_uid=self.spread_uid,
+            propagate_dependencies=self.propagate_dependencies,
         )
+        for dependency in self.dependencies:
+            message.dependencies.add(
+                api_version=dependency.api_version, kind=dependency.kind, name=dependency.name,
+                object_json=json.dumps(dependency.body) if dependency.body is not None else "")
         message.target.api_version = self.api_version
         message.target.kind = self.kind
         message.target.namespace = self.namespace
@@ -149,6 +176,11 @@ class Assignment:
                 for r in message.subsets
             )
             template = _json(message.template_json) or {}
+            dependencies = tuple(
+                DependencyCopy(kind=d.kind, name=d.name, body=_json(d.object_json),
+                               api_version=d.api_version or "v1")
+                for d in message.dependencies
+            )
         except json.JSONDecodeError as error:
             raise ValueError(f"assignment {message.spread}: malformed JSON ({error})") from None
         namespace, _, name = message.spread.partition("/")
@@ -168,6 +200,7 @@ class Assignment:
             ),
             api_version=target.api_version or "apps/v1", kind=target.kind or "Deployment",
             spread_uid=message.spread_uid, federation=federation,
+            propagate_dependencies=message.propagate_dependencies, dependencies=dependencies,
         )
 
 

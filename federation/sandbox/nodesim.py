@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from federation.sandbox import kubelet_status, provisioner, simapi
+from federation.sandbox import kubelet_status, pod_refs, provisioner, simapi
 from federation.sandbox.simapi import ApiError
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
@@ -188,15 +188,31 @@ class NodeSimulator:
             return
         if status.get("phase") not in (None, "Pending", "Running"):
             return
+        if status.get("phase") != "Running":  # a kubelet checks what the pod needs before it starts
+            blocked = pod_refs.blocking(pod, exists=self._exists)
+            if blocked is not None:
+                waiting = pod_refs.waiting_status(pod, reason=blocked[0], message=blocked[1],
+                                                  host_ip=self._address(node))
+                if kubelet_status.signature(waiting) not in (kubelet_status.signature(status),
+                                                             self._written.get(uid)):
+                    self.api.call("PATCH", f"{path}/status", {"status": waiting}, decode=False)
+                    self._written[uid] = kubelet_status.signature(waiting)
+                self._enqueue(key, pod_refs.RECHECK_SECONDS)
+                return
         ip = status.get("podIP") or self._address(node, next(self._ips[node]) % 253 + 2)
         desired, wake = kubelet_status.pod_status(pod, now=datetime.datetime.now(datetime.UTC), pod_ip=ip,
                                    host_ip=self._address(node))
+        for item in desired["containerStatuses"] if status.get("phase") == "Pending" else ():
+            item["state"]["waiting"] = None  # a strategic merge would keep a waiting state beside it
         if (signed := kubelet_status.signature(desired)) not in (kubelet_status.signature(status),
                                                                    self._written.get(uid)):
             self.api.call("PATCH", f"{path}/status", {"status": desired}, decode=False)
             self._written[uid] = signed
         if wake:
             self._enqueue(key, wake + 0.05)
+
+    def _exists(self, path: str) -> bool:
+        return self.api.call("GET", path, ok=(404,)) is not None
 
     def _work(self) -> None:
         failures: collections.Counter[str] = collections.Counter()

@@ -251,6 +251,7 @@ def test_no_json_schema_leftovers(name: str) -> None:
 
 STORED_DEFAULTS = {
     ".spec.deletionPolicy": "Orphan",
+    ".spec.propagateDependencies": True,
     ".spec.failover": {},
     ".spec.failover.clusterLostSeconds": 60,
     ".spec.scheduleStrategy": {},

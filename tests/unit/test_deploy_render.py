@@ -168,6 +168,11 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("apps", "deployments/status", frozenset({"get", "patch"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
         ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
+        # the objects pods need, read from the hub to be copied into members (issue 24)
+        ("", "configmaps", frozenset({"list", "watch"})),
+        ("", "secrets", frozenset({"list", "watch"})),
+        ("", "serviceaccounts", frozenset({"list", "watch"})),
+        ("", "persistentvolumeclaims", frozenset({"list", "watch"})),
     }
     assert rules(one(coordinator, "ClusterRole", "fedspread-placement-reader")) == {
         ("fedspread.io", "federatedspreads", frozenset({"get", "list", "watch"})),
@@ -397,6 +402,11 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("apps", "replicasets", frozenset({"list", "watch"})),
         ("", "namespaces", frozenset({"create"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
+        # the member copies of the objects pods need (agents/controller/dependencies.py): no list, no watch
+        ("", "configmaps", frozenset({"get", "create", "update", "delete"})),
+        ("", "secrets", frozenset({"get", "create", "update", "delete"})),
+        ("", "serviceaccounts", frozenset({"get", "create", "update", "delete"})),
+        ("", "persistentvolumeclaims", frozenset({"get", "create", "update", "delete"})),
     }, "no admissionregistration rights: the agent runs with --no-register-webhook"
     binding = one(agent, "ClusterRoleBinding", "fedspread-agent")
     assert binding["roleRef"]["name"] == "fedspread-agent"

@@ -42,7 +42,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
 from federation.coordinator.model import lifecycle
-from federation.core import spread_events
+from federation.core import placement, spread_events
 from federation.core import spread_status as spread_status_core
 from federation.core import status as status_core
 from federation.kube import errors as kube_errors
@@ -231,13 +231,37 @@ class StatusPass:
             reports=reports, marks=self.world.marks_for(key), previous=previous, now=now,
             failover=self.world.brakes.state(key),
             selectable=len(self.world.selected(key) & frozenset(self.world.cluster_names())),
-            conflicts=self.world.pods.conflicts_for(key))
+            conflicts=self.world.pods.conflicts_for(key),
+            dependency_conflicts=self.world.pods.dependency_conflicts_for(key),
+            missing_dependencies=[f"{ref.kind}/{ref.name}"
+                                  for ref in self.world.hub_objects.missing(key, entry.template)]
+            if entry.spec.propagate_dependencies else None,
+            dependencies=self._dependencies(key, result) if entry.spec.propagate_dependencies else None)
         target = None
         if entry.replicas is not None:
             fields = status_core.deployment_status(
                 self._member_workloads(key, reports, lost_after=entry.lost_after), replicas=entry.replicas)
             target = (key.partition("/")[0], entry.spec.target_ref.name, fields)
         return key, new, target
+
+    def _dependencies(self, key: str, result: placement.Placement) -> list[spread_api.DependencyStatus]:
+        """Where each object spread `key`'s template references is: found on the hub or not, the
+        clusters it is copied to (those with replicas, less the ones whose agent reports a
+        same-name object not ours) and those conflicts."""
+        entry = self.world.spread(key)
+        objects, namespace = self.world.hub_objects, key.partition("/")[0]
+        conflicts = self.world.pods.dependency_conflicts_for(key)
+        running = sorted(name for name, count in result.clusters.items() if count)
+        found: list[spread_api.DependencyStatus] = []
+        for ref in objects.references(key, entry.template if entry is not None else None):
+            named = f"{ref.kind}/{ref.name}"
+            clashing = [name for name in sorted(conflicts) if named in conflicts[name]]
+            present = objects.get(namespace, ref.kind, ref.name) is not None
+            found.append(spread_api.DependencyStatus(
+                kind=ref.kind, name=ref.name, found=present, optional=ref.optional,
+                clusters=[name for name in running if name not in clashing] if present else [],
+                conflicts=clashing))
+        return found
 
     def _member_workloads(
         self, key: str, reports: dict[str, dict[str, status_core.ClusterPods]], *,

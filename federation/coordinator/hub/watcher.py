@@ -1,4 +1,4 @@
-"""Watching the hub: FederatedSpreads, MemberClusters and Deployments, as typed events.
+"""Watching the hub: FederatedSpreads, MemberClusters, Deployments and the objects pods need, as events.
 
 Why: the coordinator's World must follow the hub without missing a change and without a restart
 losing anything. Each resource is followed by a `federation.kube.reflector.Reflector`, the one the
@@ -11,6 +11,10 @@ Events are emitted under one lock, so a consumer sees them in one order across t
 express every rule) does not stop the watcher: its event carries the problems, so the coordinator
 can report `Valid=False`. Spread events also carry the spread's target Deployment as last seen,
 so `apply_to_world` works whichever of the two the hub reports first.
+
+ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims are followed in every namespace
+(issue 24: the objects a spread's pods need are copied from the hub, `model/hub_objects.py`).
+Their events carry the object itself, out of every repr: a Secret is never logged.
 """
 
 from __future__ import annotations
@@ -36,7 +40,13 @@ from federation.kube import deadlines, reflector
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-Kind = Literal["spread", "cluster", "deployment"]
+Kind = Literal["spread", "cluster", "deployment", "configmap", "secret", "serviceaccount",
+               "persistentvolumeclaim"]
+DEPENDENCY_KINDS: dict[Kind, str] = {
+    "configmap": "ConfigMap", "secret": "Secret", "serviceaccount": "ServiceAccount",
+    "persistentvolumeclaim": "PersistentVolumeClaim",
+}
+"""The hub kinds a pod template may reference (`model.hub_objects`), by event kind."""
 EventType = reflector.EventType
 
 
@@ -81,6 +91,9 @@ class HubEvent:
     """For spread events: the Deployment its targetRef names, as last seen (None if not seen)."""
     deletion_policy: str = ""
     """For an invalid spread (`spread` None): its `spec.deletionPolicy` as written ("" if none)."""
+    obj: Json | None = dataclasses.field(default=None, repr=False)
+    """For a dependency kind (`DEPENDENCY_KINDS`): the object as the hub returned it (None when
+    deleted). It may be a Secret: never shown in a repr or a log line."""
 
     @property
     def valid(self) -> bool:
@@ -118,7 +131,7 @@ def parse_deployment(obj: Json) -> DeploymentInfo:
 
 
 class HubWatcher:
-    """Three list-then-watch threads on the hub, delivering HubEvents to `on_event`; `on_turn(kind)`
+    """List-then-watch threads on the hub (one per kind), delivering HubEvents to `on_event`; `on_turn(kind)`
     at every turn of a stream (the coordinator's watchdog heartbeat, `federation.watchdog`)."""
 
     def __init__(self, api_client: client.ApiClient, on_event: Callable[[HubEvent], None], *,
@@ -126,6 +139,7 @@ class HubWatcher:
                  on_turn: Callable[[str], None] | None = None) -> None:
         custom = client.CustomObjectsApi(api_client)
         apps = client.AppsV1Api(api_client)
+        core = client.CoreV1Api(api_client)
         self._on_event = on_event
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -138,6 +152,10 @@ class HubWatcher:
             "cluster": functools.partial(custom.list_cluster_custom_object, common.API_GROUP,
                                          common.API_VERSION, cluster_api.PLURAL),
             "deployment": apps.list_deployment_for_all_namespaces,
+            "configmap": core.list_config_map_for_all_namespaces,
+            "secret": core.list_secret_for_all_namespaces,
+            "serviceaccount": core.list_service_account_for_all_namespaces,
+            "persistentvolumeclaim": core.list_persistent_volume_claim_for_all_namespaces,
         }
         self.watch_seconds = watch_seconds
         turned = on_turn if on_turn is not None else (lambda _kind: None)
@@ -148,7 +166,7 @@ class HubWatcher:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        """Start the three watch threads (daemons)."""
+        """Start the watch threads (daemons)."""
         for stream in self._streams:
             thread = threading.Thread(target=stream.run, name=f"hub-watch-{stream.kind}", daemon=True)
             thread.start()
@@ -198,6 +216,8 @@ class HubWatcher:
         if type_ == "SYNCED":
             return HubEvent(kind, type_)
         key = reflector.key(obj)
+        if kind in DEPENDENCY_KINDS:
+            return HubEvent(kind, type_, key, obj=None if type_ == "DELETED" else obj)
         if kind == "deployment":
             info = parse_deployment(obj)
             if type_ == "DELETED":
@@ -231,6 +251,8 @@ def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
         return set()
     if event.kind == "spread":
         return _apply_spread(world, event)
+    if event.kind in DEPENDENCY_KINDS:
+        return world.hub_object(DEPENDENCY_KINDS[event.kind], event.key, event.obj)
     if event.kind == "cluster":
         if event.type == "DELETED":  # the hub object, not the cluster (`World.delete_cluster`)
             return world.delete_cluster(event.key)

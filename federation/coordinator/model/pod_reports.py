@@ -30,7 +30,7 @@ what happened. Pure: no clock, no I/O; used under the coordinator's lock.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Mapping
+from collections.abc import Collection, Container, Mapping, Sequence
 
 from federation.core import placement, status
 
@@ -47,6 +47,8 @@ class PodReports:
         """The same counts per spread key, per cluster (shared with `member_views.MemberViews`)."""
         self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
         self._conflicts: dict[str, dict[str, str]] = {}
+        self._dependency_conflicts: dict[str, dict[str, tuple[str, ...]]] = {}
+        """Per cluster, per spread: the objects it needs there that the member has without our mark."""
         self._verified: dict[str, set[str] | None] = {}
         """Per cluster, the spreads a report verified since the coordinator started, the stream
         opened and the cluster was last lost; None: every spread (an agent that lists nothing)."""
@@ -68,6 +70,7 @@ class PodReports:
         self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]], *,
         workloads: Mapping[str, status.WorkloadStatus] | None = None,
         conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
+        dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
     ) -> set[str] | None:
         """A full report from `name`'s agent; the spread keys whose counts changed or that it
         verified (their counts count now), or None when the report says nothing new.
@@ -80,6 +83,8 @@ class PodReports:
             assigned = None if assigned is None else [key for key in assigned if key not in gone]
         self._workloads[name] = {k: v for k, v in (workloads or {}).items() if k not in gone}
         self._conflicts[name] = {k: v for k, v in (conflicts or {}).items() if k not in gone}
+        self._dependency_conflicts[name] = {k: tuple(v) for k, v in (dependency_conflicts or {}).items()
+                                            if k not in gone and v}
         old = self.by_cluster.get(name, {})
         if assigned is None:
             evidence: set[str] = set(old) | set(counts)
@@ -190,6 +195,7 @@ class PodReports:
             self.by_spread.get(key, {}).pop(name, None)
         self._workloads.pop(name, None)
         self._conflicts.pop(name, None)
+        self._dependency_conflicts.pop(name, None)
         self._verified.pop(name, None)
         self._away.pop(name, None)
         self._gone.pop(name, None)
@@ -270,6 +276,12 @@ class PodReports:
     def workloads_for(self, key: str) -> dict[str, status.WorkloadStatus]:
         """Spread `key`'s member Deployment status per cluster, as agents last reported it."""
         return {name: found[key] for name, found in sorted(self._workloads.items()) if key in found}
+
+    def dependency_conflicts_for(self, key: str) -> dict[str, tuple[str, ...]]:
+        """Per cluster, the objects spread `key` needs there that the member has without our mark
+        (left alone), as agents last reported them."""
+        return {name: found[key] for name, found in sorted(self._dependency_conflicts.items())
+                if key in found}
 
     def conflicts_for(self, key: str) -> dict[str, str]:
         """Spread `key`'s ownership conflicts per cluster, as agents last reported them."""

@@ -40,6 +40,7 @@ from federation.coordinator.model import (
     brakes,
     facts,
     failover,
+    hub_objects,
     lifecycle,
     marks,
     member_views,
@@ -88,6 +89,8 @@ class World:
         """What the agents last reported of each spread's pods, and which reports still hold."""
         self._marks = marks.Marks()
         self._counter = itertools.count(1)
+        self.hub_objects = hub_objects.HubObjects()
+        """The hub's ConfigMaps, Secrets, ServiceAccounts and claims spreads' pods may need."""
         self.lifecycle = lifecycle.Lifecycle()
         """Target holders, refusals, deletion policies of deleted spreads (`lifecycle`)."""
         # Indexes and caches (see the module docstring); none of them is a fact of its own.
@@ -144,7 +147,18 @@ class World:
         self._marks.drop_spread(key)
         self.brakes.forget(key)
         self.pods.forget_spread(key)
+        self.hub_objects.forget(key)
         return {key}
+
+    def hub_object(self, kind: str, key: str, obj: Mapping[str, Any] | None) -> set[str]:
+        """A ConfigMap, Secret, ServiceAccount or claim `key` (`namespace/name`) of the hub was seen
+        (`obj`) or deleted (None): the spreads whose assignments carry it, if it changed."""
+        namespace, _, name = key.partition("/")
+        if not self.hub_objects.put(namespace, kind, name, obj):
+            return set()
+        return self.hub_objects.affected(
+            namespace, kind, name,
+            ((e.key, e.spec.propagate_dependencies, e.template) for e in self._spreads.values()))
 
     def set_target(self, key: str, *, replicas: int | None, template: dict[str, Any] | None) -> set[str]:
         """The hub Deployment of spread `key` was seen: its `spec.replicas` and the object itself."""
@@ -217,6 +231,7 @@ class World:
         self, name: str, counts: Mapping[str, Mapping[str, status.ClusterPods]], *,
         workloads: Mapping[str, status.WorkloadStatus] | None = None,
         conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
+        dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
     ) -> set[str]:
         """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins), for
         the spreads in `assigned` (None: every spread; `pod_reports` says why).
@@ -227,6 +242,7 @@ class World:
         per spread) and `conflicts` (why a same-name Deployment is not ours) feed status only.
         """
         reported = self.pods.report(name, counts, workloads=workloads, conflicts=conflicts,
+                                    dependency_conflicts=dependency_conflicts,
                                     assigned=assigned)
         if reported is None:
             return set()

@@ -26,8 +26,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from federation.api import spread as spread_api
+from federation.coordinator.model import hub_objects
 from federation.coordinator.model import world as world_model
-from federation.core import placement
+from federation.core import member_copy, placement
 from federation.rpc import agent_pb2, assignment
 
 _KEPT_METADATA = ("name", "namespace", "labels", "annotations")
@@ -92,6 +93,7 @@ def for_clusters(
     now: datetime.datetime | None = None,
     only: Collection[str] | None = None,
     keep: Collection[str] = (),
+    objects: hub_objects.HubObjects | None = None,
 ) -> dict[str, agent_pb2.SpreadAssignment]:
     """One assignment per cluster a subset gives replicas, or that a subset selects and is in
     `keep` (it still holds pods or a workload of the spread: it is sent its zero quotas until they
@@ -101,6 +103,9 @@ def for_clusters(
     What every cluster's message shares (template, target, strategy, subset rules) is built once
     and copied; only the quotas and unschedulable marks are per cluster. A failover republishes
     hundreds of spreads to every cluster they use, under the coordinator's lock.
+
+    With `spec.propagateDependencies`, every message carries the member copies of the objects the
+    template references, from `objects` (the hub's, as the watcher follows them).
     """
     names = sorted({name for s in result.subsets for name, count in s.clusters.items()
                     if count or name in keep})
@@ -127,6 +132,9 @@ def for_clusters(
         ),
         api_version=spec.target_ref.api_version, kind=spec.target_ref.kind,
         spread_uid=entry.uid,
+        propagate_dependencies=spec.propagate_dependencies,
+        dependencies=dependency_copies(objects, entry)
+        if spec.propagate_dependencies and objects is not None else (),
     )
     base = shared.to_proto()
     messages: dict[str, agent_pb2.SpreadAssignment] = {}
@@ -135,6 +143,26 @@ def for_clusters(
         ends = [until.get((s.name, cluster_name)) for s in result.subsets]
         messages[cluster_name] = assignment.with_shares(base, quotas, until=ends)
     return messages
+
+
+def dependency_copies(objects: hub_objects.HubObjects, entry: world_model.SpreadEntry,
+                      ) -> tuple[assignment.DependencyCopy, ...]:
+    """Each object spread `entry`'s template references with its member copy, sorted by kind and
+    name; the copy is None where the hub has no such object or it must not be copied (a
+    ServiceAccount token Secret): the agent then creates nothing and keeps what it made."""
+    namespace = entry.key.partition("/")[0]
+    result: list[assignment.DependencyCopy] = []
+    for ref in objects.references(entry.key, entry.template):
+        obj = objects.get(namespace, ref.kind, ref.name)
+        body: dict[str, Any] | None = None
+        if obj is not None:
+            try:
+                body = member_copy.member_copy(obj, marks={})
+            except member_copy.NotCopyable:
+                body = None
+        result.append(assignment.DependencyCopy(kind=ref.kind, name=ref.name, body=body,
+                                                api_version=ref.api_version))
+    return tuple(result)
 
 
 def comparable(message: agent_pb2.SpreadAssignment) -> bytes:

@@ -269,6 +269,8 @@ class PodCounts:
     """Per spread, per subset (`status.UNASSIGNED`: pods of no subset the assignment has)."""
     workloads: dict[str, status.WorkloadStatus]
     conflicts: dict[str, str]
+    dependency_conflicts: dict[str, tuple[str, ...]]
+    """Per spread, the objects it needs (`Kind/name`) that the member has without our mark."""
     assigned: list[str] | None
     """The spreads the report is evidence for (agent.proto); None from an agent that does not say."""
 
@@ -288,4 +290,6 @@ def counts_from_pb(report: agent_pb2.PodCountsReport) -> PodCounts:
         workloads={item.spread: workload_from_pb(item.workload) for item in report.spreads
                    if item.HasField("workload")},
         conflicts={item.spread: item.conflict for item in report.spreads if item.conflict},
+        dependency_conflicts={item.spread: tuple(sorted(item.dependency_conflicts))
+                              for item in report.spreads if item.dependency_conflicts},
         assigned=[] if report.first_after_start else assigned)
