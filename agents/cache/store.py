@@ -14,12 +14,14 @@ keeps, per object, only what its readers use, converted once when the event arri
   once per pod with `fit.shape_from_pod_spec`; identical request sets are shared);
 * pods labelled `fedspread.io/spread` — `SpreadPod` (a `bookkeeping.PodRecord` and what deletion
   cost needs besides), indexed by spread (all phases, bound or not: Pending pods matter here);
-* Deployments labelled `fedspread.io/spread` — `DeploymentView` (replicas, fedspread annotations,
+* Deployments labelled `fedspread.io/spread` — `WorkloadView` (replicas, fedspread annotations,
   status counters);
 * ReplicaSets labelled `fedspread.io/spread` (a Deployment's ReplicaSets carry its pod template's
   labels) — `ReplicaSetView` (uid and controlling Deployment), indexed by that Deployment: with
   each pod's controller uid, the link of the owner chain Pod → ReplicaSet → Deployment that
-  decides whose pod it is (`agents.owners`), at the cost of a few objects per spread.
+  decides whose pod it is (`agents.owners`), at the cost of a few objects per spread. A ReplicaSet
+  no Deployment controls is a spread's member workload of its own (a spread of a hub
+  ReplicaSet): its view carries a `WorkloadView` too, read by `member_workload`.
 
 Each object is stored under the reflector's own key string (`emit_keyed`), shared with the
 reflector's version map rather than copied: on the inventory benchmark's member (100,000 pods) a
@@ -134,7 +136,7 @@ class Cache:
             USAGE: _Store[CachedUsage](self._usage),
             SPREAD_PODS: _Store[views.SpreadPod](lambda obj, _: views.spread_pod(obj),
                                                  index=lambda p: p.spread),
-            DEPLOYMENTS: _Store[views.DeploymentView](lambda obj, _: views.deployment_view(obj)),
+            DEPLOYMENTS: _Store[views.WorkloadView](lambda obj, _: views.workload_view(obj)),
             REPLICASETS: _Store[views.ReplicaSetView](lambda obj, _: views.replicaset_view(obj),
                                                       index=lambda r: r.owner),
         }
@@ -234,15 +236,15 @@ class Cache:
         with self._cond:
             return list(self._stores[USAGE].items.values())
 
-    def deployments(self) -> list[views.DeploymentView]:
+    def deployments(self) -> list[views.WorkloadView]:
         """Every Deployment labelled fedspread.io/spread."""
         with self._cond:
             return list(self._stores[DEPLOYMENTS].items.values())
 
-    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+    def deployment(self, namespace: str, name: str) -> views.WorkloadView | None:
         """One Deployment labelled fedspread.io/spread, if cached."""
         with self._cond:
-            value: views.DeploymentView | None = self._stores[DEPLOYMENTS].items.get(f"{namespace}/{name}")
+            value: views.WorkloadView | None = self._stores[DEPLOYMENTS].items.get(f"{namespace}/{name}")
             return value
 
     def replicaset(self, namespace: str, name: str) -> views.ReplicaSetView | None:
@@ -250,6 +252,25 @@ class Cache:
         with self._cond:
             value: views.ReplicaSetView | None = self._stores[REPLICASETS].items.get(f"{namespace}/{name}")
             return value
+
+    def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
+        """The cached member workload of `kind` (`targetRef.kind`: Deployment or ReplicaSet) of that
+        name labelled fedspread.io/spread; None when not cached (or a ReplicaSet a Deployment
+        controls, or a kind not cached)."""
+        if kind == "Deployment":
+            return self.deployment(namespace, name)
+        if kind == "ReplicaSet":
+            found = self.replicaset(namespace, name)
+            return found.workload if found is not None else None
+        return None
+
+    def workloads(self) -> list[views.WorkloadView]:
+        """Every member workload labelled fedspread.io/spread: the Deployments, then the ReplicaSets
+        no Deployment controls."""
+        with self._cond:
+            standalone = [r.workload for r in self._stores[REPLICASETS].by_index.get("", {}).values()
+                          if r.workload is not None]
+            return list(self._stores[DEPLOYMENTS].items.values()) + standalone
 
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         """The uids (`views.compact_uid`, as pods carry their controller's) of the cached

@@ -217,11 +217,13 @@ def test_the_workload_loop_applies_removals_before_a_round_and_retries_a_failed_
 # --- the workload per kind ---------------------------------------------------------------------------
 
 
-def test_only_deployments_have_a_strategy_and_other_kinds_say_why() -> None:
+def test_deployments_and_replicasets_have_a_strategy_and_other_kinds_say_why() -> None:
     strategy = kinds.strategy_for("apps/v1", "Deployment")
     assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("Deployment", True)
+    strategy = kinds.strategy_for("apps/v1", "ReplicaSet")
+    assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("ReplicaSet", True)
     with pytest.raises(kinds.KindNotServed, match="does not write apps/v1 StatefulSet workloads yet; "
-                                                  "it writes: apps/v1 Deployment"):
+                                                  "it writes: apps/v1 Deployment, apps/v1 ReplicaSet"):
         kinds.strategy_for("apps/v1", "StatefulSet")
     with pytest.raises(kinds.KindNotServed, match="unsupported workload kind apps/v1 CronTab; supported: "):
         kinds.strategy_for("apps/v1", "CronTab")
@@ -246,9 +248,12 @@ class FakeCache:
     def __init__(self, apps: FakeApps) -> None:
         self.apps = apps
 
-    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+    def deployment(self, namespace: str, name: str) -> views.WorkloadView | None:
         item = self.apps.items.get((namespace, name))
-        return None if item is None else views.deployment_view(item)
+        return None if item is None else views.workload_view(item)
+
+    def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
+        return self.deployment(namespace, name) if kind == "Deployment" else None
 
 
 def value(name: str, *, kind: str = "Deployment") -> assignment.Assignment:
