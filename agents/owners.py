@@ -12,7 +12,8 @@ ownerReference) is
 
 - for a spread of a Deployment: a ReplicaSet that the cache knows and whose controller is K's
   member Deployment, or K's member Deployment itself;
-- for a spread of a ReplicaSet: K's member ReplicaSet itself (Pod → ReplicaSet, no link between),
+- for a spread of a ReplicaSet or a StatefulSet: K's member workload itself (Pod → ReplicaSet, Pod
+  → StatefulSet, no link between),
 
 and that workload carries K's marks (`agents.ownership.owns`: the federation label and the
 spread uid of K's assignment). Everything else is someone else's: not counted, not costed, not
@@ -28,10 +29,10 @@ controlled by another Deployment or by none, a controller of another kind, a Dep
 spread's marked one) is admitted untouched; a pod whose ReplicaSet the cache does not know yet
 (the first pods of a rollout) and a pod no controller owns are admitted as before, by label — the
 controller will not count the latter, and its creatingPods entry expires. For a spread of a
-ReplicaSet the rule is the same one link shorter: a pod of K's marked member ReplicaSet is ours,
-a pod of another ReplicaSet or of another kind of controller is foreign, and a pod of a
-ReplicaSet while the cache knows no member ReplicaSet of K yet (the first pods after it was
-created) is admitted by label.
+ReplicaSet (or StatefulSet) the rule is the same one link shorter: a pod of K's marked member
+workload is ours, a pod of another ReplicaSet (StatefulSet) or of another kind of controller is
+foreign, and a pod of that kind while the cache knows no member workload of K yet (the first pods
+after it was created) is admitted by label.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ Controllers = frozenset[int | str]
 OURS, FOREIGN, UNKNOWN = "ours", "foreign", "unknown"
 
 
-DIRECT_KINDS = frozenset({"ReplicaSet"})
+DIRECT_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
 """Member workload kinds that are their pods' controller themselves (no ReplicaSet between)."""
 
 

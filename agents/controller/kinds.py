@@ -12,7 +12,7 @@ branches through the sync.
 `strategy_for(api_version, kind)` gives the strategy through `workload_kinds.policy_for`; a kind
 the table does not know, or one the agent does not write yet, raises `KindNotServed` (a
 `ValueError` naming what is served): the sync reports it for that spread and goes on with the
-others. Deployment and ReplicaSet are written; StatefulSet and Job come with their strategies.
+others. Deployment, ReplicaSet and StatefulSet are written; Job comes with its strategy.
 
 Every API call carries its deadline (`federation.kube.deadlines`), as everywhere in the agent.
 """
@@ -193,13 +193,68 @@ class ReplicaSetKind:
                                                        _request_timeout=deadlines.CALL)
 
 
+class StatefulSetKind:
+    """apps/v1 StatefulSet: `spec.replicas`, the hub's selector, pod template, serviceName,
+    volumeClaimTemplates (each member creates its own claims; removed replicas' claims stay, as
+    Kubernetes leaves them), pod management and update strategy. Its pods are its own (no link
+    between, `agents.owners`); its controller removes the highest ordinal first and reads no
+    deletion cost, so the webhook admits each pod into the subset whose ordinal range holds it
+    (`federation.core.ordinals`) and no cost is written. The fields other than replicas, template
+    and updateStrategy are immutable on a live StatefulSet: a change of them on the hub is refused
+    by the member's apiserver and reported as the spread's sync failure there."""
+
+    policy = workload_kinds.policy_for("apps/v1", "StatefulSet")
+    KEPT_SPEC_FIELDS = ("selector", "template", "serviceName", "volumeClaimTemplates",
+                        "podManagementPolicy", "updateStrategy", "revisionHistoryLimit")
+
+    def spec(self, value: assignment.Assignment) -> Json:
+        source_spec = (value.template or {}).get("spec") or {}
+        spec: Json = {k: copy.deepcopy(source_spec[k]) for k in self.KEPT_SPEC_FIELDS if k in source_spec}
+        spec["replicas"] = value.replicas
+        return spec
+
+    def quantity(self, body: Mapping[str, Any]) -> Any:
+        return (body.get("spec") or {}).get("replicas")
+
+    def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
+        return _cached(cache.member_workload(self.policy.kind, namespace, name))
+
+    def read(self, apis: Apis, namespace: str, name: str) -> Json:
+        response = apis.apps.read_namespaced_stateful_set(name, namespace, _preload_content=False,
+                                                          _request_timeout=deadlines.CALL)
+        found: Json = json.loads(response.data)
+        return found
+
+    def create(self, apis: Apis, namespace: str, body: Json) -> Any:
+        return apis.apps.create_namespaced_stateful_set(namespace, body, _preload_content=False,
+                                                        _request_timeout=deadlines.CALL)
+
+    def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
+        return apis.apps.replace_namespaced_stateful_set(name, namespace, body, _preload_content=False,
+                                                         _request_timeout=deadlines.CALL)
+
+    def merge_patch(self, apis: Apis, namespace: str, name: str, patch: Json) -> Any:
+        return apis.apps.patch_namespaced_stateful_set(name, namespace, patch, _preload_content=False,
+                                                       _content_type=MERGE_PATCH,
+                                                       _request_timeout=deadlines.CALL)
+
+    def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
+        listing = json.loads(apis.apps.list_stateful_set_for_all_namespaces(
+            label_selector=label_selector, _preload_content=False, _request_timeout=deadlines.LIST).data)
+        return list(listing.get("items") or ())
+
+    def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
+        return apis.apps.delete_namespaced_stateful_set(name, namespace, body=options, _preload_content=False,
+                                                        _request_timeout=deadlines.CALL)
+
+
 def _cached(view: views.WorkloadView | None) -> Cached | None:
     if view is None:
         return None
     return Cached(annotations=view.annotations, quantity=view.replicas, federation=view.federation)
 
 
-SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(), ReplicaSetKind())
+SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(), ReplicaSetKind(), StatefulSetKind())
 """The kinds the agent writes, in the kind table's order."""
 _BY_REFERENCE = {(k.policy.api_version, k.policy.kind): k for k in SERVED}
 

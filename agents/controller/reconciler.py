@@ -22,6 +22,8 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    pods waited longer than rescheduleCriticalSeconds; the subset is marked unschedulable here for
    unschedulableSeconds, reported once per mark, and those pods are deleted (their ReplicaSet
    recreates them and the webhook now skips the subset), each with a `Rescheduled` Event saying why;
+   never for a kind whose pods are bound to their identity (`reschedule_deletes_pods`: a
+   StatefulSet's keep their name and claims);
 4. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
    spread's member workload status (from the cached workload; none while it does not exist),
    sent to the outbox when either changed, and at least every heartbeat.
@@ -210,7 +212,8 @@ class Reconciler:
                               or costed[1] != versions[value.spread]):
                     done.patched += self._write_costs(value, snapshot[value.spread])
                     self._costs_done[value.spread] = (value, versions[value.spread])
-                if value.strategy.adaptive:
+                if value.strategy.adaptive and workload_kinds.policy_for(
+                        value.api_version, value.kind).reschedule_deletes_pods:
                     self._reschedule(value, snapshot[value.spread], done)
             except Exception as error:
                 LOG.warning("reconcile failed spread=%s error=%s", value.spread, str(error)[:300])

@@ -87,7 +87,7 @@ def wait_for_cache(cache: DeploymentCache, *, deadline_seconds: float, stopped: 
     end = time.monotonic() + deadline_seconds
     while not stopped():
         left = end - time.monotonic()
-        if cache.wait_synced(max(0.0, min(left, 0.5)), kinds=(store.DEPLOYMENTS, store.REPLICASETS)):
+        if cache.wait_synced(max(0.0, min(left, 0.5)), kinds=store.WORKLOAD_KINDS):
             return True
         if left <= 0:
             LOG.warning("member workloads not listed yet; this Hello lists only the assignments "

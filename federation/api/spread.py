@@ -65,7 +65,7 @@ def _check_max_replicas(value: Any) -> Any:
     raise ValueError("maxReplicas must be a non-negative integer or a percentage like '50%'")
 
 
-TargetKind = Literal["Deployment", "ReplicaSet"]
+TargetKind = Literal["Deployment", "ReplicaSet", "StatefulSet"]
 """The workload kinds a spread can target (apps/v1): each has its row in
 `federation.core.workload_kinds` and its strategy in the agent (`agents.controller.kinds`)."""
 
@@ -77,7 +77,8 @@ class TargetRef(common.SpecModel):
         default="apps/v1", description="API version of the target workload; apps/v1."
     )
     kind: TargetKind = pydantic.Field(
-        default="Deployment", description="Kind of the target workload: Deployment or ReplicaSet."
+        default="Deployment",
+        description="Kind of the target workload: Deployment, ReplicaSet or StatefulSet.",
     )
     name: str = pydantic.Field(
         min_length=1, description="Name of the workload in the spread's namespace on the hub."
@@ -265,7 +266,7 @@ class FederatedSpreadSpec(common.SpecModel):
     """What a user asks for: which workload, which ordered subsets, which strategy."""
 
     target_ref: TargetRef = pydantic.Field(
-        description="The hub workload to spread (a Deployment or a ReplicaSet).")
+        description="The hub workload to spread (a Deployment, a ReplicaSet or a StatefulSet).")
     subsets: list[Subset] = pydantic.Field(
         min_length=1, description="Ordered subsets; earlier subsets fill first."
     )

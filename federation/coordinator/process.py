@@ -84,7 +84,7 @@ from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
 
-HUB_KINDS = frozenset({"spread", "cluster", "deployment", "replicaset"})
+HUB_KINDS = frozenset({"spread", "cluster", "deployment", "replicaset", "statefulset"})
 GRPC_WORKERS = 8
 """Threads for the agent streams' calls into the facade, however many agents connect (an agent stream
 is a coroutine on the gRPC event loop, `services.aio_server`)."""

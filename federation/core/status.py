@@ -190,9 +190,24 @@ def replicaset_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -
     }
 
 
+def statefulset_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:
+    """The hub StatefulSet's `status` fields summed over the member StatefulSets: `replicas`,
+    `readyReplicas`, `updatedReplicas`. Not `currentReplicas` nor the revisions: the members'
+    revisions are their own (each cluster's controller names them), and `kubectl rollout status`
+    (1.20) waits on `readyReplicas` against the hub's `spec.replicas` and on equal revisions, which
+    absent revisions are. `replicas` (the hub's `spec.replicas`) is not used."""
+    del replicas
+    return {
+        "replicas": sum(r.replicas for r in reports.values()),
+        "readyReplicas": sum(r.ready for r in reports.values()),
+        "updatedReplicas": sum(r.updated for r in reports.values()),
+    }
+
+
 HUB_STATUS: Mapping[str, Callable[..., dict[str, int]]] = {
     "Deployment": deployment_status,
     "ReplicaSet": replicaset_status,
+    "StatefulSet": statefulset_status,
 }
 """Per `targetRef.kind`, the rule of the hub workload's status (called with the member reports and
 `replicas=` the hub's `spec.replicas`): the kind's own status fields, so `kubectl get` and

@@ -181,6 +181,10 @@ CASES: dict[str, list[Step]] = {
         Step("apply (4 replicas)", {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
         Step("scale to 2: eu gives back first", {"ring": {"dc1": 2}, "eu": eu(0, 0)}, scale=2),
     ],
+    "statefulset.yaml": [
+        Step("apply (4 replicas)", {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
+        Step("scale to 2: eu gives back first", {"ring": {"dc1": 2}, "eu": eu(0, 0)}, scale=2),
+    ],
     "failover.yaml": [
         Step("apply (3 replicas)", {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}),
         Step("aws-eu's agent stops: after clusterLostSeconds its replicas move",
@@ -244,6 +248,8 @@ WORKLOADS = {
                    "delete_namespaced_deployment"),
     "ReplicaSet": ("create_namespaced_replica_set", "patch_namespaced_replica_set_scale",
                    "delete_namespaced_replica_set"),
+    "StatefulSet": ("create_namespaced_stateful_set", "patch_namespaced_stateful_set_scale",
+                    "delete_namespaced_stateful_set"),
 }
 """Per example workload kind, the hub calls that create, scale and delete it."""
 
@@ -319,9 +325,11 @@ def clean_up(apis: Apis, namespace: str, workload: dict[str, Any], spread: str) 
             pods = apis.core(m).list_namespaced_pod(namespace).items
             deployments = apis.apps(m).list_namespaced_deployment(namespace).items
             replicasets = apis.apps(m).list_namespaced_replica_set(namespace).items
+            statefulsets = apis.apps(m).list_namespaced_stateful_set(namespace).items
             if items := [f"pod/{p.metadata.name}" for p in pods] + [
                     f"deployment/{d.metadata.name}" for d in deployments] + [
-                    f"replicaset/{r.metadata.name}" for r in replicasets]:
+                    f"replicaset/{r.metadata.name}" for r in replicasets] + [
+                    f"statefulset/{s.metadata.name}" for s in statefulsets]:
                 found[m] = items
         return found
 

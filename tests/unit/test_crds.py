@@ -357,7 +357,7 @@ def test_constraints_carry_over() -> None:
     assert (weight["minimum"], weight["maximum"]) == (1, 100)
     assert schema[".spec.scheduleStrategy.type"]["enum"] == ["Fixed", "Adaptive"]
     assert schema[".spec.subsets[].clusterSpread"]["enum"] == ["Fill", "Balance", "Capacity"]
-    assert schema[".spec.targetRef.kind"]["enum"] == ["Deployment", "ReplicaSet"]
+    assert schema[".spec.targetRef.kind"]["enum"] == ["Deployment", "ReplicaSet", "StatefulSet"]
     assert schema[".spec.subsets[].tolerations[].effect"]["enum"] == [
         "", "NoSchedule", "PreferNoSchedule", "NoExecute"]
 

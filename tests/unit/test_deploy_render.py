@@ -155,8 +155,8 @@ def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None
 
 
 def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
-    # hub.HubWatcher lists and watches the four kinds; main._on_hello creates MemberClusters;
-    # status_writer reads and merge-patches the four status subresources; kube.events creates
+    # hub.HubWatcher lists and watches the five kinds; main._on_hello creates MemberClusters;
+    # status_writer reads and merge-patches the five status subresources; kube.events creates
     # Events and patches their series; access_review asks the hub whether an SDK user may read
     # what it asks for. Nothing more.
     assert rules(one(coordinator, "ClusterRole", "fedspread-coordinator")) == {
@@ -166,8 +166,10 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("fedspread.io", "memberclusters/status", frozenset({"get", "patch"})),
         ("apps", "deployments", frozenset({"list", "watch"})),
         ("apps", "replicasets", frozenset({"list", "watch"})),
+        ("apps", "statefulsets", frozenset({"list", "watch"})),
         ("apps", "deployments/status", frozenset({"get", "patch"})),
         ("apps", "replicasets/status", frozenset({"get", "patch"})),
+        ("apps", "statefulsets/status", frozenset({"get", "patch"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
         ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
     }
@@ -397,6 +399,7 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("", "pods", frozenset({"get", "list", "watch", "patch", "delete"})),
         ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("apps", "replicasets", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
+        ("apps", "statefulsets", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("", "namespaces", frozenset({"create"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
     }, "no admissionregistration rights: the agent runs with --no-register-webhook"

@@ -98,7 +98,8 @@ def test_the_cache_indexes_replicasets_by_their_deployment() -> None:
 
     cache = store.Cache(type("Core", (), {"list_node": Lister(), "list_pod_for_all_namespaces": Lister()})(),
                         type("Apps", (), {"list_deployment_for_all_namespaces": Lister(),
-                                          "list_replica_set_for_all_namespaces": Lister()})())
+                                          "list_replica_set_for_all_namespaces": Lister(),
+                                          "list_stateful_set_for_all_namespaces": Lister()})())
     cache._apply(store.REPLICASETS, "ADDED", "shop/web-1", replicaset("web-1", RS_UID, DEPLOY_UID))
     released = replicaset("old", RELEASED_RS_UID, RELEASED_DEPLOY_UID)
     cache._apply(store.REPLICASETS, "ADDED", "shop/old", released)

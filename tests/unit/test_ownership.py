@@ -137,6 +137,8 @@ class FakeApps:
     def list_replica_set_for_all_namespaces(self, **_: Any) -> Any:
         return type("Response", (), {"data": json.dumps({"items": []})})()  # Deployments only
 
+    list_stateful_set_for_all_namespaces = list_replica_set_for_all_namespaces
+
 
 class FakeCache:
     """Only Deployments labelled with the spread label, as the agent's watch sees them."""

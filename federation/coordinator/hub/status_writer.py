@@ -49,8 +49,10 @@ MERGE_PATCH = "application/merge-patch+json"
 DEPLOYMENT_FIELDS = ("replicas", "readyReplicas", "availableReplicas", "updatedReplicas",
                      "unavailableReplicas")
 REPLICASET_FIELDS = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas")
+STATEFULSET_FIELDS = ("replicas", "readyReplicas", "updatedReplicas")
 STATUS_FIELDS: Mapping[str, tuple[str, ...]] = {"Deployment": DEPLOYMENT_FIELDS,
-                                                 "ReplicaSet": REPLICASET_FIELDS}
+                                                 "ReplicaSet": REPLICASET_FIELDS,
+                                                 "StatefulSet": STATEFULSET_FIELDS}
 """Per `targetRef.kind`, the hub workload's status fields the coordinator writes."""
 CLOSE_SECONDS = 2 * (deadlines.CONNECT + 2 * deadlines.READ)
 """`wait_idle` waits this long at most for the write under way: its read and its patch, each
@@ -160,7 +162,7 @@ class StatusWriter:
 
     def write_workload_status(self, kind: str, namespace: str, name: str, fields: Mapping[str, int]) -> bool:
         """Set a hub workload's replica counts (and observedGeneration); `kind` its `targetRef.kind`
-        (Deployment or ReplicaSet); True when patched."""
+        (Deployment, ReplicaSet or StatefulSet); True when patched."""
         api = self._status_api(kind)
         unknown = set(fields) - set(STATUS_FIELDS[kind])
         if unknown:
@@ -226,6 +228,9 @@ class StatusWriter:
         if kind == "ReplicaSet":
             return _StatusApi("replicaset", self._apps.read_namespaced_replica_set_status,
                               self._apps.patch_namespaced_replica_set_status)
+        if kind == "StatefulSet":
+            return _StatusApi("statefulset", self._apps.read_namespaced_stateful_set_status,
+                              self._apps.patch_namespaced_stateful_set_status)
         raise ValueError(f"no hub status is written for kind {kind!r}")
 
     # --- internals -----------------------------------------------------------------------------

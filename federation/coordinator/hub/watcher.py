@@ -12,9 +12,10 @@ express every rule) does not stop the watcher: its event carries the problems, s
 can report `Valid=False`. Spread events also carry the spread's target workload as last seen,
 so `apply_to_world` works whichever of the two the hub reports first.
 
-One stream per workload kind a spread may target (`WORKLOAD_STREAMS`: Deployments, ReplicaSets),
+One stream per workload kind a spread may target (`WORKLOAD_STREAMS`: Deployments, ReplicaSets,
+StatefulSets),
 each named after its kind in lower case; a workload matches a spread by namespace, kind and name.
-The hub runs no Deployment or ReplicaSet controller, so its workloads are templates and counts:
+The hub runs no workload controller, so its workloads are templates and counts:
 no pod runs on the hub (docs/architecture.md).
 """
 
@@ -41,8 +42,9 @@ from federation.kube import deadlines, reflector
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-Kind = Literal["spread", "cluster", "deployment", "replicaset"]
-WORKLOAD_STREAMS: dict[Kind, str] = {"deployment": "Deployment", "replicaset": "ReplicaSet"}
+Kind = Literal["spread", "cluster", "deployment", "replicaset", "statefulset"]
+WORKLOAD_STREAMS: dict[Kind, str] = {"deployment": "Deployment", "replicaset": "ReplicaSet",
+                                     "statefulset": "StatefulSet"}
 """The hub streams of workloads, with the `targetRef.kind` each carries."""
 EventType = reflector.EventType
 
@@ -63,7 +65,7 @@ class WorkloadInfo:
     status, stable metadata)."""
 
     kind: str
-    """`targetRef.kind`: Deployment or ReplicaSet."""
+    """`targetRef.kind`: Deployment, ReplicaSet or StatefulSet."""
     namespace: str
     name: str
     replicas: int | None
@@ -151,6 +153,7 @@ class HubWatcher:
                                          common.API_VERSION, cluster_api.PLURAL),
             "deployment": apps.list_deployment_for_all_namespaces,
             "replicaset": apps.list_replica_set_for_all_namespaces,
+            "statefulset": apps.list_stateful_set_for_all_namespaces,
         }
         self.watch_seconds = watch_seconds
         turned = on_turn if on_turn is not None else (lambda _kind: None)

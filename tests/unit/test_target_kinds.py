@@ -1,9 +1,10 @@
-"""A spread of a hub ReplicaSet, part by part: every kind `targetRef` accepts is wired in each part
-(the kind table, the agent's strategy, the hub watcher, the hub status rule and writer); a
-Deployment and a ReplicaSet of one name are two targets; the hub ReplicaSet's status fields; the
-agent's cache, owner chain (Pod → ReplicaSet, no link between) and admission rule; the member
-ReplicaSet it renders; `simulate` reading the target of the spread's kind. The sandbox test is
-tests/integration/test_replicaset_spread.py."""
+"""Spreads of a hub ReplicaSet or StatefulSet, part by part: every kind `targetRef` accepts is wired
+in each part (the kind table, the agent's strategy, the hub watcher, the hub status rule and
+writer); a Deployment and a ReplicaSet of one name are two targets; the hub ReplicaSet's and
+StatefulSet's status fields; the agent's cache, owner chain (Pod → ReplicaSet or StatefulSet, no
+link between) and admission rule (a StatefulSet's pods by ordinal range); the member workloads it
+renders; `simulate` reading the target of the spread's kind. The sandbox tests are
+tests/integration/test_replicaset_spread.py and test_statefulset_spread.py."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 import yaml
 from click import testing
 
-from agents import owners
+from agents import bookkeeping, owners
 from agents.cache import store, views
 from agents.controller import kinds, rendering
 from federation import cli
@@ -48,7 +49,7 @@ VALUE = assignment.Assignment(
 
 def test_every_kind_targetref_accepts_is_wired_in_every_part() -> None:
     accepted = set(typing.get_args(spread_api.TargetKind))
-    assert accepted == {"Deployment", "ReplicaSet"}
+    assert accepted == {"Deployment", "ReplicaSet", "StatefulSet"}
     assert all(workload_kinds.policy_for("apps/v1", kind).kind == kind for kind in accepted)
     assert {k.policy.kind for k in kinds.SERVED} == accepted, "the agent writes each"
     assert set(hub.WORKLOAD_STREAMS.values()) == accepted, "the hub watcher follows each"
@@ -129,7 +130,8 @@ def empty_cache() -> store.Cache:
 
     return store.Cache(type("Core", (), {"list_node": never, "list_pod_for_all_namespaces": never})(),
                        type("Apps", (), {"list_deployment_for_all_namespaces": never,
-                                         "list_replica_set_for_all_namespaces": never})())
+                                         "list_replica_set_for_all_namespaces": never,
+                                         "list_stateful_set_for_all_namespaces": never})())
 
 
 def test_a_replicaset_no_deployment_controls_is_a_member_workload_in_the_cache() -> None:
@@ -238,7 +240,68 @@ def test_simulate_reads_the_target_of_the_spreads_kind(tmp_path: pathlib.Path) -
 
 def test_simulate_refuses_a_kind_targetref_does_not_accept(tmp_path: pathlib.Path) -> None:
     documents = replicaset_spread_documents()
-    documents[1]["spec"]["targetRef"]["kind"] = "StatefulSet"
+    documents[1]["spec"]["targetRef"]["kind"] = "Job"
     result = simulate(tmp_path, documents)
     assert result.exit_code == 2, result.output
     assert "spec.targetRef.kind" in result.output
+
+
+# --- StatefulSet ---------------------------------------------------------------------------------
+
+
+STS = assignment.Assignment(
+    spread="shop/db", generation=1, namespace="shop", workload="db", replicas=4, template={},
+    template_revision="r", subsets=(assignment.SubsetRule(name="b", index=1, quota=2),
+                                    assignment.SubsetRule(name="a", index=0, quota=2)),
+    subset_count=2, spread_uid="spread-uid", federation="prod", kind="StatefulSet")
+
+
+def test_a_statefulset_pod_is_admitted_by_its_ordinals_range_without_waiting_for_a_count() -> None:
+    books = bookkeeping.Bookkeeping(clock=ManualClock(T0), count_wait=30.0)  # never counted: no wait
+    books.set_assignment(STS)
+    chosen = {name: books.admit("shop/db", name, revision="") for name in
+              ("db-0", "db-1", "db-2", "db-3", "db-4", "db-01", "web-0")}
+    assert {name: rule.name if rule else None for name, rule in chosen.items()} == {
+        "db-0": "a", "db-1": "a", "db-2": "b", "db-3": "b", "db-4": None, "db-01": None, "web-0": None}
+    again = books.admit("shop/db", "db-3", revision="")
+    assert again is not None and again.name == "b", "a retried admission gets the same subset"
+    creating, _ = books.pending_entries("shop/db")
+    assert set(creating) == {"db-0", "db-1", "db-2", "db-3"}
+
+
+def test_the_member_statefulset_keeps_its_claims_and_identity_fields() -> None:
+    hub_sts = builders.deployment("db", 3, namespace="shop")
+    hub_sts["kind"] = "StatefulSet"
+    claim = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                    "resources": {"requests": {"storage": "1Gi"}}}}
+    hub_sts["spec"].update(serviceName="db", volumeClaimTemplates=[claim], podManagementPolicy="Parallel",
+                           strategy={"type": "Recreate"})  # a Deployment's field: dropped
+    body = rendering.render(assignment.Assignment(**{**STS.__dict__, "template": hub_sts}))
+    assert (body["kind"], body["spec"]["replicas"]) == ("StatefulSet", 4)
+    assert set(body["spec"]) == {"replicas", "selector", "template", "serviceName", "volumeClaimTemplates",
+                                 "podManagementPolicy"}
+    assert body["spec"]["volumeClaimTemplates"] == [claim]
+
+
+def test_the_hub_statefulset_status_is_its_own_fields_summed_over_the_members() -> None:
+    members = {"dc1": status.WorkloadStatus(replicas=3, ready=2, updated=3),
+               "aws": status.WorkloadStatus(replicas=1, ready=1, updated=0)}
+    assert status.workload_status("StatefulSet", members, replicas=4) == {
+        "replicas": 4, "readyReplicas": 3, "updatedReplicas": 3}
+
+
+def test_the_member_statefulset_is_cached_and_its_pods_are_its_own() -> None:
+    cache = empty_cache()
+    body = replicaset(uid=RS_UID)
+    body["metadata"]["name"] = "db"
+    body["metadata"]["labels"][names.SPREAD_LABEL] = "db"
+    cache._apply(store.STATEFULSETS, "ADDED", "shop/db", body)
+    found = cache.member_workload("StatefulSet", "shop", "db")
+    assert found is not None and found.uid == RS_UID and [w.uid for w in cache.workloads()] == [RS_UID]
+    assert owners.controllers(STS, found, lambda _uid: {"never asked"}) == {views.compact_uid(RS_UID)}
+    refs = [{"kind": "StatefulSet", "name": "db", "uid": RS_UID, "controller": True}]
+    assert owners.admission(STS, namespace="shop", owner_references=refs, workload=found,
+                            replicaset=lambda _n, _m: None) == owners.OURS
+    refs[0]["kind"] = "ReplicaSet"
+    assert owners.admission(STS, namespace="shop", owner_references=refs, workload=found,
+                            replicaset=lambda _n, _m: None) == owners.FOREIGN
