@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agents.cache import store as cache_mod
-from agents.cache import views
 from federation.core import workload_kinds
 from federation.kube import deadlines
 from federation.rpc import assignment
@@ -95,12 +94,14 @@ class WorkloadKind(Protocol):
         """Delete it with these DeleteOptions; the client's raw response."""
 
 
-class DeploymentKind:
-    """apps/v1 Deployment: `spec.replicas`, the hub's selector, pod template and rollout settings."""
+class _AppsKind:
+    """What the apps/v1 kinds share: the quantity is `spec.replicas`, the spec is the hub's
+    `KEPT_SPEC_FIELDS`, and the client's calls are `<verb>_namespaced_<RESOURCE>` of AppsV1Api."""
 
-    policy = workload_kinds.policy_for("apps/v1", "Deployment")
-    KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
-                        "progressDeadlineSeconds", "paused")
+    policy: workload_kinds.KindPolicy
+    KEPT_SPEC_FIELDS: tuple[str, ...] = ()
+    RESOURCE = ""
+    """The kind's name in the client's method names (`deployment`, `replica_set`, ...)."""
 
     def spec(self, value: assignment.Assignment) -> Json:
         source_spec = (value.template or {}).get("spec") or {}
@@ -112,38 +113,53 @@ class DeploymentKind:
         return (body.get("spec") or {}).get("replicas")
 
     def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
-        return _cached(cache.member_workload(self.policy.kind, namespace, name))
+        view = cache.member_workload(self.policy.kind, namespace, name)
+        if view is None:
+            return None
+        return Cached(annotations=view.annotations, quantity=view.replicas, federation=view.federation)
 
     def read(self, apis: Apis, namespace: str, name: str) -> Json:
-        response = apis.apps.read_namespaced_deployment(name, namespace, _preload_content=False,
+        response = self._call(apis, "read_namespaced")(name, namespace, _preload_content=False,
                                                         _request_timeout=deadlines.CALL)
         found: Json = json.loads(response.data)
         return found
 
     def create(self, apis: Apis, namespace: str, body: Json) -> Any:
-        return apis.apps.create_namespaced_deployment(namespace, body, _preload_content=False,
+        return self._call(apis, "create_namespaced")(namespace, body, _preload_content=False,
                                                       _request_timeout=deadlines.CALL)
 
     def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
-        return apis.apps.replace_namespaced_deployment(name, namespace, body, _preload_content=False,
+        return self._call(apis, "replace_namespaced")(name, namespace, body, _preload_content=False,
                                                        _request_timeout=deadlines.CALL)
 
     def merge_patch(self, apis: Apis, namespace: str, name: str, patch: Json) -> Any:
-        return apis.apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
+        return self._call(apis, "patch_namespaced")(name, namespace, patch, _preload_content=False,
                                                      _content_type=MERGE_PATCH,
                                                      _request_timeout=deadlines.CALL)
 
     def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
-        listing = json.loads(apis.apps.list_deployment_for_all_namespaces(
+        listing = json.loads(self._call(apis, "list", "for_all_namespaces")(
             label_selector=label_selector, _preload_content=False, _request_timeout=deadlines.LIST).data)
         return list(listing.get("items") or ())
 
     def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
-        return apis.apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False,
+        return self._call(apis, "delete_namespaced")(name, namespace, body=options, _preload_content=False,
                                                       _request_timeout=deadlines.CALL)
 
+    def _call(self, apis: Apis, verb: str, suffix: str = "") -> Any:
+        return getattr(apis.apps, "_".join(p for p in (verb, self.RESOURCE, suffix) if p))
 
-class ReplicaSetKind:
+
+class DeploymentKind(_AppsKind):
+    """apps/v1 Deployment: `spec.replicas`, the hub's selector, pod template and rollout settings."""
+
+    policy = workload_kinds.policy_for("apps/v1", "Deployment")
+    KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
+                        "progressDeadlineSeconds", "paused")
+    RESOURCE = "deployment"
+
+
+class ReplicaSetKind(_AppsKind):
     """apps/v1 ReplicaSet: `spec.replicas`, the hub's selector, pod template and minReadySeconds.
     Its pods are its own (no ReplicaSet between, `agents.owners`); its scale-down is steered by
     deletion cost, as a Deployment's. Changing its pod template replaces no pod (a ReplicaSet has
@@ -151,49 +167,10 @@ class ReplicaSetKind:
 
     policy = workload_kinds.policy_for("apps/v1", "ReplicaSet")
     KEPT_SPEC_FIELDS = ("selector", "template", "minReadySeconds")
-
-    def spec(self, value: assignment.Assignment) -> Json:
-        source_spec = (value.template or {}).get("spec") or {}
-        spec: Json = {k: copy.deepcopy(source_spec[k]) for k in self.KEPT_SPEC_FIELDS if k in source_spec}
-        spec["replicas"] = value.replicas
-        return spec
-
-    def quantity(self, body: Mapping[str, Any]) -> Any:
-        return (body.get("spec") or {}).get("replicas")
-
-    def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
-        return _cached(cache.member_workload(self.policy.kind, namespace, name))
-
-    def read(self, apis: Apis, namespace: str, name: str) -> Json:
-        response = apis.apps.read_namespaced_replica_set(name, namespace, _preload_content=False,
-                                                         _request_timeout=deadlines.CALL)
-        found: Json = json.loads(response.data)
-        return found
-
-    def create(self, apis: Apis, namespace: str, body: Json) -> Any:
-        return apis.apps.create_namespaced_replica_set(namespace, body, _preload_content=False,
-                                                       _request_timeout=deadlines.CALL)
-
-    def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
-        return apis.apps.replace_namespaced_replica_set(name, namespace, body, _preload_content=False,
-                                                        _request_timeout=deadlines.CALL)
-
-    def merge_patch(self, apis: Apis, namespace: str, name: str, patch: Json) -> Any:
-        return apis.apps.patch_namespaced_replica_set(name, namespace, patch, _preload_content=False,
-                                                      _content_type=MERGE_PATCH,
-                                                      _request_timeout=deadlines.CALL)
-
-    def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
-        listing = json.loads(apis.apps.list_replica_set_for_all_namespaces(
-            label_selector=label_selector, _preload_content=False, _request_timeout=deadlines.LIST).data)
-        return list(listing.get("items") or ())
-
-    def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
-        return apis.apps.delete_namespaced_replica_set(name, namespace, body=options, _preload_content=False,
-                                                       _request_timeout=deadlines.CALL)
+    RESOURCE = "replica_set"
 
 
-class StatefulSetKind:
+class StatefulSetKind(_AppsKind):
     """apps/v1 StatefulSet: `spec.replicas`, the hub's selector, pod template, serviceName,
     volumeClaimTemplates (each member creates its own claims; removed replicas' claims stay, as
     Kubernetes leaves them), pod management and update strategy. Its pods are its own (no link
@@ -206,52 +183,7 @@ class StatefulSetKind:
     policy = workload_kinds.policy_for("apps/v1", "StatefulSet")
     KEPT_SPEC_FIELDS = ("selector", "template", "serviceName", "volumeClaimTemplates",
                         "podManagementPolicy", "updateStrategy", "revisionHistoryLimit")
-
-    def spec(self, value: assignment.Assignment) -> Json:
-        source_spec = (value.template or {}).get("spec") or {}
-        spec: Json = {k: copy.deepcopy(source_spec[k]) for k in self.KEPT_SPEC_FIELDS if k in source_spec}
-        spec["replicas"] = value.replicas
-        return spec
-
-    def quantity(self, body: Mapping[str, Any]) -> Any:
-        return (body.get("spec") or {}).get("replicas")
-
-    def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
-        return _cached(cache.member_workload(self.policy.kind, namespace, name))
-
-    def read(self, apis: Apis, namespace: str, name: str) -> Json:
-        response = apis.apps.read_namespaced_stateful_set(name, namespace, _preload_content=False,
-                                                          _request_timeout=deadlines.CALL)
-        found: Json = json.loads(response.data)
-        return found
-
-    def create(self, apis: Apis, namespace: str, body: Json) -> Any:
-        return apis.apps.create_namespaced_stateful_set(namespace, body, _preload_content=False,
-                                                        _request_timeout=deadlines.CALL)
-
-    def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
-        return apis.apps.replace_namespaced_stateful_set(name, namespace, body, _preload_content=False,
-                                                         _request_timeout=deadlines.CALL)
-
-    def merge_patch(self, apis: Apis, namespace: str, name: str, patch: Json) -> Any:
-        return apis.apps.patch_namespaced_stateful_set(name, namespace, patch, _preload_content=False,
-                                                       _content_type=MERGE_PATCH,
-                                                       _request_timeout=deadlines.CALL)
-
-    def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
-        listing = json.loads(apis.apps.list_stateful_set_for_all_namespaces(
-            label_selector=label_selector, _preload_content=False, _request_timeout=deadlines.LIST).data)
-        return list(listing.get("items") or ())
-
-    def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
-        return apis.apps.delete_namespaced_stateful_set(name, namespace, body=options, _preload_content=False,
-                                                        _request_timeout=deadlines.CALL)
-
-
-def _cached(view: views.WorkloadView | None) -> Cached | None:
-    if view is None:
-        return None
-    return Cached(annotations=view.annotations, quantity=view.replicas, federation=view.federation)
+    RESOURCE = "stateful_set"
 
 
 SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(), ReplicaSetKind(), StatefulSetKind())
