@@ -1,6 +1,6 @@
 """Whose pod is it: a pod counts as a spread's only while its owner chain leads to the spread's
-member workload (its Deployment or ReplicaSet, by the spread's `targetRef.kind`), marked as the
-spread's.
+member workload (its Deployment, ReplicaSet or StatefulSet, by the spread's `targetRef.kind`),
+marked as the spread's.
 
 Why not the `fedspread.io/spread` label alone: a label outlives what it says. A Deployment
 released by a deleted spread (`deletionPolicy: Orphan`) keeps its pod template, so its pods keep

@@ -1,4 +1,4 @@
-"""A watch-fed cache of the member cluster's nodes, pods and fedspread Deployments, kept compact.
+"""A watch-fed cache of the member cluster's nodes, pods and fedspread workloads, kept compact.
 
 Why a cache: the controller recounts every spread's pods each second, the inventory reporter folds
 every node and bound pod into pools, and workload sync compares every Deployment it owns with its
@@ -262,9 +262,9 @@ class Cache:
             return value
 
     def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
-        """The cached member workload of `kind` (`targetRef.kind`: Deployment or ReplicaSet) of that
-        name labelled fedspread.io/spread; None when not cached (or a ReplicaSet a Deployment
-        controls, or a kind not cached)."""
+        """The cached member workload of `kind` (`targetRef.kind`: Deployment, ReplicaSet or
+        StatefulSet) of that name labelled fedspread.io/spread; None when not cached (or a
+        ReplicaSet a Deployment controls, or a kind not cached)."""
         if kind == "Deployment":
             return self.deployment(namespace, name)
         if kind == "ReplicaSet":

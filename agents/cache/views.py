@@ -1,5 +1,6 @@
 """Kubernetes JSON to the compact views the agent's cache keeps: pods of spreads, nodes, usage,
-the spreads' member workloads (Deployments, ReplicaSets) and the ReplicaSets of their Deployments.
+the spreads' member workloads (Deployments, ReplicaSets, StatefulSets) and the ReplicaSets of their
+Deployments.
 
 Why separate from the cache: these conversions are pure and decide what the controller believes
 (a pod's subset, template revision, readiness, since when it is unschedulable, its current
@@ -66,7 +67,7 @@ class DeploymentStatus:
 
 @dataclasses.dataclass(frozen=True)
 class WorkloadView:
-    """One member workload (a Deployment, or a ReplicaSet no Deployment controls) labelled
+    """One member workload (a Deployment, a ReplicaSet no Deployment controls, a StatefulSet) labelled
     fedspread.io/spread, as workload sync and the pod counts read it."""
 
     namespace: str
@@ -246,7 +247,7 @@ def deployment_status(status: Mapping[str, Any]) -> DeploymentStatus:
 
 
 def workload_view(workload: Mapping[str, Any]) -> WorkloadView:
-    """The compact view of a member workload labelled for a spread (a Deployment or a ReplicaSet)."""
+    """The compact view of a member workload labelled for a spread (Deployment, ReplicaSet, StatefulSet)."""
     meta = workload.get("metadata") or {}
     replicas = (workload.get("spec") or {}).get("replicas")
     return WorkloadView(

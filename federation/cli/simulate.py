@@ -30,7 +30,7 @@ def load_inputs(
     spread_file: pathlib.Path, template_file: pathlib.Path | None
 ) -> tuple[spread.FederatedSpread, dict[str, Any] | None]:
     """The spread in SPREAD.yaml and its target workload (from --template or the same file): the
-    first document of the kind its targetRef names (a Deployment or a ReplicaSet)."""
+    first document of the kind its targetRef names (a Deployment, ReplicaSet or StatefulSet)."""
     docs = problems.read_documents(spread_file)
     spreads = [d for d in docs if _kind(d) == spread.KIND]
     if len(spreads) != 1:

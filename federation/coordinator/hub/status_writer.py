@@ -12,9 +12,9 @@ Events it records about them, federation.kube.events), and they must be cheap an
   attempts and jittered exponential backoff; anything else (404: the object is gone) is raised.
 * Merge patches (RFC 7386) computed as a diff against what was read, so fields that disappeared
   from the new status are removed (null) rather than left behind.
-* The hub has no Deployment or ReplicaSet controller, so the hub workload's status is ours to
-  write: the aggregate of the members' workloads of its kind, so `kubectl get deploy` (or `rs`) on
-  the hub tells the truth.
+* The hub has no workload controller, so the hub workload's status is ours to write: the
+  aggregate of the members' workloads of its kind, so `kubectl get deploy` (`rs`, `sts`) on the
+  hub tells the truth.
 * A fence (`close`, then `wait_idle`): no write starts after the first, the one under way has
   ended after the second.
   A leader that gives its Lease up closes it before the release, so a status thread stalled

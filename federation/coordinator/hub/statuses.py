@@ -12,10 +12,11 @@ World), written outside it (a slow apiserver must not stall placement), only whe
 - **FederatedSpread refused** by a target rule (`model.lifecycle`: its targetRef changed, or
   another spread holds its Deployment): `Valid=False` with that reason; the rest of the status is
   the one of what is in force (the last valid spec, or nothing).
-- **hub workload** (the Deployment or ReplicaSet a spread targets): its kind's own replica fields
-  (`core.status.workload_status`: a Deployment's `replicas/readyReplicas/availableReplicas/
-  updatedReplicas/unavailableReplicas`, a ReplicaSet's `replicas/fullyLabeledReplicas/
-  readyReplicas/availableReplicas`) summed over the member workloads as their agents report them
+- **hub workload** (the Deployment, ReplicaSet or StatefulSet a spread targets): its kind's own
+  replica fields (`core.status.workload_status`: a Deployment's `replicas/readyReplicas/
+  availableReplicas/updatedReplicas/unavailableReplicas`, a ReplicaSet's `replicas/
+  fullyLabeledReplicas/readyReplicas/availableReplicas`, a StatefulSet's `replicas/readyReplicas/
+  updatedReplicas`) summed over the member workloads as their agents report them
   (pod counts stand in for an agent that reports none); a lost cluster counts for nothing, nobody
   can vouch for its pods. When its spread is deleted, these fields are removed (whatever the
   deletionPolicy: orphaned workloads run on, but fedspread no longer counts them), unless another
