@@ -24,6 +24,9 @@ moment it reconnected, overfilled the first subset). So the agent's bookkeeping 
 `count_wait`: `admit` for a spread whose pods were never counted (`observe`) waits up to that
 long for the first count and otherwise raises `NotCounted` — the webhook then refuses the pod
 for now, and its ReplicaSet retries a moment later.
+
+A StatefulSet's pod is admitted by its name alone (`federation.core.ordinals`): the subset whose
+ordinal range holds its ordinal in this cluster, no count read, so no wait for one either.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import pydantic
 
 from federation import clock as clock_mod
 from federation.api import common, names
-from federation.core import quotas, status
+from federation.core import ordinals, quotas, status, workload_kinds
 from federation.rpc import assignment as assignment_mod
 
 CREATING_TTL = datetime.timedelta(seconds=30)
@@ -217,6 +220,14 @@ class Bookkeeping:
             current = self._assignments.get(spread)
             if current is None:
                 return None
+            if _by_ordinal(current):
+                chosen = _ordinal_subset(current, pod_name)
+                if chosen is not None and not dry_run:
+                    book = self._books[spread]
+                    before = book.holder(pod_name)
+                    book.creating[pod_name] = Pending(subset=chosen, revision=revision, since=now)
+                    book.moved(before, book.holder(pod_name))
+                return current.rule(chosen) if chosen is not None else None
             if self._count_wait is not None and spread not in self._counted:
                 if not self._counted_changed.wait_for(lambda: spread in self._counted, self._count_wait):
                     raise NotCounted(f"the pods of spread {spread} are not counted yet")
@@ -389,3 +400,21 @@ class Bookkeeping:
                 if entry.subset in tally and name not in book.deleting and name not in book.observed:
                     tally[entry.subset]["creating"] += 1
             return {n: SubsetCounts(**tally[n]) for n in names}
+
+
+def _by_ordinal(value: assignment_mod.Assignment) -> bool:
+    """Whether `value`'s kind orders scale-down by ordinal ranges (a StatefulSet)."""
+    try:
+        return workload_kinds.policy_for(value.api_version, value.kind).scale_down_order == "ordinals"
+    except workload_kinds.UnsupportedKind:
+        return False
+
+
+def _ordinal_subset(value: assignment_mod.Assignment, pod_name: str) -> str | None:
+    """The subset whose ordinal range in this cluster holds pod `pod_name`'s ordinal; None for a
+    name that is not one of the member StatefulSet's pods, or an ordinal beyond every range."""
+    ordinal = ordinals.ordinal_of(pod_name, statefulset=value.workload) if value.workload else None
+    if ordinal is None:
+        return None
+    rules = sorted(value.subsets, key=lambda r: r.index)
+    return ordinals.subset_for_ordinal(ordinal, ordinals.ordinal_ranges([(r.name, r.quota) for r in rules]))

@@ -227,7 +227,8 @@ class Agent:
     def _owner_check(self, value: assignment.Assignment, namespace: str, references: Any) -> str:
         """Whose pod a pod being created is (`owners.admission`), from the cache (the webhook's)."""
         return owners.admission(value, namespace=namespace, owner_references=references,
-                                deployment=self.cache.deployment(value.namespace, value.workload),
+                                workload=self.cache.member_workload(value.kind, value.namespace,
+                                                                    value.workload),
                                 replicaset=self.cache.replicaset)
 
     def _removed(self, spread: str, orphan: bool) -> None:

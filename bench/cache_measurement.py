@@ -127,6 +127,10 @@ class FakeApi:
         """No ReplicaSets: the measurement is about nodes and pods (a spread has a few)."""
         return self._serve(query, (), synthetic_cluster.deployment_json)
 
+    def list_stateful_set_for_all_namespaces(self, **query: Any) -> Any:
+        """No StatefulSets, as no ReplicaSets."""
+        return self._serve(query, (), synthetic_cluster.deployment_json)
+
     def _serve(
         self, query: Json, indices: Sequence[int], build: Callable[[synthetic_cluster.Plan, int], Json]
     ) -> Any:

@@ -1,4 +1,4 @@
-"""A watch-fed cache of the member cluster's nodes, pods and fedspread Deployments, kept compact.
+"""A watch-fed cache of the member cluster's nodes, pods and fedspread workloads, kept compact.
 
 Why a cache: the controller recounts every spread's pods each second, the inventory reporter folds
 every node and bound pod into pools, and workload sync compares every Deployment it owns with its
@@ -14,12 +14,16 @@ keeps, per object, only what its readers use, converted once when the event arri
   once per pod with `fit.shape_from_pod_spec`; identical request sets are shared);
 * pods labelled `fedspread.io/spread` — `SpreadPod` (a `bookkeeping.PodRecord` and what deletion
   cost needs besides), indexed by spread (all phases, bound or not: Pending pods matter here);
-* Deployments labelled `fedspread.io/spread` — `DeploymentView` (replicas, fedspread annotations,
+* Deployments labelled `fedspread.io/spread` — `WorkloadView` (replicas, fedspread annotations,
   status counters);
 * ReplicaSets labelled `fedspread.io/spread` (a Deployment's ReplicaSets carry its pod template's
   labels) — `ReplicaSetView` (uid and controlling Deployment), indexed by that Deployment: with
   each pod's controller uid, the link of the owner chain Pod → ReplicaSet → Deployment that
-  decides whose pod it is (`agents.owners`), at the cost of a few objects per spread.
+  decides whose pod it is (`agents.owners`), at the cost of a few objects per spread. A ReplicaSet
+  no Deployment controls is a spread's member workload of its own (a spread of a hub
+  ReplicaSet): its view carries a `WorkloadView` too, read by `member_workload`;
+* StatefulSets labelled `fedspread.io/spread` — `WorkloadView`: a spread's member StatefulSet
+  (its pods' controller itself).
 
 Each object is stored under the reflector's own key string (`emit_keyed`), shared with the
 reflector's version map rather than copied: on the inventory benchmark's member (100,000 pods) a
@@ -57,7 +61,9 @@ V = TypeVar("V")
 Requests = Mapping[str, fractions.Fraction]
 
 NODES, USAGE, SPREAD_PODS, DEPLOYMENTS = "nodes", "usage", "spread-pods", "deployments"
-REPLICASETS = "replicasets"
+REPLICASETS, STATEFULSETS = "replicasets", "statefulsets"
+WORKLOAD_KINDS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS)
+"""The cached resources member workloads are read from (`member_workload`, `workloads`)."""
 BOUND_ACTIVE_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """The pods that take node resources, as kube-scheduler counts them."""
 PAGE_SIZE = 250
@@ -121,22 +127,25 @@ class _Store(Generic[V]):
 
 
 class Cache:
-    """Nodes, pods, fedspread Deployments and ReplicaSets of one member cluster, fed by five watches."""
+    """Nodes, pods, fedspread Deployments, ReplicaSets and StatefulSets of one member cluster, fed by
+    six watches."""
 
     def __init__(self, core_api: Any, apps_api: Any, *, watch_seconds: int = 300,
                  page_size: int = PAGE_SIZE) -> None:
         self._cond = threading.Condition()
         self._changes = 0
-        self._versions = {NODES: 0, USAGE: 0, SPREAD_PODS: 0, DEPLOYMENTS: 0, REPLICASETS: 0}
+        self._versions = {NODES: 0, USAGE: 0, SPREAD_PODS: 0, DEPLOYMENTS: 0, REPLICASETS: 0,
+                          STATEFULSETS: 0}
         self._interned: dict[tuple[tuple[str, fractions.Fraction], ...], Requests] = {}
         self._stores: dict[str, _Store[Any]] = {
             NODES: _Store[inventory.NodeView](lambda obj, _: views.node_view(obj)),
             USAGE: _Store[CachedUsage](self._usage),
             SPREAD_PODS: _Store[views.SpreadPod](lambda obj, _: views.spread_pod(obj),
                                                  index=lambda p: p.spread),
-            DEPLOYMENTS: _Store[views.DeploymentView](lambda obj, _: views.deployment_view(obj)),
+            DEPLOYMENTS: _Store[views.WorkloadView](lambda obj, _: views.workload_view(obj)),
             REPLICASETS: _Store[views.ReplicaSetView](lambda obj, _: views.replicaset_view(obj),
                                                       index=lambda r: r.owner),
+            STATEFULSETS: _Store[views.WorkloadView](lambda obj, _: views.workload_view(obj)),
         }
         self._stop = threading.Event()
 
@@ -153,6 +162,7 @@ class Cache:
             watch(SPREAD_PODS, core_api.list_pod_for_all_namespaces, label_selector=spread),
             watch(DEPLOYMENTS, apps_api.list_deployment_for_all_namespaces, label_selector=spread),
             watch(REPLICASETS, apps_api.list_replica_set_for_all_namespaces, label_selector=spread),
+            watch(STATEFULSETS, apps_api.list_stateful_set_for_all_namespaces, label_selector=spread),
         ]
         self._threads: list[threading.Thread] = []
 
@@ -234,15 +244,15 @@ class Cache:
         with self._cond:
             return list(self._stores[USAGE].items.values())
 
-    def deployments(self) -> list[views.DeploymentView]:
+    def deployments(self) -> list[views.WorkloadView]:
         """Every Deployment labelled fedspread.io/spread."""
         with self._cond:
             return list(self._stores[DEPLOYMENTS].items.values())
 
-    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+    def deployment(self, namespace: str, name: str) -> views.WorkloadView | None:
         """One Deployment labelled fedspread.io/spread, if cached."""
         with self._cond:
-            value: views.DeploymentView | None = self._stores[DEPLOYMENTS].items.get(f"{namespace}/{name}")
+            value: views.WorkloadView | None = self._stores[DEPLOYMENTS].items.get(f"{namespace}/{name}")
             return value
 
     def replicaset(self, namespace: str, name: str) -> views.ReplicaSetView | None:
@@ -250,6 +260,30 @@ class Cache:
         with self._cond:
             value: views.ReplicaSetView | None = self._stores[REPLICASETS].items.get(f"{namespace}/{name}")
             return value
+
+    def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
+        """The cached member workload of `kind` (`targetRef.kind`: Deployment, ReplicaSet or
+        StatefulSet) of that name labelled fedspread.io/spread; None when not cached (or a
+        ReplicaSet a Deployment controls, or a kind not cached)."""
+        if kind == "Deployment":
+            return self.deployment(namespace, name)
+        if kind == "ReplicaSet":
+            found = self.replicaset(namespace, name)
+            return found.workload if found is not None else None
+        if kind == "StatefulSet":
+            with self._cond:
+                value: views.WorkloadView | None = self._stores[STATEFULSETS].items.get(f"{namespace}/{name}")
+                return value
+        return None
+
+    def workloads(self) -> list[views.WorkloadView]:
+        """Every member workload labelled fedspread.io/spread: the Deployments, the ReplicaSets no
+        Deployment controls, the StatefulSets."""
+        with self._cond:
+            standalone = [r.workload for r in self._stores[REPLICASETS].by_index.get("", {}).values()
+                          if r.workload is not None]
+            return [*self._stores[DEPLOYMENTS].items.values(), *standalone,
+                    *self._stores[STATEFULSETS].items.values()]
 
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         """The uids (`views.compact_uid`, as pods carry their controller's) of the cached

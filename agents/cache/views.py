@@ -1,5 +1,6 @@
 """Kubernetes JSON to the compact views the agent's cache keeps: pods of spreads, nodes, usage,
-the spreads' Deployments and ReplicaSets.
+the spreads' member workloads (Deployments, ReplicaSets, StatefulSets) and the ReplicaSets of their
+Deployments.
 
 Why separate from the cache: these conversions are pure and decide what the controller believes
 (a pod's subset, template revision, readiness, since when it is unschedulable, its current
@@ -53,7 +54,8 @@ class SpreadPod:
 
 @dataclasses.dataclass(frozen=True)
 class DeploymentStatus:
-    """A Deployment's apps/v1 `status` counters (agent.proto WorkloadStatus), 0 when unset."""
+    """A member workload's apps/v1 `status` counters (agent.proto WorkloadStatus), 0 when unset: a
+    Deployment's, or a ReplicaSet's (which has no updated or unavailable count: 0)."""
 
     observed_generation: int = 0
     replicas: int = 0
@@ -64,8 +66,9 @@ class DeploymentStatus:
 
 
 @dataclasses.dataclass(frozen=True)
-class DeploymentView:
-    """One Deployment labelled fedspread.io/spread, as workload sync and the pod counts read it."""
+class WorkloadView:
+    """One member workload (a Deployment, a ReplicaSet no Deployment controls, a StatefulSet) labelled
+    fedspread.io/spread, as workload sync and the pod counts read it."""
 
     namespace: str
     name: str
@@ -76,19 +79,23 @@ class DeploymentView:
     """Only the fedspread.io/ annotations."""
     status: DeploymentStatus = DeploymentStatus()
     federation: str = ""
-    """The fedspread.io/federation label (whose Deployment it is; agents.ownership)."""
+    """The fedspread.io/federation label (whose workload it is; agents.ownership)."""
     """Kept so that a status change alone (readyReplicas going up) is a cache change the
     reconciler wakes for and reports."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReplicaSetView:
-    """One ReplicaSet labelled fedspread.io/spread (a member Deployment's, or a released one's):
-    the link from a pod's controller to the Deployment that controls it."""
+    """One ReplicaSet labelled fedspread.io/spread: a member Deployment's (or a released one's), the
+    link from a pod's controller to the Deployment that controls it; or, controlled by no
+    Deployment, a ReplicaSet spread as a workload of its own (`workload`)."""
 
     uid: str
     owner: str
     """The uid of the Deployment that controls it (its controller ownerReference); "" if none."""
+    workload: WorkloadView | None = None
+    """For a ReplicaSet no Deployment controls: its view as a member workload (replicas, marks,
+    status); None for a Deployment's, whose status changes would only cost cache updates."""
 
 
 def controller_of(meta: Mapping[str, Any], *, kind: str | None = None) -> Mapping[str, Any] | None:
@@ -103,7 +110,10 @@ def replicaset_view(replicaset: Mapping[str, Any]) -> ReplicaSetView:
     """The compact view of a spread's ReplicaSet."""
     meta = replicaset.get("metadata") or {}
     owner = controller_of(meta, kind="Deployment")
-    return ReplicaSetView(uid=str(meta.get("uid") or ""), owner=str((owner or {}).get("uid") or ""))
+    uid = str(meta.get("uid") or "")
+    if owner is not None:
+        return ReplicaSetView(uid=uid, owner=str(owner.get("uid") or ""))
+    return ReplicaSetView(uid=uid, owner="", workload=workload_view(replicaset))
 
 
 def compact_uid(uid: str) -> int | str:
@@ -224,7 +234,8 @@ def _count(value: Any) -> int:
 
 
 def deployment_status(status: Mapping[str, Any]) -> DeploymentStatus:
-    """A Deployment's `status` counters; absent or malformed fields read as 0, as apps/v1 omits zeros."""
+    """A Deployment's (or ReplicaSet's) `status` counters; absent or malformed fields read as 0, as
+    apps/v1 omits zeros."""
     return DeploymentStatus(
         observed_generation=_count(status.get("observedGeneration")),
         replicas=_count(status.get("replicas")),
@@ -235,18 +246,17 @@ def deployment_status(status: Mapping[str, Any]) -> DeploymentStatus:
     )
 
 
-def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
-    """The compact view of a fedspread Deployment."""
-    meta = deployment.get("metadata") or {}
-    replicas = (deployment.get("spec") or {}).get("replicas")
-    return DeploymentView(
+def workload_view(workload: Mapping[str, Any]) -> WorkloadView:
+    """The compact view of a member workload labelled for a spread (Deployment, ReplicaSet, StatefulSet)."""
+    meta = workload.get("metadata") or {}
+    replicas = (workload.get("spec") or {}).get("replicas")
+    return WorkloadView(
         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
         spread_label=str((meta.get("labels") or {}).get(names.SPREAD_LABEL) or ""),
         replicas=replicas if isinstance(replicas, int) else None,
         annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items()
                      if k.startswith(names.PREFIX)},
-        status=deployment_status(deployment.get("status") or {}),
+        status=deployment_status(workload.get("status") or {}),
         federation=str((meta.get("labels") or {}).get(names.FEDERATION_LABEL) or ""),
     )
-

@@ -12,7 +12,7 @@ branches through the sync.
 `strategy_for(api_version, kind)` gives the strategy through `workload_kinds.policy_for`; a kind
 the table does not know, or one the agent does not write yet, raises `KindNotServed` (a
 `ValueError` naming what is served): the sync reports it for that spread and goes on with the
-others. Only Deployment exists so far; ReplicaSet, StatefulSet and Job come with their strategies.
+others. Deployment, ReplicaSet and StatefulSet are written; Job comes with its strategy.
 
 Every API call carries its deadline (`federation.kube.deadlines`), as everywhere in the agent.
 """
@@ -94,12 +94,14 @@ class WorkloadKind(Protocol):
         """Delete it with these DeleteOptions; the client's raw response."""
 
 
-class DeploymentKind:
-    """apps/v1 Deployment: `spec.replicas`, the hub's selector, pod template and rollout settings."""
+class _AppsKind:
+    """What the apps/v1 kinds share: the quantity is `spec.replicas`, the spec is the hub's
+    `KEPT_SPEC_FIELDS`, and the client's calls are `<verb>_namespaced_<RESOURCE>` of AppsV1Api."""
 
-    policy = workload_kinds.policy_for("apps/v1", "Deployment")
-    KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
-                        "progressDeadlineSeconds", "paused")
+    policy: workload_kinds.KindPolicy
+    KEPT_SPEC_FIELDS: tuple[str, ...] = ()
+    RESOURCE = ""
+    """The kind's name in the client's method names (`deployment`, `replica_set`, ...)."""
 
     def spec(self, value: assignment.Assignment) -> Json:
         source_spec = (value.template or {}).get("spec") or {}
@@ -111,41 +113,80 @@ class DeploymentKind:
         return (body.get("spec") or {}).get("replicas")
 
     def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
-        view = cache.deployment(namespace, name)
+        view = cache.member_workload(self.policy.kind, namespace, name)
         if view is None:
             return None
         return Cached(annotations=view.annotations, quantity=view.replicas, federation=view.federation)
 
     def read(self, apis: Apis, namespace: str, name: str) -> Json:
-        response = apis.apps.read_namespaced_deployment(name, namespace, _preload_content=False,
+        response = self._call(apis, "read_namespaced")(name, namespace, _preload_content=False,
                                                         _request_timeout=deadlines.CALL)
         found: Json = json.loads(response.data)
         return found
 
     def create(self, apis: Apis, namespace: str, body: Json) -> Any:
-        return apis.apps.create_namespaced_deployment(namespace, body, _preload_content=False,
+        return self._call(apis, "create_namespaced")(namespace, body, _preload_content=False,
                                                       _request_timeout=deadlines.CALL)
 
     def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
-        return apis.apps.replace_namespaced_deployment(name, namespace, body, _preload_content=False,
+        return self._call(apis, "replace_namespaced")(name, namespace, body, _preload_content=False,
                                                        _request_timeout=deadlines.CALL)
 
     def merge_patch(self, apis: Apis, namespace: str, name: str, patch: Json) -> Any:
-        return apis.apps.patch_namespaced_deployment(name, namespace, patch, _preload_content=False,
+        return self._call(apis, "patch_namespaced")(name, namespace, patch, _preload_content=False,
                                                      _content_type=MERGE_PATCH,
                                                      _request_timeout=deadlines.CALL)
 
     def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
-        listing = json.loads(apis.apps.list_deployment_for_all_namespaces(
+        listing = json.loads(self._call(apis, "list", "for_all_namespaces")(
             label_selector=label_selector, _preload_content=False, _request_timeout=deadlines.LIST).data)
         return list(listing.get("items") or ())
 
     def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
-        return apis.apps.delete_namespaced_deployment(name, namespace, body=options, _preload_content=False,
+        return self._call(apis, "delete_namespaced")(name, namespace, body=options, _preload_content=False,
                                                       _request_timeout=deadlines.CALL)
 
+    def _call(self, apis: Apis, verb: str, suffix: str = "") -> Any:
+        return getattr(apis.apps, "_".join(p for p in (verb, self.RESOURCE, suffix) if p))
 
-SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(),)
+
+class DeploymentKind(_AppsKind):
+    """apps/v1 Deployment: `spec.replicas`, the hub's selector, pod template and rollout settings."""
+
+    policy = workload_kinds.policy_for("apps/v1", "Deployment")
+    KEPT_SPEC_FIELDS = ("selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
+                        "progressDeadlineSeconds", "paused")
+    RESOURCE = "deployment"
+
+
+class ReplicaSetKind(_AppsKind):
+    """apps/v1 ReplicaSet: `spec.replicas`, the hub's selector, pod template and minReadySeconds.
+    Its pods are its own (no ReplicaSet between, `agents.owners`); its scale-down is steered by
+    deletion cost, as a Deployment's. Changing its pod template replaces no pod (a ReplicaSet has
+    no rollout): pods created afterwards get the new template, as on a single cluster."""
+
+    policy = workload_kinds.policy_for("apps/v1", "ReplicaSet")
+    KEPT_SPEC_FIELDS = ("selector", "template", "minReadySeconds")
+    RESOURCE = "replica_set"
+
+
+class StatefulSetKind(_AppsKind):
+    """apps/v1 StatefulSet: `spec.replicas`, the hub's selector, pod template, serviceName,
+    volumeClaimTemplates (each member creates its own claims; removed replicas' claims stay, as
+    Kubernetes leaves them), pod management and update strategy. Its pods are its own (no link
+    between, `agents.owners`); its controller removes the highest ordinal first and reads no
+    deletion cost, so the webhook admits each pod into the subset whose ordinal range holds it
+    (`federation.core.ordinals`) and no cost is written. The fields other than replicas, template
+    and updateStrategy are immutable on a live StatefulSet: a change of them on the hub is refused
+    by the member's apiserver and reported as the spread's sync failure there."""
+
+    policy = workload_kinds.policy_for("apps/v1", "StatefulSet")
+    KEPT_SPEC_FIELDS = ("selector", "template", "serviceName", "volumeClaimTemplates",
+                        "podManagementPolicy", "updateStrategy", "revisionHistoryLimit")
+    RESOURCE = "stateful_set"
+
+
+SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(), ReplicaSetKind(), StatefulSetKind())
 """The kinds the agent writes, in the kind table's order."""
 _BY_REFERENCE = {(k.policy.api_version, k.policy.kind): k for k in SERVED}
 

@@ -3,9 +3,10 @@
 Why one loop for these: they all start from the same snapshot of the cache (a spread's pods) and
 run on the same beat (a second, or sooner when pods change). Each round, per assigned spread:
 
-1. recount — the cached pods whose owner chain leads to the spread's marked member Deployment
-   (`agents.owners`: not the label alone; a released Deployment's pods, another controller's and
-   bare pods are not the spread's) become `PodRecord`s handed to `Bookkeeping.observe` (once
+1. recount — the cached pods whose owner chain leads to the spread's marked member workload
+   (`agents.owners`: Pod → ReplicaSet → Deployment, or Pod → ReplicaSet for a spread of a
+   ReplicaSet; not the label alone: a released workload's pods, another controller's and bare
+   pods are not the spread's) become `PodRecord`s handed to `Bookkeeping.observe` (once
    the cache has listed everything: a partial list would undercount), which settles the webhook's
    creatingPods/deletingPods and lets the webhook place pods of a spread it never counted; then
    `Bookkeeping.expire` drops stale entries and local unschedulable marks whose time is up;
@@ -15,17 +16,20 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
 2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (per pod-template
    revision, as quotas are counted, kruise#834); a pod the webhook admitted was born with its
    in-quota cost, so only pods whose annotation differs (quotas moved, no subset) are patched,
-   with a one-key merge patch on metadata.annotations;
+   with a one-key merge patch on metadata.annotations; only for kinds whose scale-down deletion
+   cost steers (`KindPolicy.uses_deletion_cost`: Deployment, ReplicaSet);
 3. adaptive reschedule (Adaptive strategy) — `federation.core.reschedule` finds subsets whose
    pods waited longer than rescheduleCriticalSeconds; the subset is marked unschedulable here for
    unschedulableSeconds, reported once per mark, and those pods are deleted (their ReplicaSet
    recreates them and the webhook now skips the subset), each with a `Rescheduled` Event saying why;
+   never for a kind whose pods are bound to their identity (`reschedule_deletes_pods`: a
+   StatefulSet's keep their name and claims);
 4. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
-   spread's member Deployment status (from the cached Deployment; none while it does not
-   exist), sent to the outbox when either changed, and at least every heartbeat.
+   spread's member workload status (from the cached workload; none while it does not exist),
+   sent to the outbox when either changed, and at least every heartbeat.
 
-Rounds run every second, or sooner when the spreads' pods or the fedspread Deployments change in
-the cache: a Deployment whose readyReplicas went up is reported at once, not at the next beat.
+Rounds run every second, or sooner when the spreads' pods or the fedspread workloads change in
+the cache: a workload whose readyReplicas went up is reported at once, not at the next beat.
 
 The arithmetic lives in federation.core; this module fetches from the cache, calls it, and writes.
 """
@@ -48,7 +52,7 @@ from agents.cache import store as cache_mod
 from agents.cache import views
 from federation import clock as clock_mod
 from federation.api import names
-from federation.core import deletion_cost, reschedule, status
+from federation.core import deletion_cost, reschedule, status, workload_kinds
 from federation.kube import deadlines
 from federation.kube import events as kube_events
 from federation.rpc import assignment
@@ -100,12 +104,12 @@ def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod])
     return costs
 
 
-def member_status(value: assignment.Assignment, view: views.DeploymentView | None
+def member_status(value: assignment.Assignment, view: views.WorkloadView | None
                   ) -> views.DeploymentStatus | None:
-    """The status of the spread's member Deployment; None when the cache has no Deployment of that
-    name labelled for this spread and marked as this assignment's (not created yet, or someone
+    """The status of the spread's member workload; None when the cache has no workload of its kind
+    and name labelled for this spread and marked as this assignment's (not created yet, or someone
     else's: agents.ownership)."""
-    mine = owners.member_deployment(value, view)
+    mine = owners.member_workload(value, view)
     return None if mine is None else mine.status
 
 
@@ -206,10 +210,13 @@ class Reconciler:
         for value in current:
             try:
                 costed = self._costs_done.get(value.spread)
-                if costed is None or costed[0] is not value or costed[1] != versions[value.spread]:
+                costs = workload_kinds.policy_for(value.api_version, value.kind).uses_deletion_cost
+                if costs and (costed is None or costed[0] is not value
+                              or costed[1] != versions[value.spread]):
                     done.patched += self._write_costs(value, snapshot[value.spread])
                     self._costs_done[value.spread] = (value, versions[value.spread])
-                if value.strategy.adaptive:
+                if value.strategy.adaptive and workload_kinds.policy_for(
+                        value.api_version, value.kind).reschedule_deletes_pods:
                     self._reschedule(value, snapshot[value.spread], done)
             except Exception as error:
                 LOG.warning("reconcile failed spread=%s error=%s", value.spread, str(error)[:300])
@@ -222,9 +229,12 @@ class Reconciler:
         """The spread's pods: those labelled for it whose owner chain leads to its marked member
         Deployment (`agents.owners`); with what they were read at (pods version, owner chain)."""
         version, pods = self._cache.spread_snapshot(value.spread)
-        chain = owners.controllers(value, self._cache.deployment(value.namespace, value.workload),
-                                   self._cache.replicasets_of)
+        chain = owners.controllers(value, self._member(value), self._cache.replicasets_of)
         return (version, chain), owners.owned(pods, chain)
+
+    def _member(self, value: assignment.Assignment) -> views.WorkloadView | None:
+        """The cached member workload of `value`'s kind and target name."""
+        return self._cache.member_workload(value.kind, value.namespace, value.workload)
 
     # --- pods that predate the spread ------------------------------------------------------------
 
@@ -355,7 +365,7 @@ class Reconciler:
         report: Report = (
             {a.spread: {**self._books.counts(a.spread), status.UNASSIGNED: self._books.unassigned(a.spread)}
              for a in current},
-            {a.spread: member_status(a, self._cache.deployment(a.namespace, a.workload)) for a in current},
+            {a.spread: member_status(a, self._member(a)) for a in current},
             dict(self._conflicts()) if self._conflicts is not None else {},
             frozenset(a.spread for a in current) if counted else frozenset(),
             dict(self._dependency_conflicts()) if self._dependency_conflicts is not None else {},

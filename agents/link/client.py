@@ -311,7 +311,7 @@ class Link:
     def hello(self) -> agent_pb2.AgentMessage:
         """The Hello that opens every stream: identity plus what is enforced right now."""
         applied = hello_mod.listing(
-            self._bookkeeping.assignments(), self._cache.deployments() if self._cache is not None else (),
+            self._bookkeeping.assignments(), self._cache.workloads() if self._cache is not None else (),
             federation=self.federation.listed)
         return hello_mod.build(cluster=self.cluster, labels=dict(self.settings.labels),
                                resume_token=self._resume_token, started_at=self._started_at, applied=applied)

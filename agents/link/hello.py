@@ -1,7 +1,7 @@
 """The Hello that opens every stream; what it lists as applied: the assignments held in memory, and
-the Deployments marked as ours.
+the member workloads (Deployments, ReplicaSets no Deployment controls) marked as ours.
 
-Why the Deployments too: the coordinator removes a spread from a cluster only when it knows why,
+Why the workloads too: the coordinator removes a spread from a cluster only when it knows why,
 and it learns what a cluster runs from the Hello. Nothing on the agent deletes a member Deployment
 because no assignment names it any more (`agents.ownership`), so a Deployment whose assignment
 was lost — the agent restarted (its bookkeeping is in memory) while the spread was de-selected for
@@ -50,8 +50,8 @@ class DeploymentCache(Protocol):
     def wait_synced(self, timeout: float, *, kinds: tuple[str, ...] = ()) -> bool:
         """True once `kinds` (every kind if none) have been listed; False after `timeout` seconds."""
 
-    def deployments(self) -> list[views.DeploymentView]:
-        """Every Deployment labelled fedspread.io/spread."""
+    def workloads(self) -> list[views.WorkloadView]:
+        """Every member workload labelled fedspread.io/spread."""
 
 
 def build(*, cluster: str, labels: Mapping[str, str], resume_token: str, started_at: datetime.datetime,
@@ -64,16 +64,16 @@ def build(*, cluster: str, labels: Mapping[str, str], resume_token: str, started
     return agent_pb2.AgentMessage(hello=hello)
 
 
-def listing(assignments: Iterable[assignment_mod.Assignment], deployments: Iterable[views.DeploymentView],
+def listing(assignments: Iterable[assignment_mod.Assignment], workloads: Iterable[views.WorkloadView],
             *, federation: str) -> list[agent_pb2.AppliedSpread]:
-    """The Hello's applied spreads: every assignment held, then every (spread, uid) of a Deployment
-    marked with `federation` that no assignment held names; sorted by spread and uid."""
+    """The Hello's applied spreads: every assignment held, then every (spread, uid) of a member
+    workload marked with `federation` that no assignment held names; sorted by spread and uid."""
     entries: dict[tuple[str, str], agent_pb2.AppliedSpread] = {}
     for value in assignments:
         entries[(value.spread, value.spread_uid)] = agent_pb2.AppliedSpread(
             spread=value.spread, generation=value.generation, template_revision=value.template_revision,
             spread_uid=value.spread_uid)
-    for view in deployments:
+    for view in workloads:
         marked = ownership.marked_spread(federation_label=view.federation, annotations=view.annotations,
                                          federation=federation)
         if marked is not None and marked not in entries:
@@ -82,15 +82,15 @@ def listing(assignments: Iterable[assignment_mod.Assignment], deployments: Itera
 
 
 def wait_for_cache(cache: DeploymentCache, *, deadline_seconds: float, stopped: Callable[[], bool]) -> bool:
-    """Wait until `cache` has listed the member's Deployments, at most `deadline_seconds` (and not
+    """Wait until `cache` has listed the member's workloads, at most `deadline_seconds` (and not
     past `stopped()`); whether it has. Past the deadline, a warning says what the Hello lacks."""
     end = time.monotonic() + deadline_seconds
     while not stopped():
         left = end - time.monotonic()
-        if cache.wait_synced(max(0.0, min(left, 0.5)), kinds=(store.DEPLOYMENTS,)):
+        if cache.wait_synced(max(0.0, min(left, 0.5)), kinds=store.WORKLOAD_KINDS):
             return True
         if left <= 0:
-            LOG.warning("member Deployments not listed yet; this Hello lists only the assignments "
+            LOG.warning("member workloads not listed yet; this Hello lists only the assignments "
                         "held, the next one lists them", extra={"waited_s": deadline_seconds})
             return False
     return False

@@ -45,7 +45,7 @@ from typing import Any
 from agents import bookkeeping, metrics, owners
 from agents.webhook import review
 from federation.api import names
-from federation.core import deletion_cost, mutation
+from federation.core import deletion_cost, mutation, workload_kinds
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -191,8 +191,10 @@ class AdmissionHandler:
                 source, subset=rule.name, required_term=rule.required_term,
                 preferred_terms=rule.preferred_terms, tolerations=rule.tolerations, patch=rule.patch,
                 name=generated,
-                # Admitted within its subset's quota: born with the cost the controller would write.
-                deletion_cost=deletion_cost.in_quota_cost(rule.index, subset_count=spread.spec_subsets),
+                # Admitted within its subset's quota: born with the cost the controller would write
+                # (none for a kind whose controller reads none: a StatefulSet's).
+                deletion_cost=deletion_cost.in_quota_cost(rule.index, subset_count=spread.spec_subsets)
+                if workload_kinds.policy_for(spread.api_version, spread.kind).uses_deletion_cost else None,
             )
         except ValueError as error:
             # The pod's shape was checked above, so this is the subset's patch not fitting the pod:

@@ -120,7 +120,8 @@ _KINDS = (
         short_name="fsp",
         scope="Namespaced",
         columns=(
-            _column("Target", "string", ".spec.targetRef.name", "The hub Deployment spread."),
+            _column("Kind", "string", ".spec.targetRef.kind", "The kind of the hub workload spread."),
+            _column("Target", "string", ".spec.targetRef.name", "The hub workload spread."),
             _column("Replicas", "integer", ".status.replicas", "Replicas the target asks for."),
             _column("Ready", "integer", ".status.readyReplicas", "Ready replicas in all clusters."),
             _column("Unplaced", "integer", ".status.unplacedReplicas", "Replicas with no room."),

@@ -65,18 +65,29 @@ def _check_max_replicas(value: Any) -> Any:
     raise ValueError("maxReplicas must be a non-negative integer or a percentage like '50%'")
 
 
+TargetKind = Literal["Deployment", "ReplicaSet", "StatefulSet"]
+"""The workload kinds a spread can target (apps/v1): each has its row in
+`federation.core.workload_kinds` and its strategy in the agent (`agents.controller.kinds`)."""
+
+
 class TargetRef(common.SpecModel):
     """The hub workload whose replicas are spread."""
 
     api_version: Literal["apps/v1"] = pydantic.Field(
         default="apps/v1", description="API version of the target workload; apps/v1."
     )
-    kind: Literal["Deployment"] = pydantic.Field(
-        default="Deployment", description="Kind of the target workload; Deployment."
+    kind: TargetKind = pydantic.Field(
+        default="Deployment",
+        description="Kind of the target workload: Deployment, ReplicaSet or StatefulSet.",
     )
     name: str = pydantic.Field(
-        min_length=1, description="Name of the Deployment in the spread's namespace on the hub."
+        min_length=1, description="Name of the workload in the spread's namespace on the hub."
     )
+
+    @property
+    def described(self) -> str:
+        """`Kind 'name'`, as messages name the target."""
+        return f"{self.kind} {self.name!r}"
 
 
 class Subset(common.SpecModel):
@@ -254,7 +265,8 @@ class ClusterToleration(common.Toleration):
 class FederatedSpreadSpec(common.SpecModel):
     """What a user asks for: which workload, which ordered subsets, which strategy."""
 
-    target_ref: TargetRef = pydantic.Field(description="The hub Deployment to spread.")
+    target_ref: TargetRef = pydantic.Field(
+        description="The hub workload to spread (a Deployment, a ReplicaSet or a StatefulSet).")
     subsets: list[Subset] = pydantic.Field(
         min_length=1, description="Ordered subsets; earlier subsets fill first."
     )
@@ -276,7 +288,7 @@ class FederatedSpreadSpec(common.SpecModel):
     deletion_policy: DeletionPolicy = pydantic.Field(
         default="Orphan",
         description=(
-            "What deleting this spread does to its member Deployments: Orphan (the default) leaves "
+            "What deleting this spread does to its member workloads: Orphan (the default) leaves "
             "them and their pods running, no longer managed by fedspread; Delete removes them."
         ),
     )

@@ -29,7 +29,8 @@ def _kind(doc: Any) -> str:
 def load_inputs(
     spread_file: pathlib.Path, template_file: pathlib.Path | None
 ) -> tuple[spread.FederatedSpread, dict[str, Any] | None]:
-    """The spread in SPREAD.yaml and its template Deployment (from --template or the same file)."""
+    """The spread in SPREAD.yaml and its target workload (from --template or the same file): the
+    first document of the kind its targetRef names (a Deployment, ReplicaSet or StatefulSet)."""
     docs = problems.read_documents(spread_file)
     spreads = [d for d in docs if _kind(d) == spread.KIND]
     if len(spreads) != 1:
@@ -38,11 +39,12 @@ def load_inputs(
             "", f"expected exactly one FederatedSpread document, found: {found}")])
     parsed = problems.validate(spread.FederatedSpread, spreads[0], what=str(spread_file))
     template_docs = problems.read_documents(template_file) if template_file else docs
-    deployments = [d for d in template_docs if _kind(d) == "Deployment"]
-    if template_file and not deployments:
+    target_kind = parsed.spec.target_ref.kind
+    targets = [d for d in template_docs if _kind(d) == target_kind]
+    if template_file and not targets:
         raise problems.InvalidInput(str(template_file), [problems.Problem(
-            "", "expected a Deployment document")])
-    return parsed, (deployments[0] if deployments else None)
+            "", f"expected a {target_kind} document (the spread's targetRef kind)")])
+    return parsed, (targets[0] if targets else None)
 
 
 def _replicas(given: int | None, template: dict[str, Any] | None) -> int:
@@ -52,7 +54,7 @@ def _replicas(given: int | None, template: dict[str, Any] | None) -> int:
     value = spec.get("replicas") if isinstance(spec, dict) else None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    raise click.UsageError("give --replicas N, or a template Deployment with spec.replicas")
+    raise click.UsageError("give --replicas N, or a template workload with spec.replicas")
 
 
 def _current(path: pathlib.Path | None) -> dict[str, dict[str, int]]:
@@ -93,14 +95,15 @@ def render_table(result: placement.Placement, spec: spread.FederatedSpreadSpec) 
 @click.command("simulate")
 @click.option("-f", "--filename", "spread_file", required=True,
               type=click.Path(dir_okay=False, path_type=pathlib.Path),
-              help="FederatedSpread YAML (may also hold the target Deployment).")
+              help="FederatedSpread YAML (may also hold the target workload).")
 @click.option("--clusters", "clusters_file", required=True,
               type=click.Path(dir_okay=False, path_type=pathlib.Path),
               help="Capacity snapshot YAML: clusters with labels, readiness, taints, node pools.")
 @click.option("--replicas", type=click.IntRange(min=0),
-              help="Total replicas (default: the template Deployment's spec.replicas).")
+              help="Total replicas (default: the template workload's spec.replicas).")
 @click.option("--template", "template_file", type=click.Path(dir_okay=False, path_type=pathlib.Path),
-              help="Deployment YAML whose pod requests, node selector and tolerations are fitted "
+              help="Workload YAML (of the targetRef's kind) whose pod requests, node selector and "
+                   "tolerations are fitted "
                    "to nodes. Without it pods request nothing and only the pods limit binds.")
 @click.option("--current", "current_file", type=click.Path(dir_okay=False, path_type=pathlib.Path),
               help="A previous `simulate -o json` output: replicas already placed stay put.")

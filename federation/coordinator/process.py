@@ -84,7 +84,7 @@ from federation.rpc import agent_pb2
 
 log = logging.getLogger("fedspread.coordinator")
 
-HUB_KINDS = frozenset({"spread", "cluster", "deployment", *hub.DEPENDENCY_KINDS})
+HUB_KINDS = frozenset({"spread", "cluster", *hub.WORKLOAD_STREAMS, *hub.DEPENDENCY_KINDS})
 GRPC_WORKERS = 8
 """Threads for the agent streams' calls into the facade, however many agents connect (an agent stream
 is a coroutine on the gRPC event loop, `services.aio_server`)."""
@@ -339,8 +339,8 @@ class CoordinatorProcess:
         with self.coordinator.lock:
             gone = self.world.spread(event.key) if deleting else None  # in force until now
             self.coordinator.publish(hub.apply_to_world(self.world, event))
-            if deleting:  # under the lock: a status pass sees it placed or its Deployment released
-                self.statuses.spread_deleted(event.key, target=gone.spec.target_ref.name if gone else None)
+            if deleting:  # under the lock: a status pass sees it placed or its workload released
+                self.statuses.spread_deleted(event.key, target=gone.spec.target_ref if gone else None)
             kept = gone_member and event.key in self.world.cluster_names()
             restore = kept and not self.world.decommissioned(event.key) \
                 and event.key in self.coordinator.connected()

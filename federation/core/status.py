@@ -1,4 +1,4 @@
-"""Status basics: agents' pod reports, the condition rule, MemberCluster and hub Deployment status.
+"""Status basics: agents' pod reports, the condition rule, MemberCluster and hub workload status.
 
 Why a pure module: the status is how a person learns what the coordinator decided and why.
 Keeping it free of clients lets the status writer stay a thin shell that writes only when
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import pydantic
@@ -174,6 +174,49 @@ def deployment_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -
         "updatedReplicas": sum(r.updated for r in reports.values()),
         "unavailableReplicas": max(0, replicas - available),
     }
+
+
+def replicaset_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:
+    """The hub ReplicaSet's `status` fields summed over the member ReplicaSets. Every member pod
+    carries the hub template's labels, so all are fully labelled. `replicas` (the hub's
+    `spec.replicas`) is not used: a ReplicaSet's status has no count against it."""
+    del replicas
+    counted = sum(r.replicas for r in reports.values())
+    return {
+        "replicas": counted,
+        "fullyLabeledReplicas": counted,
+        "readyReplicas": sum(r.ready for r in reports.values()),
+        "availableReplicas": sum(r.available for r in reports.values()),
+    }
+
+
+def statefulset_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:
+    """The hub StatefulSet's `status` fields summed over the member StatefulSets: `replicas`,
+    `readyReplicas`, `updatedReplicas`. Not `currentReplicas` nor the revisions: the members'
+    revisions are their own (each cluster's controller names them), and `kubectl rollout status`
+    (1.20) waits on `readyReplicas` against the hub's `spec.replicas` and on equal revisions, which
+    absent revisions are. `replicas` (the hub's `spec.replicas`) is not used."""
+    del replicas
+    return {
+        "replicas": sum(r.replicas for r in reports.values()),
+        "readyReplicas": sum(r.ready for r in reports.values()),
+        "updatedReplicas": sum(r.updated for r in reports.values()),
+    }
+
+
+HUB_STATUS: Mapping[str, Callable[..., dict[str, int]]] = {
+    "Deployment": deployment_status,
+    "ReplicaSet": replicaset_status,
+    "StatefulSet": statefulset_status,
+}
+"""Per `targetRef.kind`, the rule of the hub workload's status (called with the member reports and
+`replicas=` the hub's `spec.replicas`): the kind's own status fields, so `kubectl get` and
+`kubectl rollout status` read them as on a cluster that runs the workload."""
+
+
+def workload_status(kind: str, reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:
+    """The hub workload's `status` replica fields for its kind (KeyError for a kind not spread)."""
+    return HUB_STATUS[kind](reports, replicas=replicas)
 
 
 _ORDER_KEYS = ("type", "cluster")

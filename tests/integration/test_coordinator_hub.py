@@ -119,8 +119,8 @@ def test_watcher_follows_spread_and_its_deployment(
     assert entry.template["spec"]["template"]["spec"]["containers"][0]["name"] == "app"
 
     clusters.apps(HUB).patch_namespaced_deployment("web", namespace, {"spec": {"replicas": 5}})
-    scaled = recorder.wait(lambda e: e.kind == "deployment" and e.deployment is not None
-                           and e.deployment.key == f"{namespace}/web" and e.deployment.replicas == 5,
+    scaled = recorder.wait(lambda e: e.kind == "deployment" and e.workload is not None
+                           and e.workload.key == f"{namespace}/web" and e.workload.replicas == 5,
                            "deployment event with 5 replicas")
     assert scaled.type == "MODIFIED"
     waiting.wait_for(lambda: (e := recorder.entry(key)) and e.replicas == 5, timeout=TIMEOUT,

@@ -9,7 +9,7 @@ subset annotation and cluster) are exactly what the comment says; then it checks
 is about on the pods themselves (the subset's patch, node affinity and the node each pod landed
 on). CASES must name every example file, so a new example without a case fails here.
 
-Every case leaves the shared federation as it found it: spread, Deployment and namespaces deleted,
+Every case leaves the shared federation as it found it: spread, workload and namespaces deleted,
 its member pods gone (dc1 holds only four 1-CPU pods, and Adaptive examples count on that room),
 every agent running and heard by the coordinator.
 """
@@ -177,6 +177,14 @@ CASES: dict[str, list[Step]] = {
     "node-pool.yaml": [
         Step("apply (6 replicas)", {"highmem": {"gcp-eu": 4}, "general": {"gcp-eu": 2}}, pods=check_pools),
     ],
+    "replicaset.yaml": [
+        Step("apply (4 replicas)", {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
+        Step("scale to 2: eu gives back first", {"ring": {"dc1": 2}, "eu": eu(0, 0)}, scale=2),
+    ],
+    "statefulset.yaml": [
+        Step("apply (4 replicas)", {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
+        Step("scale to 2: eu gives back first", {"ring": {"dc1": 2}, "eu": eu(0, 0)}, scale=2),
+    ],
     "failover.yaml": [
         Step("apply (3 replicas)", {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}),
         Step("aws-eu's agent stops: after clusterLostSeconds its replicas move",
@@ -221,16 +229,35 @@ def apis(federation: environment.Federation) -> Iterator[Apis]:
 
 
 def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The example's Deployment and FederatedSpread, checked to be a well-formed pair."""
+    """The example's workload (a Deployment or a ReplicaSet) and FederatedSpread, checked to be a
+    well-formed pair."""
     text = (EXAMPLES / name).read_text()
     assert text.startswith("# "), f"{name} must start with a comment saying what it shows and expects"
     docs = [d for d in yaml.safe_load_all(text) if d]
-    assert [d["kind"] for d in docs] == ["Deployment", spread_api.KIND], name
-    deployment, spread = docs
+    assert [d["kind"] for d in docs][1:] == [spread_api.KIND] and docs[0]["kind"] in WORKLOADS, name
+    workload, spread = docs
     assert all("namespace" not in d["metadata"] for d in docs), f"{name}: examples carry no namespace"
     spread_api.FederatedSpreadSpec.model_validate(spread["spec"])
-    assert spread["spec"]["targetRef"]["name"] == deployment["metadata"]["name"]
-    return deployment, spread
+    assert spread["spec"]["targetRef"]["name"] == workload["metadata"]["name"]
+    assert spread["spec"]["targetRef"]["kind"] == workload["kind"]
+    return workload, spread
+
+
+WORKLOADS = {
+    "Deployment": ("create_namespaced_deployment", "patch_namespaced_deployment_scale",
+                   "delete_namespaced_deployment"),
+    "ReplicaSet": ("create_namespaced_replica_set", "patch_namespaced_replica_set_scale",
+                   "delete_namespaced_replica_set"),
+    "StatefulSet": ("create_namespaced_stateful_set", "patch_namespaced_stateful_set_scale",
+                    "delete_namespaced_stateful_set"),
+}
+"""Per example workload kind, the hub calls that create, scale and delete it."""
+
+
+def hub_call(apis: Apis, kind: str, action: int) -> Callable[..., Any]:
+    """The hub's AppsV1Api call of `WORKLOADS[kind][action]` (0 create, 1 scale, 2 delete)."""
+    found: Callable[..., Any] = getattr(apis.apps("hub"), WORKLOADS[kind][action])
+    return found
 
 
 def idle(apis: Apis) -> bool:
@@ -280,7 +307,7 @@ def delete_quietly(call: Callable[[], object]) -> None:
             raise
 
 
-def clean_up(apis: Apis, namespace: str, deployment: str, spread: str) -> None:
+def clean_up(apis: Apis, namespace: str, workload: dict[str, Any], spread: str) -> None:
     """Every agent back, the example's objects deleted, its member pods and Deployments gone, the
     namespaces deleted (the hub has no namespace controller: its namespace stays Terminating)."""
     for name in sorted(apis.federation.stopped):
@@ -290,15 +317,19 @@ def clean_up(apis: Apis, namespace: str, deployment: str, spread: str) -> None:
     delete_quietly(lambda: apis.custom().patch_namespaced_custom_object(
         *path, {"spec": {"deletionPolicy": "Delete"}}, _content_type="application/merge-patch+json"))
     delete_quietly(lambda: apis.custom().delete_namespaced_custom_object(*path))
-    delete_quietly(lambda: apis.apps("hub").delete_namespaced_deployment(deployment, namespace))
+    delete_quietly(lambda: hub_call(apis, workload["kind"], 2)(workload["metadata"]["name"], namespace))
 
     def leftovers() -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
         for m in apis.members:
             pods = apis.core(m).list_namespaced_pod(namespace).items
             deployments = apis.apps(m).list_namespaced_deployment(namespace).items
-            if items := [f"pod/{p.metadata.name}" for p in pods] + [f"deployment/{d.metadata.name}"
-                                                                   for d in deployments]:
+            replicasets = apis.apps(m).list_namespaced_replica_set(namespace).items
+            statefulsets = apis.apps(m).list_namespaced_stateful_set(namespace).items
+            if items := [f"pod/{p.metadata.name}" for p in pods] + [
+                    f"deployment/{d.metadata.name}" for d in deployments] + [
+                    f"replicaset/{r.metadata.name}" for r in replicasets] + [
+                    f"statefulset/{s.metadata.name}" for s in statefulsets]:
                 found[m] = items
         return found
 
@@ -319,7 +350,7 @@ def test_every_example_has_a_case() -> None:
 def test_example_places_as_documented(name: str, apis: Apis) -> None:
     if name not in CASES:
         pytest.fail(f"examples/{name} has no case in CASES: add the placements its comment documents")
-    deployment, spread = load(name)
+    workload, spread = load(name)
     namespace = f"ex-{pathlib.Path(name).stem}-{uuid.uuid4().hex[:6]}"
     key = f"{namespace}/{spread['metadata']['name']}"
     label = f"{names.SPREAD_LABEL}={spread['metadata']['name']}"
@@ -327,14 +358,14 @@ def test_example_places_as_documented(name: str, apis: Apis) -> None:
                      f"{apis.placements.clusters(include_node_pools=True)}")
     apis.core("hub").create_namespace({"metadata": {"name": namespace}})
     try:
-        apis.apps("hub").create_namespaced_deployment(namespace, deployment)
+        hub_call(apis, workload["kind"], 0)(namespace, workload)
         apis.custom().create_namespaced_custom_object(
             common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
         for step in CASES[name]:
             started = time.monotonic()
             if step.scale is not None:
-                apis.apps("hub").patch_namespaced_deployment_scale(
-                    deployment["metadata"]["name"], namespace, {"spec": {"replicas": step.scale}})
+                hub_call(apis, workload["kind"], 1)(
+                    workload["metadata"]["name"], namespace, {"spec": {"replicas": step.scale}})
             if step.stop_agent:
                 apis.federation.stop_agent(step.stop_agent)
             if step.start_agent:
@@ -355,7 +386,7 @@ def test_example_places_as_documented(name: str, apis: Apis) -> None:
             if step.pods is not None:
                 step.pods(seen)
     finally:
-        clean_up(apis, namespace, deployment["metadata"]["name"], spread["metadata"]["name"])
+        clean_up(apis, namespace, workload, spread["metadata"]["name"])
 
 
 @pytest.mark.parametrize("name", example_files())

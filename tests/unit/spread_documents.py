@@ -310,7 +310,7 @@ def bad_target_or_kind(draw: st.DrawFn, doc: Doc) -> str:
         doc["spec"]["targetRef"]["name"] = ""
         return "spec.targetRef.name"
     if choice == "targetKind":
-        doc["spec"]["targetRef"]["kind"] = "StatefulSet"
+        doc["spec"]["targetRef"]["kind"] = "CronJob"
         return "spec.targetRef.kind"
     if choice in ("apiVersion", "kind"):
         doc[choice] = draw(st.text(max_size=20).filter(lambda t: t not in ("fedspread.io/v1alpha1",

@@ -63,7 +63,7 @@ class QuietApi:
         return self._Response(self.cut, b'{"items": [], "metadata": {"resourceVersion": "1"}}')
 
     list_node = list_pod_for_all_namespaces = list_deployment_for_all_namespaces = _list
-    list_replica_set_for_all_namespaces = _list
+    list_replica_set_for_all_namespaces = list_stateful_set_for_all_namespaces = _list
 
 
 def test_the_cache_trims_once_each_resource_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,4 +76,4 @@ def test_the_cache_trims_once_each_resource_is_listed(monkeypatch: pytest.Monkey
         assert feed.wait_synced(5)
     finally:
         feed.stop()
-    assert len(trims) == 5  # nodes, bound pods, spread pods, Deployments, ReplicaSets
+    assert len(trims) == 6  # nodes, bound pods, spread pods, Deployments, ReplicaSets, StatefulSets

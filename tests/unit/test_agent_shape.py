@@ -217,12 +217,17 @@ def test_the_workload_loop_applies_removals_before_a_round_and_retries_a_failed_
 # --- the workload per kind ---------------------------------------------------------------------------
 
 
-def test_only_deployments_have_a_strategy_and_other_kinds_say_why() -> None:
+def test_the_apps_kinds_have_a_strategy_and_other_kinds_say_why() -> None:
     strategy = kinds.strategy_for("apps/v1", "Deployment")
     assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("Deployment", True)
-    with pytest.raises(kinds.KindNotServed, match="does not write apps/v1 StatefulSet workloads yet; "
-                                                  "it writes: apps/v1 Deployment"):
-        kinds.strategy_for("apps/v1", "StatefulSet")
+    strategy = kinds.strategy_for("apps/v1", "ReplicaSet")
+    assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("ReplicaSet", True)
+    strategy = kinds.strategy_for("apps/v1", "StatefulSet")
+    assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("StatefulSet", False)
+    served = "apps/v1 Deployment, apps/v1 ReplicaSet, apps/v1 StatefulSet"
+    with pytest.raises(kinds.KindNotServed, match=f"does not write batch/v1 Job workloads yet; it writes: "
+                                                  f"{served}"):
+        kinds.strategy_for("batch/v1", "Job")
     with pytest.raises(kinds.KindNotServed, match="unsupported workload kind apps/v1 CronTab; supported: "):
         kinds.strategy_for("apps/v1", "CronTab")
 
@@ -246,23 +251,26 @@ class FakeCache:
     def __init__(self, apps: FakeApps) -> None:
         self.apps = apps
 
-    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+    def deployment(self, namespace: str, name: str) -> views.WorkloadView | None:
         item = self.apps.items.get((namespace, name))
-        return None if item is None else views.deployment_view(item)
+        return None if item is None else views.workload_view(item)
+
+    def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
+        return self.deployment(namespace, name) if kind == "Deployment" else None
 
 
-def value(name: str, *, kind: str = "Deployment") -> assignment.Assignment:
+def value(name: str, *, kind: str = "Deployment", api_version: str = "apps/v1") -> assignment.Assignment:
     return assignment.Assignment(
         spread=f"shop/{name}", generation=1, namespace="shop", workload=name, replicas=2, template={},
         template_revision="r", subsets=(), subset_count=0, spread_uid=f"uid-{name}", federation="prod",
-        kind=kind)
+        kind=kind, api_version=api_version)
 
 
 def test_a_kind_the_agent_does_not_write_fails_its_spread_alone_and_is_logged_once(
         caplog: pytest.LogCaptureFixture) -> None:
     apps, books = FakeApps(), bookkeeping.Bookkeeping()
     books.set_assignment(value("web"))
-    books.set_assignment(value("db", kind="StatefulSet"))
+    books.set_assignment(value("db", kind="Job", api_version="batch/v1"))
     sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING):
         assert sync.sync_once() == {workload.CREATED: 1, workload.FAILED: 1}
@@ -270,7 +278,7 @@ def test_a_kind_the_agent_does_not_write_fails_its_spread_alone_and_is_logged_on
     assert list(apps.items) == [("shop", "web")]
     assert apps.items["shop", "web"]["kind"] == "Deployment"
     refused = [r.getMessage() for r in caplog.records if "workload not written" in r.getMessage()]
-    assert len(refused) == 1 and "spread=shop/db" in refused[0] and "apps/v1 StatefulSet" in refused[0]
+    assert len(refused) == 1 and "spread=shop/db" in refused[0] and "batch/v1 Job" in refused[0]
 
 
 # --- the link as a runnable --------------------------------------------------------------------------

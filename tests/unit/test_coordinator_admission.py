@@ -217,8 +217,8 @@ def test_a_live_spread_may_not_change_its_target() -> None:
     cluster.seen(spread_doc("web"))
     message = refusal(cluster.answer(request(spread_doc("web", target="api"), operation="UPDATE",
                                              old=spread_doc("web"))))
-    assert ("spec.targetRef: targetRef cannot change on a live spread (from Deployment 'web' to 'api')"
-            in message)
+    assert ("spec.targetRef: targetRef cannot change on a live spread "
+            "(from Deployment 'web' to Deployment 'api')" in message)
 
 
 def test_before_the_hub_is_listed_the_rules_across_spreads_are_left_to_the_condition() -> None:

@@ -169,6 +169,7 @@ def test_printer_columns() -> None:
         return [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
 
     assert columns(SPREADS) == [
+        ("Kind", "string", ".spec.targetRef.kind"),
         ("Target", "string", ".spec.targetRef.name"),
         ("Replicas", "integer", ".status.replicas"),
         ("Ready", "integer", ".status.readyReplicas"),
@@ -357,7 +358,7 @@ def test_constraints_carry_over() -> None:
     assert (weight["minimum"], weight["maximum"]) == (1, 100)
     assert schema[".spec.scheduleStrategy.type"]["enum"] == ["Fixed", "Adaptive"]
     assert schema[".spec.subsets[].clusterSpread"]["enum"] == ["Fill", "Balance", "Capacity"]
-    assert schema[".spec.targetRef.kind"]["enum"] == ["Deployment"]
+    assert schema[".spec.targetRef.kind"]["enum"] == ["Deployment", "ReplicaSet", "StatefulSet"]
     assert schema[".spec.subsets[].tolerations[].effect"]["enum"] == [
         "", "NoSchedule", "PreferNoSchedule", "NoExecute"]
 

@@ -155,8 +155,8 @@ def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None
 
 
 def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
-    # hub.HubWatcher lists and watches the three kinds; main._on_hello creates MemberClusters;
-    # status_writer reads and merge-patches the three status subresources; kube.events creates
+    # hub.HubWatcher lists and watches the five kinds; main._on_hello creates MemberClusters;
+    # status_writer reads and merge-patches the five status subresources; kube.events creates
     # Events and patches their series; access_review asks the hub whether an SDK user may read
     # what it asks for. Nothing more.
     assert rules(one(coordinator, "ClusterRole", "fedspread-coordinator")) == {
@@ -165,7 +165,11 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("fedspread.io", "federatedspreads/status", frozenset({"get", "patch"})),
         ("fedspread.io", "memberclusters/status", frozenset({"get", "patch"})),
         ("apps", "deployments", frozenset({"list", "watch"})),
+        ("apps", "replicasets", frozenset({"list", "watch"})),
+        ("apps", "statefulsets", frozenset({"list", "watch"})),
         ("apps", "deployments/status", frozenset({"get", "patch"})),
+        ("apps", "replicasets/status", frozenset({"get", "patch"})),
+        ("apps", "statefulsets/status", frozenset({"get", "patch"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
         ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
         # the objects pods need, read from the hub to be copied into members (issue 24)
@@ -399,7 +403,8 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("", "nodes", frozenset({"get", "list", "watch"})),
         ("", "pods", frozenset({"get", "list", "watch", "patch", "delete"})),
         ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
-        ("apps", "replicasets", frozenset({"list", "watch"})),
+        ("apps", "replicasets", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
+        ("apps", "statefulsets", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("", "namespaces", frozenset({"create"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
         # the member copies of the objects pods need (agents/controller/dependencies.py): no list, no watch

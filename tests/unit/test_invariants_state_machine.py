@@ -217,8 +217,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             self.generation = 1
             template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None,
                                            image="web:1")
-            target = watcher.DeploymentInfo(namespace=fm.NAMESPACE, name=fm.NAME, replicas=self.replicas,
-                                            template=template)
+            target = watcher.WorkloadInfo(kind="Deployment", namespace=fm.NAMESPACE, name=fm.NAME,
+                                          replicas=self.replicas, template=template)
             self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent(
                 "spread", "ADDED", fm.KEY, spread=self._spread_item(), generation=1, target=target)))
 

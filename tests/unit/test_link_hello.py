@@ -34,15 +34,15 @@ VALUE = assignment_mod.Assignment(
 
 
 def deployment(name: str, *, federation: str = "prod", uid: str | None = None,
-               key: str | None = None) -> views.DeploymentView:
+               key: str | None = None) -> views.WorkloadView:
     annotations = {names.SPREAD_KEY_ANNOTATION: key or f"shop/{name}"}
     if uid != "":
         annotations[names.SPREAD_UID_ANNOTATION] = uid or f"uid-{name}"
-    return views.DeploymentView(namespace="shop", name=name, uid=f"k8s-{name}", spread_label=name,
+    return views.WorkloadView(namespace="shop", name=name, uid=f"k8s-{name}", spread_label=name,
                                 replicas=1, annotations=annotations, federation=federation)
 
 
-def rows(assignments: list[assignment_mod.Assignment], deployments: list[views.DeploymentView],
+def rows(assignments: list[assignment_mod.Assignment], deployments: list[views.WorkloadView],
          federation: str = "prod") -> list[tuple[str, int, str, str]]:
     return [(a.spread, a.generation, a.template_revision, a.spread_uid)
             for a in hello_mod.listing(assignments, deployments, federation=federation)]
@@ -67,7 +67,7 @@ def test_a_deployment_of_an_earlier_spread_of_the_key_is_listed_beside_the_assig
     pytest.param(deployment("api", federation=""), id="released (unmarked)"),
     pytest.param(deployment("api", uid=""), id="no spread uid"),
 ])
-def test_deployments_not_marked_as_ours_are_not_listed(other: views.DeploymentView) -> None:
+def test_deployments_not_marked_as_ours_are_not_listed(other: views.WorkloadView) -> None:
     assert rows([], [other]) == []
 
 
@@ -78,14 +78,14 @@ def test_before_any_welcome_nothing_is_listed_without_an_expected_federation() -
 class LateCache:
     """A cache that lists its Deployments only when `listed` is set (as a slow first list)."""
 
-    def __init__(self, *items: views.DeploymentView) -> None:
+    def __init__(self, *items: views.WorkloadView) -> None:
         self.items = list(items)
         self.listed = threading.Event()
 
     def wait_synced(self, timeout: float, *, kinds: tuple[str, ...] = ()) -> bool:
         return self.listed.wait(timeout)
 
-    def deployments(self) -> list[views.DeploymentView]:
+    def workloads(self) -> list[views.WorkloadView]:
         return self.items if self.listed.is_set() else []
 
 

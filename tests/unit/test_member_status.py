@@ -42,7 +42,7 @@ def assigned() -> assignment.Assignment:
 
 
 def test_deployment_view_keeps_the_status_counters() -> None:
-    view = views.deployment_view(member_deployment(status={
+    view = views.workload_view(member_deployment(status={
         "observedGeneration": 3, "replicas": 4, "readyReplicas": 2, "updatedReplicas": 4,
         "availableReplicas": 2, "unavailableReplicas": 2, "conditions": [{"type": "Available"}]}))
     assert view.status == views.DeploymentStatus(observed_generation=3, replicas=4, ready_replicas=2,
@@ -52,16 +52,16 @@ def test_deployment_view_keeps_the_status_counters() -> None:
                                 names.SPREAD_UID_ANNOTATION: "spread-uid-1"}
     assert view.federation == "prod"
     # apps/v1 leaves zero counters out; a new Deployment has no status at all.
-    assert views.deployment_view(member_deployment()).status == views.DeploymentStatus()
+    assert views.workload_view(member_deployment()).status == views.DeploymentStatus()
     assert views.deployment_status({"readyReplicas": "2", "replicas": True}) == views.DeploymentStatus()
 
 
 def test_a_status_change_alone_makes_a_different_view() -> None:
     # The cache stores (and signals) a view only when it differs from the one it holds.
-    three = views.deployment_view(member_deployment(status={"replicas": 4, "readyReplicas": 3}))
-    four = views.deployment_view(member_deployment(status={"replicas": 4, "readyReplicas": 4}))
+    three = views.workload_view(member_deployment(status={"replicas": 4, "readyReplicas": 3}))
+    four = views.workload_view(member_deployment(status={"replicas": 4, "readyReplicas": 4}))
     assert three != four
-    assert four == views.deployment_view(member_deployment(status={
+    assert four == views.workload_view(member_deployment(status={
         "replicas": 4, "readyReplicas": 4, "conditions": [{"type": "Progressing"}]}))
 
 
@@ -97,7 +97,7 @@ class FakeCache:
     """What the reconciler reads of the cache: no pods, the Deployments a test puts, change waits."""
 
     def __init__(self) -> None:
-        self.deployments: dict[tuple[str, str], views.DeploymentView] = {}
+        self.deployments: dict[tuple[str, str], views.WorkloadView] = {}
         self.waited: list[tuple[str, ...]] = []
         self.stop = threading.Event()
         self.synced = True  # listed everything: the reconciler counts pods only then
@@ -105,8 +105,11 @@ class FakeCache:
     def spread_snapshot(self, spread: str) -> tuple[int, list[views.SpreadPod]]:
         return 0, []
 
-    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+    def deployment(self, namespace: str, name: str) -> views.WorkloadView | None:
         return self.deployments.get((namespace, name))
+
+    def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
+        return self.deployment(namespace, name) if kind == "Deployment" else None
 
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         return frozenset()
@@ -136,17 +139,17 @@ def test_a_deployment_status_change_alone_sends_a_new_report() -> None:
     assert reported_workload(box) is None, "no member Deployment yet"
     assert not loop.reconcile_once().counts_sent, "nothing changed, no beat due"
 
-    fake.deployments["shop", "web"] = views.deployment_view(member_deployment(spread="other"))
+    fake.deployments["shop", "web"] = views.workload_view(member_deployment(spread="other"))
     assert not loop.reconcile_once().counts_sent, "another spread's Deployment is not the member's"
-    fake.deployments["shop", "web"] = views.deployment_view(member_deployment(federation="staging"))
+    fake.deployments["shop", "web"] = views.workload_view(member_deployment(federation="staging"))
     assert not loop.reconcile_once().counts_sent, "another federation's Deployment is not the member's"
 
-    fake.deployments["shop", "web"] = views.deployment_view(member_deployment(status={"replicas": 4}))
+    fake.deployments["shop", "web"] = views.workload_view(member_deployment(status={"replicas": 4}))
     assert loop.reconcile_once().counts_sent
     assert (reported_workload(box).replicas, reported_workload(box).ready_replicas) == (4, 0)
     assert not loop.reconcile_once().counts_sent
 
-    fake.deployments["shop", "web"] = views.deployment_view(
+    fake.deployments["shop", "web"] = views.workload_view(
         member_deployment(status={"replicas": 4, "readyReplicas": 3}))
     assert loop.reconcile_once().counts_sent, "readyReplicas went up: report at once"
     assert reported_workload(box).ready_replicas == 3

@@ -98,7 +98,8 @@ def test_the_cache_indexes_replicasets_by_their_deployment() -> None:
 
     cache = store.Cache(type("Core", (), {"list_node": Lister(), "list_pod_for_all_namespaces": Lister()})(),
                         type("Apps", (), {"list_deployment_for_all_namespaces": Lister(),
-                                          "list_replica_set_for_all_namespaces": Lister()})())
+                                          "list_replica_set_for_all_namespaces": Lister(),
+                                          "list_stateful_set_for_all_namespaces": Lister()})())
     cache._apply(store.REPLICASETS, "ADDED", "shop/web-1", replicaset("web-1", RS_UID, DEPLOY_UID))
     released = replicaset("old", RELEASED_RS_UID, RELEASED_DEPLOY_UID)
     cache._apply(store.REPLICASETS, "ADDED", "shop/old", released)
@@ -108,7 +109,7 @@ def test_the_cache_indexes_replicasets_by_their_deployment() -> None:
     assert cache.replicasets_of(DEPLOY_UID) == frozenset() and cache.replicasets_of("") == frozenset()
 
 
-def chain_of(view: views.DeploymentView | None) -> owners.Controllers:
+def chain_of(view: views.WorkloadView | None) -> owners.Controllers:
     sets = {DEPLOY_UID: {views.compact_uid(RS_UID)},
             RELEASED_DEPLOY_UID: {views.compact_uid(RELEASED_RS_UID)}}
     return owners.controllers(VALUE, view, lambda uid: sets.get(uid, set()))
@@ -125,7 +126,7 @@ def chain_of(view: views.DeploymentView | None) -> owners.Controllers:
     ],
 )
 def test_owned_pods_follow_the_owner_chain(member: dict[str, Any] | None, expected: set[str]) -> None:
-    view = None if member is None else views.deployment_view(member)
+    view = None if member is None else views.workload_view(member)
     assert {p.record.name for p in owners.owned(spread_pods(), chain_of(view))} == expected
 
 
@@ -153,14 +154,14 @@ def test_admission_rule(references: Any, verdict: str) -> None:
     known = {"web-1": views.ReplicaSetView(RS_UID, DEPLOY_UID),
              "old": views.ReplicaSetView(RELEASED_RS_UID, RELEASED_DEPLOY_UID)}
     found = owners.admission(VALUE, namespace="shop", owner_references=references,
-                             deployment=views.deployment_view(deployment()),
+                             workload=views.workload_view(deployment()),
                              replicaset=lambda _namespace, name: known.get(name))
     assert found == verdict
 
 
 def test_admission_without_a_marked_member_deployment_takes_no_known_replicaset_as_ours() -> None:
     ref = [{"kind": "ReplicaSet", "name": "web-1", "uid": RS_UID, "controller": True}]
-    found = owners.admission(VALUE, namespace="shop", owner_references=ref, deployment=None,
+    found = owners.admission(VALUE, namespace="shop", owner_references=ref, workload=None,
                              replicaset=lambda _n, _m: views.ReplicaSetView(RS_UID, DEPLOY_UID))
     assert found == owners.FOREIGN
 
@@ -195,13 +196,16 @@ class FakeCache:
 
     def __init__(self, pods: list[views.SpreadPod]) -> None:
         self.pods = pods
-        self.member = views.deployment_view(deployment())
+        self.member = views.workload_view(deployment())
 
     def spread_snapshot(self, spread: str) -> tuple[int, list[views.SpreadPod]]:
         return 1, list(self.pods)
 
-    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+    def deployment(self, namespace: str, name: str) -> views.WorkloadView | None:
         return self.member
+
+    def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
+        return self.deployment(namespace, name) if kind == "Deployment" else None
 
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         return frozenset({views.compact_uid(RS_UID)}) if deployment_uid == DEPLOY_UID else frozenset()

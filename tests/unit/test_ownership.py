@@ -134,6 +134,11 @@ class FakeApps:
     def list_deployment_for_all_namespaces(self, **_: Any) -> Any:
         return type("Response", (), {"data": json.dumps({"items": list(self.items.values())})})()
 
+    def list_replica_set_for_all_namespaces(self, **_: Any) -> Any:
+        return type("Response", (), {"data": json.dumps({"items": []})})()  # Deployments only
+
+    list_stateful_set_for_all_namespaces = list_replica_set_for_all_namespaces
+
 
 class FakeCache:
     """Only Deployments labelled with the spread label, as the agent's watch sees them."""
@@ -143,12 +148,15 @@ class FakeCache:
     def __init__(self, apps: FakeApps) -> None:
         self.apps = apps
 
-    def deployments(self) -> list[views.DeploymentView]:
-        return [views.deployment_view(i) for i in self.apps.items.values()
+    def deployments(self) -> list[views.WorkloadView]:
+        return [views.workload_view(i) for i in self.apps.items.values()
                 if names.SPREAD_LABEL in (i["metadata"].get("labels") or {})]
 
-    def deployment(self, namespace: str, name: str) -> views.DeploymentView | None:
+    def deployment(self, namespace: str, name: str) -> views.WorkloadView | None:
         return next((v for v in self.deployments() if (v.namespace, v.name) == (namespace, name)), None)
+
+    def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
+        return self.deployment(namespace, name) if kind == "Deployment" else None
 
 
 def users_own(name: str = "own", **labels: str) -> dict[str, Any]:

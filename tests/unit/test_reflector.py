@@ -312,6 +312,7 @@ class FakeCoreApi:
     list_pod_for_all_namespaces = _quiet
     list_deployment_for_all_namespaces = _quiet
     list_replica_set_for_all_namespaces = _quiet
+    list_stateful_set_for_all_namespaces = _quiet
 
 
 def test_agent_cache_drops_what_a_relist_no_longer_lists() -> None:

@@ -53,7 +53,8 @@ OLDER_SPREAD = spread("older", created="2025-01-01T00:00:00Z")
 def event(item: spread_api.FederatedSpread) -> hub.HubEvent:
     body = builders.deployment("web", 5, namespace="shop")
     return hub.HubEvent("spread", "ADDED", item.key, spread=item, generation=1,
-                        target=hub.DeploymentInfo(namespace="shop", name="web", replicas=5, template=body))
+                        target=hub.WorkloadInfo(kind="Deployment", namespace="shop", name="web", replicas=5,
+                                                template=body))
 
 
 class Recording:
@@ -66,10 +67,10 @@ class Recording:
         self.spreads[key] = new
         return True
 
-    def write_deployment_status(self, *_: Any) -> bool:
+    def write_workload_status(self, *_: Any) -> bool:
         return True
 
-    def clear_deployment_status(self, *_: Any) -> bool:
+    def clear_workload_status(self, *_: Any) -> bool:
         return True
 
     def write_member_cluster(self, *_: Any) -> bool:

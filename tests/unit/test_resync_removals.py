@@ -45,7 +45,7 @@ def upsert(item: spread_api.FederatedSpread, *, with_target: bool = True) -> hub
     target = None
     if with_target:
         body = builders.deployment("web", 3, namespace="shop")
-        target = hub.DeploymentInfo(namespace="shop", name="web", replicas=3, template=body)
+        target = hub.WorkloadInfo(kind="Deployment", namespace="shop", name="web", replicas=3, template=body)
     return hub.HubEvent("spread", "MODIFIED", item.key, spread=item, generation=1, target=target)
 
 

@@ -47,9 +47,9 @@ def spread(name: str = "web", *, target: str = "web", created: str = "2025-01-01
         "spec": spec})
 
 
-def target(name: str = "web", replicas: int = 5) -> hub.DeploymentInfo:
+def target(name: str = "web", replicas: int = 5) -> hub.WorkloadInfo:
     body = builders.deployment(name, replicas, namespace="shop")
-    return hub.DeploymentInfo(namespace="shop", name=name, replicas=replicas, template=body)
+    return hub.WorkloadInfo(kind="Deployment", namespace="shop", name=name, replicas=replicas, template=body)
 
 
 def upsert(item: spread_api.FederatedSpread, *, replicas: int = 5) -> hub.HubEvent:
@@ -345,11 +345,11 @@ class RecordingWriter:
         self.calls.append(("spread", (key, new)))
         return True
 
-    def write_deployment_status(self, namespace: str, name: str, fields: dict[str, int]) -> bool:
-        self.calls.append(("deployment", (f"{namespace}/{name}", fields)))
+    def write_workload_status(self, kind: str, namespace: str, name: str, fields: dict[str, int]) -> bool:
+        self.calls.append((kind.lower(), (f"{namespace}/{name}", fields)))
         return True
 
-    def clear_deployment_status(self, namespace: str, name: str) -> bool:
+    def clear_workload_status(self, kind: str, namespace: str, name: str) -> bool:
         self.calls.append(("clear", f"{namespace}/{name}"))
         return True
 
@@ -392,7 +392,7 @@ def test_deleting_a_spread_clears_its_hub_deployment_status_once() -> None:
     passes.run(T0)
     assert ("deployment", "shop/web") in writer.kinds()
     fed.apply(deleted(KEY))
-    passes.spread_deleted(KEY, target="web")
+    passes.spread_deleted(KEY, target=spread_api.TargetRef(name="web"))
     passes.run(T0)
     assert writer.kinds() == [("clear", "shop/web")]
     passes.run(T0)
@@ -409,7 +409,7 @@ def test_a_successor_spread_writes_the_counts_instead_of_a_clear() -> None:
     assert [(c.status, c.reason) for c in valid] == [("False", lifecycle.TARGET_CONFLICT)]
     writer.kinds()
     fed.apply(deleted(KEY))
-    passes.spread_deleted(KEY, target="web")
+    passes.spread_deleted(KEY, target=spread_api.TargetRef(name="web"))
     passes.run(T0)
     done = writer.kinds()
     assert ("clear", "shop/web") not in done and ("deployment", "shop/web") in done

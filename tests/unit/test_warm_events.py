@@ -20,7 +20,7 @@ from tests.support import builders
 NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
-def spread_event(type_: watcher.EventType, name: str, *, target: watcher.DeploymentInfo | None = None,
+def spread_event(type_: watcher.EventType, name: str, *, target: watcher.WorkloadInfo | None = None,
                  generation: int = 1) -> watcher.HubEvent:
     item = builders.federated_spread(name, [{"name": "a", "clusters": ["c1"]}], generation=generation)
     return watcher.HubEvent("spread", type_, f"shop/{name}", spread=item, generation=generation,
@@ -28,8 +28,8 @@ def spread_event(type_: watcher.EventType, name: str, *, target: watcher.Deploym
 
 
 def deployment_event(type_: watcher.EventType, name: str, replicas: int) -> watcher.HubEvent:
-    info = watcher.parse_deployment(builders.deployment(name, replicas, namespace="shop"))
-    return watcher.HubEvent("deployment", type_, f"shop/{name}", deployment=info)
+    info = watcher.parse_workload("Deployment", builders.deployment(name, replicas, namespace="shop"))
+    return watcher.HubEvent("deployment", type_, f"shop/{name}", workload=info)
 
 
 def test_each_object_is_one_added_event_with_its_newest_state_in_first_seen_order() -> None:
@@ -60,7 +60,7 @@ def test_a_spread_carries_its_deployment_as_it_is_at_the_takeover() -> None:
     warm = warm_events.WarmEvents()
     old = deployment_event("ADDED", "web", 2)
     warm.put(old)
-    warm.put(spread_event("ADDED", "web", target=old.deployment))
+    warm.put(spread_event("ADDED", "web", target=old.workload))
     warm.put(deployment_event("MODIFIED", "web", 7))
     spread = next(e for e in warm.drain() if e.kind == "spread")
     assert spread.target is not None and spread.target.replicas == 7
@@ -70,7 +70,7 @@ def test_a_spread_whose_deployment_went_away_carries_none() -> None:
     warm = warm_events.WarmEvents()
     old = deployment_event("ADDED", "web", 2)
     warm.put(old)
-    warm.put(spread_event("ADDED", "web", target=old.deployment))
+    warm.put(spread_event("ADDED", "web", target=old.workload))
     warm.put(deployment_event("DELETED", "web", 2))
     assert [e.target for e in warm.drain()] == [None]
 
@@ -80,7 +80,7 @@ def test_applied_in_order_the_drained_events_build_the_world_a_listing_would() -
     warm = warm_events.WarmEvents()
     first = deployment_event("ADDED", "web", 2)
     warm.put(first)  # the Deployment first seen before its spread: handed over before it too
-    warm.put(spread_event("ADDED", "web", target=first.deployment))
+    warm.put(spread_event("ADDED", "web", target=first.workload))
     warm.put(deployment_event("MODIFIED", "web", 5))
     warmed = world.World(lambda: NOW)
     for event in warm.drain():

@@ -120,7 +120,7 @@ class SpecAdmission:
             live = world.spread(item.key)
             if old is not None and live is not None and live.spec.target_ref != item.spec.target_ref:
                 return [problems.Problem("spec.targetRef", lifecycle.target_change_message(
-                    current=live.spec.target_ref.name, wanted=item.spec.target_ref.name))]
+                    current=live.spec.target_ref.described, wanted=item.spec.target_ref.described))]
             holder = world.lifecycle.holder_against(item, placed=world.placements)
         finally:
             lock.release()

@@ -1,4 +1,4 @@
-"""Writing what the coordinator decided back to the hub: spread, member and Deployment statuses.
+"""Writing what the coordinator decided back to the hub: spread, member and workload statuses.
 
 Why its own module: status writes are the coordinator's only writes of hub objects (besides the
 Events it records about them, federation.kube.events), and they must be cheap and safe under churn.
@@ -12,8 +12,9 @@ Events it records about them, federation.kube.events), and they must be cheap an
   attempts and jittered exponential backoff; anything else (404: the object is gone) is raised.
 * Merge patches (RFC 7386) computed as a diff against what was read, so fields that disappeared
   from the new status are removed (null) rather than left behind.
-* The hub has no Deployment controller, so the hub Deployment's status is ours to write: the
-  aggregate of the members' Deployments, so `kubectl get deploy` on the hub tells the truth.
+* The hub has no workload controller, so the hub workload's status is ours to write: the
+  aggregate of the members' workloads of its kind, so `kubectl get deploy` (`rs`, `sts`) on the
+  hub tells the truth.
 * A fence (`close`, then `wait_idle`): no write starts after the first, the one under way has
   ended after the second.
   A leader that gives its Lease up closes it before the release, so a status thread stalled
@@ -23,6 +24,7 @@ Events it records about them, federation.kube.events), and they must be cheap an
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import threading
@@ -46,9 +48,24 @@ Json = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 DEPLOYMENT_FIELDS = ("replicas", "readyReplicas", "availableReplicas", "updatedReplicas",
                      "unavailableReplicas")
+REPLICASET_FIELDS = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas")
+STATEFULSET_FIELDS = ("replicas", "readyReplicas", "updatedReplicas")
+STATUS_FIELDS: Mapping[str, tuple[str, ...]] = {"Deployment": DEPLOYMENT_FIELDS,
+                                                 "ReplicaSet": REPLICASET_FIELDS,
+                                                 "StatefulSet": STATEFULSET_FIELDS}
+"""Per `targetRef.kind`, the hub workload's status fields the coordinator writes."""
 CLOSE_SECONDS = 2 * (deadlines.CONNECT + 2 * deadlines.READ)
 """`wait_idle` waits this long at most for the write under way: its read and its patch, each
 connecting and reading twice at most (urllib3's one read retry, `deadlines.URLLIB3_RETRIES`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _StatusApi:
+    """The `/status` calls of one workload kind, and the name its writes are counted under."""
+
+    counter: str
+    read: Callable[..., Any]
+    patch: Callable[..., Any]
 
 
 class WriterClosed(Exception):
@@ -85,7 +102,7 @@ class StatusWriter:
         """Tries per write (the first included) before a 409/429/5xx is raised to the caller."""
         self._max_wait = max_wait
         self.writes: collections.Counter[str] = collections.Counter()
-        """Patches applied, by kind ("spread", "cluster", "deployment")."""
+        """Patches applied, by kind ("spread", "cluster", "deployment", "replicaset")."""
         self.skips: collections.Counter[str] = collections.Counter()
         """Writes skipped because nothing changed, by kind."""
         self.retries: collections.Counter[str] = collections.Counter()
@@ -143,58 +160,78 @@ class StatusWriter:
 
         return self._write_model("cluster", name, read=read, patch=patch, new=status)
 
-    def write_deployment_status(self, namespace: str, name: str, fields: Mapping[str, int]) -> bool:
-        """Set the hub Deployment's replica counts (and observedGeneration); True when patched."""
-        unknown = set(fields) - set(DEPLOYMENT_FIELDS)
+    def write_workload_status(self, kind: str, namespace: str, name: str, fields: Mapping[str, int]) -> bool:
+        """Set a hub workload's replica counts (and observedGeneration); `kind` its `targetRef.kind`
+        (Deployment, ReplicaSet or StatefulSet); True when patched."""
+        api = self._status_api(kind)
+        unknown = set(fields) - set(STATUS_FIELDS[kind])
         if unknown:
-            raise ValueError(f"not Deployment status replica fields: {sorted(unknown)}")
+            raise ValueError(f"not {kind} status replica fields: {sorted(unknown)}")
 
         def attempt() -> bool:
-            response = self._apps.read_namespaced_deployment_status(name, namespace, _preload_content=False,
-                                                                _request_timeout=deadlines.CALL)
-            obj = self._raw(response)
+            obj = self._raw(api.read(name, namespace, _preload_content=False,
+                                     _request_timeout=deadlines.CALL))
             old = obj.get("status") or {}
             wanted: Json = {k: int(v) for k, v in fields.items()}
             generation = (obj.get("metadata") or {}).get("generation")
             if isinstance(generation, int):
                 wanted["observedGeneration"] = generation
             if all(old.get(k, 0) == v for k, v in wanted.items()):
-                self.skips["deployment"] += 1
+                self.skips[api.counter] += 1
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": wanted}
-            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH,
-                _request_timeout=deadlines.CALL)
-            self.writes["deployment"] += 1
+            api.patch(name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=deadlines.CALL)
+            self.writes[api.counter] += 1
             return True
 
-        return self._retrying("deployment", f"{namespace}/{name}", attempt)
+        return self._retrying(api.counter, f"{namespace}/{name}", attempt)
 
-    def clear_deployment_status(self, namespace: str, name: str) -> bool:
-        """Remove what `write_deployment_status` wrote (a spread of this Deployment was deleted:
+    def clear_workload_status(self, kind: str, namespace: str, name: str) -> bool:
+        """Remove what `write_workload_status` wrote (a spread of this workload was deleted:
         fedspread no longer vouches for any replica); True when patched, False when there was
-        nothing to remove or the Deployment is gone."""
-        written = (*DEPLOYMENT_FIELDS, "observedGeneration")
+        nothing to remove or the workload is gone."""
+        api = self._status_api(kind)
+        written = (*STATUS_FIELDS[kind], "observedGeneration")
 
         def attempt() -> bool:
             try:
-                obj = self._raw(self._apps.read_namespaced_deployment_status(
-                    name, namespace, _preload_content=False, _request_timeout=deadlines.CALL))
+                obj = self._raw(api.read(name, namespace, _preload_content=False,
+                                         _request_timeout=deadlines.CALL))
             except exceptions.ApiException as error:
                 if error.status == 404:
                     return False
                 raise
             present = [k for k in written if k in (obj.get("status") or {})]
             if not present:
-                self.skips["deployment"] += 1
+                self.skips[api.counter] += 1
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                     "status": dict.fromkeys(present)}
-            self._apps.patch_namespaced_deployment_status(name, namespace, body, _content_type=MERGE_PATCH,
-                _request_timeout=deadlines.CALL)
-            self.writes["deployment"] += 1
+            api.patch(name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=deadlines.CALL)
+            self.writes[api.counter] += 1
             return True
 
-        return self._retrying("deployment", f"{namespace}/{name}", attempt)
+        return self._retrying(api.counter, f"{namespace}/{name}", attempt)
+
+    def write_deployment_status(self, namespace: str, name: str, fields: Mapping[str, int]) -> bool:
+        """`write_workload_status` of a hub Deployment."""
+        return self.write_workload_status("Deployment", namespace, name, fields)
+
+    def clear_deployment_status(self, namespace: str, name: str) -> bool:
+        """`clear_workload_status` of a hub Deployment."""
+        return self.clear_workload_status("Deployment", namespace, name)
+
+    def _status_api(self, kind: str) -> _StatusApi:
+        if kind == "Deployment":
+            return _StatusApi("deployment", self._apps.read_namespaced_deployment_status,
+                              self._apps.patch_namespaced_deployment_status)
+        if kind == "ReplicaSet":
+            return _StatusApi("replicaset", self._apps.read_namespaced_replica_set_status,
+                              self._apps.patch_namespaced_replica_set_status)
+        if kind == "StatefulSet":
+            return _StatusApi("statefulset", self._apps.read_namespaced_stateful_set_status,
+                              self._apps.patch_namespaced_stateful_set_status)
+        raise ValueError(f"no hub status is written for kind {kind!r}")
 
     # --- internals -----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""One status pass: FederatedSpread, hub Deployment and MemberCluster statuses from the World.
+"""One status pass: FederatedSpread, hub workload and MemberCluster statuses from the World.
 
 Why a module of its own: the statuses are what a person sees with `kubectl get` on the hub, and
 each has its own rules — computed under the facade's lock (so they describe one consistent
@@ -12,11 +12,15 @@ World), written outside it (a slow apiserver must not stall placement), only whe
 - **FederatedSpread refused** by a target rule (`model.lifecycle`: its targetRef changed, or
   another spread holds its Deployment): `Valid=False` with that reason; the rest of the status is
   the one of what is in force (the last valid spec, or nothing).
-- **hub Deployment**: `status.replicas/readyReplicas/availableReplicas/updatedReplicas` summed over
-  the member Deployments as their agents report them (pod counts stand in for an agent that
-  reports none); a lost cluster counts for nothing, nobody can vouch for its pods. When its spread
-  is deleted, these fields are removed (whatever the deletionPolicy: orphaned workloads run on,
-  but fedspread no longer counts them), unless another spread of the Deployment writes them.
+- **hub workload** (the Deployment, ReplicaSet or StatefulSet a spread targets): its kind's own
+  replica fields (`core.status.workload_status`: a Deployment's `replicas/readyReplicas/
+  availableReplicas/updatedReplicas/unavailableReplicas`, a ReplicaSet's `replicas/
+  fullyLabeledReplicas/readyReplicas/availableReplicas`, a StatefulSet's `replicas/readyReplicas/
+  updatedReplicas`) summed over the member workloads as their agents report them
+  (pod counts stand in for an agent that reports none); a lost cluster counts for nothing, nobody
+  can vouch for its pods. When its spread is deleted, these fields are removed (whatever the
+  deletionPolicy: orphaned workloads run on, but fedspread no longer counts them), unless another
+  spread of the workload writes them.
 - **MemberCluster**: the Ready condition and heartbeat; rewritten when readiness changes, else at
   most every `member_status_seconds` (heartbeats arrive every few seconds).
 
@@ -50,7 +54,10 @@ from federation.kube import events as kube_events
 
 log = logging.getLogger("fedspread.coordinator.status")
 
-Target = tuple[str, str, dict[str, int]]
+Target = tuple[str, str, str, dict[str, int]]
+"""A hub workload's status to write: (kind, namespace, name, replica fields)."""
+Released = tuple[str, str, str]
+"""A hub workload whose status is to be cleared: (kind, namespace, name)."""
 EventContext = tuple[frozenset[str], bool]
 """Per spread, what its Events need from the World: the clusters lost for it, whether Adaptive."""
 CONFLICT_REASONS = frozenset({lifecycle.TARGET_CONFLICT})
@@ -75,7 +82,7 @@ class StatusPass:
         self._spread_status: dict[str, spread_api.FederatedSpreadStatus] = {}
         self._member_status: dict[str, tuple[cluster_api.MemberClusterStatus, datetime.datetime]] = {}
         self._invalid: dict[str, tuple[int | None, tuple[problems.Problem, ...]]] = {}
-        self._released: set[tuple[str, str]] = set()  # hub Deployments whose status is to be cleared
+        self._released: set[Released] = set()  # hub workloads whose status is to be cleared
         self.on_write: Callable[[], None] = lambda: None
         """Called before each write (the status loop's watchdog heartbeat: a pass of many writes
         is turning as long as each write ends within its deadline)."""
@@ -91,15 +98,15 @@ class StatusPass:
             else:
                 self._invalid.pop(key, None)
 
-    def spread_deleted(self, key: str, *, target: str | None = None) -> None:
+    def spread_deleted(self, key: str, *, target: spread_api.TargetRef | None = None) -> None:
         """The spread is gone: forget its problems and what was written; with `target` (the hub
-        Deployment it was in force for), clear that Deployment's status in the next passes. Call
-        it under the facade's lock, with the deletion applied to the World."""
+        workload it was in force for), clear that workload's status in the next passes. Call it
+        under the facade's lock, with the deletion applied to the World."""
         with self._lock:
             self._invalid.pop(key, None)
             self._spread_status.pop(key, None)
             if target is not None:
-                self._released.add((key.partition("/")[0], target))
+                self._released.add((target.kind, key.partition("/")[0], target.name))
 
     def conditions(self, key: str) -> list[common.Condition]:
         """The conditions last written for spread `key` (for the PlacementService)."""
@@ -122,8 +129,8 @@ class StatusPass:
             refused = dict(self.world.lifecycle.refusals())
             context = self._event_context() if self.events is not None else {}
             with self._lock:  # with the World (`spread_deleted` is called under the facade's lock)
-                claimed = {(t[0], t[1]) for _, _, t in spreads if t is not None}
-                self._released -= claimed  # a placed spread writes this Deployment's status now
+                claimed = {(t[0], t[1], t[2]) for _, _, t in spreads if t is not None}
+                self._released -= claimed  # a placed spread writes this workload's status now
                 released = set(self._released)
         with self._lock:
             invalid = dict(self._invalid)
@@ -154,9 +161,9 @@ class StatusPass:
                 with self._lock:
                     self._spread_status[key] = new
             if target is not None:
-                namespace, name, fields = target
-                self._write(functools.partial(self.writer.write_deployment_status, namespace, name, fields),
-                            what="deployment", key=f"{namespace}/{name}")
+                kind, namespace, name, fields = target
+                self._write(functools.partial(self.writer.write_workload_status, kind, namespace, name,
+                                              fields), what=kind.lower(), key=f"{namespace}/{name}")
         for job in members:
             if job is not None:
                 name, member = job
@@ -206,15 +213,15 @@ class StatusPass:
             self.events.record(regarding, reason=event.reason, note=event.note, type=event.type,
                                action=event.action)
 
-    def _clear_released(self, targets: set[tuple[str, str]]) -> None:
-        """Clear the status of hub Deployments whose spread was deleted and that no placed spread
+    def _clear_released(self, targets: set[Released]) -> None:
+        """Clear the status of hub workloads whose spread was deleted and that no placed spread
         writes now; one that fails is tried again in the next pass."""
-        for namespace, name in sorted(targets):
-            done = self._write(functools.partial(self.writer.clear_deployment_status, namespace, name),
-                               what="deployment", key=f"{namespace}/{name}")
+        for kind, namespace, name in sorted(targets):
+            done = self._write(functools.partial(self.writer.clear_workload_status, kind, namespace, name),
+                               what=kind.lower(), key=f"{namespace}/{name}")
             if done:
                 with self._lock:
-                    self._released.discard((namespace, name))
+                    self._released.discard((kind, namespace, name))
 
     def _spread_job(self, key: str, *, now: datetime.datetime) -> tuple[
             str, spread_api.FederatedSpreadStatus, Target | None]:
@@ -239,9 +246,11 @@ class StatusPass:
             dependencies=self._dependencies(key, result) if entry.spec.propagate_dependencies else None)
         target = None
         if entry.replicas is not None:
-            fields = status_core.deployment_status(
-                self._member_workloads(key, reports, lost_after=entry.lost_after), replicas=entry.replicas)
-            target = (key.partition("/")[0], entry.spec.target_ref.name, fields)
+            ref = entry.spec.target_ref
+            fields = status_core.workload_status(
+                ref.kind, self._member_workloads(key, reports, lost_after=entry.lost_after),
+                replicas=entry.replicas)
+            target = (ref.kind, key.partition("/")[0], ref.name, fields)
         return key, new, target
 
     def _dependencies(self, key: str, result: placement.Placement) -> list[spread_api.DependencyStatus]:
@@ -267,7 +276,7 @@ class StatusPass:
         self, key: str, reports: dict[str, dict[str, status_core.ClusterPods]], *,
         lost_after: datetime.timedelta,
     ) -> dict[str, status_core.WorkloadStatus]:
-        """Each ready cluster's member Deployment status for spread `key` (pod counts stand in)."""
+        """Each ready cluster's member workload status for spread `key` (pod counts stand in)."""
         reported = self.world.pods.workloads_for(key)
         found: dict[str, status_core.WorkloadStatus] = {}
         for name in sorted(set(reported) | set(reports)):

@@ -59,8 +59,8 @@ class WarmEvents:
         with self._lock:
             self._drained = True
             events, self._latest = list(self._latest.values()), {}
-        deployments = {e.key: e.deployment for e in events if e.kind == "deployment"}
-        return [_retargeted(e, deployments) if e.kind == "spread" else e for e in events]
+        workloads = {(e.workload.kind, e.key): e.workload for e in events if e.workload is not None}
+        return [_retargeted(e, workloads) if e.kind == "spread" else e for e in events]
 
     def __len__(self) -> int:
         with self._lock:
@@ -68,11 +68,12 @@ class WarmEvents:
 
 
 def _retargeted(event: watcher.HubEvent,
-                deployments: dict[str, watcher.DeploymentInfo | None]) -> watcher.HubEvent:
-    """A spread's event with its target Deployment as it is now: the one it carries was current
-    when the spread last changed, and applied after a newer Deployment event it would undo it."""
+                workloads: dict[tuple[str, str], watcher.WorkloadInfo]) -> watcher.HubEvent:
+    """A spread's event with its target workload as it is now: the one it carries was current
+    when the spread last changed, and applied after a newer workload event it would undo it."""
     if event.spread is None:
         return event
     namespace = event.key.partition("/")[0]
-    target = deployments.get(f"{namespace}/{lifecycle.in_force(event.spread).spec.target_ref.name}")
+    ref = lifecycle.in_force(event.spread).spec.target_ref
+    target = workloads.get((ref.kind, f"{namespace}/{ref.name}"))
     return event if target is event.target else dataclasses.replace(event, target=target)

@@ -1,4 +1,5 @@
-"""Watching the hub: FederatedSpreads, MemberClusters, Deployments and the objects pods need, as events.
+"""Watching the hub: FederatedSpreads, MemberClusters, the workloads spreads target and the objects
+pods need, as typed events.
 
 Why: the coordinator's World must follow the hub without missing a change and without a restart
 losing anything. Each resource is followed by a `federation.kube.reflector.Reflector`, the one the
@@ -6,15 +7,21 @@ agent's cache uses too: listed, then watched from the list's resourceVersion; on
 forces a relist, which reports the objects that vanished meanwhile as DELETED; other errors
 (apiserver restart, network) are retried forever with capped, jittered backoff.
 
-Events are emitted under one lock, so a consumer sees them in one order across the three streams;
+Events are emitted under one lock, so a consumer sees them in one order across the streams;
 `on_event` should be quick (enqueue). A spread that fails our validation (the CRD schema cannot
 express every rule) does not stop the watcher: its event carries the problems, so the coordinator
-can report `Valid=False`. Spread events also carry the spread's target Deployment as last seen,
+can report `Valid=False`. Spread events also carry the spread's target workload as last seen,
 so `apply_to_world` works whichever of the two the hub reports first.
 
 ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims are followed in every namespace
 (issue 24: the objects a spread's pods need are copied from the hub, `model/hub_objects.py`).
 Their events carry the object itself, out of every repr: a Secret is never logged.
+
+One stream per workload kind a spread may target (`WORKLOAD_STREAMS`: Deployments, ReplicaSets,
+StatefulSets),
+each named after its kind in lower case; a workload matches a spread by namespace, kind and name.
+The hub runs no workload controller, so its workloads are templates and counts:
+no pod runs on the hub (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -40,8 +47,11 @@ from federation.kube import deadlines, reflector
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-Kind = Literal["spread", "cluster", "deployment", "configmap", "secret", "serviceaccount",
-               "persistentvolumeclaim"]
+Kind = Literal["spread", "cluster", "deployment", "replicaset", "statefulset", "configmap", "secret",
+               "serviceaccount", "persistentvolumeclaim"]
+WORKLOAD_STREAMS: dict[Kind, str] = {"deployment": "Deployment", "replicaset": "ReplicaSet",
+                                     "statefulset": "StatefulSet"}
+"""The hub streams of workloads, with the `targetRef.kind` each carries."""
 DEPENDENCY_KINDS: dict[Kind, str] = {
     "configmap": "ConfigMap", "secret": "Secret", "serviceaccount": "ServiceAccount",
     "persistentvolumeclaim": "PersistentVolumeClaim",
@@ -61,9 +71,12 @@ class ClusterInfo:
 
 
 @dataclasses.dataclass(frozen=True)
-class DeploymentInfo:
-    """A hub Deployment: its `spec.replicas` and the trimmed object (no status, stable metadata)."""
+class WorkloadInfo:
+    """A hub workload a spread may target: its kind, its `spec.replicas` and the trimmed object (no
+    status, stable metadata)."""
 
+    kind: str
+    """`targetRef.kind`: Deployment, ReplicaSet or StatefulSet."""
     namespace: str
     name: str
     replicas: int | None
@@ -86,9 +99,10 @@ class HubEvent:
     problems: tuple[problems.Problem, ...] = ()
     generation: int | None = None
     cluster: ClusterInfo | None = None
-    deployment: DeploymentInfo | None = None
-    target: DeploymentInfo | None = None
-    """For spread events: the Deployment its targetRef names, as last seen (None if not seen)."""
+    workload: WorkloadInfo | None = None
+    """For a workload stream's events: the workload."""
+    target: WorkloadInfo | None = None
+    """For spread events: the workload its targetRef names, as last seen (None if not seen)."""
     deletion_policy: str = ""
     """For an invalid spread (`spread` None): its `spec.deletionPolicy` as written ("" if none)."""
     obj: Json | None = dataclasses.field(default=None, repr=False)
@@ -119,12 +133,12 @@ def parse_cluster(obj: Json) -> tuple[ClusterInfo | None, tuple[problems.Problem
                        decommission=member.spec.decommission), ()
 
 
-def parse_deployment(obj: Json) -> DeploymentInfo:
-    """A hub Deployment's replicas and its trimmed object."""
+def parse_workload(kind: str, obj: Json) -> WorkloadInfo:
+    """A hub workload's replicas and its trimmed object (`kind`: its `targetRef.kind`)."""
     meta = obj.get("metadata") or {}
     replicas = (obj.get("spec") or {}).get("replicas")
-    return DeploymentInfo(
-        namespace=str(meta.get("namespace")), name=str(meta.get("name")),
+    return WorkloadInfo(
+        kind=kind, namespace=str(meta.get("namespace")), name=str(meta.get("name")),
         replicas=replicas if isinstance(replicas, int) else None,
         template=assignments.trimmed_template(obj),
     )
@@ -143,7 +157,8 @@ class HubWatcher:
         self._on_event = on_event
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._deployments: dict[str, DeploymentInfo] = {}
+        self._workloads: dict[tuple[str, str], WorkloadInfo] = {}
+        """(targetRef kind, `namespace/name`) -> the workload as last seen."""
         self.errors = 0
         """How many times `on_event` raised (logged and survived)."""
         listers: dict[Kind, Callable[..., Any]] = {
@@ -152,6 +167,8 @@ class HubWatcher:
             "cluster": functools.partial(custom.list_cluster_custom_object, common.API_GROUP,
                                          common.API_VERSION, cluster_api.PLURAL),
             "deployment": apps.list_deployment_for_all_namespaces,
+            "replicaset": apps.list_replica_set_for_all_namespaces,
+            "statefulset": apps.list_stateful_set_for_all_namespaces,
             "configmap": core.list_config_map_for_all_namespaces,
             "secret": core.list_secret_for_all_namespaces,
             "serviceaccount": core.list_service_account_for_all_namespaces,
@@ -218,13 +235,13 @@ class HubWatcher:
         key = reflector.key(obj)
         if kind in DEPENDENCY_KINDS:
             return HubEvent(kind, type_, key, obj=None if type_ == "DELETED" else obj)
-        if kind == "deployment":
-            info = parse_deployment(obj)
+        if kind in WORKLOAD_STREAMS:
+            info = parse_workload(WORKLOAD_STREAMS[kind], obj)
             if type_ == "DELETED":
-                self._deployments.pop(key, None)
+                self._workloads.pop((info.kind, key), None)
             else:
-                self._deployments[key] = info
-            return HubEvent(kind, type_, key, deployment=info)
+                self._workloads[(info.kind, key)] = info
+            return HubEvent(kind, type_, key, workload=info)
         if type_ == "DELETED":
             return HubEvent(kind, type_, key)
         if kind == "cluster":
@@ -232,9 +249,9 @@ class HubWatcher:
             return HubEvent(kind, type_, key, cluster=member, problems=found)
         item, found = parse_spread(obj)
         generation = (obj.get("metadata") or {}).get("generation")
-        target_name = lifecycle.in_force(item).spec.target_ref.name if item is not None else None
+        ref = lifecycle.in_force(item).spec.target_ref if item is not None else None
         namespace = key.partition("/")[0]
-        target = self._deployments.get(f"{namespace}/{target_name}") if target_name else None
+        target = self._workloads.get((ref.kind, f"{namespace}/{ref.name}")) if ref is not None else None
         written = (obj.get("spec") or {}).get("deletionPolicy") if isinstance(obj.get("spec"), dict) else None
         return HubEvent(kind, type_, key, spread=item, problems=found,
                         generation=generation if isinstance(generation, int) else None, target=target,
@@ -260,12 +277,13 @@ def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
             return set()
         return world.upsert_cluster(event.cluster.name, labels=event.cluster.labels,
                                     taints=event.cluster.taints, decommission=event.cluster.decommission)
-    info = event.deployment
+    info = event.workload
     if info is None:
         return set()
     targeted: set[str] = set()
     for entry in world.spreads():
-        if entry.key.partition("/")[0] == info.namespace and entry.spec.target_ref.name == info.name:
+        ref = entry.spec.target_ref
+        if entry.key.partition("/")[0] == info.namespace and (ref.kind, ref.name) == (info.kind, info.name):
             if event.type == "DELETED":
                 targeted |= world.set_target(entry.key, replicas=None, template=None)
             else:
@@ -297,14 +315,14 @@ def _apply_spread(world: world_model.World, event: HubEvent) -> set[str]:
         return set()
     live = world.spread(event.key)
     if live is not None and live.spec.target_ref != item.spec.target_ref:
-        claims.refuse_target_change(item, current=live.spec.target_ref.name)
+        claims.refuse_target_change(item, current=live.spec.target_ref.described)
         return set()
     wanted, item = item, lifecycle.in_force(item) if live is None else item
     verdict = claims.claim(item, placed=world.placements)
     if not verdict.admitted:
         return set()
     if item is not wanted:  # a restart: the target its status records stays in force
-        claims.refuse_target_change(wanted, current=item.spec.target_ref.name)
+        claims.refuse_target_change(wanted, current=item.spec.target_ref.described)
     for displaced in verdict.displaced:
         affected |= world.delete_spread(displaced, deleted=False)  # refused, not deleted
     affected |= world.upsert_spread(item)

@@ -67,8 +67,9 @@ RECREATE_GRACE = datetime.timedelta(seconds=15)
 spread of the same key adopts the workload instead of seeing it deleted and recreated."""
 RECREATED = "spread created again: its new incarnation adopts the workload"
 
-Target = tuple[str, str]
-"""(namespace, Deployment name) of a spread's targetRef."""
+Target = tuple[str, str, str]
+"""(namespace, kind, name) of a spread's targetRef: a Deployment and a ReplicaSet of one name are
+two targets."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +102,9 @@ class Verdict:
 
 
 def target_of(item: spread_api.FederatedSpread) -> Target:
-    """The hub Deployment spread `item` names."""
-    return (item.metadata.namespace or "default", item.spec.target_ref.name)
+    """The hub workload spread `item` names."""
+    ref = item.spec.target_ref
+    return (item.metadata.namespace or "default", ref.kind, ref.name)
 
 
 def seniority(item: spread_api.FederatedSpread) -> tuple[str, str]:
@@ -187,11 +189,11 @@ class Lifecycle:
         return Verdict(admitted=True, displaced=(holder,))
 
     def refuse_target_change(self, item: spread_api.FederatedSpread, *, current: str) -> None:
-        """Spread `item` is live (or recorded placed) on Deployment `current` and its edit names
-        another: refused."""
+        """Spread `item` is live (or recorded placed) on workload `current` (`TargetRef.described`)
+        and its edit names another: refused."""
         self._refused[item.key] = Refusal(
             reason=TARGET_REF_IMMUTABLE, generation=item.metadata.generation,
-            message=target_change_message(current=current, wanted=item.spec.target_ref.name))
+            message=target_change_message(current=current, wanted=item.spec.target_ref.described))
         self.not_in_force(item.key, deletion_policy=item.spec.deletion_policy)
 
     def not_in_force(self, key: str, *, deletion_policy: str) -> None:
@@ -310,13 +312,14 @@ class Lifecycle:
 
 def conflict_message(item: spread_api.FederatedSpread, *, holder: str) -> str:
     """Why spread `item` may not place its target: spread `holder` holds it."""
-    namespace, name = target_of(item)
-    return (f"Deployment {namespace}/{name} is already spread by FederatedSpread {holder}; "
+    namespace, kind, name = target_of(item)
+    return (f"{kind} {namespace}/{name} is already spread by FederatedSpread {holder}; "
             "this spread places nothing until that one is deleted")
 
 
 def target_change_message(*, current: str, wanted: str) -> str:
-    """Why a live spread's edit from Deployment `current` to `wanted` is refused."""
-    return (f"targetRef cannot change on a live spread (from Deployment {current!r} to {wanted!r}); "
-            f"the spread keeps spreading {current!r}. "
-            "To spread another Deployment, delete this spread and create a new one")
+    """Why a live spread's edit from workload `current` to `wanted` (each `TargetRef.described`) is
+    refused."""
+    return (f"targetRef cannot change on a live spread (from {current} to {wanted}); "
+            f"the spread keeps spreading {current}. "
+            "To spread another workload, delete this spread and create a new one")
