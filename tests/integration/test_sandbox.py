@@ -97,6 +97,7 @@ def valid_spread(name: str) -> dict[str, Any]:
                                               "unschedulableSeconds": 300}},
             "failover": {"clusterLostSeconds": 60},
             "deletionPolicy": "Orphan",
+            "propagateDependencies": True,
         },
     }
 
@@ -151,7 +152,7 @@ INVALID_SPREADS = [
     pytest.param(_set("subsets.0.maxReplicas", {"count": 3}), "spec.subsets.maxReplicas",
                  id="maxReplicas-object"),
     pytest.param(_drop("targetRef"), "spec.targetRef", id="targetRef-missing"),
-    pytest.param(_set("targetRef.kind", "StatefulSet"), "spec.targetRef.kind",
+    pytest.param(_set("targetRef.kind", "DaemonSet"), "spec.targetRef.kind",
                  id="targetRef-kind-not-in-enum"),
     pytest.param(_set("failover.clusterLostSeconds", -5), "spec.failover.clusterLostSeconds",
                  id="clusterLostSeconds-negative"),
