@@ -1,0 +1,233 @@
+"""Ordered subsets with floors and topology spread: replicas added and removed one at a time.
+
+Why one at a time: with `spec.topologySpread` the answer for replica n+1 depends on where the
+first n went (the admission test reads the domains' counts), and floors change the order in which
+subsets fill and empty. Issue 25 states the rules per replica, so they are built per replica:
+
+- **up**: floors first, in subset order, as far as the total and the room allow (floors outrank
+  topology: a floor replica goes to the subset's cluster that the constraints prefer, but is not
+  refused by them); then each further replica goes to the highest-priority subset whose cap is not
+  reached and that has a cluster with room admitted by every DoNotSchedule constraint; inside it,
+  the cluster with the smallest ScheduleAnyway skew, then the one `clusterSpread` picks (Fill: the
+  earliest; Balance: the one holding least; Capacity: the one with most room left). A replica no
+  place admits is unplaced, with the constraint that refused it named.
+- **down**: from the subsets above their floor (only when none is, the others), last subset
+  first, the first removal that keeps every DoNotSchedule constraint; inside a subset the cluster
+  in the most populated domain gives first. When no removal keeps the constraints, the most
+  populated domain of the first such subset gives.
+- **stability**: replicas in `current` stay where they are; only the difference moves.
+
+This is the pure rule the placement passes call for spreads that set these fields; spreads that
+set neither never come here and keep the closed-form division. The cost is linear in the replicas
+moved times the clusters, which bounds what these fields can be used for (see docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from federation.core import floors as floor_rules
+from federation.core import topology_spread as ts
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetRule:
+    """One subset as these rules read it: its clusters in order, how it divides, its cap and floor."""
+
+    name: str
+    clusters: tuple[str, ...]
+    mode: str = "Fill"
+    cap: int | None = None
+    floor: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Replicas per subset per cluster, what could not be placed and the rules that decided."""
+
+    counts: dict[str, dict[str, int]]
+    unplaced: int
+    reasons: dict[str, tuple[str, ...]]
+    unplaced_reasons: tuple[str, ...]
+
+    def totals(self) -> dict[str, int]:
+        """Replicas per cluster over all subsets."""
+        result: dict[str, int] = {}
+        for per_cluster in self.counts.values():
+            for name, count in per_cluster.items():
+                result[name] = result.get(name, 0) + count
+        return result
+
+
+@dataclasses.dataclass
+class _State:
+    subsets: Sequence[SubsetRule]
+    constraints: Sequence[ts.Constraint]
+    labels: Mapping[str, Mapping[str, str]]
+    usable: frozenset[str]
+    room: dict[str, int | None]
+    counts: dict[str, dict[str, int]]
+    reasons: dict[str, list[str]]
+
+    def cluster_counts(self) -> dict[str, int]:
+        result: dict[str, int] = {}
+        for per_cluster in self.counts.values():
+            for name, count in per_cluster.items():
+                result[name] = result.get(name, 0) + count
+        return result
+
+    def has_room(self, name: str) -> bool:
+        room = self.room.get(name)
+        return name in self.usable and (room is None or room > 0)
+
+    def topologies(self) -> list[ts.Topology]:
+        usable = [name for name in self.labels if self.has_room(name)]
+        return [ts.Topology.of(c, labels=self.labels, usable=usable) for c in self.constraints]
+
+    def total(self, index: int) -> int:
+        return sum(self.counts[self.subsets[index].name].values())
+
+    def note(self, subset: str, reason: str) -> None:
+        if reason not in self.reasons[subset]:
+            self.reasons[subset].append(reason)
+
+    def move(self, subset: str, cluster: str, by: int) -> None:
+        self.counts[subset][cluster] = self.counts[subset].get(cluster, 0) + by
+        room = self.room.get(cluster)
+        if room is not None:
+            self.room[cluster] = room - by
+
+
+def _mode_key(state: _State, rule: SubsetRule, cluster: str) -> int | float:
+    if rule.mode == "Balance":
+        return state.counts[rule.name].get(cluster, 0)
+    if rule.mode == "Capacity":
+        room = state.room.get(cluster)
+        return float("-inf") if room is None else -room
+    return 0
+
+
+def _pick(state: _State, rule: SubsetRule, topologies: Sequence[ts.Topology], *,
+          enforce: bool) -> tuple[str | None, ts.Topology | None]:
+    """The cluster of `rule` that takes the next replica, or (None, the constraint that refused)."""
+    counts = state.cluster_counts()
+    roomy = [name for name in rule.clusters if state.has_room(name)]
+    admitted = [name for name in roomy if ts.blocking(topologies, name, counts) is None]
+    refused = None
+    if roomy and not admitted:
+        refused = ts.blocking(topologies, roomy[0], counts)
+    choices = admitted if admitted or enforce else roomy
+    if not choices:
+        return None, refused
+    position = {name: index for index, name in enumerate(rule.clusters)}
+    best = min(choices, key=lambda name: (
+        ts.soft_skew(topologies, name, counts), _mode_key(state, rule, name), position[name]))
+    return best, None
+
+
+def _add_floors(state: _State, replicas: int) -> int:
+    placed = sum(state.total(i) for i in range(len(state.subsets)))
+    for index, rule in enumerate(state.subsets):
+        while state.total(index) < rule.floor and placed < replicas:
+            cluster, _ = _pick(state, rule, state.topologies(), enforce=False)
+            if cluster is None:
+                state.note(rule.name, f"floor {rule.floor} waits for room")
+                break
+            state.move(rule.name, cluster, 1)
+            placed += 1
+            state.note(rule.name, f"floor {rule.floor}")
+    return placed
+
+
+def _add_rest(state: _State, placed: int, replicas: int) -> tuple[int, list[str]]:
+    while placed < replicas:
+        topologies = state.topologies()
+        refusals: list[str] = []
+        for rule in state.subsets:
+            if rule.cap is not None and sum(state.counts[rule.name].values()) >= rule.cap:
+                continue
+            cluster, refused = _pick(state, rule, topologies, enforce=True)
+            if cluster is not None:
+                state.move(rule.name, cluster, 1)
+                placed += 1
+                break
+            if refused is not None:
+                state.note(rule.name, refused.constraint.describe())
+                refusals.append(refused.constraint.describe())
+        else:
+            return replicas - placed, sorted(set(refusals)) or ["no subset has room"]
+    return 0, []
+
+
+def _removal(state: _State, tier: Sequence[int], topologies: Sequence[ts.Topology]) -> tuple[str, str] | None:
+    counts = state.cluster_counts()
+    fallback: tuple[str, str] | None = None
+    for index in tier:
+        rule = state.subsets[index]
+        held = state.counts[rule.name]
+        position = {name: i for i, name in enumerate(rule.clusters)}
+        candidates = sorted(
+            (name for name in rule.clusters if held.get(name, 0) > 0),
+            key=lambda name: (-max((t.domain_count(name, counts) for t in topologies), default=-1),
+                              -held.get(name, 0) if rule.mode == "Balance" else 0, -position[name]))
+        for name in candidates:
+            if all(t.removal_keeps(name, counts) for t in topologies):
+                return rule.name, name
+        if fallback is None and candidates:
+            fallback = (rule.name, candidates[0])
+    return fallback
+
+
+def _remove(state: _State, replicas: int) -> None:
+    floors = [rule.floor for rule in state.subsets]
+    while (placed := sum(state.total(i) for i in range(len(state.subsets)))) > replicas:
+        totals = [state.total(i) for i in range(len(state.subsets))]
+        order = floor_rules.removal_order(totals, floors)
+        above = [i for i in order if totals[i] > floors[i]]
+        tier = above or order
+        chosen = _removal(state, tier, state.topologies())
+        if chosen is None:  # replicas held by clusters no subset lists: nothing of ours to remove
+            raise ValueError(f"cannot remove below {placed}: current names clusters outside the subsets")
+        state.move(chosen[0], chosen[1], -1)
+
+
+def plan(
+    subsets: Sequence[SubsetRule],
+    *,
+    replicas: int,
+    constraints: Sequence[ts.Constraint] = (),
+    labels: Mapping[str, Mapping[str, str]],
+    usable: Sequence[str] | None = None,
+    room: Mapping[str, int | None] | None = None,
+    current: Mapping[str, Mapping[str, int]] | None = None,
+) -> Plan:
+    """Replicas per subset per cluster for `replicas` in total, from `current`.
+
+    `labels` are every selectable cluster's MemberCluster labels (the domains come from them);
+    `usable` the clusters that may take new replicas (default: all of `labels`); `room` how many
+    more each cluster can take (absent or None: unlimited), shared by the subsets listing it.
+    """
+    if replicas < 0:
+        raise ValueError(f"replicas must not be negative, got {replicas}")
+    counts = {rule.name: {name: 0 for name in rule.clusters} for rule in subsets}
+    for name, per_cluster in (current or {}).items():
+        if name in counts:
+            for cluster, count in per_cluster.items():
+                if count:
+                    counts[name][cluster] = counts[name].get(cluster, 0) + count
+    state = _State(
+        subsets=subsets, constraints=constraints, labels=labels,
+        usable=frozenset(labels if usable is None else usable),
+        room={name: (room or {}).get(name) for name in labels}, counts=counts,
+        reasons={rule.name: [] for rule in subsets},
+    )
+    unplaced, why = 0, list[str]()
+    if sum(state.total(i) for i in range(len(subsets))) > replicas:
+        _remove(state, replicas)
+    else:
+        placed = _add_floors(state, replicas)
+        unplaced, why = _add_rest(state, placed, replicas)
+    return Plan(counts=state.counts, unplaced=unplaced,
+                reasons={name: tuple(found) for name, found in state.reasons.items()},
+                unplaced_reasons=tuple(why))
