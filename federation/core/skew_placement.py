@@ -19,16 +19,23 @@ subsets fill and empty. Issue 25 states the rules per replica, so they are built
 
 This is the pure rule the placement passes call for spreads that set these fields; spreads that
 set neither never come here and keep the closed-form division. The cost is linear in the replicas
-moved times the clusters, which bounds what these fields can be used for (see docs/decisions.md).
+moved times the clusters, so one placement moves at most `WORK_LIMIT` / clusters replicas one at a
+time; the next placement goes on from there (docs/decisions.md, issue 25).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Mapping, Sequence
 
 from federation.core import floors as floor_rules
 from federation.core import topology_spread as ts
+
+WORK_LIMIT = 20_000
+"""Replicas moved one at a time times the clusters of the spread, per placement: about a second of
+work at most (a spread scaled to two billion replicas must not hold the coordinator)."""
+MIN_STEPS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +47,31 @@ class SubsetRule:
     mode: str = "Fill"
     cap: int | None = None
     floor: int = 0
+    usable: tuple[str, ...] | None = None
+    """Of `clusters`, those that may take new replicas in this subset (None: all the usable ones)."""
+
+
+class Room(typing.Protocol):
+    """How many more pods of subset number `index` fit in a cluster (None: unlimited), and taking one."""
+
+    def left(self, index: int, cluster: str) -> int | None: ...
+
+    def take(self, index: int, cluster: str) -> None: ...
+
+
+class SharedRoom:
+    """Room per cluster shared by every subset listing it (None or absent: unlimited)."""
+
+    def __init__(self, room: Mapping[str, int | None]) -> None:
+        self._room = dict(room)
+
+    def left(self, index: int, cluster: str) -> int | None:
+        return self._room.get(cluster)
+
+    def take(self, index: int, cluster: str) -> None:
+        found = self._room.get(cluster)
+        if found is not None:
+            self._room[cluster] = found - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +98,16 @@ class _State:
     constraints: Sequence[ts.Constraint]
     labels: Mapping[str, Mapping[str, str]]
     usable: frozenset[str]
-    room: dict[str, int | None]
+    room: Room
     counts: dict[str, dict[str, int]]
     reasons: dict[str, list[str]]
+    steps: int = 0
+    """Replicas moved one at a time so far (bounded by `_budget`)."""
+    budget: int = 0
+
+    def spent(self) -> bool:
+        """The one-at-a-time budget of this placement is used up."""
+        return self.steps >= self.budget
 
     def cluster_counts(self) -> dict[str, int]:
         result: dict[str, int] = {}
@@ -77,12 +116,20 @@ class _State:
                 result[name] = result.get(name, 0) + count
         return result
 
-    def has_room(self, name: str) -> bool:
-        room = self.room.get(name)
-        return name in self.usable and (room is None or room > 0)
+    def has_room(self, index: int, name: str) -> bool:
+        """Cluster `name` may take one more replica of subset number `index`."""
+        rule = self.subsets[index]
+        if name not in self.usable or (rule.usable is not None and name not in rule.usable):
+            return False
+        room = self.room.left(index, name)
+        return room is None or room > 0
 
     def topologies(self) -> list[ts.Topology]:
-        usable = [name for name in self.labels if self.has_room(name)]
+        """The constraints over the domains eligible now: a cluster with room in some subset."""
+        if not self.constraints:
+            return []
+        usable = {name for index, rule in enumerate(self.subsets) for name in rule.clusters
+                  if self.has_room(index, name)}
         return [ts.Topology.of(c, labels=self.labels, usable=usable) for c in self.constraints]
 
     def total(self, index: int) -> int:
@@ -92,27 +139,35 @@ class _State:
         if reason not in self.reasons[subset]:
             self.reasons[subset].append(reason)
 
-    def move(self, subset: str, cluster: str, by: int) -> None:
-        self.counts[subset][cluster] = self.counts[subset].get(cluster, 0) + by
-        room = self.room.get(cluster)
-        if room is not None:
-            self.room[cluster] = room - by
+    def add(self, index: int, cluster: str) -> None:
+        """One more replica of subset number `index` in `cluster`, its room taken."""
+        subset = self.subsets[index].name
+        self.counts[subset][cluster] = self.counts[subset].get(cluster, 0) + 1
+        self.room.take(index, cluster)
+        self.steps += 1
+
+    def remove(self, subset: str, cluster: str) -> None:
+        """One replica fewer (a scale-down adds nothing after, so its room is not given back)."""
+        self.counts[subset][cluster] -= 1
+        self.steps += 1
 
 
-def _mode_key(state: _State, rule: SubsetRule, cluster: str) -> int | float:
+def _mode_key(state: _State, index: int, cluster: str) -> int | float:
+    rule = state.subsets[index]
     if rule.mode == "Balance":
         return state.counts[rule.name].get(cluster, 0)
     if rule.mode == "Capacity":
-        room = state.room.get(cluster)
+        room = state.room.left(index, cluster)
         return float("-inf") if room is None else -room
     return 0
 
 
-def _pick(state: _State, rule: SubsetRule, topologies: Sequence[ts.Topology], *,
+def _pick(state: _State, index: int, topologies: Sequence[ts.Topology], *,
           enforce: bool) -> tuple[str | None, ts.Topology | None]:
-    """The cluster of `rule` that takes the next replica, or (None, the constraint that refused)."""
+    """The cluster of subset `index` that takes the next replica, or (None, the constraint that refused)."""
+    rule = state.subsets[index]
     counts = state.cluster_counts()
-    roomy = [name for name in rule.clusters if state.has_room(name)]
+    roomy = [name for name in rule.clusters if state.has_room(index, name)]
     admitted = [name for name in roomy if ts.blocking(topologies, name, counts) is None]
     refused = None
     if roomy and not admitted:
@@ -122,19 +177,19 @@ def _pick(state: _State, rule: SubsetRule, topologies: Sequence[ts.Topology], *,
         return None, refused
     position = {name: index for index, name in enumerate(rule.clusters)}
     best = min(choices, key=lambda name: (
-        ts.soft_skew(topologies, name, counts), _mode_key(state, rule, name), position[name]))
+        ts.soft_skew(topologies, name, counts), _mode_key(state, index, name), position[name]))
     return best, None
 
 
 def _add_floors(state: _State, replicas: int) -> int:
     placed = sum(state.total(i) for i in range(len(state.subsets)))
     for index, rule in enumerate(state.subsets):
-        while state.total(index) < rule.floor and placed < replicas:
-            cluster, _ = _pick(state, rule, state.topologies(), enforce=False)
+        while state.total(index) < rule.floor and placed < replicas and not state.spent():
+            cluster, _ = _pick(state, index, state.topologies(), enforce=False)
             if cluster is None:
                 state.note(rule.name, f"floor {rule.floor} waits for room")
                 break
-            state.move(rule.name, cluster, 1)
+            state.add(index, cluster)
             placed += 1
             state.note(rule.name, f"floor {rule.floor}")
     return placed
@@ -142,14 +197,16 @@ def _add_floors(state: _State, replicas: int) -> int:
 
 def _add_rest(state: _State, placed: int, replicas: int) -> tuple[int, list[str]]:
     while placed < replicas:
+        if state.spent():
+            return replicas - placed, [f"at most {state.budget} replicas placed one at a time per placement"]
         topologies = state.topologies()
         refusals: list[str] = []
-        for rule in state.subsets:
+        for index, rule in enumerate(state.subsets):
             if rule.cap is not None and sum(state.counts[rule.name].values()) >= rule.cap:
                 continue
-            cluster, refused = _pick(state, rule, topologies, enforce=True)
+            cluster, refused = _pick(state, index, topologies, enforce=True)
             if cluster is not None:
-                state.move(rule.name, cluster, 1)
+                state.add(index, cluster)
                 placed += 1
                 break
             if refused is not None:
@@ -179,9 +236,41 @@ def _removal(state: _State, tier: Sequence[int], topologies: Sequence[ts.Topolog
     return fallback
 
 
+def _remove_in_bulk(state: _State, excess: int) -> None:
+    """Past the budget: the rest of a scale-down by floors only (subsets above their floor, last
+    first, each to its floor; then the others, last first), clusters last first — no skew kept."""
+    floors = [rule.floor for rule in state.subsets]
+    for keep_floor in (True, False):
+        for index in reversed(range(len(state.subsets))):
+            rule = state.subsets[index]
+            held = state.counts[rule.name]
+            can = state.total(index) - (floors[index] if keep_floor else 0)
+            take = min(excess, max(0, can))
+            for name in reversed(rule.clusters):
+                cut = min(take, held.get(name, 0))
+                if cut:
+                    held[name] -= cut
+                    take -= cut
+                    excess -= cut
+            if not excess:
+                return
+
+
+def _budget(subsets: Sequence[SubsetRule]) -> int:
+    """How many replicas one placement moves one at a time: `WORK_LIMIT` cluster-steps over the
+    clusters the spread names, at least `MIN_STEPS`. What is left is placed by the next placement
+    (it starts from this one: stability), unplaced meanwhile; a scale-down past it ends by floors
+    alone (`_remove_in_bulk`)."""
+    clusters = len({name for rule in subsets for name in rule.clusters})
+    return max(MIN_STEPS, WORK_LIMIT // max(1, clusters))
+
+
 def _remove(state: _State, replicas: int) -> None:
     floors = [rule.floor for rule in state.subsets]
     while (placed := sum(state.total(i) for i in range(len(state.subsets)))) > replicas:
+        if state.spent():
+            _remove_in_bulk(state, placed - replicas)
+            return
         totals = [state.total(i) for i in range(len(state.subsets))]
         order = floor_rules.removal_order(totals, floors)
         above = [i for i in order if totals[i] > floors[i]]
@@ -189,7 +278,7 @@ def _remove(state: _State, replicas: int) -> None:
         chosen = _removal(state, tier, state.topologies())
         if chosen is None:  # replicas held by clusters no subset lists: nothing of ours to remove
             raise ValueError(f"cannot remove below {placed}: current names clusters outside the subsets")
-        state.move(chosen[0], chosen[1], -1)
+        state.remove(chosen[0], chosen[1])
 
 
 def plan(
@@ -199,14 +288,15 @@ def plan(
     constraints: Sequence[ts.Constraint] = (),
     labels: Mapping[str, Mapping[str, str]],
     usable: Sequence[str] | None = None,
-    room: Mapping[str, int | None] | None = None,
+    room: Mapping[str, int | None] | Room | None = None,
     current: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Plan:
     """Replicas per subset per cluster for `replicas` in total, from `current`.
 
     `labels` are every selectable cluster's MemberCluster labels (the domains come from them);
     `usable` the clusters that may take new replicas (default: all of `labels`); `room` how many
-    more each cluster can take (absent or None: unlimited), shared by the subsets listing it.
+    more each cluster can take (absent or None: unlimited), shared by the subsets listing it, or a
+    `Room` that answers per subset (the placement's capacity ledger).
     """
     if replicas < 0:
         raise ValueError(f"replicas must not be negative, got {replicas}")
@@ -219,8 +309,8 @@ def plan(
     state = _State(
         subsets=subsets, constraints=constraints, labels=labels,
         usable=frozenset(labels if usable is None else usable),
-        room={name: (room or {}).get(name) for name in labels}, counts=counts,
-        reasons={rule.name: [] for rule in subsets},
+        room=SharedRoom(room or {}) if room is None or isinstance(room, Mapping) else room, counts=counts,
+        reasons={rule.name: [] for rule in subsets}, budget=_budget(subsets),
     )
     unplaced, why = 0, list[str]()
     if sum(state.total(i) for i in range(len(subsets))) > replicas:

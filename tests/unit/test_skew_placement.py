@@ -181,3 +181,25 @@ def test_same_inputs_give_the_same_answer(
     again = sp.plan(list(rules), replicas=replicas, labels=dict(reversed(list(labels.items()))),
                     constraints=[constraint])
     assert first == again
+
+
+def test_a_huge_scale_is_placed_over_several_placements_not_at_once() -> None:
+    budget = sp.WORK_LIMIT // 3
+    constraint = ts.Constraint(REGION, 1)
+    first = sp.plan(ONE_EACH, replicas=2**31 - 1, labels=LABELS, constraints=[constraint])
+    assert sum(first.totals().values()) == budget
+    assert first.unplaced == 2**31 - 1 - budget
+    assert first.unplaced_reasons == (f"at most {budget} replicas placed one at a time per placement",)
+    second = sp.plan(ONE_EACH, replicas=2**31 - 1, labels=LABELS, constraints=[constraint],
+                     current=first.counts)
+    assert sum(second.totals().values()) == 2 * budget
+
+
+def test_a_huge_scale_down_ends_by_floors_alone() -> None:
+    rules = [sp.SubsetRule("a", ("a1",), floor=5), sp.SubsetRule("b", ("b1",)),
+             sp.SubsetRule("c", ("c1",))]
+    current = {"a": {"a1": 10**6}, "b": {"b1": 10**6}, "c": {"c1": 10**6}}
+    result = sp.plan(rules, replicas=7, labels=LABELS, constraints=[ts.Constraint(REGION, 1)],
+                     current=current)
+    assert sum(result.totals().values()) == 7
+    assert _totals(result)["a"] >= 5
