@@ -1,4 +1,4 @@
-"""`spec.topologySpread` and `subsets[].minReplicas` (issue 25): skew across cluster domains and floors.
+"""`spec.topologySpread` and `subsets[].minReplicas`: skew across cluster domains and floors.
 
 Why a module of its own: the spread's kind (`spread.py`) was already large, and these two fields
 carry their own rules — KEP-895's field names lifted from nodes to clusters (`topologyKey` is any

@@ -2,7 +2,7 @@
 
 Why one at a time: with `spec.topologySpread` the answer for replica n+1 depends on where the
 first n went (the admission test reads the domains' counts), and floors change the order in which
-subsets fill and empty. Issue 25 states the rules per replica, so they are built per replica:
+subsets fill and empty. The rules are stated per replica, so they are built per replica:
 
 - **up**: floors first, in subset order, as far as the total and the room allow (floors outrank
   topology: a floor replica goes to the subset's cluster that the constraints prefer, but is not
@@ -20,7 +20,7 @@ subsets fill and empty. Issue 25 states the rules per replica, so they are built
 This is the pure rule the placement passes call for spreads that set these fields; spreads that
 set neither never come here and keep the closed-form division. The cost is linear in the replicas
 moved times the clusters, so one placement moves at most `WORK_LIMIT` / clusters replicas one at a
-time; the next placement goes on from there (docs/decisions.md, issue 25).
+time; the next placement goes on from there (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Skew across cluster topology domains: KEP-895's Pod Topology Spread lifted from nodes to clusters.
 
 Why a module of its own: the admission test, the global minimum and the scale-down test are the
-whole contract of `spec.topologySpread` (issue 25), and `fedspread simulate`, the coordinator and
+whole contract of `spec.topologySpread`, and `fedspread simulate`, the coordinator and
 the tests must read them from one place. The definitions are the KEP's, with a node read as a
 member cluster and a node label as a MemberCluster label:
 
