@@ -221,13 +221,13 @@ def place_view(
     ledger = passes.Ledger(view, record=simulate)
     if simulate and running is not None:
         passes.take_in_flight(work, ledger=ledger, running=running)
-    refused = False
+    refused, floor_waiting = False, 0
     if ruled:
-        left, refused = placement_topology.place(
+        left, refused, floor_waiting = placement_topology.place(
             spec, work, replicas=replicas, view=view, ledger=ledger, simulate=simulate)
     else:
         left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
-    exhausted = still_waiting
+    exhausted = still_waiting + floor_waiting
     if simulate and left and not refused:
         before = left
         left = passes.wait(work, left)

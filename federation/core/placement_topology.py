@@ -11,13 +11,13 @@ capacity `Ledger` per subset and cluster, the Adaptive wait — and replaces two
   constraints.
 
 What no constraint admits stays unplaced, its subset's reasons naming the constraint; what only
-capacity refuses waits as before (Adaptive).
+capacity refuses waits as before (Adaptive), a floor that does not fit in its own subset.
 """
 
 from __future__ import annotations
 
 from federation.api import spread
-from federation.core import floors, placement_passes, placement_view, skew_placement
+from federation.core import division, floors, placement_passes, placement_view, skew_placement
 from federation.core import topology_spread as ts
 
 
@@ -54,9 +54,10 @@ def place(
     view: placement_view.View,
     ledger: placement_passes.Ledger,
     simulate: bool,
-) -> tuple[int, bool]:
+) -> tuple[int, bool, int]:
     """Bring the subsets' held replicas to `replicas` under floors and constraints; return how many
-    are left unplaced and whether a constraint (not capacity) refused them."""
+    are left unplaced, whether a constraint (not capacity) refused them, and how many floor
+    replicas wait for room in their own subset (capacity-exhausted, as `placement_passes.wait`)."""
     for item in work:
         item.capacity = sum(item.held.values()) + sum(ledger.rooms(item).values())
     caps = [item.cap for item in work]
@@ -83,5 +84,18 @@ def place(
             else:
                 item.added[name] = item.added.get(name, 0) + after - item.held[name]
         item.reasons.extend(result.reasons[item.spec.name])
+    waited = 0
+    for item in work:
+        short = result.floor_waiting.get(item.spec.name, 0)
+        if not short:
+            continue
+        placed = division.divide(
+            short, mode=item.spec.cluster_spread, clusters=item.usable,
+            held=item.held, room=dict.fromkeys(item.usable, None), weights={})
+        for name, count in filter(placement_passes.COUNT, placed.items()):
+            item.added[name] = item.added.get(name, 0) + count
+            item.waiting_at[name] = item.waiting_at.get(name, 0) + count
+        item.waiting += short
+        waited += short
     refused = any(reason.startswith("topologySpread") for reason in result.unplaced_reasons)
-    return result.unplaced, refused
+    return result.unplaced, refused, waited

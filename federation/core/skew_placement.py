@@ -82,6 +82,9 @@ class Plan:
     unplaced: int
     reasons: dict[str, tuple[str, ...]]
     unplaced_reasons: tuple[str, ...]
+    floor_waiting: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Per subset, floor replicas that its usable clusters have no room for: they wait in their
+    own subset (not in `counts`, not unplaced, not given to another subset)."""
 
     def totals(self) -> dict[str, int]:
         """Replicas per cluster over all subsets."""
@@ -181,13 +184,26 @@ def _pick(state: _State, index: int, topologies: Sequence[ts.Topology], *,
     return best, None
 
 
-def _add_floors(state: _State, replicas: int) -> int:
+def _usable_in(state: _State, index: int) -> bool:
+    """Subset number `index` has a cluster that could take replicas but for room."""
+    rule = state.subsets[index]
+    allowed = rule.clusters if rule.usable is None else rule.usable
+    return any(name in state.usable for name in allowed)
+
+
+def _add_floors(state: _State, replicas: int, waiting: dict[str, int]) -> int:
+    """Floors in subset order as far as `replicas` goes; a floor its subset has no room for waits
+    there (`waiting`); one whose subset has no usable cluster at all is left to the other rules."""
     placed = sum(state.total(i) for i in range(len(state.subsets)))
     for index, rule in enumerate(state.subsets):
         while state.total(index) < rule.floor and placed < replicas and not state.spent():
             cluster, _ = _pick(state, index, state.topologies(), enforce=False)
             if cluster is None:
-                state.note(rule.name, f"floor {rule.floor} waits for room")
+                if _usable_in(state, index):
+                    short = min(rule.floor - state.total(index), replicas - placed)
+                    waiting[rule.name] = short
+                    placed += short
+                    state.note(rule.name, f"floor {rule.floor}: {short} waiting for room")
                 break
             state.add(index, cluster)
             placed += 1
@@ -312,12 +328,12 @@ def plan(
         room=SharedRoom(room or {}) if room is None or isinstance(room, Mapping) else room, counts=counts,
         reasons={rule.name: [] for rule in subsets}, budget=_budget(subsets),
     )
-    unplaced, why = 0, list[str]()
+    unplaced, why, waiting = 0, list[str](), dict[str, int]()
     if sum(state.total(i) for i in range(len(subsets))) > replicas:
         _remove(state, replicas)
     else:
-        placed = _add_floors(state, replicas)
+        placed = _add_floors(state, replicas, waiting)
         unplaced, why = _add_rest(state, placed, replicas)
     return Plan(counts=state.counts, unplaced=unplaced,
                 reasons={name: tuple(found) for name, found in state.reasons.items()},
-                unplaced_reasons=tuple(why))
+                unplaced_reasons=tuple(why), floor_waiting=waiting)

@@ -115,3 +115,16 @@ def test_same_inputs_same_answer() -> None:
     spec = _spec(ORDERED, topology=SKEW_ONE)
     assert placement.place(spec, replicas=11, snapshot=SNAPSHOT) == placement.place(
         spec, replicas=11, snapshot=SNAPSHOT)
+
+
+def test_a_floor_that_does_not_fit_waits_in_its_own_subset() -> None:
+    tight = builders.snapshot(
+        builders.member("a1", builders.pool(1, pods=10), region="a"),
+        builders.member("b1", builders.pool(1, pods=1), region="b"))
+    subsets: list[dict[str, Any]] = [
+        {"name": "a", "clusters": ["a1"]}, {"name": "b", "clusters": ["b1"], "minReplicas": 3}]
+    result = placement.place(_spec(subsets, strategy="Adaptive"), replicas=5, snapshot=tight)
+    assert _by_subset(result) == {"a": 2, "b": 3}
+    assert result.subsets[1].waiting == 2
+    assert result.capacity_exhausted == 2
+    assert "floor 3: 2 waiting for room" in result.subsets[1].reasons

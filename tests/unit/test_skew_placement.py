@@ -203,3 +203,13 @@ def test_a_huge_scale_down_ends_by_floors_alone() -> None:
                      current=current)
     assert sum(result.totals().values()) == 7
     assert _totals(result)["a"] >= 5
+
+
+def test_a_floor_without_room_waits_in_its_subset_and_one_without_usable_clusters_does_not() -> None:
+    rules = [sp.SubsetRule("a", ("a1",)), sp.SubsetRule("b", ("b1",), floor=3)]
+    roomless = sp.plan(rules, replicas=5, labels=LABELS, room={"b1": 1})
+    assert _totals(roomless) == {"a": 2, "b": 1}
+    assert roomless.floor_waiting == {"b": 2}
+    unusable = sp.plan(rules, replicas=5, labels=LABELS, usable=["a1"])
+    assert _totals(unusable) == {"a": 5, "b": 0}
+    assert unusable.floor_waiting == {}
