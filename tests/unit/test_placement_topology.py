@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis
+from hypothesis import strategies as st
+
 from federation.api import names, spread
 from federation.core import placement
 from tests.support import builders
@@ -128,3 +131,34 @@ def test_a_floor_that_does_not_fit_waits_in_its_own_subset() -> None:
     assert result.subsets[1].waiting == 2
     assert result.capacity_exhausted == 2
     assert "floor 3: 2 waiting for room" in result.subsets[1].reasons
+
+
+CLUSTERS = ("a1", "a2", "b1", "c1")
+
+
+@st.composite
+def _ordered(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(min_value=1, max_value=3))
+    return [{"name": f"s{index}", "clusters": draw(st.lists(st.sampled_from(CLUSTERS), min_size=1, max_size=3,
+                                                            unique=True)),
+             "clusterSpread": draw(st.sampled_from(["Fill", "Balance", "Capacity"]))}
+            for index in range(count)]
+
+
+@hypothesis.settings(max_examples=100, deadline=None)
+@hypothesis.given(subsets=_ordered(),
+                  scales=st.lists(st.integers(min_value=0, max_value=25), min_size=1, max_size=6),
+                  max_skew=st.integers(min_value=1, max_value=2))
+def test_placements_keep_the_skew_through_any_scale_sequence(
+        subsets: list[dict[str, Any]], scales: list[int], max_skew: int) -> None:
+    spec = _spec(subsets, topology=[{"topologyKey": REGION, "maxSkew": max_skew}])
+    used = {name for subset in subsets for name in subset["clusters"]}
+    current: dict[str, dict[str, int]] | None = None
+    for replicas in scales:
+        result = placement.place(spec, replicas=replicas, snapshot=SNAPSHOT, current=current)
+        assert result.unplaced == 0 and result.placed == replicas
+        per_region: dict[str, int] = {}
+        for name in used:
+            per_region[name[0]] = per_region.get(name[0], 0) + result.clusters.get(name, 0)
+        assert max(per_region.values()) - min(per_region.values()) <= max_skew, result.counts()
+        current = result.rule_counts()
