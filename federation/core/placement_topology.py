@@ -97,5 +97,8 @@ def place(
             item.waiting_at[name] = item.waiting_at.get(name, 0) + count
         item.waiting += short
         waited += short
+    paced = [reason for reason in result.unplaced_reasons if reason.startswith("at most ")]
+    if paced and work:
+        work[0].reasons.extend(paced)
     refused = any(reason.startswith("topologySpread") for reason in result.unplaced_reasons)
     return result.unplaced, refused, waited

@@ -4,13 +4,14 @@ and spreads without these fields placing exactly as before."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import hypothesis
 from hypothesis import strategies as st
 
 from federation.api import names, spread
-from federation.core import placement
+from federation.core import placement, spread_status
 from tests.support import builders
 
 REGION = names.REGION_LABEL
@@ -162,3 +163,17 @@ def test_placements_keep_the_skew_through_any_scale_sequence(
             per_region[name[0]] = per_region.get(name[0], 0) + result.clusters.get(name, 0)
         assert max(per_region.values()) - min(per_region.values()) <= max_skew, result.counts()
         current = result.rule_counts()
+
+
+def test_the_placed_condition_names_the_constraint_not_the_clusters() -> None:
+    subsets: list[dict[str, Any]] = [{"name": "a", "clusters": ["a1"]}, {"name": "b", "clusters": ["b1"]}]
+    spec = _spec(subsets, topology=[{"topologyKey": REGION, "maxSkew": 1, "minDomains": 3}])
+    result = placement.place(spec, replicas=5, snapshot=SNAPSHOT)
+    found = spread_status.spread_status(
+        placement=result, spec=spec, generation=1, reports={}, marks=(), previous=None,
+        now=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC))
+    placed = next(c for c in found.conditions if c.type == "Placed")
+    assert (placed.status, placed.reason) == ("False", "TopologySpread")
+    assert f"topologySpread {REGION} maxSkew 1 admit no further replica" in placed.message
+    assert "no usable cluster" not in placed.message
+    assert found.unplaced_replicas == 3
