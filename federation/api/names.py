@@ -81,8 +81,8 @@ replace --force`, a GitOps replace) adopts it, and no other spread does (`agents
 
 
 NEEDED_BY_ANNOTATION = f"{PREFIX}needed-by"
-"""On a member copy of an object spreads' pods need (issue 24: a ConfigMap, Secret, ServiceAccount
-or claim the agent copied from the hub): the spread keys that need it in this cluster, sorted,
+"""On a member copy of an object spreads' pods need (a ConfigMap, Secret, ServiceAccount or claim
+the agent copied from the hub): the spread keys that need it in this cluster, sorted,
 comma-separated. With `FEDERATION_LABEL`, the mark that the copy is fedspread's.
 
 Written and read by the agent's dependency sync: a copy goes when no spread needs it any more (and

@@ -1,4 +1,4 @@
-"""A placement round against one snapshot (DESIGN §5, issue 27): the rule, pure.
+"""A placement round against one snapshot: the rule, pure.
 
 Why: a round places many spreads that share clusters. Placed one after another in key order (each
 seeing the pending pods of the ones before it), no spread can be placed before the previous one is

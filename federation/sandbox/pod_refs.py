@@ -5,7 +5,7 @@ in `ContainerCreating`, env and envFrom fail with `CreateContainerConfigError`),
 without its pull secret fails with `ErrImagePull`, and the apiserver's ServiceAccount admission
 refuses a pod whose ServiceAccount does not exist. The sandbox's node simulator used to report
 every bound pod Running and Ready, so a test could not tell whether fedspread copied the objects a
-spread's pods need into a member (issue 24). `blocking` names the first required object a pod
+spread's pods need into a member. `blocking` names the first required object a pod
 references (`federation.core.dependencies.references`) that its namespace lacks, with the waiting
 reason a kubelet would report: `ErrImagePull` for an image pull secret (every image a pod pulls
 with a pull secret stands for a private one), `CreateContainerConfigError` for the rest (a

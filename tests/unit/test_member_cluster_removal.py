@@ -230,3 +230,17 @@ def test_the_agent_of_a_decommissioned_and_deleted_cluster_reconnecting_joins_no
     coordinator.attach(agent_pb2.Hello(cluster_name="dc1", topology_labels=EU), heartbeat_seconds=1)
     assert model.decommissioned("dc1") and "dc1" not in model.selected(KEY)
     assert not model.placements[KEY].clusters.get("dc1")
+
+
+def test_a_released_workload_of_a_deleted_spread_does_not_hold_a_decommission() -> None:
+    """A spread deleted with `Orphan` releases its workloads; their pods run on, no longer the
+    federation's, and their counts stand for a re-creation to adopt (`PodReports.released`). They
+    must not keep a decommissioned cluster held for good."""
+    clock = ManualClock(T0)
+    model = federation(clock)
+    watcher.apply_to_world(model, member_event("dc1", decommission=True))
+    assert model.held_at("dc1") == {KEY}
+    model.delete_spread(KEY)
+    model.release_pods("dc1", KEY)  # the orphaning removal the facade sends
+    assert model.pods.holding(KEY) and "dc1" in model.pods.holding(KEY)  # counts kept for adoption
+    assert model.held_at("dc1") == frozenset()

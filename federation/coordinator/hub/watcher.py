@@ -14,7 +14,7 @@ can report `Valid=False`. Spread events also carry the spread's target workload 
 so `apply_to_world` works whichever of the two the hub reports first.
 
 ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims are followed in every namespace
-(issue 24: the objects a spread's pods need are copied from the hub, `model/hub_objects.py`).
+(the objects a spread's pods need are copied from the hub, `model/hub_objects.py`).
 Their events carry the object itself, out of every repr: a Secret is never logged.
 
 One stream per workload kind a spread may target (`WORKLOAD_STREAMS`: Deployments, ReplicaSets,

@@ -1,9 +1,9 @@
 """The hub objects spreads' pods need, and what each spread's assignments carry of them.
 
 Why: a pod template that mounts a ConfigMap, reads a Secret, pulls with an image pull secret or
-runs under its own ServiceAccount fails in a member cluster unless the object is there (issue 24,
-§2). The hub is the source of truth: the coordinator follows the hub's ConfigMaps, Secrets,
-ServiceAccounts and PersistentVolumeClaims (`hub/watcher.py`), keeps them here, and each
+runs under its own ServiceAccount fails in a member cluster unless the object is there. The hub
+is the source of truth: the coordinator follows the hub's ConfigMaps, Secrets, ServiceAccounts
+and PersistentVolumeClaims (`hub/watcher.py`), keeps them here, and each
 assignment of a spread with `propagateDependencies` carries the member copies of the objects its
 template references (`core.dependencies.references`, `core.member_copy.member_copy`), so an agent
 creates them in the same turn as, and before, the workload, and a change on the hub reaches every

@@ -405,12 +405,13 @@ class World:
         return name in self._decommissioned
 
     def held_at(self, name: str) -> frozenset[str]:
-        """The spreads with replicas placed on cluster `name` or pods reported there (active or
-        being deleted): a decommission is complete when none is left."""
+        """The live spreads with replicas placed on cluster `name` or pods reported there (active
+        or being deleted): a decommission is complete when none is left. (A deleted spread's
+        workload released there runs on, no longer the federation's: it does not hold the cluster.)"""
         reported = self.pods.by_cluster.get(name, {})
         return self._index.occupying(name) | frozenset(
             key for key, per_subset in reported.items()
-            if any(pods.active or pods.deleting for pods in per_subset.values()))
+            if key in self._spreads and any(pods.active or pods.deleting for pods in per_subset.values()))
 
     def taints_of(self, name: str) -> tuple[common.Taint, ...]:
         """Cluster `name`'s MemberCluster taints, each with its `timeAdded` (first seen, if unset)."""
