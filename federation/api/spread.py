@@ -3,9 +3,9 @@
 Why it looks like this: a user who knows OpenKruise's WorkloadSpread should recognise every field.
 Subsets are ordered; each names its clusters (explicitly or by a label selector over MemberClusters),
 optionally a node pool inside them, and an optional cap. Cross-field rules (unique names, one kind of
-cap, percentages within 100%, no adaptive settings under Fixed) are checked here so that every
-problem is reported with its own field path — see `federation.api.problems` for how they reach the
-user.
+cap, percentages within 100%, no adaptive settings under Fixed; floors and topology spread in
+`topology`) are checked here so that every problem is reported with its own field path — see
+`federation.api.problems` for how they reach the user.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Literal
 import pydantic
 import pydantic_core
 
-from federation.api import common
+from federation.api import common, topology
 
 KIND = "FederatedSpread"
 PLURAL = "federatedspreads"
@@ -134,10 +134,23 @@ class Subset(common.SpecModel):
         description="Cap: an integer or a percentage of the total like '50%'; absent means unbounded.",
     )
 
+    min_replicas: int | str | None = pydantic.Field(
+        default=None,
+        description=(
+            "Floor: an integer or a percentage of the total like '20%', placed before any later "
+            "subset's replicas beyond its own floor and kept through scale-down; never above the cap."
+        ),
+    )
+
     @pydantic.field_validator("max_replicas", mode="before")
     @classmethod
     def _valid_cap(cls, value: Any) -> Any:
         return _check_max_replicas(value)
+
+    @pydantic.field_validator("min_replicas", mode="before")
+    @classmethod
+    def _valid_floor(cls, value: Any) -> Any:
+        return topology.check_min_replicas(value)
 
     @pydantic.field_validator("required_node_selector_term")
     @classmethod
@@ -303,6 +316,14 @@ class FederatedSpreadSpec(common.SpecModel):
         ),
     )
 
+    topology_spread: list[topology.TopologySpreadConstraint] = pydantic.Field(
+        default_factory=list,
+        description=(
+            "Skew limits across MemberCluster topology domains (KEP-895 lifted to clusters); every "
+            "constraint must hold. Subset order still decides where first; skew decides how unequal."
+        ),
+    )
+
     @pydantic.model_validator(mode="after")
     def _cross_field_rules(self) -> FederatedSpreadSpec:
         problems = cross_field_problems(self)
@@ -355,6 +376,8 @@ def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
         problems.append(
             ("subsets", f"percentage maxReplicas sum to {percent_total}%, at most 100% is allowed")
         )
+    problems.extend(topology.cross_field_problems(
+        [(subset.min_replicas, subset.max_replicas) for subset in spec.subsets], spec.topology_spread))
     strategy = spec.schedule_strategy
     if strategy.type == "Fixed" and strategy.adaptive is not None:
         problems.append(

@@ -14,6 +14,10 @@ three passes over the subsets in spec order:
 3. **Wait**: in Adaptive, what fits nowhere waits (Pending) in the highest-priority subset whose
    cap still has room, counted as capacity-exhausted; what no cap allows is unplaced.
 
+A spread with `topologySpread` or floors (`subsets[].minReplicas`) replaces the scale-down trim of
+pass 1 and pass 2 with `placement_topology` (one replica at a time under the constraints, floors
+first and kept); what a DoNotSchedule constraint refuses is unplaced, not waiting.
+
 Capacity is fitted per subset with the pod the subset creates (the template with the subset's
 injection and `patch` applied, `pod_shape.with_subset`), and consumed from one ledger per (cluster,
 node pool) in whole nodes per kind of pod; subsets that share a pool draw from the same nodes, so
@@ -38,7 +42,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 
 from federation.api import cluster, placement_json, spread
-from federation.core import fit, placement_view
+from federation.core import fit, placement_topology, placement_view
 from federation.core import placement_passes as passes
 from federation.core.placement_view import View as View
 from federation.core.placement_view import holding as holding
@@ -210,14 +214,21 @@ def place_view(
     still_waiting = 0
     if simulate and waiting:
         still_waiting = passes.release_waiting(work, waiting=waiting, running=running or {})
-    passes.keep(work, replicas)
+    ruled = placement_topology.applies(spec)
+    # With floors or topologySpread only the caps trim here: the scale-down keeps them (below).
+    passes.keep(work, max(replicas, sum(i.total for i in work)) if ruled else replicas)
     passes.explain_cordons(work)
     ledger = passes.Ledger(view, record=simulate)
     if simulate and running is not None:
         passes.take_in_flight(work, ledger=ledger, running=running)
-    left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
-    exhausted = still_waiting
-    if simulate and left:
+    refused, floor_waiting = False, 0
+    if ruled:
+        left, refused, floor_waiting = placement_topology.place(
+            spec, work, replicas=replicas, view=view, ledger=ledger, simulate=simulate)
+    else:
+        left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
+    exhausted = still_waiting + floor_waiting
+    if simulate and left and not refused:
         before = left
         left = passes.wait(work, left)
         exhausted += before - left

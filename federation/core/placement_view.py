@@ -153,6 +153,9 @@ class View:
     """Every selected cluster that is in the snapshot."""
     rooms: tuple[Mapping[str, int], ...]
     """Per subset, `Member.room` of each of its members in the snapshot, in fill order (`rooms_of`)."""
+    labels: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    """The MemberCluster labels of the members (their topology domains): filled only for a spec
+    with `topologySpread`, the one reader (`placement_topology`)."""
 
 
 def rooms_of(selected: Sequence[Sequence[str]], members: Mapping[str, Member]) -> tuple[dict[str, int], ...]:
@@ -218,7 +221,8 @@ def view_of(
                 cordon=cluster.cordon_of(found.taints, tolerations=tolerations, now=now), kinds=kinds,
                 admits=tuple(fit.admitting(pools, s) for s in shapes),
             )
+    labels = {name: dict(clusters[name].labels) for name in members} if spec.topology_spread else {}
     return View(
         names=tuple(c.name for c in snapshot.clusters), selected=selected, members=members,
-        rooms=rooms_of(selected, members),
+        rooms=rooms_of(selected, members), labels=labels,
     )

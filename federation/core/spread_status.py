@@ -37,8 +37,29 @@ def _blockers(subset: placement.SubsetPlacement) -> list[str]:
     """The subset's reasons about its clusters (not ready, cordoned, ...), not about caps/capacity."""
     return [
         r for r in subset.reasons
-        if not r.startswith(("cap ", "capacity:")) and "waiting:" not in r
+        if not r.startswith(("cap ", "capacity:", *_RULED)) and "waiting:" not in r
     ]
+
+
+_RULED = ("topologySpread ", "floor ", "at most ")
+"""Reasons of `placement_topology`: a constraint that refused, a floor, the per-placement budget."""
+
+
+def _ruled_condition(result: placement.Placement, **common_args: Any) -> common.Condition | None:
+    """Placed=False naming the topologySpread constraints (or the budget) that left replicas
+    unplaced, when those are what did: the clusters are usable, advice about them would mislead."""
+    refusing = sorted({r for s in result.subsets for r in s.reasons if r.startswith("topologySpread ")})
+    paced = sorted({r for s in result.subsets for r in s.reasons if r.startswith("at most ")})
+    if not refusing and not paced:
+        return None
+    if refusing:
+        reason, why = "TopologySpread", (
+            f"{' and '.join(refusing)} admit no further replica; add clusters in other domains, raise "
+            "maxSkew, lower minDomains or use whenUnsatisfiable: ScheduleAnyway")
+    else:
+        reason, why = "PlacingInSteps", f"{paced[0]}; the next placements place the rest"
+    message = f"{_plural(result.unplaced, 'replica')} of {result.replicas} could not be placed: {why}"
+    return status.condition("Placed", "False", reason=reason, message=message, **common_args)
 
 
 def _placed_condition(result: placement.Placement, **common_args: Any) -> common.Condition:
@@ -47,6 +68,9 @@ def _placed_condition(result: placement.Placement, **common_args: Any) -> common
             "Placed", "True", reason="AllPlaced",
             message=f"all {_plural(result.replicas, 'replica')} are placed", **common_args,
         )
+    ruled = _ruled_condition(result, **common_args)
+    if ruled is not None:
+        return ruled
     capped = [f"subset {s.name} is capped at {s.cap}" for s in result.subsets if _capped(s)]
     unusable = [
         f"subset {s.name} has no usable cluster ({'; '.join(_blockers(s)) or 'none selected'})"

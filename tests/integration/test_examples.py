@@ -171,6 +171,12 @@ CASES: dict[str, list[Step]] = {
         Step("apply (5 replicas)", {"eu": eu(3, 2)}),
         Step("scale to 4: the larger cluster gives back", {"eu": eu(2, 2)}, scale=4),
     ],
+    "topology-spread.yaml": [
+        Step("apply (5 replicas): the eu floor first, then within one of each other",
+             {"onprem": {"dc1": 3}, "eu": eu(1, 1)}),
+        Step("scale to 9: the regions alternate", {"onprem": {"dc1": 5}, "eu": eu(2, 2)}, scale=9),
+        Step("scale to 3: the floor stays", {"onprem": {"dc1": 1}, "eu": eu(1, 1)}, scale=3),
+    ],
     "region-capacity.yaml": [
         Step("apply (7 one-CPU replicas)", {"everywhere": {"aws-eu": 3, "dc1": 1, "gcp-eu": 3}}),
     ],

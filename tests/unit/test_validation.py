@@ -139,6 +139,30 @@ INVALID = [
                  id="mixed-integer-and-percentage-caps"),
     pytest.param({f"{S0}.maxReplicas": "60%", f"{S1}.maxReplicas": "50%"}, "spec.subsets",
                  "sum to 110%", id="percentages-sum-to-110"),
+    # minReplicas and topologySpread (issue 25)
+    pytest.param({f"{S0}.minReplicas": -1}, f"{S0}.minReplicas", "must not be negative", id="floor-negative"),
+    pytest.param({f"{S0}.minReplicas": "120%"}, f"{S0}.minReplicas", "between 0% and 100%",
+                 id="floor-120-percent"),
+    pytest.param({f"{S0}.minReplicas": 31}, f"{S0}.minReplicas", "above the subset's cap",
+                 id="floor-above-cap"),
+    pytest.param({f"{S0}.maxReplicas": "20%", f"{S0}.minReplicas": "30%"}, f"{S0}.minReplicas",
+                 "above the subset's cap", id="percentage-floor-above-percentage-cap"),
+    pytest.param({f"{S0}.minReplicas": 2, f"{S1}.minReplicas": "10%"}, f"{S1}.minReplicas",
+                 "mixes floor kinds", id="mixed-floor-kinds"),
+    pytest.param({f"{S0}.maxReplicas": DELETE, f"{S0}.minReplicas": "60%", f"{S1}.minReplicas": "50%"},
+                 "spec.subsets", "minReplicas sum to 110%", id="floors-sum-to-110"),
+    pytest.param({"spec.topologySpread": [{"topologyKey": "region", "maxSkew": 0}]},
+                 "spec.topologySpread[0].maxSkew", "greater than or equal to 1", id="maxSkew-zero"),
+    pytest.param({"spec.topologySpread": [{"topologyKey": "region", "maxSkew": 1,
+                                           "whenUnsatisfiable": "Sometimes"}]},
+                 "spec.topologySpread[0].whenUnsatisfiable", "'DoNotSchedule'",
+                 id="unknown-whenUnsatisfiable"),
+    pytest.param({"spec.topologySpread": [{"topologyKey": "region", "maxSkew": 1,
+                                           "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 3}]},
+                 "spec.topologySpread[0].minDomains", "only with whenUnsatisfiable: DoNotSchedule",
+                 id="minDomains-with-ScheduleAnyway"),
+    pytest.param({"spec.topologySpread": [{"maxSkew": 1}]}, "spec.topologySpread[0].topologyKey",
+                 "required", id="topologyKey-missing"),
     # strategy and failover
     pytest.param({"spec.scheduleStrategy.type": "Random"}, "spec.scheduleStrategy.type", "'Fixed'",
                  id="unknown-strategy-type"),
@@ -488,3 +512,18 @@ def test_schema_and_cross_field_problems_come_in_one_pass() -> None:
     # A rule where a field was removed to get this far is not judged: the strategy's type was
     # removed, so "adaptive settings apply only to Adaptive" would only be about its default.
     assert len(found) == 4, found
+
+
+def test_topology_spread_and_floors_parse_with_their_defaults() -> None:
+    doc = base_spread()
+    doc["spec"]["subsets"][1]["minReplicas"] = 2
+    doc["spec"]["topologySpread"] = [
+        {"topologyKey": "topology.fedspread.io/region", "maxSkew": 1, "minDomains": 3},
+        {"topologyKey": "fedspread.io/cluster", "maxSkew": 2, "whenUnsatisfiable": "ScheduleAnyway"},
+    ]
+    parsed = problems.validate(spread.FederatedSpread, doc, what="spread")
+    first, second = parsed.spec.topology_spread
+    assert (first.when_unsatisfiable, first.min_domains) == ("DoNotSchedule", 3)
+    assert (second.when_unsatisfiable, second.min_domains) == ("ScheduleAnyway", None)
+    assert [s.min_replicas for s in parsed.spec.subsets] == [None, 2]
+    assert parsed.spec.model_dump(by_alias=True, exclude_defaults=True)["topologySpread"][0]["maxSkew"] == 1

@@ -131,6 +131,8 @@ def spreads(draw: st.DrawFn, key: str) -> spread_api.FederatedSpread:
     data = spec.model_dump(by_alias=True, mode="json")
     data["failover"] = {"clusterLostSeconds": draw(st.sampled_from((30, 60)))}
     data["clusterTolerations"] = draw(st.sampled_from(CLUSTER_TOLERATIONS))
+    # Some spread their replicas across regions: their views carry the clusters' labels.
+    data["topologySpread"] = draw(st.sampled_from(([], [{"topologyKey": names.REGION_LABEL, "maxSkew": 1}])))
     namespace, name = key.split("/")
     return spread_api.FederatedSpread.model_validate(
         {"metadata": {"name": name, "namespace": namespace}, "spec": data})

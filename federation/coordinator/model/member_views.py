@@ -316,8 +316,11 @@ class MemberViews:
             self._tolerate(members, entry.spec.cluster_tolerations)
         # `names`: the placement lists the clusters this spread can select, not every cluster of
         # the federation (10k spreads x 1k clusters of zeros would be ~10M dict entries).
+        labels = ({name: dict(facts_of.labels) for name in members
+                   if (facts_of := self._clusters.get(name)) is not None}
+                  if entry.spec.topology_spread else {})
         return placement_view.View(
-            names=tuple(members), selected=selected, members=members, rooms=tuple(rooms))
+            names=tuple(members), selected=selected, members=members, rooms=tuple(rooms), labels=labels)
 
     def _tolerate(
         self, members: dict[str, placement_view.Member], tolerations: Sequence[spread_api.ClusterToleration]
