@@ -41,7 +41,7 @@ from agents.webhook import handler
 from federation.api import names
 from federation.coordinator import facade
 from federation.coordinator.model import loop, world
-from federation.core import deletion_cost, inventory, reschedule
+from federation.core import deletion_cost, inventory, reschedule, status
 from federation.rpc import agent_pb2, assignment, capabilities
 from tests.support.clock import ManualClock
 
@@ -268,7 +268,8 @@ class Member:
         self.outbox.put_inventory(outbox.inventory_message(inventory.pools(nodes, usage), sequence=sequence,
                                                            observed_at=self.clock()))
         current = self.book.assignment(KEY)
-        counts = {KEY: self.book.counts(KEY)} if current is not None else {}
+        counts = {KEY: {**self.book.counts(KEY), status.UNASSIGNED: self.book.unassigned(KEY)}
+                  } if current is not None else {}  # as the reconciler: pods of no subset too
         generations = {KEY: current.generation} if current is not None else {}
         # Evidence only for what was counted since this agent started (the reconciler's rule).
         assigned = set(counts) if self.book.counted(KEY) else set()
