@@ -7,7 +7,6 @@ import json
 import logging
 import pathlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,9 +71,9 @@ def test_loops_are_watched_and_started_in_list_order_and_stopped_in_reverse() ->
     assert {s.name: s.critical for s in dog.snapshot()} == {"first": True, "second": False, "last": True}
     assert sorted(t.name for t in threading.enumerate() if t.name.startswith("agent-")) == [
         "agent-first", "agent-last", "agent-second"]
-    began = time.monotonic()
     loops.stop(after={"last": lambda: seen.append(("after", "last"))})
-    assert time.monotonic() - began < 3, "interrupted, not left to time out"
+    # Each loop sleeps 60 s between rounds, longer than a join waits: only an interrupt ended them.
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("agent-") and t.is_alive()]
     assert stop.is_set()
     assert seen == [("before", "last"),
                     ("interrupt", "last"), ("interrupt", "second"), ("interrupt", "first"), ("after", "last")]
@@ -296,11 +295,10 @@ def test_the_link_runs_on_the_callers_thread_and_an_interrupt_ends_it_at_once() 
         thread.start()
         assert link.wait_connected(WAIT) and link.running
         assert beats.acquire(timeout=WAIT)
-        began = time.monotonic()
         stop.set()
         link.interrupt()
         thread.join(WAIT)
-        assert not thread.is_alive() and time.monotonic() - began < 3
+        assert not thread.is_alive(), "the interrupt ended the link's run"
         assert not link.connected and not link.running
     finally:
         coordinator.stop()
