@@ -272,8 +272,16 @@ class Coordinator:
             if not self._hub_synced or not wanted:
                 return loop.Round(placements={})
             started = time.perf_counter()
+            # Held deletions settle first: a spread created again meanwhile turns its hold into a
+            # release, whose pods (unverified, `PodReports.released`) its first placement must keep.
+            now, lifecycle = self.clock(), self.world.lifecycle
+            for key, orphan in lifecycle.settle(now=now, live=lambda k: self.world.spread(k) is not None):
+                self._remove_everywhere(key, orphan=orphan,
+                                        reason=model_lifecycle.RECREATED if orphan else "spread deleted")
+                if orphan:
+                    wanted.add(key)
             batch = self.backend.place_batch if self.backend.parallel else None
-            result = loop.recompute(self.world, wanted, now=self.clock(), place_batch=batch)
+            result = loop.recompute(self.world, wanted, now=now, place_batch=batch)
             if result.fell_back:
                 log.warning("the placement shards did not answer; this round was placed in the "
                             "coordinator's process instead", extra={
@@ -284,15 +292,11 @@ class Coordinator:
             # Deleted spreads first (their deletionPolicy decides), before any assignment. A `Delete`
             # is held for a re-creation (`lifecycle.hold`): a spread of the key created meanwhile
             # turns it into a release its agents adopt from, never a delete of what it will claim.
-            now, lifecycle = self.clock(), self.world.lifecycle
             for key in result.removed:
                 if lifecycle.orphans(key):
                     self._remove_everywhere(key, orphan=True, reason="spread deleted")
                 else:
                     lifecycle.hold(key, until=now + model_lifecycle.RECREATE_GRACE)
-            for key, orphan in lifecycle.settle(now=now, live=lambda k: self.world.spread(k) is not None):
-                self._remove_everywhere(key, orphan=orphan,
-                                        reason=model_lifecycle.RECREATED if orphan else "spread deleted")
             for key in sorted(result.placements):
                 new = self._assignments_for(key, only=listening)
                 selected = {name for s in result.placements[key].subsets for name in s.clusters}

@@ -222,7 +222,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent(
                 "spread", "ADDED", fm.KEY, spread=self._spread_item(), generation=1, target=target)))
 
-        self._judge_restart(recreate)
+        self._judge_restart(recreate, recreation=True)
 
     @stateful.rule(name=CLUSTER, region=st.sampled_from(["onprem", "cloud", "elsewhere"]))
     def cluster_relabelled(self, name: str, region: str) -> None:
@@ -291,7 +291,7 @@ class FederationMachine(stateful.RuleBasedStateMachine):
 
         self._judge_restart(restart)
 
-    def _judge_restart(self, restart: Any) -> None:
+    def _judge_restart(self, restart: Any, *, recreation: bool = False) -> None:
         """Settle every ReplicaSet, restart, let the ReplicaSets act on what the restart sent:
         the running pods never fall below min(what ran, what the spread needs), and a quiet
         federation (everything placed runs) loses no running pod at all."""
@@ -308,7 +308,10 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             if pods == self._members_state():
                 break
         before = self.fed.world.placements.get(fm.KEY)
+        # A re-creation is quiet only with no handover in flight: a pod kept until its replacement
+        # is Ready is already decided away, and the new spread, placed from scratch, may need none.
         quiet = (before is not None and placement.settled(before) and not self.fed.world.marks_for(fm.KEY)
+                 and not (recreation and any(s.kept for s in before.subsets))
                  and all(m.stream is not None and m.running_pods() == set(m.pods)
                          for m in self.fed.members.values()))
         # Judged: the pods the coordinator knows of. Pods a disconnected member's ReplicaSet made
