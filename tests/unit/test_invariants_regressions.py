@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 Step = tuple[str, dict[str, Any]]
 INVARIANTS = (
-    "connected_agents_enforce_exactly_the_placement", "no_admission_put_a_subset_above_its_quota",
+    "status_pass_follows", "connected_agents_enforce_exactly_the_placement",
+    "no_admission_put_a_subset_above_its_quota",
     "no_ready_pod_is_removed_while_the_spread_needs_it", "placement_accounts_for_every_replica_within_caps",
 )
 

@@ -116,6 +116,10 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         self.limits: list[int | str | None] = []
         self.uid = 1
         self.deletion_policy = "Orphan"
+        self.status_now: tuple[int, placement.Placement | None] = (0, None)
+        self.status_before: tuple[int, placement.Placement | None] = (0, None)
+        """The placement after the previous step and after the one before (with the spread's
+        incarnation): what a status pass one decision behind has written (`coordinator_restarts`)."""
 
     # --- set-up ---------------------------------------------------------------------------------------
 
@@ -256,18 +260,25 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         not zero: no running pod the spread still needs may go because of it."""
         self._judge_restart(lambda: self.fed.restart_agent(name))
 
-    @stateful.rule(order=st.permutations(fm.CLUSTERS), synced_after=st.integers(0, len(fm.CLUSTERS)))
-    def coordinator_restarts(self, order: list[str], synced_after: int) -> None:
+    @stateful.rule(order=st.permutations(fm.CLUSTERS), synced_after=st.integers(0, len(fm.CLUSTERS)),
+                   stale=st.booleans())
+    def coordinator_restarts(self, order: list[str], synced_after: int, stale: bool = False) -> None:
         """The coordinator is killed and started again: the new one lists the hub (the spread
         with the placement its status recorded) while the agents reconnect, in any order. A
         restart decides nothing new: no running pod the spread still needs may go. The status
-        it lists is the last placement's (written before the kill)."""
+        it lists is the last placement's (written before the kill) or, when `stale`, the one
+        before the last step's decision (killed between a placement and its status write: the
+        agents may run the newer one)."""
         template = builders.deployment(fm.NAME, self.replicas, namespace=fm.NAMESPACE, cpu=None,
                                        image="web:1")
 
         def listed() -> spread_api.FederatedSpread:
             recorded = self.fed.world.placements.get(fm.KEY)
             item = self._spread_item()
+            if stale:
+                incarnation, recorded = self.status_before
+                if incarnation != self.uid or recorded is None:  # this incarnation had no status yet
+                    return item.model_copy(update={"status": None})
             if recorded is None:
                 return item
             statuses = [spread_api.SubsetStatus(name=s.name, clusters=[
@@ -401,6 +412,12 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             assert running[name] <= set(member.pods), (name, running[name] - set(member.pods))
 
     # --- invariants -----------------------------------------------------------------------------------
+
+    @stateful.invariant()
+    def status_pass_follows(self) -> None:
+        """Not a check: the status pass writes each step's placement (kept two steps deep)."""
+        self.status_before = self.status_now
+        self.status_now = (self.uid, self.fed.world.placements.get(fm.KEY))
 
     @stateful.invariant()
     def placement_accounts_for_every_replica_within_caps(self) -> None:
