@@ -174,6 +174,15 @@ def test_the_sdk_names_the_rules_in_placement_simulation_and_explanation(
             ("onprem", 3, []), ("eu", 2, ["floor 2"])]
 
 
+def test_get_placement_wide_shows_the_rules_as_notes(target: str) -> None:
+    shown = testing.CliRunner().invoke(
+        cli.main, ["get", "placement", "shop/web", "-o", "wide", "--coordinator", target, "--insecure"],
+        env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    onprem = next(line for line in shown.output.splitlines() if " onprem " in line)
+    assert SKEW in onprem
+
+
 def test_get_placement_json_is_the_simulate_shape_with_the_reasons(target: str) -> None:
     shown = testing.CliRunner().invoke(
         cli.main, ["get", "placement", "shop/web", "-o", "json", "--coordinator", target, "--insecure"])
