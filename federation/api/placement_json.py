@@ -1,6 +1,9 @@
 """The JSON shape of a placement, as `fedspread simulate -o json` and `fedspread get placement -o json`
-print it: `{"replicas", "unplaced", "clusters", "subsets": [{"name", "replicas", "clusters"}]}`,
-plus `"ready"` for a live placement.
+print it: `{"replicas", "unplaced", "clusters", "subsets": [{"name", "replicas", "clusters",
+"reasons"}]}`, plus `"ready"` for a live placement. A subset's `"reasons"` are the rules that decided
+its number, as the table's notes show them ("cap 30 reached", "floor 2", "topologySpread
+topology.fedspread.io/region maxSkew 1", "dc1: not ready"); the key came later than the others, so
+a reader of older documents (`simulate --current`) must not require it.
 
 Why one function: the offline simulation (the placement core's result) and the live placement (the
 SDK's view of the coordinator's answer) are different types, but scripts parse both outputs as one
@@ -10,7 +13,7 @@ It lives in the API layer, below both the core and the SDK, and needs nothing bu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 
@@ -29,6 +32,10 @@ class SubsetShares(Protocol):
     def clusters(self) -> Mapping[str, int]:
         """Replicas per cluster in the subset."""
 
+    @property
+    def reasons(self) -> Sequence[str]:
+        """The rules that decided the subset's number, in the order the placement noted them."""
+
 
 def document(
     *,
@@ -43,7 +50,8 @@ def document(
         "replicas": replicas,
         "unplaced": unplaced,
         "clusters": dict(clusters),
-        "subsets": [{"name": s.name, "replicas": s.replicas, "clusters": dict(s.clusters)} for s in subsets],
+        "subsets": [{"name": s.name, "replicas": s.replicas, "clusters": dict(s.clusters),
+                     "reasons": list(s.reasons)} for s in subsets],
     }
     if ready is not None:
         shape["ready"] = {name: ready.get(name, 0) for name in clusters}

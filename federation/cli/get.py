@@ -151,7 +151,8 @@ def _cap(subset: sdk.SubsetPlacement) -> str:
 
 def render_placement(result: sdk.SpreadPlacement, *, wide: bool = False) -> None:
     """Print a live placement for people: subsets with caps and ready/placed per cluster, totals
-    (`wide`: also the ready pods per subset and when the coordinator computed it)."""
+    (`wide`: also the ready pods per subset, the rules that decided each subset's number, as
+    `simulate -o table` notes them, and when the coordinator computed it)."""
     console = rich.console.Console()
     title = f"{result.spread}: {result.replicas} replicas"
     if result.generation:
@@ -160,13 +161,16 @@ def render_placement(result: sdk.SpreadPlacement, *, wide: bool = False) -> None
     columns = ["#", "subset", "cap", "replicas", "waiting", "clusters (ready/placed)"]
     if wide:
         columns.insert(4, "ready")
+        columns.append("notes")
     for column in columns:
-        table.add_column(column, justify="left" if column.startswith(("subset", "clusters")) else "right")
+        left = column.startswith(("subset", "clusters", "notes"))
+        table.add_column(column, justify="left" if left else "right")
     for index, sub in enumerate(result.subsets):
         clusters = " ".join(f"{c}={sub.ready.get(c, 0)}/{n}" for c, n in sub.clusters.items())
         row = [str(index), sub.name, _cap(sub), str(sub.replicas), str(sub.waiting), clusters or "-"]
         if wide:
             row.insert(4, str(sum(sub.ready.values())))
+            row.append("; ".join(sub.reasons))
         table.add_row(*row)
     console.print(table)
     if wide and result.computed_at is not None:

@@ -2,7 +2,9 @@
 
 Why: operators want to see what a spread will do before applying it, and a capacity snapshot
 captured from a live federation can be replayed here. The JSON output has a stable shape
-(scripts rely on it); `-o table` is for people and adds the reasons behind each number.
+(scripts rely on it; `federation.api.placement_json`), each subset with the rules that decided its
+number (`reasons`); `-o table` is for people, the same rules as its notes. `--current` reads a
+document of any version (only names and clusters), one written before `reasons` too.
 """
 
 from __future__ import annotations

@@ -207,8 +207,17 @@ def _add_floors(state: _State, replicas: int, waiting: dict[str, int]) -> int:
                 break
             state.add(index, cluster)
             placed += 1
-            state.note(rule.name, f"floor {rule.floor}")
     return placed
+
+
+def _note_floors(state: _State, waiting: Mapping[str, int]) -> None:
+    """"floor N" on every subset its floor holds where it is: at or below the floor, some replicas
+    placed, none waiting (a waiting floor has its own note). Read from the end state, not from what
+    this placement moved, so the same counts always give the same reasons (a floor kept through a
+    scale-down, or placed by an earlier placement, is named as well)."""
+    for index, rule in enumerate(state.subsets):
+        if rule.floor and 0 < state.total(index) <= rule.floor and not waiting.get(rule.name):
+            state.note(rule.name, f"floor {rule.floor}")
 
 
 def _add_rest(state: _State, placed: int, replicas: int) -> tuple[int, list[str]]:
@@ -334,6 +343,7 @@ def plan(
     else:
         placed = _add_floors(state, replicas, waiting)
         unplaced, why = _add_rest(state, placed, replicas)
+    _note_floors(state, waiting)
     return Plan(counts=state.counts, unplaced=unplaced,
                 reasons={name: tuple(found) for name, found in state.reasons.items()},
                 unplaced_reasons=tuple(why), floor_waiting=waiting)

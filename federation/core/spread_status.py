@@ -18,6 +18,7 @@ valid one with `Valid=False` (`invalid_spread_status`, `refused_spread_status`).
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,20 @@ def _blockers(subset: placement.SubsetPlacement) -> list[str]:
 
 _RULED = ("topologySpread ", "floor ", "at most ")
 """Reasons of `placement_topology`: a constraint that refused, a floor, the per-placement budget."""
+
+
+_FLOOR_WAITING = re.compile(r"^floor (\d+): (\d+) waiting for room$")
+"""The note `skew_placement` leaves on a subset whose floor its clusters have no room for."""
+
+
+def _waiting_floors(result: placement.Placement) -> list[tuple[str, int, int]]:
+    """(subset, floor, replicas waiting) for every floor that waits for room in its own subset."""
+    found = []
+    for subset in result.subsets:
+        for reason in subset.reasons:
+            if (matched := _FLOOR_WAITING.match(reason)) is not None:
+                found.append((subset.name, int(matched[1]), int(matched[2])))
+    return found
 
 
 def _ruled_condition(result: placement.Placement, **common_args: Any) -> common.Condition | None:
@@ -105,16 +120,21 @@ def _capacity_condition(
             message="every placed replica fits the clusters' free capacity", **common_args,
         )
     where = ", ".join(f"{s.waiting} in {s.name}" for s in result.subsets if s.waiting)
-    causes = []
-    for s in result.subsets:
-        if s.cap is not None and s.replicas - s.waiting >= s.cap:
-            causes.append(f"subset {s.name} is capped at {s.cap}")
-        else:
-            blocked = _blockers(s)
-            causes.append(f"{s.name} has no free capacity" + (f" ({'; '.join(blocked)})" if blocked else ""))
+    floors = _waiting_floors(result)
+    causes = [f"floor {floor} of subset {name} waits for room ({_plural(short, 'replica')})"
+              for name, floor, short in floors]
+    advice = ["add nodes to its clusters or lower its minReplicas"] if floors else []
+    if result.capacity_exhausted > sum(short for _, _, short in floors):
+        for s in result.subsets:
+            if s.cap is not None and s.replicas - s.waiting >= s.cap:
+                causes.append(f"subset {s.name} is capped at {s.cap}")
+            else:
+                blocked = "; ".join(_blockers(s))
+                causes.append(f"{s.name} has no free capacity" + (f" ({blocked})" if blocked else ""))
+        advice.append("add nodes or raise maxReplicas")
     message = (
         f"{_plural(result.capacity_exhausted, 'replica')} wait Pending for capacity ({where}): "
-        f"{' and '.join(causes)}; add nodes or raise maxReplicas"
+        f"{' and '.join(causes)}; {' and '.join(advice)}"
     )
     return status.condition("CapacityExhausted", "True", reason="NoCapacity", message=message, **common_args)
 

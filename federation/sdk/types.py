@@ -90,6 +90,8 @@ class SubsetPlacement:
     cap: str = ""
     waiting: int = 0
     ready: dict[str, int] = dataclasses.field(default_factory=dict)
+    reasons: list[str] = dataclasses.field(default_factory=list)
+    """The rules that decided the share ("cap 30 reached", "floor 2", "topologySpread <key> maxSkew 1")."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,7 +246,7 @@ def placement_from_pb(message: placement_pb2.Placement) -> SpreadPlacement:
             SubsetPlacement(
                 name=s.name, replicas=s.replicas, cap=s.cap, waiting=s.waiting,
                 clusters={c.cluster: c.replicas for c in s.clusters},
-                ready={c.cluster: c.ready_replicas for c in s.clusters},
+                ready={c.cluster: c.ready_replicas for c in s.clusters}, reasons=list(s.reasons),
             )
             for s in message.subsets
         ],

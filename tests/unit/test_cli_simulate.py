@@ -44,8 +44,9 @@ def test_template_in_the_same_file_gives_requests_and_replicas() -> None:
     assert data == {
         "replicas": 40, "unplaced": 0,
         "clusters": {"dc1": 12, "aws-eu": 21, "gcp-eu": 7},
-        "subsets": [{"name": "onprem", "replicas": 12, "clusters": {"dc1": 12}},
-                    {"name": "eu", "replicas": 28, "clusters": {"aws-eu": 21, "gcp-eu": 7}}],
+        "subsets": [{"name": "onprem", "replicas": 12, "clusters": {"dc1": 12},
+                     "reasons": ["capacity: only 12 more pods fit (dc1: 12 fit (cpu))"]},
+                    {"name": "eu", "replicas": 28, "clusters": {"aws-eu": 21, "gcp-eu": 7}, "reasons": []}],
     }
 
 

@@ -318,8 +318,9 @@ def test_json_shape_lists_every_subset_and_every_snapshot_cluster() -> None:
     assert result.to_json() == {
         "replicas": 2, "unplaced": 0,
         "clusters": {"dc1": 2, "aws-eu": 0, "gcp-eu": 0, "azure-eu": 0},
-        "subsets": [{"name": "onprem", "replicas": 2, "clusters": {"dc1": 2}},
-                    {"name": "eu", "replicas": 0, "clusters": {"aws-eu": 0, "azure-eu": 0, "gcp-eu": 0}}],
+        "subsets": [{"name": "onprem", "replicas": 2, "clusters": {"dc1": 2}, "reasons": ["cap 2 reached"]},
+                    {"name": "eu", "replicas": 0, "clusters": {"aws-eu": 0, "azure-eu": 0, "gcp-eu": 0},
+                     "reasons": []}],
     }
 
 

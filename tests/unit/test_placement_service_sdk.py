@@ -345,7 +345,8 @@ def test_get_placement_json_has_the_design_shape(target: str) -> None:
     shown = json.loads(result.output)
     assert set(shown) == {"replicas", "unplaced", "clusters", "subsets", "ready"}
     assert shown["ready"] == {"aws-eu": 1, "dc1": 2, "gcp-eu": 0}
-    assert shown["subsets"][1] == {"name": "eu", "replicas": 5, "clusters": {"aws-eu": 5, "gcp-eu": 0}}
+    assert shown["subsets"][1] == {"name": "eu", "replicas": 5, "clusters": {"aws-eu": 5, "gcp-eu": 0},
+                                   "reasons": ["gcp-eu: not ready"]}
 
 
 def test_get_placement_table_and_env_coordinator(target: str) -> None:

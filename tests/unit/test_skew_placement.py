@@ -99,6 +99,46 @@ def test_scale_down_never_breaks_a_floor_while_another_subset_is_above_its_own()
         "a": 0, "b": 1}
 
 
+def test_floors_outrank_the_skew_and_the_skew_applies_to_the_replicas_beyond_them() -> None:
+    rules = [*ONE_EACH[:2], sp.SubsetRule("c", ("c1",), floor=3)]
+    skew = [ts.Constraint(REGION, 1)]
+    floors_only = sp.plan(rules, replicas=3, labels=LABELS, constraints=skew)
+    assert _totals(floors_only) == {"a": 0, "b": 0, "c": 3}  # 0/0/3: the floor, whatever the skew
+    assert floors_only.unplaced == 0 and floors_only.reasons["c"] == ("floor 3",)
+    beyond = sp.plan(rules, replicas=5, labels=LABELS, constraints=skew, current=floors_only.counts)
+    assert _totals(beyond) == {"a": 1, "b": 1, "c": 3}  # a's second would be 2 above b's 0
+
+
+def test_when_no_removal_keeps_the_spread_the_last_subset_of_the_tier_gives() -> None:
+    # a and b are above their floors, c at its own: removing from a or from b leaves a skew of 2,
+    # worse than 1; c may not give while another subset is above its floor (floors outrank).
+    rules = [*ONE_EACH[:2], sp.SubsetRule("c", ("c1",), floor=2)]
+    result = sp.plan(rules, replicas=3, labels=LABELS, constraints=[ts.Constraint(REGION, 1)],
+                     current={"a": {"a1": 1}, "b": {"b1": 1}, "c": {"c1": 2}})
+    assert _totals(result) == {"a": 1, "b": 0, "c": 2}
+
+
+def test_every_constraint_must_admit_a_replica() -> None:
+    labels = {"a1": {REGION: "a"}, "a2": {REGION: "a"}, "b1": {REGION: "b"}}
+    rules = [sp.SubsetRule("all", ("a1", "a2", "b1"))]  # Fill: the earliest cluster first
+    region = ts.Constraint(REGION, 1)
+    assert sp.plan(rules, replicas=4, labels=labels, constraints=[region]).totals() == {
+        "a1": 2, "a2": 0, "b1": 2}
+    both = sp.plan(rules, replicas=4, labels=labels, constraints=[region, ts.Constraint(ts.CLUSTER_KEY, 1)])
+    assert both.totals() == {"a1": 1, "a2": 1, "b1": 2}
+
+
+def test_two_constraints_may_share_a_key_one_hard_one_soft() -> None:
+    labels = {"a1": {REGION: "a"}, "a2": {REGION: "a"}, "b1": {REGION: "b"}}
+    rules = [sp.SubsetRule("all", ("a1", "a2", "b1"))]
+    hard = ts.Constraint(REGION, 2)
+    assert sp.plan(rules, replicas=4, labels=labels, constraints=[hard]).totals() == {
+        "a1": 3, "a2": 0, "b1": 1}
+    soft = ts.Constraint(REGION, 1, "ScheduleAnyway")
+    assert sp.plan(rules, replicas=4, labels=labels, constraints=[hard, soft]).totals() == {
+        "a1": 2, "a2": 0, "b1": 2}
+
+
 def test_percentage_floors_are_apportioned_by_largest_remainder_and_clipped_to_caps() -> None:
     assert floors.subset_floors(["34%", "33%", "33%"], 10) == [4, 3, 3]
     assert floors.subset_floors([2, None, "x"], 10) == [2, 0, 0]

@@ -136,7 +136,7 @@ def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
     for sub, cap in zip(result.subsets, _caps(record), strict=True):
         ready = record.ready.get(sub.name, {})
         subsets.append(placement_pb2.SubsetPlacement(
-            name=sub.name, replicas=sub.replicas, cap=cap, waiting=sub.waiting,
+            name=sub.name, replicas=sub.replicas, cap=cap, waiting=sub.waiting, reasons=sub.reasons,
             clusters=[
                 placement_pb2.ClusterReplicas(cluster=name, replicas=count,
                                               ready_replicas=ready.get(name, 0))
