@@ -51,7 +51,7 @@ Controllers = frozenset[int | str]
 OURS, FOREIGN, UNKNOWN = "ours", "foreign", "unknown"
 
 
-DIRECT_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
+DIRECT_KINDS = frozenset({"ReplicaSet", "StatefulSet", "Job"})
 """Member workload kinds that are their pods' controller themselves (no ReplicaSet between)."""
 
 
