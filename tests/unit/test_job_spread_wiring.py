@@ -60,7 +60,8 @@ def test_the_member_job_has_the_clusters_parallelism_and_completions_and_its_own
     body = rendering.render(value())
     assert (body["apiVersion"], body["kind"], body["metadata"]["name"]) == ("batch/v1", "Job", "work")
     spec = body["spec"]
-    assert (spec["parallelism"], spec["completions"], spec["suspend"], spec["backoffLimit"]) == (3, 6, False, 2)
+    assert (spec["parallelism"], spec["completions"], spec["suspend"], spec["backoffLimit"]) == (
+        3, 6, False, 2)
     assert not {"selector", "manualSelector", "ttlSecondsAfterFinished"} & set(spec)
     assert spec["template"]["metadata"]["labels"] == {"app": "work", names.SPREAD_LABEL: "work"}, \
         "the hub's generated labels are dropped: the member apiserver generates its own"
@@ -180,8 +181,10 @@ def test_completions_are_divided_only_once_every_cluster_concerned_has_reported(
     assert completions(model) == {"dc1": 6, "aws": 6}
     entry = model.spread(KEY)
     assert entry is not None
-    sent = assignments.for_clusters(entry, model.placements[KEY], now=clock(), job_completions=completions(model))
-    assert {name: (m.replicas, m.job_completions) for name, m in sent.items()} == {"dc1": (3, 6), "aws": (3, 6)}
+    sent = assignments.for_clusters(entry, model.placements[KEY], now=clock(),
+                                    job_completions=completions(model))
+    assert {name: (m.replicas, m.job_completions) for name, m in sent.items()} == {
+        "dc1": (3, 6), "aws": (3, 6)}
 
 
 def test_a_scale_changes_parallelism_only_and_stranded_completions_are_reported() -> None:
@@ -198,7 +201,8 @@ def test_a_scale_changes_parallelism_only_and_stranded_completions_are_reported(
     model.heartbeat("dc1")  # aws falls silent: lost for this spread
     entry = model.spread(KEY)
     assert entry is not None
-    condition = job_spreads.stranded_condition(model, entry, model.placements[KEY], previous=[], now=clock())
+    condition = job_spreads.stranded_condition(model, entry, model.placements[KEY], previous=[],
+                                               now=clock())
     assert condition is not None and condition.type == job_spreads.STRANDED and condition.status == "True"
     assert condition.message.startswith("4 completions of member Jobs in lost clusters are unfinished: aws (4)")
 

@@ -52,7 +52,8 @@ def test_every_kind_targetref_accepts_is_wired_in_every_part() -> None:
     assert accepted == {"Deployment", "ReplicaSet", "StatefulSet", "Job"}
     assert all(workload_kinds.policy_for(spread_api.TARGET_API_VERSIONS[kind], kind).kind == kind
                for kind in accepted), "each is named with the apiVersion the kind table serves it as"
-    assert set(typing.get_args(spread_api.TargetApiVersion)) == {p.api_version for p in workload_kinds.POLICIES}
+    assert set(typing.get_args(spread_api.TargetApiVersion)) == {
+        p.api_version for p in workload_kinds.POLICIES}
     assert {k.policy.kind for k in kinds.SERVED} == accepted, "the agent writes each"
     assert set(hub.WORKLOAD_STREAMS.values()) == accepted, "the hub watcher follows each"
     assert set(status_writer.STATUS_FIELDS) == accepted, "its hub status is written"
