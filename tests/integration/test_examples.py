@@ -191,6 +191,10 @@ CASES: dict[str, list[Step]] = {
         Step("apply (4 replicas)", {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
         Step("scale to 2: eu gives back first", {"ring": {"dc1": 2}, "eu": eu(0, 0)}, scale=2),
     ],
+    "job.yaml": [
+        Step("apply (parallelism 4): member Jobs with parallelism 2/1/1",
+             {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
+    ],
     "failover.yaml": [
         Step("apply (3 replicas)", {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}),
         Step("aws-eu's agent stops: after clusterLostSeconds its replicas move",
@@ -222,6 +226,9 @@ class Apis:
     def apps(self, name: str) -> client.AppsV1Api:
         return client.AppsV1Api(self.api[name])
 
+    def batch(self, name: str) -> client.BatchV1Api:
+        return client.BatchV1Api(self.api[name])
+
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api["hub"])
 
@@ -235,8 +242,8 @@ def apis(federation: environment.Federation) -> Iterator[Apis]:
 
 
 def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The example's workload (a Deployment or a ReplicaSet) and FederatedSpread, checked to be a
-    well-formed pair."""
+    """The example's workload (a Deployment, ReplicaSet, StatefulSet or Job) and FederatedSpread,
+    checked to be a well-formed pair."""
     text = (EXAMPLES / name).read_text()
     assert text.startswith("# "), f"{name} must start with a comment saying what it shows and expects"
     docs = [d for d in yaml.safe_load_all(text) if d]
@@ -246,6 +253,7 @@ def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     spread_api.FederatedSpreadSpec.model_validate(spread["spec"])
     assert spread["spec"]["targetRef"]["name"] == workload["metadata"]["name"]
     assert spread["spec"]["targetRef"]["kind"] == workload["kind"]
+    assert spread["spec"]["targetRef"]["apiVersion"] == workload["apiVersion"]
     return workload, spread
 
 
@@ -256,13 +264,19 @@ WORKLOADS = {
                    "delete_namespaced_replica_set"),
     "StatefulSet": ("create_namespaced_stateful_set", "patch_namespaced_stateful_set_scale",
                     "delete_namespaced_stateful_set"),
+    "Job": ("create_namespaced_job", "patch_namespaced_job", "delete_namespaced_job"),
 }
-"""Per example workload kind, the hub calls that create, scale and delete it."""
+"""Per example workload kind, the hub calls that create, scale (a Job: a patch of parallelism, it
+has no /scale) and delete it."""
+QUANTITY = {"Job": "parallelism"}
+"""The spec field a scale step sets, where it is not `replicas`."""
 
 
 def hub_call(apis: Apis, kind: str, action: int) -> Callable[..., Any]:
-    """The hub's AppsV1Api call of `WORKLOADS[kind][action]` (0 create, 1 scale, 2 delete)."""
-    found: Callable[..., Any] = getattr(apis.apps("hub"), WORKLOADS[kind][action])
+    """The hub's AppsV1Api (BatchV1Api for a Job) call of `WORKLOADS[kind][action]` (0 create,
+    1 scale, 2 delete)."""
+    found: Callable[..., Any] = getattr(apis.batch("hub") if kind == "Job" else apis.apps("hub"),
+                                        WORKLOADS[kind][action])
     return found
 
 
@@ -332,10 +346,12 @@ def clean_up(apis: Apis, namespace: str, workload: dict[str, Any], spread: str) 
             deployments = apis.apps(m).list_namespaced_deployment(namespace).items
             replicasets = apis.apps(m).list_namespaced_replica_set(namespace).items
             statefulsets = apis.apps(m).list_namespaced_stateful_set(namespace).items
+            jobs = apis.batch(m).list_namespaced_job(namespace).items
             if items := [f"pod/{p.metadata.name}" for p in pods] + [
                     f"deployment/{d.metadata.name}" for d in deployments] + [
                     f"replicaset/{r.metadata.name}" for r in replicasets] + [
-                    f"statefulset/{s.metadata.name}" for s in statefulsets]:
+                    f"statefulset/{s.metadata.name}" for s in statefulsets] + [
+                    f"job/{j.metadata.name}" for j in jobs]:
                 found[m] = items
         return found
 
@@ -370,8 +386,8 @@ def test_example_places_as_documented(name: str, apis: Apis) -> None:
         for step in CASES[name]:
             started = time.monotonic()
             if step.scale is not None:
-                hub_call(apis, workload["kind"], 1)(
-                    workload["metadata"]["name"], namespace, {"spec": {"replicas": step.scale}})
+                hub_call(apis, workload["kind"], 1)(workload["metadata"]["name"], namespace, {
+                    "spec": {QUANTITY.get(workload["kind"], "replicas"): step.scale}})
             if step.stop_agent:
                 apis.federation.stop_agent(step.stop_agent)
             if step.start_agent:

@@ -204,7 +204,8 @@ def test_a_scale_changes_parallelism_only_and_stranded_completions_are_reported(
     condition = job_spreads.stranded_condition(model, entry, model.placements[KEY], previous=[],
                                                now=clock())
     assert condition is not None and condition.type == job_spreads.STRANDED and condition.status == "True"
-    assert condition.message.startswith("4 completions of member Jobs in lost clusters are unfinished: aws (4)")
+    assert condition.message.startswith(
+        "4 completions of member Jobs in lost clusters are unfinished: aws (4)")
 
 
 def test_the_hub_job_completes_when_every_member_job_holding_completions_has() -> None:
