@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import datetime
 import json
+import pathlib
 from typing import Any
 
 import pytest
+import yaml
+from click import testing
 
 from agents import outbox
 from agents.cache import views
 from agents.controller import kinds, rendering
+from federation import cli
 from federation.api import names
 from federation.api import spread as spread_api
 from federation.coordinator.hub import watcher as hub
@@ -26,6 +30,7 @@ from tests.support import builders
 from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 KEY = "shop/work"
 HUB_UID = "99999999-9999-9999-9999-999999999999"
 
@@ -225,3 +230,37 @@ def test_the_hub_job_completes_when_every_member_job_holding_completions_has() -
     assert (finished["succeeded"], finished["completionTime"]) == (12, "2025-01-01T00:05:00Z")
     assert [(c["type"], c["status"]) for c in finished["conditions"]] == [("Complete", "True")]
     assert job_status.finished(json.loads(json.dumps(finished)))
+
+
+# --- simulate -------------------------------------------------------------------------------------
+
+
+def simulate(path: pathlib.Path) -> testing.Result:
+    return testing.CliRunner().invoke(cli.main, [
+        "simulate", "-f", str(path), "--clusters", str(EXAMPLES / "simulate" / "demo-federation.yaml"),
+        "-o", "json"], catch_exceptions=False)
+
+
+def test_simulate_places_a_jobs_parallelism() -> None:
+    result = simulate(EXAMPLES / "job.yaml")
+    assert result.exit_code == 0, result.output
+    placed = yaml.safe_load(result.stdout)
+    assert {s["name"]: s["clusters"] for s in placed["subsets"]} == {
+        "ring": {"dc1": 2}, "eu": {"aws-eu": 1, "gcp-eu": 1}}, "parallelism 4, as a Deployment's 4 replicas"
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    pytest.param(lambda job, spread: spread["spec"]["targetRef"].update(apiVersion="apps/v1"),
+                 "spec.targetRef.kind: Job is served as batch/v1, not apps/v1", id="apps/v1 Job"),
+    pytest.param(lambda job, spread: job["spec"].update(completionMode="Indexed"),
+                 "spec.completionMode: 'Indexed' cannot be spread", id="Indexed"),
+])
+def test_simulate_refuses_a_job_it_cannot_spread_with_the_field_path(
+        tmp_path: pathlib.Path, edit: Any, said: str) -> None:
+    job, spread = yaml.safe_load_all((EXAMPLES / "job.yaml").read_text())
+    edit(job, spread)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump_all([job, spread]))
+    result = simulate(path)
+    assert result.exit_code == 2, result.output
+    assert said in result.output
