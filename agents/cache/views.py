@@ -249,7 +249,8 @@ def deployment_status(status: Mapping[str, Any]) -> DeploymentStatus:
 
 
 def workload_view(workload: Mapping[str, Any]) -> WorkloadView:
-    """The compact view of a member workload labelled for a spread (Deployment, ReplicaSet, StatefulSet)."""
+    """The compact view of a member workload labelled for a spread (Deployment, ReplicaSet, StatefulSet;
+    a Job's through `job_view`)."""
     meta = workload.get("metadata") or {}
     replicas = (workload.get("spec") or {}).get("replicas")
     return WorkloadView(

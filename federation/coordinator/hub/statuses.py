@@ -16,7 +16,7 @@ World), written outside it (a slow apiserver must not stall placement), only whe
   reported them, lost clusters' last reports included (`model.job_spreads`); a finished hub Job's
   status is not rewritten. While lost clusters' member Jobs hold unfinished completions, the
   spread has the condition `CompletionsStranded` (count and clusters).
-- **hub workload** (the Deployment, ReplicaSet or StatefulSet a spread targets): its kind's own
+- **hub workload** (the Deployment, ReplicaSet or StatefulSet a spread targets; a Job above): its kind's own
   replica fields (`core.status.workload_status`: a Deployment's `replicas/readyReplicas/
   availableReplicas/updatedReplicas/unavailableReplicas`, a ReplicaSet's `replicas/
   fullyLabeledReplicas/readyReplicas/availableReplicas`, a StatefulSet's `replicas/readyReplicas/
