@@ -206,11 +206,30 @@ def test_a_scale_changes_parallelism_only_and_stranded_completions_are_reported(
     model.heartbeat("dc1")  # aws falls silent: lost for this spread
     entry = model.spread(KEY)
     assert entry is not None
-    condition = job_spreads.stranded_condition(model, entry, model.placements[KEY], previous=[],
-                                               now=clock())
-    assert condition is not None and condition.type == job_spreads.STRANDED and condition.status == "True"
+    (condition,) = job_spreads.conditions(model, entry, model.placements[KEY], previous=[], now=clock())
+    assert condition.type == job_spreads.STRANDED and condition.status == "True"
     assert condition.message.startswith(
         "4 completions of member Jobs in lost clusters are unfinished: aws (4)")
+
+
+def test_a_member_job_without_a_share_pauses_is_reported_and_still_sent_its_zero_quotas() -> None:
+    clock = ManualClock(T0)
+    model = placed(clock)
+    report(model, "dc1", job_status.MemberJob(active=3, succeeded=1, completions=6, start_time=T0))
+    report(model, "aws", job_status.MemberJob(active=3, succeeded=2, completions=6, start_time=T0))
+    keys = model.set_target(KEY, replicas=3, template=assignments.trimmed_template(hub_job(parallelism=3)))
+    loop.recompute(model, keys, now=clock())
+    assert model.placements[KEY].clusters == {"dc1": 3, "aws": 0}
+    entry = model.spread(KEY)
+    assert entry is not None
+    (condition,) = job_spreads.conditions(model, entry, model.placements[KEY], previous=[], now=clock())
+    assert (condition.type, condition.reason) == (job_spreads.PAUSED, "NoParallelism")
+    assert condition.message.startswith("4 completions of member Jobs with no parallelism share are "
+                                        "unfinished: aws (4)")
+    deselected = assignments.for_clusters(entry, model.placements[KEY], now=clock(),
+                                          job_completions=completions(model), keep_unselected={"gcp"})
+    assert {name: (m.replicas, m.job_completions) for name, m in deselected.items()} == {
+        "dc1": (3, 6), "gcp": (0, 0)}, "a cluster no subset selects that holds a member Job: zero quotas"
 
 
 def test_the_hub_job_completes_when_every_member_job_holding_completions_has() -> None:

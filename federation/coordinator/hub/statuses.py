@@ -15,7 +15,8 @@ World), written outside it (a slow apiserver must not stall placement), only whe
 - **hub Job** (a spread's target Job): `core.job_status` over the member Jobs as their agents last
   reported them, lost clusters' last reports included (`model.job_spreads`); a finished hub Job's
   status is not rewritten. While lost clusters' member Jobs hold unfinished completions, the
-  spread has the condition `CompletionsStranded` (count and clusters).
+  spread has the condition `CompletionsStranded`, while member Jobs without a share do,
+  `CompletionsPaused` (count and clusters).
 - **hub workload** (the Deployment, ReplicaSet or StatefulSet a spread targets; a Job above): its kind's own
   replica fields (`core.status.workload_status`: a Deployment's `replicas/readyReplicas/
   availableReplicas/updatedReplicas/unavailableReplicas`, a ReplicaSet's `replicas/
@@ -254,10 +255,10 @@ class StatusPass:
             ref = entry.spec.target_ref
             if job_spreads.is_job(entry):
                 fields: dict[str, Any] = job_spreads.hub_status(self.world, entry, result)
-                stranded = job_spreads.stranded_condition(self.world, entry, result, previous=new.conditions,
-                                                          now=now)
-                if stranded is not None:
-                    new = new.model_copy(update={"conditions": [*new.conditions, stranded]})
+                said = job_spreads.conditions(self.world, entry, result, now=now,
+                                              previous=previous.conditions if previous is not None else [])
+                if said:
+                    new = new.model_copy(update={"conditions": [*new.conditions, *said]})
             else:
                 fields = dict(status_core.workload_status(
                     ref.kind, self._member_workloads(key, reports, lost_after=entry.lost_after),

@@ -31,6 +31,10 @@ from federation.core import status as status_core
 
 STRANDED = "CompletionsStranded"
 """The spread's condition while completions of lost clusters' member Jobs are unfinished."""
+PAUSED = "CompletionsPaused"
+"""The spread's condition while member Jobs with unfinished completions have no parallelism share
+(a scale-down, a cordon or a deselection took it): they run nothing, and the hub Job cannot
+complete until they get a share again."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,19 +120,32 @@ def hub_status(world: world_model.World, entry: facts.SpreadEntry, result: place
     return job_status.to_status_dict(aggregated)
 
 
-def stranded_condition(world: world_model.World, entry: facts.SpreadEntry, result: placement.Placement, *,
-                       previous: Sequence[common.Condition], now: Any) -> common.Condition | None:
-    """`CompletionsStranded` True, with the count and the clusters, while lost clusters' member Jobs
-    have unfinished completions (their member Jobs are kept; the completions are placed only where
-    no member Job of the spread exists); None otherwise (the condition is then left out)."""
+def conditions(world: world_model.World, entry: facts.SpreadEntry, result: placement.Placement, *,
+               previous: Sequence[common.Condition], now: Any) -> list[common.Condition]:
+    """The spread's Job conditions, each True with counts and clusters while it holds, left out
+    otherwise: `CompletionsStranded` while lost clusters' member Jobs have unfinished completions
+    (their member Jobs are kept; the completions are placed only where no member Job of the spread
+    exists), `CompletionsPaused` while member Jobs with unfinished completions have no share."""
     found = job_spread(world, entry, result)
     if found.completions is None:
-        return None
-    stranded = jobs.stranded_by_cluster(
-        completions_by_cluster=job_status.member_completions(found.members),
-        succeeded_by_cluster={name: m.succeeded for name, m in found.members.items()}, lost=found.lost)
-    if not stranded:
-        return None
-    return status_core.condition(STRANDED, "True", reason="ClusterLost",
-                                 message=jobs.stranded_message(stranded), previous=previous, now=now,
-                                 generation=entry.spread.metadata.generation)
+        return []
+    held = job_status.member_completions(found.members)
+    succeeded = {name: m.succeeded for name, m in found.members.items()}
+    generation = entry.spread.metadata.generation
+    said: list[common.Condition] = []
+    stranded = jobs.stranded_by_cluster(completions_by_cluster=held, succeeded_by_cluster=succeeded,
+                                        lost=found.lost)
+    if stranded:
+        said.append(status_core.condition(STRANDED, "True", reason="ClusterLost",
+                                          message=jobs.stranded_message(stranded), previous=previous,
+                                          now=now, generation=generation))
+    paused = jobs.paused_completions(completions_by_cluster=held, succeeded_by_cluster=succeeded,
+                                     parallelism=found.parallelism, lost=found.lost)
+    if paused:
+        where = ", ".join(f"{name} ({count})" for name, count in sorted(paused.items()))
+        said.append(status_core.condition(
+            PAUSED, "True", reason="NoParallelism", previous=previous, now=now, generation=generation,
+            message=f"{sum(paused.values())} completions of member Jobs with no parallelism share are "
+                    f"unfinished: {where}; they run again when their cluster gets a share (the hub Job "
+                    "completes only then)"))
+    return said
