@@ -14,6 +14,8 @@ the sandbox's node simulator ends each pod after `sandbox.fedspread.io/run-secon
 - `kubectl wait --for=condition=complete job/work` on the hub returns once both member Jobs have
   completed: the hub Job's status says Complete with succeeded 12, active 0, startTime and
   completionTime, and each member Job is Complete with 6.
+- Job `broken` (its pods exit 1, backoffLimit 0): the hub Job is `Failed` (reason `MemberJobFailed`,
+  the member's `BackoffLimitExceeded` named), with no completionTime.
 - Deleting the spreads: `work` under the default `deletionPolicy: Orphan` leaves both member Jobs
   (released: our marks gone); Job `brief`'s spread under `Delete` deletes its member Job.
 """
@@ -49,13 +51,15 @@ def coordinator(sandbox: Any, clusters: conftest.Clusters, local_ray: str) -> It
         yield cluster_names, process
 
 
-def job(name: str, *, completions: int, parallelism: int) -> dict[str, Any]:
-    """A Job of one small container that ends with exit 0 after RUN_SECONDS."""
-    annotations = {kubelet_status.RUN_SECONDS: RUN_SECONDS, kubelet_status.EXIT_CODE: "0"}
+def job(name: str, *, completions: int, parallelism: int, exit_code: int = 0) -> dict[str, Any]:
+    """A Job of one small container that ends with `exit_code` after RUN_SECONDS (backoffLimit 0 when
+    it fails: its first failed pod fails the Job)."""
+    annotations = {kubelet_status.RUN_SECONDS: RUN_SECONDS, kubelet_status.EXIT_CODE: str(exit_code)}
     pod = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "containers": [
         {"name": "app", "image": "registry.example/batch:1", "resources": {"requests": {"cpu": "10m"}}}]}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"completions": completions, "parallelism": parallelism, "backoffLimit": 2,
+            "spec": {"completions": completions, "parallelism": parallelism,
+                     "backoffLimit": 0 if exit_code else 2,
                      "template": {"metadata": {"labels": {"app": name}, "annotations": annotations},
                                   "spec": pod}}}
 
@@ -120,6 +124,11 @@ def test_a_job_divides_its_completions_completes_on_the_hub_and_is_deleted_by_po
         brief["spec"]["deletionPolicy"] = "Delete"
         custom.create_namespaced_custom_object(hubside.GROUP, hubside.VERSION, namespace, "federatedspreads",
                                                brief)
+        hub_batch.create_namespaced_job(namespace, job("broken", completions=2, parallelism=2,  # type: ignore[arg-type]
+                                                       exit_code=1))
+        custom.create_namespaced_custom_object(
+            hubside.GROUP, hubside.VERSION, namespace, "federatedspreads",
+            hubside.spread_body("broken", target="broken", kind="Job", subsets=subsets, lost_seconds=600))
 
         # Placed: parallelism 3 and 3, completions divided by that share: 6 and 6.
         wait(lambda: shape(clusters, namespace, "work") == [(3, 6), (3, 6)],
@@ -155,6 +164,13 @@ def test_a_job_divides_its_completions_completes_on_the_hub_and_is_deleted_by_po
         condition = next(c for c in status["conditions"] if c["type"] == "Complete")
         assert (condition["status"], condition["reason"]) == ("True", "MemberJobsComplete")
         wait(lambda: shape(clusters, namespace, "brief")[0] is not None, "brief's member Job was never made")
+
+        # A member Job that fails fails the hub Job (Failed wins: no Complete, no completionTime).
+        failed = wait(lambda: next((c for c in hub_status("broken")["conditions"] or []
+                                    if c["type"] == "Failed" and c["status"] == "True"), None),
+                      "the hub Job `broken` never failed")
+        assert failed["reason"] == "MemberJobFailed" and "BackoffLimitExceeded" in failed["message"]
+        assert hub_status("broken")["completion_time"] is None
 
         # Orphan (the default): both member Jobs stay, released; Delete: brief's member Job is deleted.
         hub.delete_spread("work")
