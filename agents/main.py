@@ -122,14 +122,15 @@ class Agent:
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
-        self.cache = cache.Cache(core, apps)
+        batch = client.BatchV1Api(self.api)
+        self.cache = cache.Cache(core, apps, batch_api=batch)
         self.federation = ownership.FederationState(settings.federation_id)
         self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.AGENT,
                                                   instance=settings.cluster)
         self.metrics.watch_events(self.recorder.outcomes)
         heartbeat = settings.link.heartbeat_seconds
         self.workload = workload.WorkloadSync(apps, self.bookkeeping, self.cache, core_api=core,
-                                              recorder=self.recorder)
+                                              batch_api=batch, recorder=self.recorder)
         self.copies = dependencies.DependencySync(core, self.bookkeeping)
         self.workload_loop = workload_loop.WorkloadLoop(self.workload, copies=self.copies)
         self.reconciler = reconciler.Reconciler(core, self.bookkeeping, self.outbox, self.cache,

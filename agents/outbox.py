@@ -45,11 +45,22 @@ def inventory_message(pools: list[cluster.NodePool], *, sequence: int,
 
 
 def workload_status(status: views.DeploymentStatus) -> agent_pb2.WorkloadStatus:
-    """The member Deployment's status as agent.proto carries it."""
-    return agent_pb2.WorkloadStatus(
+    """The member workload's status as agent.proto carries it (a member Job's in its `job` part)."""
+    message = agent_pb2.WorkloadStatus(
         observed_generation=status.observed_generation, replicas=status.replicas,
         ready_replicas=status.ready_replicas, updated_replicas=status.updated_replicas,
         available_replicas=status.available_replicas, unavailable_replicas=status.unavailable_replicas)
+    job = status.job
+    if job is not None:
+        message.job.CopyFrom(agent_pb2.JobStatus(
+            active=job.active, succeeded=job.succeeded, failed=job.failed, complete=job.complete,
+            failed_condition=job.failed_condition, failed_reason=job.failed_reason,
+            has_completions=job.completions is not None, completions=job.completions or 0))
+        for field, when in (("start_time", job.start_time), ("completion_time", job.completion_time),
+                            ("failed_time", job.failed_time)):
+            if when is not None:
+                _stamp(message.job, field, when)
+    return message
 
 
 def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCounts]], *, sequence: int,

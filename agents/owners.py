@@ -1,5 +1,5 @@
 """Whose pod is it: a pod counts as a spread's only while its owner chain leads to the spread's
-member workload (its Deployment, ReplicaSet or StatefulSet, by the spread's `targetRef.kind`),
+member workload (its Deployment, ReplicaSet, StatefulSet or Job, by the spread's `targetRef.kind`),
 marked as the spread's.
 
 Why not the `fedspread.io/spread` label alone: a label outlives what it says. A Deployment
@@ -12,8 +12,8 @@ ownerReference) is
 
 - for a spread of a Deployment: a ReplicaSet that the cache knows and whose controller is K's
   member Deployment, or K's member Deployment itself;
-- for a spread of a ReplicaSet or a StatefulSet: K's member workload itself (Pod → ReplicaSet, Pod
-  → StatefulSet, no link between),
+- for a spread of a ReplicaSet, a StatefulSet or a Job: K's member workload itself (Pod →
+  ReplicaSet, Pod → StatefulSet, Pod → Job, no link between),
 
 and that workload carries K's marks (`agents.ownership.owns`: the federation label and the
 spread uid of K's assignment). Everything else is someone else's: not counted, not costed, not
@@ -51,7 +51,7 @@ Controllers = frozenset[int | str]
 OURS, FOREIGN, UNKNOWN = "ours", "foreign", "unknown"
 
 
-DIRECT_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
+DIRECT_KINDS = frozenset({"ReplicaSet", "StatefulSet", "Job"})
 """Member workload kinds that are their pods' controller themselves (no ReplicaSet between)."""
 
 

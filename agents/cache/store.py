@@ -23,7 +23,10 @@ keeps, per object, only what its readers use, converted once when the event arri
   no Deployment controls is a spread's member workload of its own (a spread of a hub
   ReplicaSet): its view carries a `WorkloadView` too, read by `member_workload`;
 * StatefulSets labelled `fedspread.io/spread` — `WorkloadView`: a spread's member StatefulSet
-  (its pods' controller itself).
+  (its pods' controller itself);
+* Jobs labelled `fedspread.io/spread` (when the agent has a batch client) — `WorkloadView` with
+  `spec.parallelism` as its quantity and the Job's status (`views.job_view`): a spread's member
+  Job (its pods' controller itself).
 
 Each object is stored under the reflector's own key string (`emit_keyed`), shared with the
 reflector's version map rather than copied: on the inventory benchmark's member (100,000 pods) a
@@ -61,8 +64,8 @@ V = TypeVar("V")
 Requests = Mapping[str, fractions.Fraction]
 
 NODES, USAGE, SPREAD_PODS, DEPLOYMENTS = "nodes", "usage", "spread-pods", "deployments"
-REPLICASETS, STATEFULSETS = "replicasets", "statefulsets"
-WORKLOAD_KINDS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS)
+REPLICASETS, STATEFULSETS, JOBS = "replicasets", "statefulsets", "jobs"
+WORKLOAD_KINDS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS, JOBS)
 """The cached resources member workloads are read from (`member_workload`, `workloads`)."""
 BOUND_ACTIVE_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """The pods that take node resources, as kube-scheduler counts them."""
@@ -127,15 +130,16 @@ class _Store(Generic[V]):
 
 
 class Cache:
-    """Nodes, pods, fedspread Deployments, ReplicaSets and StatefulSets of one member cluster, fed by
-    six watches."""
+    """Nodes, pods, fedspread Deployments, ReplicaSets, StatefulSets and Jobs of one member cluster,
+    fed by seven watches (six without a batch client)."""
 
-    def __init__(self, core_api: Any, apps_api: Any, *, watch_seconds: int = 300,
+    def __init__(self, core_api: Any, apps_api: Any, *, batch_api: Any = None, watch_seconds: int = 300,
                  page_size: int = PAGE_SIZE) -> None:
+        """`batch_api` (BatchV1Api): Jobs are watched too; without it (a test's cache) none are."""
         self._cond = threading.Condition()
         self._changes = 0
         self._versions = {NODES: 0, USAGE: 0, SPREAD_PODS: 0, DEPLOYMENTS: 0, REPLICASETS: 0,
-                          STATEFULSETS: 0}
+                          STATEFULSETS: 0, JOBS: 0}
         self._interned: dict[tuple[tuple[str, fractions.Fraction], ...], Requests] = {}
         self._stores: dict[str, _Store[Any]] = {
             NODES: _Store[inventory.NodeView](lambda obj, _: views.node_view(obj)),
@@ -146,6 +150,7 @@ class Cache:
             REPLICASETS: _Store[views.ReplicaSetView](lambda obj, _: views.replicaset_view(obj),
                                                       index=lambda r: r.owner),
             STATEFULSETS: _Store[views.WorkloadView](lambda obj, _: views.workload_view(obj)),
+            JOBS: _Store[views.WorkloadView](lambda obj, _: views.job_view(obj)),
         }
         self._stop = threading.Event()
 
@@ -164,6 +169,8 @@ class Cache:
             watch(REPLICASETS, apps_api.list_replica_set_for_all_namespaces, label_selector=spread),
             watch(STATEFULSETS, apps_api.list_stateful_set_for_all_namespaces, label_selector=spread),
         ]
+        if batch_api is not None:
+            self._reflectors.append(watch(JOBS, batch_api.list_job_for_all_namespaces, label_selector=spread))
         self._threads: list[threading.Thread] = []
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -262,28 +269,29 @@ class Cache:
             return value
 
     def member_workload(self, kind: str, namespace: str, name: str) -> views.WorkloadView | None:
-        """The cached member workload of `kind` (`targetRef.kind`: Deployment, ReplicaSet or
-        StatefulSet) of that name labelled fedspread.io/spread; None when not cached (or a
+        """The cached member workload of `kind` (`targetRef.kind`: Deployment, ReplicaSet,
+        StatefulSet or Job) of that name labelled fedspread.io/spread; None when not cached (or a
         ReplicaSet a Deployment controls, or a kind not cached)."""
         if kind == "Deployment":
             return self.deployment(namespace, name)
         if kind == "ReplicaSet":
             found = self.replicaset(namespace, name)
             return found.workload if found is not None else None
-        if kind == "StatefulSet":
+        if kind in ("StatefulSet", "Job"):
             with self._cond:
-                value: views.WorkloadView | None = self._stores[STATEFULSETS].items.get(f"{namespace}/{name}")
+                value: views.WorkloadView | None = self._stores[
+                    STATEFULSETS if kind == "StatefulSet" else JOBS].items.get(f"{namespace}/{name}")
                 return value
         return None
 
     def workloads(self) -> list[views.WorkloadView]:
         """Every member workload labelled fedspread.io/spread: the Deployments, the ReplicaSets no
-        Deployment controls, the StatefulSets."""
+        Deployment controls, the StatefulSets, the Jobs."""
         with self._cond:
             standalone = [r.workload for r in self._stores[REPLICASETS].by_index.get("", {}).values()
                           if r.workload is not None]
             return [*self._stores[DEPLOYMENTS].items.values(), *standalone,
-                    *self._stores[STATEFULSETS].items.values()]
+                    *self._stores[STATEFULSETS].items.values(), *self._stores[JOBS].items.values()]
 
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         """The uids (`views.compact_uid`, as pods carry their controller's) of the cached

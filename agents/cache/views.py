@@ -1,5 +1,5 @@
 """Kubernetes JSON to the compact views the agent's cache keeps: pods of spreads, nodes, usage,
-the spreads' member workloads (Deployments, ReplicaSets, StatefulSets) and the ReplicaSets of their
+the spreads' member workloads (Deployments, ReplicaSets, StatefulSets, Jobs) and the ReplicaSets of their
 Deployments.
 
 Why separate from the cache: these conversions are pure and decide what the controller believes
@@ -27,7 +27,7 @@ from typing import Any
 
 from agents import bookkeeping
 from federation.api import names
-from federation.core import deletion_cost, fit, inventory
+from federation.core import deletion_cost, fit, inventory, job_status
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -63,6 +63,8 @@ class DeploymentStatus:
     updated_replicas: int = 0
     available_replicas: int = 0
     unavailable_replicas: int = 0
+    job: job_status.MemberJob | None = None
+    """A member Job's status and completions (its counters above are 0); None for the apps/v1 kinds."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,7 +249,8 @@ def deployment_status(status: Mapping[str, Any]) -> DeploymentStatus:
 
 
 def workload_view(workload: Mapping[str, Any]) -> WorkloadView:
-    """The compact view of a member workload labelled for a spread (Deployment, ReplicaSet, StatefulSet)."""
+    """The compact view of a member workload labelled for a spread (Deployment, ReplicaSet, StatefulSet;
+    a Job's through `job_view`)."""
     meta = workload.get("metadata") or {}
     replicas = (workload.get("spec") or {}).get("replicas")
     return WorkloadView(
@@ -260,3 +263,30 @@ def workload_view(workload: Mapping[str, Any]) -> WorkloadView:
         status=deployment_status(workload.get("status") or {}),
         federation=str((meta.get("labels") or {}).get(names.FEDERATION_LABEL) or ""),
     )
+
+
+def member_job(job: Mapping[str, Any]) -> job_status.MemberJob:
+    """A member Job's status (counts, times, its Complete/Failed conditions) and `spec.completions`,
+    as its agent reports it for the hub Job's status (`federation.core.job_status`)."""
+    status = job.get("status") or {}
+    complete = _condition(status, "Complete")
+    failed = _condition(status, "Failed")
+    completions = (job.get("spec") or {}).get("completions")
+    return job_status.MemberJob(
+        active=_count(status.get("active")), succeeded=_count(status.get("succeeded")),
+        failed=_count(status.get("failed")), start_time=parse_time(status.get("startTime")),
+        completion_time=parse_time(status.get("completionTime")),
+        complete=complete.get("status") == "True", failed_condition=failed.get("status") == "True",
+        completions=completions if isinstance(completions, int) and not isinstance(completions, bool)
+        else None,
+        failed_time=parse_time(failed.get("lastTransitionTime")) if failed.get("status") == "True" else None,
+        failed_reason=str(failed.get("reason") or "") if failed.get("status") == "True" else "")
+
+
+def job_view(job: Mapping[str, Any]) -> WorkloadView:
+    """The compact view of a member Job labelled for a spread: its quantity is `spec.parallelism`,
+    its status the Job's own (`member_job`)."""
+    view = workload_view(job)
+    parallelism = (job.get("spec") or {}).get("parallelism")
+    return dataclasses.replace(view, replicas=parallelism if isinstance(parallelism, int) else None,
+                               status=DeploymentStatus(job=member_job(job)))

@@ -12,7 +12,7 @@ branches through the sync.
 `strategy_for(api_version, kind)` gives the strategy through `workload_kinds.policy_for`; a kind
 the table does not know, or one the agent does not write yet, raises `KindNotServed` (a
 `ValueError` naming what is served): the sync reports it for that spread and goes on with the
-others. Deployment, ReplicaSet and StatefulSet are written; Job comes with its strategy.
+others. Deployment, ReplicaSet, StatefulSet (apps/v1) and Job (batch/v1) are written.
 
 Every API call carries its deadline (`federation.kube.deadlines`), as everywhere in the agent.
 """
@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agents.cache import store as cache_mod
-from federation.core import workload_kinds
+from federation.api import names
+from federation.core import jobs, workload_kinds
 from federation.kube import deadlines
 from federation.rpc import assignment
 
@@ -44,6 +45,8 @@ class Apis:
 
     apps: Any
     """`kubernetes.client.AppsV1Api` (or a test's stand-in)."""
+    batch: Any = None
+    """`kubernetes.client.BatchV1Api`; None (a test's sync): no Job is read or written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,24 +96,19 @@ class WorkloadKind(Protocol):
     def delete(self, apis: Apis, namespace: str, name: str, options: Json) -> Any:
         """Delete it with these DeleteOptions; the client's raw response."""
 
+    def not_creatable(self, body: Mapping[str, Any]) -> str:
+        """Why a rendered body must not be created now ("" when it may be)."""
 
-class _AppsKind:
-    """What the apps/v1 kinds share: the quantity is `spec.replicas`, the spec is the hub's
-    `KEPT_SPEC_FIELDS`, and the client's calls are `<verb>_namespaced_<RESOURCE>` of AppsV1Api."""
+
+class _ClientCalls:
+    """The client calls every kind makes: `<verb>_namespaced_<RESOURCE>` of the API group client
+    `API` names in `Apis` (AppsV1Api, BatchV1Api), read and written as raw JSON with deadlines."""
 
     policy: workload_kinds.KindPolicy
-    KEPT_SPEC_FIELDS: tuple[str, ...] = ()
+    API = "apps"
+    """The `Apis` field of the kind's API group client."""
     RESOURCE = ""
-    """The kind's name in the client's method names (`deployment`, `replica_set`, ...)."""
-
-    def spec(self, value: assignment.Assignment) -> Json:
-        source_spec = (value.template or {}).get("spec") or {}
-        spec: Json = {k: copy.deepcopy(source_spec[k]) for k in self.KEPT_SPEC_FIELDS if k in source_spec}
-        spec["replicas"] = value.replicas
-        return spec
-
-    def quantity(self, body: Mapping[str, Any]) -> Any:
-        return (body.get("spec") or {}).get("replicas")
+    """The kind's name in the client's method names (`deployment`, `replica_set`, `job`, ...)."""
 
     def cached(self, cache: cache_mod.Cache, namespace: str, name: str) -> Cached | None:
         view = cache.member_workload(self.policy.kind, namespace, name)
@@ -146,8 +144,28 @@ class _AppsKind:
         return self._call(apis, "delete_namespaced")(name, namespace, body=options, _preload_content=False,
                                                       _request_timeout=deadlines.CALL)
 
+    def not_creatable(self, body: Mapping[str, Any]) -> str:
+        del body
+        return ""
+
     def _call(self, apis: Apis, verb: str, suffix: str = "") -> Any:
-        return getattr(apis.apps, "_".join(p for p in (verb, self.RESOURCE, suffix) if p))
+        return getattr(getattr(apis, self.API), "_".join(p for p in (verb, self.RESOURCE, suffix) if p))
+
+
+class _AppsKind(_ClientCalls):
+    """What the apps/v1 kinds share: the quantity is `spec.replicas` and the spec is the hub's
+    `KEPT_SPEC_FIELDS`."""
+
+    KEPT_SPEC_FIELDS: tuple[str, ...] = ()
+
+    def spec(self, value: assignment.Assignment) -> Json:
+        source_spec = (value.template or {}).get("spec") or {}
+        spec: Json = {k: copy.deepcopy(source_spec[k]) for k in self.KEPT_SPEC_FIELDS if k in source_spec}
+        spec["replicas"] = value.replicas
+        return spec
+
+    def quantity(self, body: Mapping[str, Any]) -> Any:
+        return (body.get("spec") or {}).get("replicas")
 
 
 class DeploymentKind(_AppsKind):
@@ -186,7 +204,58 @@ class StatefulSetKind(_AppsKind):
     RESOURCE = "stateful_set"
 
 
-SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(), ReplicaSetKind(), StatefulSetKind())
+class JobKind(_ClientCalls):
+    """batch/v1 Job, through BatchV1Api: the quantity is `spec.parallelism` (this cluster's share);
+    the spec is the hub Job's as `federation.core.jobs.member_job_spec` renders it — `completions`
+    this cluster's portion (`Assignment.job_completions`, divided by the coordinator when the
+    member Job is created), `suspend` the hub's, the hub-generated selector and template labels
+    dropped (the member's apiserver generates its own), no TTL.
+
+    A member Job is never replaced whole: its selector, template and completions are immutable, so
+    an update is a merge patch of our labels and annotations, `parallelism` and `suspend` only (a
+    scale changes member parallelism only). A Job whose hub has `completions` is not created while
+    this cluster's portion is 0 (`not_creatable`): a Job with `completions: 0` is complete at once.
+    No deletion cost: the Job controller picks which active pods a lower parallelism removes
+    (`workload_kinds`: scale-down order `none`). Without a batch client (`Apis.batch` None) no Job
+    is listed."""
+
+    policy = workload_kinds.policy_for("batch/v1", "Job")
+    API = "batch"
+    RESOURCE = "job"
+
+    def spec(self, value: assignment.Assignment) -> Json:
+        source_spec = (value.template or {}).get("spec") or {}
+        completions = None if source_spec.get("completions") is None else value.job_completions
+        try:
+            return jobs.member_job_spec(source_spec, parallelism=value.replicas, completions=completions,
+                                        suspend=bool(source_spec.get("suspend", False)))
+        except ValueError as error:  # an Indexed Job: its completion indexes cannot be divided
+            raise KindNotServed(str(error)) from None
+
+    def quantity(self, body: Mapping[str, Any]) -> Any:
+        return (body.get("spec") or {}).get("parallelism")
+
+    def not_creatable(self, body: Mapping[str, Any]) -> str:
+        if (body.get("spec") or {}).get("completions") == 0:
+            return "no completions of the hub Job are assigned to this cluster (yet)"
+        return ""
+
+    def replace(self, apis: Apis, namespace: str, name: str, body: Json) -> Any:
+        meta = body.get("metadata") or {}
+        annotations: dict[str, Any] = dict(meta.get("annotations") or {})
+        annotations.setdefault(names.RELEASED_FROM_ANNOTATION, None)  # adopted: managed again
+        spec = body.get("spec") or {}
+        patch = {"metadata": {"labels": meta.get("labels") or {}, "annotations": annotations},
+                 "spec": {"parallelism": spec.get("parallelism"), "suspend": spec.get("suspend")}}
+        return self.merge_patch(apis, namespace, name, patch)
+
+    def list_labelled(self, apis: Apis, label_selector: str) -> list[Json]:
+        if apis.batch is None:
+            return []
+        return super().list_labelled(apis, label_selector)
+
+
+SERVED: tuple[WorkloadKind, ...] = (DeploymentKind(), ReplicaSetKind(), StatefulSetKind(), JobKind())
 """The kinds the agent writes, in the kind table's order."""
 _BY_REFERENCE = {(k.policy.api_version, k.policy.kind): k for k in SERVED}
 

@@ -30,8 +30,9 @@ that knows why sends one at the next resync.
 
 Per kind (`agents.controller.kinds`): what is kept of the hub object, which field carries the
 quantity, how it is read back and which API calls write it belong to the kind's strategy, chosen
-by `federation.core.workload_kinds.policy_for`; this module is the same for every kind. Only
-Deployment is written so far. An assignment of a kind the agent does not write fails for that
+by `federation.core.workload_kinds.policy_for`; this module is the same for every kind, save
+that a kind may hold a creation back (`not_creatable`: a member Job with no completions assigned
+here yet, outcome `waiting`). An assignment of a kind the agent does not write fails for that
 spread alone (logged once, outcome `failed`); the other spreads are synced as usual. The loop that
 runs the sync is `agents.controller.workload_loop`.
 """
@@ -58,6 +59,8 @@ LOG = logging.getLogger(__name__)
 Json = dict[str, Any]
 CREATED, UPDATED, UNCHANGED, DELETED, FAILED = "created", "updated", "unchanged", "deleted", "failed"
 CONFLICT = "conflict"
+WAITING = "waiting"
+"""Not created yet, by the kind's rule (a member Job with no completions assigned here yet)."""
 FAILURE_PAUSE = 30.0
 """Seconds before a desired Deployment the apiserver refused (422, say) is tried again."""
 CONFLICT_PAUSE = 5.0
@@ -81,8 +84,9 @@ class WorkloadSync:
     """Creates, updates and removes the member Deployments of assigned spreads."""
 
     def __init__(self, apps_api: Any, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache, *,
-                 core_api: Any = None, recorder: kube_events.EventRecorder | None = None) -> None:
-        self._apis = kinds.Apis(apps=apps_api)
+                 core_api: Any = None, batch_api: Any = None,
+                 recorder: kube_events.EventRecorder | None = None) -> None:
+        self._apis = kinds.Apis(apps=apps_api, batch=batch_api)
         self._recorder = recorder
         """Records an Event on each Deployment this sync creates, updates or deletes."""
         self._core = core_api  # creates a missing namespace when given
@@ -135,6 +139,10 @@ class WorkloadSync:
         except exceptions.ApiException as error:
             if error.status != 404:
                 raise
+            waiting = kind.not_creatable(body)
+            if waiting:
+                LOG.debug("workload not created yet workload=%s/%s reason=%s", namespace, name, waiting)
+                return WAITING
             created = self._create(kind, namespace, body)
             self._resolved(value.spread)
             LOG.info("deployment created deployment=%s/%s replicas=%s", namespace, name, kind.quantity(body))

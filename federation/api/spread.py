@@ -65,24 +65,43 @@ def _check_max_replicas(value: Any) -> Any:
     raise ValueError("maxReplicas must be a non-negative integer or a percentage like '50%'")
 
 
-TargetKind = Literal["Deployment", "ReplicaSet", "StatefulSet"]
-"""The workload kinds a spread can target (apps/v1): each has its row in
-`federation.core.workload_kinds` and its strategy in the agent (`agents.controller.kinds`)."""
+TargetKind = Literal["Deployment", "ReplicaSet", "StatefulSet", "Job"]
+"""The workload kinds a spread can target: each has its row in `federation.core.workload_kinds`
+and its strategy in the agent (`agents.controller.kinds`)."""
+TargetApiVersion = Literal["apps/v1", "batch/v1"]
+TARGET_API_VERSIONS: dict[str, str] = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1",
+                                       "StatefulSet": "apps/v1", "Job": "batch/v1"}
+"""The apiVersion each accepted kind is served as (the API cannot import the kind table,
+`federation.core.workload_kinds`, which says the same; tests/unit/test_target_kinds.py checks)."""
 
 
 class TargetRef(common.SpecModel):
     """The hub workload whose replicas are spread."""
 
-    api_version: Literal["apps/v1"] = pydantic.Field(
-        default="apps/v1", description="API version of the target workload; apps/v1."
+    api_version: TargetApiVersion = pydantic.Field(
+        default="apps/v1",
+        description="API version of the target workload: apps/v1 (Deployment, ReplicaSet, StatefulSet) "
+                    "or batch/v1 (Job).",
     )
     kind: TargetKind = pydantic.Field(
         default="Deployment",
-        description="Kind of the target workload: Deployment, ReplicaSet or StatefulSet.",
+        description="Kind of the target workload: Deployment, ReplicaSet, StatefulSet or Job.",
     )
     name: str = pydantic.Field(
         min_length=1, description="Name of the workload in the spread's namespace on the hub."
     )
+
+    @pydantic.field_validator("kind")
+    @classmethod
+    def _served_as(cls, kind: str, info: pydantic.ValidationInfo) -> str:
+        """The kind must be named with the apiVersion it is served as (`apps/v1 Job` or `batch/v1
+        Deployment` names nothing the hub serves)."""
+        api_version = info.data.get("api_version")
+        served = TARGET_API_VERSIONS[kind]
+        if api_version is not None and api_version != served:
+            raise ValueError(f"{kind} is served as {served}, not {api_version}: "
+                             f"set spec.targetRef.apiVersion to {served}")
+        return kind
 
     @property
     def described(self) -> str:
@@ -279,7 +298,7 @@ class FederatedSpreadSpec(common.SpecModel):
     """What a user asks for: which workload, which ordered subsets, which strategy."""
 
     target_ref: TargetRef = pydantic.Field(
-        description="The hub workload to spread (a Deployment, a ReplicaSet or a StatefulSet).")
+        description="The hub workload to spread (a Deployment, a ReplicaSet, a StatefulSet or a Job).")
     subsets: list[Subset] = pydantic.Field(
         min_length=1, description="Ordered subsets; earlier subsets fill first."
     )

@@ -21,7 +21,7 @@ import rich.table
 from federation import clock
 from federation.api import problems, spread
 from federation.cli.options import EXIT_USAGE, usage_error
-from federation.core import fit, placement
+from federation.core import fit, jobs, placement
 
 
 def _kind(doc: Any) -> str:
@@ -32,7 +32,8 @@ def load_inputs(
     spread_file: pathlib.Path, template_file: pathlib.Path | None
 ) -> tuple[spread.FederatedSpread, dict[str, Any] | None]:
     """The spread in SPREAD.yaml and its target workload (from --template or the same file): the
-    first document of the kind its targetRef names (a Deployment, ReplicaSet or StatefulSet)."""
+    first document of the kind its targetRef names (a Deployment, ReplicaSet, StatefulSet or Job; an
+    Indexed Job is refused: its completion indexes cannot be divided)."""
     docs = problems.read_documents(spread_file)
     spreads = [d for d in docs if _kind(d) == spread.KIND]
     if len(spreads) != 1:
@@ -46,17 +47,28 @@ def load_inputs(
     if template_file and not targets:
         raise problems.InvalidInput(str(template_file), [problems.Problem(
             "", f"expected a {target_kind} document (the spread's targetRef kind)")])
+    if targets and target_kind == "Job":
+        refused = jobs.unsupported_job_fields((targets[0].get("spec") or {}) if isinstance(
+            targets[0].get("spec"), dict) else {})
+        if refused:
+            raise problems.InvalidInput(str(template_file or spread_file),
+                                        [problems.Problem("", problem) for problem in refused])
     return parsed, (targets[0] if targets else None)
 
 
-def _replicas(given: int | None, template: dict[str, Any] | None) -> int:
+def _replicas(given: int | None, template: dict[str, Any] | None, *, kind: str = "Deployment") -> int:
+    """The spread quantity: `--replicas`, else the template's `spec.replicas` (a Job's
+    `spec.parallelism`, 1 when unset, as the apiserver defaults it)."""
     if given is not None:
         return given
+    field = "parallelism" if kind == "Job" else "replicas"
     spec = template.get("spec") if template else None
-    value = spec.get("replicas") if isinstance(spec, dict) else None
+    value = spec.get(field) if isinstance(spec, dict) else None
+    if kind == "Job" and isinstance(spec, dict) and value is None:
+        value = 1
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    raise click.UsageError("give --replicas N, or a template workload with spec.replicas")
+    raise click.UsageError(f"give --replicas N, or a template workload with spec.{field}")
 
 
 def _current(path: pathlib.Path | None) -> dict[str, dict[str, int]]:
@@ -131,7 +143,8 @@ def simulate_command(
         snapshot = problems.load_snapshot(clusters_file)
         shape = fit.shape_from_deployment(template)
         result = placement.place(
-            parsed.spec, replicas=_replicas(replicas, template), snapshot=snapshot,
+            parsed.spec, replicas=_replicas(replicas, template, kind=parsed.spec.target_ref.kind),
+            snapshot=snapshot,
             shape=shape, current=_current(current_file), now=clock.utcnow(),
         )
     except problems.InvalidInput as error:

@@ -60,8 +60,8 @@ from google.protobuf import timestamp_pb2
 from federation import clock as clock_mod
 from federation.api import cluster, names
 from federation.coordinator import shards
+from federation.coordinator.model import job_spreads, loop
 from federation.coordinator.model import lifecycle as model_lifecycle
-from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
 from federation.core import status
@@ -248,9 +248,13 @@ class Coordinator:
         holding = self.world.pods.holding(key) | self._sent.gave_replicas(key) | set(keep)
         if entry.replicas == 0:  # scaled to zero: the member workloads stay, at 0 (HPAs, PDBs)
             holding |= self._sent.holders(key)
+        # A member Job is never removed for a share of 0 or a deselection: it pauses at parallelism 0
+        # (its completions are immutable; removed, they would be divided again and run twice).
+        member_jobs = set(self.world.pods.workloads_for(key)) if job_spreads.is_job(entry) else set()
         messages = assignments.for_clusters(
-            entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding,
-            objects=self.world.hub_objects)
+            entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding | member_jobs,
+            objects=self.world.hub_objects, keep_unselected=member_jobs,
+            job_completions=job_spreads.completions(self.world, entry, result))
         if messages:
             issued = timestamp_pb2.Timestamp()
             issued.FromDatetime(now)

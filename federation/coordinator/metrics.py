@@ -59,7 +59,7 @@ PREFIX = "fedspread_coordinator_"
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 LOCK_SECONDS = 2.0
 """A scrape waits this long for the facade's lock before it leaves the World's metrics out."""
-STATUS_KINDS = ("spread", "cluster", "deployment", "replicaset", "statefulset")
+STATUS_KINDS = ("spread", "cluster", "deployment", "replicaset", "statefulset", "job")
 """The kinds `StatusWriter` writes; each is reported (0 until written), so rates need no absent series."""
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import pydantic
 
 from federation.api import common
+from federation.core import job_status
 
 UNASSIGNED = ""
 """Report key for pods of the workload in no subset: counted as ready, in no subset's status."""
@@ -57,12 +58,14 @@ class ClusterPods:
 
 @dataclasses.dataclass(frozen=True)
 class WorkloadStatus:
-    """The member Deployment's `status` as its agent reported it."""
+    """The member workload's `status` as its agent reported it."""
 
     replicas: int = 0
     ready: int = 0
     available: int = 0
     updated: int = 0
+    job: job_status.MemberJob | None = None
+    """For a member Job: its status and completions (the counts above are then 0)."""
 
 
 @dataclasses.dataclass(frozen=True)

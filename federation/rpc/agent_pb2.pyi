@@ -143,20 +143,48 @@ class PodCounts(_message.Message):
     def __init__(self, running: _Optional[int] = ..., ready: _Optional[int] = ..., pending: _Optional[int] = ..., unschedulable: _Optional[int] = ..., creating: _Optional[int] = ..., deleting: _Optional[int] = ...) -> None: ...
 
 class WorkloadStatus(_message.Message):
-    __slots__ = ("observed_generation", "replicas", "ready_replicas", "updated_replicas", "available_replicas", "unavailable_replicas")
+    __slots__ = ("observed_generation", "replicas", "ready_replicas", "updated_replicas", "available_replicas", "unavailable_replicas", "job")
     OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     READY_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
     observed_generation: int
     replicas: int
     ready_replicas: int
     updated_replicas: int
     available_replicas: int
     unavailable_replicas: int
-    def __init__(self, observed_generation: _Optional[int] = ..., replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., updated_replicas: _Optional[int] = ..., available_replicas: _Optional[int] = ..., unavailable_replicas: _Optional[int] = ...) -> None: ...
+    job: JobStatus
+    def __init__(self, observed_generation: _Optional[int] = ..., replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., updated_replicas: _Optional[int] = ..., available_replicas: _Optional[int] = ..., unavailable_replicas: _Optional[int] = ..., job: _Optional[_Union[JobStatus, _Mapping]] = ...) -> None: ...
+
+class JobStatus(_message.Message):
+    __slots__ = ("active", "succeeded", "failed", "start_time", "completion_time", "complete", "failed_condition", "failed_time", "failed_reason", "has_completions", "completions")
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TIME_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_CONDITION_FIELD_NUMBER: _ClassVar[int]
+    FAILED_TIME_FIELD_NUMBER: _ClassVar[int]
+    FAILED_REASON_FIELD_NUMBER: _ClassVar[int]
+    HAS_COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    active: int
+    succeeded: int
+    failed: int
+    start_time: _timestamp_pb2.Timestamp
+    completion_time: _timestamp_pb2.Timestamp
+    complete: bool
+    failed_condition: bool
+    failed_time: _timestamp_pb2.Timestamp
+    failed_reason: str
+    has_completions: bool
+    completions: int
+    def __init__(self, active: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completion_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete: _Optional[bool] = ..., failed_condition: _Optional[bool] = ..., failed_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failed_reason: _Optional[str] = ..., has_completions: _Optional[bool] = ..., completions: _Optional[int] = ...) -> None: ...
 
 class UnschedulableReport(_message.Message):
     __slots__ = ("spread", "subset", "since", "pod_count", "reason", "generation")
@@ -231,7 +259,7 @@ class Welcome(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., coordinator_id: _Optional[str] = ..., heartbeat_interval_seconds: _Optional[int] = ..., full_resync: _Optional[bool] = ..., resume_token: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., server_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., federation_id: _Optional[str] = ...) -> None: ...
 
 class SpreadAssignment(_message.Message):
-    __slots__ = ("spread", "generation", "template_json", "template_revision", "replicas", "subsets", "subset_count", "strategy", "target", "issued_at", "spread_uid", "propagate_dependencies", "dependencies")
+    __slots__ = ("spread", "generation", "template_json", "template_revision", "replicas", "subsets", "subset_count", "strategy", "target", "issued_at", "spread_uid", "propagate_dependencies", "dependencies", "job_completions")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +273,7 @@ class SpreadAssignment(_message.Message):
     SPREAD_UID_FIELD_NUMBER: _ClassVar[int]
     PROPAGATE_DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    JOB_COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_json: str
@@ -258,7 +287,8 @@ class SpreadAssignment(_message.Message):
     spread_uid: str
     propagate_dependencies: bool
     dependencies: _containers.RepeatedCompositeFieldContainer[Dependency]
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_json: _Optional[str] = ..., template_revision: _Optional[str] = ..., replicas: _Optional[int] = ..., subsets: _Optional[_Iterable[_Union[SubsetRule, _Mapping]]] = ..., subset_count: _Optional[int] = ..., strategy: _Optional[_Union[StrategySettings, _Mapping]] = ..., target: _Optional[_Union[WorkloadRef, _Mapping]] = ..., issued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spread_uid: _Optional[str] = ..., propagate_dependencies: _Optional[bool] = ..., dependencies: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ...) -> None: ...
+    job_completions: int
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_json: _Optional[str] = ..., template_revision: _Optional[str] = ..., replicas: _Optional[int] = ..., subsets: _Optional[_Iterable[_Union[SubsetRule, _Mapping]]] = ..., subset_count: _Optional[int] = ..., strategy: _Optional[_Union[StrategySettings, _Mapping]] = ..., target: _Optional[_Union[WorkloadRef, _Mapping]] = ..., issued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., spread_uid: _Optional[str] = ..., propagate_dependencies: _Optional[bool] = ..., dependencies: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., job_completions: _Optional[int] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("api_version", "kind", "name", "object_json")

@@ -99,6 +99,9 @@ class Assignment:
     False (or an older coordinator): nothing is copied, and copies made for it are handed over."""
     dependencies: tuple[DependencyCopy, ...] = ()
     """The objects the pod template references, sorted by kind and name."""
+    job_completions: int = 0
+    """For a spread of a Job with `completions`: the completions of the member Job to create here
+    (0: create none here); an existing member Job keeps its own (they are immutable)."""
     federation: str = ""
     """The federation identity of the coordinator that sent it (Welcome.federation_id). Not a
     SpreadAssignment field: the agent's link fills it in from its stream's Welcome."""
@@ -128,7 +131,7 @@ class Assignment:
             spread=self.spread, generation=self.generation,
             template_json=json.dumps(self.template), template_revision=self.template_revision,
             replicas=self.replicas, subset_count=self.subset_count, spread_uid=self.spread_uid,
-            propagate_dependencies=self.propagate_dependencies,
+            propagate_dependencies=self.propagate_dependencies, job_completions=self.job_completions,
         )
         for dependency in self.dependencies:
             message.dependencies.add(
@@ -201,6 +204,7 @@ class Assignment:
             api_version=target.api_version or "apps/v1", kind=target.kind or "Deployment",
             spread_uid=message.spread_uid, federation=federation,
             propagate_dependencies=message.propagate_dependencies, dependencies=dependencies,
+            job_completions=message.job_completions,
         )
 
 
@@ -209,9 +213,11 @@ def with_shares(
     quotas: Sequence[int],
     *,
     until: Sequence[datetime.datetime | None],
+    job_completions: int | None = None,
 ) -> agent_pb2.SpreadAssignment:
     """A copy of `base` with each subset's quota and unschedulable mark (in subset order) filled
-    in, and the replicas set to their sum: one cluster's message from the encoding all share."""
+    in, and the replicas set to their sum: one cluster's message from the encoding all share
+    (and, for a Job's, the completions of a member Job created there)."""
     message = agent_pb2.SpreadAssignment()
     message.CopyFrom(base)
     for item, quota, end in zip(message.subsets, quotas, until, strict=True):
@@ -219,6 +225,8 @@ def with_shares(
         if end is not None:
             item.unschedulable_until.FromDatetime(end)
     message.replicas = sum(quotas)
+    if job_completions is not None:
+        message.job_completions = job_completions
     return message
 
 

@@ -83,6 +83,9 @@ class Apis:
     def apps(self, name: str) -> client.AppsV1Api:
         return client.AppsV1Api(self.api[name])
 
+    def batch(self, name: str) -> client.BatchV1Api:
+        return client.BatchV1Api(self.api[name])
+
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api["hub"])
 
@@ -103,13 +106,19 @@ WORKLOADS = {
                    "delete_namespaced_replica_set"),
     "StatefulSet": ("create_namespaced_stateful_set", "patch_namespaced_stateful_set_scale",
                     "delete_namespaced_stateful_set"),
+    "Job": ("create_namespaced_job", "patch_namespaced_job", "delete_namespaced_job"),
 }
-"""Per example workload kind, the hub calls that create, scale and delete it."""
+"""Per example workload kind, the hub calls that create, scale (a Job: a patch of parallelism, it
+has no /scale) and delete it."""
+QUANTITY = {"Job": "parallelism"}
+"""The spec field a scale step sets, where it is not `replicas`."""
 
 
 def hub_call(apis: Apis, kind: str, action: int) -> Callable[..., Any]:
-    """The hub's AppsV1Api call of `WORKLOADS[kind][action]` (0 create, 1 scale, 2 delete)."""
-    found: Callable[..., Any] = getattr(apis.apps("hub"), WORKLOADS[kind][action])
+    """The hub's AppsV1Api (BatchV1Api for a Job) call of `WORKLOADS[kind][action]` (0 create,
+    1 scale, 2 delete)."""
+    found: Callable[..., Any] = getattr(apis.batch("hub") if kind == "Job" else apis.apps("hub"),
+                                        WORKLOADS[kind][action])
     return found
 
 
@@ -179,10 +188,12 @@ def clean_up(apis: Apis, namespace: str, workload: dict[str, Any], spread: str) 
             deployments = apis.apps(m).list_namespaced_deployment(namespace).items
             replicasets = apis.apps(m).list_namespaced_replica_set(namespace).items
             statefulsets = apis.apps(m).list_namespaced_stateful_set(namespace).items
+            jobs = apis.batch(m).list_namespaced_job(namespace).items
             if items := [f"pod/{p.metadata.name}" for p in pods] + [
                     f"deployment/{d.metadata.name}" for d in deployments] + [
                     f"replicaset/{r.metadata.name}" for r in replicasets] + [
-                    f"statefulset/{s.metadata.name}" for s in statefulsets]:
+                    f"statefulset/{s.metadata.name}" for s in statefulsets] + [
+                    f"job/{j.metadata.name}" for j in jobs]:
                 found[m] = items
         return found
 

@@ -37,8 +37,9 @@ TIMEOUT = 30.0
 
 def spread_body(name: str, *, target: str, subsets: Sequence[dict[str, Any]], strategy: str = "Fixed",
                 lost_seconds: int | None = None, kind: str = "Deployment") -> dict[str, Any]:
-    """A FederatedSpread for workload `target` of `kind` (apps/v1)."""
-    spec: dict[str, Any] = {"targetRef": {"apiVersion": "apps/v1", "kind": kind, "name": target},
+    """A FederatedSpread for workload `target` of `kind` (apps/v1; a Job batch/v1)."""
+    api_version = spread_api.TARGET_API_VERSIONS.get(kind, "apps/v1")
+    spec: dict[str, Any] = {"targetRef": {"apiVersion": api_version, "kind": kind, "name": target},
                             "subsets": list(subsets), "scheduleStrategy": {"type": strategy}}
     if lost_seconds is not None:
         spec["failover"] = {"clusterLostSeconds": lost_seconds}

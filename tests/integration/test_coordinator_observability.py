@@ -176,7 +176,7 @@ def test_health_reflection_and_metrics_of_the_real_process(
         assert value(samples, "failovers_suspended_total") == 0
         reported = {dict(labels)["kind"] for name, labels in samples
                     if name == "fedspread_coordinator_status_write_failures_total"}
-        assert reported == {"spread", "cluster", "deployment", "replicaset", "statefulset"}
+        assert reported == {"spread", "cluster", "deployment", "replicaset", "statefulset", "job"}
     finally:
         agent.stop()
 

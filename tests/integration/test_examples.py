@@ -28,7 +28,19 @@ import pytest
 import waiting
 import yaml
 from click import testing
-from demo_scene import TIMEOUT, WORKLOADS, Apis, Placement, Seen, clean_up, hub_call, idle, observe, reached
+from demo_scene import (
+    QUANTITY,
+    TIMEOUT,
+    WORKLOADS,
+    Apis,
+    Placement,
+    Seen,
+    clean_up,
+    hub_call,
+    idle,
+    observe,
+    reached,
+)
 from kubernetes import client
 
 from federation import cli
@@ -155,6 +167,10 @@ CASES: dict[str, list[Step]] = {
         Step("apply (4 replicas)", {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
         Step("scale to 2: eu gives back first", {"ring": {"dc1": 2}, "eu": eu(0, 0)}, scale=2),
     ],
+    "job.yaml": [
+        Step("apply (parallelism 4): member Jobs with parallelism 2/1/1",
+             {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
+    ],
     "failover.yaml": [
         Step("apply (3 replicas)", {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}),
         Step("aws-eu's agent stops: after clusterLostSeconds its replicas move",
@@ -175,8 +191,8 @@ def apis(federation: environment.Federation) -> Iterator[Apis]:
 
 
 def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The example's workload (a Deployment or a ReplicaSet) and FederatedSpread, checked to be a
-    well-formed pair."""
+    """The example's workload (a Deployment, ReplicaSet, StatefulSet or Job) and FederatedSpread,
+    checked to be a well-formed pair."""
     text = (EXAMPLES / name).read_text()
     assert text.startswith("# "), f"{name} must start with a comment saying what it shows and expects"
     docs = [d for d in yaml.safe_load_all(text) if d]
@@ -186,6 +202,7 @@ def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     spread_api.FederatedSpreadSpec.model_validate(spread["spec"])
     assert spread["spec"]["targetRef"]["name"] == workload["metadata"]["name"]
     assert spread["spec"]["targetRef"]["kind"] == workload["kind"]
+    assert spread["spec"]["targetRef"]["apiVersion"] == workload["apiVersion"]
     return workload, spread
 
 
@@ -214,8 +231,8 @@ def test_example_places_as_documented(name: str, apis: Apis) -> None:
         for step in CASES[name]:
             started = time.monotonic()
             if step.scale is not None:
-                hub_call(apis, workload["kind"], 1)(
-                    workload["metadata"]["name"], namespace, {"spec": {"replicas": step.scale}})
+                hub_call(apis, workload["kind"], 1)(workload["metadata"]["name"], namespace, {
+                    "spec": {QUANTITY.get(workload["kind"], "replicas"): step.scale}})
             if step.stop_agent:
                 apis.federation.stop_agent(step.stop_agent)
             if step.start_agent:

@@ -64,16 +64,17 @@ class QuietApi:
 
     list_node = list_pod_for_all_namespaces = list_deployment_for_all_namespaces = _list
     list_replica_set_for_all_namespaces = list_stateful_set_for_all_namespaces = _list
+    list_job_for_all_namespaces = _list
 
 
 def test_the_cache_trims_once_each_resource_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[bool] = []
     monkeypatch.setattr(heap, "release", lambda: trims.append(True) or True)
     api = QuietApi()
-    feed = cache.Cache(api, api, watch_seconds=60)
+    feed = cache.Cache(api, api, batch_api=api, watch_seconds=60)
     feed.start()
     try:
         assert feed.wait_synced(5)
     finally:
         feed.stop()
-    assert len(trims) == 6  # nodes, bound pods, spread pods, Deployments, ReplicaSets, StatefulSets
+    assert len(trims) == 7  # nodes, bound pods, spread pods, Deployments, ReplicaSets, StatefulSets, Jobs

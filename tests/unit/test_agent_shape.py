@@ -216,17 +216,17 @@ def test_the_workload_loop_applies_removals_before_a_round_and_retries_a_failed_
 # --- the workload per kind ---------------------------------------------------------------------------
 
 
-def test_the_apps_kinds_have_a_strategy_and_other_kinds_say_why() -> None:
+def test_every_kind_has_a_strategy_and_other_kinds_say_why() -> None:
     strategy = kinds.strategy_for("apps/v1", "Deployment")
     assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("Deployment", True)
     strategy = kinds.strategy_for("apps/v1", "ReplicaSet")
     assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("ReplicaSet", True)
     strategy = kinds.strategy_for("apps/v1", "StatefulSet")
     assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("StatefulSet", False)
-    served = "apps/v1 Deployment, apps/v1 ReplicaSet, apps/v1 StatefulSet"
-    with pytest.raises(kinds.KindNotServed, match=f"does not write batch/v1 Job workloads yet; it writes: "
-                                                  f"{served}"):
-        kinds.strategy_for("batch/v1", "Job")
+    strategy = kinds.strategy_for("batch/v1", "Job")
+    assert (strategy.policy.kind, strategy.policy.uses_deletion_cost) == ("Job", False)
+    with pytest.raises(kinds.KindNotServed, match="Job is served as batch/v1"):
+        kinds.strategy_for("apps/v1", "Job")
     with pytest.raises(kinds.KindNotServed, match="unsupported workload kind apps/v1 CronTab; supported: "):
         kinds.strategy_for("apps/v1", "CronTab")
 
@@ -258,18 +258,21 @@ class FakeCache:
         return self.deployment(namespace, name) if kind == "Deployment" else None
 
 
-def value(name: str, *, kind: str = "Deployment", api_version: str = "apps/v1") -> assignment.Assignment:
+def value(name: str, *, kind: str = "Deployment", api_version: str = "apps/v1",
+          template: dict[str, Any] | None = None) -> assignment.Assignment:
     return assignment.Assignment(
-        spread=f"shop/{name}", generation=1, namespace="shop", workload=name, replicas=2, template={},
+        spread=f"shop/{name}", generation=1, namespace="shop", workload=name, replicas=2,
+        template=template or {},
         template_revision="r", subsets=(), subset_count=0, spread_uid=f"uid-{name}", federation="prod",
         kind=kind, api_version=api_version)
 
 
-def test_a_kind_the_agent_does_not_write_fails_its_spread_alone_and_is_logged_once(
+def test_a_workload_the_agent_cannot_write_fails_its_spread_alone_and_is_logged_once(
         caplog: pytest.LogCaptureFixture) -> None:
     apps, books = FakeApps(), bookkeeping.Bookkeeping()
     books.set_assignment(value("web"))
-    books.set_assignment(value("db", kind="Job", api_version="batch/v1"))
+    indexed = {"spec": {"completionMode": "Indexed", "completions": 4, "template": {}}}
+    books.set_assignment(value("db", kind="Job", api_version="batch/v1", template=indexed))
     sync = workload.WorkloadSync(apps, books, FakeCache(apps))  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING):
         assert sync.sync_once() == {workload.CREATED: 1, workload.FAILED: 1}
@@ -277,7 +280,7 @@ def test_a_kind_the_agent_does_not_write_fails_its_spread_alone_and_is_logged_on
     assert list(apps.items) == [("shop", "web")]
     assert apps.items["shop", "web"]["kind"] == "Deployment"
     refused = [r.getMessage() for r in caplog.records if "workload not written" in r.getMessage()]
-    assert len(refused) == 1 and "spread=shop/db" in refused[0] and "batch/v1 Job" in refused[0]
+    assert len(refused) == 1 and "spread=shop/db" in refused[0] and "completionMode" in refused[0]
 
 
 # --- the link as a runnable --------------------------------------------------------------------------

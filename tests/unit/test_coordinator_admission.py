@@ -134,6 +134,19 @@ def test_schema_and_cross_field_problems_come_in_one_answer() -> None:
     assert "spec.subsets[1].clusters" in message and "spec.subsets[0].maxReplicas" in message
 
 
+@pytest.mark.parametrize(("api_version", "kind", "said"), [
+    ("apps/v1", "Job", "spec.targetRef.kind: Job is served as batch/v1, not apps/v1"),
+    ("batch/v1", "Deployment", "spec.targetRef.kind: Deployment is served as apps/v1, not batch/v1"),
+])
+def test_a_targetref_naming_a_kind_with_another_api_version_is_refused(api_version: str, kind: str,
+                                                                       said: str) -> None:
+    doc = spread_doc()
+    doc["spec"]["targetRef"].update(apiVersion=api_version, kind=kind)
+    assert said in refusal(Hub().answer(request(doc)))
+    doc["spec"]["targetRef"].update(apiVersion="batch/v1", kind="Job")
+    assert Hub().answer(request(doc))["allowed"] is True, "a batch/v1 Job is a target"
+
+
 def test_a_valid_spread_is_allowed() -> None:
     response = Hub().answer(request(spread_doc()))
     assert response["allowed"] is True and "warnings" not in response

@@ -358,7 +358,8 @@ def test_constraints_carry_over() -> None:
     assert (weight["minimum"], weight["maximum"]) == (1, 100)
     assert schema[".spec.scheduleStrategy.type"]["enum"] == ["Fixed", "Adaptive"]
     assert schema[".spec.subsets[].clusterSpread"]["enum"] == ["Fill", "Balance", "Capacity"]
-    assert schema[".spec.targetRef.kind"]["enum"] == ["Deployment", "ReplicaSet", "StatefulSet"]
+    assert schema[".spec.targetRef.kind"]["enum"] == ["Deployment", "ReplicaSet", "StatefulSet", "Job"]
+    assert schema[".spec.targetRef.apiVersion"]["enum"] == ["apps/v1", "batch/v1"]
     assert schema[".spec.subsets[].tolerations[].effect"]["enum"] == [
         "", "NoSchedule", "PreferNoSchedule", "NoExecute"]
 

@@ -170,6 +170,8 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("apps", "deployments/status", frozenset({"get", "patch"})),
         ("apps", "replicasets/status", frozenset({"get", "patch"})),
         ("apps", "statefulsets/status", frozenset({"get", "patch"})),
+        ("batch", "jobs", frozenset({"list", "watch"})),
+        ("batch", "jobs/status", frozenset({"get", "patch"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
         ("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"})),
         # the objects pods need, read from the hub to be copied into members (issue 24)
@@ -405,6 +407,7 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("apps", "deployments", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("apps", "replicasets", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
         ("apps", "statefulsets", frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})),
+        ("batch", "jobs", frozenset({"get", "list", "watch", "create", "patch", "delete"})),
         ("", "namespaces", frozenset({"create"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
         # the member copies of the objects pods need (agents/controller/dependencies.py): no list, no watch

@@ -155,6 +155,11 @@ AGENT_MESSAGES: list[agent_pb2.AgentMessage] = [
                                               available_replicas=27, unavailable_replicas=3,
                                               observed_generation=4),
             dependency_conflicts=["Secret/web-credentials"],
+        ), agent_pb2.SpreadPodCounts(
+            spread="shop/batch",
+            workload=agent_pb2.WorkloadStatus(job=agent_pb2.JobStatus(
+                active=2, succeeded=4, failed=1, start_time=_ts(1_700_000_000), complete=False,
+                failed_condition=False, has_completions=True, completions=6)),
         )],
         observed_at=_ts(1_700_000_002),
     )),

@@ -13,8 +13,8 @@ Events it records about them, federation.kube.events), and they must be cheap an
 * Merge patches (RFC 7386) computed as a diff against what was read, so fields that disappeared
   from the new status are removed (null) rather than left behind.
 * The hub has no workload controller, so the hub workload's status is ours to write: the
-  aggregate of the members' workloads of its kind, so `kubectl get deploy` (`rs`, `sts`) on the
-  hub tells the truth.
+  aggregate of the members' workloads of its kind, so `kubectl get deploy` (`rs`, `sts`, `job`)
+  on the hub tells the truth and `kubectl wait --for=condition=complete job/...` returns.
 * A fence (`close`, then `wait_idle`): no write starts after the first, the one under way has
   ended after the second.
   A leader that gives its Lease up closes it before the release, so a status thread stalled
@@ -39,6 +39,7 @@ from kubernetes.client import exceptions
 from federation.api import cluster as cluster_api
 from federation.api import common
 from federation.api import spread as spread_api
+from federation.core import job_status
 from federation.core import status as status_core
 from federation.kube import deadlines
 
@@ -50,10 +51,13 @@ DEPLOYMENT_FIELDS = ("replicas", "readyReplicas", "availableReplicas", "updatedR
                      "unavailableReplicas")
 REPLICASET_FIELDS = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas")
 STATEFULSET_FIELDS = ("replicas", "readyReplicas", "updatedReplicas")
+JOB_FIELDS = ("active", "succeeded", "failed", "startTime", "completionTime", "conditions")
 STATUS_FIELDS: Mapping[str, tuple[str, ...]] = {"Deployment": DEPLOYMENT_FIELDS,
                                                  "ReplicaSet": REPLICASET_FIELDS,
-                                                 "StatefulSet": STATEFULSET_FIELDS}
-"""Per `targetRef.kind`, the hub workload's status fields the coordinator writes."""
+                                                 "StatefulSet": STATEFULSET_FIELDS,
+                                                 "Job": JOB_FIELDS}
+"""Per `targetRef.kind`, the hub workload's status fields the coordinator writes (a Job's are
+`federation.core.job_status.to_status_dict`'s, not only counts)."""
 CLOSE_SECONDS = 2 * (deadlines.CONNECT + 2 * deadlines.READ)
 """`wait_idle` waits this long at most for the write under way: its read and its patch, each
 connecting and reading twice at most (urllib3's one read retry, `deadlines.URLLIB3_RETRIES`)."""
@@ -98,6 +102,7 @@ class StatusWriter:
     def __init__(self, api_client: client.ApiClient, *, attempts: int = 10, max_wait: float = 2.0) -> None:
         self._custom = client.CustomObjectsApi(api_client)
         self._apps = client.AppsV1Api(api_client)
+        self._batch = client.BatchV1Api(api_client)
         self.attempts = attempts
         """Tries per write (the first included) before a 409/429/5xx is raised to the caller."""
         self._max_wait = max_wait
@@ -160,13 +165,15 @@ class StatusWriter:
 
         return self._write_model("cluster", name, read=read, patch=patch, new=status)
 
-    def write_workload_status(self, kind: str, namespace: str, name: str, fields: Mapping[str, int]) -> bool:
+    def write_workload_status(self, kind: str, namespace: str, name: str, fields: Mapping[str, Any]) -> bool:
         """Set a hub workload's replica counts (and observedGeneration); `kind` its `targetRef.kind`
-        (Deployment, ReplicaSet or StatefulSet); True when patched."""
+        (Deployment, ReplicaSet, StatefulSet; a Job's go to `write_job_status`); True when patched."""
         api = self._status_api(kind)
         unknown = set(fields) - set(STATUS_FIELDS[kind])
         if unknown:
             raise ValueError(f"not {kind} status replica fields: {sorted(unknown)}")
+        if kind == "Job":
+            return self.write_job_status(namespace, name, fields)
 
         def attempt() -> bool:
             obj = self._raw(api.read(name, namespace, _preload_content=False,
@@ -186,12 +193,36 @@ class StatusWriter:
 
         return self._retrying(api.counter, f"{namespace}/{name}", attempt)
 
+    def write_job_status(self, namespace: str, name: str, fields: Mapping[str, Any]) -> bool:
+        """Set a hub Job's status (`job_status.to_status_dict`: every key, null or empty where
+        unknown); True when patched. A hub Job whose status already says Complete or Failed is left
+        as it is (`job_status.finished`: a finished Job stays finished, as the Job controller keeps
+        it). An absent key, a null, 0 and an empty list compare equal (the apiserver omits them)."""
+        api = self._status_api("Job")
+
+        def attempt() -> bool:
+            obj = self._raw(api.read(name, namespace, _preload_content=False,
+                                     _request_timeout=deadlines.CALL))
+            old = obj.get("status") or {}
+            same = all((old.get(k) or None) == (v or None) for k, v in fields.items())
+            if job_status.finished(old) or same:
+                self.skips[api.counter] += 1
+                return False
+            body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                    "status": dict(fields)}
+            api.patch(name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=deadlines.CALL)
+            self.writes[api.counter] += 1
+            return True
+
+        return self._retrying(api.counter, f"{namespace}/{name}", attempt)
+
     def clear_workload_status(self, kind: str, namespace: str, name: str) -> bool:
         """Remove what `write_workload_status` wrote (a spread of this workload was deleted:
         fedspread no longer vouches for any replica); True when patched, False when there was
-        nothing to remove or the workload is gone."""
+        nothing to remove or the workload is gone. A finished hub Job's status is kept (Complete or
+        Failed is a result, not a count of running replicas)."""
         api = self._status_api(kind)
-        written = (*STATUS_FIELDS[kind], "observedGeneration")
+        written = (*STATUS_FIELDS[kind], *(() if kind == "Job" else ("observedGeneration",)))
 
         def attempt() -> bool:
             try:
@@ -202,7 +233,7 @@ class StatusWriter:
                     return False
                 raise
             present = [k for k in written if k in (obj.get("status") or {})]
-            if not present:
+            if not present or (kind == "Job" and job_status.finished(obj.get("status") or {})):
                 self.skips[api.counter] += 1
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
@@ -231,6 +262,9 @@ class StatusWriter:
         if kind == "StatefulSet":
             return _StatusApi("statefulset", self._apps.read_namespaced_stateful_set_status,
                               self._apps.patch_namespaced_stateful_set_status)
+        if kind == "Job":
+            return _StatusApi("job", self._batch.read_namespaced_job_status,
+                              self._batch.patch_namespaced_job_status)
         raise ValueError(f"no hub status is written for kind {kind!r}")
 
     # --- internals -----------------------------------------------------------------------------

@@ -12,7 +12,12 @@ World), written outside it (a slow apiserver must not stall placement), only whe
 - **FederatedSpread refused** by a target rule (`model.lifecycle`: its targetRef changed, or
   another spread holds its Deployment): `Valid=False` with that reason; the rest of the status is
   the one of what is in force (the last valid spec, or nothing).
-- **hub workload** (the Deployment, ReplicaSet or StatefulSet a spread targets): its kind's own
+- **hub Job** (a spread's target Job): `core.job_status` over the member Jobs as their agents last
+  reported them, lost clusters' last reports included (`model.job_spreads`); a finished hub Job's
+  status is not rewritten. While lost clusters' member Jobs hold unfinished completions, the
+  spread has the condition `CompletionsStranded`, while member Jobs without a share do,
+  `CompletionsPaused` (count and clusters).
+- **hub workload** (the Deployment, ReplicaSet or StatefulSet a spread targets; a Job above): its kind's own
   replica fields (`core.status.workload_status`: a Deployment's `replicas/readyReplicas/
   availableReplicas/updatedReplicas/unavailableReplicas`, a ReplicaSet's `replicas/
   fullyLabeledReplicas/readyReplicas/availableReplicas`, a StatefulSet's `replicas/readyReplicas/
@@ -37,6 +42,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pydantic
 
@@ -45,7 +51,7 @@ from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
-from federation.coordinator.model import lifecycle
+from federation.coordinator.model import job_spreads, lifecycle
 from federation.core import placement, spread_events
 from federation.core import spread_status as spread_status_core
 from federation.core import status as status_core
@@ -54,8 +60,8 @@ from federation.kube import events as kube_events
 
 log = logging.getLogger("fedspread.coordinator.status")
 
-Target = tuple[str, str, str, dict[str, int]]
-"""A hub workload's status to write: (kind, namespace, name, replica fields)."""
+Target = tuple[str, str, str, dict[str, Any]]
+"""A hub workload's status to write: (kind, namespace, name, replica fields; a Job's whole status)."""
 Released = tuple[str, str, str]
 """A hub workload whose status is to be cleared: (kind, namespace, name)."""
 EventContext = tuple[frozenset[str], bool]
@@ -247,9 +253,16 @@ class StatusPass:
         target = None
         if entry.replicas is not None:
             ref = entry.spec.target_ref
-            fields = status_core.workload_status(
-                ref.kind, self._member_workloads(key, reports, lost_after=entry.lost_after),
-                replicas=entry.replicas)
+            if job_spreads.is_job(entry):
+                fields: dict[str, Any] = job_spreads.hub_status(self.world, entry, result)
+                said = job_spreads.conditions(self.world, entry, result, now=now,
+                                              previous=previous.conditions if previous is not None else [])
+                if said:
+                    new = new.model_copy(update={"conditions": [*new.conditions, *said]})
+            else:
+                fields = dict(status_core.workload_status(
+                    ref.kind, self._member_workloads(key, reports, lost_after=entry.lost_after),
+                    replicas=entry.replicas))
             target = (ref.kind, key.partition("/")[0], ref.name, fields)
         return key, new, target
 

@@ -18,7 +18,7 @@ ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims are followed in 
 Their events carry the object itself, out of every repr: a Secret is never logged.
 
 One stream per workload kind a spread may target (`WORKLOAD_STREAMS`: Deployments, ReplicaSets,
-StatefulSets),
+StatefulSets, Jobs),
 each named after its kind in lower case; a workload matches a spread by namespace, kind and name.
 The hub runs no workload controller, so its workloads are templates and counts:
 no pod runs on the hub (docs/architecture.md).
@@ -42,15 +42,16 @@ from federation.api import spread as spread_api
 from federation.coordinator.model import lifecycle
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments
+from federation.core import workload_kinds
 from federation.kube import deadlines, reflector
 
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-Kind = Literal["spread", "cluster", "deployment", "replicaset", "statefulset", "configmap", "secret",
+Kind = Literal["spread", "cluster", "deployment", "replicaset", "statefulset", "job", "configmap", "secret",
                "serviceaccount", "persistentvolumeclaim"]
 WORKLOAD_STREAMS: dict[Kind, str] = {"deployment": "Deployment", "replicaset": "ReplicaSet",
-                                     "statefulset": "StatefulSet"}
+                                     "statefulset": "StatefulSet", "job": "Job"}
 """The hub streams of workloads, with the `targetRef.kind` each carries."""
 DEPENDENCY_KINDS: dict[Kind, str] = {
     "configmap": "ConfigMap", "secret": "Secret", "serviceaccount": "ServiceAccount",
@@ -76,10 +77,11 @@ class WorkloadInfo:
     status, stable metadata)."""
 
     kind: str
-    """`targetRef.kind`: Deployment, ReplicaSet or StatefulSet."""
+    """`targetRef.kind`: Deployment, ReplicaSet, StatefulSet or Job."""
     namespace: str
     name: str
     replicas: int | None
+    """The spread quantity: `spec.replicas`, a Job's `spec.parallelism`."""
     template: dict[str, Any]
 
     @property
@@ -133,10 +135,14 @@ def parse_cluster(obj: Json) -> tuple[ClusterInfo | None, tuple[problems.Problem
                        decommission=member.spec.decommission), ()
 
 
+_QUANTITY = {policy.kind: policy.quantity_field for policy in workload_kinds.POLICIES}
+
+
 def parse_workload(kind: str, obj: Json) -> WorkloadInfo:
-    """A hub workload's replicas and its trimmed object (`kind`: its `targetRef.kind`)."""
+    """A hub workload's spread quantity (`replicas`; a Job's `parallelism`) and its trimmed object
+    (`kind`: its `targetRef.kind`)."""
     meta = obj.get("metadata") or {}
-    replicas = (obj.get("spec") or {}).get("replicas")
+    replicas = (obj.get("spec") or {}).get(_QUANTITY.get(kind, "replicas"))
     return WorkloadInfo(
         kind=kind, namespace=str(meta.get("namespace")), name=str(meta.get("name")),
         replicas=replicas if isinstance(replicas, int) else None,
@@ -169,6 +175,7 @@ class HubWatcher:
             "deployment": apps.list_deployment_for_all_namespaces,
             "replicaset": apps.list_replica_set_for_all_namespaces,
             "statefulset": apps.list_stateful_set_for_all_namespaces,
+            "job": client.BatchV1Api(api_client).list_job_for_all_namespaces,
             "configmap": core.list_config_map_for_all_namespaces,
             "secret": core.list_secret_for_all_namespaces,
             "serviceaccount": core.list_service_account_for_all_namespaces,

@@ -94,6 +94,8 @@ def for_clusters(
     only: Collection[str] | None = None,
     keep: Collection[str] = (),
     objects: hub_objects.HubObjects | None = None,
+    job_completions: Mapping[str, int] | None = None,
+    keep_unselected: Collection[str] = (),
 ) -> dict[str, agent_pb2.SpreadAssignment]:
     """One assignment per cluster a subset gives replicas, or that a subset selects and is in
     `keep` (it still holds pods or a workload of the spread: it is sent its zero quotas until they
@@ -106,9 +108,14 @@ def for_clusters(
 
     With `spec.propagateDependencies`, every message carries the member copies of the objects the
     template references, from `objects` (the hub's, as the watcher follows them).
+
+    For a Job with completions, `job_completions` gives each cluster's member Job completions
+    (`model.job_spreads.completions`; a cluster absent gets 0: no member Job is created there).
+    `keep_unselected`: clusters sent their zero quotas even when no subset selects them any more
+    (a member Job there pauses at parallelism 0 rather than being removed with its completions).
     """
     names = sorted({name for s in result.subsets for name, count in s.clusters.items()
-                    if count or name in keep})
+                    if count or name in keep} | set(keep_unselected))
     if only is not None:
         names = [name for name in names if name in only]
     if not names:
@@ -141,7 +148,9 @@ def for_clusters(
     for cluster_name in names:
         quotas = [s.clusters.get(cluster_name, 0) for s in result.subsets]
         ends = [until.get((s.name, cluster_name)) for s in result.subsets]
-        messages[cluster_name] = assignment.with_shares(base, quotas, until=ends)
+        messages[cluster_name] = assignment.with_shares(
+            base, quotas, until=ends,
+            job_completions=None if job_completions is None else job_completions.get(cluster_name, 0))
     return messages
 
 

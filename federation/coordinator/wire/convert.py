@@ -21,7 +21,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common, quantity, spread
-from federation.core import placement, status
+from federation.core import job_status, placement, status
 from federation.rpc import agent_pb2, common_pb2, placement_pb2
 
 UNKNOWN = -1  # capacity / free capacity on the wire when unknown or unbounded
@@ -248,9 +248,27 @@ def cluster_info_to_pb(
 
 
 def workload_from_pb(found: agent_pb2.WorkloadStatus) -> status.WorkloadStatus:
-    """A member Deployment's reported status."""
+    """A member workload's reported status (a member Job's with its `job` part)."""
     return status.WorkloadStatus(replicas=found.replicas, ready=found.ready_replicas,
-                                 available=found.available_replicas, updated=found.updated_replicas)
+                                 available=found.available_replicas, updated=found.updated_replicas,
+                                 job=job_from_pb(found.job) if found.HasField("job") else None)
+
+
+def _when(message: Any, field: str) -> datetime.datetime | None:
+    if not message.HasField(field):
+        return None
+    stamp: datetime.datetime = getattr(message, field).ToDatetime(tzinfo=datetime.UTC)
+    return stamp
+
+
+def job_from_pb(found: agent_pb2.JobStatus) -> job_status.MemberJob:
+    """A member Job's reported status and completions."""
+    return job_status.MemberJob(
+        active=found.active, succeeded=found.succeeded, failed=found.failed,
+        start_time=_when(found, "start_time"), completion_time=_when(found, "completion_time"),
+        complete=found.complete, failed_condition=found.failed_condition,
+        completions=found.completions if found.has_completions else None,
+        failed_time=_when(found, "failed_time"), failed_reason=found.failed_reason)
 
 
 def pods_from_pb(counts: agent_pb2.PodCounts) -> status.ClusterPods:
