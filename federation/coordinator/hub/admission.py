@@ -11,6 +11,8 @@ Rules that span objects need the coordinator's World, the hub watcher's view of 
 * **One spread per target** (`lifecycle.Lifecycle.holder_against`): a spread whose Deployment
   another live spread already holds is refused, naming the holder.
 * **`targetRef` is fixed on a live spread**: an edit that changes it is refused.
+* **`spec.propagate` names versions the hub serves** (its discovery, `HubWatcher.served_versions`):
+  `policy/v1` on a hub that serves only `policy/v1beta1` is refused; unknown until the hub answered.
 
 Both are asked only once the coordinator has listed the hub (before, its World is not the hub's)
 and only if the World's lock is free within `WORLD_WAIT` (a placement in progress must not stall
@@ -34,11 +36,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from federation.api import cluster as cluster_api
 from federation.api import common, problems
+from federation.api import propagate as propagate_api
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import watcher
@@ -61,10 +64,13 @@ Json = dict[str, Any]
 class SpecAdmission:
     """Answers AdmissionReviews for FederatedSpreads and MemberClusters (thread-safe)."""
 
-    def __init__(self, coordinator: facade.Coordinator, *, hub_synced: Callable[[], bool]) -> None:
+    def __init__(self, coordinator: facade.Coordinator, *, hub_synced: Callable[[], bool],
+                 served: Callable[[], Collection[str] | None] = lambda: None) -> None:
         self.coordinator = coordinator
         self.hub_synced = hub_synced
         """Whether the World has the whole hub (the coordinator's first list is done)."""
+        self.served = served
+        """The group versions the hub serves (`HubWatcher.served_versions`); None: not known yet."""
 
     def respond(self, body: bytes, *, max_body: int = review.MAX_BODY) -> bytes:
         """Parse a request body, decide, encode the response; ReviewError for a malformed one."""
@@ -104,7 +110,10 @@ class SpecAdmission:
         item, found = watcher.parse_spread(obj)
         if item is None:
             return list(found)
-        return self._cross_object(item, old=old)
+        served = self.served() if item.spec.propagate else None
+        unserved = [problems.Problem(path, message) for path, message in propagate_api.unserved_problems(
+            item.spec.propagate, served=served)] if served is not None else []
+        return unserved + self._cross_object(item, old=old)
 
     def _cross_object(self, item: spread_api.FederatedSpread, *, old: Json | None) -> list[problems.Problem]:
         """The rules spanning spreads, from the World; [] when they cannot be decided now."""
