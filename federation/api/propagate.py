@@ -118,16 +118,17 @@ def problems(entries: Sequence[PropagateRef], *, target: tuple[str, str, str],
     return found
 
 
-def unserved_problems(entries: Sequence[PropagateRef], *, served: Collection[str],
+def unserved_problems(api_versions: Sequence[object], *, served: Collection[str],
                       path: str = "spec.propagate") -> list[tuple[str, str]]:
-    """(path, message) for each entry whose apiVersion the hub does not serve; `served` holds the
+    """(path, message) for each entry's apiVersion (`api_versions`, in entry order, as written: a
+    non-string is skipped, the schema reports it) that the hub does not serve; `served` holds the
     hub's group versions as discovery names them (`v1`, `policy/v1beta1`, ...)."""
     found: list[tuple[str, str]] = []
-    for index, entry in enumerate(entries):
-        if entry.api_version in served:
+    for index, version in enumerate(api_versions):
+        if not isinstance(version, str) or version in served:
             continue
-        group = group_of(entry.api_version)
+        group = group_of(version)
         others = ", ".join(sorted(v for v in served if group_of(v) == group)) or "no version of that group"
         found.append((f"{path}[{index}].apiVersion",
-                      f"the hub does not serve {entry.api_version} (it serves {others})"))
+                      f"the hub does not serve {version} (it serves {others})"))
     return found

@@ -97,10 +97,11 @@ def test_simulate_refuses_a_cluster_scoped_entry_with_exit_2(tmp_path: pathlib.P
 
 
 def test_unserved_versions_are_named() -> None:
-    entries = [propagate_api.PropagateRef.model_validate(e) for e in (
-        SERVICE, {**BUDGET, "apiVersion": "policy/v1"})]
-    assert propagate_api.unserved_problems(entries, served={"v1", "policy/v1beta1", "apps/v1"}) == [
-        ("spec.propagate[1].apiVersion", "the hub does not serve policy/v1 (it serves policy/v1beta1)")]
+    served = {"v1", "policy/v1beta1", "apps/v1"}
+    assert propagate_api.unserved_problems(["v1", "policy/v1", 7, "example.com/v1"], served=served) == [
+        ("spec.propagate[1].apiVersion", "the hub does not serve policy/v1 (it serves policy/v1beta1)"),
+        ("spec.propagate[3].apiVersion",
+         "the hub does not serve example.com/v1 (it serves no version of that group)")]
 
 
 def review(obj: dict[str, Any]) -> dict[str, Any]:
@@ -128,15 +129,19 @@ def test_the_webhook_refuses_a_version_the_hub_does_not_serve(served: frozenset[
                 in answer["status"]["message"])
 
 
-def test_a_cluster_scoped_entry_is_refused_at_the_webhook() -> None:
+def test_a_cluster_scoped_entry_is_refused_at_the_webhook_beside_an_unserved_version() -> None:
     clock = ManualClock(T0)
     door = admission.SpecAdmission(facade.Coordinator(world.World(clock), clock=clock, coordinator_id="t"),
-                                   hub_synced=lambda: True)
+                                   hub_synced=lambda: True,
+                                   served=lambda: frozenset({"v1", "policy/v1beta1"}))
     doc = spread_doc({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                      "name": "x"})
+                      "name": "x"}, {**BUDGET, "apiVersion": "policy/v1"})
     answer = json.loads(door.respond(json.dumps(review(doc)).encode()))["response"]
     assert answer["allowed"] is False
-    assert "spec.propagate[0].kind: ClusterRoleBinding is cluster-scoped" in answer["status"]["message"]
+    message = answer["status"]["message"]
+    assert "spec.propagate[0].kind: ClusterRoleBinding is cluster-scoped" in message
+    assert "spec.propagate[1].apiVersion: the hub does not serve policy/v1" in message
+    assert "spec.propagate[0].apiVersion" in message, "rbac.authorization.k8s.io/v1 is not served either"
 
 
 # --- the coordinator: assignments -----------------------------------------------------------------

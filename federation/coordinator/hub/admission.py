@@ -108,12 +108,24 @@ class SpecAdmission:
         if resource == cluster_api.PLURAL:
             return list(watcher.parse_cluster(obj)[1])
         item, found = watcher.parse_spread(obj)
+        unserved = self._unserved(obj)
         if item is None:
-            return list(found)
-        served = self.served() if item.spec.propagate else None
-        unserved = [problems.Problem(path, message) for path, message in propagate_api.unserved_problems(
-            item.spec.propagate, served=served)] if served is not None else []
+            return [*found, *unserved]
         return unserved + self._cross_object(item, old=old)
+
+    def _unserved(self, obj: Json) -> list[problems.Problem]:
+        """The `spec.propagate` entries whose apiVersion the hub does not serve (read as written,
+        so they are reported beside the model's problems); [] while the hub's versions are unknown."""
+        spec = obj.get("spec")
+        entries = spec.get("propagate") if isinstance(spec, dict) else None
+        if not isinstance(entries, list) or not entries:
+            return []
+        served = self.served()
+        if served is None:
+            return []
+        versions = [entry.get("apiVersion") if isinstance(entry, dict) else None for entry in entries]
+        return [problems.Problem(path, message)
+                for path, message in propagate_api.unserved_problems(versions, served=served)]
 
     def _cross_object(self, item: spread_api.FederatedSpread, *, old: Json | None) -> list[problems.Problem]:
         """The rules spanning spreads, from the World; [] when they cannot be decided now."""
