@@ -25,6 +25,7 @@ from federation.coordinator import facade
 from federation.coordinator.hub import admission
 from federation.coordinator.model import hub_objects, loop, world
 from federation.coordinator.wire import assignments
+from federation.core import member_copy
 from federation.rpc import assignment
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -242,3 +243,11 @@ def test_an_object_no_spread_lists_concerns_none() -> None:
     changed = copy.deepcopy(service())
     assert model.hub_object("Service", "shop/web", changed) == {"shop/web"}
     assert model.hub_object("Service", "shop/web", changed) == set(), "unchanged: nothing re-sent"
+
+
+def test_a_headless_service_stays_headless_in_a_member() -> None:
+    headless = hub_object("v1", "Service", "db", spec={"clusterIP": "None", "clusterIPs": ["None"],
+                                                       "selector": {"app": "db"}, "ports": [{"port": 5432}]})
+    assert member_copy.member_copy(headless, marks={})["spec"] == {
+        "clusterIP": "None", "selector": {"app": "db"}, "ports": [{"port": 5432}]}
+    assert "clusterIP" not in member_copy.member_copy(service(), marks={})["spec"]
