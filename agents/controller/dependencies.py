@@ -56,8 +56,8 @@ from federation.rpc import assignment
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-CREATED, UPDATED, UNCHANGED, DELETED, CONFLICT, ABSENT = (
-    "created", "updated", "unchanged", "deleted", "conflict", "absent")
+CREATED, UPDATED, UNCHANGED, DELETED, CONFLICT, ABSENT, FAILED = (
+    "created", "updated", "unchanged", "deleted", "conflict", "absent", "failed")
 CONFLICT_PAUSE = 5.0
 """Seconds before a spread whose objects include one we do not own is looked at again."""
 FAILURE_PAUSE = 10.0
@@ -201,7 +201,9 @@ class DependencySync:
                 outcomes["failed"] = outcomes.get("failed", 0) + 1
                 continue
             conflicted = tuple(ref for ref, outcome in found.items() if outcome == CONFLICT)
-            self._again[value.spread] = now + (CONFLICT_PAUSE if conflicted else RESYNC_SECONDS)
+            pause = FAILURE_PAUSE if FAILED in found.values() else CONFLICT_PAUSE if conflicted \
+                else RESYNC_SECONDS
+            self._again[value.spread] = now + pause
             self._set_conflicts(value.spread, conflicted)
             for outcome in found.values():
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
@@ -224,8 +226,13 @@ class DependencySync:
                             federation=value.federation, orphan=True)
             self._applied[value.spread] = _Applied(digest, value.namespace, frozenset())
             return found
-        for dependency in value.dependencies:
-            found[dependency.ref] = self._ensure(value, dependency)
+        for dependency in value.dependencies:  # one refused object (a Role beyond our rights) stops no other
+            try:
+                found[dependency.ref] = self._ensure(value, dependency)
+            except Exception as error:
+                found[dependency.ref] = FAILED
+                LOG.warning("dependency not written object=%s/%s/%s spread=%s error=%s", dependency.kind,
+                            value.namespace, dependency.name, value.spread, _reason(error))
         now_named = frozenset((d.kind, d.name) for d in value.dependencies)
         for ref in sorted(previous - now_named):  # no longer referenced by its template
             found[f"{ref[0]}/{ref[1]}"] = self._leave(value.namespace, ref, versions.get(ref),

@@ -16,7 +16,8 @@ What it proves, with the manifests rendered by the build's kustomize (`manifests
   patches their deletion costs, deletes pods stuck unschedulable (Adaptive), creates a spread's
   namespace the member lacks, copies what a spread's `spec.propagate` lists (a Service, a
   PodDisruptionBudget, a NetworkPolicy, a Role within its own rights and a RoleBinding to it) and
-  deletes them with the spread, and no call of it is ever refused;
+  deletes them with the spread, and no call of it is ever refused — but the copy of a Role granting
+  more than the agent holds, which the member refuses (no `escalate`), and which stops no other copy;
 * and the ServiceAccount can do nothing more: SelfSubjectAccessReviews (and `kubectl auth can-i`)
   say no to listing secrets, node writes, webhook configurations, RBAC, ...; a real list of secrets
   is 403;
@@ -445,13 +446,16 @@ def test_agent_reschedules_and_creates_namespaces_with_the_rendered_rights(
 def propagated_copies(namespace: str) -> tuple[assignment.DependencyCopy, ...]:
     """A Service, a policy/v1beta1 PodDisruptionBudget (the sandbox's 1.20), a NetworkPolicy, a Role
     within the agent's own rights (reading pods) and a RoleBinding to it, as the coordinator sends
-    the objects a spread's `spec.propagate` lists."""
-    def body(api_version: str, kind: str, **fields: Any) -> dict[str, Any]:
+    the objects a spread's `spec.propagate` lists; and Role `admin`, beyond the agent's rights
+    (creating pods), which sorts before the Service."""
+    def body(api_version: str, kind: str, name: str = "web", **fields: Any) -> dict[str, Any]:
         return member_copy.member_copy({"apiVersion": api_version, "kind": kind, "metadata": {
-            "name": "web", "namespace": namespace, "uid": "hub-uid"}, **fields}, marks={})
+            "name": name, "namespace": namespace, "uid": "hub-uid"}, **fields}, marks={})
 
-    return tuple(assignment.DependencyCopy(kind=d["kind"], name="web", body=d, api_version=d["apiVersion"])
-                 for d in (
+    return tuple(assignment.DependencyCopy(kind=d["kind"], name=d["metadata"]["name"], body=d,
+                                           api_version=d["apiVersion"]) for d in (
+        body("rbac.authorization.k8s.io/v1", "Role", "admin",
+             rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]),
         body("v1", "Service", spec={"selector": {"app": "web"}, "ports": [{"port": 80}],
                                     "clusterIP": "10.0.0.9"}),
         body("policy/v1beta1", "PodDisruptionBudget",
@@ -500,10 +504,16 @@ def test_agent_copies_what_spec_propagate_lists_with_the_rendered_rights(
              message=lambda: f"copies: {marked_copies(clusters, namespace)}; log:\n{installed.output()}")
     ip = clusters.core(MEMBER).read_namespaced_service("web", namespace).spec.cluster_ip
     assert ip and ip != "10.0.0.9", "the member allocates its own cluster IP"
+    # Role admin grants what the agent may not do: the member refuses it (no escalate), it alone.
+    with pytest.raises(ApiException) as raised:
+        client.RbacAuthorizationV1Api(clusters.api(MEMBER)).read_namespaced_role("admin", namespace)
+    assert raised.value.status == 404
     standin.remove(cluster, f"{namespace}/web")
     wait_for(lambda: marked_copies(clusters, namespace) == [], timeout=WAIT,
              message=lambda: f"copies left: {marked_copies(clusters, namespace)}")
-    installed.never_refused()
+    refused = [line for line in installed.output().splitlines()
+               if re.search(r"\(403\)|\bforbidden\b", line, flags=re.IGNORECASE)]
+    assert refused and all(f"object=Role/{namespace}/admin " in line for line in refused), refused
 
 
 # Rights the agent must not have; every one of them is refused.
