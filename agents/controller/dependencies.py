@@ -7,7 +7,10 @@ run under their own ServiceAccount fails in a member that lacks them (`CreateCon
 coordinator made of the hub's (`SpreadAssignment.dependencies`; the hub is the source of truth).
 The workload loop runs `sync_once` before the workload sync in every turn, so a new spread's
 objects exist before its Deployment is created, and a changed object reaches the member as soon
-as its changed assignment arrives.
+as its changed assignment arrives. The objects a spread's `spec.propagate` lists (a Service, a
+PodDisruptionBudget, a NetworkPolicy, a Role, a RoleBinding) come the same way and follow the same
+rules; each is written at the apiVersion the coordinator gives (the hub's), and one the member
+refuses (a Role beyond the agent's rights) stops none of the others.
 
 Ownership, as for workloads (`agents.ownership`): a copy carries this federation's label and the
 set of spreads that need it here (`fedspread.io/needed-by`); a same-name object without our
