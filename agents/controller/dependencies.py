@@ -7,7 +7,10 @@ run under their own ServiceAccount fails in a member that lacks them (`CreateCon
 coordinator made of the hub's (`SpreadAssignment.dependencies`; the hub is the source of truth).
 The workload loop runs `sync_once` before the workload sync in every turn, so a new spread's
 objects exist before its Deployment is created, and a changed object reaches the member as soon
-as its changed assignment arrives.
+as its changed assignment arrives. The objects a spread's `spec.propagate` lists (a Service, a
+PodDisruptionBudget, a NetworkPolicy, a Role, a RoleBinding) come the same way and follow the same
+rules; each is written at the apiVersion the coordinator gives (the hub's), and one the member
+refuses (a Role beyond the agent's rights) stops none of the others.
 
 Ownership, as for workloads (`agents.ownership`): a copy carries this federation's label and the
 set of spreads that need it here (`fedspread.io/needed-by`); a same-name object without our
@@ -45,6 +48,7 @@ import threading
 import time
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client import exceptions
 
 from agents import bookkeeping, retries
@@ -55,8 +59,8 @@ from federation.rpc import assignment
 LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-CREATED, UPDATED, UNCHANGED, DELETED, CONFLICT, ABSENT = (
-    "created", "updated", "unchanged", "deleted", "conflict", "absent")
+CREATED, UPDATED, UNCHANGED, DELETED, CONFLICT, ABSENT, FAILED = (
+    "created", "updated", "unchanged", "deleted", "conflict", "absent", "failed")
 CONFLICT_PAUSE = 5.0
 """Seconds before a spread whose objects include one we do not own is looked at again."""
 FAILURE_PAUSE = 10.0
@@ -65,8 +69,14 @@ RESYNC_SECONDS = 60.0
 """Seconds before an unchanged spread's copies are read again (a copy removed or edited by hand)."""
 
 _SUFFIX = {"ConfigMap": "config_map", "Secret": "secret", "ServiceAccount": "service_account",
-           "PersistentVolumeClaim": "persistent_volume_claim"}
-"""Kind -> the CoreV1Api method suffix (`read_namespaced_<suffix>`, ...)."""
+           "PersistentVolumeClaim": "persistent_volume_claim", "Service": "service"}
+"""Kind of the core group -> the CoreV1Api method suffix (`read_namespaced_<suffix>`, ...)."""
+_PLURAL = {"PodDisruptionBudget": "poddisruptionbudgets", "NetworkPolicy": "networkpolicies",
+           "Role": "roles", "RoleBinding": "rolebindings"}
+"""Kind of another group (`spec.propagate`) -> its resource, called at the copy's apiVersion by the
+apiserver's generic path (the typed client lacks policy/v1beta1, which Kubernetes 1.20 serves)."""
+_DEFAULT_VERSION = {"PodDisruptionBudget": "policy/v1", "NetworkPolicy": "networking.k8s.io/v1",
+                    "Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1"}
 
 _RETRY = retries.kube_retry(conflicts=True, attempts=4, max_wait=3.0)
 
@@ -80,6 +90,8 @@ class _Applied:
     digest: str
     namespace: str
     refs: frozenset[Ref]
+    versions: dict[Ref, str] = dataclasses.field(default_factory=dict)
+    """The apiVersion each copy was written at (`v1` unless listed)."""
 
 
 def _names(value: object) -> set[str]:
@@ -117,13 +129,33 @@ def marked(body: Json, *, federation: str, needers: set[str], orphaned: set[str]
     return result
 
 
+def _keep_service_allocations(live: Json, new: Json) -> None:
+    """A Service's cluster IPs and node ports as the member allocated them (immutable, or a new
+    node port each update)."""
+    live_spec, new_spec = live.get("spec") or {}, new.get("spec")
+    if not isinstance(new_spec, dict):
+        return
+    for field in ("clusterIP", "clusterIPs", "healthCheckNodePort"):
+        if field in live_spec and field not in new_spec:
+            new_spec[field] = live_spec[field]
+    allocated = {(p.get("port"), p.get("protocol", "TCP")): p["nodePort"]
+                 for p in live_spec.get("ports") or () if isinstance(p, dict) and "nodePort" in p}
+    for port in new_spec.get("ports") or ():
+        key = (port.get("port"), port.get("protocol", "TCP")) if isinstance(port, dict) else None
+        if key in allocated and "nodePort" not in port:
+            port["nodePort"] = allocated[key]
+
+
 def _keep_allocated(kind: str, live: Json, new: Json) -> Json:
     """`new` with what the member allocated for the live object kept: a ServiceAccount's token
-    secrets, a claim's whole spec (immutable once bound); and the live resourceVersion."""
+    secrets, a claim's whole spec (immutable once bound), a Service's IPs and node ports; and the
+    live resourceVersion."""
     if kind == "ServiceAccount" and "secrets" in live:
         new["secrets"] = live["secrets"]
     if kind == "PersistentVolumeClaim" and "spec" in live:
         new["spec"] = live["spec"]
+    if kind == "Service":
+        _keep_service_allocations(live, new)
     new["metadata"]["resourceVersion"] = (live.get("metadata") or {}).get("resourceVersion")
     return new
 
@@ -133,6 +165,7 @@ class DependencySync:
 
     def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping) -> None:
         self._core = core_api
+        self._custom = client.CustomObjectsApi(core_api.api_client)
         self._books = books
         self._applied: dict[str, _Applied] = {}
         self._again: dict[str, float] = {}
@@ -171,7 +204,9 @@ class DependencySync:
                 outcomes["failed"] = outcomes.get("failed", 0) + 1
                 continue
             conflicted = tuple(ref for ref, outcome in found.items() if outcome == CONFLICT)
-            self._again[value.spread] = now + (CONFLICT_PAUSE if conflicted else RESYNC_SECONDS)
+            pause = FAILURE_PAUSE if FAILED in found.values() else CONFLICT_PAUSE if conflicted \
+                else RESYNC_SECONDS
+            self._again[value.spread] = now + pause
             self._set_conflicts(value.spread, conflicted)
             for outcome in found.values():
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
@@ -184,35 +219,44 @@ class DependencySync:
         return outcomes
 
     def _apply(self, value: assignment.Assignment, digest: str, applied: _Applied | None) -> dict[str, str]:
-        previous = applied.refs if applied is not None and applied.namespace == value.namespace \
-            else frozenset()
+        same = applied is not None and applied.namespace == value.namespace
+        previous = applied.refs if applied is not None and same else frozenset()
+        versions = applied.versions if applied is not None and same else {}
         found: dict[str, str] = {}
         if not value.propagate_dependencies:  # handed over: they stay, no longer updated for it
             for ref in sorted(previous):
-                self._leave(value.namespace, ref, spread=value.spread, federation=value.federation,
-                            orphan=True)
+                self._leave(value.namespace, ref, versions.get(ref), spread=value.spread,
+                            federation=value.federation, orphan=True)
             self._applied[value.spread] = _Applied(digest, value.namespace, frozenset())
             return found
-        for dependency in value.dependencies:
-            found[dependency.ref] = self._ensure(value, dependency)
+        for dependency in value.dependencies:  # one refused object (a Role beyond our rights) stops no other
+            try:
+                found[dependency.ref] = self._ensure(value, dependency)
+            except Exception as error:
+                found[dependency.ref] = FAILED
+                LOG.warning("dependency not written object=%s/%s/%s spread=%s error=%s", dependency.kind,
+                            value.namespace, dependency.name, value.spread, _reason(error))
         now_named = frozenset((d.kind, d.name) for d in value.dependencies)
         for ref in sorted(previous - now_named):  # no longer referenced by its template
-            found[f"{ref[0]}/{ref[1]}"] = self._leave(value.namespace, ref, spread=value.spread,
-                                                      federation=value.federation, orphan=False)
-        self._applied[value.spread] = _Applied(digest, value.namespace, now_named)
+            found[f"{ref[0]}/{ref[1]}"] = self._leave(value.namespace, ref, versions.get(ref),
+                                                      spread=value.spread, federation=value.federation,
+                                                      orphan=False)
+        self._applied[value.spread] = _Applied(digest, value.namespace, now_named, {
+            (d.kind, d.name): d.api_version for d in value.dependencies if d.api_version != "v1"})
         return found
 
     @_RETRY
     def _ensure(self, value: assignment.Assignment, dependency: assignment.DependencyCopy) -> str:
-        namespace, kind, name = value.namespace, dependency.kind, dependency.name
-        live = self._read(kind, namespace, name)
+        namespace, kind, name, version = value.namespace, dependency.kind, dependency.name, \
+            dependency.api_version
+        live = self._read(kind, version, namespace, name)
         if live is None:
             if dependency.body is None:
                 return ABSENT  # the hub has none either: DependencyMissing says so on the hub
             body = marked(dependency.body, federation=value.federation, needers={value.spread},
                           orphaned=set())
             body["metadata"]["namespace"] = namespace
-            self._create(kind, namespace, body)
+            self._create(kind, version, namespace, body)
             LOG.info("dependency created object=%s/%s/%s spread=%s", kind, namespace, name, value.spread)
             return CREATED
         meta = live.get("metadata") or {}
@@ -240,7 +284,7 @@ class DependencySync:
                 return UNCHANGED
             new = marked(dependency.body, federation=value.federation, needers=needers, orphaned=orphaned)
             new["metadata"]["namespace"] = namespace
-        self._replace(kind, namespace, name, _keep_allocated(kind, live, new))
+        self._replace(kind, version, namespace, name, _keep_allocated(kind, live, new))
         LOG.info("dependency updated object=%s/%s/%s spread=%s", kind, namespace, name, value.spread)
         return UPDATED
 
@@ -262,14 +306,18 @@ class DependencySync:
         self._set_conflicts(spread, ())
         if applied is None or not federation or self._books.assignment(spread) is not None:
             return 0  # nothing recorded here, or a spread of the key assigned again since: it keeps them
-        return sum(int(self._leave(applied.namespace, ref, spread=spread, federation=federation,
-                                   orphan=orphan) != UNCHANGED) for ref in sorted(applied.refs))
+        return sum(int(self._leave(applied.namespace, ref, applied.versions.get(ref), spread=spread,
+                                   federation=federation, orphan=orphan) != UNCHANGED)
+                   for ref in sorted(applied.refs))
 
     @_RETRY
-    def _leave(self, namespace: str, ref: Ref, *, spread: str, federation: str, orphan: bool) -> str:
-        """`spread` leaves the copy `ref`; deleted when no spread needs it and none orphaned it."""
+    def _leave(self, namespace: str, ref: Ref, version: str | None, *, spread: str, federation: str,
+               orphan: bool) -> str:
+        """`spread` leaves the copy `ref` (written at `version`, None: the kind's default);
+        deleted when no spread needs it and none orphaned it."""
         kind, name = ref
-        live = self._read(kind, namespace, name)
+        version = version or _DEFAULT_VERSION.get(kind, "v1")
+        live = self._read(kind, version, namespace, name)
         meta = (live or {}).get("metadata") or {}
         if live is None or (meta.get("labels") or {}).get(names.FEDERATION_LABEL) != federation:
             return UNCHANGED  # gone, or not ours: never touched
@@ -279,7 +327,7 @@ class DependencySync:
         needers = had_needers - {spread}
         orphaned = had_orphaned | ({spread} if orphan and spread in had_needers else set())
         if not needers and not orphaned:
-            self._delete(kind, namespace, name, uid=str(meta.get("uid") or ""))
+            self._delete(kind, version, namespace, name, uid=str(meta.get("uid") or ""))
             LOG.info("dependency deleted object=%s/%s/%s spread=%s", kind, namespace, name, spread)
             return DELETED
         if (needers, orphaned) == (had_needers, had_orphaned):
@@ -288,7 +336,7 @@ class DependencySync:
                      needers=needers, orphaned=orphaned)
         new["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION] = \
             annotations.get(names.DESIRED_HASH_ANNOTATION, "")
-        self._replace(kind, namespace, name, new)
+        self._replace(kind, version, namespace, name, new)
         return UPDATED
 
     def _set_conflicts(self, spread: str, refs: tuple[str, ...]) -> None:
@@ -300,34 +348,44 @@ class DependencySync:
 
     # --- API calls -----------------------------------------------------------------------------
 
-    def _call(self, verb: str, kind: str, *args: Any, **kwargs: Any) -> Any:
-        method = getattr(self._core, f"{verb}_namespaced_{_SUFFIX[kind]}")
-        return method(*args, _preload_content=False, _request_timeout=deadlines.CALL, **kwargs)
+    def _call(self, verb: str, kind: str, version: str, namespace: str, *rest: Any, **kwargs: Any) -> Any:
+        """`verb` (read, create, replace, delete) on a copy of `kind` at apiVersion `version`; `rest`
+        is the name (not for create), then the body (create, replace)."""
+        options: dict[str, Any] = {"_preload_content": False, "_request_timeout": deadlines.CALL, **kwargs}
+        plural = _PLURAL.get(kind)
+        if plural is None:
+            method = getattr(self._core, f"{verb}_namespaced_{_SUFFIX[kind]}")
+            args = (namespace, *rest) if verb == "create" else (rest[0], namespace, *rest[1:])
+            return method(*args, **options)
+        group, _, number = version.partition("/")
+        custom = {"read": "get", "create": "create", "replace": "replace", "delete": "delete"}[verb]
+        method = getattr(self._custom, f"{custom}_namespaced_custom_object")
+        return method(group, number, namespace, plural, *rest, **options)
 
-    def _read(self, kind: str, namespace: str, name: str) -> Json | None:
+    def _read(self, kind: str, version: str, namespace: str, name: str) -> Json | None:
         try:
-            found: Json = json.loads(self._call("read", kind, name, namespace).data)
+            found: Json = json.loads(self._call("read", kind, version, namespace, name).data)
         except exceptions.ApiException as error:
             if error.status == 404:
                 return None
             raise
         return found
 
-    def _replace(self, kind: str, namespace: str, name: str, body: Json) -> None:
-        self._call("replace", kind, name, namespace, body)
+    def _replace(self, kind: str, version: str, namespace: str, name: str, body: Json) -> None:
+        self._call("replace", kind, version, namespace, name, body)
 
-    def _delete(self, kind: str, namespace: str, name: str, *, uid: str) -> None:
+    def _delete(self, kind: str, version: str, namespace: str, name: str, *, uid: str) -> None:
         options: Json = {"preconditions": {"uid": uid}} if uid else {}
         try:
-            self._call("delete", kind, name, namespace, body=options)
+            self._call("delete", kind, version, namespace, name, body=options)
         except exceptions.ApiException as error:
             if error.status not in (404, 409):  # gone, or replaced meanwhile (not ours to delete)
                 raise
 
-    def _create(self, kind: str, namespace: str, body: Json) -> None:
+    def _create(self, kind: str, version: str, namespace: str, body: Json) -> None:
         """Create the copy; a namespace the member lacks is created first (as for workloads)."""
         try:
-            self._call("create", kind, namespace, body)
+            self._call("create", kind, version, namespace, body)
             return
         except exceptions.ApiException as error:
             if error.status != 404:
@@ -340,7 +398,7 @@ class DependencySync:
         except exceptions.ApiException as error:
             if error.status != 409:
                 raise
-        self._call("create", kind, namespace, body)
+        self._call("create", kind, version, namespace, body)
 
 
 def _reason(error: BaseException) -> str:

@@ -18,6 +18,7 @@ import pydantic
 import pydantic_core
 
 from federation.api import common, topology
+from federation.api import propagate as propagate_api
 
 KIND = "FederatedSpread"
 PLURAL = "federatedspreads"
@@ -334,6 +335,15 @@ class FederatedSpreadSpec(common.SpecModel):
             "false: fedspread copies none and hands over the copies it made for this spread."
         ),
     )
+    propagate: list[propagate_api.PropagateRef] = pydantic.Field(
+        default_factory=list,
+        description=(
+            "Further objects of the spread's namespace on the hub, by apiVersion, kind and name, sent "
+            "with the dependencies to every member cluster that runs replicas: a Service, a "
+            "PodDisruptionBudget (an absolute minAvailable or maxUnavailable is divided in proportion "
+            "to each cluster's replicas; a percentage is copied), a NetworkPolicy, a Role or RoleBinding."
+        ),
+    )
 
     topology_spread: list[topology.TopologySpreadConstraint] = pydantic.Field(
         default_factory=list,
@@ -395,6 +405,10 @@ def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
         problems.append(
             ("subsets", f"percentage maxReplicas sum to {percent_total}%, at most 100% is allowed")
         )
+    target = spec.target_ref
+    problems.extend(propagate_api.problems(
+        spec.propagate, target=(target.api_version, target.kind, target.name),
+        propagate_dependencies=spec.propagate_dependencies))
     problems.extend(topology.cross_field_problems(
         [(subset.min_replicas, subset.max_replicas) for subset in spec.subsets], spec.topology_spread))
     strategy = spec.schedule_strategy
@@ -491,10 +505,12 @@ class TargetStatus(common.StatusModel):
 
 
 class DependencyStatus(common.StatusModel):
-    """One object the pod template references, and where fedspread copies it
-    (`spec.propagateDependencies`)."""
+    """One object the pod template references or `spec.propagate` lists, and where fedspread copies
+    it (`spec.propagateDependencies`)."""
 
-    kind: str = pydantic.Field(description="ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim.")
+    kind: str = pydantic.Field(description=(
+        "ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim the template references, or a "
+        "kind spec.propagate lists (Service, PodDisruptionBudget, NetworkPolicy, Role, RoleBinding)."))
     name: str = pydantic.Field(description="Its name, in the spread's namespace.")
     found: bool = pydantic.Field(
         default=False,
@@ -539,8 +555,8 @@ class FederatedSpreadStatus(common.StatusModel):
     )
     dependencies: list[DependencyStatus] | None = pydantic.Field(
         default=None,
-        description=("The objects the pod template references and where they are copied; absent "
-                     "when it references none or propagateDependencies is false."),
+        description=("The objects the pod template references and spec.propagate lists, and where "
+                     "they are copied; absent when there are none or propagateDependencies is false."),
     )
 
 

@@ -207,7 +207,8 @@ class CoordinatorProcess:
             return
         settings = self.settings.webhook
         try:
-            door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set)
+            door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set,
+                                           served=self.watcher.served_versions)
             self.webhook = admission.server(door, settings).start()
         except OSError as error:  # ssl.SSLError too: a certificate that does not load
             files = str(settings.cert_file)

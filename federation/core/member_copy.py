@@ -35,6 +35,8 @@ _CLAIM_ANNOTATION_PREFIXES = ("pv.kubernetes.io/", "volume.beta.kubernetes.io/",
 # ... except the deprecated form of `storageClassName`, which users write.
 _CLAIM_ANNOTATIONS_KEPT = frozenset({"volume.beta.kubernetes.io/storage-class"})
 _SERVICE_ALLOCATED = ("clusterIP", "clusterIPs", "healthCheckNodePort")
+HEADLESS = "None"
+"""A Service's `clusterIP` when the user asked for none (a headless Service, as a StatefulSet's)."""
 
 # (API group, kind) -> the top-level fields of the object's body that travel.
 _BODY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -90,8 +92,11 @@ def _metadata(kind: str, metadata: Mapping[str, Any], marks: Mapping[str, str]) 
 
 
 def _service_spec(spec: dict[str, Any]) -> None:
+    headless = spec.get("clusterIP") == HEADLESS  # what the user asked for, not an allocation
     for field in _SERVICE_ALLOCATED:
         spec.pop(field, None)
+    if headless:
+        spec["clusterIP"] = HEADLESS
     ports = spec.get("ports")
     if isinstance(ports, list):
         for port in ports:

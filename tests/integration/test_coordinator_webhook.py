@@ -9,6 +9,8 @@ kubectl and the real apiserver:
 * a spread with `maxReplicas: "140%"` and a duplicate subset name is refused, both problems with
   their field paths in kubectl's error, and nothing is stored;
 * a valid spread is stored; a second spread of its Deployment is refused, naming the first;
+* a `spec.propagate` entry of a cluster-scoped kind, and one of `policy/v1`, which the 1.20 hub
+  does not serve, are refused with their field paths; `policy/v1beta1` is stored;
 * with the webhook server stopped, an invalid spread is stored (failurePolicy Ignore) and its
   Valid condition says what is wrong (the second line of defence);
 * a malformed AdmissionReview POSTed to the server gets 400 with the reason: this coordinator
@@ -69,6 +71,26 @@ def test_kubectl_apply_of_an_invalid_spread_is_refused_with_every_problem(door: 
         in result.stderr
     assert "spec.subsets[1].name: duplicate subset name 'onprem'" in result.stderr
     assert door.stored("bad") is None
+
+
+def test_propagate_entries_the_hub_cannot_serve_are_refused_with_their_paths(door: Door) -> None:
+    """A cluster-scoped kind (the model's rule) and policy/v1, which this 1.20 hub does not serve
+    (its discovery, asked by the coordinator); the same spread naming policy/v1beta1 is stored."""
+    body = door.spread("propagating", target="propagated")
+    body["spec"]["propagate"] = [
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "name": "web"},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "reader"}]
+    result = door.kubectl_apply(body)
+    assert result.returncode != 0, result.stdout
+    assert "spec.propagate[1].kind: ClusterRole is cluster-scoped" in result.stderr
+    assert ("spec.propagate[0].apiVersion: the hub does not serve policy/v1 (it serves policy/v1beta1)"
+            in result.stderr)
+    assert door.stored("propagating") is None
+    body["spec"]["propagate"] = [
+        {"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "name": "web"}]
+    result = door.kubectl_apply(body)
+    assert result.returncode == 0, result.stderr
+    assert door.stored("propagating") is not None
 
 
 def test_a_valid_spread_is_stored_and_a_second_one_of_its_deployment_refused(door: Door) -> None:

@@ -22,6 +22,12 @@ a Secret `web-credentials` of its own (a user's), which must be left alone and r
   on the hub, the copy arrives and the pod becomes Ready.
 - Back to 2 replicas: member-2 loses its replicas, then fedspread's copies there; the user's Secret
   stays.
+
+The spread's `spec.propagate` lists the hub's Service `web` and PodDisruptionBudget `web`
+(`minAvailable: 2`, policy/v1beta1 as Kubernetes 1.20 serves it): they go where the dependencies
+go — member-1 alone at 2 replicas (its budget the whole 2), both at 3 (2 divided 1 and 1, largest
+remainder); a hub edit of the Service's port and of the budget (3: divided 2 and 1) reaches both,
+the member's own cluster IP kept; back at 2, member-2 loses both and member-1's budget is 3 again.
 """
 
 from __future__ import annotations
@@ -94,6 +100,33 @@ def read(clusters: conftest.Clusters, member: str, kind: str, namespace: str, na
         raise
 
 
+def propagated(clusters: conftest.Clusters, member: str, namespace: str) -> dict[str, tuple[str, Any]]:
+    """fedspread's copies in `member` of the objects spec.propagate lists: "Kind/name" -> (the
+    spreads recorded as needing it, the Service's target ports or the budget's minAvailable)."""
+    found: dict[str, tuple[str, Any]] = {}
+    try:
+        service = clusters.core(member).read_namespaced_service("web", namespace)
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+    else:
+        if (service.metadata.labels or {}).get(names.FEDERATION_LABEL) and service.spec.cluster_ip:
+            found["Service/web"] = ((service.metadata.annotations or {}).get(names.NEEDED_BY_ANNOTATION, ""),
+                                    [p.target_port for p in service.spec.ports])
+    try:
+        budget = clusters.custom(member).get_namespaced_custom_object(
+            "policy", "v1beta1", namespace, "poddisruptionbudgets", "web")
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+    else:
+        meta = budget["metadata"]
+        if (meta.get("labels") or {}).get(names.FEDERATION_LABEL):
+            found["PodDisruptionBudget/web"] = ((meta.get("annotations") or {}).get(
+                names.NEEDED_BY_ANNOTATION, ""), budget["spec"].get("minAvailable"))
+    return found
+
+
 def copies(clusters: conftest.Clusters, member: str, namespace: str) -> dict[str, str]:
     """fedspread's copies in `member` ("Kind/name" -> the spreads recorded as needing it)."""
     found = {}
@@ -143,10 +176,19 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
             "metadata": {"name": "registry"}, "type": "kubernetes.io/dockerconfigjson",
             "stringData": {".dockerconfigjson": '{"auths": {"registry.example": {"auth": "dTpw"}}}'}})
         hub_core.create_namespaced_service_account(namespace, {"metadata": {"name": "web-runner"}})
+        hub_core.create_namespaced_service(namespace, {"metadata": {"name": "web"}, "spec": {
+            "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+        hub_custom = clusters.custom(hubside.HUB)
+        hub_custom.create_namespaced_custom_object("policy", "v1beta1", namespace, "poddisruptionbudgets", {
+            "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
         subsets = [{"name": "first", "clusters": [first], "maxReplicas": 2},
                    {"name": "rest", "clusters": [second]}]
-        hub.create(app("web", 2, config="web-config"),
-                   hubside.spread_body("web", target="web", subsets=subsets, lost_seconds=600))
+        web = hubside.spread_body("web", target="web", subsets=subsets, lost_seconds=600)
+        web["spec"]["propagate"] = [
+            {"apiVersion": "v1", "kind": "Service", "name": "web"},
+            {"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "name": "web"}]
+        hub.create(app("web", 2, config="web-config"), web)
 
         # 2 replicas: all in member-1, which gets every copy; member-2 runs nothing and gets none.
         wait(lambda: ready_pods(clusters, "member-1", namespace, "web") == 2,
@@ -158,6 +200,10 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         assert base64.b64decode(copied.data["PASSWORD"]) == b"from-the-hub"
         assert copied.metadata.labels[names.FEDERATION_LABEL] == names.DEFAULT_FEDERATION_ID
         assert copies(clusters, "member-2", namespace) == {}
+        wait(lambda: propagated(clusters, "member-1", namespace) == {
+            "Service/web": (key, [8080]), "PodDisruptionBudget/web": (key, 2)},
+             "member-1 never got the Service and the whole budget")
+        assert propagated(clusters, "member-2", namespace) == {}
 
         # 3 replicas: member-2 gets its copies and a Ready pod; its own Secret is left alone.
         hub.scale("web", 3)
@@ -178,12 +224,26 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         both = sorted((first, second))
         assert where == {"ConfigMap/web-config": (both, []), "Secret/registry": (both, []),
                          "Secret/web-credentials": ([first], [second]),
-                         "ServiceAccount/web-runner": (both, [])}
+                         "ServiceAccount/web-runner": (both, []), "Service/web": (both, []),
+                         "PodDisruptionBudget/web": (both, [])}
+        wait(lambda: [propagated(clusters, m, namespace) for m in MEMBERS] == [
+            {"Service/web": (key, [8080]), "PodDisruptionBudget/web": (key, 1)}] * 2,
+             "the budget of 2 was never divided 1 and 1")
+        assigned_ip = clusters.core("member-2").read_namespaced_service("web", namespace).spec.cluster_ip
 
         # The hub is the source of truth: an edit reaches every member that runs the spread.
         hub_core.patch_namespaced_config_map("web-config", namespace, {"data": {"app.conf": "v2"}})
         wait(lambda: all(read(clusters, m, "ConfigMap", namespace, "web-config").data == {"app.conf": "v2"}
                          for m in MEMBERS), "the ConfigMap's edit never reached both members")
+        hub_core.patch_namespaced_service("web", namespace, {"spec": {"ports": [
+            {"port": 80, "targetPort": 9090}]}})
+        hub_custom.patch_namespaced_custom_object("policy", "v1beta1", namespace, "poddisruptionbudgets",
+                                                  "web", {"spec": {"minAvailable": 3}})
+        wait(lambda: [propagated(clusters, m, namespace) for m in MEMBERS] == [
+            {"Service/web": (key, [9090]), "PodDisruptionBudget/web": (key, part)} for part in (2, 1)],
+             "the Service's and the budget's edits never reached both members")
+        kept_ip = clusters.core("member-2").read_namespaced_service("web", namespace).spec.cluster_ip
+        assert kept_ip == assigned_ip, "the member's own allocation is kept on update"
 
         # A dependency the hub lacks: reported, the workload placed all the same, its pod waiting.
         hub.create(app("api", 1, config="api-config"),
@@ -207,6 +267,10 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         # Back to 2: member-2 loses its replica, then fedspread's copies; the user's Secret stays.
         hub.scale("web", 2)
         wait(lambda: copies(clusters, "member-2", namespace) == {}, "member-2 kept the copies")
+        wait(lambda: propagated(clusters, "member-2", namespace) == {}, "member-2 kept the Service or budget")
+        wait(lambda: propagated(clusters, "member-1", namespace) == {
+            "Service/web": (key, [9090]), "PodDisruptionBudget/web": (key, 3)},
+             "member-1's budget never became the whole again")
         assert read(clusters, "member-2", "Secret", namespace, "web-credentials") is not None
         assert copies(clusters, "member-1", namespace) == {
             "ConfigMap/web-config": key, "Secret/web-credentials": key, "Secret/registry": key,

@@ -14,7 +14,10 @@ What it proves, with the manifests rendered by the build's kustomize (`manifests
 * with exactly those rights the agent reports its inventory, creates, updates and deletes the
   member Deployment, the apiserver's pods are placed by its webhook (`fedspread.io/subset`), it
   patches their deletion costs, deletes pods stuck unschedulable (Adaptive), creates a spread's
-  namespace the member lacks, and no call of it is ever refused;
+  namespace the member lacks, copies what a spread's `spec.propagate` lists (a Service, a
+  PodDisruptionBudget, a NetworkPolicy, a Role within its own rights and a RoleBinding to it) and
+  deletes them with the spread, and no call of it is ever refused — but the copy of a Role granting
+  more than the agent holds, which the member refuses (no `escalate`), and which stops no other copy;
 * and the ServiceAccount can do nothing more: SelfSubjectAccessReviews (and `kubectl auth can-i`)
   say no to listing secrets, node writes, webhook configurations, RBAC, ...; a real list of secrets
   is 403;
@@ -37,6 +40,7 @@ import collections
 import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import pathlib
 import re
@@ -57,6 +61,7 @@ from waiting import wait_for
 from bench import standin_coordinator
 from federation.api import names as api_names
 from federation.certs import bundles, names, pki, transport
+from federation.core import member_copy
 from federation.rpc import assignment
 from federation.sandbox import build, state
 from federation.sandbox.ports import free_port
@@ -438,6 +443,79 @@ def test_agent_reschedules_and_creates_namespaces_with_the_rendered_rights(
     installed.never_refused()
 
 
+def propagated_copies(namespace: str) -> tuple[assignment.DependencyCopy, ...]:
+    """A Service, a policy/v1beta1 PodDisruptionBudget (the sandbox's 1.20), a NetworkPolicy, a Role
+    within the agent's own rights (reading pods) and a RoleBinding to it, as the coordinator sends
+    the objects a spread's `spec.propagate` lists; and Role `admin`, beyond the agent's rights
+    (creating pods), which sorts before the Service."""
+    def body(api_version: str, kind: str, name: str = "web", **fields: Any) -> dict[str, Any]:
+        return member_copy.member_copy({"apiVersion": api_version, "kind": kind, "metadata": {
+            "name": name, "namespace": namespace, "uid": "hub-uid"}, **fields}, marks={})
+
+    return tuple(assignment.DependencyCopy(kind=d["kind"], name=d["metadata"]["name"], body=d,
+                                           api_version=d["apiVersion"]) for d in (
+        body("rbac.authorization.k8s.io/v1", "Role", "admin",
+             rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]),
+        body("v1", "Service", spec={"selector": {"app": "web"}, "ports": [{"port": 80}],
+                                    "clusterIP": "10.0.0.9"}),
+        body("policy/v1beta1", "PodDisruptionBudget",
+             spec={"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}),
+        body("networking.k8s.io/v1", "NetworkPolicy", spec={"podSelector": {"matchLabels": {"app": "web"}}}),
+        body("rbac.authorization.k8s.io/v1", "Role",
+             rules=[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+        body("rbac.authorization.k8s.io/v1", "RoleBinding",
+             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "web"},
+             subjects=[{"kind": "ServiceAccount", "name": "default", "namespace": namespace}])))
+
+
+def marked_copies(clusters: Clusters, namespace: str) -> list[str]:
+    """The resources of fedspread's copies named `web` in member-1's `namespace`."""
+    custom = clusters.custom(MEMBER)
+    reads: dict[str, Callable[[], Any]] = {
+        "services": lambda: clusters.core(MEMBER).read_namespaced_service("web", namespace).to_dict()}
+    for group, version, plural in (("policy", "v1beta1", "poddisruptionbudgets"),
+                                   ("networking.k8s.io", "v1", "networkpolicies"),
+                                   ("rbac.authorization.k8s.io", "v1", "roles"),
+                                   ("rbac.authorization.k8s.io", "v1", "rolebindings")):
+        reads[plural] = functools.partial(custom.get_namespaced_custom_object, group, version, namespace,
+                                          plural, "web")
+    found = []
+    for plural, read in reads.items():
+        try:
+            labels = read()["metadata"].get("labels") or {}
+        except ApiException as error:
+            if error.status == 404:
+                continue
+            raise
+        if api_names.FEDERATION_LABEL in labels:
+            found.append(plural)
+    return found
+
+
+def test_agent_copies_what_spec_propagate_lists_with_the_rendered_rights(
+        installed: Installed, clusters: Clusters) -> None:
+    standin, cluster, namespace = installed.standin, installed.cluster, installed.workload_namespace
+    rule = (zone_rule("a", 0, 1, f"{MEMBER}-a"),)
+    shared = dataclasses.replace(spread(namespace, "web", generation=10, replicas=0, rules=rule),
+                                 propagate_dependencies=True, dependencies=propagated_copies(namespace))
+    everything = ["services", "poddisruptionbudgets", "networkpolicies", "roles", "rolebindings"]
+    standin.assign(cluster, shared)
+    wait_for(lambda: marked_copies(clusters, namespace) == everything, timeout=WAIT,
+             message=lambda: f"copies: {marked_copies(clusters, namespace)}; log:\n{installed.output()}")
+    ip = clusters.core(MEMBER).read_namespaced_service("web", namespace).spec.cluster_ip
+    assert ip and ip != "10.0.0.9", "the member allocates its own cluster IP"
+    # Role admin grants what the agent may not do: the member refuses it (no escalate), it alone.
+    with pytest.raises(ApiException) as raised:
+        client.RbacAuthorizationV1Api(clusters.api(MEMBER)).read_namespaced_role("admin", namespace)
+    assert raised.value.status == 404
+    standin.remove(cluster, f"{namespace}/web")
+    wait_for(lambda: marked_copies(clusters, namespace) == [], timeout=WAIT,
+             message=lambda: f"copies left: {marked_copies(clusters, namespace)}")
+    refused = [line for line in installed.output().splitlines()
+               if re.search(r"\(403\)|\bforbidden\b", line, flags=re.IGNORECASE)]
+    assert refused and all(f"object=Role/{namespace}/admin " in line for line in refused), refused
+
+
 # Rights the agent must not have; every one of them is refused.
 DENIED = [
     # secrets, configmaps, serviceaccounts, claims: by name only (dependency copies), never listed
@@ -458,6 +536,10 @@ DENIED = [
     ("rbac.authorization.k8s.io", "clusterroles", "escalate"),
     ("rbac.authorization.k8s.io", "clusterroles", "bind"),
     ("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
+    # the objects spec.propagate lists: by name only, and no escalation through a copied Role
+    ("", "services", "list"), ("policy", "poddisruptionbudgets", "watch"),
+    ("rbac.authorization.k8s.io", "roles", "escalate"), ("rbac.authorization.k8s.io", "roles", "bind"),
+    ("rbac.authorization.k8s.io", "roles", "list"), ("networking.k8s.io", "networkpolicies", "list"),
     ("fedspread.io", "federatedspreads", "list"), ("events.k8s.io", "events", "delete"),
     ("events.k8s.io", "events", "list"), ("", "events", "create"), ("*", "*", "*"),
 ]
@@ -477,8 +559,9 @@ def test_the_service_account_can_do_nothing_more(installed: Installed) -> None:
     role = one(installed.docs, "ClusterRole")
     granted = [(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]]
-    assert len(granted) == 54  # replicasets: the owner chain (issue 23); member ReplicaSets, StatefulSets;
-    # 4 x 4: the copies of the objects pods need; 6 on member Jobs (no update)
+    assert len(granted) == 74  # replicasets: the owner chain (issue 23); member ReplicaSets, StatefulSets;
+    # 4 x 4: the copies of the objects pods need; 5 x 4: the copies of what spec.propagate lists;
+    # 6 on member Jobs (no update)
     refused = [right for right in granted if not allowed(installed.service_account, *right)]
     assert not refused, f"rendered rights the ServiceAccount does not get: {refused}"
     too_much = [right for right in DENIED if allowed(installed.service_account, *right)]

@@ -41,7 +41,7 @@ from demo_scene import (
     observe,
     reached,
 )
-from kubernetes import client
+from kubernetes import client, dynamic
 
 from federation import cli
 from federation.api import cluster, common, names, quantity
@@ -72,6 +72,8 @@ class Step:
     """The placement must not be reached sooner than this many seconds after the action."""
     pods: Callable[[Seen], None] | None = None
     """Further checks on the member pods once the placement is reached."""
+    members: Callable[[Apis, str], None] | None = None
+    """Further checks on the member clusters (given the namespace) once the placement is reached."""
 
 
 # --- checks on pods ----------------------------------------------------------------------------
@@ -115,6 +117,51 @@ def check_pools(seen: Seen) -> None:
     check_node_label(seen, POOL)
     used = {seen.nodes["gcp-eu"][p.spec.node_name][POOL] for p in seen.pods["gcp-eu"]}
     assert used == {"highmem", "general"}
+
+
+def _failure(check: Callable[[Apis, str], None] | None, apis: Apis, namespace: str) -> str:
+    """What `check` finds wrong now ("" when it passes)."""
+    try:
+        if check is not None:
+            check(apis, namespace)
+    except AssertionError as error:
+        return str(error)
+    return ""
+
+
+def _passes(check: Callable[[Apis, str], None] | None, apis: Apis, namespace: str) -> bool:
+    return not _failure(check, apis, namespace)
+
+
+def check_copies(apis: Apis, namespace: str, budgets: dict[str, int]) -> None:
+    """application.yaml: exactly the members in `budgets` hold fedspread's copies of what the pods
+    need and of the Service, and the budget there has that member's part of minAvailable."""
+    objects = (("config_map", "web-config"), ("secret", "web-env"), ("secret", "registry-pull"),
+               ("service_account", "web"), ("service", "web"))
+    for member in apis.members:
+        core = apis.core(member)
+        found = {f"{kind}/{obj}": read_marked(getattr(core, f"read_namespaced_{kind}"), obj, namespace)
+                 for kind, obj in objects}
+        budget = read_marked(client.CustomObjectsApi(apis.api[member]).get_namespaced_custom_object,
+                             "policy", "v1beta1", namespace, "poddisruptionbudgets", "web")
+        if member in budgets:
+            assert all(found.values()), f"{member} lacks copies: {[k for k, v in found.items() if not v]}"
+            assert budget and budget["spec"]["minAvailable"] == budgets[member], f"{member}: {budget}"
+        else:
+            kept = [k for k, v in found.items() if v] + (["budget"] if budget else [])
+            assert not kept, f"{member} kept copies: {kept}"
+
+
+def read_marked(read: Callable[..., Any], *args: str) -> Any:
+    """What `read(*args)` returns if it is fedspread's copy (its federation label), else None."""
+    try:
+        obj = read(*args)
+    except client.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    labels = obj["metadata"].get("labels") if isinstance(obj, dict) else obj.metadata.labels
+    return obj if (labels or {}).get(names.FEDERATION_LABEL) else None
 
 
 # --- the cases: what each example's comment documents ------------------------------------------
@@ -171,6 +218,13 @@ CASES: dict[str, list[Step]] = {
         Step("apply (parallelism 4): member Jobs with parallelism 2/1/1",
              {"ring": {"dc1": 2}, "eu": eu(1, 1)}),
     ],
+    "application.yaml": [
+        Step("apply (4 replicas): the objects its pods need, the Service and the budget in each member",
+             {"ring": {"dc1": 2}, "eu": eu(1, 1)},
+             members=lambda apis, ns: check_copies(apis, ns, {"dc1": 1, "aws-eu": 1, "gcp-eu": 0})),
+        Step("scale to 2: eu gives back first, and its copies go", {"ring": {"dc1": 2}, "eu": eu(0, 0)},
+             scale=2, members=lambda apis, ns: check_copies(apis, ns, {"dc1": 2})),
+    ],
     "failover.yaml": [
         Step("apply (3 replicas)", {"primary": {"aws-eu": 3}, "standby": {"gcp-eu": 0}}),
         Step("aws-eu's agent stops: after clusterLostSeconds its replicas move",
@@ -190,14 +244,29 @@ def apis(federation: environment.Federation) -> Iterator[Apis]:
         yield connected
 
 
-def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The example's workload (a Deployment, ReplicaSet, StatefulSet or Job) and FederatedSpread,
-    checked to be a well-formed pair."""
+def documents(name: str) -> list[dict[str, Any]]:
     text = (EXAMPLES / name).read_text()
     assert text.startswith("# "), f"{name} must start with a comment saying what it shows and expects"
-    docs = [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def supporting(name: str) -> list[dict[str, Any]]:
+    """The objects an example applies before its workload (what its pods need, its Service, ...)."""
+    found = documents(name)[:-2]
+    assert all(d["kind"] in SUPPORTING for d in found), f"{name}: {[d['kind'] for d in found]}"
+    return found
+
+
+SUPPORTING = {"ConfigMap", "Secret", "ServiceAccount", "Service", "PodDisruptionBudget"}
+
+
+def load(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The example's workload (a Deployment, ReplicaSet, StatefulSet or Job) and FederatedSpread,
+    checked to be a well-formed pair, after the objects it needs (`supporting`)."""
+    docs = documents(name)[-2:]
     assert [d["kind"] for d in docs][1:] == [spread_api.KIND] and docs[0]["kind"] in WORKLOADS, name
     workload, spread = docs
+    assert all("namespace" not in d["metadata"] for d in supporting(name)), name
     assert all("namespace" not in d["metadata"] for d in docs), f"{name}: examples carry no namespace"
     spread_api.FederatedSpreadSpec.model_validate(spread["spec"])
     assert spread["spec"]["targetRef"]["name"] == workload["metadata"]["name"]
@@ -225,6 +294,10 @@ def test_example_places_as_documented(name: str, apis: Apis) -> None:
                      f"{apis.placements.clusters(include_node_pools=True)}")
     apis.core("hub").create_namespace({"metadata": {"name": namespace}})
     try:
+        hub = dynamic.DynamicClient(apis.api["hub"])
+        for obj in supporting(name):
+            hub.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).create(
+                body=obj, namespace=namespace)
         hub_call(apis, workload["kind"], 0)(namespace, workload)
         apis.custom().create_namespaced_custom_object(
             common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
@@ -252,6 +325,10 @@ def test_example_places_as_documented(name: str, apis: Apis) -> None:
             assert took >= step.not_before, f"{name}, step {step.what!r}: reached after {took:.1f} s"
             if step.pods is not None:
                 step.pods(seen)
+            if step.members is not None:
+                waiting.wait_for(lambda step=step: _passes(step.members, apis, namespace), timeout=TIMEOUT,
+                                 interval=0.5, message=lambda step=step: f"{name}, step {step.what!r}: "
+                                 f"{_failure(step.members, apis, namespace)}")
     finally:
         clean_up(apis, namespace, workload, spread["metadata"]["name"])
 

@@ -179,6 +179,12 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         ("", "secrets", frozenset({"list", "watch"})),
         ("", "serviceaccounts", frozenset({"list", "watch"})),
         ("", "persistentvolumeclaims", frozenset({"list", "watch"})),
+        # the objects spec.propagate may list, copied into members the same way
+        ("", "services", frozenset({"list", "watch"})),
+        ("policy", "poddisruptionbudgets", frozenset({"list", "watch"})),
+        ("networking.k8s.io", "networkpolicies", frozenset({"list", "watch"})),
+        ("rbac.authorization.k8s.io", "roles", frozenset({"list", "watch"})),
+        ("rbac.authorization.k8s.io", "rolebindings", frozenset({"list", "watch"})),
     }
     assert rules(one(coordinator, "ClusterRole", "fedspread-placement-reader")) == {
         ("fedspread.io", "federatedspreads", frozenset({"get", "list", "watch"})),
@@ -415,6 +421,12 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("", "secrets", frozenset({"get", "create", "update", "delete"})),
         ("", "serviceaccounts", frozenset({"get", "create", "update", "delete"})),
         ("", "persistentvolumeclaims", frozenset({"get", "create", "update", "delete"})),
+        # the member copies of the objects spec.propagate lists: no list, no watch, no escalate, no bind
+        ("", "services", frozenset({"get", "create", "update", "delete"})),
+        ("policy", "poddisruptionbudgets", frozenset({"get", "create", "update", "delete"})),
+        ("networking.k8s.io", "networkpolicies", frozenset({"get", "create", "update", "delete"})),
+        ("rbac.authorization.k8s.io", "roles", frozenset({"get", "create", "update", "delete"})),
+        ("rbac.authorization.k8s.io", "rolebindings", frozenset({"get", "create", "update", "delete"})),
     }, "no admissionregistration rights: the agent runs with --no-register-webhook"
     binding = one(agent, "ClusterRoleBinding", "fedspread-agent")
     assert binding["roleRef"]["name"] == "fedspread-agent"

@@ -11,6 +11,8 @@ Rules that span objects need the coordinator's World, the hub watcher's view of 
 * **One spread per target** (`lifecycle.Lifecycle.holder_against`): a spread whose Deployment
   another live spread already holds is refused, naming the holder.
 * **`targetRef` is fixed on a live spread**: an edit that changes it is refused.
+* **`spec.propagate` names versions the hub serves** (its discovery, `HubWatcher.served_versions`):
+  `policy/v1` on a hub that serves only `policy/v1beta1` is refused; unknown until the hub answered.
 
 Both are asked only once the coordinator has listed the hub (before, its World is not the hub's)
 and only if the World's lock is free within `WORLD_WAIT` (a placement in progress must not stall
@@ -34,11 +36,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from federation.api import cluster as cluster_api
 from federation.api import common, problems
+from federation.api import propagate as propagate_api
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import watcher
@@ -61,10 +64,13 @@ Json = dict[str, Any]
 class SpecAdmission:
     """Answers AdmissionReviews for FederatedSpreads and MemberClusters (thread-safe)."""
 
-    def __init__(self, coordinator: facade.Coordinator, *, hub_synced: Callable[[], bool]) -> None:
+    def __init__(self, coordinator: facade.Coordinator, *, hub_synced: Callable[[], bool],
+                 served: Callable[[], Collection[str] | None] = lambda: None) -> None:
         self.coordinator = coordinator
         self.hub_synced = hub_synced
         """Whether the World has the whole hub (the coordinator's first list is done)."""
+        self.served = served
+        """The group versions the hub serves (`HubWatcher.served_versions`); None: not known yet."""
 
     def respond(self, body: bytes, *, max_body: int = review.MAX_BODY) -> bytes:
         """Parse a request body, decide, encode the response; ReviewError for a malformed one."""
@@ -102,9 +108,24 @@ class SpecAdmission:
         if resource == cluster_api.PLURAL:
             return list(watcher.parse_cluster(obj)[1])
         item, found = watcher.parse_spread(obj)
+        unserved = self._unserved(obj)
         if item is None:
-            return list(found)
-        return self._cross_object(item, old=old)
+            return [*found, *unserved]
+        return unserved + self._cross_object(item, old=old)
+
+    def _unserved(self, obj: Json) -> list[problems.Problem]:
+        """The `spec.propagate` entries whose apiVersion the hub does not serve (read as written,
+        so they are reported beside the model's problems); [] while the hub's versions are unknown."""
+        spec = obj.get("spec")
+        entries = spec.get("propagate") if isinstance(spec, dict) else None
+        if not isinstance(entries, list) or not entries:
+            return []
+        served = self.served()
+        if served is None:
+            return []
+        versions = [entry.get("apiVersion") if isinstance(entry, dict) else None for entry in entries]
+        return [problems.Problem(path, message)
+                for path, message in propagate_api.unserved_problems(versions, served=served)]
 
     def _cross_object(self, item: spread_api.FederatedSpread, *, old: Json | None) -> list[problems.Problem]:
         """The rules spanning spreads, from the World; [] when they cannot be decided now."""

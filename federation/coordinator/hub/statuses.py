@@ -51,7 +51,7 @@ from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
-from federation.coordinator.model import job_spreads, lifecycle
+from federation.coordinator.model import hub_objects, job_spreads, lifecycle
 from federation.core import placement, spread_events
 from federation.core import spread_status as spread_status_core
 from federation.core import status as status_core
@@ -247,7 +247,8 @@ class StatusPass:
             conflicts=self.world.pods.conflicts_for(key),
             dependency_conflicts=self.world.pods.dependency_conflicts_for(key),
             missing_dependencies=[f"{ref.kind}/{ref.name}"
-                                  for ref in self.world.hub_objects.missing(key, entry.template)]
+                                  for ref in self.world.hub_objects.missing(
+                                      key, entry.template, hub_objects.propagated(entry.spec.propagate))]
             if entry.spec.propagate_dependencies else None,
             dependencies=self._dependencies(key, result) if entry.spec.propagate_dependencies else None)
         target = None
@@ -275,7 +276,8 @@ class StatusPass:
         conflicts = self.world.pods.dependency_conflicts_for(key)
         running = sorted(name for name, count in result.clusters.items() if count)
         found: list[spread_api.DependencyStatus] = []
-        for ref in objects.references(key, entry.template if entry is not None else None):
+        listed = hub_objects.propagated(entry.spec.propagate) if entry is not None else ()
+        for ref in objects.references(key, entry.template if entry is not None else None, listed):
             named = f"{ref.kind}/{ref.name}"
             clashing = [name for name in sorted(conflicts) if named in conflicts[name]]
             present = objects.get(namespace, ref.kind, ref.name) is not None

@@ -14,7 +14,9 @@ can report `Valid=False`. Spread events also carry the spread's target workload 
 so `apply_to_world` works whichever of the two the hub reports first.
 
 ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims are followed in every namespace
-(the objects a spread's pods need are copied from the hub, `model/hub_objects.py`).
+(the objects a spread's pods need are copied from the hub, `model/hub_objects.py`), and so are
+Services, PodDisruptionBudgets, NetworkPolicies, Roles and RoleBindings (`spec.propagate`); a
+PodDisruptionBudget at the version the hub's discovery says it serves (`BUDGET_VERSIONS`).
 Their events carry the object itself, out of every repr: a Secret is never logged.
 
 One stream per workload kind a spread may target (`WORKLOAD_STREAMS`: Deployments, ReplicaSets,
@@ -49,15 +51,27 @@ LOG = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 Kind = Literal["spread", "cluster", "deployment", "replicaset", "statefulset", "job", "configmap", "secret",
-               "serviceaccount", "persistentvolumeclaim"]
+               "serviceaccount", "persistentvolumeclaim", "service", "poddisruptionbudget", "networkpolicy",
+               "role", "rolebinding"]
 WORKLOAD_STREAMS: dict[Kind, str] = {"deployment": "Deployment", "replicaset": "ReplicaSet",
                                      "statefulset": "StatefulSet", "job": "Job"}
 """The hub streams of workloads, with the `targetRef.kind` each carries."""
 DEPENDENCY_KINDS: dict[Kind, str] = {
     "configmap": "ConfigMap", "secret": "Secret", "serviceaccount": "ServiceAccount",
     "persistentvolumeclaim": "PersistentVolumeClaim",
+    "service": "Service", "poddisruptionbudget": "PodDisruptionBudget", "networkpolicy": "NetworkPolicy",
+    "role": "Role", "rolebinding": "RoleBinding",
 }
-"""The hub kinds a pod template may reference (`model.hub_objects`), by event kind."""
+"""The hub kinds copied to members (`model.hub_objects`), by event kind: those a pod template may
+reference, and those `spec.propagate` may list."""
+_API_VERSIONS: dict[Kind, str] = {"networkpolicy": "networking.k8s.io/v1",
+                                  "role": "rbac.authorization.k8s.io/v1",
+                                  "rolebinding": "rbac.authorization.k8s.io/v1"}
+"""The apiVersion of a copied kind's objects where not `v1` (PodDisruptionBudget: the one the hub
+serves, `HubWatcher.budget_version`); a listed item carries none, a watch event's does."""
+BUDGET_VERSIONS = ("policy/v1", "policy/v1beta1")
+"""The PodDisruptionBudget versions followed, preferred first (Kubernetes 1.20 serves v1beta1 only,
+1.25 and later v1 only)."""
 EventType = reflector.EventType
 
 
@@ -161,6 +175,10 @@ class HubWatcher:
         apps = client.AppsV1Api(api_client)
         core = client.CoreV1Api(api_client)
         self._on_event = on_event
+        self._api_client = api_client
+        self._custom = custom
+        self._served: frozenset[str] | None = None
+        """The hub's group versions (discovery), once asked."""
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._workloads: dict[tuple[str, str], WorkloadInfo] = {}
@@ -180,6 +198,11 @@ class HubWatcher:
             "secret": core.list_secret_for_all_namespaces,
             "serviceaccount": core.list_service_account_for_all_namespaces,
             "persistentvolumeclaim": core.list_persistent_volume_claim_for_all_namespaces,
+            "service": core.list_service_for_all_namespaces,
+            "poddisruptionbudget": self._list_budgets,
+            "networkpolicy": client.NetworkingV1Api(api_client).list_network_policy_for_all_namespaces,
+            "role": client.RbacAuthorizationV1Api(api_client).list_role_for_all_namespaces,
+            "rolebinding": client.RbacAuthorizationV1Api(api_client).list_role_binding_for_all_namespaces,
         }
         self.watch_seconds = watch_seconds
         turned = on_turn if on_turn is not None else (lambda _kind: None)
@@ -188,6 +211,33 @@ class HubWatcher:
                                              beat=functools.partial(turned, kind))
                          for kind, lister in listers.items()]
         self._threads: list[threading.Thread] = []
+
+    def served_versions(self) -> frozenset[str] | None:
+        """The group versions the hub serves (`v1`, `policy/v1beta1`, ...), as its discovery said
+        when first asked; None until then or while it cannot be asked."""
+        if self._served is None:
+            try:
+                groups = client.ApisApi(self._api_client).get_api_versions(
+                    _request_timeout=deadlines.CALL).groups or []
+            except Exception as error:  # the PodDisruptionBudget stream retries; the webhook waits
+                LOG.warning("hub discovery failed error=%s", type(error).__name__)
+                return None
+            self._served = frozenset({"v1"} | {v.group_version for g in groups for v in g.versions or []})
+        return self._served
+
+    def budget_version(self) -> str | None:
+        """The PodDisruptionBudget version followed on the hub: the first of BUDGET_VERSIONS it serves."""
+        served = self.served_versions()
+        return next((v for v in BUDGET_VERSIONS if v in served), None) if served is not None else None
+
+    def _list_budgets(self, **kwargs: Any) -> Any:
+        """List or watch PodDisruptionBudgets at the version the hub serves (the typed client knows
+        only policy/v1; the apiserver's path is the same shape as a custom resource's)."""
+        version = self.budget_version()
+        if version is None:
+            raise RuntimeError("the hub's PodDisruptionBudget version is not known yet")
+        group, _, number = version.partition("/")
+        return self._custom.list_cluster_custom_object(group, number, "poddisruptionbudgets", **kwargs)
 
     def start(self) -> None:
         """Start the watch threads (daemons)."""
@@ -241,7 +291,12 @@ class HubWatcher:
             return HubEvent(kind, type_)
         key = reflector.key(obj)
         if kind in DEPENDENCY_KINDS:
-            return HubEvent(kind, type_, key, obj=None if type_ == "DELETED" else obj)
+            if type_ == "DELETED":
+                return HubEvent(kind, type_, key)
+            if "apiVersion" not in obj:  # a listed item
+                version = self.budget_version() if kind == "poddisruptionbudget" else _API_VERSIONS.get(kind)
+                obj = {**obj, "apiVersion": version or "v1"}
+            return HubEvent(kind, type_, key, obj=obj)
         if kind in WORKLOAD_STREAMS:
             info = parse_workload(WORKLOAD_STREAMS[kind], obj)
             if type_ == "DELETED":

@@ -151,14 +151,15 @@ class World:
         return {key}
 
     def hub_object(self, kind: str, key: str, obj: Mapping[str, Any] | None) -> set[str]:
-        """A ConfigMap, Secret, ServiceAccount or claim `key` (`namespace/name`) of the hub was seen
+        """An object `key` (`namespace/name`) of a copied kind (`hub_objects`) of the hub was seen
         (`obj`) or deleted (None): the spreads whose assignments carry it, if it changed."""
         namespace, _, name = key.partition("/")
         if not self.hub_objects.put(namespace, kind, name, obj):
             return set()
         return self.hub_objects.affected(
             namespace, kind, name,
-            ((e.key, e.spec.propagate_dependencies, e.template) for e in self._spreads.values()))
+            ((e.key, e.spec.propagate_dependencies, e.template, hub_objects.propagated(e.spec.propagate))
+             for e in self._spreads.values()))
 
     def set_target(self, key: str, *, replicas: int | None, template: dict[str, Any] | None) -> set[str]:
         """The hub Deployment of spread `key` was seen: its `spec.replicas` and the object itself."""

@@ -107,15 +107,17 @@ def for_clusters(
     hundreds of spreads to every cluster they use, under the coordinator's lock.
 
     With `spec.propagateDependencies`, every message carries the member copies of the objects the
-    template references, from `objects` (the hub's, as the watcher follows them).
+    template references and `spec.propagate` lists, from `objects` (the hub's, as the watcher
+    follows them); a PodDisruptionBudget's absolute budget is each cluster's part (`divided_budgets`),
+    in proportion to the replicas of every cluster sent the spread, whether or not in `only`.
 
     For a Job with completions, `job_completions` gives each cluster's member Job completions
     (`model.job_spreads.completions`; a cluster absent gets 0: no member Job is created there).
     `keep_unselected`: clusters sent their zero quotas even when no subset selects them any more
     (a member Job there pauses at parallelism 0 rather than being removed with its completions).
     """
-    names = sorted({name for s in result.subsets for name, count in s.clusters.items()
-                    if count or name in keep} | set(keep_unselected))
+    names = every = sorted({name for s in result.subsets for name, count in s.clusters.items()
+                            if count or name in keep} | set(keep_unselected))
     if only is not None:
         names = [name for name in names if name in only]
     if not names:
@@ -144,13 +146,18 @@ def for_clusters(
         if spec.propagate_dependencies and objects is not None else (),
     )
     base = shared.to_proto()
+    budgets = divided_budgets(shared.dependencies, {
+        name: sum(s.clusters.get(name, 0) for s in result.subsets) for name in every})
     messages: dict[str, agent_pb2.SpreadAssignment] = {}
     for cluster_name in names:
         quotas = [s.clusters.get(cluster_name, 0) for s in result.subsets]
         ends = [until.get((s.name, cluster_name)) for s in result.subsets]
-        messages[cluster_name] = assignment.with_shares(
+        message = assignment.with_shares(
             base, quotas, until=ends,
             job_completions=None if job_completions is None else job_completions.get(cluster_name, 0))
+        for index, text in budgets.get(cluster_name, {}).items():
+            message.dependencies[index].object_json = text
+        messages[cluster_name] = message
     return messages
 
 
@@ -161,7 +168,7 @@ def dependency_copies(objects: hub_objects.HubObjects, entry: world_model.Spread
     ServiceAccount token Secret): the agent then creates nothing and keeps what it made."""
     namespace = entry.key.partition("/")[0]
     result: list[assignment.DependencyCopy] = []
-    for ref in objects.references(entry.key, entry.template):
+    for ref in objects.references(entry.key, entry.template, hub_objects.propagated(entry.spec.propagate)):
         obj = objects.get(namespace, ref.kind, ref.name)
         body: dict[str, Any] | None = None
         if obj is not None:
@@ -169,9 +176,42 @@ def dependency_copies(objects: hub_objects.HubObjects, entry: world_model.Spread
                 body = member_copy.member_copy(obj, marks={})
             except member_copy.NotCopyable:
                 body = None
+        version = body.get("apiVersion") if body is not None else None
         result.append(assignment.DependencyCopy(kind=ref.kind, name=ref.name, body=body,
-                                                api_version=ref.api_version))
+                                                api_version=version if isinstance(version, str)
+                                                else ref.api_version))
     return tuple(result)
+
+
+_BUDGET_FIELDS = ("minAvailable", "maxUnavailable")
+
+
+def divided_budgets(copies: Sequence[assignment.DependencyCopy], shares: Mapping[str, int],
+                    ) -> dict[str, dict[int, str]]:
+    """Per cluster of `shares` (its replicas of the spread): the index in `copies` and the JSON of
+    each PodDisruptionBudget whose absolute `minAvailable`/`maxUnavailable` is that cluster's part
+    (`member_copy.divide_budget`); a budget with a percentage, or none, is the same everywhere and
+    is not listed. A value the apiserver would not have admitted is left as it is."""
+    result: dict[str, dict[int, str]] = {name: {} for name in shares}
+    for index, dependency in enumerate(copies):
+        spec = (dependency.body or {}).get("spec") if dependency.kind == "PodDisruptionBudget" else None
+        if not isinstance(spec, Mapping):
+            continue
+        parts: dict[str, dict[str, int | str]] = {}
+        for field in _BUDGET_FIELDS:
+            value = spec.get(field)
+            if isinstance(value, int) and not isinstance(value, bool):
+                try:
+                    parts[field] = member_copy.divide_budget(value, shares=shares)
+                except ValueError:
+                    continue
+        if not parts:
+            continue
+        assert dependency.body is not None
+        for name in shares:
+            body = {**dependency.body, "spec": {**spec, **{f: part[name] for f, part in parts.items()}}}
+            result[name][index] = json.dumps(body)
+    return result
 
 
 def comparable(message: agent_pb2.SpreadAssignment) -> bytes:
