@@ -329,6 +329,65 @@ Not a fault: the judge of a re-creation no longer counts a federation with kept 
 (`make soak` seed 3)."""
 
 
+RECREATED_WHILE_A_CLUSTER_WAS_LOST: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's1', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws']},
+             {'name': 's2',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}],
+   'nodes': [0, 0, 1],
+   'replicas': 14,
+   'strategy': 'Adaptive',
+   'data': [None, None, None]}),
+ ('time_passes', {'seconds': 1}),
+ ('time_passes', {'seconds': 31}),
+ ('edit_subsets',
+  {'data': [None],
+   'items': [{'name': 's0',
+              'clusterSpread': 'Balance',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}}]}),
+ ('agent_disconnects', {'name': 'gcp'}),
+ ('agent_disconnects', {'name': 'dc1'}),
+ ('time_passes', {'seconds': 31}),
+ ('agent_reconnects', {'name': 'gcp'}),
+ ('spread_recreated', {'policy': 'Delete', 'seconds': 5}),
+ ('teardown', {})]
+"""A spread re-created while the cluster it was placed on was lost (kept, cordoned) and a cluster
+leaving its selection still kept two Ready pods for it: the new spread knew nothing of the lost
+cluster's share (its hold was forgotten with the deleted spread), placed nothing, needed no
+replacements and removed the kept Ready pods (`make soak` seed 1). A spread created again now
+starts from the deleted one's placement, and a lost cluster's hold outlives the deletion."""
+
+DEPARTING_CLUSTER_LOST: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's1', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws']},
+             {'name': 's2',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}],
+   'nodes': [0, 0, 1],
+   'replicas': 14,
+   'strategy': 'Adaptive',
+   'data': [None, None, None]}),
+ ('agent_disconnects', {'name': 'dc1'}),
+ ('time_passes', {'seconds': 31}),
+ ('agent_disconnects', {'name': 'gcp'}),
+ ('edit_subsets',
+  {'data': [None],
+   'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}}]}),
+ ('time_passes', {'seconds': 31}),
+ ('teardown', {})]
+"""A cluster leaving the selection kept pods for the spread, then went silent past
+clusterLostSeconds: the spread was not placed again (its selected clusters' readiness had not
+changed), so the lost cluster kept its share in the placement without a brake (`make soak` seed 1).
+The failover tick now places again a spread whose departing cluster was lost."""
+
+
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
 
@@ -355,13 +414,13 @@ def replay(steps: list[Step]) -> None:
               UNDELIVERED_SHARE_OF_A_LOST_CLUSTER, RECREATED_UNDER_DELETE_ON_A_FULL_CLUSTER,
               RECREATED_UNDER_ORPHAN_AFTER_A_PARTITION, RESTART_AFTER_A_RECREATION,
               RECREATED_BESIDE_A_RELEASED_REPLICASET, RECREATED_WHILE_ITS_HOLD_SETTLED,
-              RECREATED_DURING_A_HANDOVER],
+              RECREATED_DURING_A_HANDOVER, RECREATED_WHILE_A_CLUSTER_WAS_LOST, DEPARTING_CLUSTER_LOST],
     ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
          "agent-restart-beside-a-silent-holder", "partition-after-a-keep",
          "undelivered-share-of-a-lost-cluster", "recreated-under-delete-on-a-full-cluster",
          "recreated-under-orphan-after-a-partition", "restart-after-a-recreation",
          "recreated-beside-a-released-replicaset", "recreated-while-its-hold-settled",
-         "recreated-during-a-handover"])
+         "recreated-during-a-handover", "recreated-while-a-cluster-was-lost", "departing-cluster-lost"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:

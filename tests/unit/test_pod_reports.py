@@ -95,9 +95,23 @@ def test_a_lost_cluster_holds_what_it_was_sent_not_what_was_placed_while_it_was_
     # dc1 runs toward the 2 it was sent; aws, disconnected when the share was placed, runs nothing
     assert reports.unverified_for(KEY, usable={"dc1", "aws"}) == {"a": {"dc1": 2}}
     assert reports.holders(KEY) == {"dc1"}
-    reports.removed("dc1", KEY)  # a removal sent: what dc1 was sent no longer stands
+    reports.removed("dc1", KEY)  # a removal sent: what dc1 was sent, and what it held, no longer stand
     reports.remember_away(KEY, _placed({"dc1": 5}), lost=["dc1"])
-    assert reports.held_by("dc1", KEY) == {"a": 2}  # (the hold already remembered stays)
+    assert reports.held_by("dc1", KEY) == {}
     reports.forget("dc1")
     reports.remember_away(KEY, _placed({"dc1": 5}), lost=["dc1"])
     assert reports.holders(KEY) == frozenset()
+
+
+def test_a_deleted_spreads_hold_on_a_lost_cluster_stays_for_a_re_creation() -> None:
+    """The lost cluster was sent no removal: its workload runs on, and a spread created again
+    under the key adopts it (what it holds counts) until the cluster is sent a removal."""
+    reports = pod_reports.PodReports()
+    reports.sent("dc1", KEY, quotas={"a": 3})
+    reports.lost("dc1")
+    reports.remember_away(KEY, _placed({"dc1": 3}), lost=["dc1"])
+    assert reports.held_by("dc1", KEY) == {"a": 3}  # (the spread is deleted now: nothing changes)
+    assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 3}}
+    reports.removed("dc1", KEY)
+    assert reports.holders(KEY) == frozenset()
+

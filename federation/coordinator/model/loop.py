@@ -281,7 +281,8 @@ def failover(world: world_model.World) -> Lost:
     `clusters` uses the smallest clusterLostSeconds among spreads (for the MemberCluster Ready
     condition, reported once per loss). `keys` are the placed spreads whose set of ready selected
     clusters differs from the one they were placed with — each judged by its own
-    clusterLostSeconds, so a spread with a longer limit moves later, not never — and the spreads
+    clusterLostSeconds, so a spread with a longer limit moves later, not never — the spreads whose
+    clusters leaving their selection, kept for their Ready pods, went silent — and the spreads
     whose failover brake lifted one clusterLostSeconds ago (failover resumes for the clusters still
     silent) or that wait for the federation's failover rate limit when it has budget again.
     """
@@ -289,7 +290,7 @@ def failover(world: world_model.World) -> Lost:
     keys = frozenset(
         key for key, seen in world.placed_ready.items()
         if world.spread(key) is not None and world.ready_selected(key) != seen
-    )
+    ) | frozenset(world.departing_lost())
     now = world.clock()
     due = world.brakes.due(now) | (world.brakes.held() if world.failover_limit.has_budget(now) else set())
     keys |= frozenset(key for key in due if world.spread(key) is not None)

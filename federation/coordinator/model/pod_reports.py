@@ -142,6 +142,7 @@ class PodReports:
         still in flight says of it, until it is sent the spread again. The keys affected."""
         self._gone.setdefault(name, set()).add(key)
         self._delivered.get(name, {}).pop(key, None)
+        self._away.get(name, {}).pop(key, None)
         per_spread = self.by_cluster.get(name)
         if per_spread is None or per_spread.pop(key, None) is None:
             return set()
@@ -201,12 +202,6 @@ class PodReports:
         self._gone.pop(name, None)
         self._delivered.pop(name, None)
         return keys
-
-    def forget_spread(self, key: str) -> None:
-        """Spread `key` was deleted: what lost clusters held of it no longer matters. (What each
-        cluster was last sent stays until its removal: a release holds it, `released`.)"""
-        for held in self._away.values():
-            held.pop(key, None)
 
     # --- readers -------------------------------------------------------------------------------
 

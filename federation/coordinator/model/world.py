@@ -28,6 +28,7 @@ it is decommissioned (`spec.decommission`, out of every selection) and holds not
 
 from __future__ import annotations
 
+import collections
 import datetime
 import itertools
 import types
@@ -69,12 +70,17 @@ class World:
         self.failover_limit = brakes.FailoverRateLimit(failover_per_minute)
         self._seeded: dict[str, dict[str, dict[str, int]]] = {}
         self.seeded: Mapping[str, dict[str, dict[str, int]]] = types.MappingProxyType(self._seeded)
+        self._previous: collections.OrderedDict[str, dict[str, dict[str, int]]] = collections.OrderedDict()
+        """Per deleted spread (the most recent `lifecycle.REMEMBERED_DELETIONS`), its last placement:
+        a spread of the same key created again starts from it (re-creation adopts what ran)."""
         """Per spread, the placement its hub status recorded: `current` until the first recompute."""
         self._placed: dict[str, placement.Placement] = {}
         self.placements: Mapping[str, placement.Placement] = types.MappingProxyType(self._placed)
         """The last placement per spread (read-only: write through `store` and `drop`)."""
         self._placed_ready: dict[str, frozenset[str]] = {}
         self.placed_ready: Mapping[str, frozenset[str]] = types.MappingProxyType(self._placed_ready)
+        self._placed_departing: dict[str, frozenset[str]] = {}
+        """Per spread, the clusters leaving its selection that kept its pods when it was placed."""
         """Per placed spread, the selected clusters that were ready when it was placed."""
         self._placed_held: dict[str, frozenset[str]] = {}
         """Per spread, the lost clusters whose replicas the brake or the rate limit held when it was
@@ -115,6 +121,9 @@ class World:
             if recorded:  # the rule's answer is `current`; the pods it kept are recomputed (`rule_counts`)
                 self._seeded[key] = {s.name: s.ruled() for s in item.status.subset_statuses if s.clusters}
                 self.pods.recorded(key, recorded)  # unknown is not zero: held until reported
+        previous = self._previous.pop(key, None) if old is None else None
+        if previous is not None and key not in self._seeded and key not in self._placed:
+            self._seeded[key] = previous  # created again: placed from what the deleted one ran
         target = self._targets.get(key)
         if old is not None:
             self._index.unregister(key)
@@ -146,7 +155,8 @@ class World:
         self._views.recharge(key)
         self._marks.drop_spread(key)
         self.brakes.forget(key)
-        self.pods.forget_spread(key)
+        # (What lost clusters hold of it stays: they were sent no removal, and a spread created
+        # again under the key adopts their workloads; `PodReports.removed` lets it go.)
         self.hub_objects.forget(key)
         return {key}
 
@@ -315,15 +325,26 @@ class World:
         shares never moved: when they return, there is nothing to take back)."""
         self._seeded.pop(key, None)
         self._placed_ready[key] = self.ready_selected(key)
+        departing = self.departing(key)
+        if departing:
+            self._placed_departing[key] = departing
+        else:
+            self._placed_departing.pop(key, None)
         self._placed_held[key] = held
 
     def drop(self, key: str) -> bool:
         """Forget spread `key`'s placement; whether it had one."""
         self._placed_ready.pop(key, None)
+        self._placed_departing.pop(key, None)
         self._placed_held.pop(key, None)
         old = self._placed.pop(key, None)
         if old is None:
             return False
+        if key not in self._spreads:  # deleted: kept for a re-creation of the key
+            self._previous[key] = old.rule_counts()
+            self._previous.move_to_end(key)
+            while len(self._previous) > lifecycle.REMEMBERED_DELETIONS:
+                self._previous.popitem(last=False)
         self._index.index_placed(key, [])
         self._views.recharge(key)
         return True
@@ -378,6 +399,11 @@ class World:
             elif selector is not None:
                 found |= self._index.ready_members(selector, ready)
         return frozenset(found)
+
+    def departing_lost(self) -> set[str]:
+        """The spreads placed while a cluster leaving their selection kept their pods, that
+        cluster since lost: its kept pods are no longer heard of (place them again)."""
+        return {key for key, seen in self._placed_departing.items() if not seen <= self.departing(key)}
 
     def departing(self, key: str) -> frozenset[str]:
         """Clusters that hold pods of spread `key` (as last reported) but that its subsets no
