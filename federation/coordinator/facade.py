@@ -101,6 +101,9 @@ class AgentStream:
         self.workloads: dict[str, status.WorkloadStatus] = {}
         self.conflicts: dict[str, str] = {}
         self.dependency_conflicts: dict[str, tuple[str, ...]] = {}
+        self.awaiting_report: set[str] = set()
+        """Spreads this agent holds that no longer select its cluster, found at the resync: placed
+        again once its first report says what runs there (`lifecycle.Leftover.deselected`)."""
 
     def send(self, **body: object) -> None:
         """Queue one CoordinatorMessage, e.g. `send(assignment=...)` (coalesced per spread)."""
@@ -213,7 +216,7 @@ class Coordinator:
                 sent[key] = message
                 stream.send(assignment=message)
                 self.world.pods.sent(name, key, quotas=assignments.quotas(message))
-        removed, unknown = 0, 0
+        removed, unknown, deselected = 0, 0, set()
         for key in sorted(set(stream.applied) - set(sent)):
             entry = self.world.spread(key)
             verdict = self.world.lifecycle.leftover(
@@ -222,6 +225,8 @@ class Coordinator:
             if not verdict.remove:
                 if entry is None:  # never known here: the agent keeps it (fail static)
                     unknown += 1
+                elif verdict.deselected:
+                    deselected.add(key)
                 continue
             stream.send(removal=assignments.removal(
                 key, generation=(entry.generation if entry else 0) + 1, orphan=verdict.orphan,
@@ -229,6 +234,10 @@ class Coordinator:
             self.world.forget_pods(name, key)
             removed += 1
         self._sent.reset(name, sent)
+        for key in deselected:  # the next publish of each sends its new assignment or removal
+            entry = self.world.spread(key)
+            self._sent.holding_unknown(name, key, generation=entry.generation if entry else 0)
+        stream.awaiting_report = deselected
         stream.resynced = True
         stream.send(notice=agent_pb2.Notice(
             severity=agent_pb2.Notice.SEVERITY_INFO, code=capabilities.RESYNC_COMPLETE_CODE,
@@ -422,6 +431,9 @@ class Coordinator:
         stream.dependency_conflicts = found.dependency_conflicts if report.full else {
             **{k: v for k, v in stream.dependency_conflicts.items() if k not in found.counts},
             **found.dependency_conflicts}
-        self.publish(self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
-                                           conflicts=stream.conflicts, assigned=found.assigned,
-                                           dependency_conflicts=stream.dependency_conflicts))
+        changed = self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
+                                        conflicts=stream.conflicts, assigned=found.assigned,
+                                        dependency_conflicts=stream.dependency_conflicts)
+        if report.full and stream.awaiting_report:  # what runs there is known now: place them again
+            changed, stream.awaiting_report = changed | stream.awaiting_report, set()
+        self.publish(changed)

@@ -2,11 +2,13 @@
 
 Why here: the rule is "do no harm". An agent's Hello lists the spreads it applies (with the uids
 its Deployments carry); for each one the resync sends no assignment for, the coordinator sends a
-removal only when it knows why: the live spread no longer selects the cluster (delete; orphan when
-the agent's Deployment was made for an earlier spread of the name), or it saw the spread deleted
-(its policy decides). A spread it never knew — a fresh, empty, restored or wrong hub — is left to
-the agent as it is. Driven through the real facade (`Coordinator.attach`, the hub events as the
-coordinator applies them); what each stream is sent is read from its queue.
+removal only when it knows why: the live spread no longer selects the cluster (after the cluster's
+first report says what runs there: its Ready pods are kept until their replacements are, as for any
+cluster leaving the selection; orphaned when the agent's Deployment was made for an earlier spread
+of the name), or it saw the spread deleted (its policy decides). A spread it never knew — a fresh,
+empty, restored or wrong hub — is left to the agent as it is. Driven through the real facade
+(`Coordinator.attach`, the hub events as the coordinator applies them); what each stream is sent
+is read from its queue.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 KEY = "shop/web"
 UID = "uid-live"
 ONLY_DC1: list[dict[str, Any]] = [{"name": "onprem", "clusters": ["dc1"]}]
+DESELECTED = "cluster no longer selected"
 
 
 def spread(*, policy: str | None = None) -> spread_api.FederatedSpread:
@@ -55,6 +58,7 @@ class Hub:
     def __init__(self) -> None:
         clock = self.clock = ManualClock(T0)
         self.coordinator = facade.Coordinator(world.World(clock), clock=clock, coordinator_id="t")
+        self.streams: dict[str, facade.AgentStream] = {}
         for name in ("dc1", "aws"):
             self.coordinator.world.upsert_cluster(name, labels={})
             self.coordinator.world.inventory(name, [builders.node_pool(4)])
@@ -68,7 +72,20 @@ class Hub:
         """Connect cluster `name` with a Hello listing (spread, uid) pairs; everything it is sent."""
         hello = agent_pb2.Hello(cluster_name=name, applied=[
             agent_pb2.AppliedSpread(spread=key, spread_uid=uid) for key, uid in applied])
-        stream = self.coordinator.attach(hello, heartbeat_seconds=1)
+        self.streams[name] = self.coordinator.attach(hello, heartbeat_seconds=1)
+        return self.drain(name)
+
+    def report(self, name: str, *, ready: int) -> list[agent_pb2.CoordinatorMessage]:
+        """Cluster `name`'s agent reports `ready` Ready pods of the spread (in subset onprem), as
+        an agent that holds its assignment; everything it is sent then."""
+        report = agent_pb2.PodCountsReport(full=True, sequence=1, lists_assigned=True, assigned=[KEY])
+        item = report.spreads.add(spread=KEY, generation=1)
+        item.subsets.add(subset="onprem", counts=agent_pb2.PodCounts(running=ready, ready=ready))
+        self.coordinator.receive(self.streams[name], agent_pb2.AgentMessage(pod_counts=report))
+        return self.drain(name)
+
+    def drain(self, name: str) -> list[agent_pb2.CoordinatorMessage]:
+        stream = self.streams[name]
         sent: list[agent_pb2.CoordinatorMessage] = []
         while True:
             try:
@@ -101,10 +118,25 @@ def placed() -> Hub:
 
 
 @pytest.mark.parametrize("uid", [UID, ""], ids=["the live uid", "no uid (an older agent)"])
-def test_a_live_spread_that_no_longer_selects_the_cluster_is_removed(uid: str) -> None:
-    sent = placed().resync("aws", (KEY, uid))
-    assert removals(sent) == [(KEY, False, "cluster no longer selected")]
-    assert notice(sent) == "0 assignments, 1 removals, 0 unknown, kept"
+def test_a_live_spread_that_no_longer_selects_the_cluster_is_removed_once_it_runs_nothing(uid: str) -> None:
+    fed = placed()
+    sent = fed.resync("aws", (KEY, uid))
+    assert removals(sent) == []  # unknown is not zero: what runs there is not known yet
+    assert notice(sent) == "0 assignments, 0 removals, 0 unknown, kept"
+    assert removals(fed.report("aws", ready=0)) == [(KEY, False, "cluster no longer selected")]
+
+
+def test_a_cluster_no_longer_selected_keeps_its_ready_pods_until_their_replacements_are() -> None:
+    """A coordinator restarted from a status written before the cluster's pods were kept (or a
+    status lost) must not delete them at the resync: the cluster is handled as any cluster leaving
+    the selection once it reports (deselection is a move)."""
+    fed = placed()
+    assert removals(fed.resync("aws", (KEY, UID))) == []
+    sent = fed.report("aws", ready=2)  # dc1's replacements are not Ready: aws keeps its 2
+    assert removals(sent) == []
+    [kept] = [m.assignment for m in sent if m.WhichOneof("body") == "assignment"]
+    assert (kept.spread, kept.replicas) == (KEY, 2)
+    assert fed.coordinator.world.placements[KEY].counts() == {"onprem": {"dc1": 3, "aws": 2}}
 
 
 @pytest.mark.parametrize("uids", [("uid-earlier",), (UID, "uid-earlier")], ids=["earlier", "mixed"])
@@ -169,8 +201,8 @@ def test_deletions_are_remembered_with_their_policy_and_bounded() -> None:
 @pytest.mark.parametrize(
     ("live_uid", "placed_", "applied_uids", "deletion", "expected"),
     [
-        (UID, True, {UID}, None, lifecycle.Leftover(True, False, "cluster no longer selected")),
-        (UID, True, {""}, None, lifecycle.Leftover(True, False, "cluster no longer selected")),
+        (UID, True, {UID}, None, lifecycle.Leftover(False, False, DESELECTED, deselected=True)),
+        (UID, True, {""}, None, lifecycle.Leftover(False, False, DESELECTED, deselected=True)),
         (UID, True, {"old"}, None, lifecycle.Leftover(True, True, "an earlier spread of this name")),
         (UID, False, {"old"}, None, lifecycle.Leftover(False)),
         (None, False, {UID}, None, lifecycle.Leftover(False)),

@@ -170,6 +170,10 @@ def test_resync_keeps_the_no_longer_selected_removal_non_orphaning() -> None:
     fed.apply(upsert(spread(subsets=[TWO_SUBSETS[0]], generation=2)))
     fed.coordinator.detach(fed.streams["aws"])
     fed.streams["aws"] = fed.connect("aws", applied=[KEY])
+    assert fed.removals("aws") == []  # what runs there is not known before its report
+    report = agent_pb2.PodCountsReport(full=True, sequence=1, lists_assigned=True, assigned=[KEY])
+    report.spreads.add(spread=KEY, generation=1)  # its pods are gone
+    fed.coordinator.receive(fed.streams["aws"], agent_pb2.AgentMessage(pod_counts=report))
     [removal] = fed.removals("aws")
     assert (removal.orphan, removal.reason) == (False, "cluster no longer selected")
 

@@ -42,7 +42,9 @@ moves a workload that no rule asked it to.
   mark the new spread adopts by). While held, a resync removes nothing for that key.
 - **Nothing is removed by inference from absence** (`leftover`). At a resync, a spread an agent
   says it applies but is not sent is removed only when this coordinator knows why: the spread is
-  live and placed elsewhere (the cluster is no longer selected), or it saw the spread deleted. A
+  live and placed elsewhere (the cluster is no longer selected: kept until the cluster's first
+  report, then handed over as any cluster leaving the selection, `Leftover.deselected`), or it
+  saw the spread deleted. A
   spread it never knew — deleted while it was down, or a hub that is empty, restored, or the wrong
   one — is left to the agent as it is (fail static): an empty hub must not un-manage or delete
   every workload of the federation.
@@ -91,6 +93,10 @@ class Leftover:
     """For a removal: leave the workload running, unmanaged (else it is deleted)."""
     reason: str = ""
     """Why: for the removal's `reason` and the logs."""
+    deselected: bool = False
+    """Kept for now: the live spread no longer selects the cluster, whose pods are not known yet.
+    The cluster is handled as any cluster leaving the selection once it reports (deselection is a
+    move: its Ready pods stay until their replacements are Ready)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,7 +291,9 @@ class Lifecycle:
             if not placed:
                 return Leftover(remove=False)  # waiting for its Deployment or the hub: keep
             if all(uid in ("", live_uid) for uid in applied_uids):
-                return Leftover(remove=True, reason="cluster no longer selected")
+                # Unknown is not zero: what runs there is not known before its report (a restart
+                # may have lost the status that kept its pods); removed later, by the handover.
+                return Leftover(remove=False, deselected=True, reason="cluster no longer selected")
             # An earlier spread of this name, gone: release it rather than delete (when in doubt).
             return Leftover(remove=True, orphan=True, reason="an earlier spread of this name")
         policy = self.deletion(key)

@@ -49,6 +49,15 @@ class SentLedger:
         for key in sent:
             self._holders.setdefault(key, set()).add(cluster)
 
+    def holding_unknown(self, cluster: str, key: str, *, generation: int) -> None:
+        """Cluster `cluster` holds an assignment of spread `key` (of at most `generation`) that
+        this ledger did not send (found at a resync): the next publish visits it, sending the
+        new assignment or the removal (a generation above it)."""
+        unknown = agent_pb2.SpreadAssignment(spread=key, generation=generation)
+        self._sent.setdefault(cluster, {})[key] = unknown
+        self._prints.setdefault(cluster, {}).pop(key, None)
+        self._holders.setdefault(key, set()).add(cluster)
+
     def forget(self, cluster: str) -> None:
         """Cluster `cluster`'s stream ended: its next stream starts with a full resync."""
         self._prints.pop(cluster, None)
