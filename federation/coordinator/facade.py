@@ -30,6 +30,10 @@ Why it is shaped like this:
   `hub_synced=False`, streams are welcomed but nothing is placed and no stream is resynced until
   `mark_hub_synced()`, which places every spread (from the placements their hub statuses
   recorded) and then resyncs.
+- **A spread agents run but whose status records no placement waits for the federation to
+  gather** (a hub restored without statuses or MemberClusters: `model.settling`): for `settle`
+  after the listing it is not placed again and nothing of it is sent, so the first agent back is
+  not given every replica.
 - **Hello labels only register unknown clusters.** The MemberCluster in the hub is authoritative
   for labels and taints (agent.proto); a Hello only seeds a cluster the world has never seen.
   `on_cluster_hello` lets the shell create or update the MemberCluster object itself.
@@ -60,7 +64,7 @@ from google.protobuf import timestamp_pb2
 from federation import clock as clock_mod
 from federation.api import cluster, names
 from federation.coordinator import shards
-from federation.coordinator.model import job_spreads, loop
+from federation.coordinator.model import job_spreads, loop, settling
 from federation.coordinator.model import lifecycle as model_lifecycle
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
@@ -116,7 +120,7 @@ class Coordinator:
     def __init__(
         self, world: world_model.World, *, clock: clock_mod.Clock, coordinator_id: str | None = None,
         hub_synced: bool = True, backend: shards.PlacementBackend | None = None,
-        federation_id: str = names.DEFAULT_FEDERATION_ID,
+        federation_id: str = names.DEFAULT_FEDERATION_ID, settle: datetime.timedelta = settling.WINDOW,
     ) -> None:
         self.world = world
         self.federation_id = federation_id
@@ -128,6 +132,8 @@ class Coordinator:
         self._hub_synced = hub_synced
         self._streams: dict[str, AgentStream] = {}
         self._sent = deliveries.SentLedger()
+        self.settling = settling.Settling(window=settle)
+        """Spreads without a recorded placement that agents run wait for them (`model.settling`)."""
         self.ray_gained_nothing = False
         """A parallel round was mostly placed again here (logged once, when it first happened)."""
         self.on_round: RoundObserver | None = None
@@ -191,6 +197,9 @@ class Coordinator:
         """The hub watcher listed everything: resync the streams that were waiting for it."""
         with self.lock:
             self._hub_synced = True
+            self.settling.begin(now=self.clock(), candidates=[
+                entry.key for entry in self.world.spreads()
+                if not model_lifecycle.recorded_holder(entry.spread)])
             self.publish(entry.key for entry in self.world.spreads())
             for stream in self._streams.values():
                 if not stream.resynced:
@@ -207,8 +216,8 @@ class Coordinator:
 
     def _resync(self, stream: AgentStream) -> None:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
-        name, sent = stream.cluster, {}
-        for key in sorted(self.world.placements):
+        name, sent, waiting = stream.cluster, {}, self.settling.waiting()
+        for key in sorted(self.world.placements.keys() - waiting):
             # A spread the agent holds a workload of is sent even at quota 0 (removed once empty).
             applied = (name,) if key in stream.applied else ()
             message = self._assignments_for(key, only={name}, keep=applied).get(name)
@@ -216,23 +225,10 @@ class Coordinator:
                 sent[key] = message
                 stream.send(assignment=message)
                 self.world.pods.sent(name, key, quotas=assignments.quotas(message))
-        removed, unknown, deselected = 0, 0, set()
-        for key in sorted(set(stream.applied) - set(sent)):
-            entry = self.world.spread(key)
-            verdict = self.world.lifecycle.leftover(
-                key, live_uid=None if entry is None else entry.uid, placed=key in self.world.placements,
-                applied_uids=stream.applied[key])
-            if not verdict.remove:
-                if entry is None:  # never known here: the agent keeps it (fail static)
-                    unknown += 1
-                elif verdict.deselected:
-                    deselected.add(key)
-                continue
-            stream.send(removal=assignments.removal(
-                key, generation=(entry.generation if entry else 0) + 1, orphan=verdict.orphan,
-                reason=verdict.reason))
-            self.world.forget_pods(name, key)
-            removed += 1
+        outcomes = {key: self._leftover(stream, key)  # a waiting spread: kept as it is
+                    for key in sorted(set(stream.applied) - set(sent) - waiting)}
+        removed, unknown = (sum(1 for o in outcomes.values() if o == kind) for kind in ("removed", "unknown"))
+        deselected = {key for key, outcome in outcomes.items() if outcome == "deselected"}
         self._sent.reset(name, sent)
         for key in deselected:  # the next publish of each sends its new assignment or removal
             entry = self.world.spread(key)
@@ -244,6 +240,22 @@ class Coordinator:
             message=f"{len(sent)} assignments, {removed} removals, {unknown} unknown, kept"))
         log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed,
                                           "unknown_kept": unknown})
+
+    def _leftover(self, stream: AgentStream, key: str) -> str:
+        """Spread `key`, which the stream's agent holds and was not sent: removed by the lifecycle's
+        verdict ("removed"), kept as never known here ("unknown", fail static), kept until the
+        cluster reports ("deselected"), or kept ("kept")."""
+        entry = self.world.spread(key)
+        verdict = self.world.lifecycle.leftover(
+            key, live_uid=None if entry is None else entry.uid, placed=key in self.world.placements,
+            applied_uids=stream.applied[key])
+        if not verdict.remove:
+            return "unknown" if entry is None else "deselected" if verdict.deselected else "kept"
+        stream.send(removal=assignments.removal(
+            key, generation=(entry.generation if entry else 0) + 1, orphan=verdict.orphan,
+            reason=verdict.reason))
+        self.world.forget_pods(stream.cluster, key)
+        return "removed"
 
     def _assignments_for(
         self, key: str, *, only: Collection[str] | None = None, keep: Collection[str] = (),
@@ -282,6 +294,8 @@ class Coordinator:
         """
         with self.lock:
             wanted = set(keys)
+            if wanted and self._hub_synced:
+                wanted -= self._settling(wanted)
             if not self._hub_synced or not wanted:
                 return loop.Round(placements={})
             started = time.perf_counter()
@@ -319,6 +333,26 @@ class Coordinator:
             if self.on_round is not None:
                 self.on_round(result, time.perf_counter() - started)
             return result
+
+    def _settling(self, wanted: set[str]) -> set[str]:
+        """Of `wanted`, the spreads that wait for the federation to gather (`model.settling`): their
+        placement, made on no evidence, is dropped. One deleted while it waited was sent nothing:
+        the agents that hold it get what a resync would send them (its deletion policy decides)."""
+        was_waiting = self.settling.waiting() & wanted
+        waiting = self.settling.deferred(
+            wanted, now=self.clock(), live=lambda key: self.world.spread(key) is not None,
+            applied=self._applied_somewhere)
+        for key in waiting:
+            self.world.drop(key)
+        for key in sorted(was_waiting - waiting):
+            for stream in self._streams.values():
+                if stream.resynced and key in stream.applied and self.world.spread(key) is None:
+                    self._leftover(stream, key)
+        return waiting
+
+    def _applied_somewhere(self, key: str) -> bool:
+        """A connected agent's Hello lists spread `key` as applied: it runs there already."""
+        return any(key in stream.applied for stream in self._streams.values())
 
     def _remove_everywhere(self, key: str, *, orphan: bool, reason: str) -> None:
         """A removal of deleted spread `key` to every cluster that holds it."""
@@ -363,7 +397,11 @@ class Coordinator:
             self.clusters_lost += len(lost.clusters)
             if lost.clusters:
                 log.warning("clusters lost", extra={"clusters": list(lost.clusters)})
-            self.publish(lost.keys)
+            settled = self.settling.released(now=self.clock())
+            if settled:
+                log.info("spreads placed after the agents had time to reconnect",
+                         extra={"spreads": len(settled)})
+            self.publish(lost.keys | settled)
             return lost
 
     # --- reports -------------------------------------------------------------------------------

@@ -12,6 +12,11 @@ gap). A sampler lists the Ready pods of both members every quarter second.
 - **Decommissioned, then deleted**: `spec.decommission: true` takes the cluster out of the
   spread's selection, its replicas go to member-2, the MemberCluster says `Decommissioned=True`;
   deleting it then is final: it is not recreated, even when its agent connects again.
+- **A hub restored without MemberClusters or statuses** (a namespaced backup leaves the
+  cluster-scoped MemberClusters out; backup tools drop `status`): a new coordinator whose first
+  agent back is member-1's must not give member-1 every replica (`model.settling`): member-1 never
+  runs more than its 2 pods, member-2's stay Ready throughout, and once member-2's agent is back the
+  placement is 2 + 2 again.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from kubernetes import client
 
 from federation import sdk
 from federation.api import cluster
+from federation.coordinator import process as coordinator_main
 from tests.support import builders
 
 MEMBERS = ("member-1", "member-2")
@@ -97,8 +103,9 @@ class Scene:
         return next((dict(c) for c in (found.get("status") or {}).get("conditions") or []
                      if c.get("type") == kind), {})
 
-    def start(self) -> dict[str, set[str]]:
-        """Both agents up, the spread running 2 Ready pods in each member; those pods."""
+    def start(self, *, by_name: bool = False) -> dict[str, set[str]]:
+        """Both agents up, the spread running 2 Ready pods in each member; those pods. `by_name`:
+        the subset lists the clusters by name rather than selecting them by label."""
         for agent, member in zip(self.agents, MEMBERS, strict=True):
             self.wait(lambda a=agent: a.metric("fedspread_agent_link_connected") == 1.0,
                       f"the agent of {member} never connected")
@@ -112,13 +119,13 @@ class Scene:
             self.wait(lambda: sum(1 for c in placements.clusters()
                                   if c.name in self.names and self.label.items() <= c.labels.items()) == 2,
                       "the coordinator never saw both clusters labelled")
+        chosen = {"clusters": self.names} if by_name else {"clusterSelector": {"matchLabels": self.label}}
         template = builders.deployment("web", REPLICAS, cpu="10m")
         template["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = {
             "exec": {"command": ["true"]}, "initialDelaySeconds": READY_AFTER}
         self.hub.create(template, hubside.spread_body(
             "web", target="web", lost_seconds=LOST_SECONDS, subsets=[
-                {"name": "both", "clusterSelector": {"matchLabels": self.label},
-                 "clusterSpread": "Balance"}]))
+                {"name": "both", "clusterSpread": "Balance", **chosen}]))
         self.wait(lambda: all(len(self.ready(m)) == 2 for m in MEMBERS),
                   "the spread never ran 2 Ready pods in each member")
         self.wait(lambda: self.hub.spread_status("web").get("readyReplicas") == REPLICAS,
@@ -194,3 +201,50 @@ def test_a_decommissioned_member_cluster_empties_and_once_deleted_is_not_recreat
         assert len(scene.ready(MEMBERS[1])) == REPLICAS, scene.describe()
     finally:
         scene.stop()
+
+
+def test_a_restored_hub_does_not_give_the_first_agent_back_every_replica(
+        clusters: conftest.Clusters, namespace: str, coordinator: tuple[list[str], Any],
+        tmp_path: pathlib.Path) -> None:
+    names, process = coordinator
+    scene = Scene(clusters, namespace, names=names, port=process.port, tmp_path=tmp_path)
+    first, second = MEMBERS
+    restored: coordinator_main.CoordinatorProcess | None = None
+    try:
+        before = scene.start(by_name=True)
+        scene.agents[1].stop()  # member-2's agent is late: its pods run on (fail static)
+        process.stop()
+        hubside.delete_member_clusters(scene.custom, names)  # the restore: no MemberCluster,
+        scene.custom.patch_namespaced_custom_object_status(  # no status
+            hubside.GROUP, hubside.VERSION, namespace, "federatedspreads", "web", {"status": None},
+            _content_type="application/merge-patch+json")
+        assert scene.hub.spread_status("web") == {}
+
+        def pods(member: str) -> set[str]:
+            return sampling.pods_where(clusters, member, namespace,
+                                       lambda p: p.metadata.deletion_timestamp is None)
+
+        history: list[tuple[int, int]] = []
+        sample = lambda: history.append((len(pods(first)), len(scene.ready(second))))  # noqa: E731
+        with sampling.Sampler(sample) as sampler:
+            restored = coordinator_main.CoordinatorProcess(process.settings)
+            restored.start()
+            scene.wait(lambda: scene.agents[0].metric("fedspread_agent_link_connected") == 1.0,
+                       "member-1's agent never reconnected")
+            time.sleep(SETTLE)  # member-1 alone is back: placed now, it would take all 4
+            scene.agents[1].start()
+            scene.wait(lambda: scene.agents[1].metric("fedspread_agent_link_connected") == 1.0,
+                       "member-2's agent never reconnected")
+            with sdk.PlacementClient(scene.target) as placements:
+                scene.wait(lambda: placements.placement(scene.key).clusters == dict.fromkeys(names, 2),
+                           "the restored spread was never placed 2 + 2")
+            time.sleep(2)
+        assert sampler.samples > SETTLE * 2, sampler.samples
+        assert max(count for count, _ in history) <= 2, f"member-1 was given more: {history}"
+        assert min(ready for _, ready in history) >= 2, f"member-2 lost Ready pods: {history}"
+        assert scene.ready(first) == before[first] and scene.ready(second) == before[second], scene.describe()
+    finally:
+        if restored is not None:
+            restored.stop()
+        scene.stop()
+
