@@ -20,7 +20,8 @@ Why it is shaped like this:
   cluster, then `Notice{code: "ResyncComplete"}`. A spread its Hello lists as applied (from its
   bookkeeping or from the Deployments it marked) that it is not sent gets a `SpreadRemoval` only
   when this coordinator knows why (`lifecycle.Lifecycle.leftover`): the spread is live and placed
-  without this cluster (`orphan=False`; orphaning when the agent's Deployment carries another uid,
+  without this cluster (kept until the cluster's first full report, then handed over as any
+  cluster leaving the selection; orphaned at once when the agent's Deployment carries another uid,
   an earlier spread of the name), or it saw the spread deleted (its policy decides). A spread it
   never knew gets nothing: an empty or wrong hub must not un-manage or delete what agents run.
   The full set is queued under the same lock as publish, so no delta can overtake it.
