@@ -20,7 +20,8 @@ test: $(STAMP) lint typecheck sandbox-bin
 
 ## soak: the fault tests (a coordinator, an agent, an apiserver, a Ray actor killed; streams cut;
 ## 409 storms) and the property tests, with many more seeds and examples (FEDSPREAD_SOAK=1);
-## a failure names its seed: rerun it alone with pytest 'FILE::TEST[SEED]'. Not part of `make test`.
+## a failure names its seed: rerun it alone with pytest 'FILE::TEST[SEED]'; shrink a state-machine
+## failure with `python -m tests.support.replay_machine FILE` (its printed steps). Not part of `make test`.
 SOAK_TESTS = $(wildcard tests/integration/test_faults_*.py) tests/integration/test_ray_shards.py \
              tests/integration/test_restarts_mid_handover.py \
              $(wildcard tests/unit/test_invariants_*.py tests/unit/test_fuzz_*.py tests/unit/test_webhook_fuzz.py)
