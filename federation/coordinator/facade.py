@@ -217,6 +217,7 @@ class Coordinator:
 
     def _resync(self, stream: AgentStream) -> None:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
+        self._settling(set(stream.applied))  # a restored spread this agent runs waits from now on
         name, sent, waiting = stream.cluster, {}, self.settling.waiting()
         for key in sorted(self.world.placements.keys() - waiting):
             # A spread the agent holds a workload of is sent even at quota 0 (removed once empty).
