@@ -294,12 +294,13 @@ def _against_one_snapshot(
     plans = {e.key: world.plan_for(e.key) for e in entries}
     first = {r.key: round_snapshot.placed(a, running=r.running, plan=plans[r.key])
              for r, a in zip(sent, answers, strict=True)}
+    rooms = round_snapshot.Rooms(pools)
 
     def again(key: str, room: placement_view.Room) -> placement_round.Placed:
         request = requests[key]
         if request.view is None:
             raise ValueError(f"request {key!r} has no view")
-        view = round_snapshot.view_in(request.view, room, pools=pools, plan=plans[key])
+        view = rooms.view_in(request.view, room, plan=plans[key])
         result = answer(dataclasses.replace(request, view=view))
         return round_snapshot.placed(result, running=request.running, plan=plans[key])
 
