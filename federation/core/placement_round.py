@@ -116,6 +116,9 @@ class _Fold:
         self._pools = pools
         self._state: dict[str, list[Node]] = {}
         self._admitted: dict[tuple[str, object], tuple[int, ...]] = {}
+        self._stamps: dict[str, int] = {}
+        """Per cluster a charge changed, the number of the last such change (in this fold)."""
+        self._changes = 0
 
     def state(self, name: str) -> list[Node]:
         found = self._state.get(name)
@@ -144,13 +147,17 @@ class _Fold:
                     node = state[index] = dict(state[index])
                     fit.charge(node, requests, pods=take, count=pool.count)
                     left -= take
+                    self._changes += 1
+                    self._stamps[name] = self._changes
                 if not left:
                     break
 
-    def room(self) -> placement_view.Room:
+    def room(self) -> FoldedRoom:
         """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
         them); it costs the clusters charged, not every cluster of the snapshot."""
-        return _Room(self._pools, {name: tuple(state) for name, state in self._state.items()})
+        state = self._state
+        return FoldedRoom(self._pools, {name: tuple(state[name]) for name in self._stamps},
+                          stamps=dict(self._stamps), source=self)
 
     def refused(self, name: str, placed: Placed, takes: Sequence[passes.Take]) -> tuple[int, ...] | None:
         """Take `takes` (in cluster `name`) again on what is folded there; None when every take
@@ -180,11 +187,22 @@ class _Fold:
         return None
 
 
-class _Room(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
-    """A room: the folded clusters' states, the others' as the snapshot's pools have them."""
+class FoldedRoom(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
+    """A room as a fold of charges on the snapshot left it: the charged clusters' states, the
+    others' as the snapshot's pools have them. `stamp` tells, without comparing states, whether a
+    cluster differs from the snapshot and whether two rooms of one fold (`source`) hold the same
+    state there: what a caller that builds views from rooms needs to build each only once."""
 
-    def __init__(self, pools: Pools, folded: Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]) -> None:
-        self._pools, self._folded = pools, folded
+    def __init__(self, pools: Pools, folded: Mapping[str, Sequence[Mapping[str, quantity.Nanos]]], *,
+                 stamps: Mapping[str, int], source: object) -> None:
+        self._pools, self._folded, self._stamps = pools, folded, stamps
+        self.source = source
+        """The fold that made this room: the same stamp of the same source is the same state."""
+
+    def stamp(self, name: str) -> int:
+        """0: cluster `name` holds what the snapshot says; else the number of the fold's last
+        change to it (equal numbers from one `source`: equal states)."""
+        return self._stamps.get(name, 0)
 
     def __getitem__(self, name: str) -> Sequence[Mapping[str, quantity.Nanos]]:
         found = self._folded.get(name)

@@ -17,11 +17,10 @@ only `requested` differs), so a spread placed again sees what the sequential rul
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from federation.api import quantity
 from federation.coordinator.model import member_views
-from federation.core import fit, placement, placement_round, placement_view
+from federation.core import placement, placement_round, placement_view
 
 
 def placed(
@@ -33,41 +32,34 @@ def placed(
         result, placement_round.charges_of(result, running=running, profiles=plan.profiles), plan.profiles)
 
 
-_State = tuple[Mapping[str, quantity.Nanos], ...]
-"""Per node pool of a cluster, what each node holds requested."""
-
-
 class Rooms:
     """The views of one round's contended spreads against the rooms they are placed again against.
 
-    A member is built again only for a cluster the room charged; spreads with equal pods placed
-    one after another mostly see the same charged state of a cluster (the fold copies a node's
-    dict when it charges it, so an unchanged state is the very same dicts), and share its member:
-    one is kept per cluster and kind of pods, with the state it was built on.
+    A member is built again only for a cluster the room charged (`FoldedRoom.stamp`), and once per
+    state and kind of pods: spreads placed one after another mostly see a cluster as the same
+    charge left it, and share its member.
     """
 
     def __init__(self, pools: placement_round.Pools) -> None:
         self._pools = pools
-        self._built: dict[tuple[str, int], tuple[_State, placement_view.Member]] = {}
+        self._built: dict[tuple[str, int], tuple[object, int, placement_view.Member]] = {}
 
     def view_in(
         self, view: placement_view.View, room: placement_view.Room, *, plan: member_views.Plan,
     ) -> placement_view.View:
         """`view` (a request's, built on the round's snapshot) as it is against `room`: the members
         whose nodes hold more there are built again from their pools (`member_of`), the others
-        kept; the rooms of the members built again follow them."""
-        pools = self._pools
+        kept; the rooms of the members built again follow them. `room` is one `settle` gives
+        (a `FoldedRoom`: TypeError otherwise)."""
+        if not isinstance(room, placement_round.FoldedRoom):
+            raise TypeError(f"a room from placement_round.settle was expected, not {type(room).__name__}")
         members = dict(view.members)
         changed: set[str] = set()
         for name, member in view.members.items():
-            if name not in pools:  # a cluster that has reported no pools: nothing to charge there
-                continue
-            numbers, state = pools[name], tuple(room[name])
-            if all(node is pool.requested or node == pool.requested
-                   for node, pool in zip(state, numbers, strict=True)):
-                continue
-            members[name] = self._member(name, numbers, state, like=member, plan=plan)
-            changed.add(name)
+            found = self._member(name, room, like=member, plan=plan)
+            if found is not None:
+                members[name] = found
+                changed.add(name)
         if not changed:
             return view
         rooms = tuple(
@@ -76,20 +68,21 @@ class Rooms:
         return dataclasses.replace(view, members=members, rooms=rooms)
 
     def _member(
-        self, name: str, numbers: Sequence[fit.Pool], state: _State, *,
-        like: placement_view.Member, plan: member_views.Plan,
-    ) -> placement_view.Member:
-        """Cluster `name` with its nodes holding `state`, for `plan`'s pods, as `like` (the
-        snapshot's member: readiness, cordon and admitting pools) otherwise."""
-        key = (name, plan.signature)
-        cached = self._built.get(key)
-        if cached is not None and len(cached[0]) == len(state) \
-                and all(a is b for a, b in zip(cached[0], state, strict=True)):
-            found = cached[1]
+        self, name: str, room: placement_round.FoldedRoom, *, like: placement_view.Member,
+        plan: member_views.Plan,
+    ) -> placement_view.Member | None:
+        """Cluster `name` as `room` has it, for `plan`'s pods, as `like` (the snapshot's member:
+        readiness, cordon and admitting pools) otherwise; None where the room is the snapshot's."""
+        stamp = room.stamp(name)
+        if not stamp:
+            return None
+        cached = self._built.get((name, plan.signature))
+        if cached is not None and cached[0] is room.source and cached[1] == stamp:
+            found = cached[2]
         else:
-            found = placement_view.member_of(
-                numbers, state, ready=like.ready, cordon=like.cordon, kinds=plan.kinds, admits=like.admits)
-            self._built[key] = (state, found)
+            found = placement_view.member_of(self._pools[name], room[name], ready=like.ready,
+                                             cordon=like.cordon, kinds=plan.kinds, admits=like.admits)
+            self._built[(name, plan.signature)] = (room.source, stamp, found)
         if (found.ready, found.cordon, found.admits) != (like.ready, like.cordon, like.admits):
             found = found._replace(ready=like.ready, cordon=like.cordon, admits=like.admits)
         return found
