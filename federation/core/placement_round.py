@@ -215,6 +215,32 @@ class FoldedRoom(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
         return len(self._pools)
 
 
+class LedgerPools(Mapping[str, Sequence[fit.Pool]]):
+    """A round's snapshot as `Pools`, from per-cluster ledgers (`overcommit.Ledger`) that hold the
+    pending pods of the spreads outside the round: each cluster's pools with every charge its
+    ledger holds as `requested`, read when first asked for (a round reads only the clusters it
+    charges or places on). Valid until a ledger changes."""
+
+    def __init__(self, ledgers: Mapping[str, overcommit.Ledger]) -> None:
+        self._ledgers = ledgers
+        self._read: dict[str, tuple[fit.Pool, ...]] = {}
+
+    def __getitem__(self, name: str) -> tuple[fit.Pool, ...]:
+        found = self._read.get(name)
+        if found is None:
+            ledger = self._ledgers[name]
+            found = self._read[name] = tuple(
+                dataclasses.replace(pool, requested=state)
+                for pool, state in zip(ledger.pools, ledger.requested(""), strict=True))  # "": no spread
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ledgers)
+
+    def __len__(self) -> int:
+        return len(self._ledgers)
+
+
 def _takes_by_cluster(placed: Placed) -> dict[str, list[passes.Take]]:
     found: dict[str, list[passes.Take]] = {}
     for take in placed.result.takes:

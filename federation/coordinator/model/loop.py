@@ -2,9 +2,9 @@
 
 Why it is separate from the world and the shell: the loop's decisions are the coordinator's
 substance — recompute only the spreads an event touches, a round of several against one snapshot
-(DESIGN §5: the room at the round's start less every *other* spread's placed-but-not-running
-replicas, overcommit protection, karmada#1385; node pools the answers promised twice placed again
-in key order, `placement_round`), and move replicas off clusters whose agents went
+(the room at the round's start less every *other* spread's placed-but-not-running replicas,
+overcommit protection, karmada#1385; node pools the answers promised twice placed again in key
+order, `placement_round`), and move replicas off clusters whose agents went
 silent for `failover.clusterLostSeconds`. Keeping it pure lets unit tests drive it with event
 sequences and an injected clock; the Ray shards and gRPC servicers only call it.
 
@@ -224,7 +224,7 @@ def recompute(
 
     A round of one spread is placed here, on the world as it is (every other spread's pending pods
     deducted), never sent to `place_batch`: one spread gains nothing from a shard but a round trip.
-    A round of several is placed against one snapshot (DESIGN §5, `placement_round`): the round's
+    A round of several is placed against one snapshot (`placement_round`): the round's
     own pending pods are lifted out of the ledgers, every request is built on what remains and
     answered at once — by `place_batch` (the Ray shards) when given, else here; the answers are the
     same — then `placement_round.settle` finds the node pools the answers promised twice and places

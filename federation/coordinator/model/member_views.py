@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 from federation.api import cluster
 from federation.api import spread as spread_api
 from federation.coordinator.model import facts, failover, selection_index
-from federation.core import fit, overcommit, placement, placement_view, status
+from federation.core import fit, overcommit, placement, placement_round, placement_view, status
 
 _TOUCH_LOG = 65536
 """Touched clusters remembered before the log starts again (groups behind it compare versions)."""
@@ -179,7 +179,7 @@ class MemberViews:
         """Per cluster, its node pools with what the ledger holds now as `requested` (after `lift`:
         the round's snapshot), read lazily: a round reads only the clusters it charges."""
         self._settle()
-        return _LedgerPools(self._ledgers)
+        return placement_round.LedgerPools(self._ledgers)
 
     def plan(self, key: str) -> Plan:
         """Spread `key`'s pod shape and per-subset profiles (ValueError: a malformed template)."""
@@ -436,26 +436,3 @@ class MemberViews:
         return placement_view.Member(ready, cordon, slots, ledger.admits(plan.signature, plan.profiles),
                                      numbers, ledger.nodes, limits)
 
-
-class _LedgerPools(Mapping[str, Sequence[fit.Pool]]):
-    """Per cluster, its ledger's pools with every charge it holds in `requested` (`snapshot_pools`);
-    each cluster read once, when first asked for. Valid until a ledger changes."""
-
-    def __init__(self, ledgers: Mapping[str, overcommit.Ledger]) -> None:
-        self._ledgers = ledgers
-        self._read: dict[str, tuple[fit.Pool, ...]] = {}
-
-    def __getitem__(self, name: str) -> tuple[fit.Pool, ...]:
-        found = self._read.get(name)
-        if found is None:
-            ledger = self._ledgers[name]
-            found = self._read[name] = tuple(
-                dataclasses.replace(pool, requested=state)
-                for pool, state in zip(ledger.pools, ledger.requested(""), strict=True))
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ledgers)
-
-    def __len__(self) -> int:
-        return len(self._ledgers)
