@@ -289,6 +289,32 @@ def test_a_rounds_spreads_do_not_see_each_others_old_pending_pods() -> None:
     assert one_by_one.placements["shop/a"].clusters == {"tiny": 0, "big": 2}, "the old rule, for contrast"
 
 
+def test_a_round_that_fails_midway_leaves_every_pending_pod_charged() -> None:
+    """A round of several lifts its spreads' pending pods out of the views; when it raises before
+    storing (here the backend fails in a way it has no fallback for), the placements stay as they
+    were and so does every view: the lifted pods are charged again."""
+    def broken(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        raise RuntimeError("a backend bug")
+
+    clock = ManualClock(T0)
+    model, twin = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
+    keys: set[str] = set()
+    for world_ in (model, twin):
+        for name in ("a", "b"):
+            keys |= add_spread(world_, builders.federated_spread(name, TINY_THEN_BIG, strategy="Adaptive"),
+                               replicas=2)
+        run(world_, keys, clock)  # a and b hold tiny's four slots, pending
+        for name in ("a", "b"):
+            world_.set_target(f"shop/{name}", replicas=3,
+                              template=builders.deployment(name, namespace="shop", cpu="1"))
+    with pytest.raises(RuntimeError, match="a backend bug"):
+        loop.recompute(model, keys, now=clock(), place_batch=broken)
+    assert model.placements == twin.placements
+    for key in sorted(keys):
+        assert model.view_for(key) == twin.view_for(key), key
+    assert run(model, keys, clock).placements == run(twin, keys, clock).placements
+
+
 def test_running_pods_are_not_deducted_twice() -> None:
     clock = ManualClock(T0)
     model = new_world(clock, {"tiny": 1, "big": 10})
