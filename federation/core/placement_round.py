@@ -16,17 +16,21 @@ twice is found afterwards, per node pool, and only the spreads involved are plac
    a spread's charges are folded, the room its placement took (`Placement.takes`, recorded when
    capacity bounds it: Adaptive with simulation) is taken again, in order, with the placement's
    own arithmetic (`placement_passes.Ledger`), on what the spreads before it left. A take that no
-   longer fits makes the pools its pods may use *contended*.
-3. **Contended pools are placed again**: every spread that charged a contended pool is taken out of
-   the round; the others are checked again without them (until no check fails: taking charges out
-   can only make room, but a fold of what remains may lay charges out differently across a
-   cluster's pools). Then the contended spreads are placed one after another, in key order,
-   against the snapshot minus the charges of the uncontended ones and of those placed before.
+   longer fits makes the pools its pods may use *contended*, and its spread is placed again.
+3. **Only the spreads whose takes do not fit are placed again**: they are taken out of the round;
+   the others are checked again without them (until no check fails: taking charges out can only
+   make room, but a fold of what remains may lay charges out differently across a cluster's
+   pools). Then they are placed one after another, in key order, against the snapshot minus the
+   charges of the kept ones and of those placed before. A spread that charged a contended pool
+   but whose takes fit, in key order, keeps its answer: it is the sequential one (below). Placing
+   every charger of a contended pool again (the first form of this rule) gave the same answers
+   and placed every spread of a herded round twice: spreads that see one snapshot send their
+   replicas to the same roomiest clusters, so in a tight round nearly every pool is contended.
 
 Properties (tests/unit/test_placement_round.py): the answer depends only on the inputs (never on
 the shards or their number); nothing is promised twice (the answer is the sequential one in the
-order "uncontended spreads by key, then contended spreads by key", the uncontended ones keeping
-their snapshot answers); with room for everyone nothing is placed twice; and when no pool is
+order "kept spreads by key, then the spreads placed again by key", the kept ones keeping their
+snapshot answers); with room for everyone nothing is placed twice; and when no pool is
 contended and no subset splits by `Capacity`, the answer equals placing the round's spreads one
 after another in key order (`place_in_order`). Why equal: a check that passes means the
 placement, run again on the fuller snapshot, would make the very same decisions — each take still
@@ -79,7 +83,7 @@ class Settled:
     contended: frozenset[tuple[str, int]]
     """(cluster, pool number) pairs where the snapshot answers promised room twice."""
     replaced: tuple[str, ...]
-    """The spreads placed again (they charged a contended pool), in key order."""
+    """The spreads placed again (their takes did not fit), in key order."""
 
 
 def profiles_of(spec: spread.FederatedSpreadSpec, shape: fit.PodShape) -> tuple[fit.Profile, ...]:
@@ -273,20 +277,12 @@ def _check(
     return failed, contended
 
 
-def _charged_pools(pools: Pools, placed: Placed, fold: _Fold) -> set[tuple[str, int]]:
-    """The (cluster, pool) pairs whose nodes admit some of the spread's pending pods."""
-    return {(name, index) for name, items in placed.charges.items() if name in pools
-            for item in items for index in fold.admitted(name, item.profile)}
-
-
 def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place) -> Settled:
     """The round's answer from `first`, every spread's answer against the snapshot `pools` (in any
-    order, from any number of shards): contended pools found and their spreads placed again with
-    `place`, one after another in key order (see the module docstring)."""
+    order, from any number of shards): the spreads whose takes do not fit found and placed again
+    with `place`, one after another in key order (see the module docstring)."""
     keys = sorted(first)
     takes = {key: _takes_by_cluster(first[key]) for key in keys}
-    lookup = _Fold(pools)
-    charged = {key: _charged_pools(pools, first[key], lookup) for key in keys}
     contended: set[tuple[str, int]] = set()
     again: set[str] = set()
     while True:
@@ -294,7 +290,7 @@ def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place) -> Settle
         if not failed:
             break
         contended |= found
-        again |= failed | {key for key in keys if not charged[key].isdisjoint(contended)}
+        again |= failed
     placed = {key: first[key] for key in keys}
     if again:
         fold = _Fold(pools)
