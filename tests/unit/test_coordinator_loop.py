@@ -212,10 +212,10 @@ def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_
 
 
 @pytest.mark.parametrize(("replicas_a", "replicas_b", "replaced"), [
-    # Both answers against the snapshot take 3 of tiny's 4 slots: the pool is contended, and every
-    # spread that charged it is placed again in key order (a as well, not only b: the round's rule,
-    # DESIGN §5), which is the one-after-the-other answer.
-    pytest.param(3, 3, 2, id="competing-both-are-placed-again"),
+    # Both answers against the snapshot take 3 of tiny's 4 slots: the pool is contended; a's takes
+    # fit first in key order (its answer stands), b's do not: b alone is placed again, after a,
+    # which is the one-after-the-other answer.
+    pytest.param(3, 3, 1, id="competing-the-later-is-placed-again"),
     pytest.param(2, 2, 0, id="room-for-both-nothing-placed-twice"),
     pytest.param(0, 3, 0, id="a-places-nothing-b-keeps-its-answer"),
 ])
