@@ -362,14 +362,15 @@ class Coordinator:
             self._deliver(name, key, None, reason=reason, orphan=orphan)
 
     def _say_if_ray_gained_nothing(self, result: loop.Round) -> None:
-        """Once: a big parallel round whose answers were mostly placed again in this process."""
+        """Once: a big parallel round whose answers were mostly placed again in this process (their
+        node pools were contended: `loop.Round.replaced`)."""
         placed = len(result.placements)
         if self.ray_gained_nothing or placed < WASTED_ROUND_SPREADS or result.replaced * 2 <= placed:
             return
         self.ray_gained_nothing = True
-        log.warning("the Ray shards' placements were mostly redone in the coordinator: these spreads "
-                    "share clusters, so each must see the ones before it and they are placed one "
-                    "after the other; the shards only added a round trip (--no-ray avoids it)",
+        log.warning("the Ray shards' placements were mostly redone in the coordinator: most spreads "
+                    "of this round competed for the same full node pools, and those are placed again "
+                    "one after the other; the shards only added a round trip (--no-ray avoids it)",
                     extra={"spreads": placed, "placed_again": result.replaced})
 
     def _deliver(

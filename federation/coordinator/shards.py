@@ -66,8 +66,8 @@ class PlacementBackend(Protocol):
     """Where placements and capacity simulations are computed: in-process or on Ray actors."""
 
     parallel: bool
-    """Whether `place_batch` runs requests in parallel: only then is a round sent as one batch
-    (in-process, the one-after-the-other pass gives the same answer without the re-checks)."""
+    """Whether `place_batch` runs requests in parallel: only then are the first answers of a round
+    of several spreads asked of it (in-process, `loop.recompute` answers them itself, the same)."""
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One placement per request, in request order."""

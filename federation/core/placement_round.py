@@ -16,17 +16,21 @@ twice is found afterwards, per node pool, and only the spreads involved are plac
    a spread's charges are folded, the room its placement took (`Placement.takes`, recorded when
    capacity bounds it: Adaptive with simulation) is taken again, in order, with the placement's
    own arithmetic (`placement_passes.Ledger`), on what the spreads before it left. A take that no
-   longer fits makes the pools its pods may use *contended*.
-3. **Contended pools are placed again**: every spread that charged a contended pool is taken out of
-   the round; the others are checked again without them (until no check fails: taking charges out
-   can only make room, but a fold of what remains may lay charges out differently across a
-   cluster's pools). Then the contended spreads are placed one after another, in key order,
-   against the snapshot minus the charges of the uncontended ones and of those placed before.
+   longer fits makes the pools its pods may use *contended*, and its spread is placed again.
+3. **Only the spreads whose takes do not fit are placed again**: they are taken out of the round;
+   the others are checked again without them (until no check fails: taking charges out can only
+   make room, but a fold of what remains may lay charges out differently across a cluster's
+   pools). Then they are placed one after another, in key order, against the snapshot minus the
+   charges of the kept ones and of those placed before. A spread that charged a contended pool
+   but whose takes fit, in key order, keeps its answer: it is the sequential one (below). Placing
+   every charger of a contended pool again (the first form of this rule) gave the same answers
+   and placed every spread of a herded round twice: spreads that see one snapshot send their
+   replicas to the same roomiest clusters, so in a tight round nearly every pool is contended.
 
 Properties (tests/unit/test_placement_round.py): the answer depends only on the inputs (never on
 the shards or their number); nothing is promised twice (the answer is the sequential one in the
-order "uncontended spreads by key, then contended spreads by key", the uncontended ones keeping
-their snapshot answers); with room for everyone nothing is placed twice; and when no pool is
+order "kept spreads by key, then the spreads placed again by key", the kept ones keeping their
+snapshot answers); with room for everyone nothing is placed twice; and when no pool is
 contended and no subset splits by `Capacity`, the answer equals placing the round's spreads one
 after another in key order (`place_in_order`). Why equal: a check that passes means the
 placement, run again on the fuller snapshot, would make the very same decisions — each take still
@@ -79,7 +83,7 @@ class Settled:
     contended: frozenset[tuple[str, int]]
     """(cluster, pool number) pairs where the snapshot answers promised room twice."""
     replaced: tuple[str, ...]
-    """The spreads placed again (they charged a contended pool), in key order."""
+    """The spreads placed again (their takes did not fit), in key order."""
 
 
 def profiles_of(spec: spread.FederatedSpreadSpec, shape: fit.PodShape) -> tuple[fit.Profile, ...]:
@@ -116,6 +120,9 @@ class _Fold:
         self._pools = pools
         self._state: dict[str, list[Node]] = {}
         self._admitted: dict[tuple[str, object], tuple[int, ...]] = {}
+        self._stamps: dict[str, int] = {}
+        """Per cluster a charge changed, the number of the last such change (in this fold)."""
+        self._changes = 0
 
     def state(self, name: str) -> list[Node]:
         found = self._state.get(name)
@@ -144,13 +151,17 @@ class _Fold:
                     node = state[index] = dict(state[index])
                     fit.charge(node, requests, pods=take, count=pool.count)
                     left -= take
+                    self._changes += 1
+                    self._stamps[name] = self._changes
                 if not left:
                     break
 
-    def room(self) -> placement_view.Room:
+    def room(self) -> FoldedRoom:
         """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
         them); it costs the clusters charged, not every cluster of the snapshot."""
-        return _Room(self._pools, {name: tuple(state) for name, state in self._state.items()})
+        state = self._state
+        return FoldedRoom(self._pools, {name: tuple(state[name]) for name in self._stamps},
+                          stamps=dict(self._stamps), source=self)
 
     def refused(self, name: str, placed: Placed, takes: Sequence[passes.Take]) -> tuple[int, ...] | None:
         """Take `takes` (in cluster `name`) again on what is folded there; None when every take
@@ -180,11 +191,22 @@ class _Fold:
         return None
 
 
-class _Room(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
-    """A room: the folded clusters' states, the others' as the snapshot's pools have them."""
+class FoldedRoom(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
+    """A room as a fold of charges on the snapshot left it: the charged clusters' states, the
+    others' as the snapshot's pools have them. `stamp` tells, without comparing states, whether a
+    cluster differs from the snapshot and whether two rooms of one fold (`source`) hold the same
+    state there: what a caller that builds views from rooms needs to build each only once."""
 
-    def __init__(self, pools: Pools, folded: Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]) -> None:
-        self._pools, self._folded = pools, folded
+    def __init__(self, pools: Pools, folded: Mapping[str, Sequence[Mapping[str, quantity.Nanos]]], *,
+                 stamps: Mapping[str, int], source: object) -> None:
+        self._pools, self._folded, self._stamps = pools, folded, stamps
+        self.source = source
+        """The fold that made this room: the same stamp of the same source is the same state."""
+
+    def stamp(self, name: str) -> int:
+        """0: cluster `name` holds what the snapshot says; else the number of the fold's last
+        change to it (equal numbers from one `source`: equal states)."""
+        return self._stamps.get(name, 0)
 
     def __getitem__(self, name: str) -> Sequence[Mapping[str, quantity.Nanos]]:
         found = self._folded.get(name)
@@ -195,6 +217,32 @@ class _Room(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
 
     def __len__(self) -> int:
         return len(self._pools)
+
+
+class LedgerPools(Mapping[str, Sequence[fit.Pool]]):
+    """A round's snapshot as `Pools`, from per-cluster ledgers (`overcommit.Ledger`) that hold the
+    pending pods of the spreads outside the round: each cluster's pools with every charge its
+    ledger holds as `requested`, read when first asked for (a round reads only the clusters it
+    charges or places on). Valid until a ledger changes."""
+
+    def __init__(self, ledgers: Mapping[str, overcommit.Ledger]) -> None:
+        self._ledgers = ledgers
+        self._read: dict[str, tuple[fit.Pool, ...]] = {}
+
+    def __getitem__(self, name: str) -> tuple[fit.Pool, ...]:
+        found = self._read.get(name)
+        if found is None:
+            ledger = self._ledgers[name]
+            found = self._read[name] = tuple(
+                dataclasses.replace(pool, requested=state)
+                for pool, state in zip(ledger.pools, ledger.requested(""), strict=True))  # "": no spread
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ledgers)
+
+    def __len__(self) -> int:
+        return len(self._ledgers)
 
 
 def _takes_by_cluster(placed: Placed) -> dict[str, list[passes.Take]]:
@@ -229,20 +277,12 @@ def _check(
     return failed, contended
 
 
-def _charged_pools(pools: Pools, placed: Placed, fold: _Fold) -> set[tuple[str, int]]:
-    """The (cluster, pool) pairs whose nodes admit some of the spread's pending pods."""
-    return {(name, index) for name, items in placed.charges.items() if name in pools
-            for item in items for index in fold.admitted(name, item.profile)}
-
-
 def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place) -> Settled:
     """The round's answer from `first`, every spread's answer against the snapshot `pools` (in any
-    order, from any number of shards): contended pools found and their spreads placed again with
-    `place`, one after another in key order (see the module docstring)."""
+    order, from any number of shards): the spreads whose takes do not fit found and placed again
+    with `place`, one after another in key order (see the module docstring)."""
     keys = sorted(first)
     takes = {key: _takes_by_cluster(first[key]) for key in keys}
-    lookup = _Fold(pools)
-    charged = {key: _charged_pools(pools, first[key], lookup) for key in keys}
     contended: set[tuple[str, int]] = set()
     again: set[str] = set()
     while True:
@@ -250,7 +290,7 @@ def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place) -> Settle
         if not failed:
             break
         contended |= found
-        again |= failed | {key for key in keys if not charged[key].isdisjoint(contended)}
+        again |= failed
     placed = {key: first[key] for key in keys}
     if again:
         fold = _Fold(pools)

@@ -41,7 +41,8 @@ def test_each_backend_records_the_keys_and_places_the_same(records: dict[str, di
         assert record["messages"] > 0 and record["delivered_s"] >= 0
         assert record["streams_reopened"] == record["streams_detached"] == 0, record  # none ended
     assert local["replicas_placed"] == ray["replicas_placed"] > 0
-    assert local["round_replaced"] == 0  # placed one after the other: nothing to place again
+    # Both backends place the round against one snapshot: the same spreads are placed again.
+    assert local["round_replaced"] == ray["round_replaced"]
     for kind in EVENTS:
         assert local["events"][kind]["replaced_median"] == ray["events"][kind]["replaced_median"], kind
 

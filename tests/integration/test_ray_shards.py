@@ -197,7 +197,8 @@ def test_cluster_shards_answer_like_the_local_backend(backend: shards.RayBackend
 
 
 def round_world() -> world.World:
-    """Twelve spreads competing for tiny's four one-cpu slots, with room to spare in big."""
+    """Twelve spreads competing for tiny's four one-cpu slots, with room to spare in big (a round of
+    them is contended: against one snapshot each would take tiny's slots)."""
     model = world.World(lambda: NOW)
     for name, nodes in {"tiny": 1, "big": 10}.items():
         model.upsert_cluster(name, labels={})
@@ -221,6 +222,7 @@ def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBa
     on_ray = loop.recompute(worlds[0], keys, now=NOW, place_batch=backend.place_batch)
     in_process = loop.recompute(worlds[1], keys, now=NOW)
     assert on_ray.placements == in_process.placements
+    assert on_ray.replaced == in_process.replaced > 0  # tiny is contended: placed again, both alike
     assert sum(p.clusters["tiny"] for p in on_ray.placements.values()) == 4  # never overcommitted
 
 

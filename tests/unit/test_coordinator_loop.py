@@ -212,14 +212,18 @@ def test_two_spreads_never_overcommit_a_small_cluster(replicas_a: int, replicas_
 
 
 @pytest.mark.parametrize(("replicas_a", "replicas_b", "replaced"), [
-    pytest.param(3, 3, 1, id="competing-b-is-placed-again"),
+    # Both answers against the snapshot take 3 of tiny's 4 slots: the pool is contended; a's takes
+    # fit first in key order (its answer stands), b's do not: b alone is placed again, after a,
+    # which is the one-after-the-other answer.
+    pytest.param(3, 3, 1, id="competing-the-later-is-placed-again"),
+    pytest.param(2, 2, 0, id="room-for-both-nothing-placed-twice"),
     pytest.param(0, 3, 0, id="a-places-nothing-b-keeps-its-answer"),
 ])
 def test_a_parallel_round_equals_placing_one_spread_after_the_other(
     replicas_a: int, replicas_b: int, replaced: int
 ) -> None:
     clock = ManualClock(T0)
-    together, one_by_one = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
+    together, in_process, one_by_one = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(3))
     batches: list[list[str]] = []
 
     def parallel(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
@@ -227,17 +231,88 @@ def test_a_parallel_round_equals_placing_one_spread_after_the_other(
         return loop.answer_all(requests)
 
     keys: set[str] = set()
-    for model in (together, one_by_one):
+    for model in (together, in_process, one_by_one):
         keys = add_spread(model, builders.federated_spread("a", TINY_THEN_BIG, strategy="Adaptive"),
                           replicas=replicas_a)
         keys |= add_spread(model, builders.federated_spread("b", TINY_THEN_BIG, strategy="Adaptive"),
                            replicas=replicas_b)
     result = loop.recompute(together, keys, now=clock(), place_batch=parallel)
+    here = loop.recompute(in_process, keys, now=clock())
     for key in sorted(keys):
         loop.recompute(one_by_one, [key], now=clock())
     assert batches == [["shop/a", "shop/b"]]
-    assert result.replaced == replaced
-    assert together.placements == one_by_one.placements
+    assert result.replaced == here.replaced == replaced
+    assert together.placements == in_process.placements  # either backend: the same round
+    # The answer is the one-after-the-other one; a subset's `capacity` figure is the snapshot's (the
+    # room at the round's start, as Explain said it then), so only the answers are compared.
+    assert ({k: (p.counts(), p.unplaced) for k, p in together.placements.items()}
+            == {k: (p.counts(), p.unplaced) for k, p in one_by_one.placements.items()})
+
+
+def test_a_round_of_one_spread_is_placed_in_process() -> None:
+    """One spread (a scale, a new spread) never pays the parallel backend's round trip: a round of
+    one is never contended, so the shards could only give the same answer later."""
+    clock = ManualClock(T0)
+    model = new_world(clock, {"tiny": 1, "big": 10})
+    keys = add_spread(model, builders.federated_spread("a", TINY_THEN_BIG, strategy="Adaptive"), replicas=3)
+
+    def refused(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        raise AssertionError(f"a round of one was sent to the backend: {[r.key for r in requests]}")
+
+    result = loop.recompute(model, keys, now=clock(), place_batch=refused)
+    assert result.placements["shop/a"].clusters == {"tiny": 3, "big": 0}
+    assert (result.replaced, result.fell_back) == (0, "")
+
+
+def test_a_rounds_spreads_do_not_see_each_others_old_pending_pods() -> None:
+    """Against one snapshot the round's own pending pods are lifted: a spread placed with others no
+    longer sees, as it did when the round went one by one in key order, the old pending pods of a
+    spread after it. b holds tiny's 4 slots pending; a round of a (new, 2) and b (scaled to 2): a
+    sees tiny empty and b's 2 fit beside it, where one by one a went to big (b's 4 still there)."""
+    clock = ManualClock(T0)
+    model, one_by_one = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
+    for world_ in (model, one_by_one):
+        add_spread(world_, builders.federated_spread("b", TINY_THEN_BIG, strategy="Adaptive"), replicas=4)
+        run(world_, {"shop/b"}, clock)
+        assert world_.placements["shop/b"].clusters == {"tiny": 4, "big": 0}
+    keys: set[str] = set()
+    for world_ in (model, one_by_one):
+        for name in ("a", "b"):
+            keys |= add_spread(world_, builders.federated_spread(name, TINY_THEN_BIG, strategy="Adaptive"),
+                               replicas=2)
+    result = loop.recompute(model, keys, now=clock())
+    for key in sorted(keys):
+        loop.recompute(one_by_one, [key], now=clock())
+    assert result.placements["shop/a"].clusters == {"tiny": 2, "big": 0}
+    assert result.placements["shop/b"].clusters == {"tiny": 2, "big": 0}
+    assert result.replaced == 0
+    assert one_by_one.placements["shop/a"].clusters == {"tiny": 0, "big": 2}, "the old rule, for contrast"
+
+
+def test_a_round_that_fails_midway_leaves_every_pending_pod_charged() -> None:
+    """A round of several lifts its spreads' pending pods out of the views; when it raises before
+    storing (here the backend fails in a way it has no fallback for), the placements stay as they
+    were and so does every view: the lifted pods are charged again."""
+    def broken(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        raise RuntimeError("a backend bug")
+
+    clock = ManualClock(T0)
+    model, twin = (new_world(clock, {"tiny": 1, "big": 10}) for _ in range(2))
+    keys: set[str] = set()
+    for world_ in (model, twin):
+        for name in ("a", "b"):
+            keys |= add_spread(world_, builders.federated_spread(name, TINY_THEN_BIG, strategy="Adaptive"),
+                               replicas=2)
+        run(world_, keys, clock)  # a and b hold tiny's four slots, pending
+        for name in ("a", "b"):
+            world_.set_target(f"shop/{name}", replicas=3,
+                              template=builders.deployment(name, namespace="shop", cpu="1"))
+    with pytest.raises(RuntimeError, match="a backend bug"):
+        loop.recompute(model, keys, now=clock(), place_batch=broken)
+    assert model.placements == twin.placements
+    for key in sorted(keys):
+        assert model.view_for(key) == twin.view_for(key), key
+    assert run(model, keys, clock).placements == run(twin, keys, clock).placements
 
 
 def test_running_pods_are_not_deducted_twice() -> None:

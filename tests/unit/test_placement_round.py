@@ -3,7 +3,7 @@
 Tables first (two spreads over one pool, room enough or not; contention that stays in its pool;
 `Capacity` splits that no longer depend on names), then properties over random rounds drawn by
 `strategies.py`: no room promised twice (checked by sums the code under test never computes, and
-as "the answer is the sequential one in the order uncontended-then-contended"), equal to the
+as "the answer is the sequential one in the order kept-then-placed-again"), equal to the
 sequential rule when no pool is contended and nothing splits by `Capacity`, nothing placed twice
 when there is room for every pod, and the same answer whatever shards placed the spreads against
 the snapshot.
@@ -150,7 +150,7 @@ def one_pool(cpu: str, *, clusters: Sequence[str] = ("c0",)) -> cluster.Capacity
 # --- tables -------------------------------------------------------------------------------------
 
 
-def test_two_spreads_that_do_not_both_fit_are_placed_again_in_key_order() -> None:
+def test_of_two_spreads_that_do_not_both_fit_the_later_is_placed_again() -> None:
     round_ = Round(one_pool("10"), {
         "shop/b": Item(adaptive({"name": "a", "clusters": ["c0"]}), 6, CPU_1),
         "shop/a": Item(adaptive({"name": "a", "clusters": ["c0"]}), 6, CPU_1),
@@ -159,7 +159,7 @@ def test_two_spreads_that_do_not_both_fit_are_placed_again_in_key_order() -> Non
     assert overcommitted(round_, naive) == ["c0"]  # each alone takes 6 of the 10 cores
     settled = round_.settle()
     assert settled.contended == {("c0", 0)}
-    assert settled.replaced == ("shop/a", "shop/b")
+    assert settled.replaced == ("shop/b",)  # a's takes fit first in key order: its answer stands
     assert list(settled.placed) == ["shop/a", "shop/b"]
     assert settled.placed["shop/a"].result.counts() == {"a": {"c0": 6}}
     assert settled.placed["shop/b"].result.counts() == {"a": {"c0": 6}}  # 4 placed, 2 waiting there
@@ -177,7 +177,7 @@ def test_with_room_for_both_nothing_is_placed_twice_and_the_answer_is_the_sequen
     assert answers(settled.placed) == answers(round_.in_order(sorted(round_.items)))
 
 
-def test_only_the_spreads_of_a_contended_pool_are_placed_again() -> None:
+def test_only_the_spreads_whose_takes_do_not_fit_are_placed_again() -> None:
     snapshot = builders.snapshot(
         builders.member("c0", builders.pool(1, cpu="4")),
         builders.member("c1", builders.pool(1, cpu="4"), builders.pool(1, cpu="4", labels={"disk": "ssd"})),
@@ -191,9 +191,10 @@ def test_only_the_spreads_of_a_contended_pool_are_placed_again() -> None:
         "shop/d": Item(adaptive({"name": "a", "clusters": ["c1"]}), 2, CPU_1),
     })
     settled = round_.settle()
-    # a and b both want 3 of c0's 4 cores; c on c1's ssd pool and d on its first pool share nothing.
+    # a and b both want 3 of c0's 4 cores (a, first in key order, keeps them); c on c1's ssd pool
+    # and d on its first pool share nothing.
     assert settled.contended == {("c0", 0)}
-    assert settled.replaced == ("shop/a", "shop/b")
+    assert settled.replaced == ("shop/b",)
     assert settled.placed["shop/b"].result.counts() == {"a": {"c0": 1, "c1": 2}}
     assert settled.placed["shop/c"].result.counts() == {"a": {"c1": 4}}
     assert answers(settled.placed) == answers(round_.in_order(sorted(round_.items)))
@@ -249,7 +250,7 @@ def test_pods_in_flight_beyond_the_room_contend_with_no_one_alone() -> None:
     assert (settled.contended, settled.replaced) == (frozenset(), ())
     shared = Round(alone.snapshot, {"shop/a": a, "shop/b": Item(spec, 1, CPU_1)})
     settled = shared.settle()
-    assert (settled.contended, settled.replaced) == ({("c0", 0)}, ("shop/a", "shop/b"))
+    assert (settled.contended, settled.replaced) == ({("c0", 0)}, ("shop/b",))
     assert settled.placed["shop/b"].result.capacity_exhausted == 1
     assert answers(settled.placed) == answers(shared.in_order(["shop/a", "shop/b"]))
 
@@ -268,7 +269,7 @@ def test_fixed_spreads_take_no_room_they_are_promised_but_charge_what_they_place
     })
     assert round_.alone("shop/a").result.takes == ()
     settled = round_.settle()
-    assert settled.replaced == ("shop/a", "shop/b")  # b's 3 do not fit on a's 3: c0 is contended
+    assert settled.replaced == ("shop/b",)  # b's 3 do not fit on a's 3: c0 is contended
     assert settled.placed["shop/b"].result.capacity_exhausted == 2
     assert answers(settled.placed) == answers(round_.in_order(sorted(round_.items)))
 

@@ -141,9 +141,9 @@ def test_the_round_commits_what_a_question_only_decides() -> None:
 
 def test_a_parallel_round_commits_each_spread_s_decision_once_as_the_sequential_round_does(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Ray-batch path builds every request first and may build one again after an earlier
-    spread of the round moved pending pods: each spread's brake and admission is committed once,
-    and the round ends where the sequential one does."""
+    """A round of several builds every request first (against one snapshot) and may place a
+    spread again when its pools are contended: each spread's brake and admission is committed once,
+    and the round ends where it ends in-process."""
     worlds = []
     for batch in (None, loop.answer_all):
         clock = ManualClock(T0)

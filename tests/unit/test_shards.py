@@ -124,8 +124,9 @@ class ParallelLocal(shards.LocalBackend):
     parallel = True
 
 
-def sharing(count: int) -> tuple[facade.Coordinator, world.World, list[str]]:
-    """`count` spreads over the same two clusters, placed through the parallel path."""
+def sharing(count: int, *, cpu: str = "1") -> tuple[facade.Coordinator, world.World, list[str]]:
+    """`count` spreads over the same two clusters (20 one-cpu pods of room: `count` of 2 replicas
+    each and more compete for every pool), placed through the parallel path."""
     clock = lambda: NOW  # noqa: E731
     model = world.World(clock)
     for name, nodes in (("dc1", 2), ("aws", 3)):
@@ -134,9 +135,10 @@ def sharing(count: int) -> tuple[facade.Coordinator, world.World, list[str]]:
         model.heartbeat(name)
     keys = []
     for index in range(count):
-        item = builders.federated_spread(f"web-{index}", [{"name": "all", "clusters": ["dc1", "aws"]}])
+        item = builders.federated_spread(f"web-{index}", [{"name": "all", "clusters": ["dc1", "aws"]}],
+                                         strategy="Adaptive")
         model.upsert_spread(item)
-        model.set_target(item.key, replicas=2, template=builders.deployment(f"web-{index}", cpu="100m"))
+        model.set_target(item.key, replicas=2, template=builders.deployment(f"web-{index}", cpu=cpu))
         keys.append(item.key)
     return facade.Coordinator(model, clock=clock, backend=ParallelLocal()), model, keys
 
@@ -147,7 +149,7 @@ def test_a_parallel_round_redone_in_the_coordinator_is_said_once(caplog: pytest.
         first = coordinator.publish(keys)
         for key in keys:  # a new round over the same shared clusters: redone again, said no more
             name = key.split("/")[1]
-            model.set_target(key, replicas=3, template=builders.deployment(name, cpu="100m"))
+            model.set_target(key, replicas=3, template=builders.deployment(name, cpu="1"))
         coordinator.publish(keys)
     assert first.replaced * 2 > len(first.placements) == facade.WASTED_ROUND_SPREADS
     said = [r for r in caplog.records if "mostly redone in the coordinator" in r.getMessage()]
@@ -159,3 +161,13 @@ def test_a_small_round_says_nothing_however_much_is_redone() -> None:
     coordinator, _model, keys = sharing(facade.WASTED_ROUND_SPREADS - 1)
     result = coordinator.publish(keys)
     assert result.replaced * 2 > len(result.placements) and not coordinator.ray_gained_nothing
+
+
+def test_a_parallel_round_with_room_for_all_places_nothing_again() -> None:
+    """Spreads sharing clusters with room for every pod (100 pods of 0.1 cpu on 200 slots): the
+    shards' answers against the round's snapshot are final, and nothing is said."""
+    coordinator, _model, keys = sharing(facade.WASTED_ROUND_SPREADS, cpu="100m")
+    result = coordinator.publish(keys)
+    assert len(result.placements) == facade.WASTED_ROUND_SPREADS
+    assert all(p.placed == 2 for p in result.placements.values())
+    assert result.replaced == 0 and not coordinator.ray_gained_nothing

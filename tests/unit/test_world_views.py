@@ -6,15 +6,16 @@ facts each time, the way the coordinator did before issue 7: every other placed 
 pods (placed minus running, each subset's shape from the template), `deduct_pending` on the whole
 `snapshot_for`, then `placement_view.view_of`. Random worlds get random events — inventories, pod counts,
 labels, cordons, heartbeats and a moving clock, spread edits, template changes, scaling, deletions
-and recompute rounds, sequential or as an optimistic parallel batch — and after every event the two
-must agree exactly, as must the rounds' placements.
+and recompute rounds, in-process or through a parallel batch — and after every event the two
+must agree exactly, as must the rounds' placements (a round of several against one snapshot: the
+reference gives `placement_round` the whole deducted snapshot and `view_of` with the room).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import hypothesis
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
-from federation.core import fit, handover, overcommit, placement, placement_view, status
+from federation.core import fit, handover, overcommit, placement, placement_round, placement_view, status
 from tests.support import builders
 from tests.support.clock import ManualClock
 
@@ -44,12 +45,14 @@ def reference_shape(entry: world.SpreadEntry) -> fit.PodShape:
     return fit.shape_from_deployment(entry.template) if entry.template else fit.empty_shape()
 
 
-def reference_pending(model: world.World, key: str) -> list[overcommit.PendingPods]:
-    """Every other placed spread's placed-but-not-running pods (the pre-issue-7 `pending_of_others`)."""
+def reference_pending(model: world.World, key: str | Collection[str]) -> list[overcommit.PendingPods]:
+    """Every other placed spread's placed-but-not-running pods (the pre-issue-7 `pending_of_others`);
+    `key` a collection: the pending pods of every spread outside it (a round's snapshot)."""
+    besides = {key} if isinstance(key, str) else set(key)
     pending = []
     for other in model.spreads():
         last = model.placements.get(other.key)
-        if other.key == key or last is None:
+        if other.key in besides or last is None:
             continue
         shape = reference_shape(other)
         running = model.pods.running_for(other.key)
@@ -126,8 +129,10 @@ CLUSTER_TOLERATIONS: list[list[dict[str, Any]]] = [
 
 
 @st.composite
-def spreads(draw: st.DrawFn, key: str) -> spread_api.FederatedSpread:
-    spec = draw(fs.spreads(list(NAMES), max_subsets=3, patches=True))
+def spreads(draw: st.DrawFn, key: str, *, simulating: bool = False) -> spread_api.FederatedSpread:
+    """A spread `key` over the clusters; `simulating`: Adaptive with simulation (capacity binds)."""
+    adaptive: dict[str, Any] = {"strategy_types": ("Adaptive",), "simulation": True} if simulating else {}
+    spec = draw(fs.spreads(list(NAMES), max_subsets=3, patches=True, **adaptive))
     data = spec.model_dump(by_alias=True, mode="json")
     data["failover"] = {"clusterLostSeconds": draw(st.sampled_from((30, 60)))}
     data["clusterTolerations"] = draw(st.sampled_from(CLUSTER_TOLERATIONS))
@@ -212,28 +217,67 @@ def draw_event(model: world.World, clock: ManualClock, data: st.DataObject) -> t
     return "nothing", lambda m: None
 
 
-def reference_round(twin: world.World, keys: Sequence[str], *, now: datetime.datetime) -> dict[str, Any]:
-    """The round one spread at a time in key order, each on the reference's inputs."""
-    placed = {}
+def reference_round(
+    twin: world.World, keys: Sequence[str], *, now: datetime.datetime, replaced: list[int] | None = None,
+) -> dict[str, Any]:
+    """The round on the reference's inputs: one spread placed on the world as it is; several
+    against one snapshot (`placement_round.place_round`: every spread outside the round's pending
+    pods deducted from the whole `snapshot_for`, each spread's view `view_of` that snapshot with
+    the room it is placed against), the failover brake decided for each, in key order, first.
+    `replaced`, given, gets the number of spreads placed again."""
+    entries = []
     for key in sorted(set(keys)):
         entry = twin.spread(key)
         if entry is None:
             twin.drop(key)
         elif entry.replicas is not None:
-            kept = loop.brake_for(twin, entry, now=now)  # the failover brake is not what is compared here
-            view = placement_view.holding(selectable(reference_view(twin, key)), kept)
-            result = placement.place_view(
-                entry.spec, replicas=entry.replicas, view=view,
-                current=twin.current_for(key), running=twin.pods.running_for(key),
-                unschedulable=twin.marks_for(key), now=now, waiting=twin.waiting_for(key),
-            )
-            usable = twin.ready_selected(key)  # the handover, as the coordinator's loop applies it
-            placed[key] = handover.keep_ready(
-                result, replicas=entry.replicas, ready=twin.pods.ready_for(key, usable=usable),
-                unverified=twin.pods.unverified_for(key, usable=usable))
-            twin.store(key, placed[key])
-            twin.settled_placement(key, held=kept)  # as the loop's `_store`: the clusters it was placed with
-    return placed
+            entries.append(entry)
+    kept = {e.key: loop.brake_for(twin, e, now=now) for e in entries}  # not what is compared here
+    round_keys = [e.key for e in entries]
+    outside = reference_pending(twin, round_keys) if len(entries) > 1 else []
+
+    def place(key: str, room: placement_view.Room | None) -> placement_round.Placed:
+        entry = twin.spread(key)
+        assert entry is not None and entry.replicas is not None
+        shape = reference_shape(entry)
+        if room is None:  # one spread: the view the world shows it
+            view = reference_view(twin, key)
+        else:
+            snapshot = overcommit.deduct_pending(reference_snapshot(twin, key), outside)
+            view = placement_view.view_of(entry.spec, snapshot=snapshot, shape=shape, room=room)
+        view = placement_view.holding(selectable(view), kept[key])
+        running = twin.pods.running_for(key)
+        result = placement.place_view(
+            entry.spec, replicas=entry.replicas, view=view, current=twin.current_for(key), running=running,
+            unschedulable=twin.marks_for(key), now=now, waiting=twin.waiting_for(key),
+        )
+        usable = twin.ready_selected(key)  # the handover, as the coordinator's loop applies it
+        result = handover.keep_ready(
+            result, replicas=entry.replicas, ready=twin.pods.ready_for(key, usable=usable),
+            unverified=twin.pods.unverified_for(key, usable=usable))
+        profiles = placement_round.profiles_of(entry.spec, shape)
+        return placement_round.Placed(
+            result, placement_round.charges_of(result, running=running, profiles=profiles), profiles)
+
+    if len(entries) == 1:
+        answers = {round_keys[0]: place(round_keys[0], None).result}
+        if replaced is not None:
+            replaced.append(0)
+    elif entries:
+        snapshot = overcommit.deduct_pending(reference_snapshot(twin, round_keys[0]), outside)
+        pools = {c.name: tuple(fit.pool_of(p) for p in c.node_pools) for c in snapshot.clusters}
+        settled = placement_round.place_round(round_keys, pools=pools, place=place)
+        answers = {key: found.result for key, found in settled.placed.items()}
+        if replaced is not None:
+            replaced.append(len(settled.replaced))
+    else:
+        answers = {}
+        if replaced is not None:
+            replaced.append(0)
+    for key in round_keys:
+        twin.store(key, answers[key])
+        twin.settled_placement(key, held=kept[key])  # as the loop's `_store`: the clusters it was placed with
+    return answers
 
 
 @PROPERTY
@@ -305,3 +349,44 @@ def test_the_reference_round_keeps_the_clusters_a_spread_was_placed_with() -> No
     second = loop.recompute(model, ["shop/a"], now=clock())
     assert second.placements == reference_round(twin, ["shop/a"], now=clock())
     assert second.placements["shop/a"].counts()["rest"] == {"c1": 2}  # keeps what it was given, takes nothing
+
+
+@PROPERTY
+@hypothesis.given(data=st.data())
+def test_contended_rounds_equal_the_reference(data: st.DataObject) -> None:
+    """Rounds of several spreads on clusters of a few pod slots each, where the snapshot answers
+    promise room twice and are placed again: the coordinator's round (its ledgers lifted, the room
+    a contended spread is placed against built from them) equals `placement_round` given the
+    reference's inputs, through either backend, and so does what it counts as placed again."""
+    clock = ManualClock(T0)
+    model, twin = world.World(clock), world.World(clock)
+    setup: list[Event] = []
+    for name in NAMES:
+        labels = {names.REGION_LABEL: data.draw(st.sampled_from(fs.REGIONS))}
+        slots = data.draw(st.integers(1, 4))
+        pools = [builders.node_pool(1, cpu="2", pods=str(slots))]
+        setup.append(lambda m, n=name, l=labels, p=pools: (  # noqa: E741
+            m.upsert_cluster(n, labels=l), m.inventory(n, p), m.heartbeat(n)))
+    for key in KEYS:
+        item, replicas = data.draw(spreads(key, simulating=True)), data.draw(st.integers(0, 8))
+        pod = data.draw(st.builds(template, st.sampled_from(("0", "250m", "1")), selector=st.none(),
+                                  tolerate=st.booleans()))
+        setup.append(lambda m, k=key, i=item, r=replicas, t=pod: (
+            m.upsert_spread(i), m.set_target(k, replicas=r, template=t)))
+    for event in setup:
+        event(model)
+        event(twin)
+    for _step in range(data.draw(st.integers(1, 4))):
+        keys = data.draw(st.just(list(KEYS)) | st.lists(st.sampled_from(KEYS), min_size=2, unique=True))
+        batch = loop.answer_all if data.draw(st.booleans()) else None
+        result = loop.recompute(model, keys, now=clock(), place_batch=batch)
+        replaced: list[int] = []
+        assert result.placements == reference_round(twin, keys, now=clock(), replaced=replaced)
+        assert [result.replaced] == replaced
+        hypothesis.event("placed again" if result.replaced else "nothing placed again")
+        assert model.placements == twin.placements
+        check(model)
+        name = data.draw(st.sampled_from(NAMES))
+        report = pod_report(model, name, data.draw)
+        for m in (model, twin):
+            m.pod_counts(name, report)

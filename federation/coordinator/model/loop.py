@@ -1,9 +1,10 @@
 """The placement loop: which spreads to place after an event, in what order, on what capacity.
 
 Why it is separate from the world and the shell: the loop's decisions are the coordinator's
-substance — recompute only the spreads an event touches, in a deterministic order
-(by key), each on a snapshot from which every *other* spread's placed-but-not-running replicas are
-deducted (overcommit protection, karmada#1385), and move replicas off clusters whose agents went
+substance — recompute only the spreads an event touches, a round of several against one snapshot
+(the room at the round's start less every *other* spread's placed-but-not-running replicas,
+overcommit protection, karmada#1385; node pools the answers promised twice placed again in key
+order, `placement_round`), and move replicas off clusters whose agents went
 silent for `failover.clusterLostSeconds`. Keeping it pure lets unit tests drive it with event
 sequences and an injected clock; the Ray shards and gRPC servicers only call it.
 
@@ -16,8 +17,8 @@ are kept until it reports them again.
 
 Cost: a request is built from what the World keeps up to date per cluster (other spreads'
 pending pods already charged, see `World.view_for`), so it costs the clusters the spread can use,
-not every cluster times every spread; a round re-checks a spread only when an earlier spread of the
-same round changed pending pods on a cluster it can use.
+not every cluster times every spread; a round's spreads are independent of each other, so the Ray
+shards' answers are final unless their pools are contended.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from federation.api import cluster, spread
-from federation.coordinator.model import brakes
+from federation.coordinator.model import brakes, round_snapshot
 from federation.coordinator.model import world as world_model
-from federation.core import fit, handover, overcommit, placement
+from federation.core import fit, handover, overcommit, placement, placement_round, placement_view
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,9 +41,11 @@ class Round:
     waiting_for_target: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     replaced: int = 0
-    """Answers of the parallel batch placed again because an earlier spread changed their inputs."""
+    """Spreads of a round of several placed again, one after another, because they charged a node
+    pool the round's snapshot answers promised twice (`placement_round.Settled.replaced`)."""
     fell_back: str = ""
-    """Why the parallel batch was answered in this process instead (`BatchUnavailable`); "" if not."""
+    """Why the round's first answers were placed in this process instead of by the parallel
+    backend (`BatchUnavailable`); "" if not."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,20 +220,21 @@ def recompute(
     world: world_model.World, keys: Iterable[str], *, now: datetime.datetime,
     place_batch: PlaceBatch | None = None,
 ) -> Round:
-    """Place the spreads `keys` in key order and store the results in the world.
+    """Place the spreads `keys` and store the results in the world.
 
-    The answer is the one a sequential pass in key order gives: each spread sees the new
-    placements of the spreads before it. Without `place_batch` that is what happens, in this
-    process. With it (the Ray shards) the round is optimistic and parallel: every request is built
-    on the world before the round and sent to `place_batch` at once; then, in key order, a spread
-    that can use a cluster where an earlier spread of the round changed its pending pods is
-    checked, and placed again here if its inputs did change. Independent spreads — the usual
-    case — are neither checked nor placed twice. When `place_batch` raises `BatchUnavailable`
-    (the Ray shards missed their deadline), the same requests are answered here (`fell_back`).
+    A round of one spread is placed here, on the world as it is (every other spread's pending pods
+    deducted), never sent to `place_batch`: one spread gains nothing from a shard but a round trip.
+    A round of several is placed against one snapshot (`placement_round`): the round's
+    own pending pods are lifted out of the ledgers, every request is built on what remains and
+    answered at once — by `place_batch` (the Ray shards) when given, else here; the answers are the
+    same — then `placement_round.settle` finds the node pools the answers promised twice and places
+    the spreads that charged them again, one after another in key order, here (`replaced`). With
+    room for everyone nothing is placed twice. When `place_batch` raises `BatchUnavailable` (the Ray
+    shards missed their deadline), the same requests are answered here (`fell_back`): same round.
 
     The failover brake and rate limit are decided and committed here, once per spread placed, in
-    key order (`brake_for`); a request placed again reuses that decision. Building a request
-    commits nothing (queries are pure: Explain builds them too).
+    key order (`brake_for`), before any request is built; a spread placed again keeps that
+    decision. Building a request commits nothing (queries are pure: Explain builds them too).
 
     A key whose spread is gone has its placement dropped (`removed`); a spread whose hub
     Deployment has not been seen yet is not placed (`waiting_for_target`).
@@ -247,9 +251,8 @@ def recompute(
             waiting.append(key)
         else:
             entries.append(entry)
-    placed: dict[str, placement.Placement] = {}
-    replaced = 0
-    if place_batch is None:
+    if len(entries) < 2:
+        placed: dict[str, placement.Placement] = {}
         for entry in entries:
             kept = brake_for(world, entry, now=now)
             result = answer(request_for(world, entry, replicas=entry.replicas or 0, now=now, kept=kept))
@@ -257,22 +260,51 @@ def recompute(
             placed[entry.key] = result
         return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
     held = {e.key: brake_for(world, e, now=now) for e in entries}  # in key order, each committed once
+    try:
+        settled, fell_back = _against_one_snapshot(
+            world, entries, held=held, now=now, place_batch=place_batch)
+        for entry in entries:
+            _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key])
+    except BaseException:  # the spreads not stored yet keep their last placements, charged again
+        world.restore_charges()
+        raise
+    return Round(placements={e.key: settled.placed[e.key].result for e in entries},
+                 waiting_for_target=tuple(waiting), removed=tuple(removed),
+                 replaced=len(settled.replaced), fell_back=fell_back)
+
+
+def _against_one_snapshot(
+    world: world_model.World, entries: Sequence[world_model.SpreadEntry], *,
+    held: Mapping[str, frozenset[str]], now: datetime.datetime, place_batch: PlaceBatch | None,
+) -> tuple[placement_round.Settled, str]:
+    """The round of `entries` (several, in key order) settled against one snapshot, nothing stored
+    yet; and why its first answers were placed here instead of by `place_batch` ("" if they were
+    not). The round's pending pods are out of the ledgers from here until each spread is stored."""
+    pools = world.lift_charges([e.key for e in entries])
     sent = [request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key]) for e in entries]
     fell_back = ""
-    try:
-        answers = place_batch(sent) if sent else []
-    except BatchUnavailable as error:
-        answers, fell_back = answer_all(sent), str(error) or type(error).__name__
-    moved: set[str] = set()  # clusters where an earlier spread of this round changed its pending pods
-    for entry, request, result in zip(entries, sent, answers, strict=True):
-        if moved and not moved.isdisjoint(world.selected(entry.key)):
-            fresh = request_for(world, entry, replicas=request.replicas, now=now, kept=held[entry.key])
-            if fresh != request:
-                result, replaced = answer(fresh), replaced + 1
-        moved |= _store(world, entry.key, result=result, held=held[entry.key])
-        placed[entry.key] = result
-    return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed),
-                 replaced=replaced, fell_back=fell_back)
+    if place_batch is None:
+        answers = answer_all(sent)
+    else:
+        try:
+            answers = place_batch(sent)
+        except BatchUnavailable as error:
+            answers, fell_back = answer_all(sent), str(error) or type(error).__name__
+    requests = {r.key: r for r in sent}
+    plans = {e.key: world.plan_for(e.key) for e in entries}
+    first = {r.key: round_snapshot.placed(a, running=r.running, plan=plans[r.key])
+             for r, a in zip(sent, answers, strict=True)}
+    rooms = round_snapshot.Rooms(pools)
+
+    def again(key: str, room: placement_view.Room) -> placement_round.Placed:
+        request = requests[key]
+        if request.view is None:
+            raise ValueError(f"request {key!r} has no view")
+        view = rooms.view_in(request.view, room, plan=plans[key])
+        result = answer(dataclasses.replace(request, view=view))
+        return round_snapshot.placed(result, running=request.running, plan=plans[key])
+
+    return placement_round.settle(pools, first, place=again), fell_back
 
 
 def failover(world: world_model.World) -> Lost:

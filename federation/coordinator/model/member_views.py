@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from federation.api import cluster
 from federation.api import spread as spread_api
 from federation.coordinator.model import facts, failover, selection_index
-from federation.core import fit, overcommit, placement, placement_view, status
+from federation.core import fit, overcommit, placement, placement_round, placement_view, status
 
 _TOUCH_LOG = 65536
 """Touched clusters remembered before the log starts again (groups behind it compare versions)."""
@@ -102,6 +102,8 @@ class MemberViews:
         self._charged: dict[str, set[str]] = {}
         self._stale: set[str] = set()
         """Spreads whose charges in the ledgers must be recomputed before the next view."""
+        self._lifted: set[str] = set()
+        """Spreads of a round whose charges are out of the ledgers until they are stored (`lift`)."""
         self.beats = 0
         """Bumped on every heartbeat and forgotten cluster: cached readiness is stale."""
         self._readiness: dict[datetime.timedelta, _Readiness] = {}
@@ -150,8 +152,34 @@ class MemberViews:
         self._stale.update(keys)
 
     def is_stale(self, key: str) -> bool:
-        """Whether spread `key`'s charges wait to be recomputed."""
-        return key in self._stale
+        """Whether spread `key`'s charges wait to be recomputed (or were lifted for a round)."""
+        return key in self._stale or key in self._lifted
+
+    def lift(self, keys: Iterable[str]) -> None:
+        """A round places spreads `keys` against one snapshot (`loop.recompute`): take their pending
+        pods out of the ledgers (their new placements replace them), every other spread's charges
+        brought up to date first, so the ledgers then hold the round's snapshot. A lifted spread
+        stays out, and counts as stale, until it is charged again (`recharge`, through the World's
+        `store`) or `restore`d."""
+        self._settle()
+        for key in sorted(keys, reverse=True):  # the last key of a ledger comes off by subtraction
+            for name in self._charged.pop(key, ()):
+                ledger = self._ledgers.get(name)
+                if ledger is not None and ledger.set_charges(key, ()):
+                    self.touch(name)
+            self._lifted.add(key)
+
+    def restore(self) -> None:
+        """Charge the spreads still lifted again from their stored placements (a round that did not
+        finish: its spreads keep their last placements, and their charges with them)."""
+        self.mark_stale(self._lifted)
+        self._lifted = set()
+
+    def snapshot_pools(self) -> Mapping[str, Sequence[fit.Pool]]:
+        """Per cluster, its node pools with what the ledger holds now as `requested` (after `lift`:
+        the round's snapshot), read lazily: a round reads only the clusters it charges."""
+        self._settle()
+        return placement_round.LedgerPools(self._ledgers)
 
     def plan(self, key: str) -> Plan:
         """Spread `key`'s pod shape and per-subset profiles (ValueError: a malformed template)."""
@@ -207,6 +235,7 @@ class MemberViews:
         else:
             self._charged.pop(key, None)
         self._stale.discard(key)
+        self._lifted.discard(key)
         return changed
 
     def _settle(self) -> None:
@@ -406,3 +435,4 @@ class MemberViews:
         limits = placement_view.Limits(ledger.allocatable, state, distinct)  # worked out if a reason asks
         return placement_view.Member(ready, cordon, slots, ledger.admits(plan.signature, plan.profiles),
                                      numbers, ledger.nodes, limits)
+

@@ -495,6 +495,22 @@ class World:
         """
         return self._views.plan(key).shape
 
+    def plan_for(self, key: str) -> member_views.Plan:
+        """Spread `key`'s pods per subset (`member_views.Plan`; ValueError: a malformed template)."""
+        return self._views.plan(key)
+
+    def lift_charges(self, keys: Collection[str]) -> Mapping[str, Sequence[fit.Pool]]:
+        """A round of spreads `keys` begins (`loop.recompute`): their pending pods come out of the
+        ledgers until each is stored again (`store`) or the round gives up (`restore_charges`), so
+        every view built meanwhile is the round's snapshot. The snapshot's pools per cluster (read
+        lazily; valid until the first `store`)."""
+        self._views.lift(keys)
+        return self._views.snapshot_pools()
+
+    def restore_charges(self) -> None:
+        """A round did not finish: its lifted spreads' last placements are charged again."""
+        self._views.restore()
+
     def view_for(self, key: str) -> placement.View:
         """Spread `key`'s placement view: its selected clusters, every other spread's pending pods
         charged (`placement.view_of` of the deducted `snapshot_for`, from the ledgers)."""
