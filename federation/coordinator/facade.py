@@ -156,6 +156,13 @@ class Coordinator:
             streams = [s for name, s in self._streams.items() if cluster_name in (None, name)]
             return sum(stream.outgoing.qsize() for stream in streams)
 
+    def awaiting_report(self, cluster_name: str) -> frozenset[str]:
+        """The spreads `cluster_name`'s agent holds that no longer select it, kept since its resync
+        until its first full report (`lifecycle.Leftover.deselected`)."""
+        with self.lock:
+            stream = self._streams.get(cluster_name)
+            return frozenset(stream.awaiting_report) if stream is not None else frozenset()
+
     def attach(self, hello: agent_pb2.Hello, *, heartbeat_seconds: int) -> AgentStream:
         """A welcomed Hello: replace any older stream, register, queue Welcome and the full resync."""
         name = hello.cluster_name

@@ -19,6 +19,7 @@ import ast
 import logging
 import pathlib
 import pprint
+import re
 import sys
 import traceback
 from typing import Any
@@ -42,12 +43,7 @@ class Drawn:
 
 def parse(text: str) -> list[Step]:
     """The steps of a printed failure (pytest's `E   ` or hypothesis' `    | ` prefixes removed)."""
-    lines = []
-    for line in text.splitlines():
-        for prefix in ("    | ", "E       "):
-            if line.startswith(prefix):
-                line = line[len(prefix):]
-        lines.append(line)
+    lines = [re.sub(r"^(E\s+|\s*\| )", "", line) for line in text.splitlines()]
     steps: list[Step] = []
     draws: list[Any] = []
     pending = ""
@@ -92,8 +88,10 @@ def _machine() -> Any:
     return machine
 
 
-def replay(steps: list[Step]) -> tuple[str, int] | None:
-    """Where replaying `steps` fails (the file and line of the failing assertion), or None."""
+def replay(steps: list[Step]) -> tuple[str, str, int] | None:
+    """How replaying `steps` fails (the error's type, and the file and line that raised it), or
+    None. A step whose recorded draw no longer fits (a shrunk list) fails differently: it is not
+    the same failure."""
     state = _machine().FederationMachine()
     try:
         for name, arguments in steps:
@@ -102,13 +100,13 @@ def replay(steps: list[Step]) -> tuple[str, int] | None:
             if name != "teardown":
                 for invariant in INVARIANTS:
                     getattr(state, invariant)()
-    except AssertionError as error:
+    except Exception as error:
         frame = traceback.extract_tb(error.__traceback__)[-1]
-        return frame.filename, frame.lineno or 0
+        return type(error).__name__, frame.filename, frame.lineno or 0
     return None
 
 
-def shrink(steps: list[Step], failure: tuple[str, int]) -> list[Step]:
+def shrink(steps: list[Step], failure: tuple[str, str, int]) -> list[Step]:
     """The smallest list of steps (delta debugging) that still fails at `failure`."""
     def fails(candidate: list[Step]) -> bool:
         return bool(candidate) and candidate[0][0] == "start" and replay(candidate) == failure
@@ -142,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if failure is None:
         print(f"passes: {len(steps)} steps replayed, every invariant held")
         return 0
-    print(f"fails at {failure[0]}:{failure[1]} after {len(steps)} steps")
+    print(f"fails ({failure[0]}) at {failure[1]}:{failure[2]} after {len(steps)} steps")
     if not options.no_shrink:
         steps = shrink(steps, failure)
         print(f"shrunk to {len(steps)} steps:")
