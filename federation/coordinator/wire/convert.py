@@ -289,6 +289,8 @@ class PodCounts:
     conflicts: dict[str, str]
     dependency_conflicts: dict[str, tuple[str, ...]]
     """Per spread, the objects it needs (`Kind/name`) that the member has without our mark."""
+    misplaced: dict[str, str]
+    """Per spread, the agent's report of StatefulSet pods whose ordinal maps to another subset."""
     assigned: list[str] | None
     """The spreads the report is evidence for (agent.proto); None from an agent that does not say."""
 
@@ -310,4 +312,5 @@ def counts_from_pb(report: agent_pb2.PodCountsReport) -> PodCounts:
         conflicts={item.spread: item.conflict for item in report.spreads if item.conflict},
         dependency_conflicts={item.spread: tuple(sorted(item.dependency_conflicts))
                               for item in report.spreads if item.dependency_conflicts},
+        misplaced={item.spread: item.misplaced for item in report.spreads if item.misplaced},
         assigned=[] if report.first_after_start else assigned)
