@@ -10,9 +10,12 @@ this module turns the spread's cached pods into the text the agent reports with 
 condition. Each pod moves when it is next recreated (a rolling update, an eviction, a delete).
 
 Which pods count: the member StatefulSet's own pods (named `<statefulset>-<n>`) that are not being
-deleted and have not finished; a pod at or above the member StatefulSet's `spec.replicas` is being
-removed by its controller and is not reported (`ordinals.misplaced`). The ranges are the ones the
-webhook admits by (`Bookkeeping`'s `_ordinal_subset`): this cluster's quotas in subset order.
+deleted and have not finished, below both the member StatefulSet's `spec.replicas` and the sum of
+this cluster's quotas (`ordinals.misplaced`'s `replicas`). A pod at or above either is on its way
+out: the StatefulSet controller removes it, or the workload sync is about to scale the member
+StatefulSet down to the quotas' sum — reporting it would flap the condition on every ordinary
+scale-down. The ranges are the ones the webhook admits by (`Bookkeeping`'s `_ordinal_subset`):
+this cluster's quotas in subset order.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ def misplaced_report(value: assignment.Assignment, pods: Sequence[views.SpreadPo
             held[ordinal] = record.subset
     rules = sorted(value.subsets, key=lambda rule: rule.index)
     ranges = ordinals.ordinal_ranges([(rule.name, rule.quota) for rule in rules])
-    replicas = member.replicas if member is not None else None
+    replicas = sum(held_range.size for held_range in ranges)
+    if member is not None and member.replicas is not None:
+        replicas = min(replicas, member.replicas)
     found = ordinals.misplaced(held, ranges, replicas=replicas)
     return ordinals.misplaced_message(found, statefulset=value.workload)

@@ -162,7 +162,8 @@ def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and
         wait(lambda: (hub_status(hub)["replicas"], hub_status(hub)["ready_replicas"]) == (4, 4),
              "the hub StatefulSet never showed the member's 4 ready replicas")
         rollout = hub.rollout_status(sandbox, "sts/db")
-        assert rollout.returncode == 0 and "complete" in rollout.stdout, rollout
+        assert rollout.returncode == 0, rollout
+        assert "partitioned roll out complete: 4 new pods" in rollout.stdout, rollout
 
         # Down to 3: the controller removes the highest ordinal, b's; its claim stays.
         hub.apps.patch_namespaced_stateful_set_scale("db", namespace, {"spec": {"replicas": 3}})
