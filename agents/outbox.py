@@ -68,11 +68,13 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
                    workloads: Mapping[str, views.DeploymentStatus | None] | None = None,
                    conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
                    first_after_start: bool = False,
-                   dependency_conflicts: Mapping[str, Sequence[str]] | None = None) -> agent_pb2.AgentMessage:
+                   dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
+                   misplaced: Mapping[str, str] | None = None) -> agent_pb2.AgentMessage:
     """A full PodCountsReport: per spread, per subset, pods by state, the member Deployment's
     status (`workload` left unset for a spread without one in `workloads`), and why the target
     Deployment is left alone for a spread in `conflicts` (not ours: agents.ownership), and which
-    objects its pods need are, in `dependency_conflicts` (`Kind/name`).
+    objects its pods need are, in `dependency_conflicts` (`Kind/name`); `misplaced`: per spread, the
+    report of StatefulSet pods whose ordinal maps to another subset now.
 
     `assigned`: the spreads whose assignment was held, with a synced cache, when counting — the
     only ones the report is evidence for (agent.proto; None: not said, as agents before the field
@@ -97,6 +99,7 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
             item.workload.CopyFrom(workload_status(status))
         item.conflict = (conflicts or {}).get(spread, "")
         item.dependency_conflicts.extend((dependency_conflicts or {}).get(spread, ()))
+        item.misplaced = (misplaced or {}).get(spread, "")
     return agent_pb2.AgentMessage(pod_counts=report)
 
 

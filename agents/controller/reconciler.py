@@ -25,7 +25,8 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    never for a kind whose pods are bound to their identity (`reschedule_deletes_pods`: a
    StatefulSet's keep their name and claims);
 4. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
-   spread's member workload status (from the cached workload; none while it does not exist),
+   spread's member workload status (from the cached workload; none while it does not exist) and,
+   for a StatefulSet, the pods whose ordinal maps to another subset now (never deleted),
    sent to the outbox when either changed, and at least every heartbeat.
 
 Rounds run every second, or sooner when the spreads' pods or the fedspread workloads change in
@@ -50,6 +51,7 @@ from kubernetes.client import exceptions
 from agents import bookkeeping, outbox, owners, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
+from agents.controller import misplaced as misplaced_pods
 from federation import clock as clock_mod
 from federation.api import names
 from federation.core import deletion_cost, reschedule, status, workload_kinds
@@ -134,10 +136,11 @@ Seen = tuple[int, owners.Controllers]
 """What a spread's pods were read at: the cache's version of its pods and its owner chain."""
 
 Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
-               dict[str, str], frozenset[str], dict[str, tuple[str, ...]]]
+               dict[str, str], frozenset[str], dict[str, tuple[str, ...]], dict[str, str]]
 """What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, why
 that Deployment is left alone (a conflict), the spreads the counts are evidence for (their
-assignment held, the cache synced), and the objects its pods need that are left alone."""
+assignment held, the cache synced), the objects its pods need that are left alone, and its
+StatefulSet pods whose ordinal maps to another subset now (`agents.controller.misplaced`)."""
 
 ROUND_SECONDS = 1.0
 """Without a change, a reconcile round runs this often (`run`; the watchdog's period)."""
@@ -221,7 +224,10 @@ class Reconciler:
             except Exception as error:
                 LOG.warning("reconcile failed spread=%s error=%s", value.spread, str(error)[:300])
         self._forget_written(snapshot)
-        done.counts_sent = self._send_counts(current, counted=counted)
+        found = {a.spread: misplaced_pods.misplaced_report(a, snapshot[a.spread], self._member(a))
+                 for a in current} if counted else {}
+        done.counts_sent = self._send_counts(current, counted=counted,
+                                             misplaced={k: v for k, v in found.items() if v})
         self.rounds += 1
         return done
 
@@ -356,7 +362,8 @@ class Reconciler:
 
     # --- pod counts --------------------------------------------------------------------------------
 
-    def _send_counts(self, current: Sequence[assignment.Assignment], *, counted: bool) -> bool:
+    def _send_counts(self, current: Sequence[assignment.Assignment], *, counted: bool,
+                     misplaced: Mapping[str, str] | None = None) -> bool:
         """Queue a PodCountsReport if counts or a member Deployment's status changed, or a beat is due.
 
         The report lists as `assigned` the spreads it is evidence for: those whose assignment is
@@ -369,17 +376,18 @@ class Reconciler:
             dict(self._conflicts()) if self._conflicts is not None else {},
             frozenset(a.spread for a in current) if counted else frozenset(),
             dict(self._dependency_conflicts()) if self._dependency_conflicts is not None else {},
+            dict(misplaced or {}),
         )
         now = time.monotonic()
         if report == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
             return False
         first = self._sequence == 0
         self._sequence += 1
-        per_spread, workloads, conflicts, assigned, dependency_conflicts = report
+        per_spread, workloads, conflicts, assigned, dependency_conflicts, moved = report
         self._outbox.put_counts(outbox.counts_message(
             per_spread, sequence=self._sequence, generations={a.spread: a.generation for a in current},
             observed_at=self._clock(), workloads=workloads, conflicts=conflicts, assigned=assigned,
-            first_after_start=first, dependency_conflicts=dependency_conflicts))
+            first_after_start=first, dependency_conflicts=dependency_conflicts, misplaced=moved))
         self._last_counts, self._last_sent = report, now
         return True
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import pydantic
 import pydantic_core
 
-from federation.api import common, topology
+from federation.api import common, ordinal_rules, topology
 from federation.api import propagate as propagate_api
 
 KIND = "FederatedSpread"
@@ -406,6 +406,7 @@ def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
             ("subsets", f"percentage maxReplicas sum to {percent_total}%, at most 100% is allowed")
         )
     target = spec.target_ref
+    problems.extend(ordinal_rules.problems(target.kind, spec.subsets))
     problems.extend(propagate_api.problems(
         spec.propagate, target=(target.api_version, target.kind, target.name),
         propagate_dependencies=spec.propagate_dependencies))

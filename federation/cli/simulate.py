@@ -21,7 +21,7 @@ import rich.table
 from federation import clock
 from federation.api import problems, spread
 from federation.cli.options import EXIT_USAGE, usage_error
-from federation.core import fit, jobs, placement
+from federation.core import fit, jobs, placement, workload_kinds
 
 
 def _kind(doc: Any) -> str:
@@ -61,14 +61,11 @@ def _replicas(given: int | None, template: dict[str, Any] | None, *, kind: str =
     `spec.parallelism`, 1 when unset, as the apiserver defaults it)."""
     if given is not None:
         return given
-    field = "parallelism" if kind == "Job" else "replicas"
-    spec = template.get("spec") if template else None
-    value = spec.get(field) if isinstance(spec, dict) else None
-    if kind == "Job" and isinstance(spec, dict) and value is None:
-        value = 1
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    policy = workload_kinds.policy_for(spread.TARGET_API_VERSIONS[kind], kind)
+    value = workload_kinds.template_quantity(policy, template)
+    if value is not None:
         return value
-    raise click.UsageError(f"give --replicas N, or a template workload with spec.{field}")
+    raise click.UsageError(f"give --replicas N, or a template workload with spec.{policy.quantity_field}")
 
 
 def _current(path: pathlib.Path | None) -> dict[str, dict[str, int]]:

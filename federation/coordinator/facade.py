@@ -106,6 +106,7 @@ class AgentStream:
         self.workloads: dict[str, status.WorkloadStatus] = {}
         self.conflicts: dict[str, str] = {}
         self.dependency_conflicts: dict[str, tuple[str, ...]] = {}
+        self.misplaced: dict[str, str] = {}
         self.awaiting_report: set[str] = set()
         """Spreads this agent holds that no longer select its cluster, found at the resync: placed
         again once its first report says what runs there (`lifecycle.Leftover.deselected`)."""
@@ -479,9 +480,12 @@ class Coordinator:
         stream.dependency_conflicts = found.dependency_conflicts if report.full else {
             **{k: v for k, v in stream.dependency_conflicts.items() if k not in found.counts},
             **found.dependency_conflicts}
+        stream.misplaced = found.misplaced if report.full else {
+            **{k: v for k, v in stream.misplaced.items() if k not in found.counts}, **found.misplaced}
         changed = self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
                                         conflicts=stream.conflicts, assigned=found.assigned,
-                                        dependency_conflicts=stream.dependency_conflicts)
+                                        dependency_conflicts=stream.dependency_conflicts,
+                                        misplaced=stream.misplaced)
         if report.full and stream.awaiting_report:  # what runs there is known now: place them again
             changed, stream.awaiting_report = changed | stream.awaiting_report, set()
         self.publish(changed)

@@ -220,6 +220,23 @@ def _conflict_condition(conflicts: Mapping[str, str], dependencies: Mapping[str,
                             **common_args)
 
 
+PODS_MISPLACED = "PodsMisplaced"
+"""The condition naming StatefulSet pods whose ordinal maps to another subset now (left in place)."""
+MAX_MISPLACED_CHARS = 600
+"""Each cluster's misplaced-pods report is cut to this many characters in the condition (the
+agent's names at most 10 pods already)."""
+
+
+def _misplaced_condition(misplaced: Mapping[str, str], **common_args: Any) -> common.Condition | None:
+    """`PodsMisplaced=True` while an agent reports StatefulSet pods whose ordinal now maps to another
+    subset (a quota change moved the ranges; they are never deleted to move them); absent otherwise."""
+    if not misplaced:
+        return None
+    where = "; ".join(f"{name}: {misplaced[name][:MAX_MISPLACED_CHARS]}" for name in sorted(misplaced))
+    return status.condition(PODS_MISPLACED, "True", reason="OrdinalRangesMoved",
+                            message=f"{_plural(len(misplaced), 'cluster')} ({where})", **common_args)
+
+
 def _dependency_condition(missing: Sequence[str], **common_args: Any) -> common.Condition:
     """`DependencyMissing=True` naming the objects the template references that the hub lacks: the
     workload is placed all the same, and its pods wait in the members until the objects exist."""
@@ -272,6 +289,7 @@ def spread_status(
     dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
     missing_dependencies: Sequence[str] | None = None,
     dependencies: Sequence[spread.DependencyStatus] | None = None,
+    misplaced: Mapping[str, str] | None = None,
 ) -> spread.FederatedSpreadStatus:
     """The FederatedSpread status for a placement, the agents' pod counts and the marks.
 
@@ -284,6 +302,8 @@ def spread_status(
     template references that the hub lacks (the DependencyMissing condition; None: the spread does
     not propagate its dependencies, and the condition is left out). `dependencies` is where each
     referenced object is (`status.dependencies`, for `kubectl describe`; None or empty: left out).
+    `misplaced` is cluster -> its agent's report of StatefulSet pods whose ordinal maps to another
+    subset now (the PodsMisplaced condition, present only while one is reported).
     """
     result = placement
     ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
@@ -331,6 +351,9 @@ def spread_status(
     ]
     if missing_dependencies is not None:
         conditions.append(_dependency_condition(missing_dependencies, **common_args))
+    moved = _misplaced_condition(misplaced or {}, **common_args)
+    if moved is not None:
+        conditions.append(moved)
     suspended = _failover_condition(failover, selectable=selectable, **common_args)
     if suspended is not None:
         conditions.append(suspended)

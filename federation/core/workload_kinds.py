@@ -27,7 +27,8 @@ Pure: data only, no Kubernetes client.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 QuantityField = Literal["replicas", "parallelism"]
 ScaleDownOrder = Literal["deletion-cost", "ordinals", "none"]
@@ -118,6 +119,21 @@ def policy_for(api_version: str, kind: str) -> KindPolicy:
     if policy is None:
         raise UnsupportedKind(api_version, kind)
     return policy
+
+
+def template_quantity(policy: KindPolicy, template: Mapping[str, Any] | None) -> int | None:
+    """The spread quantity a workload document of `policy`'s kind asks for: its
+    `spec.<quantity_field>`, a Job's `parallelism` being 1 when unset (as the apiserver defaults
+    it); None when absent, or not a non-negative integer (`simulate` then asks for one)."""
+    spec = template.get("spec") if template else None
+    if not isinstance(spec, Mapping):
+        return None
+    value = spec.get(policy.quantity_field)
+    if value is None and policy.quantity_field == "parallelism":
+        return 1
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def _hint(api_version: str, kind: str) -> str:

@@ -99,7 +99,7 @@ class PodCountsReport(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., sequence: _Optional[int] = ..., spreads: _Optional[_Iterable[_Union[SpreadPodCounts, _Mapping]]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lists_assigned: _Optional[bool] = ..., assigned: _Optional[_Iterable[str]] = ..., first_after_start: _Optional[bool] = ...) -> None: ...
 
 class SpreadPodCounts(_message.Message):
-    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict", "dependency_conflicts")
+    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict", "dependency_conflicts", "misplaced")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class SpreadPodCounts(_message.Message):
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    MISPLACED_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_revision: str
@@ -116,7 +117,8 @@ class SpreadPodCounts(_message.Message):
     workload: WorkloadStatus
     conflict: str
     dependency_conflicts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ..., dependency_conflicts: _Optional[_Iterable[str]] = ...) -> None: ...
+    misplaced: str
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ..., dependency_conflicts: _Optional[_Iterable[str]] = ..., misplaced: _Optional[str] = ...) -> None: ...
 
 class SubsetPodCounts(_message.Message):
     __slots__ = ("subset", "counts")

@@ -27,6 +27,7 @@ from federation import sdk
 from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import process as coordinator_main
+from federation.sandbox import build
 from federation.sandbox.ports import free_port
 from tests.support import standin_agent
 
@@ -90,6 +91,14 @@ class Hub:
             if item.get("type") == kind:
                 return dict(item)
         return {}
+
+    def rollout_status(self, sandbox: Any, what: str, *,
+                       timeout: int = 60) -> subprocess.CompletedProcess[str]:
+        """`kubectl rollout status WHAT` on the hub with the sandbox's real kubectl (`deploy/web`,
+        `sts/db`): exit 0 once the hub object's status, as the coordinator writes it, says done."""
+        return subprocess.run([str(build.kubectl()), "--kubeconfig", str(sandbox.hub.kubeconfig),
+                               "--namespace", self.namespace, "rollout", "status", what,
+                               f"--timeout={timeout}s"], capture_output=True, text=True, timeout=timeout + 30)
 
     def events(self, name: str, reason: str) -> list[dict[str, Any]]:
         """The events.k8s.io/v1 Events in the namespace regarding object `name` with `reason`."""

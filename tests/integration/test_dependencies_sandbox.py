@@ -15,7 +15,8 @@ a Secret `web-credentials` of its own (a user's), which must be left alone and r
 - 3 replicas: member-2 gets its copies before its workload and runs a Ready pod; its own Secret
   keeps its data and gets no mark; the spread's Conflict condition names member-2's cluster and
   the Secret; DependencyMissing is False; `status.dependencies` (what `kubectl describe` shows)
-  says which object is copied where and where it is in conflict.
+  says which object is copied where and where it is in conflict. The real `kubectl rollout status
+  deploy/web` on the hub returns, on the status the coordinator sums from the members.
 - Editing the ConfigMap on the hub reaches both members.
 - Deployment `api` references a ConfigMap the hub lacks: DependencyMissing names it, the workload
   is still placed (its member Deployment exists) and its pod waits; once the ConfigMap is created
@@ -139,7 +140,7 @@ def copies(clusters: conftest.Clusters, member: str, namespace: str) -> dict[str
 
 
 def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_with_replicas(
-        clusters: conftest.Clusters, namespace: str, coordinator: tuple[list[str], Any],
+        sandbox: Any, clusters: conftest.Clusters, namespace: str, coordinator: tuple[list[str], Any],
         tmp_path: pathlib.Path) -> None:
     (first, second), process = coordinator
     hub = hubside.Hub(clusters, namespace)
@@ -209,6 +210,9 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         hub.scale("web", 3)
         wait(lambda: ready_pods(clusters, "member-2", namespace, "web") == 1,
              "member-2 never ran its Ready pod")
+        # The hub Deployment's status, summed by the coordinator, satisfies the real kubectl.
+        rollout = hub.rollout_status(sandbox, "deploy/web")
+        assert rollout.returncode == 0 and "successfully rolled out" in rollout.stdout, rollout
         assert copies(clusters, "member-2", namespace) == {
             "ConfigMap/web-config": key, "Secret/registry": key, "ServiceAccount/web-runner": key}
         own = read(clusters, "member-2", "Secret", namespace, "web-credentials")

@@ -14,7 +14,9 @@ does) creates and deletes the pods:
 - the hub ReplicaSet's status is the members' (`replicas`, `readyReplicas`, `availableReplicas`,
   `fullyLabeledReplicas`), so `kubectl get rs` on the hub tells the truth;
 - deleting the spread (default `deletionPolicy: Orphan`) releases the member ReplicaSet: the same
-  pods run on, and the hub ReplicaSet's status stops claiming replicas.
+  pods run on, and the hub ReplicaSet's status stops claiming replicas. A second ReplicaSet,
+  `brief`, spread alongside under `deletionPolicy: Delete`, has its member ReplicaSet and pods
+  deleted with it.
 """
 
 from __future__ import annotations
@@ -79,17 +81,23 @@ def ready_by_subset(clusters: conftest.Clusters, namespace: str) -> dict[str, in
     return counted
 
 
-def member_replicaset(clusters: conftest.Clusters, namespace: str) -> Any:
-    """The member ReplicaSet `web`, or None."""
+def member_replicaset(clusters: conftest.Clusters, namespace: str, name: str = "web") -> Any:
+    """The member ReplicaSet `name`, or None."""
     found = [r for r in clusters.apps(MEMBER).list_namespaced_replica_set(namespace).items
-             if r.metadata.name == "web" and r.metadata.deletion_timestamp is None]
+             if r.metadata.name == name and r.metadata.deletion_timestamp is None]
     return found[0] if found else None
 
 
-def hub_status(hub: hubside.Hub) -> dict[str, Any]:
+def hub_status(hub: hubside.Hub, name: str = "web") -> dict[str, Any]:
     """The hub ReplicaSet's status fields (snake_case, as the client models name them)."""
-    found: dict[str, Any] = hub.apps.read_namespaced_replica_set_status("web", hub.namespace).status.to_dict()
+    found: dict[str, Any] = hub.apps.read_namespaced_replica_set_status(name, hub.namespace).status.to_dict()
     return found
+
+
+def live_pods(clusters: conftest.Clusters, namespace: str, app: str) -> list[str]:
+    """The names of the member's pods labelled `app`, being deleted or not."""
+    return [p.metadata.name for p in clusters.core(MEMBER).list_namespaced_pod(
+        namespace, label_selector=f"app={app}").items]
 
 
 def test_a_replicaset_is_placed_scaled_in_the_spread_order_reported_and_orphaned(
@@ -114,6 +122,12 @@ def test_a_replicaset_is_placed_scaled_in_the_spread_order_reported_and_orphaned
             hubside.GROUP, hubside.VERSION, namespace, "federatedspreads",
             hubside.spread_body("web", target="web", kind="ReplicaSet", lost_seconds=600,
                                 subsets=[zone_subset("a", name, cap=2), zone_subset("b", name)]))
+        hub.apps.create_namespaced_replica_set(namespace, replicaset("brief", 1))
+        brief = hubside.spread_body("brief", target="brief", kind="ReplicaSet", lost_seconds=600,
+                                    subsets=[zone_subset("a", name), zone_subset("b", name)])
+        brief["spec"]["deletionPolicy"] = "Delete"
+        hub.custom.create_namespaced_custom_object(hubside.GROUP, hubside.VERSION, namespace,
+                                                   "federatedspreads", brief)
 
         # Placed: the member ReplicaSet is the spread's, its 2 pods in `a`.
         wait(lambda: ready_by_subset(clusters, namespace) == {"a": 2}, "web never ran 2 Ready pods in a")
@@ -144,7 +158,10 @@ def test_a_replicaset_is_placed_scaled_in_the_spread_order_reported_and_orphaned
         assert placed["readyReplicas"] == 3
 
         # Deleted with the default policy: released, the same pods run on, the hub stops counting.
+        # `brief`'s spread, deleted under Delete at the same time: its member ReplicaSet goes.
+        wait(lambda: hub_status(hub, "brief").get("ready_replicas") == 1, "brief never ran its pod")
         before = set(pods(clusters, namespace))
+        hub.delete_spread("brief")
         hub.delete_spread("web")
         wait(lambda: names.SPREAD_KEY_ANNOTATION not in (
             (member_replicaset(clusters, namespace) or _gone()).metadata.annotations or {}),
@@ -157,6 +174,11 @@ def test_a_replicaset_is_placed_scaled_in_the_spread_order_reported_and_orphaned
             time.sleep(0.5)
         wait(lambda: not hub_status(hub).get("replicas") and not hub_status(hub).get("ready_replicas"),
              "the hub ReplicaSet still claims replicas")
+        wait(lambda: member_replicaset(clusters, namespace, "brief") is None
+             and not live_pods(clusters, namespace, "brief"),
+             "the Delete spread's member ReplicaSet or its pod was not deleted")
+        wait(lambda: not hub_status(hub, "brief").get("replicas"),
+             "the hub ReplicaSet brief still claims replicas")
         assert agent.alive, f"the agent exited; log {agent.log}"
         assert "Traceback" not in agent.output(), f"the agent logged a traceback; log {agent.log}"
     finally:

@@ -12,11 +12,14 @@ ordinal first:
   pod-deletion-cost (its controller reads none), each on a claim bound in the member;
 - `kubectl scale sts` on the hub up to 4 puts `db-2` and `db-3` into `b`; down to 3 removes `db-3`,
   `b`'s, and leaves its claim (Kubernetes keeps a removed replica's claims);
-- a quota change moves the ranges without deleting a pod to follow them, and a pod recreated is
+- a quota change moves the ranges without deleting a pod to follow them (the spread's
+  `PodsMisplaced` condition names the pod left in its old subset), and a pod recreated is
   admitted by its ordinal, not by the subsets' counts;
-- the hub StatefulSet's status is the member's (`replicas`, `readyReplicas`, `updatedReplicas`);
+- the hub StatefulSet's status is the member's (`replicas`, `readyReplicas`, `updatedReplicas`),
+  and the real `kubectl rollout status sts/db` on the hub returns;
 - deleting the spread (default `deletionPolicy: Orphan`) releases the member StatefulSet: the same
-  pods run on, and the hub status stops claiming replicas.
+  pods run on, and the hub status stops claiming replicas. A second StatefulSet, `cache`, spread
+  alongside under `deletionPolicy: Delete`, has its member StatefulSet and pods deleted with it.
 """
 
 from __future__ import annotations
@@ -48,15 +51,19 @@ def coordinator(sandbox: Any, clusters: conftest.Clusters, local_ray: str) -> It
         yield name, process
 
 
-def statefulset(replicas: int) -> dict[str, Any]:
-    """StatefulSet `db`: one small container, a 1Gi claim per replica, pods selected by `app: db`."""
-    container = {"name": "app", "image": "registry.example/db:1.0",
+def statefulset(replicas: int, *, name: str = "db", claims: bool = True) -> dict[str, Any]:
+    """StatefulSet `name`: one small container, a 1Gi claim per replica (`claims`), pods selected
+    by `app: name`."""
+    container = {"name": "app", "image": f"registry.example/{name}:1.0",
                  "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
-            "spec": {"replicas": replicas, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
-                     "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [container]}},
-                     "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
-                         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
+    body: dict[str, Any] = {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container]}}}}
+    if claims:
+        body["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+    return body
 
 
 def zone_subset(name: str, cluster: str, *, cap: int | None = None) -> dict[str, Any]:
@@ -89,21 +96,27 @@ def bound_claims(clusters: conftest.Clusters, namespace: str) -> set[str]:
     return {c.metadata.name for c in claims if c.status.phase == "Bound"}
 
 
-def member_statefulset(clusters: conftest.Clusters, namespace: str) -> Any:
-    """The member StatefulSet `db`, or None."""
+def member_statefulset(clusters: conftest.Clusters, namespace: str, name: str = "db") -> Any:
+    """The member StatefulSet `name`, or None."""
     found = [s for s in clusters.apps(MEMBER).list_namespaced_stateful_set(namespace).items
-             if s.metadata.name == "db" and s.metadata.deletion_timestamp is None]
+             if s.metadata.name == name and s.metadata.deletion_timestamp is None]
     return found[0] if found else None
 
 
-def hub_status(hub: hubside.Hub) -> dict[str, Any]:
+def hub_status(hub: hubside.Hub, name: str = "db") -> dict[str, Any]:
     """The hub StatefulSet's status fields (snake_case, as the client models name them)."""
-    found: dict[str, Any] = hub.apps.read_namespaced_stateful_set_status("db", hub.namespace).status.to_dict()
+    found: dict[str, Any] = hub.apps.read_namespaced_stateful_set_status(name, hub.namespace).status.to_dict()
     return found
 
 
+def live_pods(clusters: conftest.Clusters, namespace: str, app: str) -> list[str]:
+    """The names of the member's pods labelled `app`, being deleted or not."""
+    return [p.metadata.name for p in clusters.core(MEMBER).list_namespaced_pod(
+        namespace, label_selector=f"app={app}").items]
+
+
 def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and_is_orphaned(
-        clusters: conftest.Clusters, namespace: str, coordinator: tuple[str, Any],
+        sandbox: Any, clusters: conftest.Clusters, namespace: str, coordinator: tuple[str, Any],
         tmp_path: pathlib.Path) -> None:
     name, process = coordinator
     hub = hubside.Hub(clusters, namespace)
@@ -124,6 +137,12 @@ def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and
             hubside.GROUP, hubside.VERSION, namespace, "federatedspreads",
             hubside.spread_body("db", target="db", kind="StatefulSet", lost_seconds=600,
                                 subsets=[zone_subset("a", name, cap=2), zone_subset("b", name)]))
+        hub.apps.create_namespaced_stateful_set(namespace, statefulset(1, name="cache", claims=False))
+        cache = hubside.spread_body("cache", target="cache", kind="StatefulSet", lost_seconds=600,
+                                    subsets=[zone_subset("a", name), zone_subset("b", name)])
+        cache["spec"]["deletionPolicy"] = "Delete"
+        hub.custom.create_namespaced_custom_object(hubside.GROUP, hubside.VERSION, namespace,
+                                                   "federatedspreads", cache)
 
         # Placed: the lowest ordinals in the first subset, on claims bound in the member.
         wait(lambda: ready_subsets(clusters, namespace) == {"db-0": "a", "db-1": "a"},
@@ -142,6 +161,9 @@ def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and
         wait(lambda: ready_subsets(clusters, namespace) == four, "db-2 and db-3 never ran Ready in b")
         wait(lambda: (hub_status(hub)["replicas"], hub_status(hub)["ready_replicas"]) == (4, 4),
              "the hub StatefulSet never showed the member's 4 ready replicas")
+        rollout = hub.rollout_status(sandbox, "sts/db")
+        assert rollout.returncode == 0, rollout
+        assert "partitioned roll out complete: 4 new pods" in rollout.stdout, rollout
 
         # Down to 3: the controller removes the highest ordinal, b's; its claim stays.
         hub.apps.patch_namespaced_stateful_set_scale("db", namespace, {"spec": {"replicas": 3}})
@@ -160,6 +182,9 @@ def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and
                 for p in clusters.core(MEMBER).list_namespaced_pod(namespace, label_selector="app=db").items}
         hub.patch_spread("db", {"spec": {"subsets": [zone_subset("a", name, cap=1), zone_subset("b", name)]}})
         wait(lambda: hub.spread_status("db").get("observedGeneration") == 2, "the edit was never placed")
+        misplaced = wait(lambda: (found := hub.condition("db", "PodsMisplaced")).get("status") == "True"
+                         and found, "PodsMisplaced never named db-1")
+        assert "db-1 (subset a, ordinal maps to subset b)" in misplaced["message"], misplaced
         clusters.core(MEMBER).delete_namespaced_pod("db-0", namespace)
         wait(lambda: (p := [x for x in clusters.core(MEMBER).list_namespaced_pod(
             namespace, label_selector="app=db").items if x.metadata.name == "db-0"]) and p[0].metadata.uid
@@ -171,7 +196,11 @@ def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and
         assert ready_subsets(clusters, namespace) == {"db-0": "a", "db-1": "a", "db-2": "b"}
 
         # Deleted with the default policy: released, the same pods run on, the hub stops counting.
+        # `cache`'s spread, deleted under Delete at the same time: its member StatefulSet goes.
+        assert member_statefulset(clusters, namespace, "cache") is not None
+        wait(lambda: hub_status(hub, "cache").get("ready_replicas") == 1, "cache never ran its pod")
         before = set(pods(clusters, namespace))
+        hub.delete_spread("cache")
         hub.delete_spread("db")
         wait(lambda: names.SPREAD_KEY_ANNOTATION not in (
             (member_statefulset(clusters, namespace) or _gone()).metadata.annotations or {}),
@@ -184,6 +213,11 @@ def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and
             time.sleep(0.5)
         wait(lambda: not hub_status(hub).get("replicas") and not hub_status(hub).get("ready_replicas"),
              "the hub StatefulSet still claims replicas")
+        wait(lambda: member_statefulset(clusters, namespace, "cache") is None
+             and not live_pods(clusters, namespace, "cache"),
+             "the Delete spread's member StatefulSet or its pod was not deleted")
+        wait(lambda: not hub_status(hub, "cache").get("replicas"),
+             "the hub StatefulSet cache still claims replicas")
         assert agent.alive, f"the agent exited; log {agent.log}"
         assert "Traceback" not in agent.output(), f"the agent logged a traceback; log {agent.log}"
     finally:

@@ -72,7 +72,8 @@ class InMemorySource:
     ) -> placement.Placement:
         if replicas is None:
             raise problems.InvalidInput("simulation", [problems.Problem(
-                "replicas", "give replicas, or a template Deployment with spec.replicas")])
+                "replicas", "give replicas, or a template workload with spec.replicas "
+                            "(a Job's spec.parallelism)")])
         if snapshot is None:
             snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in self.clusters()])
         return placement.place(spec, replicas=replicas, snapshot=snapshot,

@@ -246,6 +246,7 @@ class StatusPass:
             selectable=len(self.world.selected(key) & frozenset(self.world.cluster_names())),
             conflicts=self.world.pods.conflicts_for(key),
             dependency_conflicts=self.world.pods.dependency_conflicts_for(key),
+            misplaced=self.world.pods.misplaced_for(key),
             missing_dependencies=[f"{ref.kind}/{ref.name}"
                                   for ref in self.world.hub_objects.missing(
                                       key, entry.template, hub_objects.propagated(entry.spec.propagate))]

@@ -243,6 +243,7 @@ class World:
         workloads: Mapping[str, status.WorkloadStatus] | None = None,
         conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
         dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
+        misplaced: Mapping[str, str] | None = None,
     ) -> set[str]:
         """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins), for
         the spreads in `assigned` (None: every spread; `pod_reports` says why).
@@ -250,11 +251,12 @@ class World:
         Affects the spreads whose counts changed (all with pods there when the report verifies a
         cluster that returned after being lost) and, through overcommit protection, every spread
         that can use the cluster and is not settled. `workloads` (the member Deployments' status
-        per spread) and `conflicts` (why a same-name Deployment is not ours) feed status only.
+        per spread), `conflicts` (why a same-name Deployment is not ours) and `misplaced` (StatefulSet
+        pods whose ordinal maps to another subset) feed status only.
         """
         reported = self.pods.report(name, counts, workloads=workloads, conflicts=conflicts,
                                     dependency_conflicts=dependency_conflicts,
-                                    assigned=assigned)
+                                    assigned=assigned, misplaced=misplaced)
         if reported is None:
             return set()
         changed = reported & set(self._spreads)

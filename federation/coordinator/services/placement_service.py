@@ -38,7 +38,7 @@ import yaml
 from federation.api import cluster, problems, spread
 from federation.coordinator.services import authorization
 from federation.coordinator.wire import access, convert, inbound
-from federation.core import placement
+from federation.core import jobs, placement, workload_kinds
 from federation.rpc import placement_pb2, placement_pb2_grpc
 
 LOG = logging.getLogger(__name__)
@@ -123,12 +123,25 @@ def parse_spread(text: str) -> spread.FederatedSpreadSpec:
     return problems.validate(spread.FederatedSpreadSpec, doc, what="spread spec")
 
 
-def _template_replicas(template: Mapping[str, Any] | None) -> int | None:
-    spec = template.get("spec") if template else None
-    value = spec.get("replicas") if isinstance(spec, dict) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
+def _check_template(spec: spread.FederatedSpreadSpec, template: Any) -> None:
+    """A what-if's template must be a workload of the spread's `targetRef` kind (one without `kind`
+    is read as that kind), and a Job one that can be spread (not Indexed), as `fedspread simulate`
+    requires; InvalidInput at `templateJson` otherwise."""
+    kind = spec.target_ref.kind
+    if not isinstance(template, dict):
+        if template is None:
+            return
+        raise problems.InvalidInput("template", [problems.Problem("templateJson",
+                                                                  f"expected a {kind} object")])
+    given = template.get("kind")
+    if given is not None and given != kind:
+        raise problems.InvalidInput("template", [problems.Problem(
+            "templateJson", f"expected a {kind} object (the spread's targetRef kind), got {given}")])
+    body = template.get("spec")
+    if kind == "Job" and isinstance(body, dict):
+        refused = jobs.unsupported_job_fields(body)
+        if refused:
+            raise problems.InvalidInput("template", [problems.Problem("templateJson", r) for r in refused])
 
 
 def _handled(
@@ -240,13 +253,12 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             spec = parse_spread(request.spread_yaml)
             template = _load_json(request.template_json, field="templateJson") \
                 if request.template_json else None
-            if template is not None and not isinstance(template, dict):
-                raise problems.InvalidInput("template", [problems.Problem(
-                    "templateJson", "expected a Deployment object")])
+            _check_template(spec, template)
             snapshot = problems.validate(
                 cluster.CapacitySnapshot, _load_json(request.clusters_json, field="clustersJson"),
                 what="clusters snapshot") if request.clusters_json else None
-            replicas = request.replicas if request.HasField("replicas") else _template_replicas(template)
+            replicas = request.replicas if request.HasField("replicas") else workload_kinds.template_quantity(
+                workload_kinds.policy_for(spec.target_ref.api_version, spec.target_ref.kind), template)
             if replicas is not None and replicas < 0:
                 raise problems.InvalidInput("simulation", [problems.Problem(
                     "replicas", f"must not be negative, got {replicas}")])

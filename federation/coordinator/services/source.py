@@ -93,7 +93,8 @@ class WorldSource:
         """What-if on the live capacity (every placed spread's pending pods deducted), nothing stored."""
         if replicas is None:
             raise problems.InvalidInput("simulation", [problems.Problem(
-                "replicas", "give replicas, or a template Deployment with spec.replicas")])
+                "replicas", "give replicas, or a template workload with spec.replicas "
+                            "(a Job's spec.parallelism)")])
         with self._coordinator.lock:
             world = self._coordinator.world
             now = self._coordinator.clock()

@@ -21,7 +21,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common, quantity, spread
-from federation.core import job_status, placement, status
+from federation.core import job_status, ordinals, placement, status
 from federation.rpc import agent_pb2, common_pb2, placement_pb2
 
 UNKNOWN = -1  # capacity / free capacity on the wire when unknown or unbounded
@@ -168,6 +168,31 @@ def _spread_reasons(result: placement.Placement) -> list[str]:
     return found
 
 
+def _ordinal_reasons(record: PlacementRecord) -> dict[tuple[str, str], list[str]]:
+    """For a spread of a StatefulSet: per (subset, cluster), the ordinals its pods take there
+    (`ordinals.ordinal_ranges` over the cluster's quotas in subset order, as its webhook admits
+    them), e.g. "ordinals 2-4 (db-2 to db-4)"; {} for other kinds."""
+    if record.spec is None or record.spec.target_ref.kind != "StatefulSet":
+        return {}
+    workload = record.spec.target_ref.name
+    found: dict[tuple[str, str], list[str]] = {}
+    by_subset = {sub.name: sub.clusters for sub in record.placement.subsets}
+    for name in sorted({name for clusters in by_subset.values() for name in clusters}):
+        quotas = [(sub, clusters.get(name, 0)) for sub, clusters in by_subset.items()]
+        for held in ordinals.ordinal_ranges(quotas):
+            if name not in by_subset[held.subset]:
+                continue
+            if held.size == 0:
+                text = "no ordinals"
+            elif held.size == 1:
+                text = f"ordinal {held.start} ({ordinals.pod_name(workload, held.start)})"
+            else:
+                text = (f"ordinals {held.start}-{held.stop - 1} ({ordinals.pod_name(workload, held.start)} "
+                        f"to {ordinals.pod_name(workload, held.stop - 1)})")
+            found[(held.subset, name)] = [text]
+    return found
+
+
 def explanation_to_pb(
     record: PlacementRecord, *, clusters: Sequence[ClusterRecord] = ()
 ) -> placement_pb2.Explanation:
@@ -178,6 +203,7 @@ def explanation_to_pb(
     """
     known = {c.name: c for c in clusters}
     tolerations = record.spec.cluster_tolerations if record.spec is not None else []
+    ranges = _ordinal_reasons(record)
     subsets = []
     for sub, cap in zip(record.placement.subsets, _caps(record), strict=True):
         own = {f"{name}: " for name in sub.clusters}
@@ -189,7 +215,7 @@ def explanation_to_pb(
         for name, count in sub.clusters.items():
             member = known.get(name)
             until = record.unschedulable_until.get((sub.name, name))
-            reasons = _cluster_reasons(sub.reasons, name)
+            reasons = _cluster_reasons(sub.reasons, name) + ranges.get((sub.name, name), [])
             explained.append(placement_pb2.ClusterExplanation(
                 cluster=name, ready=member is not None and member.ready,
                 cordoned=member is not None
@@ -289,6 +315,8 @@ class PodCounts:
     conflicts: dict[str, str]
     dependency_conflicts: dict[str, tuple[str, ...]]
     """Per spread, the objects it needs (`Kind/name`) that the member has without our mark."""
+    misplaced: dict[str, str]
+    """Per spread, the agent's report of StatefulSet pods whose ordinal maps to another subset."""
     assigned: list[str] | None
     """The spreads the report is evidence for (agent.proto); None from an agent that does not say."""
 
@@ -310,4 +338,5 @@ def counts_from_pb(report: agent_pb2.PodCountsReport) -> PodCounts:
         conflicts={item.spread: item.conflict for item in report.spreads if item.conflict},
         dependency_conflicts={item.spread: tuple(sorted(item.dependency_conflicts))
                               for item in report.spreads if item.dependency_conflicts},
+        misplaced={item.spread: item.misplaced for item in report.spreads if item.misplaced},
         assigned=[] if report.first_after_start else assigned)
