@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
-from federation.kube import deadlines
+from federation.kube import deadlines, errors
 
 LOG = logging.getLogger(__name__)
 
@@ -59,10 +59,6 @@ forgotten. With 8 s the member-restart fault test sees the watches relist second
 QUICK_END = 1.0
 """A watch that ends sooner than this without any event counts as a failure (backoff)."""
 _CHANGES: dict[str, EventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
-
-
-class Gone(Exception):
-    """The resourceVersion is too old (HTTP 410): list again."""
 
 
 class WatchError(Exception):
@@ -155,7 +151,7 @@ class Reflector:
                 elif not self._stop.is_set():  # ended at once with nothing: do not spin on it
                     failures += 1
                     self._stop.wait(backoff(failures))
-            except Gone:
+            except errors.Gone:
                 LOG.info("watch expired, relisting kind=%s", self.kind)
                 self._version = None
             except Exception as error:
@@ -248,7 +244,7 @@ class Reflector:
         type_, obj = event.get("type"), event.get("object") or {}
         if type_ == "ERROR":
             if obj.get("code") == 410:
-                raise Gone()
+                raise errors.Gone("the watch's resourceVersion is too old", status=410)
             raise WatchError(f"{obj.get('code')}: {obj.get('message')}")
         version = (obj.get("metadata") or {}).get("resourceVersion")
         change = _CHANGES.get(str(type_))

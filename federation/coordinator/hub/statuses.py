@@ -189,7 +189,7 @@ class StatusPass:
             after = entry.lost_after
             if after not in lost_by:
                 lost_by[after] = frozenset(n for n in names if not self.world.ready(n, after=after))
-            found[key] = (lost_by[after], entry.spec.schedule_strategy.type == "Adaptive")
+            found[key] = (lost_by[after], entry.spec.schedule_strategy.is_adaptive)
         return found
 
     def _announce(self, key: str, new: spread_api.FederatedSpreadStatus, context: EventContext,
