@@ -248,10 +248,6 @@ class StatusWriter:
         """`write_workload_status` of a hub Deployment."""
         return self.write_workload_status("Deployment", namespace, name, fields)
 
-    def clear_deployment_status(self, namespace: str, name: str) -> bool:
-        """`clear_workload_status` of a hub Deployment."""
-        return self.clear_workload_status("Deployment", namespace, name)
-
     def _status_api(self, kind: str) -> _StatusApi:
         if kind == "Deployment":
             return _StatusApi("deployment", self._apps.read_namespaced_deployment_status,
