@@ -152,7 +152,7 @@ class Reflector:
                     failures += 1
                     self._stop.wait(backoff(failures))
             except errors.Gone:
-                LOG.info("watch expired, relisting kind=%s", self.kind)
+                LOG.info("watch expired, relisting", extra={"kind": self.kind})
                 self._version = None
             except Exception as error:
                 if self._stop.is_set():
@@ -162,8 +162,9 @@ class Reflector:
                     continue
                 failures += 1
                 if failures & (failures - 1) == 0:  # 1st, 2nd, 4th, 8th ... failure: stay quiet
-                    LOG.warning("watch interrupted kind=%s failures=%d error=%s",
-                                self.kind, failures, str(error)[:300])
+                    LOG.warning("watch interrupted",
+                                extra={"kind": self.kind, "failures": failures,
+                                       "error": str(error)[:300]})
                 self._stop.wait(backoff(failures))
 
     def close(self) -> None:
@@ -174,7 +175,7 @@ class Reflector:
         try:
             response.shutdown()
         except Exception as error:  # already closed, or an older urllib3
-            LOG.debug("closing watch kind=%s error=%s", self.kind, error)
+            LOG.debug("closing watch", extra={"kind": self.kind, "error": error})
 
     def _relist(self) -> None:
         """List everything; emit what changed since the last list or watch event, then SYNCED once."""
@@ -197,7 +198,7 @@ class Reflector:
         if not self.synced.is_set():
             self.synced.set()
             self._emit("SYNCED", "", {})
-        LOG.debug("listed kind=%s version=%s objects=%d", self.kind, self._version, len(seen))
+        LOG.debug("listed", extra={"kind": self.kind, "version": self._version, "objects": len(seen)})
 
     def _pages(self) -> Iterator[Json]:
         """Every object, page by page; sets the list's resourceVersion at the end."""

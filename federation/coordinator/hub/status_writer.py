@@ -299,8 +299,9 @@ class StatusWriter:
         def note(state: tenacity.RetryCallState) -> None:
             self.retries[kind] += 1
             error = state.outcome.exception() if state.outcome else None
-            LOG.debug("status write retry kind=%s key=%s attempt=%d status=%s", kind, key,
-                      state.attempt_number, getattr(error, "status", None))
+            LOG.debug("status write retry",
+                      extra={"kind": kind, "key": key, "attempt": state.attempt_number,
+                             "status": getattr(error, "status", None)})
 
         def fenced() -> bool:
             with self._fence:
