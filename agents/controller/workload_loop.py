@@ -22,7 +22,7 @@ import threading
 from agents import runnable
 from agents.controller import dependencies, workload
 
-log = logging.getLogger("fedspread.agent")
+log = logging.getLogger(__name__)
 
 WAIT = 1.0
 """The workload loop turns at least this often (its watchdog period)."""

@@ -143,7 +143,7 @@ def sharing(count: int) -> tuple[facade.Coordinator, world.World, list[str]]:
 
 def test_a_parallel_round_redone_in_the_coordinator_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
     coordinator, model, keys = sharing(facade.WASTED_ROUND_SPREADS)
-    with caplog.at_level("WARNING", logger="fedspread.coordinator.agents"):
+    with caplog.at_level("WARNING", logger="federation.coordinator.facade"):
         first = coordinator.publish(keys)
         for key in keys:  # a new round over the same shared clusters: redone again, said no more
             name = key.split("/")[1]

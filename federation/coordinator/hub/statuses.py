@@ -58,7 +58,7 @@ from federation.core import status as status_core
 from federation.kube import errors as kube_errors
 from federation.kube import events as kube_events
 
-log = logging.getLogger("fedspread.coordinator.status")
+log = logging.getLogger(__name__)
 
 Target = tuple[str, str, str, dict[str, Any]]
 """A hub workload's status to write: (kind, namespace, name, replica fields; a Job's whole status)."""
