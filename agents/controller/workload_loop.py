@@ -9,8 +9,7 @@ its pods need (`dependencies.DependencySync`: `remove` or `release`); then it ru
 `DependencySync.sync_once`, so a spread's ConfigMaps, Secrets and ServiceAccount exist before its
 workload is written, and `WorkloadSync.sync_once`. A failed turn
 is logged and retried at the next (a removal that failed is queued again); the webhook enforces
-the quotas meanwhile. Its lines are logged as `fedspread.agent`, as they were when the agent's
-main module ran this loop.
+the quotas meanwhile.
 """
 
 from __future__ import annotations
