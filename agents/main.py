@@ -44,7 +44,7 @@ from federation.kube import events as kube_events
 from federation.kube import webhook_clients
 from federation.rpc import assignment
 
-log = logging.getLogger("fedspread.agent")
+log = logging.getLogger(__name__)
 
 AgentError = bootstrap.AgentError
 COUNT_WAIT_SECONDS = 1.5

@@ -135,13 +135,13 @@ class FederationState:
         with self._lock:
             before, self._current = self._current, federation
         if before and before != federation:
-            LOG.warning("coordinator serves another federation than before previous=%s current=%s; "
-                        "Deployments of %s are neither changed nor deleted", before, federation or "''",
-                        before)
+            LOG.warning("coordinator serves another federation than before; Deployments of %s are "
+                        "neither changed nor deleted", before,
+                        extra={"previous": before, "current": federation or "''"})
         elif federation and self.expected and federation != self.expected and before != federation:
-            LOG.warning("coordinator serves another federation than this agent's --federation-id "
-                        "expected=%s current=%s; Deployments marked %s are left alone, the "
-                        "coordinator's spreads are applied", self.expected, federation, self.expected)
+            LOG.warning("coordinator serves another federation than this agent's --federation-id; "
+                        "Deployments marked %s are left alone, the coordinator's spreads are applied",
+                        self.expected, extra={"expected": self.expected, "current": federation})
         if not federation:
             LOG.warning("coordinator sent no federation identity; member Deployments are not written")
 

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger("fedspread.watchdog")
+log = logging.getLogger(__name__)
 
 FACTOR = 3.0
 """A loop is stalled after `FACTOR` periods without a turn."""

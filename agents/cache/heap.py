@@ -43,6 +43,6 @@ def release() -> bool:
     try:
         trim(0)
     except OSError as error:  # never worth failing the caller for
-        LOG.debug("malloc_trim failed error=%s", error)
+        LOG.debug("malloc_trim failed", extra={"error": error})
         return False
     return True

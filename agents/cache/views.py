@@ -226,8 +226,8 @@ def pod_requests(pod: Mapping[str, Any]) -> Mapping[str, fractions.Fraction]:
         return fit.shape_from_pod_spec(pod.get("spec") or {}).requests
     except ValueError as error:
         meta = pod.get("metadata") or {}
-        LOG.warning("pod requests unreadable pod=%s/%s error=%s",
-                    meta.get("namespace"), meta.get("name"), error)
+        LOG.warning("pod requests unreadable",
+                    extra={"pod": f"{meta.get('namespace')}/{meta.get('name')}", "error": error})
         return {}
 
 

@@ -200,7 +200,8 @@ class DependencySync:
                 found = self._apply(value, digest, applied)
             except Exception as error:
                 self._again[value.spread] = now + FAILURE_PAUSE
-                LOG.warning("dependencies sync failed spread=%s error=%s", value.spread, _reason(error))
+                LOG.warning("dependencies sync failed",
+                            extra={"spread": value.spread, "error": _reason(error)})
                 outcomes["failed"] = outcomes.get("failed", 0) + 1
                 continue
             conflicted = tuple(ref for ref, outcome in found.items() if outcome == CONFLICT)
@@ -234,8 +235,9 @@ class DependencySync:
                 found[dependency.ref] = self._ensure(value, dependency)
             except Exception as error:
                 found[dependency.ref] = FAILED
-                LOG.warning("dependency not written object=%s/%s/%s spread=%s error=%s", dependency.kind,
-                            value.namespace, dependency.name, value.spread, _reason(error))
+                LOG.warning("dependency not written",
+                            extra={"object": f"{dependency.kind}/{value.namespace}/{dependency.name}",
+                                   "spread": value.spread, "error": _reason(error)})
         now_named = frozenset((d.kind, d.name) for d in value.dependencies)
         for ref in sorted(previous - now_named):  # no longer referenced by its template
             found[f"{ref[0]}/{ref[1]}"] = self._leave(value.namespace, ref, versions.get(ref),
@@ -257,15 +259,17 @@ class DependencySync:
                           orphaned=set())
             body["metadata"]["namespace"] = namespace
             self._create(kind, version, namespace, body)
-            LOG.info("dependency created object=%s/%s/%s spread=%s", kind, namespace, name, value.spread)
+            LOG.info("dependency created",
+                     extra={"object": f"{kind}/{namespace}/{name}", "spread": value.spread})
             return CREATED
         meta = live.get("metadata") or {}
         if (meta.get("labels") or {}).get(names.FEDERATION_LABEL) != value.federation:
             with self._lock:
                 known = value.spread in self._conflicts and dependency.ref in self._conflicts[value.spread]
             if not known:
-                LOG.warning("dependency left alone object=%s/%s/%s spread=%s reason=exists without "
-                            "this federation's mark", kind, namespace, name, value.spread)
+                LOG.warning("dependency left alone", extra={
+                    "object": f"{kind}/{namespace}/{name}", "spread": value.spread,
+                    "reason": "exists without this federation's mark"})
             return CONFLICT
         annotations = meta.get("annotations") or {}
         had_needers, had_orphaned = _names(annotations.get(names.NEEDED_BY_ANNOTATION)), \
@@ -285,7 +289,7 @@ class DependencySync:
             new = marked(dependency.body, federation=value.federation, needers=needers, orphaned=orphaned)
             new["metadata"]["namespace"] = namespace
         self._replace(kind, version, namespace, name, _keep_allocated(kind, live, new))
-        LOG.info("dependency updated object=%s/%s/%s spread=%s", kind, namespace, name, value.spread)
+        LOG.info("dependency updated", extra={"object": f"{kind}/{namespace}/{name}", "spread": value.spread})
         return UPDATED
 
     # --- removals ----------------------------------------------------------------------------
@@ -328,7 +332,7 @@ class DependencySync:
         orphaned = had_orphaned | ({spread} if orphan and spread in had_needers else set())
         if not needers and not orphaned:
             self._delete(kind, version, namespace, name, uid=str(meta.get("uid") or ""))
-            LOG.info("dependency deleted object=%s/%s/%s spread=%s", kind, namespace, name, spread)
+            LOG.info("dependency deleted", extra={"object": f"{kind}/{namespace}/{name}", "spread": spread})
             return DELETED
         if (needers, orphaned) == (had_needers, had_orphaned):
             return UNCHANGED
@@ -394,7 +398,7 @@ class DependencySync:
             meta = {"name": namespace, "labels": {names.CREATED_BY_LABEL: "agent"}}
             self._core.create_namespace({"metadata": meta}, _preload_content=False,
                                         _request_timeout=deadlines.CALL)
-            LOG.info("namespace created namespace=%s", namespace)
+            LOG.info("namespace created", extra={"namespace": namespace})
         except exceptions.ApiException as error:
             if error.status != 409:
                 raise

@@ -222,7 +222,7 @@ class Reconciler:
                         value.api_version, value.kind).reschedule_deletes_pods:
                     self._reschedule(value, snapshot[value.spread], done)
             except Exception as error:
-                LOG.warning("reconcile failed spread=%s error=%s", value.spread, str(error)[:300])
+                LOG.warning("reconcile failed", extra={"spread": value.spread, "error": str(error)[:300]})
         self._forget_written(snapshot)
         found = {a.spread: misplaced_pods.misplaced_report(a, snapshot[a.spread], self._member(a))
                  for a in current} if counted else {}
@@ -251,12 +251,13 @@ class Reconciler:
         found = self._books.match_by_node(value.spread, nodes)
         namespaces = {p.record.name: p.namespace for p in pods}
         for name, subset in sorted(found.items()):
-            LOG.info("pod matched by its node spread=%s pod=%s subset=%s", value.spread, name, subset)
+            LOG.info("pod matched by its node", extra={"spread": value.spread, "pod": name, "subset": subset})
             try:
                 self._annotate(namespaces[name], name, {names.SUBSET_ANNOTATION: subset})
             except Exception as error:  # counted all the same; the next agent matches it again
-                LOG.warning("subset annotation failed pod=%s/%s error=%s", namespaces[name], name,
-                            str(error)[:300])
+                LOG.warning("subset annotation failed",
+                            extra={"pod": f"{namespaces[name]}/{name}",
+                                   "error": str(error)[:300]})
         return len(found)
 
     @_RETRY
@@ -297,7 +298,7 @@ class Reconciler:
     def _patch_cost(self, namespace: str, name: str, cost: int) -> bool:
         if not self._annotate(namespace, name, {names.DELETION_COST_ANNOTATION: str(cost)}):
             return False
-        LOG.debug("deletion cost pod=%s/%s cost=%d", namespace, name, cost)
+        LOG.debug("deletion cost", extra={"pod": f"{namespace}/{name}", "cost": cost})
         return True
 
     def _forget_written(self, snapshot: dict[str, list[views.SpreadPod]]) -> None:
@@ -324,8 +325,9 @@ class Reconciler:
                 reason=f"Unschedulable for more than {value.strategy.reschedule_critical_seconds}s",
                 generation=value.generation)
             done.reported += 1
-            LOG.info("subset unschedulable spread=%s subset=%s pods=%d until=%s",
-                     value.spread, item.subset, len(item.pods), until.isoformat())
+            LOG.info("subset unschedulable",
+                     extra={"spread": value.spread, "subset": item.subset, "pods": len(item.pods),
+                            "until": until.isoformat()})
         uids = {p.record.name: (p.namespace, p.uid, p.record.unschedulable_since) for p in pods}
         for item in stuck:
             for name in item.pods:
@@ -357,7 +359,7 @@ class Reconciler:
             if error.status == 404 or (error.status == 409 and uid):  # gone, or a new pod of that name
                 return False
             raise
-        LOG.info("pod rescheduled pod=%s/%s", namespace, name)
+        LOG.info("pod rescheduled", extra={"pod": f"{namespace}/{name}"})
         return True
 
     # --- pod counts --------------------------------------------------------------------------------
@@ -406,7 +408,7 @@ class Reconciler:
             try:
                 self.reconcile_once()
             except Exception as error:  # one bad round must not end the loop
-                LOG.warning("reconcile round failed error=%s", str(error)[:300])
+                LOG.warning("reconcile round failed", extra={"error": str(error)[:300]})
             if stop.wait(min_gap):
                 break
             self._cache.wait_for_change(seen, timeout=max(0.0, interval - min_gap), kinds=WAKE_KINDS)

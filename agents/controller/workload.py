@@ -141,11 +141,13 @@ class WorkloadSync:
                 raise
             waiting = kind.not_creatable(body)
             if waiting:
-                LOG.debug("workload not created yet workload=%s/%s reason=%s", namespace, name, waiting)
+                LOG.debug("workload not created yet",
+                          extra={"workload": f"{namespace}/{name}", "reason": waiting})
                 return WAITING
             created = self._create(kind, namespace, body)
             self._resolved(value.spread)
-            LOG.info("deployment created deployment=%s/%s replicas=%s", namespace, name, kind.quantity(body))
+            LOG.info("deployment created",
+                     extra={"deployment": f"{namespace}/{name}", "replicas": kind.quantity(body)})
             self._note(created, body, reason="Created", action="Create",
                        note=f"created with {kind.quantity(body)} replicas for spread {value.spread}")
             return CREATED
@@ -159,9 +161,10 @@ class WorkloadSync:
         if is_current(annotations=meta.get("annotations"), replicas=was, desired=body):
             return UNCHANGED
         if verdict.verdict == ownership.ADOPT:
-            LOG.info("adopting deployment=%s/%s reason=%s", namespace, name, verdict.reason)
+            LOG.info("adopting", extra={"deployment": f"{namespace}/{name}", "reason": verdict.reason})
         response = kind.replace(self._apis, namespace, name, merged(live, body))
-        LOG.info("deployment updated deployment=%s/%s replicas=%s", namespace, name, kind.quantity(body))
+        LOG.info("deployment updated",
+                 extra={"deployment": f"{namespace}/{name}", "replicas": kind.quantity(body)})
         self._note(response, body, reason="Updated", action="Update",
                    note=f"updated for spread {value.spread} (generation {value.generation}): "
                         f"{was} -> {kind.quantity(body)} replicas")
@@ -173,13 +176,13 @@ class WorkloadSync:
             known = self._conflicts.get(value.spread)
             self._conflicts[value.spread] = (digest, reason, time.monotonic() + CONFLICT_PAUSE)
         if known is None or known[1] != reason:
-            LOG.warning("deployment left alone spread=%s reason=%s", value.spread, reason)
+            LOG.warning("deployment left alone", extra={"spread": value.spread, "reason": reason})
         return CONFLICT
 
     def _resolved(self, spread: str) -> None:
         with self._lock:
             if self._conflicts.pop(spread, None) is not None:
-                LOG.info("deployment conflict resolved spread=%s", spread)
+                LOG.info("deployment conflict resolved", extra={"spread": spread})
 
     def _note(self, response: Any, sent: Json, *, reason: str, action: str, note: str) -> None:
         """An Event on the Deployment the apiserver returned in `response` (its uid included),
@@ -209,7 +212,7 @@ class WorkloadSync:
             meta = {"name": namespace, "labels": {names.CREATED_BY_LABEL: "agent"}}
             self._core.create_namespace({"metadata": meta}, _preload_content=False,
                                         _request_timeout=deadlines.CALL)
-            LOG.info("namespace created namespace=%s", namespace)
+            LOG.info("namespace created", extra={"namespace": namespace})
         except exceptions.ApiException as error:
             if error.status != 409:  # 409: created meanwhile
                 raise
@@ -243,7 +246,7 @@ class WorkloadSync:
             except Exception as error:
                 outcome = FAILED
                 self._failed[value.spread] = (digest, now + FAILURE_PAUSE)
-                LOG.warning("deployment sync failed spread=%s error=%s", value.spread, _reason(error))
+                LOG.warning("deployment sync failed", extra={"spread": value.spread, "error": _reason(error)})
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
         assigned = {v.spread for v in current}
         for spread in set(self._rendered) - assigned:
@@ -259,7 +262,7 @@ class WorkloadSync:
     def _refuse(self, spread: str, why: str) -> None:
         """An assignment of a kind not written here: said once per spread and reason, not every round."""
         if self._not_served.get(spread) != why:
-            LOG.warning("workload not written spread=%s error=%s", spread, why)
+            LOG.warning("workload not written", extra={"spread": spread, "error": why})
             self._not_served[spread] = why
 
     def remove(self, spread: str, *, federation: str) -> int:
@@ -306,7 +309,7 @@ class WorkloadSync:
                 if error.status == 404:
                     continue
                 raise
-            LOG.info("deployment released deployment=%s/%s", namespace, name)
+            LOG.info("deployment released", extra={"deployment": f"{namespace}/{name}"})
             released += 1
         return released
 
@@ -354,7 +357,7 @@ class WorkloadSync:
             if error.status == 404 or (error.status == 409 and uid):  # gone, or replaced meanwhile
                 return False
             raise
-        LOG.info("deployment deleted deployment=%s/%s", namespace, name)
+        LOG.info("deployment deleted", extra={"deployment": f"{namespace}/{name}"})
         sent = {"apiVersion": kind.policy.api_version, "kind": kind.policy.kind,
                 "metadata": {"name": name, "namespace": namespace, "uid": uid}}
         self._note(None, sent, reason="Deleted", action="Delete",

@@ -9,8 +9,7 @@ its pods need (`dependencies.DependencySync`: `remove` or `release`); then it ru
 `DependencySync.sync_once`, so a spread's ConfigMaps, Secrets and ServiceAccount exist before its
 workload is written, and `WorkloadSync.sync_once`. A failed turn
 is logged and retried at the next (a removal that failed is queued again); the webhook enforces
-the quotas meanwhile. Its lines are logged as `fedspread.agent`, as they were when the agent's
-main module ran this loop.
+the quotas meanwhile.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import threading
 from agents import runnable
 from agents.controller import dependencies, workload
 
-log = logging.getLogger("fedspread.agent")
+log = logging.getLogger(__name__)
 
 WAIT = 1.0
 """The workload loop turns at least this often (its watchdog period)."""

@@ -89,12 +89,15 @@ class InventoryReporter:
         (once, until they fit again), the loss of room at debug level."""
         if found.over_budget and not self._over_budget:
             LOG.warning("inventory over its pool budget: %d node classes (labels, taints, allocatable) "
-                        "exceed max_pools=%d; one pool per class", found.classes, self.max_pools)
+                        "exceed max_pools; one pool per class", found.classes,
+                        extra={"max_pools": self.max_pools})
         self._over_budget = found.over_budget
         if found.exact > len(found.pools):
-            LOG.debug("inventory pools bounded pools=%d exact=%d classes=%d kept=%s distortion=%.3f",
-                      len(found.pools), found.exact, found.classes,
-                      ",".join(f"{k}:{v:.3f}" for k, v in found.kept.items()), found.distortion)
+            LOG.debug("inventory pools bounded",
+                      extra={"pools": len(found.pools), "exact": found.exact,
+                             "classes": found.classes,
+                             "kept": ",".join(f"{k}:{v:.3f}" for k, v in found.kept.items()),
+                             "distortion": f"{found.distortion:.3f}"})
 
     def summary(self) -> cluster.CapacitySummary:
         """Totals over every node (for MemberCluster status), cordoned and unready ones included."""
@@ -114,7 +117,9 @@ class InventoryReporter:
             self._outbox.put_inventory(outbox.inventory_message(
                 current, sequence=self._sequence, observed_at=observed_at))
             if current != self._sent:
-                LOG.debug("inventory changed pools=%d nodes=%d", len(current), sum(p.count for p in current))
+                LOG.debug("inventory changed",
+                          extra={"pools": len(current),
+                                 "nodes": sum(p.count for p in current)})
             self._sent, self._last_sent = current, now
             return True
 
@@ -128,7 +133,7 @@ class InventoryReporter:
             try:
                 self.report_once()
             except Exception as error:  # a malformed node must not end the loop
-                LOG.warning("inventory report failed error=%s", str(error)[:300])
+                LOG.warning("inventory report failed", extra={"error": str(error)[:300]})
             if stop.wait(min(min_gap, self._until_due())):
                 break
             self._cache.wait_for_change(seen, timeout=self._until_due(),

@@ -64,7 +64,7 @@ from federation import clock as clock_mod
 from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities, keepalive
 from federation.rpc import assignment as assignment_mod
 
-log = logging.getLogger("fedspread.agent.link")
+log = logging.getLogger(__name__)
 
 FAIL_STATIC_MESSAGE = refusals.FAIL_STATIC_MESSAGE
 Credentials = settings_mod.Credentials

@@ -33,7 +33,7 @@ from agents.cache import store, views
 from federation.rpc import agent_pb2, capabilities
 from federation.rpc import assignment as assignment_mod
 
-LOG = logging.getLogger("fedspread.agent.link")
+LOG = logging.getLogger(__name__)
 
 
 def agent_version() -> str:

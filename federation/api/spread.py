@@ -232,6 +232,11 @@ class AdaptiveStrategy(common.SpecModel):
         return value
 
 
+def is_adaptive(strategy_type: str) -> bool:
+    """Whether a strategy type (the API's string, as the wire carries it too) is Adaptive."""
+    return strategy_type == "Adaptive"
+
+
 class ScheduleStrategy(common.SpecModel):
     """Fixed fills subsets by caps only; Adaptive also respects capacity and overflows."""
 
@@ -246,6 +251,11 @@ class ScheduleStrategy(common.SpecModel):
     def adaptive_settings(self) -> AdaptiveStrategy:
         """The adaptive settings, defaulted when absent."""
         return self.adaptive if self.adaptive is not None else AdaptiveStrategy()
+
+    @property
+    def is_adaptive(self) -> bool:
+        """True for the Adaptive strategy: capacity counts, overflow, unschedulable marks, reschedule."""
+        return is_adaptive(self.type)
 
 
 class Failover(common.SpecModel):
@@ -413,7 +423,7 @@ def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
     problems.extend(topology.cross_field_problems(
         [(subset.min_replicas, subset.max_replicas) for subset in spec.subsets], spec.topology_spread))
     strategy = spec.schedule_strategy
-    if strategy.type == "Fixed" and strategy.adaptive is not None:
+    if not strategy.is_adaptive and strategy.adaptive is not None:
         problems.append(
             ("scheduleStrategy.adaptive",
              "adaptive settings apply only to type Adaptive; remove them or set type: Adaptive")

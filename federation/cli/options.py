@@ -48,12 +48,6 @@ def usage_error(message: str) -> NoReturn:
     fail(message, code=EXIT_USAGE)
 
 
-def first_line(error: BaseException, *, limit: int = 200) -> str:
-    """The first line of an error's text (or its type's name), cut to `limit` characters."""
-    text = str(error).strip()
-    return text.splitlines()[0][:limit] if text else type(error).__name__
-
-
 def compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     """Apply several option decorators as one, in the order they would be written above a function."""
     def apply(function: F) -> F:

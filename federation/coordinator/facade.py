@@ -72,7 +72,7 @@ from federation.coordinator.wire import assignments, convert, deliveries, inboun
 from federation.core import status
 from federation.rpc import agent_pb2, capabilities
 
-log = logging.getLogger("fedspread.coordinator.agents")
+log = logging.getLogger(__name__)
 
 END = object()  # the close reason when the agent half-closed its stream: the writer returns
 SUPERSEDED = object()  # the close reason when a newer stream for the same cluster replaced this one

@@ -42,7 +42,7 @@ from federation.coordinator import process as process_mod
 from federation.coordinator.hub import leader, pod_label
 from federation.coordinator.model import stall
 
-log = logging.getLogger("fedspread.coordinator.leading")
+log = logging.getLogger(__name__)
 
 LOST_EXIT_CODE = 1
 """`run`'s answer when the Lease was lost: the process exits with it and restarts as a standby."""

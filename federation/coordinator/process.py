@@ -82,7 +82,7 @@ from federation.kube import deadlines, webhook_https
 from federation.kube import events as kube_events
 from federation.rpc import agent_pb2
 
-log = logging.getLogger("fedspread.coordinator")
+log = logging.getLogger(__name__)
 
 HUB_KINDS = frozenset({"spread", "cluster", *hub.WORKLOAD_STREAMS, *hub.DEPENDENCY_KINDS})
 GRPC_WORKERS = 8

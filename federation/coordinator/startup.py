@@ -25,7 +25,7 @@ from federation.coordinator.model import stall
 from federation.kube import clients, deadlines
 from federation.kube import errors as kube_errors
 
-log = logging.getLogger("fedspread.coordinator")
+log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT = deadlines.PROBE
 RAY_PROBE_SECONDS = 5.0

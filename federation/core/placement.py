@@ -202,7 +202,7 @@ def place_view(
         raise ValueError(f"replicas must not be negative, got {replicas}")
     strategy = spec.schedule_strategy
     settings = strategy.adaptive_settings()
-    adaptive = strategy.type == "Adaptive"
+    adaptive = strategy.is_adaptive
     simulate = adaptive and not settings.disable_simulation_schedule
     # Marks belong to Adaptive: Fixed places by caps alone, whatever an agent reported.
     marked = (

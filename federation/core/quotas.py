@@ -37,10 +37,6 @@ class ClusterQuota:
     replicas: int
     subsets: tuple[SubsetQuota, ...]
 
-    def quota_of(self, subset: str) -> int:
-        """The quota of `subset` here (0 when it has none)."""
-        return next((q.quota for q in self.subsets if q.subset == subset), 0)
-
 
 def cluster_quotas(result: placement.Placement) -> dict[str, ClusterQuota]:
     """Each snapshot cluster's quota table, every subset listed in spec order (zeros included)."""

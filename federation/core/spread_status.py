@@ -108,7 +108,7 @@ def _capacity_condition(
     result: placement.Placement, spec: spread.FederatedSpreadSpec, **common_args: Any
 ) -> common.Condition:
     strategy = spec.schedule_strategy
-    if strategy.type != "Adaptive" or strategy.adaptive_settings().disable_simulation_schedule:
+    if not strategy.is_adaptive or strategy.adaptive_settings().disable_simulation_schedule:
         return status.condition(
             "CapacityExhausted", "False", reason="NotSimulated",
             message="capacity is not simulated (Fixed strategy or disableSimulationSchedule); "

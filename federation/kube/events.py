@@ -51,7 +51,7 @@ from federation.kube.event_series import NORMAL, WARNING, ObjectRef
 __all__ = ["AGENT", "COORDINATOR", "NORMAL", "OUTCOMES", "WARNING", "EventRecorder", "Limits", "ObjectRef",
            "instance_name"]
 
-LOG = logging.getLogger("fedspread.events")
+LOG = logging.getLogger(__name__)
 
 COORDINATOR = "fedspread.io/coordinator"
 """`reportingController` of the coordinator's Events (its `reportingInstance`: `instance_name()`)."""

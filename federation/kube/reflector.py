@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
-from federation.kube import deadlines
+from federation.kube import deadlines, errors
 
 LOG = logging.getLogger(__name__)
 
@@ -59,10 +59,6 @@ forgotten. With 8 s the member-restart fault test sees the watches relist second
 QUICK_END = 1.0
 """A watch that ends sooner than this without any event counts as a failure (backoff)."""
 _CHANGES: dict[str, EventType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
-
-
-class Gone(Exception):
-    """The resourceVersion is too old (HTTP 410): list again."""
 
 
 class WatchError(Exception):
@@ -155,8 +151,8 @@ class Reflector:
                 elif not self._stop.is_set():  # ended at once with nothing: do not spin on it
                     failures += 1
                     self._stop.wait(backoff(failures))
-            except Gone:
-                LOG.info("watch expired, relisting kind=%s", self.kind)
+            except errors.Gone:
+                LOG.info("watch expired, relisting", extra={"kind": self.kind})
                 self._version = None
             except Exception as error:
                 if self._stop.is_set():
@@ -166,8 +162,9 @@ class Reflector:
                     continue
                 failures += 1
                 if failures & (failures - 1) == 0:  # 1st, 2nd, 4th, 8th ... failure: stay quiet
-                    LOG.warning("watch interrupted kind=%s failures=%d error=%s",
-                                self.kind, failures, str(error)[:300])
+                    LOG.warning("watch interrupted",
+                                extra={"kind": self.kind, "failures": failures,
+                                       "error": str(error)[:300]})
                 self._stop.wait(backoff(failures))
 
     def close(self) -> None:
@@ -178,7 +175,7 @@ class Reflector:
         try:
             response.shutdown()
         except Exception as error:  # already closed, or an older urllib3
-            LOG.debug("closing watch kind=%s error=%s", self.kind, error)
+            LOG.debug("closing watch", extra={"kind": self.kind, "error": error})
 
     def _relist(self) -> None:
         """List everything; emit what changed since the last list or watch event, then SYNCED once."""
@@ -201,7 +198,7 @@ class Reflector:
         if not self.synced.is_set():
             self.synced.set()
             self._emit("SYNCED", "", {})
-        LOG.debug("listed kind=%s version=%s objects=%d", self.kind, self._version, len(seen))
+        LOG.debug("listed", extra={"kind": self.kind, "version": self._version, "objects": len(seen)})
 
     def _pages(self) -> Iterator[Json]:
         """Every object, page by page; sets the list's resourceVersion at the end."""
@@ -248,7 +245,7 @@ class Reflector:
         type_, obj = event.get("type"), event.get("object") or {}
         if type_ == "ERROR":
             if obj.get("code") == 410:
-                raise Gone()
+                raise errors.Gone("the watch's resourceVersion is too old", status=410)
             raise WatchError(f"{obj.get('code')}: {obj.get('message')}")
         version = (obj.get("metadata") or {}).get("resourceVersion")
         change = _CHANGES.get(str(type_))

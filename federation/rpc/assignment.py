@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from federation.api import spread as spread_api
 from federation.rpc import agent_pb2
 
 DEFAULT_STRATEGY = "Fixed"
@@ -55,7 +56,7 @@ class Strategy:
     @property
     def adaptive(self) -> bool:
         """True for the Adaptive strategy (pods stuck Pending are rescheduled)."""
-        return self.type == "Adaptive"
+        return spread_api.is_adaptive(self.type)
 
 
 @dataclasses.dataclass(frozen=True)

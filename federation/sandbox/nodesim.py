@@ -36,7 +36,7 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 HEARTBEAT_SECONDS = 20.0  # Lease renewal; node status every third beat
 DEFAULT_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
-log = logging.getLogger("fedspread.nodesim")
+log = logging.getLogger("federation.sandbox.nodesim")  # by module: it runs as __main__
 Json = dict[str, Any]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from federation.api import placement_json
+from federation.api.problems import Problem as Problem  # re-exported as federation.sdk.Problem
 from federation.rpc import common_pb2, placement_pb2
 
 # --- errors -------------------------------------------------------------------------------------
@@ -33,15 +34,9 @@ class SpreadNotFound(FedspreadError):
     """The coordinator knows no spread by that key."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a request: the field path and what is wrong there."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+# `Problem`, one thing wrong with a request (field path, message), is the API's own
+# (`federation.api.problems`): the SDK reports a problem as `simulate`, `Valid=False` and the hub's
+# webhook do.
 
 
 class InvalidRequest(FedspreadError):

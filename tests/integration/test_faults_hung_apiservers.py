@@ -105,7 +105,7 @@ def test_a_hung_hub_stalls_only_the_status_loop_and_the_coordinator_recovers(
                 {"name": "cloud", "clusters": [elastic]}]
 
     before, after = {capped: 2, elastic: 2}, {capped: 1, elastic: 3}
-    caplog.set_level(logging.WARNING, logger="fedspread.watchdog")
+    caplog.set_level(logging.WARNING, logger="federation.watchdog")
     with tcp_proxy.TcpProxy(f"127.0.0.1:{sandbox.hub.port}") as proxy, \
             coordinator_behind(proxy, sandbox, clusters, members=[capped, elastic],
                                directory=tmp_path) as process:

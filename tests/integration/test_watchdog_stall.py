@@ -29,7 +29,7 @@ TIMEOUT = 90.0
 def test_a_stuck_timer_loop_makes_the_coordinator_unready_until_it_turns_again(
         sandbox: state.SandboxState, clusters: conftest.Clusters, local_ray: str,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="fedspread.watchdog")
+    caplog.set_level(logging.WARNING, logger="federation.watchdog")
     with hubside.running_coordinator(sandbox, clusters, members=[]) as process, \
             grpc.insecure_channel(f"127.0.0.1:{process.port}") as channel:
         waiting.wait_for(lambda: grpc_probes.status(channel) == "SERVING", timeout=TIMEOUT,

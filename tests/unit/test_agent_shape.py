@@ -279,8 +279,10 @@ def test_a_workload_the_agent_cannot_write_fails_its_spread_alone_and_is_logged_
         assert sync.sync_once() == {workload.UNCHANGED: 1, workload.FAILED: 1}
     assert list(apps.items) == [("shop", "web")]
     assert apps.items["shop", "web"]["kind"] == "Deployment"
-    refused = [r.getMessage() for r in caplog.records if "workload not written" in r.getMessage()]
-    assert len(refused) == 1 and "spread=shop/db" in refused[0] and "completionMode" in refused[0]
+    refused = [r for r in caplog.records if "workload not written" in r.getMessage()]
+    assert len(refused) == 1
+    assert getattr(refused[0], "spread", None) == "shop/db"
+    assert "completionMode" in getattr(refused[0], "error", "")
 
 
 # --- the link as a runnable --------------------------------------------------------------------------

@@ -664,7 +664,7 @@ def test_the_facade_places_a_round_the_shards_miss_and_says_so(caplog: pytest.Lo
             keys |= add_spread(model, builders.federated_spread(name, TINY_THEN_BIG, strategy="Adaptive"),
                                replicas=3)
     hung = facade.Coordinator(models[0], clock=clock, backend=_Unanswering())
-    with caplog.at_level(logging.WARNING, logger="fedspread.coordinator.agents"):
+    with caplog.at_level(logging.WARNING, logger="federation.coordinator.facade"):
         result = hung.publish(keys)
     assert result.fell_back == "the placement shards did not answer 2 requests within 1 s"
     assert result.placements == facade.Coordinator(models[1], clock=clock).publish(keys).placements

@@ -59,7 +59,7 @@ def test_an_unreachable_apiserver_is_counted_and_logged_once_never_raised(
         caplog: pytest.LogCaptureFixture) -> None:
     recorder = events.EventRecorder(api_at(closed_port()), controller=events.COORDINATOR, instance="c-0",
                                     limits=events.Limits(attempts=2, max_wait=0.05, timeout=5))
-    with caplog.at_level(logging.DEBUG, logger="fedspread.events"):
+    with caplog.at_level(logging.DEBUG, logger="federation.kube.events"):
         for note in ("a", "b"):
             assert recorder.record(POD, reason="Placed", note=note, action="Place")
         assert recorder.flush(30)

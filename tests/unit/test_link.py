@@ -283,7 +283,7 @@ def test_malformed_assignment_is_acked_with_an_error_and_the_link_stays_up(
 def test_fail_static_while_away_then_reconnect_and_full_resync(
         standin: standin_coordinator.StandinCoordinator, agent: Agent,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="fedspread.agent.link")
+    caplog.set_level(logging.INFO, logger="agents.link")
     standin.assign(CLUSTER, make_assignment(generation=3))
     standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 3)
     agent.inventory(pools=3)
@@ -316,7 +316,7 @@ def test_fail_static_while_away_then_reconnect_and_full_resync(
 
 def test_refused_agent_logs_the_reason_and_heals_when_allowed(
         standin: standin_coordinator.StandinCoordinator, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.ERROR, logger="fedspread.agent.link")
+    caplog.set_level(logging.ERROR, logger="agents.link")
     standin.deny(CLUSTER, "certificate names member-9")
     refused = Agent(standin.target, misconfigured_backoff_seconds=0.1)
     refused.link.start()

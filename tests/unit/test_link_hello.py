@@ -115,7 +115,7 @@ def test_the_first_hello_waits_for_the_cache_and_lists_the_deployments_marked_as
 
 
 def test_past_the_deadline_the_hello_goes_without_them_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="fedspread.agent.link")
+    caplog.set_level(logging.WARNING, logger="agents.link")
     cache = LateCache(deployment("api"))
     with standin_coordinator.StandinCoordinator(federation_id="prod") as standin:
         link = start_link(standin, cache, cache_wait_seconds=0.3)

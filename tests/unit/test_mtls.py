@@ -204,7 +204,7 @@ def test_hello_for_another_cluster_is_permission_denied_naming_both(
 
 def test_refused_agent_logs_the_refusal_and_stays_disconnected(
         pki: pathlib.Path, coordinator: Coordinator, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="fedspread.agent.link")
+    caplog.set_level(logging.INFO, logger="agents.link")
     link = make_link(coordinator.target, "aws", credentials(pki, "dc1"))  # aws, with dc1's certificate
     link.start()
     try:
@@ -257,7 +257,7 @@ def test_client_certificate_from_another_ca_is_refused(
 def test_agent_refuses_a_coordinator_its_ca_did_not_sign(pki: pathlib.Path,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     impostor = Coordinator(files(pki, "rogue-coordinator"))
-    caplog.set_level(logging.INFO, logger="fedspread.agent.link")
+    caplog.set_level(logging.INFO, logger="agents.link")
     link = make_link(impostor.target, "dc1", credentials(pki, "dc1"))
     link.start()
     try:

@@ -145,7 +145,7 @@ def sharing(count: int, *, cpu: str = "1") -> tuple[facade.Coordinator, world.Wo
 
 def test_a_parallel_round_redone_in_the_coordinator_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
     coordinator, model, keys = sharing(facade.WASTED_ROUND_SPREADS)
-    with caplog.at_level("WARNING", logger="fedspread.coordinator.agents"):
+    with caplog.at_level("WARNING", logger="federation.coordinator.facade"):
         first = coordinator.publish(keys)
         for key in keys:  # a new round over the same shared clusters: redone again, said no more
             name = key.split("/")[1]

@@ -36,7 +36,7 @@ def test_a_loop_that_stops_turning_is_stalled_once_and_recovers_once(
         ticks.now += 2.0
         beat()
         assert dog.check() == []
-    with caplog.at_level(logging.WARNING, logger="fedspread.watchdog"):
+    with caplog.at_level(logging.WARNING, logger="federation.watchdog"):
         ticks.now += 6.0
         assert dog.check() == []  # exactly at the limit: not yet
         ticks.now += 0.5

@@ -30,7 +30,7 @@ from kubernetes import client
 from federation.coordinator.model import election
 from federation.kube import event_series
 
-log = logging.getLogger("fedspread.coordinator.leader")
+log = logging.getLogger(__name__)
 
 CALL_TIMEOUT = 5.0
 """Deadline of one Lease read or write (shortened to what is left of the renew deadline)."""

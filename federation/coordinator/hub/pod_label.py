@@ -22,7 +22,7 @@ from kubernetes import client
 
 from federation.api import names
 
-log = logging.getLogger("fedspread.coordinator.pod_label")
+log = logging.getLogger(__name__)
 
 CALL_TIMEOUT = 5.0
 ATTEMPTS = 3

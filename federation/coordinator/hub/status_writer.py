@@ -248,10 +248,6 @@ class StatusWriter:
         """`write_workload_status` of a hub Deployment."""
         return self.write_workload_status("Deployment", namespace, name, fields)
 
-    def clear_deployment_status(self, namespace: str, name: str) -> bool:
-        """`clear_workload_status` of a hub Deployment."""
-        return self.clear_workload_status("Deployment", namespace, name)
-
     def _status_api(self, kind: str) -> _StatusApi:
         if kind == "Deployment":
             return _StatusApi("deployment", self._apps.read_namespaced_deployment_status,
@@ -303,8 +299,9 @@ class StatusWriter:
         def note(state: tenacity.RetryCallState) -> None:
             self.retries[kind] += 1
             error = state.outcome.exception() if state.outcome else None
-            LOG.debug("status write retry kind=%s key=%s attempt=%d status=%s", kind, key,
-                      state.attempt_number, getattr(error, "status", None))
+            LOG.debug("status write retry",
+                      extra={"kind": kind, "key": key, "attempt": state.attempt_number,
+                             "status": getattr(error, "status", None)})
 
         def fenced() -> bool:
             with self._fence:

@@ -58,7 +58,7 @@ from federation.core import status as status_core
 from federation.kube import errors as kube_errors
 from federation.kube import events as kube_events
 
-log = logging.getLogger("fedspread.coordinator.status")
+log = logging.getLogger(__name__)
 
 Target = tuple[str, str, str, dict[str, Any]]
 """A hub workload's status to write: (kind, namespace, name, replica fields; a Job's whole status)."""
@@ -189,7 +189,7 @@ class StatusPass:
             after = entry.lost_after
             if after not in lost_by:
                 lost_by[after] = frozenset(n for n in names if not self.world.ready(n, after=after))
-            found[key] = (lost_by[after], entry.spec.schedule_strategy.type == "Adaptive")
+            found[key] = (lost_by[after], entry.spec.schedule_strategy.is_adaptive)
         return found
 
     def _announce(self, key: str, new: spread_api.FederatedSpreadStatus, context: EventContext,

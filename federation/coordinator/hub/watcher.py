@@ -220,7 +220,7 @@ class HubWatcher:
                 groups = client.ApisApi(self._api_client).get_api_versions(
                     _request_timeout=deadlines.CALL).groups or []
             except Exception as error:  # the PodDisruptionBudget stream retries; the webhook waits
-                LOG.warning("hub discovery failed error=%s", type(error).__name__)
+                LOG.warning("hub discovery failed", extra={"error": type(error).__name__})
                 return None
             self._served = frozenset({"v1"} | {v.group_version for g in groups for v in g.versions or []})
         return self._served
@@ -284,7 +284,8 @@ class HubWatcher:
                 self._on_event(event)
             except Exception:
                 self.errors += 1
-                LOG.exception("hub event handler failed kind=%s type=%s key=%s", kind, type_, event.key)
+                LOG.exception("hub event handler failed",
+                              extra={"kind": kind, "type": type_, "key": event.key})
 
     def _convert(self, kind: Kind, type_: EventType, obj: Json) -> HubEvent:
         if type_ == "SYNCED":

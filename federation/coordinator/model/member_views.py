@@ -35,6 +35,12 @@ _Pods = Mapping[str, dict[str, dict[str, status.ClusterPods]]]
 """Per spread, per cluster, per subset: the pods agents counted."""
 
 
+def _pending(placed: int, counted: status.ClusterPods | None) -> int:
+    """Placed-but-not-running pods of one subset in one cluster: placed minus what its agent last
+    reported running there (none reported: all placed are pending)."""
+    return placed - (counted.running if counted is not None else 0)
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What a spread's spec and template give, computed once per change of either."""
@@ -212,8 +218,7 @@ class MemberViews:
             if profile is None:
                 continue
             for name, placed in counts:
-                counted = pods.get(name, {}).get(subset) if pods else None
-                count = placed - (counted.running if counted is not None else 0)
+                count = _pending(placed, pods.get(name, {}).get(subset) if pods else None)
                 if count > 0:
                     found.setdefault(name, []).append(overcommit.Charge(profile, count))
         return {name: tuple(items) for name, items in found.items()}
@@ -259,8 +264,7 @@ class MemberViews:
                 if profile is None:
                     continue
                 for name, placed in sorted(result.clusters.items()):
-                    counted = pods.get(name, {}).get(result.name)
-                    count = placed - (counted.running if counted is not None else 0)
+                    count = _pending(placed, pods.get(name, {}).get(result.name))
                     if count > 0:
                         found.append(overcommit.PendingPods(cluster=name, shape=profile.shape, count=count))
         return found

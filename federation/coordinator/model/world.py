@@ -285,7 +285,7 @@ class World:
         if not self._marks.mark(spread=spread, subset=subset, cluster=name, since=since):
             return set()
         entry = self._spreads.get(spread)  # a Fixed spread is placed as if there were no marks
-        return {spread} if entry is not None and entry.spec.schedule_strategy.type == "Adaptive" else set()
+        return {spread} if entry is not None and entry.spec.schedule_strategy.is_adaptive else set()
 
     def heartbeat(self, name: str, at: datetime.datetime | None = None) -> set[str]:
         """`name`'s agent was heard; affects the spreads for which it was lost and is ready again."""
@@ -455,7 +455,7 @@ class World:
 
     def marks_for(self, key: str) -> list[placement.UnschedulableMark]:
         """Spread `key`'s unschedulable marks (expiry is the placement's business); none under Fixed."""
-        if (entry := self._spreads.get(key)) is not None and entry.spec.schedule_strategy.type != "Adaptive":
+        if (entry := self._spreads.get(key)) is not None and not entry.spec.schedule_strategy.is_adaptive:
             return []
         return self._marks.of_spread(key)
 

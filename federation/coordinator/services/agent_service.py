@@ -45,7 +45,7 @@ from federation.coordinator import facade
 from federation.coordinator.wire import identity, inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc
 
-log = logging.getLogger("fedspread.coordinator.agents")
+log = logging.getLogger(__name__)
 
 HELLO_SECONDS = 30.0
 """A stream must open with Hello within this long."""

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-log = logging.getLogger("fedspread.coordinator.grpc")
+log = logging.getLogger(__name__)
 
 WORKERS = 8
 """Threads for blocking calls from handlers: the facade serialises on its lock anyway, so a few

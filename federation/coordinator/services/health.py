@@ -33,7 +33,7 @@ from grpc_reflection.v1alpha import reflection
 from federation.coordinator.services import aio_server
 from federation.rpc import agent_pb2, placement_pb2
 
-log = logging.getLogger("fedspread.coordinator.health")
+log = logging.getLogger(__name__)
 
 LIVENESS = "liveness"
 """The health service name the liveness probe asks: SERVING while the process runs."""

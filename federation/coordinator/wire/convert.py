@@ -80,14 +80,6 @@ class ClusterRecord:
             taints=list(self.taints), node_pools=list(self.node_pools),
         )
 
-    @classmethod
-    def from_capacity(cls, capacity: cluster.ClusterCapacity) -> ClusterRecord:
-        """A record for a cluster known only from a capacity snapshot (tests, the what-if)."""
-        return cls(
-            name=capacity.name, labels=dict(capacity.labels), ready=capacity.ready,
-            taints=tuple(capacity.taints), node_pools=tuple(capacity.node_pools),
-        )
-
 
 def timestamp(at: datetime.datetime | None) -> timestamp_pb2.Timestamp | None:
     """A protobuf Timestamp (naive datetimes are taken as UTC); None stays unset."""
