@@ -23,7 +23,7 @@ No step starts sooner than `cooldownSeconds` after the last finished or stopped 
 than `replicas` pods are Ready (replicas waiting for room count as not Ready), or where a cap would
 be exceeded with the added pods counted. Each `Decision` says which of these holds, so the spread's
 `Rebalancing` condition can show it. `whole_plan` chains the steps assuming each finishes, for
-`fedspread rebalance --dry-run` and the simulate JSON's `moves`.
+`fedspread rebalance --dry-run`; `document` sums them into the simulate JSON's `rebalance` entry.
 
 Pure: counts in, counts out; the caller keeps the step in flight and the last move's time.
 """
@@ -193,6 +193,21 @@ def whole_plan(
             _bump(placed, move.to_subset, move.to_cluster, move.replicas)
             _bump(placed, move.from_subset, move.from_cluster, -move.replicas)
 
+
+
+def document(policy: str, steps: Sequence[Sequence[Move]]) -> dict[str, object] | None:
+    """The `rebalance` entry of the simulate/explain JSON: `{"policy": ..., "moves": [{"from":
+    CLUSTER, "to": CLUSTER, "replicas": N}, ...]}`, the steps' moves summed per (from, to) in
+    the order they first move; None when nothing moves (the entry is then left out)."""
+    summed: dict[tuple[str, str], int] = {}
+    for step in steps:
+        for move in step:
+            key = (move.from_cluster, move.to_cluster)
+            summed[key] = summed.get(key, 0) + move.replicas
+    if not summed:
+        return None
+    return {"policy": policy, "moves": [{"from": source, "to": to, "replicas": count}
+                                        for (source, to), count in summed.items()]}
 
 def _judge(spec: spread.FederatedSpreadSpec, step: Step, *, replicas: int, placed: dict[str, dict[str, int]],
            ready: Counts, now: datetime.datetime) -> Decision:

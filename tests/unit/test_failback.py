@@ -193,6 +193,15 @@ def test_the_steps_keep_every_move_upward_where_the_first_pairing_would_strand_o
                     (failback.Move("b", "aws1", "a", "dc1", 1),)]
 
 
+def test_the_simulate_entry_sums_the_moves_per_pair_of_clusters() -> None:
+    current = {"a": {"dc1": 1}, "b": {"aws": 2}, "c": {"gcp": 2}}
+    plan = failback.whole_plan(THREE, replicas=5, current=current, from_scratch={"a": {"dc1": 5}})
+    assert len(plan) == 4
+    assert failback.document("WhenRoom", plan) == {"policy": "WhenRoom", "moves": [
+        {"from": "gcp", "to": "dc1", "replicas": 2}, {"from": "aws", "to": "dc1", "replicas": 2}]}
+    assert failback.document("Never", []) is None
+
+
 # Properties ----------------------------------------------------------------------------------------
 
 @st.composite
