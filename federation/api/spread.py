@@ -19,6 +19,7 @@ import pydantic_core
 
 from federation.api import common, ordinal_rules, topology
 from federation.api import propagate as propagate_api
+from federation.api import rebalance as rebalance_api
 
 KIND = "FederatedSpread"
 PLURAL = "federatedspreads"
@@ -360,6 +361,16 @@ class FederatedSpreadSpec(common.SpecModel):
         description=(
             "Skew limits across MemberCluster topology domains (KEP-895 lifted to clusters); every "
             "constraint must hold. Subset order still decides where first; skew decides how unequal."
+        ),
+    )
+
+    rebalance: rebalance_api.Rebalance = pydantic.Field(
+        default_factory=rebalance_api.Rebalance,
+        description=(
+            "Failback to higher-priority subsets once they have room again (policy WhenRoom), "
+            "surge first and bounded by maxSurge and cooldownSeconds; Never (the default) keeps "
+            "replicas where they were placed. Not acted on yet: the fields are validated, the "
+            "coordinator moves nothing (issue 28)."
         ),
     )
 

@@ -14,6 +14,13 @@ Among pods the ReplicaSet otherwise ranks alike (say all Running and ready), sca
 removes pods of no known subset first, then over-quota pods (last subset first), then in-quota
 pods (last subset first), so the first subset keeps its pods longest.
 
+During a rollout (issue 28) pods of several template revisions run side by side.
+`revision_deletion_costs` puts each revision in a band of its own, the newest on top (its band is
+the costs above, unchanged), every older one a band lower, so old-revision pods go before new ones;
+inside a band the rule above holds, an older revision's quota in a subset being what the newer
+revisions' pods leave of it. As in Kruise's multi-version deletion cost, a rollout then removes the
+old pods of the first subset last, and a rollout that pauses halfway keeps the spread.
+
 Which pods of an over-full subset are "beyond" its quota is our choice; we mark the ones the
 ReplicaSet would prefer to delete anyway (unscheduled, pending, not ready, newest), so the marks
 agree with the controller's own ranks and change rarely, which keeps the patches few.
@@ -59,6 +66,8 @@ class PodView:
     restarts: int = 0
     ready_since: datetime.datetime | None = None
     current_cost: int | None = None
+    revision: str | None = None
+    """The pod's template revision (`pod-template-hash`, `controller-revision-hash`), if known."""
 
     @property
     def active(self) -> bool:
@@ -129,6 +138,56 @@ def deletion_costs(
             costs[pod.name] = over_quota_cost(i)
         for pod in give_up_first[over:]:
             costs[pod.name] = in_quota_cost(i, subset_count=n)
+    return costs
+
+
+REVISION_BANDS = 8
+"""Revisions with a band of their own: the ninth newest and older share the lowest (a Deployment
+keeps ten ReplicaSets by default, but pods of more than two revisions at once are rare)."""
+
+
+def revision_band(subset_count: int) -> int:
+    """The distance between two revisions' bands: wider than one band's costs, from the orphan
+    cost to the first subset's in-quota cost."""
+    return 100 * (2 * subset_count + 2)
+
+
+def revision_deletion_costs(
+    pods: abc.Sequence[PodView],
+    *,
+    subsets: abc.Sequence[str],
+    quotas: abc.Mapping[str, int | None],
+    revisions: abc.Sequence[str],
+) -> dict[str, int]:
+    """`deletion_costs` across template revisions: every pod of an older revision below every pod
+    of a newer one.
+
+    `revisions` are the revisions newest first (the workload's current one first); a pod of another
+    or of no known revision is a band below the oldest. The newest revision's pods get `deletion_costs`
+    with `quotas`; each older revision's pods get them with what the newer revisions' active pods
+    leave of each quota, lowered by one `revision_band` per revision. With one revision (or none
+    given) the costs are `deletion_costs`'s.
+    """
+    _check_unique(pods)
+    rank = {name: min(i, REVISION_BANDS - 1) for i, name in reversed(list(enumerate(revisions)))}
+    oldest = min(len(revisions), REVISION_BANDS - 1)
+    groups: dict[int, list[PodView]] = {}
+    for pod in pods:
+        band = rank.get(pod.revision, oldest) if pod.revision is not None else oldest
+        groups.setdefault(band if revisions else 0, []).append(pod)
+    left: dict[str, int | None] = {name: quotas.get(name) for name in subsets}
+    band_width = revision_band(len(subsets))
+    costs: dict[str, int] = {}
+    for band in sorted(groups):
+        group = groups[band]
+        for name, cost in deletion_costs(group, subsets=subsets, quotas=left).items():
+            costs[name] = cost - band * band_width
+        for pod in group:
+            if pod.subset is None or not pod.active:
+                continue
+            quota = left.get(pod.subset)
+            if quota is not None:
+                left[pod.subset] = max(0, quota - 1)
     return costs
 
 

@@ -1,0 +1,362 @@
+"""Failback (issue 28): the next surge-first step that moves replicas back to preferred subsets.
+
+Why a rule of its own: the placement is stable by design — what overflowed to a later subset stays
+there when the preferred one has room again (`placement`, pass 1). With `spec.rebalance.policy:
+WhenRoom` the spread compares what it holds with the placement it would get *from scratch* (the
+same inputs with `current={}`) and moves replicas back, but never the way a full reschedule does
+(all at once, Ready pods gone before their replacements run). A move is a Deployment's rolling
+update across subsets with `maxUnavailable: 0`:
+
+1. **Start**: up to `maxSurge` replicas are added *above* the spread's total to the pairs
+   (subset, cluster) the from-scratch placement fills more than now, highest priority first, and
+   as many are chosen for removal from the pairs it fills less, in the scale-down order (last
+   subset first, within a subset its last cluster first). A replica only moves up: its new pair
+   must come before its old one (an earlier subset, or an earlier cluster of a `Fill` subset,
+   whose cluster order is its priority; the clusters of a `Balance` or `Capacity` subset are
+   equals, so a different split inside such a subset alone is no reason to move).
+2. **Finish**, once the added pods are Ready and removing the chosen ones cannot take Ready below
+   `replicas` even if every removed pod was Ready: the removals are applied.
+3. **Stop**, when the added pods are not Ready `rescheduleCriticalSeconds` after the start (their
+   room was not real): the added replicas are dropped again, nothing is removed.
+
+No step starts sooner than `cooldownSeconds` after the last finished or stopped one, while fewer
+than `replicas` pods are Ready (replicas waiting for room count as not Ready), or where a cap would
+be exceeded with the added pods counted. Each `Decision` says which of these holds, so the spread's
+`Rebalancing` condition can show it. `whole_plan` chains the steps assuming each finishes, for
+`fedspread rebalance --dry-run`; `document` sums them into the simulate JSON's `rebalance` entry.
+
+Pure: counts in, counts out; the caller keeps the step in flight and the last move's time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+from federation.api import spread
+from federation.core import apportion
+
+Counts = Mapping[str, Mapping[str, int]]
+"""Replicas (or Ready pods) per subset per cluster."""
+
+Action = Literal["start", "finish", "stop", "none"]
+Reason = Literal["Started", "Finished", "NotReadyInTime", "PolicyNever", "NothingToMove", "Cooldown",
+                 "NotReady", "CapReached", "WaitingForReady"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shift:
+    """Replicas added to, or removed from, one (subset, cluster) pair."""
+
+    subset: str
+    cluster: str
+    replicas: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    """Replicas that go from one pair to a higher-priority one (the simulate JSON's `moves`)."""
+
+    from_subset: str
+    from_cluster: str
+    to_subset: str
+    to_cluster: str
+    replicas: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One surge-first move: `adds` run above the total until Ready, then `removes` go."""
+
+    moves: tuple[Move, ...]
+    started: datetime.datetime
+    ready_before: tuple[Shift, ...]
+    """Ready pods of each added-to pair at the start: the added ones are Ready once a pair has
+    its `ready_before` plus its added replicas."""
+
+    @property
+    def adds(self) -> tuple[Shift, ...]:
+        """Replicas added per pair (summed over moves), in priority order."""
+        return _summed((m.to_subset, m.to_cluster, m.replicas) for m in self.moves)
+
+    @property
+    def removes(self) -> tuple[Shift, ...]:
+        """Replicas removed per pair once the added ones are Ready, in scale-down order."""
+        return _summed((m.from_subset, m.from_cluster, m.replicas) for m in self.moves)
+
+    @property
+    def surge(self) -> int:
+        """How many replicas the step runs above the total."""
+        return sum(m.replicas for m in self.moves)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What to do now: the placement to run, and why (the `Rebalancing` condition's content)."""
+
+    action: Action
+    reason: Reason
+    message: str
+    placement: dict[str, dict[str, int]]
+    step: Step | None = None
+    """The step started, still in flight (action none), finished or stopped."""
+    retry_at: datetime.datetime | None = None
+    """When the answer may change by time alone (the cooldown's or the Ready deadline's end)."""
+
+    @property
+    def completed(self) -> bool:
+        """A step ended (finished or stopped): the caller records `now` as the last move."""
+        return self.action in ("finish", "stop")
+
+
+def next_step(
+    spec: spread.FederatedSpreadSpec,
+    *,
+    replicas: int,
+    current: Counts,
+    from_scratch: Counts,
+    ready: Counts,
+    now: datetime.datetime,
+    last_move: datetime.datetime | None = None,
+    in_flight: Step | None = None,
+    caps: Mapping[str, int | None] | None = None,
+    max_surge: int | None = None,
+    on_demand: bool = False,
+) -> Decision:
+    """The next failback decision for a spread.
+
+    `current` is what runs now (with an in-flight step's added replicas), `from_scratch` the
+    placement of the same inputs without a current placement, `ready` the Ready pods per pair;
+    `caps` each subset's cap for `replicas` (default: from the spec), `max_surge` the surge in
+    pods (default: `spec.rebalance` resolved against `replicas`). `on_demand` (`fedspread
+    rebalance`) ignores the policy and the cooldown, never the other guards."""
+    settings = spec.rebalance
+    surge = max_surge if max_surge is not None else settings.surge(replicas)
+    if surge < 1:
+        raise ValueError(f"max_surge must be at least 1, got {surge}")
+    caps = caps if caps is not None else dict(
+        zip((s.name for s in spec.subsets), apportion.subset_caps(spec.subsets, replicas), strict=True))
+    placed = _copy(current)
+    if in_flight is not None:
+        return _judge(spec, in_flight, replicas=replicas, placed=placed, ready=ready, now=now)
+    if settings.policy == "Never" and not on_demand:
+        return Decision("none", "PolicyNever", "spec.rebalance.policy is Never", placed)
+    moves, capped = _moves(spec, current=placed, target=from_scratch, caps=caps, surge=surge)
+    if not moves:
+        if capped:
+            return Decision("none", "CapReached", f"subset {capped} is at its cap", placed)
+        return Decision("none", "NothingToMove", "the placement matches the one from scratch", placed)
+    if last_move is not None and not on_demand:
+        until = last_move + datetime.timedelta(seconds=settings.cooldown_seconds)
+        if now < until:
+            return Decision("none", "Cooldown", f"no move before {until.isoformat()} (cooldownSeconds "
+                            f"{settings.cooldown_seconds})", placed, retry_at=until)
+    ready_total = _total(ready)
+    if ready_total < replicas:
+        return Decision("none", "NotReady", f"{ready_total} of {replicas} replicas Ready: "
+                        "no move starts before all are", placed)
+    step = Step(moves=tuple(moves), started=now, ready_before=tuple(
+        Shift(a.subset, a.cluster, ready.get(a.subset, {}).get(a.cluster, 0))
+        for a in _summed((m.to_subset, m.to_cluster, m.replicas) for m in moves)))
+    for add in step.adds:
+        _bump(placed, add.subset, add.cluster, add.replicas)
+    return Decision("start", "Started", f"starting {step.surge} above the total: {_listing(step.adds)}; "
+                    f"then removing {_listing(step.removes)}", placed, step=step,
+                    retry_at=now + _critical(spec))
+
+
+def whole_plan(
+    spec: spread.FederatedSpreadSpec,
+    *,
+    replicas: int,
+    current: Counts,
+    from_scratch: Counts,
+    caps: Mapping[str, int | None] | None = None,
+    max_surge: int | None = None,
+) -> list[tuple[Move, ...]]:
+    """Every step of a whole failback, assuming each one's pods become Ready (no cooldown between
+    them): what `fedspread rebalance --dry-run` prints. Empty when nothing moves."""
+    surge = max_surge if max_surge is not None else spec.rebalance.surge(replicas)
+    if caps is None:
+        caps = dict(zip((s.name for s in spec.subsets), apportion.subset_caps(spec.subsets, replicas),
+                        strict=True))
+    placed = _copy(current)
+    steps: list[tuple[Move, ...]] = []
+    while True:
+        moves, _ = _moves(spec, current=placed, target=from_scratch, caps=caps, surge=surge)
+        if not moves:
+            return steps
+        steps.append(tuple(moves))
+        for move in moves:
+            _bump(placed, move.to_subset, move.to_cluster, move.replicas)
+            _bump(placed, move.from_subset, move.from_cluster, -move.replicas)
+
+
+
+def document(policy: str, steps: Sequence[Sequence[Move]]) -> dict[str, object] | None:
+    """The `rebalance` entry of the simulate/explain JSON: `{"policy": ..., "moves": [{"from":
+    CLUSTER, "to": CLUSTER, "replicas": N}, ...]}`, the steps' moves summed per (from, to) in
+    the order they first move; None when nothing moves (the entry is then left out)."""
+    summed: dict[tuple[str, str], int] = {}
+    for step in steps:
+        for move in step:
+            key = (move.from_cluster, move.to_cluster)
+            summed[key] = summed.get(key, 0) + move.replicas
+    if not summed:
+        return None
+    return {"policy": policy, "moves": [{"from": source, "to": to, "replicas": count}
+                                        for (source, to), count in summed.items()]}
+
+def _judge(spec: spread.FederatedSpreadSpec, step: Step, *, replicas: int, placed: dict[str, dict[str, int]],
+           ready: Counts, now: datetime.datetime) -> Decision:
+    """An in-flight step: finish it, stop it, or wait."""
+    late = [f"{b.subset}/{b.cluster}" for b, add in zip(step.ready_before, step.adds, strict=True)
+            if ready.get(b.subset, {}).get(b.cluster, 0) < b.replicas + add.replicas]
+    deadline = step.started + _critical(spec)
+    if late and now >= deadline:
+        for add in step.adds:
+            _bump(placed, add.subset, add.cluster, -min(add.replicas, _at(placed, (add.subset, add.cluster))))
+        seconds = int(_critical(spec).total_seconds())
+        return Decision("stop", "NotReadyInTime", f"the new pods in {', '.join(late)} were not Ready within "
+                        f"rescheduleCriticalSeconds ({seconds}s): their room was not real", placed, step=step)
+    if late:
+        return Decision("none", "WaitingForReady", f"waiting for the new pods in {', '.join(late)} to be "
+                        "Ready", placed, step=step, retry_at=deadline)
+    removed = sum(min(r.replicas, _at(placed, (r.subset, r.cluster))) for r in step.removes)
+    ready_total = _total(ready)
+    if ready_total - removed < replicas:
+        return Decision("none", "NotReady", f"{ready_total} Ready: removing {removed} could take Ready "
+                        f"below {replicas}", placed, step=step)
+    for gone in step.removes:
+        held = _at(placed, (gone.subset, gone.cluster))
+        _bump(placed, gone.subset, gone.cluster, -min(gone.replicas, held))
+    return Decision("finish", "Finished", f"the new pods are Ready: removing {_listing(step.removes)}",
+                    placed, step=step)
+
+
+def _moves(spec: spread.FederatedSpreadSpec, *, current: Counts, target: Counts,
+           caps: Mapping[str, int | None], surge: int) -> tuple[list[Move], str | None]:
+    """Up to `surge` upward moves, and (when there is none) the first subset a cap kept from taking any.
+
+    Which replicas can move: the most shortfalls (`target` above `current`) that can each be paired
+    with a surplus of lower priority (`_matched`). Which move first: the lowest-priority surplus (the
+    scale-down order), paired as the sorted pairing pairs it — the last matched surplus with the
+    last matched shortfall — so that what is left is still all upward moves and the steps end at
+    the from-scratch placement."""
+    order = _order(spec, current, target)
+    shortfalls, surpluses = _matched(order, current=current, target=target)
+    room = {name: None if cap is None else cap - sum(current.get(name, {}).values())
+            for name, cap in caps.items()}
+    moves: list[Move] = []
+    capped: str | None = None
+    moved = 0
+    while moved < surge and shortfalls and surpluses:
+        (to, need), (source, spare) = shortfalls[-1], surpluses[-1]
+        left = room.get(to[0])
+        count = min(need, spare, surge - moved, need if left is None else left)
+        if count <= 0:  # the cap of `to`'s subset has no room: the surplus paired with it waits
+            capped = capped or to[0]
+        else:
+            moves.append(Move(source[0], source[1], to[0], to[1], count))
+            moved += count
+            if left is not None:
+                room[to[0]] = left - count
+        shortfalls[-1], surpluses[-1] = (to, need - count), (source, spare - count)
+        if count <= 0 or need == count:
+            shortfalls.pop()
+        if count <= 0 or spare == count:
+            surpluses.pop()
+    return moves, None if moves else capped
+
+
+def _matched(order: Mapping[tuple[str, str], _Rank], *, current: Counts,
+             target: Counts) -> tuple[list[tuple[tuple[str, str], int]], list[tuple[tuple[str, str], int]]]:
+    """The shortfalls and surpluses of a largest set of upward moves, each list from the highest
+    priority down (equal ranks in scale-down order reversed).
+
+    A sweep from the highest priority down: a shortfall waits in a pool, a surplus takes the
+    highest-priority shortfalls waiting (only strictly higher ones: a surplus is met before the
+    shortfalls of its own rank). Any surplus may take any waiting shortfall, so the sweep pairs as
+    many as can be paired."""
+    events = sorted(order, key=lambda pair: (order[pair].priority,
+                                             _at(current, pair) < _at(target, pair), order[pair].position))
+    pool: list[tuple[tuple[str, str], int]] = []  # shortfalls waiting, highest priority first
+    shortfalls: dict[tuple[str, str], int] = {}
+    surpluses: list[tuple[tuple[str, str], int]] = []
+    for pair in events:
+        difference = _at(target, pair) - _at(current, pair)
+        if difference > 0:
+            pool.append((pair, difference))
+            continue
+        spare, taken = -difference, 0
+        while spare > taken and pool:
+            waiting_pair, waiting = pool[0]
+            count = min(spare - taken, waiting)
+            shortfalls[waiting_pair] = shortfalls.get(waiting_pair, 0) + count
+            taken += count
+            if count == waiting:
+                pool.pop(0)
+            else:
+                pool[0] = (waiting_pair, waiting - count)
+        if taken:
+            surpluses.append((pair, taken))
+    ranked = sorted(shortfalls, key=lambda pair: (order[pair].priority, order[pair].position))
+    return [(pair, shortfalls[pair]) for pair in ranked], surpluses
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rank:
+    priority: tuple[int, int]
+    """(subset index, cluster index in a Fill subset else 0): smaller is preferred."""
+    position: tuple[int, int]
+    """(subset index, cluster index): the scale-down order is the reverse of this."""
+
+
+def _order(spec: spread.FederatedSpreadSpec, current: Counts, target: Counts) -> dict[tuple[str, str], _Rank]:
+    """Every (subset, cluster) pair of a spec subset in either placement, ranked. A subset's
+    clusters are in the from-scratch placement's order (the subset's own), then any only held now."""
+    ranks: dict[tuple[str, str], _Rank] = {}
+    for index, subset in enumerate(spec.subsets):
+        clusters = list(dict.fromkeys([*target.get(subset.name, {}), *current.get(subset.name, {})]))
+        fill = subset.cluster_spread == "Fill"
+        for place, name in enumerate(clusters):
+            ranks[(subset.name, name)] = _Rank(priority=(index, place if fill else 0),
+                                               position=(index, place))
+    return ranks
+
+
+def _at(counts: Counts, pair: tuple[str, str]) -> int:
+    return counts.get(pair[0], {}).get(pair[1], 0)
+
+
+def _copy(counts: Counts) -> dict[str, dict[str, int]]:
+    return {subset: dict(clusters) for subset, clusters in counts.items()}
+
+
+def _bump(counts: dict[str, dict[str, int]], subset: str, cluster: str, by: int) -> None:
+    row = counts.setdefault(subset, {})
+    row[cluster] = row.get(cluster, 0) + by
+
+
+def _total(counts: Counts) -> int:
+    return sum(sum(row.values()) for row in counts.values())
+
+
+def _summed(items: Iterable[tuple[str, str, int]]) -> tuple[Shift, ...]:
+    """Replicas per pair, pairs in first-seen order."""
+    sums: dict[tuple[str, str], int] = {}
+    for subset, cluster, count in items:
+        sums[(subset, cluster)] = sums.get((subset, cluster), 0) + count
+    return tuple(Shift(subset, cluster, count) for (subset, cluster), count in sums.items())
+
+
+def _listing(shifts: Sequence[Shift]) -> str:
+    return ", ".join(f"{s.replicas} in {s.subset}/{s.cluster}" for s in shifts)
+
+
+def _critical(spec: spread.FederatedSpreadSpec) -> datetime.timedelta:
+    """How long the added pods have to become Ready: the spread's rescheduleCriticalSeconds
+    (its default under Fixed too: a surge pod that cannot run is no more real there)."""
+    return datetime.timedelta(seconds=spec.schedule_strategy.adaptive_settings().reschedule_critical_seconds)
