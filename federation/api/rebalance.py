@@ -1,4 +1,4 @@
-"""`spec.rebalance`: whether and how a spread fails back to its preferred subsets (issue 28).
+"""`spec.rebalance`: whether and how a spread fails back to its preferred subsets.
 
 Why a module of its own: the spread's kind (`spread.py`) is already large, and these fields carry
 their own rules. fedspread is stable by design — replicas that overflowed stay where they went —

@@ -370,7 +370,7 @@ class FederatedSpreadSpec(common.SpecModel):
             "Failback to higher-priority subsets once they have room again (policy WhenRoom), "
             "surge first and bounded by maxSurge and cooldownSeconds; Never (the default) keeps "
             "replicas where they were placed. Not acted on yet: the fields are validated, the "
-            "coordinator moves nothing (issue 28)."
+            "coordinator moves nothing."
         ),
     )
 

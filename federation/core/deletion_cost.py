@@ -14,7 +14,7 @@ Among pods the ReplicaSet otherwise ranks alike (say all Running and ready), sca
 removes pods of no known subset first, then over-quota pods (last subset first), then in-quota
 pods (last subset first), so the first subset keeps its pods longest.
 
-During a rollout (issue 28) pods of several template revisions run side by side.
+During a rollout pods of several template revisions run side by side.
 `revision_deletion_costs` puts each revision in a band of its own, the newest on top (its band is
 the costs above, unchanged), every older one a band lower, so old-revision pods go before new ones;
 inside a band the rule above holds, an older revision's quota in a subset being what the newer

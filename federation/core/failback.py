@@ -1,4 +1,4 @@
-"""Failback (issue 28): the next surge-first step that moves replicas back to preferred subsets.
+"""Failback: the next surge-first step that moves replicas back to preferred subsets.
 
 Why a rule of its own: the placement is stable by design — what overflowed to a later subset stays
 there when the preferred one has room again (`placement`, pass 1). With `spec.rebalance.policy:

@@ -1,4 +1,4 @@
-"""Rollouts that keep the spread (issue 28): the webhook's subset choice per template revision.
+"""Rollouts that keep the spread: the webhook's subset choice per template revision.
 
 Why: when the hub template changes, every member workload rolls. The webhook's plain rule
 (`quotas.choose_subset`: the first subset with quota left) counts pods of every revision, so a
