@@ -6,7 +6,8 @@ break the decision it reports, and an event storm (a flapping cluster, thousands
 flood the apiserver. So, as client-go's EventRecorder:
 
 * `record` only puts the occurrence on a bounded queue and returns; one background thread writes.
-  A full queue drops the occurrence and counts it (`dropped`).
+  A full queue drops the occurrence and counts it (`dropped`), as does a 403 for an Event in a
+  namespace being deleted (`NAMESPACE_TERMINATING`: the Event would go with the namespace).
 * The same (object, reason, note) again within `event_series.SERIES_WINDOW` bumps the existing
   Event's `series` (count, lastObservedTime) with a merge patch instead of creating an object.
 * Token buckets, one per object and one overall, gate every write: a new Event beyond them is
@@ -64,6 +65,9 @@ PRUNE_SECONDS = 60.0
 WARN_EVERY_SECONDS = 60.0
 CREATED, UPDATED, DROPPED, LIMITED, FAILED = "created", "updated", "dropped", "limited", "failed"
 OUTCOMES = (CREATED, UPDATED, DROPPED, LIMITED, FAILED)
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+"""The cause of the apiserver's 403 for an object created in a namespace being deleted: the Event
+is dropped (its namespace goes, and the Event with it), not a failure to report."""
 """What the recorder counts: a new Event written; a repeat folded into an existing Event's series
 (deduplicated), its count written; an occurrence not queued (queue full, or the recorder closed);
 a new Event refused by the token buckets; a write that failed after its retries."""
@@ -302,8 +306,12 @@ class EventRecorder:
         return json.loads(data) if data else None
 
     def _failed(self, what: str, error: BaseException) -> None:
-        self.counts[FAILED] += 1
         status = getattr(error, "status", None)
+        if status == 403 and NAMESPACE_TERMINATING in str(getattr(error, "body", "") or ""):
+            self.counts[DROPPED] += 1  # its namespace is going away, and the Event with it
+            LOG.debug("event dropped: its namespace is being deleted", extra={"what": what})
+            return
+        self.counts[FAILED] += 1
         reason = str(getattr(error, "reason", "") or error).strip().splitlines()[:1]
         fields = {"what": what, "status": status, "controller": self.controller, "instance": self.instance,
                   "reason": reason[0][:200] if reason else type(error).__name__}
