@@ -14,15 +14,17 @@ pod: the standby binds no gRPC port, so only the leader is ever reached. What mu
   removed, and it moves with the lead.
 * **Lost lease.** A leader that finds the Lease held by another stops acting and exits (status 1).
 * **Stalled leader.** The leader's placement shards hang (its own `SpreadShard` Ray actors
-  SIGSTOPped — the standby's are other processes — as a Ray node that stops answering would), and
-  a new spread arrives, named so that it lands on the shard that placed the first one (a call on
+  SIGSTOPped — the standby's are other processes — as a Ray node that stops answering would). A
+  new spread arrives, named so that it lands on the shard that placed the first one, and is placed
+  in the leader's own process (a round of one spread never goes to the shards); then a label edit
+  of the MemberCluster both spreads use makes a round of both, which goes to the shards (a call on
   an open connection waits; a first call to a frozen actor would fail to connect after Ray's
   connect timeout and end the round): the leader's hub-events loop waits on it under the
   coordinator's lock, its timer waits on the lock, while its election thread keeps renewing.
   Once they have not turned for the watchdog's limit plus the grace, the leader says so once,
   counts it in /metrics (which still answers), stops acting and releases the Lease: the standby
   takes over within a lease duration and a start (its agents' failover grace counted from then,
-  though it stood by for minutes), places the new spread, and nothing that ran moved (sampled all
+  though it stood by for minutes), places both spreads as they were, and nothing that ran moved (sampled all
   along). When the shards answer again, the old leader finishes stopping and exits 1, as on a
   lost lease.
 """
@@ -335,13 +337,18 @@ def test_a_leader_whose_shards_hang_gives_the_lease_up_and_the_standby_takes_ove
             late_name = beside(namespace, "web")
             late = hub.create(builders.deployment(late_name, 2, cpu="100m"), hubside.spread_body(
                 late_name, target=late_name, subsets=[{"name": "cloud", "clusters": [elastic]}]))
+            hubside.wait_replicas(agents, late, {capped: 0, elastic: 2}, timeout=TIMEOUT,
+                                  what="a places a round of one in its own process")
+            clusters.custom(hubside.HUB).patch_cluster_custom_object(  # a round of both: the shards
+                hubside.GROUP, hubside.VERSION, "memberclusters", elastic,
+                {"metadata": {"labels": {"fedspread-test/touched": "yes"}}})
             waiting.wait_for(lambda: GAVE_UP in log.read_text(), timeout=STALL_TIMEOUT,
                              message=lambda: f"a never gave up; its log ends: {log.read_text()[-3000:]}")
             waiting.wait_for(lambda: scrape(metrics_port, STEPDOWNS) == 1, timeout=TIMEOUT,
                              message="a's /metrics never counted the give-up")
             pair.wait_leader("b")
             hubside.wait_replicas(agents, late, {capped: 0, elastic: 2}, timeout=TIMEOUT,
-                                  what="b places the spread a could not")
+                                  what="b places the late spread as it was")
             hubside.wait_replicas(agents, key, {capped: 3, elastic: 1}, what="web after the takeover")
         assert sampler.samples > 20, f"the watch ran only {sampler.samples} times"
         assert watch.violations == [], watch.violations[:5]
