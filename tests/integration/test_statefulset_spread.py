@@ -193,7 +193,10 @@ def test_a_statefulset_takes_ordinal_ranges_in_subset_order_keeps_its_claims_and
         now = {p.metadata.name: p.metadata.uid
                for p in clusters.core(MEMBER).list_namespaced_pod(namespace, label_selector="app=db").items}
         assert (now["db-1"], now["db-2"]) == (uids["db-1"], uids["db-2"]), "a StatefulSet pod was moved"
-        assert ready_subsets(clusters, namespace) == {"db-0": "a", "db-1": "a", "db-2": "b"}
+        # (The lowered cap's handover keeps db-1 in a until b's replacement is Ready, so db-3 may run
+        # for a while beside it: a surge the ordinal ranges make pointless, a known gap.)
+        wait(lambda: ready_subsets(clusters, namespace) == {"db-0": "a", "db-1": "a", "db-2": "b"},
+             "the StatefulSet never settled at db-0, db-1 in a and db-2 in b")
 
         # Deleted with the default policy: released, the same pods run on, the hub stops counting.
         # `cache`'s spread, deleted under Delete at the same time: its member StatefulSet goes.
