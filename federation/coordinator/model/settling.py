@@ -21,7 +21,7 @@ coordinator saw what ran before it: a re-creation adopts, `lifecycle`). A candid
 meanwhile stops waiting: its deletion is carried out as any other.
 
 This module is the bookkeeping only (pure, no clock of its own): the facade asks `deferred` on
-every publish and places `released` keys from its timer.
+every publish and at each agent's resync, and places `released` keys from its timer.
 """
 
 from __future__ import annotations
