@@ -120,6 +120,9 @@ def coordinator(sandbox: state.SandboxState, clusters: conftest.Clusters, pki: p
 
     try:
         wait_for(serving, timeout=WAIT, message=lambda: f"the coordinator never served:\n{process.output()}")
+        # (its start line is written just after the server answers: read it once it is there)
+        wait_for(lambda: "coordinator started" in process.output(), timeout=WAIT,
+                 message=lambda: f"the coordinator never said it started:\n{process.output()}")
         assert "transport=mTLS" in process.output()
         yield target
     finally:
