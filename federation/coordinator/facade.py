@@ -70,6 +70,7 @@ from federation.coordinator.model import lifecycle as model_lifecycle
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
 from federation.core import status
+from federation.core import usage as usage_rules
 from federation.rpc import agent_pb2, capabilities
 
 log = logging.getLogger(__name__)
@@ -414,6 +415,17 @@ class Coordinator:
                          extra={"spreads": len(settled)})
             self.publish(lost.keys | settled)
             return lost
+
+    # --- usage (issue 26: the hub HPA's external metrics) ----------------------------------------
+
+    def usage(self, namespace: str, name: str) -> usage_rules.FederationUsage | None:
+        """Spread `namespace/name`'s federation-wide usage metrics from the agents' last reports,
+        answered from memory (None: no such spread). Placeholder until agents report usage: no
+        member figures yet, so only `fedspread-ready-replicas` (0) has a value."""
+        with self.lock:
+            if self.world.spread(f"{namespace}/{name}") is None:
+                return None
+            return usage_rules.federation_usage((), now=self.clock().timestamp(), stale_after=60.0)
 
     # --- reports -------------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 
+from federation.api import names
+
 CPU_UTILIZATION = "fedspread-cpu-utilization"
 MEMORY_UTILIZATION = "fedspread-memory-utilization"
 CPU_USAGE = "fedspread-cpu-usage"
@@ -40,8 +42,9 @@ SERVED_METRICS: tuple[str, ...] = (CPU_UTILIZATION, MEMORY_UTILIZATION, CPU_USAG
                                    READY_REPLICAS)
 """Every metric name the coordinator serves, in the order the API lists them."""
 
-SPREAD_SELECTOR_LABEL = "fedspread.io/spread"
-"""The metric selector's label: `fedspread.io/spread=<name>` picks a spread in the namespace."""
+SPREAD_SELECTOR_LABEL = names.SPREAD_LABEL
+"""The metric selector's label: `fedspread.io/spread=<name>` picks a spread in the namespace (the
+label the spread's pods carry in the members)."""
 
 
 @dataclasses.dataclass(frozen=True)
