@@ -1,0 +1,155 @@
+"""The hub's stock HorizontalPodAutoscaler sizes a spread from the load in every member cluster.
+
+Why on the demo's federation: it is the issue's own scene — hub, dc1 (small, on-premises), aws-eu
+and gcp-eu; the coordinator, an agent per member, every part its own process — and the whole path
+runs for real: the node simulator's metrics API in each member (a pod's usage is its
+`sandbox.fedspread.io/usage` annotation), each agent reading it and reporting usage over gRPC,
+the coordinator serving `external.metrics.k8s.io` through the hub apiserver's aggregation layer
+(front-proxy certificate checked), the hub's kube-controller-manager running only the HPA controller
+(sync period and downscale stabilization shortened by its flags), the HPA scaling the hub
+Deployment's `spec.replicas`, the spread dividing the new count. The spread and its HPA are
+examples/autoscaling/web.yaml, applied as the example says.
+
+Load is set by annotating pods in the members; nothing sleeps past a period: each step waits for
+the state it expects, with a deadline of a few HPA periods.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import waiting
+import yaml
+from demo_scene import Apis, Seen, clean_up, connect, idle, observe, reached
+from kubernetes import dynamic
+
+from federation.api import common, names
+from federation.api import spread as spread_api
+from federation.core import usage
+from federation.demo import environment
+from federation.sandbox import build
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "autoscaling" / "web.yaml"
+USAGE_ANNOTATION = "sandbox.fedspread.io/usage"
+SCALE_TIMEOUT = 120.0
+"""A few HPA periods of the sandbox (5 s) plus the pods' start, and the downscale stabilization."""
+
+
+@pytest.fixture(scope="module")
+def apis(federation: environment.Federation) -> Iterator[Apis]:
+    with connect(federation) as connected:
+        yield connected
+
+
+def _documents() -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d}
+
+
+def _load(apis: Apis, namespace: str, cpu: str) -> list[str]:
+    """Annotate every live pod of the spread in every member to use `cpu`; the pods annotated."""
+    done = []
+    body = {"metadata": {"annotations": {USAGE_ANNOTATION: json.dumps({"cpu": cpu, "memory": "64Mi"})}}}
+    for member in apis.members:
+        for pod in apis.core(member).list_namespaced_pod(
+                namespace, label_selector=f"{names.SPREAD_LABEL}=web").items:
+            if pod.metadata.deletion_timestamp is None:
+                apis.core(member).patch_namespaced_pod(pod.metadata.name, namespace, body)
+                done.append(f"{member}/{pod.metadata.name}")
+    return done
+
+
+def _hub_replicas(apis: Apis, namespace: str) -> int:
+    replicas: int = apis.apps("hub").read_namespaced_deployment("web", namespace).spec.replicas
+    return replicas
+
+
+def _reach(apis: Apis, namespace: str, *, replicas: int, want: dict[str, dict[str, int]], what: str) -> Seen:
+    """Wait until the HPA set the hub's replicas and the federation runs `want`."""
+    key = f"{namespace}/web"
+    waiting.wait_for(lambda: _hub_replicas(apis, namespace) == replicas, timeout=SCALE_TIMEOUT,
+                     interval=0.5, message=lambda: f"{what}: the HPA did not set {replicas} replicas "
+                     f"(hub has {_hub_replicas(apis, namespace)}; HPA status {_hpa(apis, namespace)})")
+    last: list[Seen] = []
+
+    def probe() -> Seen | None:
+        last[:] = [observe(apis, key, f"{names.SPREAD_LABEL}=web")]
+        return last[0] if reached(last[0], want, apis.federation.stopped) else None
+
+    return waiting.wait_for(probe, timeout=SCALE_TIMEOUT, interval=0.5, message=lambda: (
+        f"{what}: wanted {want}; last seen {last[0].describe() if last else 'nothing'}"))
+
+
+def _hpa(apis: Apis, namespace: str) -> Any:
+    hpa = dynamic.DynamicClient(apis.api["hub"]).resources.get(
+        api_version="autoscaling/v2beta2", kind="HorizontalPodAutoscaler")
+    return hpa.get(name="web", namespace=namespace).to_dict().get("status")
+
+
+def _kubectl_hpa(apis: Apis, namespace: str) -> str:
+    kubectl = build.ensure(lambda line: None).binary("kubectl")
+    return subprocess.run(
+        [str(kubectl), "--kubeconfig", apis.federation.kubeconfig("hub"), "get", "hpa", "web",
+         "-n", namespace, "--no-headers"], capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def test_a_hub_hpa_scales_the_spread_by_the_federations_load(apis: Apis) -> None:
+    documents = _documents()
+    namespace = f"autoscale-{uuid.uuid4().hex[:6]}"
+    waiting.wait_for(lambda: idle(apis), timeout=60.0, message="the federation is not idle")
+    apis.core("hub").create_namespace({"metadata": {"name": namespace}})
+    try:
+        apis.apps("hub").create_namespaced_deployment(namespace, documents["Deployment"])
+        apis.custom().create_namespaced_custom_object(
+            common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL,
+            documents["FederatedSpread"])
+        dynamic.DynamicClient(apis.api["hub"]).resources.get(
+            api_version="autoscaling/v2beta2", kind="HorizontalPodAutoscaler").create(
+            body=documents["HorizontalPodAutoscaler"], namespace=namespace)
+        eu0 = {"aws-eu": 0, "gcp-eu": 0}
+        _reach(apis, namespace, replicas=2, want={"onprem": {"dc1": 2}, "eu": eu0}, what="idle")
+
+        # Both pods at 100% of their requests: sum 200, target 50 per replica -> 4, all in dc1.
+        assert len(_load(apis, namespace, "500m")) == 2
+        _reach(apis, namespace, replicas=4, want={"onprem": {"dc1": 4}, "eu": eu0}, what="load on 2 pods")
+        shown = _kubectl_hpa(apis, namespace)
+        assert "<unknown>" not in shown and "/50 (avg)" in shown, shown
+
+        # All four at 100%: sum 400 -> 8; dc1 is capped at 4, the rest overflows to eu.
+        assert len(_load(apis, namespace, "500m")) == 4
+        seen = _reach(apis, namespace, replicas=8, what="load on 4 pods",
+                      want={"onprem": {"dc1": 4}, "eu": {"aws-eu": 2, "gcp-eu": 2}})
+        assert sum(len(p) for p in seen.pods.values()) == 8
+
+        # Load gone: after the downscale stabilization the HPA goes to its minimum; eu gives back first.
+        _load(apis, namespace, "0")
+        _reach(apis, namespace, replicas=2, want={"onprem": {"dc1": 2}, "eu": eu0}, what="load gone")
+    finally:
+        dynamic.DynamicClient(apis.api["hub"]).resources.get(
+            api_version="autoscaling/v2beta2", kind="HorizontalPodAutoscaler").delete(
+            name="web", namespace=namespace)
+        clean_up(apis, namespace, documents["Deployment"], "web")
+
+
+def test_the_external_metrics_api_answers_through_the_hub(apis: Apis) -> None:
+    """`kubectl get --raw` on the hub reaches the coordinator through the aggregation layer: the
+    metric list for a spread that does not exist is empty, an unknown metric is a 404 naming ours."""
+    kubectl = build.ensure(lambda line: None).binary("kubectl")
+    base = "/apis/external.metrics.k8s.io/v1beta1/namespaces/nowhere"
+
+    def raw(path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(kubectl), "--kubeconfig", apis.federation.kubeconfig("hub"), "get",
+                               "--raw", path], capture_output=True, text=True, timeout=30)
+
+    listed = raw(f"{base}/{usage.CPU_UTILIZATION}?labelSelector={names.SPREAD_LABEL}%3Dmissing")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["items"] == []
+    unknown = raw(f"{base}/no-such-metric?labelSelector={names.SPREAD_LABEL}%3Dweb")
+    assert unknown.returncode != 0 and "NotFound" in unknown.stderr + unknown.stdout, unknown
+    discovery = json.loads(raw("/apis/external.metrics.k8s.io/v1beta1").stdout)
+    assert {r["name"] for r in discovery["resources"]} >= set(usage.SERVED_METRICS)
