@@ -416,7 +416,7 @@ class Coordinator:
             self.publish(lost.keys | settled)
             return lost
 
-    # --- usage (issue 26: the hub HPA's external metrics) ----------------------------------------
+    # --- usage: the hub HPA's external metrics ---------------------------------------------------
 
     def usage(self, namespace: str, name: str) -> usage_rules.FederationUsage | None:
         """Spread `namespace/name`'s federation-wide usage metrics from the agents' last reports,

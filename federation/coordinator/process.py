@@ -66,7 +66,14 @@ from federation import watchdog as watchdog_mod
 from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.coordinator import facade, metrics, shards
-from federation.coordinator.hub import access_review, admission, status_writer, statuses, warm_events
+from federation.coordinator.hub import (
+    access_review,
+    admission,
+    secret_reads,
+    status_writer,
+    statuses,
+    warm_events,
+)
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
@@ -134,6 +141,8 @@ class CoordinatorProcess:
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
             on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
         self.watchdog = watchdog_mod.Watchdog("coordinator", on_change=self._loop_changed)
+        self.secrets = secret_reads.SecretKeeper(secret_reads.SecretReader(self.api), self.world,
+                                                 self.coordinator.lock)
         self.watcher = hub.HubWatcher(self.api, self._events.put,
                                       on_turn=lambda kind: self.watchdog.beat(f"hub-watch-{kind}"))
         self.authorizer = None if settings.tls is None else access_review.SubjectAccessReviewer(self.api)
@@ -316,11 +325,13 @@ class CoordinatorProcess:
             try:
                 event = self._events.get(timeout=EVENTS_WAIT)
             except queue.Empty:
-                continue
+                event = hub.HubEvent("spread", "SYNCED", key="(idle)")  # only Secrets are read again
             if event is None or self.stopping.is_set():
                 return
             try:
-                self.apply(event)
+                if event.key != "(idle)":
+                    self.apply(event)
+                self.secrets.read_wanted(self.coordinator.publish)  # Secrets spreads came to need
             except Exception:  # one bad event must not stop the coordinator
                 log.exception("hub event failed", extra={"kind": event.kind, "type": event.type,
                                                          "key": event.key})
@@ -337,9 +348,12 @@ class CoordinatorProcess:
         elif event.kind == "spread" and event.key and event.type != "DELETED":
             self.statuses.spread_seen(event.key, generation=event.generation, found=event.problems)
         deleting = event.kind == "spread" and event.type == "DELETED"
+        read = self.secrets.read_for(event)  # Secrets it makes a spread need, read before it applies
         with self.coordinator.lock:
             gone = self.world.spread(event.key) if deleting else None  # in force until now
+            self.secrets.hold(read)
             self.coordinator.publish(hub.apply_to_world(self.world, event))
+            self.secrets.settle(read)
             if deleting:  # under the lock: a status pass sees it placed or its workload released
                 self.statuses.spread_deleted(event.key, target=gone.spec.target_ref if gone else None)
             kept = gone_member and event.key in self.world.cluster_names()

@@ -176,6 +176,8 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         hub_core.create_namespaced_secret(namespace, {
             "metadata": {"name": "registry"}, "type": "kubernetes.io/dockerconfigjson",
             "stringData": {".dockerconfigjson": '{"auths": {"registry.example": {"auth": "dTpw"}}}'}})
+        hub_core.create_namespaced_secret(namespace, {"metadata": {"name": "unrelated"},
+                                                      "stringData": {"TOKEN": "no-spread-needs-this"}})
         hub_core.create_namespaced_service_account(namespace, {"metadata": {"name": "web-runner"}})
         hub_core.create_namespaced_service(namespace, {"metadata": {"name": "web"}, "spec": {
             "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}})
@@ -197,6 +199,15 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         assert copies(clusters, "member-1", namespace) == {
             "ConfigMap/web-config": key, "Secret/web-credentials": key, "Secret/registry": key,
             "ServiceAccount/web-runner": key}
+        # The coordinator holds the data of the Secrets a spread needs, not of the others (it knows
+        # they exist); a Secret listed before the spread needed it is read from the hub.
+        objects = process.world.hub_objects
+        with process.coordinator.lock:
+            held = {name: objects.get(namespace, "Secret", name) is not None
+                    for name in ("web-credentials", "registry", "unrelated")}
+            known = objects.exists(namespace, "Secret", "unrelated")
+        assert held == {"web-credentials": True, "registry": True, "unrelated": False} and known, held
+        assert process.secrets.reader.failures == 0
         copied = read(clusters, "member-1", "Secret", namespace, "web-credentials")
         assert base64.b64decode(copied.data["PASSWORD"]) == b"from-the-hub"
         assert copied.metadata.labels[names.FEDERATION_LABEL] == names.DEFAULT_FEDERATION_ID

@@ -177,6 +177,7 @@ def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> No
         # the objects pods need, read from the hub to be copied into members (issue 24)
         ("", "configmaps", frozenset({"list", "watch"})),
         ("", "secrets", frozenset({"list", "watch"})),
+        ("", "secrets", frozenset({"get"})),  # hub.secret_reads: one Secret a spread comes to need
         ("", "serviceaccounts", frozenset({"list", "watch"})),
         ("", "persistentvolumeclaims", frozenset({"list", "watch"})),
         # the objects spec.propagate may list, copied into members the same way

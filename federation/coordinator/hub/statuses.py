@@ -281,7 +281,7 @@ class StatusPass:
         for ref in objects.references(key, entry.template if entry is not None else None, listed):
             named = f"{ref.kind}/{ref.name}"
             clashing = [name for name in sorted(conflicts) if named in conflicts[name]]
-            present = objects.get(namespace, ref.kind, ref.name) is not None
+            present = objects.exists(namespace, ref.kind, ref.name)
             found.append(spread_api.DependencyStatus(
                 kind=ref.kind, name=ref.name, found=present, optional=ref.optional,
                 clusters=[name for name in running if name not in clashing] if present else [],

@@ -137,6 +137,7 @@ class World:
         )
         self._index.register(key, item.spec)
         self._forget_plan(key)
+        self._track_references(key)
         return {key}
 
     def delete_spread(self, key: str, *, deleted: bool = True) -> set[str]:
@@ -184,7 +185,17 @@ class World:
         if entry.spread.metadata.generation is None:
             entry.generation = next(self._counter)
         self._forget_plan(key)
+        self._track_references(key)
         return {key}
+
+    def _track_references(self, key: str) -> None:
+        """Spread `key`'s spec or template changed: note what it references now, so the data of the
+        Secrets it needs is kept and that of Secrets nothing needs any more is dropped (`hub_objects`)."""
+        entry = self._spreads[key]
+        if not entry.spec.propagate_dependencies:
+            self.hub_objects.forget(key)
+            return
+        self.hub_objects.references(key, entry.template, hub_objects.propagated(entry.spec.propagate))
 
     def upsert_cluster(
         self, name: str, *, labels: Mapping[str, str], taints: Sequence[common.Taint] = (),
