@@ -236,12 +236,21 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
 
 def _event(kind: str, found: dict[str, Any]) -> str:
     """One event's latency; an event whose samples sent nothing has no latency to give (its 0.0 ms
-    would read as instant delivery), so it is reported as having sent nothing."""
+    would read as instant delivery), so it is reported as having sent nothing. Newer documents
+    count such samples (`sent_nothing`) and time only the others; older ones only say the median
+    sample sent nothing."""
     name, placed = kind.replace("_", " "), f"n={found['n']}, {found['replaced_median']:g} spreads placed"
-    if not found["messages_median"] and not found["p99_ms"]:
+    if found["p99_ms"] is None or (not found["messages_median"] and not found["p99_ms"]):
         return f"{name}: nothing sent ({placed})"
-    quiet = "" if found["messages_median"] else ", the median sample sent nothing"
+    quiet = ", the median sample sent nothing" if not found["messages_median"] else ""
+    if found.get("sent_nothing"):
+        quiet = f", {found['sent_nothing']} of them sent nothing"
     return f"{name} p99 {found['p99_ms']} ms ({placed}{quiet})"
+
+
+def _within(figure: float | None, bound: float) -> bool:
+    """A goal is met only by a figure: an event that sent nothing (None) meets no latency goal."""
+    return figure is not None and figure <= bound
 
 
 def _placement_goals(row: dict[str, Any], *, load: str, when: str) -> Iterator[Row]:
@@ -251,10 +260,10 @@ def _placement_goals(row: dict[str, Any], *, load: str, when: str) -> Iterator[R
         (f"{name}: full round {row['full_s']} s", "≤ 10 s", row["full_s"] <= 10),
         (f"{name}: delivered to every agent {row['delivered_s']} s", "≤ 30 s", row["delivered_s"] <= 30),
         (f"{name}: scale-up \N{RIGHTWARDS ARROW} agents hold new quotas p99 {row['event_p99_ms']} ms "
-         f"(n={events['scale_up']['n']})", "≤ 100 ms", row["event_p99_ms"] <= 100),
+         f"(n={events['scale_up']['n']})", "≤ 100 ms", _within(row["event_p99_ms"], 100)),
         (f"{name}: cordon \N{RIGHTWARDS ARROW} agents hold new quotas p99 {row['cordon_ms']} ms "
          f"(n={events['cordon']['n']}, {events['cordon']['replaced_median']:g} spreads placed)", "≤ 1 s",
-         row["cordon_ms"] <= 1000),
+         _within(row["cordon_ms"], 1000)),
         (f"{name}: coordinator RSS {row['rss_total_mb']} MB", "≤ 1.5 GB", row["rss_total_mb"] <= 1536),
     )
     for figure, goal, met in goals:

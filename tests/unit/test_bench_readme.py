@@ -68,6 +68,10 @@ def test_a_level_is_compared_only_where_no_run_of_either_mode_collapsed(
      "uncordon p99 12.5 ms (n=3, 10 spreads placed, the median sample sent nothing)"),
     ({"n": 3, "p99_ms": 12.5, "messages_median": 4, "replaced_median": 10},
      "uncordon p99 12.5 ms (n=3, 10 spreads placed)"),
+    ({"n": 3, "sent_nothing": 3, "p99_ms": None, "messages_median": 0, "replaced_median": 10},
+     "uncordon: nothing sent (n=3, 10 spreads placed)"),
+    ({"n": 3, "sent_nothing": 1, "p99_ms": 12.5, "messages_median": 4, "replaced_median": 10},
+     "uncordon p99 12.5 ms (n=3, 10 spreads placed, 1 of them sent nothing)"),
 ])
 def test_an_event_that_sent_nothing_is_not_reported_as_a_latency(event: dict[str, Any], says: str) -> None:
     assert readme._event("uncordon", event) == says
@@ -87,3 +91,16 @@ def test_only_a_clean_commit_with_its_command_is_a_reference(
 def test_every_row_says_how_many_runs_stand_behind_it() -> None:
     for row in readme.rows():
         assert " run" in row[5], row
+
+
+@pytest.mark.parametrize(("sent", "expected"), [
+    ([(0.020, 2), (0.010, 1), (0.005, 0)], {"n": 3, "sent_nothing": 1, "p50_ms": 10.0, "p99_ms": 20.0}),
+    ([(0.0, 0), (0.0, 0)], {"n": 2, "sent_nothing": 2, "p50_ms": None, "p99_ms": None}),
+])
+def test_an_event_summary_times_only_the_samples_that_sent_something(
+        sent: list[tuple[float, int]], expected: dict[str, Any]) -> None:
+    from bench import placement_events
+
+    samples = [placement_events.Sample(latency, None, 1, messages) for latency, messages in sent]
+    found = placement_events.summary(samples)
+    assert {key: found[key] for key in expected} == expected
