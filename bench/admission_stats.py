@@ -16,8 +16,11 @@ each rule is unit-tested directly:
   finish); it collapsed when it was over the timeout, or the apiserver refused a create or gave up
   on a webhook call and let the pod in unexamined; a level is either for a mode when most of its
   runs were; the collapse point is the lowest concurrency whose level collapsed.
-* `level_ratio` — baseline over fedspread, only where neither mode was over the timeout at that
-  level: a quotient against a mode that had stopped answering in time measures its timeouts.
+* `level_ratio` — baseline over fedspread, only where neither mode collapsed in *any* run of that
+  level (over the timeout, refusing creates or failing open): a quotient against a mode that had
+  stopped answering in time, or was refusing creates that its client retried, measures its
+  failure, not a per-operation cost. A collapsed side is reported as its collapse point instead.
+* `any_collapse_point` — the lowest concurrency at which any run of a mode collapsed.
 """
 
 from __future__ import annotations
@@ -148,10 +151,16 @@ def ratio(baseline: float, fedspread: float) -> float | None:
     return round(baseline / fedspread, 1) if fedspread > 0 else None
 
 
-def level_ratio(baseline: float, fedspread: float, *, baseline_over: bool,
-                fedspread_over: bool) -> float | None:
-    """`ratio` at one load level, only where neither mode was over its webhook's timeout there
-    (None otherwise: the quotient would measure a timeout, not a per-operation cost)."""
-    if baseline_over or fedspread_over:
+def level_ratio(baseline: float, fedspread: float, *, baseline_collapsed_runs: int,
+                fedspread_collapsed_runs: int) -> float | None:
+    """`ratio` at one load level, only where no run of either mode collapsed there (None otherwise:
+    the quotient would measure timeouts or refused creates, not a per-operation cost)."""
+    if baseline_collapsed_runs or fedspread_collapsed_runs:
         return None
     return ratio(baseline, fedspread)
+
+
+def any_collapse_point(collapsed_runs: Mapping[int, int]) -> int | None:
+    """The lowest concurrency at which at least one run collapsed (`collapsed_runs`: concurrency to
+    its count of collapsed runs), None when no run did."""
+    return collapse_point({level: count > 0 for level, count in collapsed_runs.items()})

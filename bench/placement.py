@@ -292,14 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.placement",
         description="One point of the placement benchmark; prints its record as one JSON line.")
-    parser.add_argument("--shape", default=json.dumps(dataclasses.asdict(QUICK_BASE)),
+    parser.add_argument("--shape", type=placement_world.parse_shape, default=QUICK_BASE,
                         help="the federation (bench.placement_world.Shape as JSON), e.g. "
                              '\'{"spreads": 10000, "clusters": 1000, "per_spread": 100}\'')
     parser.add_argument("--backend", choices=BACKENDS, default="local",
                         help="place in this process (local) or on a local Ray's shard actors (ray)")
     options = parser.parse_args(argv)
-    shape = Shape(**json.loads(options.shape))
-    print(json.dumps(measure(shape, backend=options.backend)), flush=True)
+    print(json.dumps(measure(options.shape, backend=options.backend)), flush=True)
     return 0
 
 

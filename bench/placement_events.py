@@ -213,14 +213,17 @@ def capacity(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask, *, i
 
 
 def summary(samples: list[Sample]) -> dict[str, Any]:
-    """Latency p50/p99/max over every sample (ms), with the medians of what the events did."""
+    """Latency p50/p99/max (ms) over every sample that sent a message, with the medians of what the
+    events did. A sample that sent nothing has no delivery to time: it is counted in `sent_nothing`,
+    not averaged in as 0 ms, and when no sample sent anything the latencies are None."""
     if not samples:
         return {"n": 0}
-    latencies = [s.latency_s for s in samples]
+    latencies = [s.latency_s for s in samples if s.messages]
     found: dict[str, Any] = {
-        "n": len(samples), "p50_ms": admission_stats.milliseconds(latencies, 50, digits=1),
-        "p99_ms": admission_stats.milliseconds(latencies, 99, digits=1),
-        "max_ms": round(max(latencies) * 1000, 1),
+        "n": len(samples), "sent_nothing": len(samples) - len(latencies),
+        "p50_ms": admission_stats.milliseconds(latencies, 50, digits=1) if latencies else None,
+        "p99_ms": admission_stats.milliseconds(latencies, 99, digits=1) if latencies else None,
+        "max_ms": round(max(latencies) * 1000, 1) if latencies else None,
         "replaced_median": statistics.median(s.replaced for s in samples),
         "messages_median": statistics.median(s.messages for s in samples)}
     inside = [s.inside_s for s in samples if s.inside_s is not None]

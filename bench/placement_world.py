@@ -24,6 +24,7 @@ bench/failover.py's).
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from federation.api import names
@@ -57,6 +58,18 @@ class Shape:
         return {"spreads": self.spreads, "clusters": self.clusters,
                 "clusters_per_spread": min(self.per_spread, self.clusters),
                 "pools_per_cluster": self.pools, "templates": self.templates}
+
+
+def parse_shape(text: str) -> Shape:
+    """A `Shape` from the JSON object a command line gives (`--shape`); a ValueError, which argparse
+    reports as a bad argument, when it is not one."""
+    fields = json.loads(text)
+    if not isinstance(fields, dict):
+        raise ValueError(f"a shape is a JSON object, not {text!r}")
+    try:
+        return Shape(**fields)
+    except TypeError as error:
+        raise ValueError(str(error)) from error
 
 
 def cluster_name(index: int) -> str:

@@ -2,11 +2,13 @@
 
 Why apart from bench/placement.py: that benchmark measures the coordinator end to end (gRPC
 streams, stand-in agents in another process), which says *how long* an event takes but not *where*
-the time goes. This script builds the same world — the same spreads (`placement.spread`), node
-pools (`placement.pools`), template and cluster names, imported from it — straight into a real
-`facade.Coordinator` with no agent streams (as `placement._report_directly` feeds the clusters
-beyond its stream limit), so placement and the World's bookkeeping are all that runs. Each event
-is timed on its own under cProfile:
+the time goes. This script builds the same world — the same `placement_world.Shape`, spreads,
+node pools, templates and cluster names — straight into a real `facade.Coordinator` with **no
+agent streams**, so placement, the World's bookkeeping and queueing messages to outboxes that no
+agent reads are all that runs: nothing is encoded, sent or acknowledged, and nothing waits for an
+agent. Its times are therefore not the benchmark's end-to-end latencies and cannot judge the
+benchmark's goals; they say where the coordinator's own CPU goes. Each event is timed on its own
+under cProfile:
 
 - the full round: `publish(every spread)`;
 - one spread's scale-up: `set_target(replicas + 1)`, then `publish([key])`;
@@ -33,7 +35,16 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from bench.placement import REGIONS, TEMPLATE, cluster_name, pools, spread
+from bench.placement_world import (
+    Shape,
+    cluster_name,
+    parse_shape,
+    pools,
+    region_of,
+    replicas_of,
+    spread,
+    template,
+)
 from federation.api import common, names
 from federation.coordinator import facade
 from federation.coordinator.model import world
@@ -41,28 +52,29 @@ from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, common_pb2
 
 
-def build(*, spreads: int, clusters: int) -> tuple[facade.Coordinator, list[str]]:
-    """A coordinator with `clusters` reported clusters and `spreads` spreads with targets, unplaced."""
+def build(shape: Shape) -> tuple[facade.Coordinator, list[str]]:
+    """A coordinator with `shape.clusters` reported clusters and `shape.spreads` spreads with
+    targets, unplaced."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
     coordinator = facade.Coordinator(model, clock=clock)
     with coordinator.lock:
-        for index in range(clusters):
-            report_pools(coordinator, index, pools(index))
-            model.upsert_cluster(cluster_name(index), labels=labels(index))
+        for index in range(shape.clusters):
+            report_pools(coordinator, index, pools(index, shape))
+            model.upsert_cluster(cluster_name(index), labels=labels(index, shape))
             model.heartbeat(cluster_name(index))
         keys = []
-        for index in range(spreads):
-            item = spread(index, clusters=clusters)
+        for index in range(shape.spreads):
+            item = spread(index, shape)
             model.upsert_spread(item)
-            model.set_target(item.key, replicas=12, template=TEMPLATE)
+            model.set_target(item.key, replicas=replicas_of(index), template=template(index, shape))
             keys.append(item.key)
     return coordinator, keys
 
 
-def labels(index: int) -> dict[str, str]:
-    """Cluster `index`'s topology labels, as bench/placement.py's agents say them."""
-    return {names.REGION_LABEL: f"r{index % REGIONS}"}
+def labels(index: int, shape: Shape) -> dict[str, str]:
+    """Cluster `index`'s topology labels, as bench/placement.py's stand-in agents say them."""
+    return {names.REGION_LABEL: region_of(index, shape)}
 
 
 def report_pools(coordinator: facade.Coordinator, index: int, found: list[common_pb2.NodePool]) -> set[str]:
@@ -73,9 +85,9 @@ def report_pools(coordinator: facade.Coordinator, index: int, found: list[common
     return coordinator.world.inventory(cluster_name(index), latest)
 
 
-def shrunk(index: int) -> list[common_pb2.NodePool]:
-    """Cluster `index`'s pools with half its general nodes gone (a capacity loss)."""
-    found = pools(index)
+def shrunk(index: int, shape: Shape) -> list[common_pb2.NodePool]:
+    """Cluster `index`'s pools with half its first general pool's nodes gone (a capacity loss)."""
+    found = pools(index, shape)
     found[0].count //= 2
     return found
 
@@ -116,45 +128,51 @@ class Profiled:
         return out.getvalue()
 
 
-def measure(*, spreads: int, clusters: int, profile: bool = True) -> Profiled:
+def measure(shape: Shape, *, profile: bool = True) -> Profiled:
     """Build the world and time each event once, in order (under cProfile with `profile`)."""
-    coordinator, keys = build(spreads=spreads, clusters=clusters)
+    coordinator, keys = build(shape)
     model = coordinator.world
     found = Profiled(profile=profile)
     found.run("full round", lambda: keys, coordinator)
-    key = keys[len(keys) // 2]
+    chosen = len(keys) // 2
+    key = keys[chosen]
 
     def scale_up() -> set[str]:
         entry = model.spread(key)
         assert entry is not None and entry.replicas is not None
-        return model.set_target(key, replicas=entry.replicas + 1, template=TEMPLATE)
+        return model.set_target(key, replicas=entry.replicas + 1, template=template(chosen, shape))
 
     found.run("scale-up of one spread", scale_up, coordinator)
-    changed = clusters // 2
-    found.run("capacity shrink", lambda: report_pools(coordinator, changed, shrunk(changed)), coordinator)
-    found.run("capacity grow", lambda: report_pools(coordinator, changed, pools(changed, grown=True)),
+    changed = shape.clusters // 2
+    found.run("capacity shrink", lambda: report_pools(coordinator, changed, shrunk(changed, shape)),
+              coordinator)
+    found.run("capacity grow", lambda: report_pools(coordinator, changed, pools(changed, shape, change=10)),
               coordinator)
     taint = common.Taint(key="fedspread.io/maintenance", effect="NoExecute")
     found.run("cordon (NoExecute)", lambda: model.upsert_cluster(
-        cluster_name(changed), labels=labels(changed), taints=[taint]), coordinator)
+        cluster_name(changed), labels=labels(changed, shape), taints=[taint]), coordinator)
     return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile_events",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--spreads", type=int, default=1_000, help="spreads in the world (default 1000)")
-    parser.add_argument("--clusters", type=int, default=100, help="member clusters (default 100)")
+    parser.add_argument("--shape", type=parse_shape,
+                        default=Shape(spreads=1_000, clusters=100, per_spread=10),
+                        help="the federation, as bench.placement takes it (bench.placement_world.Shape as "
+                             "JSON), e.g. '{\"spreads\": 10000, \"clusters\": 100, \"per_spread\": 10}' "
+                             "(default 1,000 spreads x 100 clusters, 10 per spread)")
     parser.add_argument("--top", type=int, default=25, help="functions listed per event (default 25)")
     parser.add_argument("--json", action="store_true",
                         help="time the events without cProfile and print one JSON line of the timings "
                              "(wall and CPU seconds, spreads affected and placed)")
     options = parser.parse_args(argv)
-    if options.spreads < 1 or options.clusters < 1:
-        parser.error("--spreads and --clusters must be at least 1")
-    found = measure(spreads=options.spreads, clusters=options.clusters, profile=not options.json)
+    shape: Shape = options.shape
+    if shape.spreads < 1 or shape.clusters < 1:
+        parser.error("the shape needs at least 1 spread and 1 cluster")
+    found = measure(shape, profile=not options.json)
     if options.json:
-        print(json.dumps({"spreads": options.spreads, "clusters": options.clusters, **found.timings}))
+        print(json.dumps({**shape.describe(), **found.timings}))
     else:
         print(found.report(top=options.top))
     return 0

@@ -2,8 +2,8 @@
 
 Why: these rules decide what every admission figure means — a p99 over every sample, not a
 flattering subset; a quantile read from the apiserver's buckets as Prometheus reads it; the median
-of three runs with its spread, not the best; a ratio only where neither mode had collapsed (issue
-16). A benchmark runs rarely and slowly, so the rules are held here, on hand-made numbers.
+of three runs with its spread, not the best; a ratio only where no run of either mode collapsed. A
+benchmark runs rarely and slowly, so the rules are held here, on hand-made numbers.
 """
 
 from __future__ import annotations
@@ -87,11 +87,29 @@ def test_the_collapse_point_is_the_lowest_collapsed_concurrency() -> None:
     assert stats.collapse_point({1: False, 5: False}) is None
 
 
-def test_ratios_only_where_neither_mode_was_over_its_timeout() -> None:
-    assert stats.level_ratio(100.0, 10.0, baseline_over=False, fedspread_over=False) == 10.0
-    assert stats.level_ratio(20000.0, 10.0, baseline_over=True, fedspread_over=False) is None
-    assert stats.level_ratio(100.0, 10.0, baseline_over=False, fedspread_over=True) is None
+@pytest.mark.parametrize(("baseline_collapsed_runs", "fedspread_collapsed_runs", "expected"), [
+    (0, 0, 10.0),   # both healthy in every run: the only level a ratio means something
+    (3, 0, None),   # the baseline collapsed in every run (refusing creates, say) even under its timeout
+    (1, 0, None),   # one collapsed run of three is enough: its p99 is a failure's, not a cost's
+    (0, 1, None),   # fedspread's own collapse hides the ratio too
+    (2, 3, None),
+])
+def test_a_ratio_only_where_no_run_of_either_mode_collapsed(
+        baseline_collapsed_runs: int, fedspread_collapsed_runs: int, expected: float | None) -> None:
+    assert stats.level_ratio(100.0, 10.0, baseline_collapsed_runs=baseline_collapsed_runs,
+                             fedspread_collapsed_runs=fedspread_collapsed_runs) == expected
     assert stats.ratio(1.0, 0.0) is None
+
+
+@pytest.mark.parametrize(("collapsed_runs", "expected"), [
+    ({1: 0, 5: 0, 20: 0}, None),
+    ({1: 0, 5: 3, 20: 3}, 5),
+    ({1: 0, 5: 0, 20: 1, 50: 3}, 20),   # one run of three sets the point (the majority rule would say 50)
+    ({50: 1, 1: 2, 5: 0}, 1),
+])
+def test_the_any_run_collapse_point_is_the_lowest_level_with_a_collapsed_run(
+        collapsed_runs: dict[int, int], expected: int | None) -> None:
+    assert stats.any_collapse_point(collapsed_runs) == expected
 
 
 def test_the_modes_alternate_in_swapped_pairs_and_levels_start_alternately() -> None:
@@ -139,14 +157,16 @@ def test_the_document_reports_medians_spreads_and_the_worst_over_cap() -> None:
     assert level["fedspread"]["create_p99_ms"] == {"median": 30.0, "min": 20.0, "max": 40.0}
     assert level["baseline"]["collapsed_runs"] == 1
     assert not level["baseline"]["collapsed"], "one run of three is no majority"
-    assert level["ratios"]["create_p99_ms"] == 10.0 and level["ratios"]["compared"]
+    assert level["ratios"]["create_p99_ms"] is None and not level["ratios"]["compared"], (
+        "one collapsed run of the baseline is enough to withhold the ratio")
     assert found["fedspread"]["handler_p99_ms"] == 0.7 and found["fedspread"]["over_cap"] == 1
     assert set(found["fedspread"]) == {"handler_p50_ms", "handler_p99_ms", "create_p50_ms", "create_p99_ms",
                                        "burst_s", "conflicts", "over_cap"}
     assert found["goals"]["handler_p99_5_clients_ms"]["met"] is True
-    assert found["goals"]["create_p99_ratio"]["met"] is True
+    assert found["goals"]["create_p99_ratio"]["met"] is None, "nothing comparable is not a goal met"
     assert found["goals"]["fedspread_over_cap"]["met"] is False
     assert found["collapse"]["baseline"]["clients"] is None
+    assert found["collapse"]["baseline"]["any_run_clients"] == 5
 
 
 def test_a_collapsed_baseline_gets_no_ratio_and_a_collapse_point() -> None:
@@ -158,8 +178,10 @@ def test_a_collapsed_baseline_gets_no_ratio_and_a_collapse_point() -> None:
                                                       "burst_s": None, "compared": False,
                                                       "baseline_refusing": False}
     assert found["collapse"] == {
-        "fedspread": {"clients": None, "levels_tried": [5], "replicaset_collapsed": None},
-        "baseline": {"clients": 5, "levels_tried": [5], "replicaset_collapsed": None}}
+        "fedspread": {"clients": None, "levels_tried": [5], "any_run_clients": None,
+                      "replicaset_collapsed": None, "replicaset_collapsed_runs": None},
+        "baseline": {"clients": 5, "levels_tried": [5], "any_run_clients": 5,
+                     "replicaset_collapsed": None, "replicaset_collapsed_runs": None}}
     assert found["goals"]["create_p99_ratio"]["met"] is None, "nothing to compare is not a goal met"
 
 
@@ -191,15 +213,16 @@ def test_the_apiserver_metrics_are_read_per_webhook_and_summed_over_rejected() -
         "201": 12.0, "500": 2.0}, "bindings are a subresource, not creates"
 
 
-def test_a_baseline_refusing_creates_collapses_but_keeps_its_ratio_under_the_timeout() -> None:
+def test_a_baseline_refusing_creates_under_its_timeout_has_collapsed_and_gets_no_ratio() -> None:
     rows = [_row("fedspread", r, create=30, handler=0.5) for r in range(3)]
     rows += [_row("baseline", r, create=600, handler=40, refused=5 if r else 0) for r in range(3)]
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
                             limits={"a": 4, "b": 3, "c": 3}, method={})
     level = found["levels"]["clients-5"]
     assert level["baseline"]["collapsed"] and level["baseline"]["refusing"]
-    assert not level["baseline"]["over_timeout"]
-    assert level["ratios"]["create_p99_ms"] == 20.0 and level["ratios"]["baseline_refusing"]
+    assert not level["baseline"]["over_timeout"], "under its timeout, yet refusing creates"
+    assert level["ratios"]["create_p99_ms"] is None and level["ratios"]["baseline_refusing"]
+    assert found["goals"]["create_p99_ratio"]["met"] is None
     assert found["collapse"]["baseline"]["clients"] == 5
 
 

@@ -7,6 +7,10 @@ CRD and proto drift tests do for generated code).
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from bench import readme
 
 
@@ -18,6 +22,85 @@ def test_every_row_states_its_goal_verdict_load_and_command() -> None:
     rows = readme.rows()
     assert {row[0] for row in rows} >= {"admission", "placement", "failover", "inventory", "accuracy"}
     for name, figure, goal, verdict, load, when in rows:
-        assert figure and goal and verdict in ("met", "**missed**", "—", "**not measured**"), (name, figure)
+        assert figure and goal and verdict in (
+            "met", "**missed**", "—", "**not measured**", readme.NOT_COMPARABLE), (name, figure)
         assert "→" in load or load == "not recorded", (name, load)
         assert "python -m bench.run" in when and "UTC" in when, (name, when)
+
+
+def _summary(create_p99_ms: float, *, collapsed_runs: int, runs: int = 3) -> dict[str, Any]:
+    return {"create_p99_ms": {"median": create_p99_ms, "min": create_p99_ms, "max": create_p99_ms},
+            "handler_p99_ms": {"median": 1.0, "min": 1.0, "max": 1.0},
+            "burst_s": {"median": 1.0, "min": 1.0, "max": 1.0},
+            "collapsed_runs": collapsed_runs, "runs": runs, "refusing": bool(collapsed_runs)}
+
+
+@pytest.mark.parametrize(("clients", "fedspread_down", "baseline_down", "verdict", "says"), [
+    (1, 0, 0, "**missed**", "15.0 ms (15.0\N{EN DASH}15.0) vs baseline 27.0 ms"),
+    (5, 0, 3, readme.NOT_COMPARABLE, "baseline collapsed in 3 of 3 runs (creates refused in 3 runs; "
+                                     "its collapse point: 5 clients): no ratio"),
+    (20, 0, 1, readme.NOT_COMPARABLE, "baseline collapsed in 1 of 3 runs"),
+    (50, 2, 0, readme.NOT_COMPARABLE, "fedspread collapsed in 2 of 3 runs"),
+    (None, 0, 3, readme.NOT_COMPARABLE, "its client-level collapse point: 5 clients"),
+])
+def test_a_level_is_compared_only_where_no_run_of_either_mode_collapsed(
+        clients: int | None, fedspread_down: int, baseline_down: int, verdict: str, says: str) -> None:
+    name = "replicaset" if clients is None else f"clients-{clients}"
+    ratio = 27.0 / 15.0 if not (fedspread_down or baseline_down) else 200.0 / 15.0
+    level = {"clients": clients, "fedspread": _summary(15.0, collapsed_runs=fedspread_down),
+             "baseline": _summary(15.0 * ratio, collapsed_runs=baseline_down)}
+    runs = [{"level": name, "mode": mode, "collapse_reasons": ["4 create attempts refused"]}
+            for mode, down in (("fedspread", fedspread_down), ("baseline", baseline_down))
+            for _ in range(down)]
+    collapse: dict[str, dict[str, Any]] = {"fedspread": {"any_run_clients": 50 if fedspread_down else None},
+                "baseline": {"any_run_clients": 5}}
+    figure, found = readme._admission_level(level, runs=runs, collapse=collapse)
+    assert found == verdict, figure
+    assert says in figure, figure
+    if verdict == readme.NOT_COMPARABLE:
+        assert "\N{MULTIPLICATION SIGN}" not in figure, "no ratio against a collapsed side"
+
+
+@pytest.mark.parametrize(("event", "says"), [
+    ({"n": 3, "p99_ms": 0.0, "messages_median": 0, "replaced_median": 10},
+     "uncordon: nothing sent (n=3, 10 spreads placed)"),
+    ({"n": 3, "p99_ms": 12.5, "messages_median": 0, "replaced_median": 10},
+     "uncordon p99 12.5 ms (n=3, 10 spreads placed, the median sample sent nothing)"),
+    ({"n": 3, "p99_ms": 12.5, "messages_median": 4, "replaced_median": 10},
+     "uncordon p99 12.5 ms (n=3, 10 spreads placed)"),
+    ({"n": 3, "sent_nothing": 3, "p99_ms": None, "messages_median": 0, "replaced_median": 10},
+     "uncordon: nothing sent (n=3, 10 spreads placed)"),
+    ({"n": 3, "sent_nothing": 1, "p99_ms": 12.5, "messages_median": 4, "replaced_median": 10},
+     "uncordon p99 12.5 ms (n=3, 10 spreads placed, 1 of them sent nothing)"),
+])
+def test_an_event_that_sent_nothing_is_not_reported_as_a_latency(event: dict[str, Any], says: str) -> None:
+    assert readme._event("uncordon", event) == says
+
+
+@pytest.mark.parametrize(("document", "reference"), [
+    ({"commit": "bb30ac7", "command": "python -m bench.run"}, True),
+    ({"commit": "a64819b+dirty", "command": "python -m bench.run"}, False),  # uncommitted code
+    ({"command": "python -m bench.placement"}, False),                       # hand-assembled, no commit
+    ({"commit": "bb30ac7"}, False),                                          # no command to rerun
+])
+def test_only_a_clean_commit_with_its_command_is_a_reference(
+        document: dict[str, Any], reference: bool) -> None:
+    assert readme.is_reference(document) is reference
+
+
+def test_every_row_says_how_many_runs_stand_behind_it() -> None:
+    for row in readme.rows():
+        assert " run" in row[5], row
+
+
+@pytest.mark.parametrize(("sent", "expected"), [
+    ([(0.020, 2), (0.010, 1), (0.005, 0)], {"n": 3, "sent_nothing": 1, "p50_ms": 10.0, "p99_ms": 20.0}),
+    ([(0.0, 0), (0.0, 0)], {"n": 2, "sent_nothing": 2, "p50_ms": None, "p99_ms": None}),
+])
+def test_an_event_summary_times_only_the_samples_that_sent_something(
+        sent: list[tuple[float, int]], expected: dict[str, Any]) -> None:
+    from bench import placement_events
+
+    samples = [placement_events.Sample(latency, None, 1, messages) for latency, messages in sent]
+    found = placement_events.summary(samples)
+    assert {key: found[key] for key in expected} == expected

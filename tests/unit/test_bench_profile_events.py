@@ -1,0 +1,45 @@
+"""`bench/profile_events.py` at a tiny size: it builds the placement benchmark's world and times
+each event.
+
+Why: the script is run by hand, rarely, and it once stopped importing for weeks after the
+placement benchmark's world moved to `bench/placement_world.py`. At a tiny shape it runs the whole
+path in well under a second; the timings are its output and are not checked, but what each event
+placed is: every spread in the full round, and in a cordon exactly the spreads that can select the
+cordoned cluster.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import placement_world, profile_events
+
+SHAPE = placement_world.Shape(spreads=40, clusters=10, per_spread=5)
+
+
+def _can_select(index: int, cluster: int, shape: placement_world.Shape) -> bool:
+    home = placement_world.home_of(index, shape)
+    if placement_world.hungry(index):
+        return cluster in (home, placement_world.spill_of(index, shape))
+    region = placement_world.region_of(home, shape)
+    return cluster == home or placement_world.region_of(cluster, shape) == region
+
+
+def test_each_event_is_timed_and_places_the_spreads_it_concerns() -> None:
+    found = profile_events.measure(SHAPE, profile=False).timings
+    assert list(found) == ["full round", "scale-up of one spread", "capacity shrink", "capacity grow",
+                           "cordon (NoExecute)"]
+    assert found["full round"]["placed"] == SHAPE.spreads
+    assert found["scale-up of one spread"]["placed"] == 1
+    cordoned = SHAPE.clusters // 2
+    expected = sum(_can_select(i, cordoned, SHAPE) for i in range(SHAPE.spreads))
+    assert 0 < expected < SHAPE.spreads
+    assert found["cordon (NoExecute)"]["affected"] == expected
+    assert all(timing["cpu_s"] >= 0 and timing["s"] >= 0 for timing in found.values())
+
+
+@pytest.mark.parametrize("shape", ['{"spreads": 40, "clusterz": 10}', "[40, 10]", "not json"])
+def test_a_shape_that_is_not_one_is_refused_at_parse_time(shape: str) -> None:
+    with pytest.raises(SystemExit) as refused:
+        profile_events.main(["--shape", shape, "--json"])
+    assert refused.value.code == 2
