@@ -43,9 +43,12 @@ def parse_usage(annotations: Mapping[str, str] | None) -> Usage:
     if not isinstance(declared, dict):
         return usage
     for resource in RESOURCES:
+        value = declared.get(resource, 0)
+        if not isinstance(value, str | int | float):
+            continue
         try:
-            amount = quantity.parse_quantity(declared.get(resource, 0))
-        except (ValueError, TypeError):
+            amount = quantity.parse_quantity(value)
+        except ValueError:
             continue
         usage[resource] = max(0, int(amount * _GRAIN[resource]))
     return usage
