@@ -8,7 +8,10 @@ to loopback on free ports, authenticates with one admin token, and serves certif
 sandbox's own CA with SANs for 127.0.0.1 and localhost. Every apiserver, the hub's and the members',
 presents a client certificate to admission webhooks (`admission`), so the coordinator's and the
 agents' webhooks can refuse reviews from anyone else. Each member gets a default StorageClass, which
-its node simulator's provisioner serves (`provisioner`).
+its node simulator's provisioner serves (`provisioner`). Every apiserver runs the aggregation layer
+with a front-proxy CA of its own (`aggregation`); each member's node simulator serves
+`metrics.k8s.io` behind it (`member_metrics`), and the hub's controller-manager runs the HPA
+controller with sandbox periods (`hub_controllers`).
 
 Every component is recorded with its command line, so one of them can be stopped and started
 again exactly as it was (`stop_component`, `start_component`, `restart_component`): fault tests
@@ -33,15 +36,21 @@ from collections.abc import Callable, Sequence
 import yaml
 
 from federation.certs import pki
-from federation.sandbox import admission, build, nodesim, provisioner, state
+from federation.sandbox import (
+    admission,
+    aggregation,
+    build,
+    hub_controllers,
+    member_metrics,
+    nodesim,
+    provisioner,
+    state,
+)
+from federation.sandbox.errors import SandboxError as SandboxError
 from federation.sandbox.ports import free_port
 
 READY_TIMEOUT = 90.0
 Report = Callable[[str], None]
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not start or is not healthy; the message says which component and why."""
 
 
 def _spawn(name: str, argv: Sequence[str], *, directory: pathlib.Path) -> state.Component:
@@ -124,9 +133,12 @@ class Launcher:
         self.ca = pki.CertificateAuthority.create("fedspread-sandbox-ca")
         self.state = state.SandboxState(directory=str(directory), etcd_port=free_port(),
                                         token=self.token, ca_file=str(self.pki_dir / "ca.crt"))
+        self.front_proxy = aggregation.front_proxy_files(self.pki_dir)
+        self.state.front_proxy_ca_file = str(self.front_proxy.ca_file)
 
     def _prepare(self) -> None:
         self.ca.pair().write(self.pki_dir, "ca")
+        aggregation.write_front_proxy(self.pki_dir)
         pki.service_account_keys().write(self.pki_dir, "sa")
         tokens = self.pki_dir / "tokens.csv"
         tokens.write_text(f'{self.token},fedspread-admin,fedspread-admin,"system:masters"\n')
@@ -183,6 +195,7 @@ class Launcher:
             "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
             f"--cert-dir={self.directory / name}", "--profiling=false", "--v=1",
             f"--admission-control-config-file={config_file}",
+            *aggregation.apiserver_flags(self.front_proxy),
         ])
         self.state.clusters.append(record)
         self.state.save()
@@ -220,15 +233,11 @@ class Launcher:
         return [manager, scheduler]
 
     def start_hub_controllers(self, record: state.ClusterRecord) -> state.Component:
-        """The hub's controller-manager: only namespace deletion, garbage collection, accounts.
-
-        Like Karmada's control plane: without it a deleted hub namespace stays Terminating.
-        """
+        """The hub's controller-manager: namespace deletion, garbage collection, accounts and the
+        HPA controller with sandbox periods (`hub_controllers`); no workload controller."""
         return self._start(f"{record.name}-controller-manager", [
             str(self.tools.binary("kube-controller-manager")), f"--kubeconfig={record.kubeconfig}",
-            "--leader-elect=false", "--port=0", "--secure-port=0",
-            "--controllers=namespace,garbagecollector,serviceaccount,serviceaccount-token,"
-            "clusterrole-aggregation",
+            "--leader-elect=false", "--port=0", "--secure-port=0", *hub_controllers.controller_flags(),
             f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
             f"--root-ca-file={self.pki_dir / 'ca.crt'}", "--v=1",
         ])
@@ -238,9 +247,12 @@ class Launcher:
     ) -> state.Component:
         profile = self.directory / record.name / "nodes.json"
         profile.write_text(nodesim.dump_profile(groups))
+        record.metrics_port = free_port()  # recorded with the component below
         return self._start(f"{record.name}-nodesim", [
             sys.executable, "-m", "federation.sandbox.nodesim",
             "--kubeconfig", record.kubeconfig, "--profile", str(profile),
+            *member_metrics.nodesim_args(self.pki_dir, ca=self.ca, cluster=record.name,
+                                         port=record.metrics_port, client_ca=self.front_proxy.ca_file),
         ])
 
     def wait_member(self, record: state.ClusterRecord, manager: state.Component, nodes: int) -> None:
@@ -263,6 +275,7 @@ class Launcher:
         _wait(f"{record.name} default service account", service_account, component=manager)
         _wait(f"{record.name} default StorageClass", storage_class, component=None)
         _wait(f"{record.name} {nodes} ready nodes", nodes_ready, component=None)
+        member_metrics.register(record.kubeconfig, port=record.metrics_port, ca_pem=self.ca.cert_pem)
 
 
 def up(

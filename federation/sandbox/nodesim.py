@@ -8,6 +8,8 @@ and Ready, or Succeeded/Failed for pods that run to completion) and completes gr
 (grace 0). It also runs the member's volume provisioner (`provisioner`). Hundreds of pods must not
 fall behind: one list+watch (`simapi.ListWatch`) feeds a de-duplicating work queue and a thread pool
 using raw JSON (`simapi.Api`). Apiserver restarts are retried and logged as rate-limited warnings.
+Given `--metrics-port`, it also serves the member's resource metrics API (`metrics.k8s.io`, as
+metrics-server would) from the pods it watches (`metrics_server`, `pod_metrics`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from federation.sandbox import kubelet_status, pod_refs, provisioner, simapi
+from federation.sandbox import kubelet_status, metrics_server, pod_refs, provisioner, simapi
 from federation.sandbox.simapi import ApiError
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
@@ -83,7 +85,8 @@ def count_ready_nodes(node_list_json: bytes) -> int:
 class NodeSimulator:
     """Plays the kubelet for every node of a profile on one member apiserver."""
 
-    def __init__(self, api: Any, groups: Sequence[NodeGroup], *, workers: int = 16) -> None:
+    def __init__(self, api: Any, groups: Sequence[NodeGroup], *, workers: int = 16,
+                 metrics: metrics_server.Serving | None = None) -> None:
         self.api = simapi.Api(api, pool_size=workers + 6)  # + watches, heartbeat and slack
         self.groups, self.workers = list(groups), workers
         self._group = {f"{g.prefix}-{i}": g for g in self.groups for i in range(g.count)}
@@ -104,6 +107,9 @@ class NodeSimulator:
             warn=lambda text: self._warn("watch", text), stop=self.stop, fieldSelector="spec.nodeName!=")
         self.provisioner = provisioner.Provisioner(
             self.api, warn=lambda text: self._warn("volumes", text), stop=self.stop)
+        self.metrics = None if metrics is None else metrics_server.MetricsServer(
+            metrics, pods=lambda: list(self._pods.values()),
+            nodes=lambda: {name: self.node_labels(name) for name in self.nodes})
 
     def _warn(self, kind: str, message: str) -> None:
         """A warning, at most one per kind every 10 s: an apiserver restart is not 300 warnings."""
@@ -133,11 +139,14 @@ class NodeSimulator:
                 "kubeletVersion": "v1.20.2-fedspread-sim", "containerRuntimeVersion": "sim://1",
                 "operatingSystem": "linux", "architecture": "amd64", "osImage": "sandbox"}}}
 
+    def node_labels(self, name: str) -> dict[str, str]:
+        """The labels node `name` is registered with."""
+        return {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **self._group[name].labels,
+                "kubernetes.io/hostname": name}
+
     def register_node(self, name: str) -> None:
         """Create (or adopt) one node, report it Ready and drop the not-ready taint."""
-        group, cidr = self._group[name], self._address(name, 0) + "/24"
-        labels = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **group.labels,
-                  "kubernetes.io/hostname": name}
+        group, cidr, labels = self._group[name], self._address(name, 0) + "/24", self.node_labels(name)
         self.api.call("POST", "/api/v1/nodes", {"metadata": {"name": name, "labels": labels}, "spec": {
             "taints": group.taints, "podCIDR": cidr, "podCIDRs": [cidr]}}, ok=(409,))  # 409: adopt it
         node = self.api.call("PATCH", f"/api/v1/nodes/{name}/status", self._node_status(name))
@@ -251,6 +260,9 @@ class NodeSimulator:
         for cut_watch in (self.pod_watch.cut, self.provisioner.cut):
             with contextlib.suppress(Exception):
                 cut_watch()
+        if self.metrics is not None:
+            with contextlib.suppress(Exception):
+                self.metrics.shutdown()
 
     def run(self) -> None:
         """Register nodes, simulate their pods and keep them alive until `shutdown`."""
@@ -259,6 +271,8 @@ class NodeSimulator:
         threads += self.provisioner.threads()
         for thread in threads:
             thread.start()
+        if self.metrics is not None:
+            self.metrics.start()
         log.info("simulating %d nodes at %s with %d workers", len(self.nodes), self.api.host, self.workers)
         while not self.stop.wait(0.2):  # a timed wait, so that signals reach the main thread
             now = time.monotonic()
@@ -277,14 +291,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True, help="kubeconfig of the member apiserver")
     parser.add_argument("--profile", required=True, help="JSON node profile (list of node groups)")
     parser.add_argument("--workers", type=int, default=16, help="parallel pod updates")
+    parser.add_argument("--metrics-port", type=int, help="serve metrics.k8s.io over HTTPS on this port")
+    parser.add_argument("--metrics-cert", help="its serving certificate (PEM)")
+    parser.add_argument("--metrics-key", help="its serving key (PEM)")
+    parser.add_argument("--metrics-client-ca", help="the front-proxy CA (only its clients)")
     args = parser.parse_args(argv)
+    metrics = None
+    if args.metrics_port is not None:
+        if not (args.metrics_cert and args.metrics_key and args.metrics_client_ca):
+            parser.error("--metrics-port needs --metrics-cert, --metrics-key and --metrics-client-ca")
+        metrics = metrics_server.Serving(port=args.metrics_port, cert_file=args.metrics_cert,
+                                         key_file=args.metrics_key, client_ca_file=args.metrics_client_ca)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retries are ours to report
     from federation.kube import clients
 
     groups = load_profile(pathlib.Path(args.profile).read_text())
     simulator = NodeSimulator(clients.api_client(pathlib.Path(args.kubeconfig)), groups,
-                              workers=args.workers)
+                              workers=args.workers, metrics=metrics)
     signal.signal(signal.SIGTERM, lambda *_: simulator.shutdown())
     signal.signal(signal.SIGINT, lambda *_: simulator.shutdown())
     simulator.run()

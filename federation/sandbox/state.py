@@ -77,6 +77,8 @@ class ClusterRecord:
     role: str
     port: int
     kubeconfig: str
+    metrics_port: int = 0
+    """A member's resource metrics API, served by its node simulator (0: none, or an older state file)."""
 
     @property
     def server(self) -> str:
@@ -94,6 +96,9 @@ class SandboxState:
     components: list[Component] = dataclasses.field(default_factory=list)
     token: str = ""
     ca_file: str = ""
+    front_proxy_ca_file: str = ""
+    """The aggregation layer's front-proxy CA (`--requestheader-client-ca-file` of every apiserver);
+    empty in state files from older versions."""
 
     def cluster(self, name: str) -> ClusterRecord:
         """The cluster called `name`; KeyError if there is none."""
@@ -128,6 +133,7 @@ class SandboxState:
             clusters=[ClusterRecord(**c) for c in data["clusters"]],
             components=[Component(**c) for c in data["components"]],
             token=data.get("token", ""), ca_file=data.get("ca_file", ""),
+            front_proxy_ca_file=data.get("front_proxy_ca_file", ""),
         )
 
 
