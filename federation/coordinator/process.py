@@ -29,7 +29,8 @@ understand the coordinator. The threads, and why each exists:
   the hub is listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
 - **webhook** (with `--webhook-cert/--webhook-key`) — the hub's validating webhook for
   FederatedSpreads and MemberClusters over HTTPS (`hub.admission`): the Valid condition's checks,
-  at the door, plus the rules across spreads from this World.
+  at the door, plus the rules across spreads from this World. With `--external-metrics-port`,
+  `external.metrics.k8s.io` for the hub's HPAs (`services.metrics_api`, wired in `startup`).
 - **watchdog** — every loop above (and each hub watch) beats each turn; a loop that stops turning
   is logged, shown as `loop_stalled{loop}`, and — for the critical ones, hub events and timer —
   makes readiness NOT_SERVING until it turns again (`federation.watchdog`, `_watch_loops`); under
@@ -77,9 +78,17 @@ from federation.coordinator.hub import (
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
-from federation.coordinator.services import agent_service, aio_server, health, placement_service, source
+from federation.coordinator.services import (
+    agent_service,
+    aio_server,
+    health,
+    metrics_api,
+    placement_service,
+    source,
+)
 from federation.coordinator.startup import CoordinatorConfig as CoordinatorConfig
 from federation.coordinator.startup import CoordinatorError as CoordinatorError
+from federation.coordinator.startup import external_metrics_server
 from federation.coordinator.startup import hub_client as hub_client
 from federation.coordinator.startup import placement_backend as placement_backend
 from federation.coordinator.startup import probe_hub as probe_hub
@@ -153,6 +162,7 @@ class CoordinatorProcess:
         self.health = health.HealthReporter()
         self._server: aio_server.AioServer | None = None
         self.webhook: webhook_https.WebhookServer | None = None
+        self.external_metrics: metrics_api.ExternalMetricsServer | None = None
         self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
         self._warm: warm_events.WarmEvents | None = None
@@ -183,6 +193,10 @@ class CoordinatorProcess:
         server.start()
         self._server, self.port = server, port
         self._start_webhook()
+        if self.settings.external_metrics is not None:
+            self.external_metrics = external_metrics_server(
+                self.coordinator, self.api, self.settings.external_metrics,
+                on_answer=self.metrics.count_external_metrics)
         self.observe()
         self._watch_loops()
         if self._warm is not None:  # a standby that watched the hub: its events, then the live ones
@@ -242,9 +256,10 @@ class CoordinatorProcess:
         self.statuses.writer.close()  # no status write starts from now on
         self.health.stop()
         clean = self._server.halt(grace=GRACE_SECONDS) if self._server is not None else True
-        if self.webhook is not None:
-            self.webhook.stop()
-            self.webhook = None
+        for https in (self.webhook, self.external_metrics):
+            if https is not None:
+                https.stop()
+        self.webhook = self.external_metrics = None
         self.agents.close()  # waits for a MemberCluster registration under way
         clean = self.statuses.writer.wait_idle() and clean  # the status write under way has ended
         return self.recorder.close() and clean

@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from federation.kube import admission_review as review
@@ -64,6 +64,22 @@ class Responder(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
+class GetRequest:
+    """A GET other than the probes, for `Role.get` (the coordinator's metrics API serves these)."""
+
+    path: str
+    query: str
+    headers: Mapping[str, tuple[str, ...]]
+    """Every header's values, by lower-case name."""
+    peer_certificate: Mapping[str, Any] | None
+    """The caller's client certificate, verified against the client CA (`getpeercert()`); None: none."""
+
+
+GetHandler = Callable[[GetRequest], tuple[int, bytes]]
+"""Answers a GET: the status and a JSON body."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Role:
     """What differs between fedspread's webhooks: the review path, names, hooks."""
 
@@ -75,6 +91,10 @@ class Role:
     """Called with the status of every non-200 answer (the agent counts them)."""
     not_ready: str = "not ready\n"
     """/readyz's body while `ready()` is False."""
+    get: GetHandler | None = None
+    """Answers GETs of other paths (None: 404); an exception in it is logged and answered 500."""
+    on_connection_error: Callable[[], None] = lambda: None
+    """Called when a connection fails (a TLS handshake refused a client certificate, a reset)."""
 
 
 class _Throttle:
@@ -156,6 +176,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A connection failed (TLS handshake, reset, timeout): log quietly, keep serving."""
         LOG.debug("connection from %s failed", client_address, exc_info=True)
+        self.role.on_connection_error()
 
 
 class _RequestHandler(http.server.BaseHTTPRequestHandler):
@@ -242,8 +263,33 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
                 self._send(200, b"ok\n", content_type="text/plain")
             else:
                 self._send(503, self.server.role.not_ready.encode(), content_type="text/plain")
+        elif self.server.role.get is not None:
+            self._answer_get(path)
         else:
             self._fail(404, f"no such path {urllib.parse.urlsplit(self.path).path!r}")
+
+    def _answer_get(self, path: str) -> None:
+        """The role's GET handler's answer (500 when it fails: logged, and the server keeps serving)."""
+        handler = self.server.role.get
+        assert handler is not None
+        headers: dict[str, tuple[str, ...]] = {}
+        for name, value in self.headers.items():
+            headers[name.lower()] = (*headers.get(name.lower(), ()), value)
+        try:
+            certificate = self.connection.getpeercert() or None
+        except (ValueError, AttributeError):
+            certificate = None
+        request = GetRequest(path=path, query=urllib.parse.urlsplit(self.path).query, headers=headers,
+                             peer_certificate=certificate)
+        try:
+            code, body = handler(request)
+        except Exception:  # a bug: say so in our log, answer briefly, keep serving
+            LOG.exception("the GET handler failed")
+            self._fail(500, f"internal error in the fedspread {self.server.role.owner} (see its log)")
+            return
+        if code != 200:
+            self.server.role.on_http_error(code)
+        self._send(code, body)
 
     def do_POST(self) -> None:
         """Admission reviews on the role's path (the apiserver appends ?timeout=...)."""
