@@ -164,6 +164,7 @@ class FrontProxyTrust:
         self._clock = clock
         self._own_directory = directory is None
         self.directory = directory or pathlib.Path(tempfile.mkdtemp(prefix="fedspread-front-proxy-"))
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.ca_file = self.directory / "front-proxy-ca.crt"
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()
