@@ -1,0 +1,110 @@
+"""The external metrics API asks the sandbox hub's real RBAC who may read a metric.
+
+The coordinator's server (`services.metrics_api`) on loopback, with a test front-proxy CA (the
+aggregator's side is played by this test: its client certificate and `X-Remote-User` headers),
+authorising with the coordinator's `SubjectAccessReviewer` against the shared sandbox's hub
+apiserver (`--authorization-mode=RBAC`). A user with no rights gets 403; a user bound in one
+namespace to a Role that lets it `list` the metric in `external.metrics.k8s.io` gets the list
+there and 403 in another namespace; `system:masters` (the hub's admin) gets the list. The hub's
+own `extension-apiserver-authentication` ConfigMap is read with the coordinator's reader.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+
+import hubside
+import pytest
+from conftest import Clusters
+from kubernetes import client
+
+from federation.coordinator.hub import access_review
+from federation.coordinator.services import external_metrics as api
+from federation.coordinator.services import front_proxy, metrics_api
+from federation.core import usage as usage_rules
+from federation.sandbox import state
+from tests.support import metrics_api as support
+
+CPU = usage_rules.CPU_UTILIZATION
+Served = tuple[metrics_api.ExternalMetricsServer, support.Certificates]
+
+
+def path(namespace: str) -> str:
+    return f"{api.ROOT}/namespaces/{namespace}/{CPU}?labelSelector=" + \
+        urllib.parse.quote(f"{usage_rules.SPREAD_SELECTOR_LABEL}=web")
+
+
+@pytest.fixture(scope="module")
+def reader(clusters: Clusters) -> Iterator[tuple[str, str]]:
+    """A user allowed to list the metric in a fresh hub namespace only: (user, namespace)."""
+    namespace, user = f"t-{uuid.uuid4().hex[:10]}", f"hpa-reader-{uuid.uuid4().hex[:6]}"
+    core, rbac = clusters.core(hubside.HUB), client.RbacAuthorizationV1Api(clusters.api(hubside.HUB))
+    core.create_namespace({"metadata": {"name": namespace}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "metrics-reader"}, "rules": [
+        {"apiGroups": [api.GROUP], "resources": [CPU], "verbs": ["list"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "metrics-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "metrics-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+    yield user, namespace
+    core.delete_namespace(namespace, propagation_policy="Background")
+
+
+@pytest.fixture(scope="module")
+def served(sandbox: state.SandboxState, clusters: Clusters, reader: tuple[str, str],
+           tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Served]:
+    certificates = support.Certificates.make(tmp_path_factory.mktemp("metrics-sar"))
+    namespace = reader[1]
+    source = support.StandInUsage({f"{namespace}/web": support.figures(), "other/web": support.figures()})
+    authorizer = access_review.SubjectAccessReviewer(clusters.api(hubside.HUB),
+                                                     ttl=metrics_api.SAR_TTL_SECONDS)
+    running = support.start(certificates, source, authorizer, certificates.configmap())
+    yield running, certificates
+    running.stop()
+
+
+def test_a_user_with_no_rights_gets_403(served: Served,
+                                        reader: tuple[str, str]) -> None:
+    server, certificates = served
+    code, body = support.get(server.port, certificates, path(reader[1]),
+                             client=certificates.front_proxy_client(),
+                             user=f"nobody-{uuid.uuid4().hex[:6]}", groups=("system:authenticated",))
+    assert code == 403, body
+    assert body["reason"] == "Forbidden" and CPU in body["message"]
+
+
+def test_a_bound_user_reads_its_namespace_only(
+        served: Served, reader: tuple[str, str]) -> None:
+    server, certificates = served
+    user, namespace = reader
+    proxy = certificates.front_proxy_client()
+    code, body = support.get(server.port, certificates, path(namespace), client=proxy,
+                             user=user, groups=("system:authenticated",))
+    assert code == 200, body
+    assert [item["metricLabels"] for item in body["items"]] == [{usage_rules.SPREAD_SELECTOR_LABEL: "web"}]
+    code, body = support.get(server.port, certificates, path("other"), client=proxy,
+                             user=user, groups=("system:authenticated",))
+    assert code == 403, body
+
+
+def test_the_hubs_admin_reads_everything(
+        served: Served) -> None:
+    server, certificates = served
+    proxy = certificates.front_proxy_client()
+    code, body = support.get(server.port, certificates, path("other"), client=proxy,
+                             user="admin", groups=("system:masters", "system:authenticated"))
+    assert code == 200, body
+    assert len(body["items"]) == 1
+
+
+def test_the_hubs_front_proxy_configmap_is_read(clusters: Clusters) -> None:
+    data = front_proxy.configmap_reader(clusters.api(hubside.HUB))()
+    assert "client-ca-file" in data, "the hub publishes its client CA in the ConfigMap"
+    if data.get("requestheader-client-ca-file"):  # a hub with its aggregation layer configured
+        assert front_proxy.parse(data).client_ca.startswith("-----BEGIN CERTIFICATE-----")
+    else:
+        with pytest.raises(front_proxy.TrustUnavailable, match="--requestheader-client-ca-file"):
+            front_proxy.parse(data)
