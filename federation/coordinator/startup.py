@@ -161,12 +161,10 @@ def external_metrics_server(
     *, on_answer: Callable[[int], None] = lambda _code: None,
 ) -> metrics_api.ExternalMetricsServer:
     """The hub HPAs' `external.metrics.k8s.io` server, started: answers from `coordinator.usage`,
-    trusts the hub's front proxy (`kube-system/extension-apiserver-authentication`, read now) and
-    asks the hub's RBAC (SubjectAccessReviews). CoordinatorError saying what failed."""
-    try:
-        trust = front_proxy.FrontProxyTrust(front_proxy.configmap_reader(api))
-    except front_proxy.TrustUnavailable as error:
-        raise CoordinatorError(f"--external-metrics-port: {error}") from error
+    trusts the hub's front proxy (`kube-system/extension-apiserver-authentication`: a hub without
+    one gets 401s, never a coordinator that does not start) and asks the hub's RBAC
+    (SubjectAccessReviews). CoordinatorError when the certificate or port cannot be used."""
+    trust = front_proxy.FrontProxyTrust(front_proxy.configmap_reader(api))  # unread: 401s, read again
     authorizer = access_review.SubjectAccessReviewer(api, ttl=metrics_api.SAR_TTL_SECONDS, capacity=1024)
     handler = metrics_api.Handler(coordinator, trust=trust, authorizer=authorizer, on_answer=on_answer)
     try:

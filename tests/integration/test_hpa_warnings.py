@@ -94,7 +94,7 @@ def hub(sandbox: state.SandboxState, clusters: Clusters, tmp_path_factory: pytes
 
 def stored(clusters: Clusters, namespace: str, name: str) -> bool:
     try:
-        client.AutoscalingV2beta2Api(clusters.api(hubside.HUB)).read_namespaced_horizontal_pod_autoscaler(
+        client.AutoscalingV1Api(clusters.api(hubside.HUB)).read_namespaced_horizontal_pod_autoscaler(
             name, namespace)
     except client.ApiException as error:
         if error.status == 404:

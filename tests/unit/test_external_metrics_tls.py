@@ -133,3 +133,27 @@ def test_random_requests_never_break_it(server: metrics_api.ExternalMetricsServe
     assert body["kind"] in ("Status", "ExternalMetricValueList", "APIResourceList")
     code, _ = support.get(server.port, certificates, WEB, client=certificates.front_proxy_client())
     assert code == 200
+
+
+def test_a_hub_without_a_front_proxy_gets_401s_until_it_has_one(certificates: support.Certificates,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """No requestheader CA in the ConfigMap: the server still starts (the coordinator must never
+    depend on an optional API), answers 401 saying why, and trusts the CA once the hub has one."""
+    monkeypatch.setattr(front_proxy, "MIN_REFRESH_SECONDS", 0.2)
+    configmap = certificates.configmap()
+    published = configmap.client_ca
+    configmap.client_ca = ""
+    server = support.start(certificates, SOURCE, support.Allow(), configmap)
+    try:
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # nobody holds the placeholder CA's key
+            support.get(server.port, certificates, WEB, client=certificates.front_proxy_client())
+        code, body = support.get(server.port, certificates, WEB, client=None)
+        assert code == 401 and "requestheader-client-ca-file" in body["message"]
+        configmap.client_ca = published
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and isinstance(server.trust.config, str):
+            time.sleep(0.1)
+        code, _ = support.get(server.port, certificates, WEB, client=certificates.front_proxy_client())
+        assert code == 200
+    finally:
+        server.stop()

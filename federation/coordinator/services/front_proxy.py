@@ -17,6 +17,11 @@ connection failed, which is what a rotated CA looks like: no restart needed.
 
 The TLS layer verifies a certificate that is presented (one from another CA fails the handshake);
 `identify` then refuses a request without one, or with a CN not allowed (401).
+
+A hub whose ConfigMap cannot be read, or names no front-proxy CA (its apiserver runs without the
+aggregation layer's flags), does not stop the coordinator: placement must never depend on an
+optional API. The server then trusts a throwaway CA whose key nobody holds (every request: 401,
+saying why), logs the reason, and keeps reading the ConfigMap every `MIN_REFRESH_SECONDS`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 import tenacity
 from kubernetes import client
 
+from federation.certs import pki
 from federation.coordinator.wire import access
 from federation.kube import deadlines, errors, webhook_clients
 
@@ -98,12 +104,15 @@ def parse(data: Mapping[str, str]) -> RequestHeaderConfig:
         extra_prefixes=_names(data, "requestheader-extra-headers-prefix", ("x-remote-extra-",)))
 
 
-def identify(config: RequestHeaderConfig, *, certificate: Mapping[str, Any] | None,
+def identify(config: RequestHeaderConfig | str, *, certificate: Mapping[str, Any] | None,
              headers: Mapping[str, tuple[str, ...]]) -> access.User | str:
     """The user the front proxy vouches for, or why the request is not authenticated.
 
-    `certificate` is the peer's, already verified against `config.client_ca` by TLS (None: none).
+    `certificate` is the peer's, already verified against `config.client_ca` by TLS (None: none);
+    `config` a string: no settings could be read from the hub yet, and that is why.
     """
+    if isinstance(config, str):
+        return f"the coordinator could not read the hub's front-proxy settings yet: {config}"
     if not certificate:
         return ("a client certificate signed by the hub's front-proxy CA is required: this API is "
                 "served through the hub apiserver (kubectl get --raw /apis/external.metrics.k8s.io/...)")
@@ -168,16 +177,24 @@ class FrontProxyTrust:
         self.ca_file = self.directory / "front-proxy-ca.crt"
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()
-        self._config = parse(read())
-        self._write(self._config.client_ca)
-        self._read_at = clock()
+        self._config: RequestHeaderConfig | str
+        try:
+            self._config = parse(read())
+            self._write(self._config.client_ca)
+            self._read_at = clock()
+        except TrustUnavailable as error:
+            LOG.error("the external metrics API answers 401 until the hub's front-proxy settings can be "
+                      "read", extra={"error": str(error)})
+            self._config = str(error)
+            self._write(pki.CertificateAuthority.create("fedspread-no-front-proxy-yet").cert_pem.decode())
+            self._read_at = clock() - REFRESH_SECONDS
         self.client_auth = webhook_clients.ClientAuth(self.ca_file)
         """What the TLS context asks of a caller: a certificate signed by the CA (the file follows it)."""
         self.refreshes = 0
 
     @property
-    def config(self) -> RequestHeaderConfig:
-        """The settings last read."""
+    def config(self) -> RequestHeaderConfig | str:
+        """The settings last read; while none could be read, why."""
         with self._lock:
             return self._config
 
@@ -191,8 +208,8 @@ class FrontProxyTrust:
     def due(self, *, failed: bool = False) -> bool:
         """Whether a read is due now (`failed`: a connection just failed)."""
         with self._lock:
-            age = self._clock() - self._read_at
-        return age >= (MIN_REFRESH_SECONDS if failed else REFRESH_SECONDS)
+            age, unread = self._clock() - self._read_at, isinstance(self._config, str)
+        return age >= (MIN_REFRESH_SECONDS if failed or unread else REFRESH_SECONDS)
 
     def refresh(self, *, failed: bool = False) -> bool:
         """Read the ConfigMap again if due (one reader at a time); True when it changed. A failed
