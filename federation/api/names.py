@@ -176,5 +176,4 @@ EXTERNAL_METRICS_SERVICE = "fedspread-external-metrics"
 COORDINATOR_NAMESPACE = "fedspread-system"
 """The Service (and its namespace, deploy/coordinator's) the hub's aggregator reaches the
 coordinator's `external.metrics.k8s.io` server through: the APIService names it, and the server's
-certificate must carry `fedspread-external-metrics.fedspread-system.svc` (`fedspread certs webhook
---service fedspread-external-metrics`)."""
+certificate must carry `fedspread-external-metrics.fedspread-system.svc` (deploy/external-metrics)."""

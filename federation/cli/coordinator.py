@@ -86,13 +86,14 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
               help="Serve external.metrics.k8s.io (HTTPS, every address) so that a HorizontalPodAutoscaler "
                    "on the hub can scale a spread from its pods' usage in every member "
                    "(docs/autoscaling.md). The hub apiserver forwards to it through an APIService "
-                   "(deploy/coordinator/external-metrics.yaml); only its front-proxy client certificate "
+                   "(deploy/external-metrics); only its front-proxy client certificate "
                    "is believed, and the hub's RBAC decides who reads what. 0: off. Needs "
                    "--external-metrics-cert and --external-metrics-key.")
 @click.option("--external-metrics-cert", type=options.FILE, metavar="FILE", default=None,
-              help="Serving certificate (PEM) of the external metrics API, for "
-                   "fedspread-external-metrics.fedspread-system.svc (`fedspread certs webhook --service "
-                   "fedspread-external-metrics`); re-read when the file changes.")
+              help="Serving certificate (PEM) of the external metrics API, naming "
+                   "fedspread-external-metrics.fedspread-system.svc, the Service the hub apiserver dials "
+                   "(e.g. the coordinator's own: `fedspread certs coordinator --host` that name); "
+                   "re-read when the file changes.")
 @click.option("--external-metrics-key", type=options.FILE, metavar="FILE", default=None,
               help="Private key (PEM) of --external-metrics-cert.")
 @click.option("--metrics-port", default=9095, show_default=True, type=click.IntRange(0, 65535),
@@ -190,8 +191,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
                             "no webhook is served")
     if external_metrics_port and (external_metrics_cert is None or external_metrics_key is None):
         options.usage_error("--external-metrics-port needs --external-metrics-cert and "
-                            "--external-metrics-key (`fedspread certs webhook --service "
-                            "fedspread-external-metrics`)")
+                            "--external-metrics-key: a serving certificate for "
+                            "fedspread-external-metrics.fedspread-system.svc")
     if no_ray and ray_address:
         options.usage_error("--no-ray and --ray-address contradict each other; give one")
     from federation import logs

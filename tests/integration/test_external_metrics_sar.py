@@ -6,7 +6,8 @@ authorising with the coordinator's `SubjectAccessReviewer` against the shared sa
 apiserver (`--authorization-mode=RBAC`). A user with no rights gets 403; a user bound in one
 namespace to a Role that lets it `list` the metric in `external.metrics.k8s.io` gets the list
 there and 403 in another namespace; `system:masters` (the hub's admin) gets the list. The hub's
-own `extension-apiserver-authentication` ConfigMap is read with the coordinator's reader.
+own `extension-apiserver-authentication` ConfigMap is read with the coordinator's reader. The stock
+HPA controller may not list external metrics until deploy/external-metrics' ClusterRole binds it.
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from collections.abc import Iterator
 
 import hubside
 import pytest
+import waiting
 from conftest import Clusters
 from kubernetes import client
 
 from federation.coordinator.hub import access_review
 from federation.coordinator.services import external_metrics as api
 from federation.coordinator.services import front_proxy, metrics_api
+from federation.coordinator.wire import access
 from federation.core import usage as usage_rules
 from federation.sandbox import state
 from tests.support import metrics_api as support
+from tests.support.manifests import DEPLOY, render
 
 CPU = usage_rules.CPU_UTILIZATION
 Served = tuple[metrics_api.ExternalMetricsServer, support.Certificates]
@@ -108,3 +112,36 @@ def test_the_hubs_front_proxy_configmap_is_read(clusters: Clusters) -> None:
     else:
         with pytest.raises(front_proxy.TrustUnavailable, match="--requestheader-client-ca-file"):
             front_proxy.parse(data)
+
+
+def test_the_hpa_controller_may_list_our_metrics_with_the_shipped_role(clusters: Clusters) -> None:
+    """The hub's bootstrap ClusterRole system:controller:horizontal-pod-autoscaler does not let the
+    HPA controller's service account list external.metrics.k8s.io; deploy/external-metrics'
+    ClusterRole and its binding (applied here under unique names, removed after) do."""
+    api_client = clusters.api(hubside.HUB)
+    controller = access.User("system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+                             groups=("system:serviceaccounts", "system:serviceaccounts:kube-system",
+                                     "system:authenticated"))
+    question = access.Access(verb="list", resource=CPU, namespace="demo", group=api.GROUP)
+    assert not access_review.SubjectAccessReviewer(api_client).allowed(controller, question), \
+        "the stock role grants it: deploy/external-metrics' reader role is no longer needed"
+    shipped = {doc["kind"]: doc for doc in render(DEPLOY / "external-metrics")
+               if doc["metadata"]["name"].startswith("fedspread-external-metrics-reader")}
+    suffix = uuid.uuid4().hex[:6]
+    role, binding = shipped["ClusterRole"], shipped["ClusterRoleBinding"]
+    role["metadata"] = {"name": f"{role['metadata']['name']}-{suffix}"}
+    binding["metadata"] = {"name": f"{binding['metadata']['name']}-{suffix}"}
+    binding["roleRef"]["name"] = role["metadata"]["name"]
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    rbac.create_cluster_role(role)
+    try:
+        rbac.create_cluster_role_binding(binding)
+        try:
+            fresh = access_review.SubjectAccessReviewer(api_client, ttl=0)
+            assert waiting.wait_for(
+                lambda: fresh.allowed(controller, question) or None, timeout=30,
+                message="the shipped role never let the HPA controller list our metrics")
+        finally:
+            rbac.delete_cluster_role_binding(binding["metadata"]["name"])
+    finally:
+        rbac.delete_cluster_role(role["metadata"]["name"])

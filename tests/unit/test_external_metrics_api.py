@@ -279,3 +279,14 @@ def test_any_selector_gets_a_list_or_a_400(selector: str) -> None:
     assert answer.code in (200, 400)
     if answer.code == 400:
         assert answer.body["reason"] == "BadRequest" and answer.body["message"]
+
+
+def test_the_port_without_a_certificate_is_a_usage_error() -> None:
+    from click.testing import CliRunner
+
+    from federation.cli import root
+
+    arguments = ["coordinator", "--insecure", "--no-ray", "--external-metrics-port", "6443"]
+    result = CliRunner().invoke(root.main, arguments)
+    assert result.exit_code == 2
+    assert "--external-metrics-port needs --external-metrics-cert and --external-metrics-key" in result.output

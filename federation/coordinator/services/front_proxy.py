@@ -156,7 +156,7 @@ def configmap_reader(api: client.ApiClient, *, timeout: float = READ_TIMEOUT,
         except errors.KubeError as error:
             hint = "" if error.status != 403 else (
                 " (the coordinator needs the RoleBinding to extension-apiserver-authentication-reader"
-                " in kube-system: deploy/coordinator/external-metrics.yaml)")
+                " in kube-system: deploy/external-metrics)")
             raise TrustUnavailable(f"cannot read {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}: {error}{hint}") \
                 from error
 
