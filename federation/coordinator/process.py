@@ -67,28 +67,15 @@ from federation import watchdog as watchdog_mod
 from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.coordinator import facade, metrics, shards
-from federation.coordinator.hub import (
-    access_review,
-    admission,
-    secret_reads,
-    status_writer,
-    statuses,
-    warm_events,
-)
+from federation.coordinator.hub import access_review, secret_reads, status_writer, statuses, warm_events
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
-from federation.coordinator.services import (
-    agent_service,
-    aio_server,
-    health,
-    metrics_api,
-    placement_service,
-    source,
-)
+from federation.coordinator.services import agent_service, aio_server, health, placement_service, source
+from federation.coordinator.services.metrics_api import ExternalMetricsServer
 from federation.coordinator.startup import CoordinatorConfig as CoordinatorConfig
 from federation.coordinator.startup import CoordinatorError as CoordinatorError
-from federation.coordinator.startup import external_metrics_server
+from federation.coordinator.startup import external_metrics_server, webhook_server
 from federation.coordinator.startup import hub_client as hub_client
 from federation.coordinator.startup import placement_backend as placement_backend
 from federation.coordinator.startup import probe_hub as probe_hub
@@ -162,7 +149,7 @@ class CoordinatorProcess:
         self.health = health.HealthReporter()
         self._server: aio_server.AioServer | None = None
         self.webhook: webhook_https.WebhookServer | None = None
-        self.external_metrics: metrics_api.ExternalMetricsServer | None = None
+        self.external_metrics: ExternalMetricsServer | None = None
         self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
         self._warm: warm_events.WarmEvents | None = None
@@ -192,7 +179,9 @@ class CoordinatorProcess:
                                    "or the address is not this machine's")
         server.start()
         self._server, self.port = server, port
-        self._start_webhook()
+        if (hook := self.settings.webhook) is not None:  # the hub's validating webhook
+            self.webhook = webhook_server(self.coordinator, hook, hub_synced=self.hub_synced.is_set,
+                                          served=self.watcher.served_versions)
         if self.settings.external_metrics is not None:
             self.external_metrics = external_metrics_server(
                 self.coordinator, self.api, self.settings.external_metrics,
@@ -223,22 +212,6 @@ class CoordinatorProcess:
                                                "hub": self.api.configuration.host,
                                                "coordinator_id": self.coordinator.coordinator_id,
                                                "federation_id": self.coordinator.federation_id})
-
-    def _start_webhook(self) -> None:
-        """Serve the validating webhook, if asked; CoordinatorError naming what failed."""
-        if self.settings.webhook is None:
-            return
-        settings = self.settings.webhook
-        try:
-            door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set,
-                                           served=self.watcher.served_versions)
-            self.webhook = admission.server(door, settings).start()
-        except OSError as error:  # ssl.SSLError too: a certificate that does not load
-            files = str(settings.cert_file)
-            if settings.client_auth is not None:
-                files += f" (client CA {settings.client_auth.ca_file})"
-            raise CoordinatorError(f"cannot serve the webhook on port {settings.port} with "
-                                   f"{files}: {error}") from error
 
     def run(self) -> None:
         """Block until SIGTERM or SIGINT (or `stopping` is set elsewhere), then stop cleanly."""

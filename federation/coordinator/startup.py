@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import pathlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import grpc
 from kubernetes import client
@@ -24,7 +24,7 @@ from federation.coordinator import facade, ray_join, shards
 from federation.coordinator.hub import access_review, admission
 from federation.coordinator.model import stall
 from federation.coordinator.services import front_proxy, metrics_api
-from federation.kube import clients, deadlines
+from federation.kube import clients, deadlines, webhook_https
 from federation.kube import errors as kube_errors
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,21 @@ def probe_hub(api: client.ApiClient) -> None:
         raise CoordinatorError(f"hub {host} unreachable: {error.reason}") from error
     except kube_errors.KubeError as error:
         raise CoordinatorError(f"hub {host} refused: {error.status} {error.reason}") from error
+
+
+def webhook_server(coordinator: facade.Coordinator, settings: admission.WebhookSettings, *,
+                   hub_synced: Callable[[], bool],
+                   served: Callable[[], Collection[str] | None]) -> webhook_https.WebhookServer:
+    """The hub's validating webhook, started (`hub.admission`); CoordinatorError naming what failed."""
+    try:
+        door = admission.SpecAdmission(coordinator, hub_synced=hub_synced, served=served)
+        return admission.server(door, settings).start()
+    except OSError as error:  # ssl.SSLError too: a certificate that does not load
+        files = str(settings.cert_file)
+        if settings.client_auth is not None:
+            files += f" (client CA {settings.client_auth.ca_file})"
+        raise CoordinatorError(f"cannot serve the webhook on port {settings.port} with "
+                               f"{files}: {error}") from error
 
 
 def external_metrics_server(

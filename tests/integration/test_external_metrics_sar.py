@@ -8,10 +8,12 @@ namespace to a Role that lets it `list` the metric in `external.metrics.k8s.io` 
 there and 403 in another namespace; `system:masters` (the hub's admin) gets the list. The hub's
 own `extension-apiserver-authentication` ConfigMap is read with the coordinator's reader. The stock
 HPA controller may not list external metrics until deploy/external-metrics' ClusterRole binds it.
+And a real `CoordinatorProcess` started with the settings serves it (401 without the front proxy).
 """
 
 from __future__ import annotations
 
+import pathlib
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -145,3 +147,28 @@ def test_the_hpa_controller_may_list_our_metrics_with_the_shipped_role(clusters:
             rbac.delete_cluster_role_binding(binding["metadata"]["name"])
     finally:
         rbac.delete_cluster_role(role["metadata"]["name"])
+
+
+def test_the_coordinator_process_serves_it(sandbox: state.SandboxState, clusters: Clusters,
+                                           tmp_path: pathlib.Path) -> None:
+    """`CoordinatorProcess` with `external_metrics` settings (the `--external-metrics-port` flag)
+    serves the API on the hub's front-proxy settings: a direct call without the front proxy's
+    certificate gets 401, counted in its metrics; probes answer; it stops with the process."""
+    certificates = support.Certificates.make(tmp_path)
+    settings = metrics_api.ExternalMetricsSettings(cert_file=certificates.cert_file,
+                                                   key_file=certificates.key_file, port=0, host="127.0.0.1")
+    with hubside.running_coordinator(sandbox, clusters, members=[], use_ray=False,
+                                     external_metrics=settings) as process:
+        served = process.external_metrics
+        assert served is not None
+        code, body = support.get(served.port, certificates, path("default"), client=None,
+                                 user="admin", groups=("system:masters",))
+        assert code == 401 and body["kind"] == "Status", body
+        assert process.metrics.value("external_metrics_requests_total", {"code": "401"}) == 1
+        https = support.connection(served.port, certificates, None)
+        try:
+            https.request("GET", "/healthz")
+            assert https.getresponse().status == 200
+        finally:
+            https.close()
+    assert process.external_metrics is None
