@@ -4,7 +4,9 @@ Shared by fedspread's two webhooks: the agent's pod webhook (`agents.webhook.ser
 /mutate) and the coordinator's validating webhook for its CRDs
 (`federation.coordinator.hub.admission`, POST /validate). Each passes its `Responder` (bytes of a
 review in, bytes of the answer out, `ReviewError` for a malformed one) and its review path; this
-module only moves bytes, over TLS, safely.
+module only moves bytes, over TLS, safely. The coordinator's `external.metrics.k8s.io` server
+(`coordinator.services.metrics_api`) reuses it too, for GETs: its `Role.get` answers every GET
+other than the probes, with the caller's verified client certificate and headers in hand.
 
 Why the standard library's threading HTTP server: the apiserver keeps a handful of keep-alive
 connections to a webhook and sends one small JSON document per request; the decision itself takes
@@ -254,7 +256,8 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
     # --- methods --------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
-        """Health probes: alive while serving; ready when the owner says so too."""
+        """Health probes: alive while serving; ready when the owner says so too. Other paths: the
+        role's `get` handler, if any, else 404."""
         path = urllib.parse.urlsplit(self.path).path
         if path in HEALTH_PATHS:
             self._send(200, b"ok\n", content_type="text/plain")
