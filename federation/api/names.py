@@ -171,3 +171,9 @@ has listed the hub, removed when it stops; a starting coordinator removes it fro
 fedspread-coordinator (deploy/coordinator/service.yaml), whose selector sends agents, SDK users and
 the hub's webhook calls to the leader only.
 """
+
+EXTERNAL_METRICS_SERVICE = "fedspread-external-metrics"
+COORDINATOR_NAMESPACE = "fedspread-system"
+"""The Service (and its namespace, deploy/coordinator's) the hub's aggregator reaches the
+coordinator's `external.metrics.k8s.io` server through: the APIService names it, and the server's
+certificate must carry `fedspread-external-metrics.fedspread-system.svc` (deploy/external-metrics)."""

@@ -82,6 +82,20 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
 @click.option("--webhook-key", type=options.FILE, metavar="FILE", default=None,
               help="Private key (PEM) of --webhook-cert.")
 @options.webhook_client_options(apiserver="hub")
+@click.option("--external-metrics-port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              help="Serve external.metrics.k8s.io (HTTPS, every address) so that a HorizontalPodAutoscaler "
+                   "on the hub can scale a spread from its pods' usage in every member "
+                   "(docs/autoscaling.md). The hub apiserver forwards to it through an APIService "
+                   "(deploy/external-metrics); only its front-proxy client certificate "
+                   "is believed, and the hub's RBAC decides who reads what. 0: off. Needs "
+                   "--external-metrics-cert and --external-metrics-key.")
+@click.option("--external-metrics-cert", type=options.FILE, metavar="FILE", default=None,
+              help="Serving certificate (PEM) of the external metrics API, naming "
+                   "fedspread-external-metrics.fedspread-system.svc, the Service the hub apiserver dials "
+                   "(e.g. the coordinator's own: `fedspread certs coordinator --host` that name); "
+                   "re-read when the file changes.")
+@click.option("--external-metrics-key", type=options.FILE, metavar="FILE", default=None,
+              help="Private key (PEM) of --external-metrics-cert.")
 @click.option("--metrics-port", default=9095, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the Prometheus /metrics endpoint (plain HTTP, on the --listen host; not the "
                    "agent's 9090, so both run on one machine): placement rounds and their latency, "
@@ -124,6 +138,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
                         failover_clusters_per_minute: int, federation_id: str, webhook_port: int,
                         webhook_cert: pathlib.Path | None, webhook_key: pathlib.Path | None,
                         webhook_client_ca: pathlib.Path | None, webhook_allowed_cns: tuple[str, ...],
+                        external_metrics_port: int, external_metrics_cert: pathlib.Path | None,
+                        external_metrics_key: pathlib.Path | None,
                         metrics_port: int, health_port: int, leader_elect: bool,
                         leader_election_namespace: str, lease_name: str, lease_duration_seconds: float,
                         renew_deadline_seconds: float, retry_period_seconds: float,
@@ -143,6 +159,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
       * with --webhook-cert/--webhook-key, refuses invalid FederatedSpreads and MemberClusters at
         the hub's door (a validating webhook, every problem with its field path), answering only
         the hub apiserver's client certificate with --webhook-client-ca;
+      * with --external-metrics-port, serves external.metrics.k8s.io, so that a hub
+        HorizontalPodAutoscaler scales a spread from its pods' usage (docs/autoscaling.md);
       * answers placement questions (`fedspread get placement`, the Python SDK);
       * serves Prometheus metrics (--metrics-port) and gRPC health (--health-port, and --listen).
     With --leader-elect, two or more may run: one leads (holds the hub Lease), the others stand by.
@@ -171,12 +189,17 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
     if webhook_client_ca is not None and webhook_cert is None:
         options.usage_error("--webhook-client-ca needs --webhook-cert and --webhook-key: without them "
                             "no webhook is served")
+    if external_metrics_port and (external_metrics_cert is None or external_metrics_key is None):
+        options.usage_error("--external-metrics-port needs --external-metrics-cert and "
+                            "--external-metrics-key: a serving certificate for "
+                            "fedspread-external-metrics.fedspread-system.svc")
     if no_ray and ray_address:
         options.usage_error("--no-ray and --ray-address contradict each other; give one")
     from federation import logs
     from federation.coordinator import process as coordinator_main  # Ray, gRPC, Kubernetes
     from federation.coordinator import ray_join
     from federation.coordinator.hub import admission
+    from federation.coordinator.services import metrics_api
     from federation.kube import webhook_clients
 
     if ray_address:
@@ -196,7 +219,10 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
             cert_file=webhook_cert, key_file=webhook_key, port=webhook_port,
             client_auth=None if webhook_client_ca is None else webhook_clients.ClientAuth(
                 webhook_client_ca, frozenset(webhook_allowed_cns)))
-        if webhook_cert is not None and webhook_key is not None else None)
+        if webhook_cert is not None and webhook_key is not None else None,
+        external_metrics=metrics_api.ExternalMetricsSettings(
+            cert_file=external_metrics_cert, key_file=external_metrics_key, port=external_metrics_port)
+        if external_metrics_port and external_metrics_cert and external_metrics_key else None)
     lease = None
     if leader_elect:
         from federation.coordinator.hub import leader

@@ -33,6 +33,8 @@ What is measured (names as Prometheus shows them):
   for `--failover-clusters-per-minute`, spreads whose brake holds now.
 * `..._events_total{outcome}` — the Events recorder's counts (`federation.event_metrics`):
   created, updated (deduplicated into a series), dropped, limited, failed.
+* `..._external_metrics_requests_total{code}` — answers of the `external.metrics.k8s.io` API
+  (`services.metrics_api`) by HTTP status: 401s are callers that are not the aggregator.
 * `..._leader_stall_stepdowns_total` — times this leader gave its Lease up because its hub-events
   or timer loop stayed stalled (`model.stall`); the process then exits, so the count is seen
   between the decision and the end of its stop (the log line stays).
@@ -169,7 +171,15 @@ class CoordinatorMetrics(metrics_endpoint.Endpoint):
             PREFIX + "leader_stall_stepdowns",
             "Times this leader gave its Lease up because its hub-events or timer loop stayed stalled.",
             registry=self.registry)
+        self.external_metrics_requests = prometheus_client.Counter(
+            PREFIX + "external_metrics_requests",
+            "Requests to the external.metrics.k8s.io API (--external-metrics-port), by answer code.",
+            ["code"], registry=self.registry)
         self.registry.register(Collector(coordinator, writer, watchdog, events))
+
+    def count_external_metrics(self, code: int) -> None:
+        """One answer of the external metrics API (`services.metrics_api`)."""
+        self.external_metrics_requests.labels(code=str(code)).inc()
 
     def observe_round(self, result: loop.Round, seconds: float) -> None:
         """One placement round (`facade.Coordinator.on_round`)."""

@@ -29,7 +29,8 @@ understand the coordinator. The threads, and why each exists:
   the hub is listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
 - **webhook** (with `--webhook-cert/--webhook-key`) — the hub's validating webhook for
   FederatedSpreads and MemberClusters over HTTPS (`hub.admission`): the Valid condition's checks,
-  at the door, plus the rules across spreads from this World.
+  at the door, plus the rules across spreads from this World. With `--external-metrics-port`,
+  `external.metrics.k8s.io` for the hub's HPAs (`services.metrics_api`, wired in `startup`).
 - **watchdog** — every loop above (and each hub watch) beats each turn; a loop that stops turning
   is logged, shown as `loop_stalled{loop}`, and — for the critical ones, hub events and timer —
   makes readiness NOT_SERVING until it turns again (`federation.watchdog`, `_watch_loops`); under
@@ -66,20 +67,15 @@ from federation import watchdog as watchdog_mod
 from federation.api import cluster as cluster_api
 from federation.api import common, names
 from federation.coordinator import facade, metrics, shards
-from federation.coordinator.hub import (
-    access_review,
-    admission,
-    secret_reads,
-    status_writer,
-    statuses,
-    warm_events,
-)
+from federation.coordinator.hub import access_review, secret_reads, status_writer, statuses, warm_events
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
 from federation.coordinator.services import agent_service, aio_server, health, placement_service, source
+from federation.coordinator.services.metrics_api import ExternalMetricsServer
 from federation.coordinator.startup import CoordinatorConfig as CoordinatorConfig
 from federation.coordinator.startup import CoordinatorError as CoordinatorError
+from federation.coordinator.startup import external_metrics_server, webhook_server
 from federation.coordinator.startup import hub_client as hub_client
 from federation.coordinator.startup import placement_backend as placement_backend
 from federation.coordinator.startup import probe_hub as probe_hub
@@ -153,6 +149,7 @@ class CoordinatorProcess:
         self.health = health.HealthReporter()
         self._server: aio_server.AioServer | None = None
         self.webhook: webhook_https.WebhookServer | None = None
+        self.external_metrics: ExternalMetricsServer | None = None
         self._placement_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._threads: list[threading.Thread] = []
         self._warm: warm_events.WarmEvents | None = None
@@ -182,7 +179,13 @@ class CoordinatorProcess:
                                    "or the address is not this machine's")
         server.start()
         self._server, self.port = server, port
-        self._start_webhook()
+        if (hook := self.settings.webhook) is not None:  # the hub's validating webhook
+            self.webhook = webhook_server(self.coordinator, hook, hub_synced=self.hub_synced.is_set,
+                                          served=self.watcher.served_versions)
+        if self.settings.external_metrics is not None:
+            self.external_metrics = external_metrics_server(
+                self.coordinator, self.api, self.settings.external_metrics,
+                on_answer=self.metrics.count_external_metrics)
         self.observe()
         self._watch_loops()
         if self._warm is not None:  # a standby that watched the hub: its events, then the live ones
@@ -210,22 +213,6 @@ class CoordinatorProcess:
                                                "coordinator_id": self.coordinator.coordinator_id,
                                                "federation_id": self.coordinator.federation_id})
 
-    def _start_webhook(self) -> None:
-        """Serve the validating webhook, if asked; CoordinatorError naming what failed."""
-        if self.settings.webhook is None:
-            return
-        settings = self.settings.webhook
-        try:
-            door = admission.SpecAdmission(self.coordinator, hub_synced=self.hub_synced.is_set,
-                                           served=self.watcher.served_versions)
-            self.webhook = admission.server(door, settings).start()
-        except OSError as error:  # ssl.SSLError too: a certificate that does not load
-            files = str(settings.cert_file)
-            if settings.client_auth is not None:
-                files += f" (client CA {settings.client_auth.ca_file})"
-            raise CoordinatorError(f"cannot serve the webhook on port {settings.port} with "
-                                   f"{files}: {error}") from error
-
     def run(self) -> None:
         """Block until SIGTERM or SIGINT (or `stopping` is set elsewhere), then stop cleanly."""
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -242,9 +229,10 @@ class CoordinatorProcess:
         self.statuses.writer.close()  # no status write starts from now on
         self.health.stop()
         clean = self._server.halt(grace=GRACE_SECONDS) if self._server is not None else True
-        if self.webhook is not None:
-            self.webhook.stop()
-            self.webhook = None
+        for https in (self.webhook, self.external_metrics):
+            if https is not None:
+                https.stop()
+        self.webhook = self.external_metrics = None
         self.agents.close()  # waits for a MemberCluster registration under way
         clean = self.statuses.writer.wait_idle() and clean  # the status write under way has ended
         return self.recorder.close() and clean

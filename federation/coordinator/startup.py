@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import pathlib
 import time
+from collections.abc import Callable, Collection
 
 import grpc
 from kubernetes import client
@@ -19,10 +20,11 @@ from kubernetes import client
 from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
-from federation.coordinator import ray_join, shards
-from federation.coordinator.hub import admission
+from federation.coordinator import facade, ray_join, shards
+from federation.coordinator.hub import access_review, admission
 from federation.coordinator.model import stall
-from federation.kube import clients, deadlines
+from federation.coordinator.services import front_proxy, metrics_api
+from federation.kube import clients, deadlines, webhook_https
 from federation.kube import errors as kube_errors
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,8 @@ class CoordinatorConfig:
     """Prometheus /metrics on this port of the `listen` host (`coordinator.metrics`); 0: off."""
     health_port: int = 0
     """gRPC health alone, plaintext, on this port of the `listen` host (`services.health`); 0: off."""
+    external_metrics: metrics_api.ExternalMetricsSettings | None = None
+    """Serve `external.metrics.k8s.io` for the hub's HPAs so (`services.metrics_api`); None: not served."""
     leader_stall_grace_seconds: float = stall.GRACE_SECONDS
     """Under leader election, a leader whose hub-events or timer loop has not turned for the
     watchdog's limit plus this long gives its Lease up (`model.stall`, `coordinator.leading`)."""
@@ -150,3 +154,37 @@ def probe_hub(api: client.ApiClient) -> None:
         raise CoordinatorError(f"hub {host} unreachable: {error.reason}") from error
     except kube_errors.KubeError as error:
         raise CoordinatorError(f"hub {host} refused: {error.status} {error.reason}") from error
+
+
+def webhook_server(coordinator: facade.Coordinator, settings: admission.WebhookSettings, *,
+                   hub_synced: Callable[[], bool],
+                   served: Callable[[], Collection[str] | None]) -> webhook_https.WebhookServer:
+    """The hub's validating webhook, started (`hub.admission`); CoordinatorError naming what failed."""
+    try:
+        door = admission.SpecAdmission(coordinator, hub_synced=hub_synced, served=served)
+        return admission.server(door, settings).start()
+    except OSError as error:  # ssl.SSLError too: a certificate that does not load
+        files = str(settings.cert_file)
+        if settings.client_auth is not None:
+            files += f" (client CA {settings.client_auth.ca_file})"
+        raise CoordinatorError(f"cannot serve the webhook on port {settings.port} with "
+                               f"{files}: {error}") from error
+
+
+def external_metrics_server(
+    coordinator: facade.Coordinator, api: client.ApiClient, settings: metrics_api.ExternalMetricsSettings,
+    *, on_answer: Callable[[int], None] = lambda _code: None,
+) -> metrics_api.ExternalMetricsServer:
+    """The hub HPAs' `external.metrics.k8s.io` server, started: answers from `coordinator.usage`,
+    trusts the hub's front proxy (`kube-system/extension-apiserver-authentication`: a hub without
+    one gets 401s, never a coordinator that does not start) and asks the hub's RBAC
+    (SubjectAccessReviews). CoordinatorError when the certificate or port cannot be used."""
+    trust = front_proxy.FrontProxyTrust(front_proxy.configmap_reader(api))  # unread: 401s, read again
+    authorizer = access_review.SubjectAccessReviewer(api, ttl=metrics_api.SAR_TTL_SECONDS, capacity=1024)
+    handler = metrics_api.Handler(coordinator, trust=trust, authorizer=authorizer, on_answer=on_answer)
+    try:
+        return metrics_api.ExternalMetricsServer(handler, settings).start()
+    except OSError as error:  # ssl.SSLError too: a certificate that does not load; the port in use
+        trust.close()
+        raise CoordinatorError(f"cannot serve the external metrics API on port {settings.port} with "
+                               f"{settings.cert_file}: {error}") from error

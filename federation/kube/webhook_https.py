@@ -4,7 +4,9 @@ Shared by fedspread's two webhooks: the agent's pod webhook (`agents.webhook.ser
 /mutate) and the coordinator's validating webhook for its CRDs
 (`federation.coordinator.hub.admission`, POST /validate). Each passes its `Responder` (bytes of a
 review in, bytes of the answer out, `ReviewError` for a malformed one) and its review path; this
-module only moves bytes, over TLS, safely.
+module only moves bytes, over TLS, safely. The coordinator's `external.metrics.k8s.io` server
+(`coordinator.services.metrics_api`) reuses it too, for GETs: its `Role.get` answers every GET
+other than the probes, with the caller's verified client certificate and headers in hand.
 
 Why the standard library's threading HTTP server: the apiserver keeps a handful of keep-alive
 connections to a webhook and sends one small JSON document per request; the decision itself takes
@@ -36,7 +38,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from federation.kube import admission_review as review
@@ -64,6 +66,22 @@ class Responder(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
+class GetRequest:
+    """A GET other than the probes, for `Role.get` (the coordinator's metrics API serves these)."""
+
+    path: str
+    query: str
+    headers: Mapping[str, tuple[str, ...]]
+    """Every header's values, by lower-case name."""
+    peer_certificate: Mapping[str, Any] | None
+    """The caller's client certificate, verified against the client CA (`getpeercert()`); None: none."""
+
+
+GetHandler = Callable[[GetRequest], tuple[int, bytes]]
+"""Answers a GET: the status and a JSON body."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Role:
     """What differs between fedspread's webhooks: the review path, names, hooks."""
 
@@ -75,6 +93,10 @@ class Role:
     """Called with the status of every non-200 answer (the agent counts them)."""
     not_ready: str = "not ready\n"
     """/readyz's body while `ready()` is False."""
+    get: GetHandler | None = None
+    """Answers GETs of other paths (None: 404); an exception in it is logged and answered 500."""
+    on_connection_error: Callable[[], None] = lambda: None
+    """Called when a connection fails (a TLS handshake refused a client certificate, a reset)."""
 
 
 class _Throttle:
@@ -156,6 +178,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A connection failed (TLS handshake, reset, timeout): log quietly, keep serving."""
         LOG.debug("connection from %s failed", client_address, exc_info=True)
+        self.role.on_connection_error()
 
 
 class _RequestHandler(http.server.BaseHTTPRequestHandler):
@@ -233,7 +256,8 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
     # --- methods --------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
-        """Health probes: alive while serving; ready when the owner says so too."""
+        """Health probes: alive while serving; ready when the owner says so too. Other paths: the
+        role's `get` handler, if any, else 404."""
         path = urllib.parse.urlsplit(self.path).path
         if path in HEALTH_PATHS:
             self._send(200, b"ok\n", content_type="text/plain")
@@ -242,8 +266,33 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
                 self._send(200, b"ok\n", content_type="text/plain")
             else:
                 self._send(503, self.server.role.not_ready.encode(), content_type="text/plain")
+        elif self.server.role.get is not None:
+            self._answer_get(path)
         else:
             self._fail(404, f"no such path {urllib.parse.urlsplit(self.path).path!r}")
+
+    def _answer_get(self, path: str) -> None:
+        """The role's GET handler's answer (500 when it fails: logged, and the server keeps serving)."""
+        handler = self.server.role.get
+        assert handler is not None
+        headers: dict[str, tuple[str, ...]] = {}
+        for name, value in self.headers.items():
+            headers[name.lower()] = (*headers.get(name.lower(), ()), value)
+        try:
+            certificate = self.connection.getpeercert() or None
+        except (ValueError, AttributeError):
+            certificate = None
+        request = GetRequest(path=path, query=urllib.parse.urlsplit(self.path).query, headers=headers,
+                             peer_certificate=certificate)
+        try:
+            code, body = handler(request)
+        except Exception:  # a bug: say so in our log, answer briefly, keep serving
+            LOG.exception("the GET handler failed")
+            self._fail(500, f"internal error in the fedspread {self.server.role.owner} (see its log)")
+            return
+        if code != 200:
+            self.server.role.on_http_error(code)
+        self._send(code, body)
 
     def do_POST(self) -> None:
         """Admission reviews on the role's path (the apiserver appends ?timeout=...)."""

@@ -82,5 +82,5 @@ def test_the_hub_is_pointed_at_the_coordinator_with_the_shipped_registration() -
     config = hubsetup.coordinator_webhook("https://127.0.0.1:9555", ca_pem=b"PEM")
     assert config["kind"] == "ValidatingWebhookConfiguration"
     assert [hook["clientConfig"] for hook in config["webhooks"]] == [
-        {"url": "https://127.0.0.1:9555/validate", "caBundle": base64.b64encode(b"PEM").decode()}] * 2
+        {"url": "https://127.0.0.1:9555/validate", "caBundle": base64.b64encode(b"PEM").decode()}] * 3
     assert {hook["failurePolicy"] for hook in config["webhooks"]} == {"Ignore"}

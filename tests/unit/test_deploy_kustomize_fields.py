@@ -85,8 +85,10 @@ def test_every_kustomization_is_found() -> None:
     assert found == sorted([
         "crds/Kustomization", "deploy/agent/base/kustomization.yaml", "deploy/agent/kustomization.yaml",
         "deploy/agent/overlays/example/kustomization.yaml", "deploy/coordinator/kustomization.yaml",
-        "deploy/monitoring/agent/kustomization.yaml", "deploy/monitoring/coordinator/kustomization.yaml"])
-    assert len(list(readme_kustomizations())) == 3, "the hub webhook, Ray token and cert-manager overlays"
+        "deploy/external-metrics/kustomization.yaml", "deploy/monitoring/agent/kustomization.yaml",
+        "deploy/monitoring/coordinator/kustomization.yaml"])
+    assert len(list(readme_kustomizations())) == 4, \
+        "the hub webhook, external metrics, Ray token and cert-manager overlays"
 
 
 @pytest.mark.parametrize("path", kustomization_files(), ids=lambda p: str(p.relative_to(REPO)))

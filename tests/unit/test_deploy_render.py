@@ -297,7 +297,8 @@ def test_coordinator_webhook_configuration_is_what_registration_builds(coordinat
         assert hook["failurePolicy"] == "Ignore", "the hub never depends on the coordinator to store objects"
         assert hook["sideEffects"] == "None" and hook["timeoutSeconds"] <= 5
         resources = {r for rule in hook["rules"] for r in rule["resources"]}
-        assert resources <= {"federatedspreads", "memberclusters"}, "our CRDs only, never their status"
+        assert resources <= {"federatedspreads", "memberclusters", "horizontalpodautoscalers"}, \
+            "our CRDs (never their status) and HPAs (warned only) only"
 
 
 def test_coordinator_probes_ask_grpc_health_on_the_plaintext_health_port(coordinator: list[Doc]) -> None:

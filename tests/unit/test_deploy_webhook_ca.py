@@ -34,12 +34,13 @@ def test_the_readme_has_the_two_files() -> None:
     assert [name for name, _ in overlay_blocks()] == ["kustomization.yaml", "webhook-ca.yaml"]
 
 
-def test_both_webhooks_get_the_ca_and_nothing_else_changes(tmp_path: pathlib.Path) -> None:
+def test_every_webhook_gets_the_ca_and_nothing_else_changes(tmp_path: pathlib.Path) -> None:
     bundle = base64.b64encode(CA).decode("ascii")
     docs = render(tmp_path, ca=bundle)
     (webhook,) = [d for d in docs if d["kind"] == registration.KIND]
     assert [hook["name"] for hook in webhook["webhooks"]] == [registration.SPREADS_WEBHOOK,
-                                                              registration.CLUSTERS_WEBHOOK]
+                                                              registration.CLUSTERS_WEBHOOK,
+                                                              registration.HPAS_WEBHOOK]
     for hook in webhook["webhooks"]:
         assert base64.b64decode(hook["clientConfig"].pop("caBundle")) == CA
     base = yaml.safe_load((DEPLOY / "coordinator" / "webhook.yaml").read_text())

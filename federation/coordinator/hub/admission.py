@@ -26,6 +26,11 @@ the webhook was away), it is allowed with the problems as warnings — refusing 
 user unable to clean up. CREATE and UPDATE of the main resource only: the `status` subresource
 (the coordinator's own writes) is never sent here.
 
+**HorizontalPodAutoscalers** get warnings, never a refusal (`core.hpa_advice`): a `Value`
+target on one of fedspread's external metrics (only `AverageValue` works on a hub without pods),
+a Job as the scale target (no scale subresource). Their webhook's registration says
+`failurePolicy: Ignore` too: a warning must never stand between a user and their HPA.
+
 Who may ask: with `WebhookSettings.client_auth` only the hub apiserver, by its client certificate
 (401/403 for anyone else, the agent's check: `federation.kube.webhook_clients`). Without it anyone
 reaching the port may; it changes nothing, but its answers tell which spread holds a Deployment.
@@ -46,6 +51,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import watcher
 from federation.coordinator.model import lifecycle
+from federation.core import hpa_advice
 from federation.kube import admission_review as review
 from federation.kube import webhook_clients, webhook_https
 
@@ -54,6 +60,8 @@ LOG = logging.getLogger(__name__)
 VALIDATE_PATH = "/validate"
 WORLD_WAIT = 1.0
 """The cross-object rules wait this long at most for the World's lock, then are left to the condition."""
+HPA_GROUP = "autoscaling"
+HPA_RESOURCE = "horizontalpodautoscalers"
 INVALID = 422
 """The code of a refusal: the object is invalid (as the apiserver's own validation answers)."""
 MAX_WARNINGS = 20
@@ -80,6 +88,9 @@ class SpecAdmission:
         """The response AdmissionReview for a parsed request."""
         if request.operation not in ("CREATE", "UPDATE") or request.sub_resource:
             return review.allow(request.uid)
+        if request.resource.group == HPA_GROUP and request.resource.resource == HPA_RESOURCE:
+            advice = hpa_advice.warnings(request.object or {})
+            return review.allow(request.uid, warnings=advice[:MAX_WARNINGS])
         if request.resource.group != common.API_GROUP or request.resource.resource not in (
                 spread_api.PLURAL, cluster_api.PLURAL):
             return review.allow(request.uid)  # not ours: registered for our CRDs only
