@@ -19,7 +19,12 @@ sandbox apiserver presents a client certificate of the sandbox CA to webhooks
 `--webhook-client-ca` and its common name as `--webhook-allowed-cn` (a review posted by anyone
 else is refused with 401 or 403). The coordinator serves its validating webhook with its own
 certificate (which names the loopback) and the hub is pointed at it with the registration
-deploy/coordinator/webhook.yaml ships (`hubsetup.register_coordinator_webhook`).
+deploy/coordinator/webhook.yaml ships (`hubsetup.register_coordinator_webhook`). The coordinator
+also serves the external metrics API a hub HorizontalPodAutoscaler reads (docs/autoscaling.md), with
+a serving certificate of the demo CA naming `fedspread-external-metrics.fedspread-system.svc`, and
+the hub's aggregation layer is pointed at it (`sandbox.aggregation`: an APIService and an
+ExternalName Service to the loopback), so `kubectl get --raw /apis/external.metrics.k8s.io/...`
+and an `External` metric on the hub reach it through the hub apiserver.
 
 The demo's members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then
 `aws-eu`, `gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`). A benchmark
@@ -40,7 +45,7 @@ from collections.abc import Callable, Sequence
 from federation import sdk
 from federation.api import names
 from federation.certs import bundles, transport
-from federation.sandbox import admission, hubsetup, launcher, nodesim, state
+from federation.sandbox import admission, aggregation, hubsetup, launcher, nodesim, state
 from federation.sandbox.ports import free_port
 
 Report = Callable[[str], None]
@@ -50,6 +55,8 @@ CLIENT = "client"
 CLIENT_USER = "demo"
 """The SDK client certificate's user; it may read every namespace's placements and the clusters."""
 COORDINATOR = "coordinator"
+EXTERNAL_METRICS = "external-metrics"
+"""The certificate directory of the coordinator's external metrics API (served to the hub's aggregator)."""
 START_TIMEOUT = 120.0
 
 
@@ -164,6 +171,8 @@ class Federation:
         """Where the coordinator serves Prometheus metrics (`metrics_url`)."""
         self.webhook_port = free_port()
         """Where the coordinator serves its validating webhook (HTTPS, only to the hub apiserver)."""
+        self.external_metrics_port = free_port()
+        """Where the coordinator serves external.metrics.k8s.io (HTTPS, only to the hub's aggregator)."""
         self.agents: dict[str, Process] = {}
         self.stopped: set[str] = set()
         """Members whose agent was stopped on purpose (`stop_agent`)."""
@@ -196,6 +205,10 @@ class Federation:
             hubsetup.register_coordinator_webhook(
                 self.sandbox.hub.kubeconfig, f"https://127.0.0.1:{self.webhook_port}",
                 ca_pem=self.tls(COORDINATOR).ca.read_bytes())
+            aggregation.register_api_service(self.sandbox.hub.kubeconfig, aggregation.api_service_manifests(
+                "external.metrics.k8s.io", "v1beta1", namespace=names.COORDINATOR_NAMESPACE,
+                service=names.EXTERNAL_METRICS_SERVICE, port=self.external_metrics_port,
+                ca_pem=self.tls(EXTERNAL_METRICS).ca.read_bytes()))
             for member in self.members:
                 self.start_agent(member.name)
             self._wait_agents()
@@ -220,6 +233,9 @@ class Federation:
             "--metrics-port", str(self.metrics_port), "--health-port", "0",  # free, not fixed ports
             "--webhook-port", str(self.webhook_port), "--webhook-cert", str(served.cert),
             "--webhook-key", str(served.key), *self.webhook_client_flags(),
+            "--external-metrics-port", str(self.external_metrics_port),
+            "--external-metrics-cert", str(self.tls(EXTERNAL_METRICS).cert),
+            "--external-metrics-key", str(self.tls(EXTERNAL_METRICS).key),
             *(() if self.ray else ("--no-ray",)))
 
     def agent_argv(self, name: str) -> list[str]:
@@ -240,6 +256,9 @@ class Federation:
         authority = self.pki / "ca"
         bundles.make_ca(authority, name="fedspread demo CA", force=True)
         bundles.make_coordinator(authority, self.pki / COORDINATOR, force=True)
+        bundles.make_coordinator(authority, self.pki / EXTERNAL_METRICS, force=True, hosts=[
+            aggregation.serving_name(namespace=names.COORDINATOR_NAMESPACE,
+                                     service=names.EXTERNAL_METRICS_SERVICE)])
         for member in self.members:
             bundles.make_agent(authority, self.pki / member.name, cluster=member.name, force=True)
         bundles.make_client(authority, self.pki / CLIENT, name=CLIENT_USER, force=True)
