@@ -164,6 +164,7 @@ def cluster_usage(cluster: str, pods: Iterable[PodState], sampled: Mapping[str, 
             memory_pct += 100 * sample.memory / memory_request
     return usage.ClusterUsage(
         cluster=cluster, ready_pods=ready, measured_pods=count, cpu_requested_pods=cpu_requested,
-        memory_requested_pods=memory_requested, cpu_usage_milli=_milli(cpu), memory_usage_milli=_milli(memory),
+        memory_requested_pods=memory_requested, cpu_usage_milli=_milli(cpu),
+        memory_usage_milli=_milli(memory),
         cpu_utilization_milli=_milli(cpu_pct), memory_utilization_milli=_milli(memory_pct),
         sampled_at=oldest, window_seconds=window)
