@@ -108,6 +108,7 @@ class AgentStream:
         self.conflicts: dict[str, str] = {}
         self.dependency_conflicts: dict[str, tuple[str, ...]] = {}
         self.misplaced: dict[str, str] = {}
+        self.autoscalers: dict[str, tuple[str, ...]] = {}
         self.awaiting_report: set[str] = set()
         """Spreads this agent holds that no longer select its cluster, found at the resync: placed
         again once its first report says what runs there (`lifecycle.Leftover.deselected`)."""
@@ -420,7 +421,7 @@ class Coordinator:
                                    clusters=self.world.cluster_names())
             return lost
 
-    # --- usage (issue 26: the hub HPA's external metrics) ----------------------------------------
+    # --- usage (the hub HPA's external metrics) ---------------------------------------------
 
     def usage(self, namespace: str, name: str) -> usage_rules.FederationUsage | None:
         """Spread `namespace/name`'s federation-wide usage metrics from the agents' last reports,
@@ -506,10 +507,12 @@ class Coordinator:
             **found.dependency_conflicts}
         stream.misplaced = found.misplaced if report.full else {
             **{k: v for k, v in stream.misplaced.items() if k not in found.counts}, **found.misplaced}
+        stream.autoscalers = found.autoscalers if report.full else {
+            **{k: v for k, v in stream.autoscalers.items() if k not in found.counts}, **found.autoscalers}
         changed = self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
                                         conflicts=stream.conflicts, assigned=found.assigned,
                                         dependency_conflicts=stream.dependency_conflicts,
-                                        misplaced=stream.misplaced)
+                                        misplaced=stream.misplaced, autoscalers=stream.autoscalers)
         if report.full and stream.awaiting_report:  # what runs there is known now: place them again
             changed, stream.awaiting_report = changed | stream.awaiting_report, set()
         self.publish(changed)

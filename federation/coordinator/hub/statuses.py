@@ -247,6 +247,7 @@ class StatusPass:
             conflicts=self.world.pods.conflicts_for(key),
             dependency_conflicts=self.world.pods.dependency_conflicts_for(key),
             misplaced=self.world.pods.misplaced_for(key),
+            autoscalers=self.world.pods.autoscalers_for(key),
             missing_dependencies=[f"{ref.kind}/{ref.name}"
                                   for ref in self.world.hub_objects.missing(
                                       key, entry.template, hub_objects.propagated(entry.spec.propagate))]
