@@ -7,7 +7,7 @@ is registered (the apiserver may call it at once), the link starts last (assignm
 everything ready). Stop runs in reverse, and the link stopping never clears the bookkeeping.
 
 The long-running loops are one list of `agents.runnable.Runnable`s — workload, reconciler,
-reporter, link, in that order — started and stopped by `agents.runnable.Loops`: each registered
+reporter, usage, link, in that order — started and stopped by `agents.runnable.Loops`: each registered
 with the watchdog (`federation.watchdog`), each on its own thread, the webhook registered just
 before the link starts; stopped in reverse. The watchdog sees a loop that stops turning: logged
 once, shown in the metrics, and /readyz answers 503 while a critical loop (workload, reconciler)
@@ -34,6 +34,8 @@ from agents.controller import dependencies, reconciler, workload, workload_loop
 from agents.inventory import reporter
 from agents.link import client as link_client
 from agents.link import settings as link_settings
+from agents.usage import metrics_api
+from agents.usage import reporter as usage_reporter
 from agents.webhook import handler, registration, server
 from agents.webhook import settings as webhook_settings
 from federation import watchdog as watchdog_mod
@@ -57,6 +59,7 @@ LinkSettings = link_settings.LinkSettings
 WebhookSettings = webhook_settings.WebhookSettings
 MetricsSettings = metrics.MetricsSettings
 InventorySettings = reporter.InventorySettings
+UsageSettings = usage_reporter.UsageSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +80,8 @@ class AgentConfig:
     webhook: WebhookSettings = dataclasses.field(default_factory=WebhookSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
     inventory: InventorySettings = dataclasses.field(default_factory=InventorySettings)
+    usage: UsageSettings = dataclasses.field(default_factory=UsageSettings)
+    """`--usage-interval`: how often the spreads' pod usage is read from the metrics API."""
 
     @property
     def cluster(self) -> str:
@@ -123,7 +128,8 @@ class Agent:
             raise
         core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
         batch = client.BatchV1Api(self.api)
-        self.cache = cache.Cache(core, apps, batch_api=batch)
+        self.cache = cache.Cache(core, apps, batch_api=batch,
+                                 autoscaling_api=client.AutoscalingV1Api(self.api))
         self.federation = ownership.FederationState(settings.federation_id)
         self.recorder = kube_events.EventRecorder(self.api, controller=kube_events.AGENT,
                                                   instance=settings.cluster)
@@ -140,6 +146,9 @@ class Agent:
                                                 recorder=self.recorder)
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox, heartbeat_seconds=heartbeat,
                                                    max_pools=settings.inventory.max_node_pools)
+        self.usage = usage_reporter.UsageReporter(
+            settings.cluster, self.bookkeeping, self.cache, self.outbox,
+            metrics_api.PodMetricsReader(self.api), settings=settings.usage)
         self.link = link_client.Link(
             settings.link, bookkeeping=self.bookkeeping, outbox=self.outbox, metrics=self.metrics,
             on_assignment=lambda _value: self.workload_loop.wake(), on_removal=self._removed,
@@ -149,10 +158,10 @@ class Agent:
 
     def _runnables(self) -> tuple[runnable.Runnable, ...]:
         """The agent's loops, in start order. Critical (readiness): workload and reconciler, which
-        keep the webhook's counts and quotas true; the reporter and the link only talk to the
+        keep the webhook's counts and quotas true; the reporters and the link only talk to the
         coordinator, whose absence the agent survives (fail static). The link is last: the
         assignments it brings find every other loop running."""
-        return (self.workload_loop, self.reconciler, self.reporter, self.link)
+        return (self.workload_loop, self.reconciler, self.reporter, self.usage, self.link)
 
     def start(self) -> None:
         """Start every part; AgentError when a port is taken or the registration is refused."""

@@ -3,7 +3,8 @@
 Why a queue between them: the controller and reporter must never block on the network (the agent
 keeps enforcing while the coordinator is away — fail static), and the link must be able to resend
 the latest state after a reconnect. Reports are *latest-wins*: only the newest inventory and pod
-counts are kept; unschedulable reports are events and are kept in order (bounded).
+counts are kept; unschedulable reports are events and are kept in order (bounded). Usage reports
+are latest-wins too, and drained only when new.
 
 A PodCountsReport also carries, per spread, the member Deployment's status: the coordinator adds
 those up into the hub Deployment's status, and the latest-wins report is already resent on every
@@ -69,12 +70,14 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
                    conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
                    first_after_start: bool = False,
                    dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
-                   misplaced: Mapping[str, str] | None = None) -> agent_pb2.AgentMessage:
+                   misplaced: Mapping[str, str] | None = None,
+                   autoscalers: Mapping[str, Sequence[str]] | None = None) -> agent_pb2.AgentMessage:
     """A full PodCountsReport: per spread, per subset, pods by state, the member Deployment's
     status (`workload` left unset for a spread without one in `workloads`), and why the target
     Deployment is left alone for a spread in `conflicts` (not ours: agents.ownership), and which
     objects its pods need are, in `dependency_conflicts` (`Kind/name`); `misplaced`: per spread, the
-    report of StatefulSet pods whose ordinal maps to another subset now.
+    report of StatefulSet pods whose ordinal maps to another subset now; `autoscalers`: per spread, the
+    member HPAs ("namespace/name") that scale its member workload.
 
     `assigned`: the spreads whose assignment was held, with a synced cache, when counting — the
     only ones the report is evidence for (agent.proto; None: not said, as agents before the field
@@ -100,6 +103,7 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
         item.conflict = (conflicts or {}).get(spread, "")
         item.dependency_conflicts.extend((dependency_conflicts or {}).get(spread, ()))
         item.misplaced = (misplaced or {}).get(spread, "")
+        item.autoscalers.extend((autoscalers or {}).get(spread, ()))
     return agent_pb2.AgentMessage(pod_counts=report)
 
 
@@ -110,6 +114,10 @@ class Outbox:
         self._lock = threading.Condition()
         self._inventory: agent_pb2.AgentMessage | None = None
         self._counts: agent_pb2.AgentMessage | None = None
+        self._usage: agent_pb2.AgentMessage | None = None
+        self._usage_new = False
+        """The usage report is drained only when new (not with every counts report: it is the
+        coordinator's sign of a live usage reporter, `model.usage_book`)."""
         self._events: collections.deque[agent_pb2.AgentMessage] = collections.deque(maxlen=MAX_EVENTS)
         self._dirty = False
 
@@ -125,6 +133,13 @@ class Outbox:
         with self._lock:
             self._counts = message
             self._dirty = True
+            self._lock.notify_all()
+
+    def put_usage(self, message: agent_pb2.AgentMessage) -> None:
+        """Replace the latest usage report (complete, like the counts)."""
+        with self._lock:
+            self._usage = message
+            self._usage_new = True
             self._lock.notify_all()
 
     def put_event(self, message: agent_pb2.AgentMessage) -> None:
@@ -145,16 +160,18 @@ class Outbox:
     def drain(self, *, timeout: float | None = None) -> list[agent_pb2.AgentMessage]:
         """Wait up to `timeout` for something new; return events, then the latest reports."""
         with self._lock:
-            if not self._dirty:
+            if not self._dirty and not self._usage_new:
                 self._lock.wait(timeout)
             out = list(self._events)
             self._events.clear()
             if self._dirty:
                 out += [m for m in (self._inventory, self._counts) if m is not None]
-            self._dirty = False
+            if self._usage_new and self._usage is not None:
+                out.append(self._usage)
+            self._dirty = self._usage_new = False
             return out
 
     def latest(self) -> list[agent_pb2.AgentMessage]:
         """The latest reports, for a full resync after reconnecting (events are not repeated)."""
         with self._lock:
-            return [m for m in (self._inventory, self._counts) if m is not None]
+            return [m for m in (self._inventory, self._counts, self._usage) if m is not None]

@@ -65,6 +65,10 @@ Requests = Mapping[str, fractions.Fraction]
 
 NODES, USAGE, SPREAD_PODS, DEPLOYMENTS = "nodes", "usage", "spread-pods", "deployments"
 REPLICASETS, STATEFULSETS, JOBS = "replicasets", "statefulsets", "jobs"
+AUTOSCALERS = "autoscalers"
+"""The member's HorizontalPodAutoscalers (autoscaling/v1), by the workload they scale. Not part of
+`synced`: an agent whose rights do not cover them (an older manifest) counts and admits as before;
+it just cannot see, and so cannot leave alone, a member HPA (`agents.controller.workload`)."""
 WORKLOAD_KINDS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS, JOBS)
 """The cached resources member workloads are read from (`member_workload`, `workloads`)."""
 BOUND_ACTIVE_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -86,6 +90,9 @@ class CachedUsage(inventory.PodUsage):
     bound pod, not a (uid, usage) pair: 100,000 pods on a big member."""
 
     uid: int | str = ""
+    containers: Requests = dataclasses.field(default_factory=dict)
+    """The pod's containers' requests summed (`pod_usage.container_requests`), what a utilization
+    divides by (the HPA's own rule: init containers and overhead left out)."""
 
 
 class _Store(Generic[V]):
@@ -133,13 +140,14 @@ class Cache:
     """Nodes, pods, fedspread Deployments, ReplicaSets, StatefulSets and Jobs of one member cluster,
     fed by seven watches (six without a batch client)."""
 
-    def __init__(self, core_api: Any, apps_api: Any, *, batch_api: Any = None, watch_seconds: int = 300,
-                 page_size: int = PAGE_SIZE) -> None:
-        """`batch_api` (BatchV1Api): Jobs are watched too; without it (a test's cache) none are."""
+    def __init__(self, core_api: Any, apps_api: Any, *, batch_api: Any = None, autoscaling_api: Any = None,
+                 watch_seconds: int = 300, page_size: int = PAGE_SIZE) -> None:
+        """`batch_api` (BatchV1Api): Jobs are watched too; `autoscaling_api` (AutoscalingV1Api):
+        HorizontalPodAutoscalers too; without them (a test's cache) none are."""
         self._cond = threading.Condition()
         self._changes = 0
         self._versions = {NODES: 0, USAGE: 0, SPREAD_PODS: 0, DEPLOYMENTS: 0, REPLICASETS: 0,
-                          STATEFULSETS: 0, JOBS: 0}
+                          STATEFULSETS: 0, JOBS: 0, AUTOSCALERS: 0}
         self._interned: dict[tuple[tuple[str, fractions.Fraction], ...], Requests] = {}
         self._stores: dict[str, _Store[Any]] = {
             NODES: _Store[inventory.NodeView](lambda obj, _: views.node_view(obj)),
@@ -151,6 +159,8 @@ class Cache:
                                                       index=lambda r: r.owner),
             STATEFULSETS: _Store[views.WorkloadView](lambda obj, _: views.workload_view(obj)),
             JOBS: _Store[views.WorkloadView](lambda obj, _: views.job_view(obj)),
+            AUTOSCALERS: _Store[views.AutoscalerView](lambda obj, _: views.autoscaler_view(obj),
+                                                      index=lambda h: h.target),
         }
         self._stop = threading.Event()
 
@@ -171,6 +181,9 @@ class Cache:
         ]
         if batch_api is not None:
             self._reflectors.append(watch(JOBS, batch_api.list_job_for_all_namespaces, label_selector=spread))
+        if autoscaling_api is not None:
+            self._reflectors.append(watch(
+                AUTOSCALERS, autoscaling_api.list_horizontal_pod_autoscaler_for_all_namespaces))
         self._threads: list[threading.Thread] = []
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -195,14 +208,14 @@ class Cache:
     def wait_synced(self, timeout: float, *, kinds: tuple[str, ...] = ()) -> bool:
         """True once every resource (or each of `kinds`) has been listed once; False after `timeout`
         seconds."""
-        chosen = [r for r in self._reflectors if not kinds or r.kind in kinds]
+        chosen = [r for r in self._reflectors if r.kind in kinds or (not kinds and r.kind != AUTOSCALERS)]
         with self._cond:
             return self._cond.wait_for(lambda: all(r.synced.is_set() for r in chosen), timeout)
 
     @property
     def synced(self) -> bool:
         """Every resource has been listed at least once."""
-        return all(r.synced.is_set() for r in self._reflectors)
+        return all(r.synced.is_set() for r in self._reflectors if r.kind != AUTOSCALERS)
 
     # --- change notification ----------------------------------------------------------------------
 
@@ -293,6 +306,19 @@ class Cache:
             return [*self._stores[DEPLOYMENTS].items.values(), *standalone,
                     *self._stores[STATEFULSETS].items.values(), *self._stores[JOBS].items.values()]
 
+    def autoscalers(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        """The HorizontalPodAutoscalers ("namespace/name", sorted) whose scaleTargetRef is the
+        workload `kind` `namespace/name`."""
+        with self._cond:
+            group = self._stores[AUTOSCALERS].by_index.get(views.autoscaler_target(kind, namespace, name), {})
+            return tuple(sorted(group))
+
+    def pod_requests(self, namespace: str, name: str) -> Requests | None:
+        """Bound pod `namespace/name`'s containers' requests summed; None when not cached."""
+        with self._cond:
+            found: CachedUsage | None = self._stores[USAGE].items.get(f"{namespace}/{name}")
+            return found.containers if found is not None else None
+
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         """The uids (`views.compact_uid`, as pods carry their controller's) of the cached
         ReplicaSets that Deployment `deployment_uid` controls."""
@@ -317,7 +343,18 @@ class Cache:
             shared = dict(requests)
             if len(self._interned) < MAX_INTERNED:
                 self._interned[key] = shared
-        return CachedUsage(node_name=node, requests=shared, uid=uid)
+        return CachedUsage(node_name=node, requests=shared, uid=uid, containers=self._shared(
+            views.container_requests(pod)))
+
+    def _shared(self, requests: Requests) -> Requests:
+        """One dict per distinct request set (a workload's pods all request the same)."""
+        key = tuple(sorted(requests.items()))
+        shared = self._interned.get(key)
+        if shared is None:
+            shared = dict(requests)
+            if len(self._interned) < MAX_INTERNED:
+                self._interned[key] = shared
+        return shared
 
     def _apply(self, kind: str, event: reflector.EventType, key: str, obj: Json) -> None:
         """One change from the `kind` reflector: convert it and store it if its view changed.

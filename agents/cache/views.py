@@ -27,7 +27,7 @@ from typing import Any
 
 from agents import bookkeeping
 from federation.api import names
-from federation.core import deletion_cost, fit, inventory, job_status
+from federation.core import deletion_cost, fit, inventory, job_status, pod_usage
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -98,6 +98,32 @@ class ReplicaSetView:
     workload: WorkloadView | None = None
     """For a ReplicaSet no Deployment controls: its view as a member workload (replicas, marks,
     status); None for a Deployment's, whose status changes would only cost cache updates."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AutoscalerView:
+    """A member HorizontalPodAutoscaler, as far as the agent cares: which workload it scales."""
+
+    namespace: str
+    name: str
+    target: str
+    """`autoscaler_target` of its scaleTargetRef."""
+
+
+def autoscaler_target(kind: str, namespace: str, name: str) -> str:
+    """The index of a workload an HPA may target: kind, namespace and name (not the API version:
+    the HPA controller resolves the kind through the scale subresource, whatever group it says)."""
+    return f"{kind}/{namespace}/{name}"
+
+
+def autoscaler_view(hpa: Mapping[str, Any]) -> AutoscalerView:
+    """The compact view of a HorizontalPodAutoscaler (any autoscaling version: scaleTargetRef is
+    the same in each)."""
+    meta = hpa.get("metadata") or {}
+    ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+    namespace = str(meta.get("namespace") or "")
+    target = autoscaler_target(str(ref.get("kind") or ""), namespace, str(ref.get("name") or ""))
+    return AutoscalerView(namespace=namespace, name=str(meta.get("name") or ""), target=target)
 
 
 def controller_of(meta: Mapping[str, Any], *, kind: str | None = None) -> Mapping[str, Any] | None:
@@ -228,6 +254,14 @@ def pod_requests(pod: Mapping[str, Any]) -> Mapping[str, fractions.Fraction]:
         meta = pod.get("metadata") or {}
         LOG.warning("pod requests unreadable",
                     extra={"pod": f"{meta.get('namespace')}/{meta.get('name')}", "error": error})
+        return {}
+
+
+def container_requests(pod: Mapping[str, Any]) -> Mapping[str, fractions.Fraction]:
+    """The pod's containers' requests summed per resource (empty if its spec is malformed)."""
+    try:
+        return pod_usage.container_requests(pod.get("spec") or {})
+    except (ValueError, TypeError, AttributeError):
         return {}
 
 

@@ -273,3 +273,15 @@ def strategy_for(api_version: str, kind: str) -> WorkloadKind:
         raise KindNotServed(f"this agent does not write {policy.reference} workloads yet; "
                             f"it writes: {served}")
     return found
+
+
+def member_autoscalers(cache: cache_mod.Cache, value: assignment.Assignment) -> tuple[str, ...]:
+    """The member HorizontalPodAutoscalers ("namespace/name") whose scale target is `value`'s member
+    workload; none for a kind without `spec.replicas` (a Job has no scale subresource)."""
+    try:
+        field = workload_kinds.policy_for(value.api_version, value.kind).quantity_field
+    except workload_kinds.UnsupportedKind:
+        return ()
+    if field != "replicas":
+        return ()
+    return cache.autoscalers(value.kind, value.namespace, value.workload)

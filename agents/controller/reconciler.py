@@ -51,6 +51,7 @@ from kubernetes.client import exceptions
 from agents import bookkeeping, outbox, owners, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
+from agents.controller import kinds
 from agents.controller import misplaced as misplaced_pods
 from federation import clock as clock_mod
 from federation.api import names
@@ -66,7 +67,7 @@ RESCHEDULED = "Rescheduled"
 """The reason of the Event on a pod deleted because it waited too long in its subset."""
 REWRITE_AFTER = 10.0
 """Seconds during which a cost just written is not written again while the cache catches up."""
-WAKE_KINDS = (cache_mod.SPREAD_PODS, cache_mod.DEPLOYMENTS, cache_mod.REPLICASETS)
+WAKE_KINDS = (cache_mod.SPREAD_PODS, cache_mod.DEPLOYMENTS, cache_mod.REPLICASETS, cache_mod.AUTOSCALERS)
 """Cache changes that start a round early: the spreads' pods, the member Deployments (whose
 status goes into the pod counts report) and their ReplicaSets (which make pods the spread's)."""
 
@@ -136,11 +137,13 @@ Seen = tuple[int, owners.Controllers]
 """What a spread's pods were read at: the cache's version of its pods and its owner chain."""
 
 Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
-               dict[str, str], frozenset[str], dict[str, tuple[str, ...]], dict[str, str]]
+               dict[str, str], frozenset[str], dict[str, tuple[str, ...]], dict[str, str],
+               dict[str, tuple[str, ...]]]
 """What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, why
 that Deployment is left alone (a conflict), the spreads the counts are evidence for (their
 assignment held, the cache synced), the objects its pods need that are left alone, and its
-StatefulSet pods whose ordinal maps to another subset now (`agents.controller.misplaced`)."""
+StatefulSet pods whose ordinal maps to another subset now (`agents.controller.misplaced`), and the
+member HPAs that scale its member workload (`kinds.member_autoscalers`)."""
 
 ROUND_SECONDS = 1.0
 """Without a change, a reconcile round runs this often (`run`; the watchdog's period)."""
@@ -379,17 +382,19 @@ class Reconciler:
             frozenset(a.spread for a in current) if counted else frozenset(),
             dict(self._dependency_conflicts()) if self._dependency_conflicts is not None else {},
             dict(misplaced or {}),
+            {a.spread: found for a in current if (found := kinds.member_autoscalers(self._cache, a))},
         )
         now = time.monotonic()
         if report == self._last_counts and now - self._last_sent < self.heartbeat_seconds:
             return False
         first = self._sequence == 0
         self._sequence += 1
-        per_spread, workloads, conflicts, assigned, dependency_conflicts, moved = report
+        per_spread, workloads, conflicts, assigned, dependency_conflicts, moved, autoscalers = report
         self._outbox.put_counts(outbox.counts_message(
             per_spread, sequence=self._sequence, generations={a.spread: a.generation for a in current},
             observed_at=self._clock(), workloads=workloads, conflicts=conflicts, assigned=assigned,
-            first_after_start=first, dependency_conflicts=dependency_conflicts, misplaced=moved))
+            first_after_start=first, dependency_conflicts=dependency_conflicts, misplaced=moved,
+            autoscalers=autoscalers))
         self._last_counts, self._last_sent = report, now
         return True
 

@@ -75,6 +75,18 @@ def is_current(*, annotations: Mapping[str, str] | None, replicas: Any, desired:
     return bool(same_hash and replicas == desired["spec"][field])
 
 
+def keeping_quantity(desired: Mapping[str, Any], quantity: Any) -> Json:
+    """`desired` with the kind's quantity field set to `quantity` (the live one, which a member
+    HPA owns), its hash annotation still the assignment's: a new assignment is still a write, a
+    replica count the HPA set is never one. An unknown `quantity` (None) leaves `desired` as is."""
+    if quantity is None:
+        return dict(desired)
+    field = workload_kinds.policy_for(desired["apiVersion"], desired["kind"]).quantity_field
+    body = copy.deepcopy(dict(desired))
+    body["spec"][field] = quantity
+    return body
+
+
 def merged(live: Mapping[str, Any], desired: Mapping[str, Any]) -> Json:
     """The body for a replace: the live object with our labels, annotations and spec."""
     body = copy.deepcopy(dict(live))

@@ -35,6 +35,11 @@ that a kind may hold a creation back (`not_creatable`: a member Job with no comp
 here yet, outcome `waiting`). An assignment of a kind the agent does not write fails for that
 spread alone (logged once, outcome `failed`); the other spreads are synced as usual. The loop that
 runs the sync is `agents.controller.workload_loop`.
+
+Member autoscalers: while a HorizontalPodAutoscaler of the member scales a spread's member
+workload (`autoscaled`), the agent leaves that workload's `spec.replicas` as the member has it —
+never fights the HPA, never deletes it — and writes the rest as usual; the pod counts name the HPA,
+and the coordinator shows `AutoscalerConflict` on the spread.
 """
 from __future__ import annotations
 
@@ -116,11 +121,18 @@ class WorkloadSync:
         with self._lock:
             return {spread: why for spread, (_, why, _) in self._conflicts.items()}
 
+    def autoscaled(self, value: assignment.Assignment) -> tuple[str, ...]:
+        """The member HPAs that scale `value`'s member workload: while there is one, its quantity
+        is the member's (`rendering.keeping_quantity`), never written back."""
+        return kinds.member_autoscalers(self._cache, value)
+
     def apply(self, value: assignment.Assignment) -> str:
         """Bring one spread's Deployment to its assignment: CREATED, UPDATED, UNCHANGED or CONFLICT."""
         body = self.desired(value)
         kind = kinds.strategy_for(value.api_version, value.kind)
         view = kind.cached(self._cache, value.namespace, value.workload)
+        if view is not None and self.autoscaled(value):
+            body = rendering.keeping_quantity(body, view.quantity)
         if view is not None and is_current(annotations=view.annotations, replicas=view.quantity,
                                            desired=body) and ownership.owns(
                 federation=view.federation, uid=view.annotations.get(names.SPREAD_UID_ANNOTATION),
@@ -158,6 +170,8 @@ class WorkloadSync:
             return self._conflict(value, body, verdict.reason)
         self._resolved(value.spread)
         was = kind.quantity(live)
+        if self.autoscaled(value):
+            body = rendering.keeping_quantity(body, was)
         if is_current(annotations=meta.get("annotations"), replicas=was, desired=body):
             return UNCHANGED
         if verdict.verdict == ownership.ADOPT:

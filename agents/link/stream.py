@@ -25,7 +25,7 @@ from federation.rpc import agent_pb2
 
 PUMP_POLL_SECONDS = 0.5
 NUMBERED = ("inventory", "pod_counts", "heartbeat")
-REPORTS = ("inventory", "pod_counts")
+REPORTS = ("inventory", "pod_counts", "usage")
 _END = object()  # ends the request generator
 _WAKE = object()  # wakes it (after Welcome: start the heartbeat clock)
 

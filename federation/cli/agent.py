@@ -91,6 +91,13 @@ def label_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
                    "taints, allocatable) but different load share a pool that states the most any of "
                    "them requested: never more room than real, some room unseen. A cluster with more "
                    "kinds of node than this reports one pool per kind, and logs a warning.")
+@click.option("--usage-interval", default=15, show_default=True, type=click.IntRange(1, 3600),
+              help="Seconds between reads of this cluster's resource metrics API (metrics.k8s.io, as "
+                   "metrics-server serves it) for the usage of each spread's Running and Ready pods, "
+                   "which the coordinator serves to the hub's HorizontalPodAutoscaler. A report is sent "
+                   "when a spread's figures change, else every 4 intervals; the coordinator takes a "
+                   "cluster's figures as stale after 5. Without a metrics API the pods are reported "
+                   "unmeasured and the MemberCluster says so.")
 @options.federation_id_option(
     help_text="The federation this agent belongs to: its coordinator's --federation-id. Before the "
               "first Welcome the agent tells the coordinator about the member Deployments marked "
@@ -105,7 +112,7 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
                   tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None, tls_ca: pathlib.Path | None,
                   link_cert: pathlib.Path | None, link_key: pathlib.Path | None,
                   link_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
-                  max_node_pools: int, federation_id: str, log_level: str,
+                  max_node_pools: int, usage_interval: int, federation_id: str, log_level: str,
                   webhook_client_ca: pathlib.Path | None, webhook_allowed_cns: tuple[str, ...]) -> None:
     """Run the member agent: enforce this cluster's share of every spread, report what it has.
 
@@ -115,8 +122,9 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
       * creates the member Deployment of each spread with this cluster's replica count;
       * serves the admission webhook that places each new pod into a subset (node affinity,
         tolerations, patch) from the local quota table - no network call on that path;
-      * keeps deletion costs, reschedules pods stuck Pending (Adaptive), and reports nodes and
-        pod counts.
+      * keeps deletion costs, reschedules pods stuck Pending (Adaptive), and reports nodes,
+        pod counts and the spreads' pod usage (metrics.k8s.io);
+      * leaves a member HorizontalPodAutoscaler's replica count alone (reported on the spread).
     If the coordinator is unreachable the agent keeps enforcing its last quotas (fail static)
     and retries forever with jittered backoff. Stop it with SIGTERM or Ctrl-C.
 
@@ -167,7 +175,8 @@ def agent_command(*, cluster: str, kubeconfig: pathlib.Path | None, context: str
             deregister_on_exit=deregister_on_exit, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
             client_ca=webhook_client_ca, allowed_cns=tuple(webhook_allowed_cns)),
         metrics=agent_main.MetricsSettings(port=metrics_port),
-        inventory=agent_main.InventorySettings(max_node_pools=max_node_pools))
+        inventory=agent_main.InventorySettings(max_node_pools=max_node_pools),
+        usage=agent_main.UsageSettings(interval_seconds=usage_interval))
     try:
         agent = agent_main.Agent(settings)
     except agent_main.AgentError as error:

@@ -65,7 +65,7 @@ from google.protobuf import timestamp_pb2
 from federation import clock as clock_mod
 from federation.api import cluster, names
 from federation.coordinator import shards
-from federation.coordinator.model import job_spreads, loop, settling
+from federation.coordinator.model import job_spreads, loop, settling, usage_book
 from federation.coordinator.model import lifecycle as model_lifecycle
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
@@ -108,6 +108,7 @@ class AgentStream:
         self.conflicts: dict[str, str] = {}
         self.dependency_conflicts: dict[str, tuple[str, ...]] = {}
         self.misplaced: dict[str, str] = {}
+        self.autoscalers: dict[str, tuple[str, ...]] = {}
         self.awaiting_report: set[str] = set()
         """Spreads this agent holds that no longer select its cluster, found at the resync: placed
         again once its first report says what runs there (`lifecycle.Leftover.deselected`)."""
@@ -143,6 +144,8 @@ class Coordinator:
         """Called under the lock after each round with spreads to place (keep it quick)."""
         self.clusters_lost = 0
         """Clusters `tick` reported newly lost (each once per silence), for the metrics."""
+        self.usage_book = usage_book.UsageBook()
+        """The agents' usage reports, what `usage` answers from (`model.usage_book`)."""
 
     # --- streams -------------------------------------------------------------------------------
 
@@ -414,18 +417,25 @@ class Coordinator:
                 log.info("spreads placed after the agents had time to reconnect",
                          extra={"spreads": len(settled)})
             self.publish(lost.keys | settled)
+            self.usage_book.retain(live=lambda key: self.world.spread(key) is not None,
+                                   clusters=self.world.cluster_names())
             return lost
 
     # --- usage: the hub HPA's external metrics ---------------------------------------------------
 
     def usage(self, namespace: str, name: str) -> usage_rules.FederationUsage | None:
         """Spread `namespace/name`'s federation-wide usage metrics from the agents' last reports,
-        answered from memory (None: no such spread). Placeholder until agents report usage: no
-        member figures yet, so only `fedspread-ready-replicas` (0) has a value."""
+        answered from memory (None: no such spread). The members left out of the figures are named
+        in the answer (`without_metrics`, `stale`); `model.usage_book` has the rules."""
+        key = f"{namespace}/{name}"
         with self.lock:
-            if self.world.spread(f"{namespace}/{name}") is None:
+            if self.world.spread(key) is None:
                 return None
-            return usage_rules.federation_usage((), now=self.clock().timestamp(), stale_after=60.0)
+            ready: dict[str, int] = {}
+            for per_cluster in self.world.pods.pods_for(key).values():
+                for cluster_name, pods in per_cluster.items():
+                    ready[cluster_name] = ready.get(cluster_name, 0) + pods.ready
+            return self.usage_book.usage(key, now=self.clock().timestamp(), ready_elsewhere=ready)
 
     # --- reports -------------------------------------------------------------------------------
 
@@ -439,6 +449,9 @@ class Coordinator:
                 self._inventory(stream, message.inventory)
             elif kind == "pod_counts":
                 self._pod_counts(stream, message.pod_counts)
+            elif kind == "usage":
+                self.usage_book.receive(name, inbound.usage_report(message.usage),
+                                        now=self.clock().timestamp())
             elif kind == "unschedulable":
                 report = message.unschedulable
                 if not report.spread or not report.subset:
@@ -494,10 +507,12 @@ class Coordinator:
             **found.dependency_conflicts}
         stream.misplaced = found.misplaced if report.full else {
             **{k: v for k, v in stream.misplaced.items() if k not in found.counts}, **found.misplaced}
+        stream.autoscalers = found.autoscalers if report.full else {
+            **{k: v for k, v in stream.autoscalers.items() if k not in found.counts}, **found.autoscalers}
         changed = self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
                                         conflicts=stream.conflicts, assigned=found.assigned,
                                         dependency_conflicts=stream.dependency_conflicts,
-                                        misplaced=stream.misplaced)
+                                        misplaced=stream.misplaced, autoscalers=stream.autoscalers)
         if report.full and stream.awaiting_report:  # what runs there is known now: place them again
             changed, stream.awaiting_report = changed | stream.awaiting_report, set()
         self.publish(changed)

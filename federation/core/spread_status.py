@@ -237,6 +237,24 @@ def _misplaced_condition(misplaced: Mapping[str, str], **common_args: Any) -> co
                             message=f"{_plural(len(misplaced), 'cluster')} ({where})", **common_args)
 
 
+AUTOSCALER_CONFLICT = "AutoscalerConflict"
+"""The condition naming member HPAs that scale a spread's member workload (left alone, not fought)."""
+
+
+def _autoscaler_condition(found: Mapping[str, Sequence[str]], **common_args: Any) -> common.Condition | None:
+    """`AutoscalerConflict=True` while agents report member HorizontalPodAutoscalers scaling the
+    spread's member workload (cluster and HPA named): each is left alone, and the agent keeps that
+    workload's replicas as the member HPA sets them, not this cluster's share; absent otherwise."""
+    if not found:
+        return None
+    where = "; ".join(f"{name}: {', '.join(found[name])}" for name in sorted(found))
+    return status.condition(
+        AUTOSCALER_CONFLICT, "True", reason="MemberAutoscaler",
+        message=f"a HorizontalPodAutoscaler in {_plural(len(found), 'cluster')} scales the member workload "
+                f"({where}); it is left alone and the agent keeps the replicas it sets there instead of the "
+                "cluster's share (scale the spread with one HPA on the hub instead)", **common_args)
+
+
 def _dependency_condition(missing: Sequence[str], **common_args: Any) -> common.Condition:
     """`DependencyMissing=True` naming the objects the template references that the hub lacks: the
     workload is placed all the same, and its pods wait in the members until the objects exist."""
@@ -290,6 +308,7 @@ def spread_status(
     missing_dependencies: Sequence[str] | None = None,
     dependencies: Sequence[spread.DependencyStatus] | None = None,
     misplaced: Mapping[str, str] | None = None,
+    autoscalers: Mapping[str, Sequence[str]] | None = None,
 ) -> spread.FederatedSpreadStatus:
     """The FederatedSpread status for a placement, the agents' pod counts and the marks.
 
@@ -303,7 +322,8 @@ def spread_status(
     not propagate its dependencies, and the condition is left out). `dependencies` is where each
     referenced object is (`status.dependencies`, for `kubectl describe`; None or empty: left out).
     `misplaced` is cluster -> its agent's report of StatefulSet pods whose ordinal maps to another
-    subset now (the PodsMisplaced condition, present only while one is reported).
+    subset now (the PodsMisplaced condition, present only while one is reported); `autoscalers`
+    cluster -> the member HPAs scaling its member workload (AutoscalerConflict, likewise).
     """
     result = placement
     ready_of = {name: sum(p.ready for p in subsets.values()) for name, subsets in reports.items()}
@@ -351,9 +371,10 @@ def spread_status(
     ]
     if missing_dependencies is not None:
         conditions.append(_dependency_condition(missing_dependencies, **common_args))
-    moved = _misplaced_condition(misplaced or {}, **common_args)
-    if moved is not None:
-        conditions.append(moved)
+    for extra in (_misplaced_condition(misplaced or {}, **common_args),
+                  _autoscaler_condition(autoscalers or {}, **common_args)):
+        if extra is not None:
+            conditions.append(extra)
     suspended = _failover_condition(failover, selectable=selectable, **common_args)
     if suspended is not None:
         conditions.append(suspended)

@@ -163,6 +163,25 @@ def decommission_condition(
         previous=previous, now=now)
 
 
+METRICS_AVAILABLE = "MetricsAvailable"
+"""The MemberCluster condition saying whether its agent reads the member's metrics API."""
+
+
+def metrics_condition(*, reason: str, message: str, previous: Sequence[common.Condition],
+                      now: datetime.datetime) -> common.Condition:
+    """A MemberCluster's `MetricsAvailable` condition from its agent's last usage report: True
+    (reason `MetricsAPIAvailable`) when `reason` is empty, else False with the agent's reason
+    (`federation.core.pod_usage.UNAVAILABLE_REASONS`) and what that means for the hub's figures."""
+    if not reason:
+        return condition(METRICS_AVAILABLE, "True", reason="MetricsAPIAvailable",
+                         message="the agent reads this member's metrics.k8s.io API", previous=previous,
+                         now=now)
+    return condition(
+        METRICS_AVAILABLE, "False", reason=reason,
+        message=f"{message or reason}; this member's Ready pods are counted at the other members' "
+                "average in the hub's usage metrics, never as idle", previous=previous, now=now)
+
+
 def deployment_status(reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:
     """The hub Deployment's `status` fields summed over the member Deployments.
 

@@ -123,12 +123,15 @@ def federation_usage(
     without_metrics: Collection[str] = (),
     now: float,
     stale_after: float,
+    stale_after_by_cluster: Mapping[str, float] | None = None,
 ) -> FederationUsage:
     """The spread's metrics from its members' reports.
 
     `without_metrics` names members whose agent said they have no metrics API: their figures, if
-    any, are ignored, their Ready pods count at the measured average.
+    any, are ignored, their Ready pods count at the measured average. `stale_after_by_cluster`
+    gives a member its own limit (its agent's reporting interval decides it), `stale_after` the rest.
     """
+    limits = stale_after_by_cluster or {}
     ready = measured = cpu_requested = memory_requested = 0
     cpu_usage = memory_usage = cpu_utilization = memory_utilization = 0
     oldest, window = 0.0, 0.0
@@ -139,7 +142,7 @@ def federation_usage(
         if report.cluster in without_metrics:
             missing.append(report.cluster)
             continue
-        if now - report.received_at > stale_after:
+        if now - report.received_at > limits.get(report.cluster, stale_after):
             stale.append(report.cluster)
             continue
         if report.measured_pods <= 0:

@@ -12,20 +12,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "inventory", "pod_counts", "unschedulable", "heartbeat", "ack")
+    __slots__ = ("hello", "inventory", "pod_counts", "unschedulable", "heartbeat", "ack", "usage")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
     POD_COUNTS_FIELD_NUMBER: _ClassVar[int]
     UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     inventory: InventoryReport
     pod_counts: PodCountsReport
     unschedulable: UnschedulableReport
     heartbeat: Heartbeat
     ack: Ack
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[InventoryReport, _Mapping]] = ..., pod_counts: _Optional[_Union[PodCountsReport, _Mapping]] = ..., unschedulable: _Optional[_Union[UnschedulableReport, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+    usage: UsageReport
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[InventoryReport, _Mapping]] = ..., pod_counts: _Optional[_Union[PodCountsReport, _Mapping]] = ..., unschedulable: _Optional[_Union[UnschedulableReport, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., usage: _Optional[_Union[UsageReport, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("cluster_name", "agent_version", "topology_labels", "resume_token", "applied", "capabilities", "started_at")
@@ -99,7 +101,7 @@ class PodCountsReport(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., sequence: _Optional[int] = ..., spreads: _Optional[_Iterable[_Union[SpreadPodCounts, _Mapping]]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lists_assigned: _Optional[bool] = ..., assigned: _Optional[_Iterable[str]] = ..., first_after_start: _Optional[bool] = ...) -> None: ...
 
 class SpreadPodCounts(_message.Message):
-    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict", "dependency_conflicts", "misplaced")
+    __slots__ = ("spread", "generation", "template_revision", "subsets", "unassigned", "workload", "conflict", "dependency_conflicts", "misplaced", "autoscalers")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +111,7 @@ class SpreadPodCounts(_message.Message):
     CONFLICT_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     MISPLACED_FIELD_NUMBER: _ClassVar[int]
+    AUTOSCALERS_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_revision: str
@@ -118,7 +121,8 @@ class SpreadPodCounts(_message.Message):
     conflict: str
     dependency_conflicts: _containers.RepeatedScalarFieldContainer[str]
     misplaced: str
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ..., dependency_conflicts: _Optional[_Iterable[str]] = ..., misplaced: _Optional[str] = ...) -> None: ...
+    autoscalers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ..., dependency_conflicts: _Optional[_Iterable[str]] = ..., misplaced: _Optional[str] = ..., autoscalers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubsetPodCounts(_message.Message):
     __slots__ = ("subset", "counts")
@@ -203,6 +207,46 @@ class UnschedulableReport(_message.Message):
     reason: str
     generation: int
     def __init__(self, spread: _Optional[str] = ..., subset: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pod_count: _Optional[int] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class UsageReport(_message.Message):
+    __slots__ = ("interval_seconds", "metrics_unavailable_reason", "metrics_unavailable_message", "spreads", "observed_at")
+    INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_UNAVAILABLE_REASON_FIELD_NUMBER: _ClassVar[int]
+    METRICS_UNAVAILABLE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SPREADS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    interval_seconds: int
+    metrics_unavailable_reason: str
+    metrics_unavailable_message: str
+    spreads: _containers.RepeatedCompositeFieldContainer[SpreadUsage]
+    observed_at: _timestamp_pb2.Timestamp
+    def __init__(self, interval_seconds: _Optional[int] = ..., metrics_unavailable_reason: _Optional[str] = ..., metrics_unavailable_message: _Optional[str] = ..., spreads: _Optional[_Iterable[_Union[SpreadUsage, _Mapping]]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SpreadUsage(_message.Message):
+    __slots__ = ("spread", "ready_pods", "measured_pods", "cpu_requested_pods", "memory_requested_pods", "cpu_usage_milli", "memory_usage_milli", "cpu_utilization_milli", "memory_utilization_milli", "sampled_at", "window_milliseconds")
+    SPREAD_FIELD_NUMBER: _ClassVar[int]
+    READY_PODS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_PODS_FIELD_NUMBER: _ClassVar[int]
+    CPU_REQUESTED_PODS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_REQUESTED_PODS_FIELD_NUMBER: _ClassVar[int]
+    CPU_USAGE_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USAGE_MILLI_FIELD_NUMBER: _ClassVar[int]
+    CPU_UTILIZATION_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_UTILIZATION_MILLI_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_AT_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MILLISECONDS_FIELD_NUMBER: _ClassVar[int]
+    spread: str
+    ready_pods: int
+    measured_pods: int
+    cpu_requested_pods: int
+    memory_requested_pods: int
+    cpu_usage_milli: int
+    memory_usage_milli: int
+    cpu_utilization_milli: int
+    memory_utilization_milli: int
+    sampled_at: _timestamp_pb2.Timestamp
+    window_milliseconds: int
+    def __init__(self, spread: _Optional[str] = ..., ready_pods: _Optional[int] = ..., measured_pods: _Optional[int] = ..., cpu_requested_pods: _Optional[int] = ..., memory_requested_pods: _Optional[int] = ..., cpu_usage_milli: _Optional[int] = ..., memory_usage_milli: _Optional[int] = ..., cpu_utilization_milli: _Optional[int] = ..., memory_utilization_milli: _Optional[int] = ..., sampled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_milliseconds: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("sent_at", "sequence", "ping_nonce")

@@ -529,6 +529,9 @@ DENIED = [
     ("apps", "deployments/status", "patch"), ("apps", "daemonsets", "create"),
     ("apps", "statefulsets/status", "patch"), ("apps", "replicasets/status", "patch"),
     ("batch", "jobs/status", "patch"), ("batch", "jobs", "update"),
+    # member HPAs: seen, never written or deleted (issue 26)
+    ("autoscaling", "horizontalpodautoscalers", "update"),
+    ("autoscaling", "horizontalpodautoscalers", "delete"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update"),
@@ -559,9 +562,9 @@ def test_the_service_account_can_do_nothing_more(installed: Installed) -> None:
     role = one(installed.docs, "ClusterRole")
     granted = [(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]]
-    assert len(granted) == 74  # replicasets: the owner chain (issue 23); member ReplicaSets, StatefulSets;
+    assert len(granted) == 78  # replicasets: the owner chain (issue 23); member ReplicaSets, StatefulSets;
     # 4 x 4: the copies of the objects pods need; 5 x 4: the copies of what spec.propagate lists;
-    # 6 on member Jobs (no update)
+    # 6 on member Jobs (no update); 2 + 2 reading PodMetrics and member HPAs (issue 26)
     refused = [right for right in granted if not allowed(installed.service_account, *right)]
     assert not refused, f"rendered rights the ServiceAccount does not get: {refused}"
     too_much = [right for right in DENIED if allowed(installed.service_account, *right)]

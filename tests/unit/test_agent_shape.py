@@ -96,7 +96,7 @@ def test_a_failing_step_before_a_loop_leaves_it_and_the_later_ones_unstarted() -
     assert seen == [("interrupt", "first"), ("after", "last")], "only what started is interrupted"
 
 
-def test_the_agent_starts_its_four_loops_from_one_list(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_agent_starts_its_five_loops_from_one_list(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bootstrap, "api_client", lambda *_, **__: client.ApiClient())  # no probe
     agent = agents_main.Agent(agents_main.AgentConfig(
         agents_main.LinkSettings("127.0.0.1:1", "dc1", heartbeat_seconds=7.0),
@@ -106,7 +106,7 @@ def test_the_agent_starts_its_four_loops_from_one_list(monkeypatch: pytest.Monke
         found = [(r.name, r.critical, r.period) for r in agent.loops.runnables]
         # the link's period: the longest wait after a refusal (twice misconfigured_backoff_seconds)
         assert found == [("workload", True, 1.0), ("reconciler", True, 1.0), ("reporter", False, 7.0),
-                         ("link", False, 30.0)]
+                         ("usage", False, 15.0), ("link", False, 30.0)]
         assert agent.settings.cluster == "dc1"
     finally:
         agent.stop()  # never started: stopping is safe
@@ -247,6 +247,9 @@ class FakeApps:
 
 
 class FakeCache:
+    def autoscalers(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        return ()  # no member HPA
+
     def __init__(self, apps: FakeApps) -> None:
         self.apps = apps
 

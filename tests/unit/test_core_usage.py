@@ -76,3 +76,9 @@ def test_timestamp_is_the_oldest_sample_and_window_the_longest() -> None:
                                              (1500, "1500m")])
 def test_quantity(milli: int, text: str) -> None:
     assert usage.quantity(milli) == text
+
+
+def test_a_member_can_have_its_own_staleness_limit() -> None:
+    reports = [_report("a", ready=1, received=NOW - 50), _report("b", ready=1, received=NOW - 50)]
+    figures = usage.federation_usage(reports, now=NOW, stale_after=60.0, stale_after_by_cluster={"b": 40.0})
+    assert figures.stale == ("b",)

@@ -418,6 +418,9 @@ def test_agent_rbac_is_exactly_what_it_calls(agent: list[Doc]) -> None:
         ("batch", "jobs", frozenset({"get", "list", "watch", "create", "patch", "delete"})),
         ("", "namespaces", frozenset({"create"})),
         ("events.k8s.io", "events", frozenset({"create", "patch"})),
+        # the spreads' pod usage (agents/usage/) and the member HPAs it leaves alone: read only
+        ("metrics.k8s.io", "pods", frozenset({"get", "list"})),
+        ("autoscaling", "horizontalpodautoscalers", frozenset({"list", "watch"})),
         # the member copies of the objects pods need (agents/controller/dependencies.py): no list, no watch
         ("", "configmaps", frozenset({"get", "create", "update", "delete"})),
         ("", "secrets", frozenset({"get", "create", "update", "delete"})),

@@ -96,6 +96,9 @@ def test_counts_message_workload_of_a_fresh_deployment_and_none_given() -> None:
 class FakeCache:
     """What the reconciler reads of the cache: no pods, the Deployments a test puts, change waits."""
 
+    def autoscalers(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        return ()  # no member HPA
+
     def __init__(self) -> None:
         self.deployments: dict[tuple[str, str], views.WorkloadView] = {}
         self.waited: list[tuple[str, ...]] = []

@@ -194,6 +194,9 @@ class FakeCache:
 
     synced = True
 
+    def autoscalers(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        return ()  # no member HPA
+
     def __init__(self, pods: list[views.SpreadPod]) -> None:
         self.pods = pods
         self.member = views.workload_view(deployment())

@@ -145,6 +145,9 @@ class FakeCache:
 
     synced = True
 
+    def autoscalers(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        return ()  # no member HPA
+
     def __init__(self, apps: FakeApps) -> None:
         self.apps = apps
 

@@ -155,6 +155,7 @@ AGENT_MESSAGES: list[agent_pb2.AgentMessage] = [
                                               available_replicas=27, unavailable_replicas=3,
                                               observed_generation=4),
             dependency_conflicts=["Secret/web-credentials"],
+            autoscalers=["shop/web-hpa"],
         ), agent_pb2.SpreadPodCounts(
             spread="shop/batch",
             workload=agent_pb2.WorkloadStatus(job=agent_pb2.JobStatus(
@@ -170,6 +171,16 @@ AGENT_MESSAGES: list[agent_pb2.AgentMessage] = [
     agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(sent_at=_ts(1_700_000_004), sequence=9,
                                                          ping_nonce=42)),
     agent_pb2.AgentMessage(ack=agent_pb2.Ack(spread="shop/web", generation=7, error="")),
+    agent_pb2.AgentMessage(usage=agent_pb2.UsageReport(
+        interval_seconds=15, metrics_unavailable_reason="", observed_at=_ts(1_700_000_005),
+        spreads=[agent_pb2.SpreadUsage(
+            spread="shop/web", ready_pods=3, measured_pods=2, cpu_requested_pods=2, memory_requested_pods=1,
+            cpu_usage_milli=900, memory_usage_milli=64 * 2**20 * 1000, cpu_utilization_milli=180_000,
+            memory_utilization_milli=50_000, sampled_at=_ts(1_700_000_001), window_milliseconds=15_000)])),
+    agent_pb2.AgentMessage(usage=agent_pb2.UsageReport(
+        interval_seconds=15, metrics_unavailable_reason="MetricsAPINotFound",
+        metrics_unavailable_message="metrics.k8s.io/v1beta1 is not served here (404)",
+        spreads=[agent_pb2.SpreadUsage(spread="shop/web", ready_pods=3)])),
 ]
 
 COORDINATOR_MESSAGES: list[agent_pb2.CoordinatorMessage] = [

@@ -247,6 +247,7 @@ class StatusPass:
             conflicts=self.world.pods.conflicts_for(key),
             dependency_conflicts=self.world.pods.dependency_conflicts_for(key),
             misplaced=self.world.pods.misplaced_for(key),
+            autoscalers=self.world.pods.autoscalers_for(key),
             missing_dependencies=[f"{ref.kind}/{ref.name}"
                                   for ref in self.world.hub_objects.missing(
                                       key, entry.template, hub_objects.propagated(entry.spec.propagate))]
@@ -318,18 +319,34 @@ class StatusPass:
         said = next((c for c in previous if c.type == "Decommissioned"), None)
         same_retiring = (said is None and retiring is None) or (
             said is not None and retiring is not None and said.message == retiring.message)
-        if written_at is not None and was_ready == ready and same_retiring and \
+        metrics = self._metrics_condition(name, previous=previous, now=now)
+        written = next((c for c in previous if c.type == status_core.METRICS_AVAILABLE), None)
+        same_metrics = metrics is None or (written is not None and (
+            written.status, written.reason, written.message) == (
+            metrics.status, metrics.reason, metrics.message))
+        if written_at is not None and was_ready == ready and same_retiring and same_metrics and \
                 now - written_at < datetime.timedelta(seconds=self.member_status_seconds):
             return None
         pools = self.world.snapshot_for("").clusters
         nodes = sum(p.count for c in pools if c.name == name for p in c.node_pools)
         conditions = [c for c in status_core.member_cluster_conditions(
             ready=ready, last_heartbeat=last, lost_after=lost_after, previous=previous, now=now)
-            if c.type != "Decommissioned"] + ([retiring] if retiring is not None else [])
+            if c.type not in ("Decommissioned", status_core.METRICS_AVAILABLE)] + (
+                [retiring] if retiring is not None else []) + ([metrics] if metrics is not None else [])
         return name, cluster_api.MemberClusterStatus(
             conditions=conditions, last_heartbeat_time=last,
             agent_version=self.agent_versions.get(name, ""),
             capacity=cluster_api.CapacitySummary(nodes=nodes))
+
+    def _metrics_condition(self, name: str, *, previous: list[common.Condition],
+                           now: datetime.datetime) -> common.Condition | None:
+        """`MetricsAvailable` from the agent's last usage report; None until its agent has said
+        (an agent from before usage reports never does: the condition it had stays)."""
+        said = self.coordinator.usage_book.availability(name)
+        if said is None:
+            return next((c for c in previous if c.type == status_core.METRICS_AVAILABLE), None)
+        return status_core.metrics_condition(reason=said.reason, message=said.message, previous=previous,
+                                             now=now)
 
     def _write(self, write: Callable[[], bool], *, what: str, key: str) -> bool:
         """Run one status write; False (logged, quietly for a vanished object) when it failed."""

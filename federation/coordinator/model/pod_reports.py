@@ -51,6 +51,8 @@ class PodReports:
         """Per cluster, per spread: the objects it needs there that the member has without our mark."""
         self._misplaced: dict[str, dict[str, str]] = {}
         """Per cluster, per spread: its agent's report of StatefulSet pods in the wrong subset."""
+        self._autoscalers: dict[str, dict[str, tuple[str, ...]]] = {}
+        """Per cluster, per spread: the member HPAs ("namespace/name") that scale its member workload."""
         self._verified: dict[str, set[str] | None] = {}
         """Per cluster, the spreads a report verified since the coordinator started, the stream
         opened and the cluster was last lost; None: every spread (an agent that lists nothing)."""
@@ -74,6 +76,7 @@ class PodReports:
         conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
         dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
         misplaced: Mapping[str, str] | None = None,
+        autoscalers: Mapping[str, Sequence[str]] | None = None,
     ) -> set[str] | None:
         """A full report from `name`'s agent; the spread keys whose counts changed or that it
         verified (their counts count now), or None when the report says nothing new.
@@ -89,6 +92,7 @@ class PodReports:
         self._dependency_conflicts[name] = {k: tuple(v) for k, v in (dependency_conflicts or {}).items()
                                             if k not in gone and v}
         self._misplaced[name] = {k: v for k, v in (misplaced or {}).items() if k not in gone and v}
+        self._autoscalers[name] = {k: tuple(v) for k, v in (autoscalers or {}).items() if k not in gone and v}
         old = self.by_cluster.get(name, {})
         if assigned is None:
             evidence: set[str] = set(old) | set(counts)
@@ -202,6 +206,7 @@ class PodReports:
         self._conflicts.pop(name, None)
         self._dependency_conflicts.pop(name, None)
         self._misplaced.pop(name, None)
+        self._autoscalers.pop(name, None)
         self._verified.pop(name, None)
         self._away.pop(name, None)
         self._gone.pop(name, None)
@@ -287,6 +292,11 @@ class PodReports:
         """Per cluster, spread `key`'s StatefulSet pods whose ordinal maps to another subset now
         (the agents' words), as agents last reported them."""
         return {name: found[key] for name, found in sorted(self._misplaced.items()) if key in found}
+
+    def autoscalers_for(self, key: str) -> dict[str, tuple[str, ...]]:
+        """Per cluster, the member HPAs that scale spread `key`'s member workload (left alone), as
+        agents last reported them."""
+        return {name: found[key] for name, found in sorted(self._autoscalers.items()) if key in found}
 
     def conflicts_for(self, key: str) -> dict[str, str]:
         """Spread `key`'s ownership conflicts per cluster, as agents last reported them."""

@@ -255,6 +255,7 @@ class World:
         conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,
         dependency_conflicts: Mapping[str, Sequence[str]] | None = None,
         misplaced: Mapping[str, str] | None = None,
+        autoscalers: Mapping[str, Sequence[str]] | None = None,
     ) -> set[str]:
         """A full PodCountsReport from `name`'s agent: per spread, per subset (latest wins), for
         the spreads in `assigned` (None: every spread; `pod_reports` says why).
@@ -263,11 +264,12 @@ class World:
         cluster that returned after being lost) and, through overcommit protection, every spread
         that can use the cluster and is not settled. `workloads` (the member Deployments' status
         per spread), `conflicts` (why a same-name Deployment is not ours) and `misplaced` (StatefulSet
-        pods whose ordinal maps to another subset) feed status only.
+        pods whose ordinal maps to another subset) and `autoscalers` (member HPAs scaling its member
+        workload) feed status only.
         """
         reported = self.pods.report(name, counts, workloads=workloads, conflicts=conflicts,
                                     dependency_conflicts=dependency_conflicts,
-                                    assigned=assigned, misplaced=misplaced)
+                                    assigned=assigned, misplaced=misplaced, autoscalers=autoscalers)
         if reported is None:
             return set()
         changed = reported & set(self._spreads)

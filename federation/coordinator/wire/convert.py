@@ -309,6 +309,8 @@ class PodCounts:
     """Per spread, the objects it needs (`Kind/name`) that the member has without our mark."""
     misplaced: dict[str, str]
     """Per spread, the agent's report of StatefulSet pods whose ordinal maps to another subset."""
+    autoscalers: dict[str, tuple[str, ...]]
+    """Per spread, the member HPAs ("namespace/name") scaling its member workload."""
     assigned: list[str] | None
     """The spreads the report is evidence for (agent.proto); None from an agent that does not say."""
 
@@ -331,4 +333,6 @@ def counts_from_pb(report: agent_pb2.PodCountsReport) -> PodCounts:
         dependency_conflicts={item.spread: tuple(sorted(item.dependency_conflicts))
                               for item in report.spreads if item.dependency_conflicts},
         misplaced={item.spread: item.misplaced for item in report.spreads if item.misplaced},
+        autoscalers={item.spread: tuple(sorted(item.autoscalers)) for item in report.spreads
+                     if item.autoscalers},
         assigned=[] if report.first_after_start else assigned)

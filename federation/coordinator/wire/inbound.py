@@ -20,6 +20,8 @@ from typing import Any
 import pydantic
 
 from federation.api import cluster, problems
+from federation.coordinator.model import usage_book
+from federation.core import usage
 from federation.rpc import agent_pb2, keepalive
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -124,3 +126,50 @@ def check_pod_counts(report: agent_pb2.PodCountsReport) -> None:
         _non_negative(item.unassigned, _COUNT_FIELDS, f"{where}.unassigned")
         if item.HasField("workload"):
             _non_negative(item.workload, _WORKLOAD_FIELDS, f"{where}.workload")
+
+
+_USAGE_COUNTS = ("ready_pods", "measured_pods", "cpu_requested_pods", "memory_requested_pods",
+                 "cpu_usage_milli", "memory_usage_milli", "cpu_utilization_milli", "memory_utilization_milli",
+                 "window_milliseconds")
+MAX_USAGE_INTERVAL_SECONDS = 3600
+"""The longest reporting interval an agent may state (its figures are stale after five of them)."""
+_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+"""A Kubernetes condition reason (metav1.Condition's pattern)."""
+
+
+def usage_report(report: agent_pb2.UsageReport) -> usage_book.Report:
+    """A checked UsageReport (ValueError naming the field at fault): a stated interval within
+    bounds, a condition-reason-shaped unavailability reason, valid distinct spread keys, no
+    negative figure, and no more pods measured than Ready (nor with a request than measured)."""
+    if not 0 < report.interval_seconds <= MAX_USAGE_INTERVAL_SECONDS:
+        raise ValueError(f"UsageReport.interval_seconds must be 1..{MAX_USAGE_INTERVAL_SECONDS} "
+                         f"(got {report.interval_seconds})")
+    reason = report.metrics_unavailable_reason
+    if reason and (len(reason) > 128 or not _REASON.match(reason)):
+        raise ValueError(f"UsageReport.metrics_unavailable_reason is not a condition reason: {shown(reason)}")
+    found: dict[str, usage.ClusterUsage] = {}
+    for i, item in enumerate(report.spreads):
+        where = f"UsageReport.spreads[{i}]"
+        problem = spread_key_problem(item.spread)
+        if problem is not None:
+            raise ValueError(f"{where}.spread: {problem}")
+        if item.spread in found:
+            raise ValueError(f"{where}.spread: {shown(item.spread)} listed twice")
+        _non_negative(item, _USAGE_COUNTS, where)
+        if item.measured_pods > item.ready_pods or max(item.cpu_requested_pods,
+                                                       item.memory_requested_pods) > item.measured_pods:
+            raise ValueError(f"{where}: more pods measured than Ready, or with a request than measured")
+        found[item.spread] = usage.ClusterUsage(
+            cluster="", ready_pods=item.ready_pods, measured_pods=item.measured_pods,
+            cpu_requested_pods=item.cpu_requested_pods, memory_requested_pods=item.memory_requested_pods,
+            cpu_usage_milli=item.cpu_usage_milli, memory_usage_milli=item.memory_usage_milli,
+            cpu_utilization_milli=item.cpu_utilization_milli,
+            memory_utilization_milli=item.memory_utilization_milli,
+            sampled_at=item.sampled_at.seconds + item.sampled_at.nanos / 1e9
+            if item.HasField("sampled_at") and item.measured_pods else 0.0,
+            window_seconds=item.window_milliseconds / 1000)
+    return usage_book.Report(
+        interval_seconds=float(report.interval_seconds),
+        availability=usage_book.Availability(reason=reason, message=report.metrics_unavailable_message[:1024]
+                                             if reason else ""),
+        spreads=found)
