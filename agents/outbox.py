@@ -51,6 +51,8 @@ def workload_status(status: views.DeploymentStatus) -> agent_pb2.WorkloadStatus:
         observed_generation=status.observed_generation, replicas=status.replicas,
         ready_replicas=status.ready_replicas, updated_replicas=status.updated_replicas,
         available_replicas=status.available_replicas, unavailable_replicas=status.unavailable_replicas)
+    if status.template_revision is not None:
+        message.observed_template_revision = status.template_revision
     job = status.job
     if job is not None:
         message.job.CopyFrom(agent_pb2.JobStatus(

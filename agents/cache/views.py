@@ -65,6 +65,11 @@ class DeploymentStatus:
     unavailable_replicas: int = 0
     job: job_status.MemberJob | None = None
     """A member Job's status and completions (its counters above are 0); None for the apps/v1 kinds."""
+    generation_observed: bool = True
+    """Whether its controller has observed its spec (`status.observedGeneration >= metadata.generation`)."""
+    template_revision: str | None = None
+    """Set by the pod-counts report (`agents.controller.reconciler.member_status`): the template
+    revision it was rendered from once observed, "" before; None where not known (a Job)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,6 +274,12 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _observed(meta: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether a workload's controller has seen its current spec (no generation: nothing to wait for)."""
+    generation = meta.get("generation")
+    return not isinstance(generation, int) or _count(status.get("observedGeneration")) >= generation
+
+
 def deployment_status(status: Mapping[str, Any]) -> DeploymentStatus:
     """A Deployment's (or ReplicaSet's) `status` counters; absent or malformed fields read as 0, as
     apps/v1 omits zeros."""
@@ -294,7 +305,8 @@ def workload_view(workload: Mapping[str, Any]) -> WorkloadView:
         replicas=replicas if isinstance(replicas, int) else None,
         annotations={k: str(v) for k, v in (meta.get("annotations") or {}).items()
                      if k.startswith(names.PREFIX)},
-        status=deployment_status(workload.get("status") or {}),
+        status=dataclasses.replace(deployment_status(workload.get("status") or {}),
+                                   generation_observed=_observed(meta, workload.get("status") or {})),
         federation=str((meta.get("labels") or {}).get(names.FEDERATION_LABEL) or ""),
     )
 

@@ -113,7 +113,15 @@ def member_status(value: assignment.Assignment, view: views.WorkloadView | None
     and name labelled for this spread and marked as this assignment's (not created yet, or someone
     else's: agents.ownership)."""
     mine = owners.member_workload(value, view)
-    return None if mine is None else mine.status
+    return None if mine is None else observed_status(mine)
+
+
+def observed_status(workload: views.WorkloadView) -> views.DeploymentStatus:
+    """A member workload's status with the template revision it was rendered from once its
+    controller has observed its spec, "" before (the hub's observedGeneration waits for it)."""
+    revision = workload.annotations.get(names.TEMPLATE_REVISION_ANNOTATION, "")
+    observed = revision if workload.status.generation_observed else ""
+    return dataclasses.replace(workload.status, template_revision=observed)
 
 
 def blocked_subsets(value: assignment.Assignment, marks: Mapping[str, datetime.datetime],

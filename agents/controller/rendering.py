@@ -54,6 +54,7 @@ def render(value: assignment.Assignment) -> Json:
             "name": value.workload, "namespace": value.namespace,
             "labels": {**(source_meta.get("labels") or {}), names.SPREAD_LABEL: value.name, **labels},
             "annotations": {names.GENERATION_ANNOTATION: str(value.generation),
+                            names.TEMPLATE_REVISION_ANNOTATION: value.template_revision,
                             names.SPREAD_KEY_ANNOTATION: value.spread, **annotations},
         },
         "spec": spec,

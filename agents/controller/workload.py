@@ -308,7 +308,7 @@ class WorkloadSync:
         released = 0
         keep = self._claimed(spread)
         ours = (names.SPREAD_KEY_ANNOTATION, names.DESIRED_HASH_ANNOTATION, names.GENERATION_ANNOTATION,
-                names.SPREAD_UID_ANNOTATION)
+                names.TEMPLATE_REVISION_ANNOTATION, names.SPREAD_UID_ANNOTATION)
         for kind, namespace, name, _ in self._owned(spread, federation):
             if (namespace, name) in keep:
                 continue

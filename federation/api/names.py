@@ -41,6 +41,14 @@ GENERATION_ANNOTATION = f"{PREFIX}generation"
 Written by the agent's workload sync on member Deployments; read by people and tests.
 """
 
+TEMPLATE_REVISION_ANNOTATION = f"{PREFIX}template-revision"
+"""The template revision (`SpreadAssignment.template_revision`) a member workload was rendered from.
+
+Written by the agent's workload sync; read by its pod-counts report, which tells the coordinator
+which revision each member workload's controller has observed, so the hub workload's
+`observedGeneration` (and `kubectl rollout status` on the hub) waits for every member.
+"""
+
 DESIRED_HASH_ANNOTATION = f"{PREFIX}desired-hash"
 """Hash of the member Deployment body the agent last applied.
 

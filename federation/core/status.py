@@ -66,6 +66,9 @@ class WorkloadStatus:
     updated: int = 0
     job: job_status.MemberJob | None = None
     """For a member Job: its status and completions (the counts above are then 0)."""
+    template_revision: str | None = None
+    """The template revision its controller has observed ("" while it has not; None: not reported,
+    an older agent): the hub's `observedGeneration` waits for every member (`rolled_out`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +237,23 @@ HUB_STATUS: Mapping[str, Callable[..., dict[str, int]]] = {
 """Per `targetRef.kind`, the rule of the hub workload's status (called with the member reports and
 `replicas=` the hub's `spec.replicas`): the kind's own status fields, so `kubectl get` and
 `kubectl rollout status` read them as on a cluster that runs the workload."""
+
+
+def observed_everywhere(reports: Mapping[str, WorkloadStatus], *, revision: str,
+                        shares: Mapping[str, int]) -> bool:
+    """Whether every cluster with a share (`shares`, replicas per cluster) reports a member workload
+    whose controller observed the template `revision`: only then does the hub workload's
+    `observedGeneration` move to its generation, so `kubectl rollout status` on the hub waits for
+    every member's rollout instead of reading counts of the old template. A cluster with a share and
+    no report yet (its workload not made) is not there yet; an older agent's report (no revision)
+    counts as observed, as before."""
+    for name, count in shares.items():
+        if not count:
+            continue
+        found = reports.get(name)
+        if found is None or (found.template_revision is not None and found.template_revision != revision):
+            return False
+    return True
 
 
 def workload_status(kind: str, reports: Mapping[str, WorkloadStatus], *, replicas: int) -> dict[str, int]:

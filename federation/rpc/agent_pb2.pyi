@@ -149,7 +149,7 @@ class PodCounts(_message.Message):
     def __init__(self, running: _Optional[int] = ..., ready: _Optional[int] = ..., pending: _Optional[int] = ..., unschedulable: _Optional[int] = ..., creating: _Optional[int] = ..., deleting: _Optional[int] = ...) -> None: ...
 
 class WorkloadStatus(_message.Message):
-    __slots__ = ("observed_generation", "replicas", "ready_replicas", "updated_replicas", "available_replicas", "unavailable_replicas", "job")
+    __slots__ = ("observed_generation", "replicas", "ready_replicas", "updated_replicas", "available_replicas", "unavailable_replicas", "job", "observed_template_revision")
     OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     READY_REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +157,7 @@ class WorkloadStatus(_message.Message):
     AVAILABLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_TEMPLATE_REVISION_FIELD_NUMBER: _ClassVar[int]
     observed_generation: int
     replicas: int
     ready_replicas: int
@@ -164,7 +165,8 @@ class WorkloadStatus(_message.Message):
     available_replicas: int
     unavailable_replicas: int
     job: JobStatus
-    def __init__(self, observed_generation: _Optional[int] = ..., replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., updated_replicas: _Optional[int] = ..., available_replicas: _Optional[int] = ..., unavailable_replicas: _Optional[int] = ..., job: _Optional[_Union[JobStatus, _Mapping]] = ...) -> None: ...
+    observed_template_revision: str
+    def __init__(self, observed_generation: _Optional[int] = ..., replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., updated_replicas: _Optional[int] = ..., available_replicas: _Optional[int] = ..., unavailable_replicas: _Optional[int] = ..., job: _Optional[_Union[JobStatus, _Mapping]] = ..., observed_template_revision: _Optional[str] = ...) -> None: ...
 
 class JobStatus(_message.Message):
     __slots__ = ("active", "succeeded", "failed", "start_time", "completion_time", "complete", "failed_condition", "failed_time", "failed_reason", "has_completions", "completions")

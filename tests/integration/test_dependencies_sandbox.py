@@ -224,6 +224,18 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         # The hub Deployment's status, summed by the coordinator, satisfies the real kubectl.
         rollout = hub.rollout_status(sandbox, "deploy/web")
         assert rollout.returncode == 0 and "successfully rolled out" in rollout.stdout, rollout
+        # A template change: the hub's rollout status returns only once every member rolled it out
+        # (the hub's observedGeneration waits for each member's controller to observe the revision).
+        hub.apps.patch_namespaced_deployment("web", namespace, {"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "env": [{"name": "RELEASE", "value": "2"}]}]}}}})
+        rollout = hub.rollout_status(sandbox, "deploy/web", timeout=120)
+        assert rollout.returncode == 0 and "successfully rolled out" in rollout.stdout, rollout
+        old = [f"{member}/{pod.metadata.name}" for member in MEMBERS
+               for pod in clusters.core(member).list_namespaced_pod(namespace, label_selector="app=web").items
+               if pod.metadata.deletion_timestamp is None
+               and ("RELEASE", "2") not in [(e.name, e.value) for e in pod.spec.containers[0].env or []]]
+        assert not old, f"kubectl rollout status returned while pods of the old template ran: {old}"
+        assert sum(ready_pods(clusters, m, namespace, "web") for m in MEMBERS) == 3
         assert copies(clusters, "member-2", namespace) == {
             "ConfigMap/web-config": key, "Secret/registry": key, "ServiceAccount/web-runner": key}
         own = read(clusters, "member-2", "Secret", namespace, "web-credentials")

@@ -4,10 +4,10 @@ A real coordinator (in this process: `Coordinator.usage` is read from its facade
 metrics server reads it) and a real `fedspread agent` process (`--usage-interval 1`) for sandbox
 member-1, one spread of a hub Deployment of 2 replicas there:
 
-- usage: the member's metrics API decides the MemberCluster's `MetricsAvailable`. Without one (404:
-  the sandbox's members had none when this was written) it is False with `MetricsAPINotFound`,
-  and `Coordinator.usage` counts the spread's 2 Ready pods with no usage value (unmeasured, never
-  idle), naming the member as left out. With one, it is True and the pods are measured.
+- usage: the member's metrics API (the node simulator's) decides the MemberCluster's
+  `MetricsAvailable`: True, and the pods measured. Without one (its APIService removed, then put
+  back) it is False with `MetricsAPINotFound`, and `Coordinator.usage` counts the spread's 2 Ready
+  pods with no usage value (unmeasured, never idle), naming the member as left out.
 - a member HPA (autoscaling/v1) on the spread's member Deployment: the spread shows
   `AutoscalerConflict` naming the cluster and the HPA; the member Deployment scaled to 3 (as the
   HPA would, through the scale subresource) stays at 3 — the agent does not write its share (2)
@@ -30,6 +30,7 @@ from kubernetes import client
 
 from federation.api import cluster as cluster_api
 from federation.core import usage
+from federation.sandbox import aggregation, member_metrics
 from tests.support import builders
 
 MEMBER = "member-1"
@@ -108,27 +109,39 @@ def test_usage_reports_and_a_member_hpa_left_alone(
                    hubside.spread_body("web", target="web", lost_seconds=600,
                                        subsets=[{"name": "all", "clusters": [name]}]))
 
-        # Usage: the 2 Ready pods counted; measured only where the member has a metrics API.
+        # Usage: the 2 Ready pods counted and measured through the member's metrics API.
         wait(lambda: (found := figures()) is not None and found.ready_pods == 2,
              "Coordinator.usage never counted the spread's 2 Ready pods")
-        if metrics_served(clusters):
-            said = wait(lambda: member_condition(clusters, name, "MetricsAvailable").get("status") == "True"
-                        and member_condition(clusters, name, "MetricsAvailable"),
-                        "MetricsAvailable never True")
-            assert said["reason"] == "MetricsAPIAvailable"
-            wait(lambda: (found := figures()) is not None and usage.CPU_USAGE in found.values
-                 and found.unmeasured_pods == 0, "the Ready pods were never measured")
-        else:
+        assert metrics_served(clusters), "the sandbox's members serve metrics.k8s.io"
+        said = wait(lambda: member_condition(clusters, name, "MetricsAvailable").get("status") == "True"
+                    and member_condition(clusters, name, "MetricsAvailable"), "MetricsAvailable never True")
+        assert said["reason"] == "MetricsAPIAvailable"
+        wait(lambda: (found := figures()) is not None and usage.CPU_USAGE in found.values
+             and found.unmeasured_pods == 0, "the Ready pods were never measured")
+
+        # A member without a metrics API (its APIService removed; put back as it was): said so,
+        # its pods counted as unmeasured, never as idle.
+        registration = client.ApiregistrationV1Api(clusters.api(MEMBER))
+        saved = registration.read_api_service(member_metrics.API_SERVICE)
+        registration.delete_api_service(member_metrics.API_SERVICE)
+        try:
             said = wait(lambda: member_condition(clusters, name, "MetricsAvailable").get("status") == "False"
                         and member_condition(clusters, name, "MetricsAvailable"),
                         "MetricsAvailable never False")
             assert said["reason"] == "MetricsAPINotFound", said
             assert "never as idle" in said["message"]
-            found = figures()
-            assert found is not None and found.without_metrics == (name,), found
+            found = wait(lambda: (f := figures()) is not None and f.without_metrics == (name,) and f,
+                         "the member was never left out of the figures")
             assert found.unmeasured_pods == 2 and found.values[usage.READY_REPLICAS].quantity == "2"
             assert usage.CPU_UTILIZATION not in found.values and usage.CPU_USAGE not in found.values, \
                 "pods of a member without a metrics API must not count as idle"
+        finally:
+            registration.create_api_service({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                                             "metadata": {"name": member_metrics.API_SERVICE},
+                                             "spec": saved.spec})
+            aggregation.wait_available(clusters.api(MEMBER), member_metrics.API_SERVICE)
+        wait(lambda: member_condition(clusters, name, "MetricsAvailable").get("status") == "True",
+             "MetricsAvailable never True again once the metrics API was back")
 
         # A member HPA on the member Deployment: shown, never fought, never deleted.
         wait(lambda: member_replicas(clusters, namespace) == 2, "the member Deployment never had its share")

@@ -207,7 +207,7 @@ def test_render_keeps_workload_fields_and_drops_hub_state() -> None:
                               "fedspread.io/federation": "prod"}
     assert meta["annotations"] == {
         "fedspread.io/generation": "3", "fedspread.io/spread-key": "shop/web-spread",
-        "fedspread.io/spread-uid": "spread-uid-1",
+        "fedspread.io/spread-uid": "spread-uid-1", "fedspread.io/template-revision": "r",
         names.DESIRED_HASH_ANNOTATION: meta["annotations"][names.DESIRED_HASH_ANNOTATION]}
     assert set(meta) == {"name", "namespace", "labels", "annotations"}
     assert "status" not in body

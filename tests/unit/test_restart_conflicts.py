@@ -67,7 +67,7 @@ class Recording:
         self.spreads[key] = new
         return True
 
-    def write_workload_status(self, *_: Any) -> bool:
+    def write_workload_status(self, *_: Any, **__: Any) -> bool:
         return True
 
     def clear_workload_status(self, *_: Any) -> bool:

@@ -349,7 +349,8 @@ class RecordingWriter:
         self.calls.append(("spread", (key, new)))
         return True
 
-    def write_workload_status(self, kind: str, namespace: str, name: str, fields: dict[str, int]) -> bool:
+    def write_workload_status(self, kind: str, namespace: str, name: str, fields: dict[str, int], *,
+                              observed: bool = True) -> bool:
         self.calls.append((kind.lower(), (f"{namespace}/{name}", fields)))
         return True
 

@@ -165,9 +165,13 @@ class StatusWriter:
 
         return self._write_model("cluster", name, read=read, patch=patch, new=status)
 
-    def write_workload_status(self, kind: str, namespace: str, name: str, fields: Mapping[str, Any]) -> bool:
-        """Set a hub workload's replica counts (and observedGeneration); `kind` its `targetRef.kind`
-        (Deployment, ReplicaSet, StatefulSet; a Job's go to `write_job_status`); True when patched."""
+    def write_workload_status(self, kind: str, namespace: str, name: str, fields: Mapping[str, Any], *,
+                              observed: bool = True) -> bool:
+        """Set a hub workload's replica counts, and with `observed` (every member's controller has
+        observed the current template: `core.status.observed_everywhere`) its observedGeneration;
+        without, the observedGeneration written before stays, so `kubectl rollout status` on the hub
+        waits. `kind` is its `targetRef.kind` (Deployment, ReplicaSet, StatefulSet; a Job's go to
+        `write_job_status`); True when patched."""
         api = self._status_api(kind)
         unknown = set(fields) - set(STATUS_FIELDS[kind])
         if unknown:
@@ -181,7 +185,7 @@ class StatusWriter:
             old = obj.get("status") or {}
             wanted: Json = {k: int(v) for k, v in fields.items()}
             generation = (obj.get("metadata") or {}).get("generation")
-            if isinstance(generation, int):
+            if isinstance(generation, int) and observed:
                 wanted["observedGeneration"] = generation
             if all(old.get(k, 0) == v for k, v in wanted.items()):
                 self.skips[api.counter] += 1

@@ -52,6 +52,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer
 from federation.coordinator.model import hub_objects, job_spreads, lifecycle
+from federation.coordinator.wire import assignments
 from federation.core import placement, spread_events
 from federation.core import spread_status as spread_status_core
 from federation.core import status as status_core
@@ -60,8 +61,9 @@ from federation.kube import events as kube_events
 
 log = logging.getLogger(__name__)
 
-Target = tuple[str, str, str, dict[str, Any]]
-"""A hub workload's status to write: (kind, namespace, name, replica fields; a Job's whole status)."""
+Target = tuple[str, str, str, dict[str, Any], bool]
+"""A hub workload's status to write: (kind, namespace, name, replica fields or a Job's whole status,
+whether every member observed its current template: `observedGeneration` waits until then)."""
 Released = tuple[str, str, str]
 """A hub workload whose status is to be cleared: (kind, namespace, name)."""
 EventContext = tuple[frozenset[str], bool]
@@ -86,6 +88,8 @@ class StatusPass:
         self.members: set[str] = set()  # MemberClusters seen on the hub
         self._lock = threading.Lock()
         self._spread_status: dict[str, spread_api.FederatedSpreadStatus] = {}
+        self._revisions: dict[str, tuple[object, str]] = {}
+        """Per spread: the template object read and its revision (`_revision`)."""
         self._member_status: dict[str, tuple[cluster_api.MemberClusterStatus, datetime.datetime]] = {}
         self._invalid: dict[str, tuple[int | None, tuple[problems.Problem, ...]]] = {}
         self._released: set[Released] = set()  # hub workloads whose status is to be cleared
@@ -167,9 +171,10 @@ class StatusPass:
                 with self._lock:
                     self._spread_status[key] = new
             if target is not None:
-                kind, namespace, name, fields = target
+                kind, namespace, name, fields, observed = target
                 self._write(functools.partial(self.writer.write_workload_status, kind, namespace, name,
-                                              fields), what=kind.lower(), key=f"{namespace}/{name}")
+                                              fields, observed=observed),
+                            what=kind.lower(), key=f"{namespace}/{name}")
         for job in members:
             if job is not None:
                 name, member = job
@@ -262,11 +267,13 @@ class StatusPass:
                                               previous=previous.conditions if previous is not None else [])
                 if said:
                     new = new.model_copy(update={"conditions": [*new.conditions, *said]})
+                observed = True
             else:
-                fields = dict(status_core.workload_status(
-                    ref.kind, self._member_workloads(key, reports, lost_after=entry.lost_after),
-                    replicas=entry.replicas))
-            target = (ref.kind, key.partition("/")[0], ref.name, fields)
+                members = self._member_workloads(key, reports, lost_after=entry.lost_after)
+                fields = dict(status_core.workload_status(ref.kind, members, replicas=entry.replicas))
+                observed = status_core.observed_everywhere(
+                    members, revision=self._revision(key, entry.template), shares=result.clusters)
+            target = (ref.kind, key.partition("/")[0], ref.name, fields, observed)
         return key, new, target
 
     def _dependencies(self, key: str, result: placement.Placement) -> list[spread_api.DependencyStatus]:
@@ -288,6 +295,14 @@ class StatusPass:
                 clusters=[name for name in running if name not in clashing] if present else [],
                 conflicts=clashing))
         return found
+
+    def _revision(self, key: str, template: Mapping[str, Any] | None) -> str:
+        """The template revision spread `key`'s assignments carry (cached per template object)."""
+        cached = self._revisions.get(key)
+        if cached is None or cached[0] is not template:
+            cached = (template, assignments.revision_of(assignments.trimmed_template(template)))
+            self._revisions[key] = cached
+        return cached[1]
 
     def _member_workloads(
         self, key: str, reports: dict[str, dict[str, status_core.ClusterPods]], *,

@@ -269,7 +269,9 @@ def workload_from_pb(found: agent_pb2.WorkloadStatus) -> status.WorkloadStatus:
     """A member workload's reported status (a member Job's with its `job` part)."""
     return status.WorkloadStatus(replicas=found.replicas, ready=found.ready_replicas,
                                  available=found.available_replicas, updated=found.updated_replicas,
-                                 job=job_from_pb(found.job) if found.HasField("job") else None)
+                                 job=job_from_pb(found.job) if found.HasField("job") else None,
+                                 template_revision=found.observed_template_revision
+                                 if found.HasField("observed_template_revision") else None)
 
 
 def _when(message: Any, field: str) -> datetime.datetime | None:
