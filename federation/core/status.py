@@ -244,9 +244,10 @@ def observed_everywhere(reports: Mapping[str, WorkloadStatus], *, revision: str,
     """Whether every cluster with a share (`shares`, replicas per cluster) reports a member workload
     whose controller observed the template `revision`: only then does the hub workload's
     `observedGeneration` move to its generation, so `kubectl rollout status` on the hub waits for
-    every member's rollout instead of reading counts of the old template. A cluster with a share and
-    no report yet (its workload not made) is not there yet; an older agent's report (no revision)
-    counts as observed, as before."""
+    every member's rollout instead of reading counts of the old template. `reports` are the member
+    workloads the agents reported (not the pod counts that stand in for a missing one): a cluster
+    with a share and no such report (its workload not made yet, its agent just restarted) is not
+    there yet; an older agent's report (no revision) counts as observed, as before."""
     for name, count in shares.items():
         if not count:
             continue

@@ -224,10 +224,15 @@ def test_a_deployment_with_dependencies_runs_ready_pods_in_exactly_the_clusters_
         # The hub Deployment's status, summed by the coordinator, satisfies the real kubectl.
         rollout = hub.rollout_status(sandbox, "deploy/web")
         assert rollout.returncode == 0 and "successfully rolled out" in rollout.stdout, rollout
-        # A template change: the hub's rollout status returns only once every member rolled it out
-        # (the hub's observedGeneration waits for each member's controller to observe the revision).
+        # A template change while member-2's agent is away: the hub's rollout status does not return
+        # on member-2's old counts (the hub's observedGeneration waits for each member's controller
+        # to observe the new revision); it returns once the agent is back and no old pod runs.
+        agents[1].kill()
         hub.apps.patch_namespaced_deployment("web", namespace, {"spec": {"template": {"spec": {"containers": [
             {"name": "app", "env": [{"name": "RELEASE", "value": "2"}]}]}}}})
+        early = hub.rollout_status(sandbox, "deploy/web", timeout=15)
+        assert early.returncode != 0, f"rollout status returned while member-2 ran the old template: {early}"
+        agents[1].start()
         rollout = hub.rollout_status(sandbox, "deploy/web", timeout=120)
         assert rollout.returncode == 0 and "successfully rolled out" in rollout.stdout, rollout
         old = [f"{member}/{pod.metadata.name}" for member in MEMBERS

@@ -271,8 +271,9 @@ class StatusPass:
             else:
                 members = self._member_workloads(key, reports, lost_after=entry.lost_after)
                 fields = dict(status_core.workload_status(ref.kind, members, replicas=entry.replicas))
-                observed = status_core.observed_everywhere(
-                    members, revision=self._revision(key, entry.template), shares=result.clusters)
+                observed = status_core.observed_everywhere(  # reported workloads, not pod stand-ins
+                    self.world.pods.workloads_for(key), revision=self._revision(key, entry.template),
+                    shares=result.clusters)
             target = (ref.kind, key.partition("/")[0], ref.name, fields, observed)
         return key, new, target
 
