@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("inventory", "placement", "failover", "recovery", "admission", "accuracy")
+BENCHMARKS = ("inventory", "placement", "failover", "recovery", "admission", "accuracy", "autoscaling")
 
 
 def machine() -> dict[str, Any]:
