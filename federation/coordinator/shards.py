@@ -20,7 +20,10 @@ project imports `ray`; this module imports it lazily, only when a `RayBackend` i
   (`PLACE_SECONDS` by default): a shard that hangs (a node gone, Ray's scheduler stuck) would
   otherwise hold the coordinator's lock for ever. Past it `place_batch` raises `PlaceTimeout`
   (a `loop.BatchUnavailable`), and `loop.recompute` answers the same requests in the coordinator's
-  process; the late answers are dropped.
+  process; the late answers are dropped. Every other call the backend waits for — a what-if batch
+  (`simulate_many`), a capacity answer, a shard's reload — has the same deadline and the same two
+  errors (`_wait`), which the PlacementService answers as UNAVAILABLE: a stuck Ray never holds a
+  caller, nor the lock a reload takes, for ever.
 - Heavy what-if batches (`simulate_many`) run as plain Ray tasks, not on the shard actors, so a
   big simulation never queues behind the live placement loop.
 """
@@ -313,7 +316,22 @@ class RayBackend:
         chunks = max(1, min(len(items), 2 * self.shards))
         size = -(-len(items) // chunks)
         refs = [self._task.remote(items[i:i + size]) for i in range(0, len(items), size)]
-        return [result for answer in self._ray.get(refs) for result in answer]
+        answers: list[list[placement.Placement]] = self._wait(refs, what=f"{len(items)} what-if placements")
+        return [result for answer in answers for result in answer]
+
+    def _wait(self, refs: Any, *, what: str) -> Any:
+        """`ray.get(refs)` within `place_seconds`: PlaceTimeout past it (the calls cancelled, best
+        effort), ShardUnavailable when an actor or task is dead, restarting or unreachable."""
+        try:
+            return self._ray.get(refs, timeout=self.place_seconds)
+        except self._ray.exceptions.GetTimeoutError as error:
+            for ref in refs if isinstance(refs, list) else [refs]:
+                with contextlib.suppress(Exception):  # answered meanwhile, a dead actor: nothing to cancel
+                    self._ray.cancel(ref)
+            raise PlaceTimeout(f"Ray did not answer {what} within {self.place_seconds:g} s") from error
+        except self._ray.exceptions.RayError as error:
+            raise ShardUnavailable(f"Ray could not answer {what} ({type(error).__name__}): "
+                                   f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
 
     def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
         """Record the report in the ledger and send it to the owning ClusterShard (no wait)."""
@@ -339,8 +357,8 @@ class RayBackend:
                 continue
             asked = [items[i] for i in indices]
             for _attempt in range(3):
-                incarnation, answers = self._ray.get(
-                    self.cluster_actors[shard].free_capacity.remote(asked))
+                incarnation, answers = self._wait(self.cluster_actors[shard].free_capacity.remote(asked),
+                                                  what=f"capacity of {len(asked)} (subset, cluster) pairs")
                 if incarnation == self._loaded[shard]:
                     break
                 self._reload(shard)
@@ -354,7 +372,8 @@ class RayBackend:
         """Load the ledger into a ClusterShard that answered from an incarnation not loaded yet."""
         with self._lock:
             inventories = {name: list(pools) for name, pools in self._ledger[shard].items()}
-            loaded = self._ray.get(self.cluster_actors[shard].load.remote(inventories))
+            loaded = self._wait(self.cluster_actors[shard].load.remote(inventories),
+                                what=f"a reload of cluster shard {shard}")
             if self._loaded[shard] is not None:
                 self.reloads += 1  # a restart, not the first load
             self._loaded[shard] = loaded

@@ -270,3 +270,40 @@ def test_a_batch_for_a_dead_shard_is_placed_in_process(local_ray: str) -> None:
         assert_round_placed_in_process(made, why="unavailable")
     finally:
         made.close()
+
+
+def test_every_call_the_backend_waits_for_has_the_deadline(local_ray: str) -> None:
+    """A what-if batch and a capacity answer wait at most `place_seconds` too (PlaceTimeout: the
+    PlacementService answers UNAVAILABLE), and a dead ClusterShard is ShardUnavailable, not a hang."""
+    class StalledShard:  # defined here: Ray ships it by value
+        """A ClusterShard stand-in that never answers (a hung node)."""
+
+        def free_capacity(self, queries: list[capacity.CapacityQuery]) -> tuple[str, list[int | None]]:
+            time.sleep(3600)
+            return "", []
+
+    def stalled_task(requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
+        time.sleep(3600)
+        return []
+
+    made = shards.RayBackend(shards=1, cluster_shards=1, place_seconds=2.0)
+    queries = report_three(made)
+    stalled = ray.remote(num_cpus=0)(StalledShard).remote()
+    real_actors, real_task = made.cluster_actors, made._task
+    try:
+        made._task = ray.remote(num_cpus=0)(stalled_task)
+        started = time.monotonic()
+        with pytest.raises(shards.PlaceTimeout, match="within 2 s"):
+            made.simulate_many(batch(2))
+        made.cluster_actors = [stalled]
+        with pytest.raises(shards.PlaceTimeout, match="within 2 s"):
+            made.free_capacity(queries)
+        assert time.monotonic() - started < 60, "a call waited past its deadline"
+        made.cluster_actors = real_actors
+        ray.kill(real_actors[0], no_restart=True)
+        with pytest.raises(shards.ShardUnavailable):
+            made.free_capacity(queries)
+    finally:
+        made._task = real_task
+        made.cluster_actors = [*real_actors, stalled]
+        made.close()

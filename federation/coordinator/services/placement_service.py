@@ -36,6 +36,7 @@ import grpc
 import yaml
 
 from federation.api import cluster, problems, spread
+from federation.coordinator import shards
 from federation.coordinator.services import authorization
 from federation.coordinator.wire import access, convert, inbound
 from federation.core import jobs, placement, workload_kinds
@@ -263,6 +264,9 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                 raise problems.InvalidInput("simulation", [problems.Problem(
                     "replicas", f"must not be negative, got {replicas}")])
             result = self._source.simulate(spec, replicas=replicas, template=template, snapshot=snapshot)
+        except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, f"the placement shards could not answer: {error}",
+                               ) from None
         except problems.InvalidInput as error:
             raise _invalid(error) from None
         except ValueError as error:  # e.g. an unparseable quantity in the template
@@ -287,7 +291,11 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             caller.require(access.list_clusters())  # an explanation shows every cluster's capacity
             if target == "simulation":
                 record, snapshot = self._simulate(request.simulation)
-            free = self._source.free_capacity(record, snapshot=snapshot)
+            try:
+                free = self._source.free_capacity(record, snapshot=snapshot)
+            except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+                raise ServiceError(grpc.StatusCode.UNAVAILABLE,
+                                   f"the capacity shards could not answer: {error}") from None
             return convert.explanation_to_pb(dataclasses.replace(record, free_capacity=free),
                                              clusters=self._source.clusters())
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
