@@ -38,6 +38,8 @@ DEDICATED = {
     "admission": ("reference-admission.json",
                   "dedicated run, newer than the full run: the webhook sets each pod's deletion cost at "
                   "admission since bb30ac7"),
+    "autoscaling": ("reference-autoscaling.json",
+                    "dedicated run: the benchmark is newer than the full run"),
 }
 """Benchmarks whose headline rows come from a dedicated run instead of the full run: its file, and why."""
 REASON = "_dedicated_because"
@@ -292,6 +294,19 @@ def _recovery(document: dict[str, Any]) -> Iterator[Row]:
            _when(document, only="recovery", runs="1 run"))
 
 
+def _autoscaling(document: dict[str, Any]) -> Iterator[Row]:
+    found = document.get("autoscaling") or {}
+    scaled, ready = found.get("scaled_s") or {}, found.get("ready_s") or {}
+    if "p50" not in scaled or "p50" not in ready:
+        return
+    figure = (f"pods' usage to 100% \N{RIGHTWARDS ARROW} hub HPA's new spec.replicas p50 {scaled['p50']} s, "
+              f"p99 {scaled['p99']} s; new pods Ready p50 {ready['p50']} s, p99 {ready['p99']} s "
+              f"(n={scaled['n']}; agents' usage interval {found['usage_interval_s']} s, HPA sync period "
+              f"{found['hpa_sync_period_s']} s: they dominate)")
+    yield ("autoscaling", figure, "(what a user sees; no goal set)", "\N{EM DASH}", _load(found, document),
+           _when(document, only="autoscaling", runs=f"{found['runs']} runs"))
+
+
 def _inventory(document: dict[str, Any]) -> Iterator[Row]:
     found = document.get("inventory") or {}
     if "rss_mb" not in found:
@@ -331,6 +346,7 @@ def rows() -> list[Row]:
     found += _placement(_document("placement"))
     found += _failover(_document("failover"))
     found += _recovery(_document("recovery"))
+    found += _autoscaling(_document("autoscaling"))
     found += _inventory(_document("inventory"))
     found += _accuracy(_document("accuracy"))
     return found
