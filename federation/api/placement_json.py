@@ -1,6 +1,7 @@
 """The JSON shape of a placement, as `fedspread simulate -o json` and `fedspread get placement -o json`
 print it: `{"replicas", "unplaced", "clusters", "subsets": [{"name", "replicas", "clusters",
-"reasons"}]}`, plus `"ready"` for a live placement. A subset's `"reasons"` are the rules that decided
+"reasons"}]}`, plus `"ready"` for a live placement and `"rebalance"` where a failback is possible
+(`simulate --current`). A subset's `"reasons"` are the rules that decided
 its number, as the table's notes show them ("cap 30 reached", "floor 2", "topologySpread
 topology.fedspread.io/region maxSkew 1", "dc1: not ready"); the key came later than the others, so
 a reader of older documents (`simulate --current`) must not require it.
@@ -44,8 +45,11 @@ def document(
     clusters: Mapping[str, int],
     subsets: Iterable[SubsetShares],
     ready: Mapping[str, int] | None = None,
+    rebalance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The placement document; with `ready`, a `"ready"` count for every cluster in `clusters`."""
+    """The placement document; with `ready`, a `"ready"` count for every cluster in `clusters`; with
+    `rebalance`, the failback a `spec.rebalance` would make (`{"policy", "moves": [{"from", "to",
+    "replicas"}]}`, `core.failback.document`)."""
     shape: dict[str, Any] = {
         "replicas": replicas,
         "unplaced": unplaced,
@@ -55,4 +59,6 @@ def document(
     }
     if ready is not None:
         shape["ready"] = {name: ready.get(name, 0) for name in clusters}
+    if rebalance is not None:
+        shape["rebalance"] = dict(rebalance)
     return shape

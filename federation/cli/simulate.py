@@ -9,6 +9,7 @@ document of any version (only names and clusters), one written before `reasons` 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import sys
@@ -21,7 +22,7 @@ import rich.table
 from federation import clock
 from federation.api import problems, spread
 from federation.cli.options import EXIT_USAGE, usage_error
-from federation.core import fit, jobs, placement, workload_kinds
+from federation.core import failback, fit, jobs, placement, workload_kinds
 
 
 def _kind(doc: Any) -> str:
@@ -139,18 +140,41 @@ def simulate_command(
         parsed, template = load_inputs(spread_file, template_file)
         snapshot = problems.load_snapshot(clusters_file)
         shape = fit.shape_from_deployment(template)
-        result = placement.place(
-            parsed.spec, replicas=_replicas(replicas, template, kind=parsed.spec.target_ref.kind),
-            snapshot=snapshot,
-            shape=shape, current=_current(current_file), now=clock.utcnow(),
-        )
+        count = _replicas(replicas, template, kind=parsed.spec.target_ref.kind)
+        now = clock.utcnow()
+        result = placement.place(parsed.spec, replicas=count, snapshot=snapshot, shape=shape,
+                                 current=_current(current_file), now=now)
+        rebalance = None
+        if current_file is not None:  # a failback is possible where the placement from scratch differs
+            fresh = placement.place(parsed.spec, replicas=count, snapshot=snapshot, shape=shape, current={},
+                                    now=now)
+            rebalance, shown = failback.simulated(
+                parsed.spec, replicas=count, current={s.name: s.clusters for s in result.subsets},
+                from_scratch={s.name: s.clusters for s in fresh.subsets})
     except problems.InvalidInput as error:
         click.echo(str(error), err=True)  # every problem, one per line, with its field path
         sys.exit(EXIT_USAGE)
     except ValueError as error:  # e.g. an unparseable quantity in the template
         usage_error(str(error))
+    if rebalance is not None:
+        result = _moved(result, shown)
     if output == "json":
-        click.echo(json.dumps(result.to_json(), indent=2))
+        click.echo(json.dumps(result.to_json(rebalance=rebalance), indent=2))
     else:
         render_table(result, parsed.spec)
+        if rebalance is not None:
+            moves = ", ".join(f"{m['from']} → {m['to']}: {m['replicas']}"
+                              for m in rebalance["moves"])  # type: ignore[attr-defined]
+            click.echo(f"rebalance ({rebalance['policy']}): {moves}"
+                       + ("" if rebalance["policy"] == "WhenRoom" else
+                          " — not made by itself (policy Never); `fedspread rebalance` would make it"))
+
+
+def _moved(result: placement.Placement, shown: dict[str, dict[str, int]]) -> placement.Placement:
+    """`result` with the counts a failback leads to (`shown`), its totals summed again."""
+    subsets = tuple(dataclasses.replace(s, clusters=dict(shown.get(s.name, s.clusters)),
+                                        replicas=sum(shown.get(s.name, s.clusters).values()))
+                    for s in result.subsets)
+    clusters = {name: sum(s.clusters.get(name, 0) for s in subsets) for name in result.clusters}
+    return dataclasses.replace(result, subsets=subsets, clusters=clusters)
 

@@ -195,6 +195,28 @@ def whole_plan(
 
 
 
+def after(current: Counts, steps: Sequence[Sequence[Move]]) -> dict[str, dict[str, int]]:
+    """The counts `steps` lead to from `current` (every step finished)."""
+    placed = _copy(current)
+    for step in steps:
+        for move in step:
+            _bump(placed, move.to_subset, move.to_cluster, move.replicas)
+            _bump(placed, move.from_subset, move.from_cluster, -move.replicas)
+    return placed
+
+
+def simulated(spec: spread.FederatedSpreadSpec, *, replicas: int, current: Counts, from_scratch: Counts,
+              ) -> tuple[dict[str, object] | None, dict[str, dict[str, int]]]:
+    """What `simulate --current` shows of a failback: the `rebalance` entry (None when nothing would
+    move) and the counts to show — the current placement under `Never` (nothing moves by itself),
+    the one the moves lead to under `WhenRoom`."""
+    steps = whole_plan(spec, replicas=replicas, current=current, from_scratch=from_scratch)
+    entry = document(spec.rebalance.policy, steps)
+    moving = entry is not None and spec.rebalance.policy == "WhenRoom"
+    shown = after(current, steps) if moving else _copy(current)
+    return entry, shown
+
+
 def document(policy: str, steps: Sequence[Sequence[Move]]) -> dict[str, object] | None:
     """The `rebalance` entry of the simulate/explain JSON: `{"policy": ..., "moves": [{"from":
     CLUSTER, "to": CLUSTER, "replicas": N}, ...]}`, the steps' moves summed per (from, to) in

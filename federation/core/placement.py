@@ -116,10 +116,12 @@ class Placement:
         return {s.name: {name: count - s.kept_clusters.get(name, 0) for name, count in s.clusters.items()}
                 for s in self.subsets}
 
-    def to_json(self) -> dict[str, object]:
-        """The placement document of `fedspread simulate -o json` (no `"ready"`: nothing runs)."""
+    def to_json(self, *, rebalance: Mapping[str, object] | None = None) -> dict[str, object]:
+        """The placement document of `fedspread simulate -o json` (no `"ready"`: nothing runs), with
+        the failback `rebalance` entry when one is possible (`failback.simulated`)."""
         return placement_json.document(
-            replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets)
+            replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets,
+            rebalance=rebalance)
 
 
 def settled(result: Placement) -> bool:

@@ -174,3 +174,40 @@ def test_the_per_arch_example_gives_its_documented_answer() -> None:
     assert data["clusters"] == {"aws-eu": 2, "dc1": 0, "gcp-eu": 2}
     assert {s["name"]: s["clusters"] for s in data["subsets"]} == {"arm64": {"aws-eu": 2},
                                                                   "amd64": {"gcp-eu": 2}}
+
+
+@pytest.mark.parametrize("policy", ["Never", "WhenRoom"])
+def test_a_possible_failback_is_shown_with_current(tmp_path: pathlib.Path, policy: str) -> None:
+    """dc1 had room for 4 when the 40 replicas were placed; now it has room for 12. `--current`
+    shows the failback `spec.rebalance` would make: under Never the placement stays (nothing moves
+    by itself) and the entry says what `fedspread rebalance` would move; under WhenRoom the
+    placement shown is the one the moves lead to."""
+    docs = list(yaml.safe_load_all((EXAMPLES / "prefer-onprem.yaml").read_text()))
+    for doc in docs:
+        if doc.get("kind") == "FederatedSpread":
+            doc["spec"]["rebalance"] = {"policy": policy, "maxSurge": 2}
+    spread_file = tmp_path / "spread.yaml"
+    spread_file.write_text(yaml.safe_dump_all(docs))
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps({"subsets": [{"name": "onprem", "clusters": {"dc1": 4}},
+                                               {"name": "eu", "clusters": {"aws-eu": 27, "gcp-eu": 9}}]}))
+    data = simulate_json("-f", str(spread_file), "--clusters", CLUSTERS, "--current", str(current))
+    moves = data["rebalance"]["moves"]  # type: ignore[index]
+    assert data["rebalance"]["policy"] == policy  # type: ignore[index]
+    assert {m["to"] for m in moves} == {"dc1"} and sum(m["replicas"] for m in moves) == 8, moves
+    if policy == "Never":
+        assert data["clusters"] == {"dc1": 4, "aws-eu": 27, "gcp-eu": 9}
+    else:
+        assert data["clusters"]["dc1"] == 12 and sum(data["clusters"].values()) == 40  # type: ignore[attr-defined]
+    table = run("simulate", "-f", str(spread_file), "--clusters", CLUSTERS, "--current", str(current),
+                "-o", "table")
+    assert table.exit_code == 0 and f"rebalance ({policy})" in table.output, table.output
+
+
+def test_no_rebalance_entry_when_nothing_would_move(tmp_path: pathlib.Path) -> None:
+    first = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS)
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(first))
+    again = simulate_json("-f", str(EXAMPLES / "prefer-onprem.yaml"), "--clusters", CLUSTERS,
+                          "--current", str(current))
+    assert "rebalance" not in again and again["clusters"] == first["clusters"]

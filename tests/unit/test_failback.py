@@ -202,6 +202,22 @@ def test_the_simulate_entry_sums_the_moves_per_pair_of_clusters() -> None:
     assert failback.document("Never", []) is None
 
 
+@pytest.mark.parametrize(("policy", "shown"), [("Never", OVERFLOWED), ("WhenRoom", HOME)])
+def test_simulate_shows_the_current_placement_under_never_and_the_moved_one_under_when_room(
+        policy: str, shown: dict[str, dict[str, int]]) -> None:
+    spec = spec_of({"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["eu"]},
+                   rebalance={"policy": policy})
+    entry, counts = failback.simulated(spec, replicas=4, current=OVERFLOWED, from_scratch=HOME)
+    assert entry == {"policy": policy, "moves": [{"from": "eu", "to": "dc1", "replicas": 2}]}
+    assert counts == shown
+    assert failback.simulated(spec, replicas=4, current=HOME, from_scratch=HOME) == (None, HOME)
+
+
+def test_after_applies_every_step() -> None:
+    steps = [(failback.Move("cloud", "eu", "onprem", "dc1", 1),)] * 2
+    assert failback.after(OVERFLOWED, steps) == HOME
+
+
 # Properties ----------------------------------------------------------------------------------------
 
 @st.composite
