@@ -58,7 +58,8 @@ def test_a_small_run_keeps_fedspread_under_its_caps_and_cleans_up(tmp_path: path
     assert level["fedspread"]["handler_p99_ms"]["median"] == result["fedspread"]["handler_p99_ms"]
     assert set(level["ratios"]) == {"create_p99_ms", "handler_p99_ms", "burst_s", "compared",
                                     "baseline_refusing"}
-    assert set(result["collapse"]["baseline"]) == {"clients", "levels_tried", "replicaset_collapsed"}
+    assert set(result["collapse"]["baseline"]) == {"clients", "levels_tried", "replicaset_collapsed",
+                                                   "any_run_clients", "replicaset_collapsed_runs"}
 
     recorded = state.SandboxState.load(directory)
     assert recorded.components, "the benchmark started its sandbox here"
