@@ -336,15 +336,8 @@ class Cache:
         node = sys.intern(str((pod.get("spec") or {}).get("nodeName") or ""))  # one copy per node
         if previous is not None and previous.uid == uid and previous.node_name == node:
             return previous
-        requests = views.pod_requests(pod)
-        key = tuple(sorted(requests.items()))
-        shared = self._interned.get(key)
-        if shared is None:
-            shared = dict(requests)
-            if len(self._interned) < MAX_INTERNED:
-                self._interned[key] = shared
-        return CachedUsage(node_name=node, requests=shared, uid=uid, containers=self._shared(
-            views.container_requests(pod)))
+        return CachedUsage(node_name=node, requests=self._shared(views.pod_requests(pod)), uid=uid,
+                           containers=self._shared(views.container_requests(pod)))
 
     def _shared(self, requests: Requests) -> Requests:
         """One dict per distinct request set (a workload's pods all request the same)."""
