@@ -31,10 +31,10 @@ Why it is shaped like this:
   `hub_synced=False`, streams are welcomed but nothing is placed and no stream is resynced until
   `mark_hub_synced()`, which places every spread (from the placements their hub statuses
   recorded) and then resyncs.
-- **A spread agents run but whose status records no placement waits for the federation to
-  gather** (a hub restored without statuses or MemberClusters: `model.settling`): for `settle`
-  after the listing it is not placed again and nothing of it is sent, so the first agent back is
-  not given every replica.
+- **A listed spread whose status records no placement waits for the federation to gather** (a
+  hub restored without statuses or MemberClusters: `model.settling`): for `settle` after the
+  listing it is not placed and nothing of it is sent, so the first agent back is not given every
+  replica; when the wait ends, the agents that held it are visited as a resync would.
 - **Hello labels only register unknown clusters.** The MemberCluster in the hub is authoritative
   for labels and taints (agent.proto); a Hello only seeds a cluster the world has never seen.
   `on_cluster_hello` lets the shell create or update the MemberCluster object itself.
@@ -137,7 +137,10 @@ class Coordinator:
         self._streams: dict[str, AgentStream] = {}
         self._sent = deliveries.SentLedger()
         self.settling = settling.Settling(window=settle)
-        """Spreads without a recorded placement that agents run wait for them (`model.settling`)."""
+        """Listed spreads without a recorded placement wait for the agents (`model.settling`)."""
+        self._settled: set[str] = set()
+        """Spreads whose wait ended, live, not placed since: the agents that hold them were sent
+        nothing at their resync, so the next placement of each visits them (`_visit_settled`)."""
         self.ray_gained_nothing = False
         """A parallel round was mostly placed again here (logged once, when it first happened)."""
         self.on_round: RoundObserver | None = None
@@ -229,7 +232,7 @@ class Coordinator:
 
     def _resync(self, stream: AgentStream) -> None:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
-        self._settling(set(stream.applied))  # a restored spread this agent runs waits from now on
+        self._settling(set(stream.applied))  # a restored spread waits (or, deleted, is released)
         name, sent, waiting = stream.cluster, {}, self.settling.waiting()
         for key in sorted(self.world.placements.keys() - waiting):
             # A spread the agent holds a workload of is sent even at quota 0 (removed once empty).
@@ -334,14 +337,20 @@ class Coordinator:
             # is held for a re-creation (`lifecycle.hold`): a spread of the key created meanwhile
             # turns it into a release its agents adopt from, never a delete of what it will claim.
             for key in result.removed:
+                self._settled.discard(key)
                 if lifecycle.orphans(key):
                     self._remove_everywhere(key, orphan=True, reason="spread deleted")
                 else:
                     lifecycle.hold(key, until=now + model_lifecycle.RECREATE_GRACE)
             for key in sorted(result.placements):
                 new = self._assignments_for(key, only=listening)
+                if key in self._settled:
+                    self._visit_settled(key, assigned=new.keys())
                 selected = {name for s in result.placements[key].subsets for name in s.clusters}
                 for name in self._sent.clusters_for(key, new):
+                    stream = self._streams.get(name)
+                    if name not in new and stream is not None and key in stream.awaiting_report:
+                        continue  # unknown is not zero: removed (if at all) after its first report
                     self._deliver(name, key, new.get(name),
                                   reason=NO_REPLICAS_LEFT if name in selected else NOT_SELECTED)
             if self.on_round is not None:
@@ -354,19 +363,34 @@ class Coordinator:
         the agents that hold it get what a resync would send them (its deletion policy decides)."""
         was_waiting = self.settling.waiting() & wanted
         waiting = self.settling.deferred(
-            wanted, now=self.clock(), live=lambda key: self.world.spread(key) is not None,
-            applied=self._applied_somewhere)
+            wanted, now=self.clock(), live=lambda key: self.world.spread(key) is not None)
         for key in waiting:
             self.world.drop(key)
         for key in sorted(was_waiting - waiting):
+            if self.world.spread(key) is not None:
+                self._settled.add(key)
+                continue
             for stream in self._streams.values():
-                if stream.resynced and key in stream.applied and self.world.spread(key) is None:
+                if stream.resynced and key in stream.applied:
                     self._leftover(stream, key)
         return waiting
 
-    def _applied_somewhere(self, key: str) -> bool:
-        """A connected agent's Hello lists spread `key` as applied: it runs there already."""
-        return any(key in stream.applied for stream in self._streams.values())
+    def _visit_settled(self, key: str, *, assigned: Collection[str]) -> None:
+        """Spread `key` is placed for the first time since its wait ended. An agent that held it
+        at its resync was sent nothing then, so the ledger does not know it holds it: a cluster
+        this placement assigns nothing gets what a resync would have done (`_resync`'s leftovers)
+        — the publish then sends its handover or removal, and one whose pods are not verified
+        yet waits for its first report (unknown is not zero)."""
+        self._settled.discard(key)
+        entry = self.world.spread(key)
+        for name, stream in self._streams.items():
+            if (not stream.resynced or key not in stream.applied or name in assigned
+                    or name in self._sent.holders(key)):
+                continue
+            if self._leftover(stream, key) == "deselected":
+                self._sent.holding_unknown(name, key, generation=entry.generation if entry else 0)
+                if not self.world.pods.verified(name, key):
+                    stream.awaiting_report.add(key)
 
     def _remove_everywhere(self, key: str, *, orphan: bool, reason: str) -> None:
         """A removal of deleted spread `key` to every cluster that holds it."""
@@ -413,6 +437,7 @@ class Coordinator:
             if lost.clusters:
                 log.warning("clusters lost", extra={"clusters": list(lost.clusters)})
             settled = self.settling.released(now=self.clock())
+            self._settled |= settled
             if settled:
                 log.info("spreads placed after the agents had time to reconnect",
                          extra={"spreads": len(settled)})

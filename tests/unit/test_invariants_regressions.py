@@ -468,6 +468,31 @@ full report (unknown is not zero), so the agent holds an assignment the placemen
 meanwhile. The invariant allows exactly that (`make soak` seed 7, after the resync rule)."""
 
 
+SETTLED_AFTER_A_DESELECTION: list[Step] = [('start',
+  {'items': [{'name': 's0', 'clusterSpread': 'Fill', 'clusters': ['dc1']}],
+   'data': [None],
+   'strategy': 'Fixed',
+   'replicas': 1,
+   'nodes': [0, 0, 0]}),
+ ('coordinator_restarts', {'order': ['dc1', 'aws', 'gcp'], 'stale': True, 'synced_after': 0}),
+ ('edit_subsets',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}],
+   'data': [None]}),
+ ('teardown', {})]
+"""A coordinator restarted before its first status write (a restored spread waits for the agents:
+nothing of it is sent at their resync), then an edit deselected the cluster that ran it: when the
+wait ended, the ledger did not know that cluster held the spread, so no publish visited it — it
+kept its quota for good (`make soak` seed 10). A spread whose wait ends now visits the agents
+that held it at their resync (`facade._visit_settled`)."""
+
+SETTLED_AFTER_AN_AGENT_RESTART: list[Step] = [
+    *SETTLED_AFTER_A_DESELECTION[:2], ('agent_restarts', {'name': 'dc1'}), *SETTLED_AFTER_A_DESELECTION[2:]]
+"""The same with the agent restarted while the spread waited (its first report empty): the
+cluster ran a pod no quota admitted, unmanaged, at the end (`make soak` seed 10, unshrunk)."""
+
+
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
 
@@ -496,7 +521,8 @@ def replay(steps: list[Step]) -> None:
               RECREATED_BESIDE_A_RELEASED_REPLICASET, RECREATED_WHILE_ITS_HOLD_SETTLED,
               RECREATED_DURING_A_HANDOVER, RECREATED_WHILE_A_CLUSTER_WAS_LOST, DEPARTING_CLUSTER_LOST,
               RESTART_FROM_A_STATUS_BEFORE_A_KEEP, RESTART_WITHOUT_A_STATUS_BEFORE_THE_AGENTS,
-              RESYNC_OF_A_CLUSTER_NO_LONGER_SELECTED],
+              RESYNC_OF_A_CLUSTER_NO_LONGER_SELECTED, SETTLED_AFTER_A_DESELECTION,
+              SETTLED_AFTER_AN_AGENT_RESTART],
     ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
          "agent-restart-beside-a-silent-holder", "partition-after-a-keep",
          "undelivered-share-of-a-lost-cluster", "recreated-under-delete-on-a-full-cluster",
@@ -504,7 +530,8 @@ def replay(steps: list[Step]) -> None:
          "recreated-beside-a-released-replicaset", "recreated-while-its-hold-settled",
          "recreated-during-a-handover", "recreated-while-a-cluster-was-lost", "departing-cluster-lost",
          "restart-from-a-status-before-a-keep", "restart-without-a-status-before-the-agents",
-         "resync-of-a-cluster-no-longer-selected"])
+         "resync-of-a-cluster-no-longer-selected", "settled-after-a-deselection",
+         "settled-after-an-agent-restart"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:

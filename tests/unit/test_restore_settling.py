@@ -108,30 +108,42 @@ def test_a_spread_no_agent_runs_yet_is_placed_at_once() -> None:
     assert running.settling.waiting() == {KEY}
 
 
+def test_a_spread_only_a_later_agent_runs_waits_for_it() -> None:
+    """The first agent back does not run the spread; the second does. Placed when the first came
+    back, the spread took every replica there and the second's pods were handed over to it."""
+    running, clock = restored(settle=settling.WINDOW)
+    dc1 = running.attach(agent_pb2.Hello(cluster_name="dc1"), heartbeat_seconds=1)
+    assert KEY not in running.world.placements and not sent(dc1)["assignment"]
+    back(running, "aws")
+    clock.advance(settling.WINDOW.total_seconds())
+    running.tick()
+    assert running.world.placements[KEY].counts() == {"all": {"dc1": 2, "aws": 2}}
+
+
 def test_the_window_is_pure_bookkeeping() -> None:
     waits = settling.Settling(window=datetime.timedelta(seconds=10))
-    live, runs = (lambda k: True), (lambda k: k == KEY)
+    live = lambda k: True  # noqa: E731
     # not begun: nothing waits
-    assert waits.deferred({KEY}, now=T0, live=live, applied=runs) == set()
+    assert waits.deferred({KEY}, now=T0, live=live) == set()
     waits.begin(now=T0, candidates={KEY, NEW})
-    assert waits.deferred({KEY, NEW}, now=T0, live=live, applied=runs) == {KEY}  # NEW: no agent runs it
-    assert waits.deferred({KEY}, now=T0, live=live, applied=lambda k: False) == {KEY}  # waits on
-    assert waits.deferred({"shop/other"}, now=T0, live=live, applied=lambda k: True) == set()  # no candidate
+    assert waits.deferred({KEY, NEW}, now=T0, live=live) == {KEY, NEW}
+    assert waits.deferred({KEY}, now=T0, live=live) == {KEY}  # waits on
+    assert waits.deferred({"shop/other"}, now=T0, live=live) == set()  # no candidate
     assert waits.released(now=T0 + datetime.timedelta(seconds=9)) == set()
-    assert waits.released(now=T0 + datetime.timedelta(seconds=10)) == {KEY}
+    assert waits.released(now=T0 + datetime.timedelta(seconds=10)) == {KEY, NEW}
     assert waits.released(now=T0 + datetime.timedelta(seconds=11)) == set()  # once
     later = T0 + datetime.timedelta(seconds=12)
-    assert waits.deferred({KEY}, now=later, live=live, applied=runs) == set()
+    assert waits.deferred({KEY}, now=later, live=live) == set()
 
 
 def test_a_candidate_deleted_while_it_waits_stops_waiting() -> None:
     waits = settling.Settling(window=datetime.timedelta(seconds=10))
     waits.begin(now=T0, candidates={KEY})
-    assert waits.deferred({KEY}, now=T0, live=lambda k: True, applied=lambda k: True) == {KEY}
-    assert waits.deferred({KEY}, now=T0, live=lambda k: False, applied=lambda k: True) == set()
+    assert waits.deferred({KEY}, now=T0, live=lambda k: True) == {KEY}
+    assert waits.deferred({KEY}, now=T0, live=lambda k: False) == set()
     assert waits.waiting() == frozenset()
     # created again within the window: a spread created after the listing never waits
-    assert waits.deferred({KEY}, now=T0, live=lambda k: True, applied=lambda k: True) == set()
+    assert waits.deferred({KEY}, now=T0, live=lambda k: True) == set()
 
 
 def test_a_restored_spread_deleted_while_it_waits_is_released() -> None:

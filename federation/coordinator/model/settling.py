@@ -10,15 +10,17 @@ use, is given every replica, and the others' running pods are then handed over t
 rule asked for, decided by which agent reconnected first.
 
 The rule: the spreads that are live when the hub is listed and whose status records no placement
-(no `Placed` condition) are the *candidates*. Within `window` after the listing, a candidate that an
-agent already runs (its Hello lists it as applied) waits: it is not placed, its placement (made on
-no evidence) is dropped, and nothing of it — no assignment, no quota 0, no removal — is sent to
-any agent, which keeps what it runs (fail static). When the window ends it is placed, with the
-federation whole. A candidate no agent runs (a spread created while no coordinator ran) is placed
-at once; so is every spread whose status records its placement (the ordinary restart: each cluster
-then holds its recorded share until it reports), and every spread created after the listing (the
-coordinator saw what ran before it: a re-creation adopts, `lifecycle`). A candidate deleted
-meanwhile stops waiting: its deletion is carried out as any other.
+(no `Placed` condition) are the *candidates*. Within `window` after the listing, a candidate waits:
+it is not placed, its placement (made on no evidence) is dropped, and nothing of it — no
+assignment, no quota 0, no removal — is sent to any agent, which keeps what it runs (fail static).
+When the window ends it is placed, with the federation whole. Every candidate waits, not only one
+that the agents connected so far run: a spread that only a later agent runs would otherwise be
+placed on the clusters back first, and the later one's pods handed over to them. The price is that
+a spread created while no coordinator ran (or just before its status write) is placed up to
+`window` later. Every spread whose status records its placement is placed at once (the ordinary
+restart: each cluster then holds its recorded share until it reports), and so is every spread
+created after the listing (the coordinator saw what ran before it: a re-creation adopts,
+`lifecycle`). A candidate deleted meanwhile stops waiting: its deletion is carried out as any other.
 
 This module is the bookkeeping only (pure, no clock of its own): the facade asks `deferred` on
 every publish and at each agent's resync, and places `released` keys from its timer.
@@ -58,10 +60,9 @@ class Settling:
 
     def deferred(
         self, keys: Iterable[str], *, now: datetime.datetime, live: Callable[[str], bool],
-        applied: Callable[[str], bool],
     ) -> set[str]:
-        """Of `keys`, those that wait now: live candidates waiting already or run by an agent
-        (`applied`). A candidate no longer `live` (deleted) stops being one."""
+        """Of `keys`, those that wait now: the live candidates. A candidate no longer `live`
+        (deleted) stops being one."""
         if not self.open(now=now):
             return set()
         waiting: set[str] = set()
@@ -69,7 +70,7 @@ class Settling:
             if not live(key):
                 self._candidates.discard(key)
                 self._waiting.discard(key)
-            elif key in self._waiting or applied(key):
+            else:
                 waiting.add(key)
         self._waiting |= waiting
         return waiting
