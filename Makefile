@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 ## test: install into .venv, build (once) the sandbox control plane, run lint, types, import
 ## contracts and the whole test suite (unit + integration on real Kubernetes)
 test: $(STAMP) lint typecheck sandbox-bin
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=40
 
 ## soak: the fault tests (a coordinator, an agent, an apiserver, a Ray actor killed; streams cut;
 ## 409 storms) and the property tests, with many more seeds and examples (FEDSPREAD_SOAK=1);
