@@ -97,12 +97,8 @@ def decide(
         for add in context.in_flight.adds:
             row = current.setdefault(add.subset, {})
             row[add.cluster] = row.get(add.cluster, 0) + add.replicas
-    scratch = held
-    if fresh is not None:  # what fits nowhere from scratch either is no reason to move
-        scratch = {s.name: {name: count - s.waiting_clusters.get(name, 0)
-                            for name, count in s.clusters.items()} for s in fresh.subsets}
     return failback.next_step(
-        spec, replicas=replicas, current=current, from_scratch=scratch,
+        spec, replicas=replicas, current=current, from_scratch=_fitting(fresh) if fresh is not None else held,
         ready=ready, now=now, last_move=context.last_move, in_flight=context.in_flight,
         max_surge=context.max_surge, on_demand=context.on_demand)
 
@@ -141,3 +137,50 @@ def rebalanced(
     decision = decide(spec, replicas=replicas, result=result, fresh=fresh, ready=ready, now=now,
                       context=context)
     return applied(result, decision)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A spread's whole failback: its policy and every step, each surge first (empty: nothing moves)."""
+
+    key: str
+    policy: str
+    steps: tuple[tuple[failback.Move, ...], ...]
+
+
+MAX_PLAN_ROUNDS = 64
+"""`whole` lifts the bottom again at most this often (each lift moves replicas strictly up, so a
+plan ends long before; the bound only caps the work of a pathological spread)."""
+
+
+def whole(
+    spec: spread.FederatedSpreadSpec, *, replicas: int, view: placement.View, current: Counts,
+    now: datetime.datetime, running: Counts | None = None,
+    marks: tuple[placement.UnschedulableMark, ...] = (), waiting: Counts | None = None,
+    max_surge: int | None = None,
+) -> list[tuple[failback.Move, ...]]:
+    """Every step of a whole failback from `current` on a live view (`fedspread rebalance`), as
+    if each step finished: the from-scratch placement of each lift (`lifted`) chained, the moved
+    pods taking their new room (they are held there and do not run yet)."""
+    counts = {name: dict(row) for name, row in current.items()}
+    steps: list[tuple[failback.Move, ...]] = []
+    for _ in range(MAX_PLAN_ROUNDS):
+        base = lifted(spec, counts)
+        if base is None:
+            break
+        fresh = placement.place_view(spec, replicas=replicas, view=view, current=base, running=running,
+                                     unschedulable=marks, now=now, waiting=waiting)
+        found = failback.whole_plan(spec, replicas=replicas, current=counts, from_scratch=_fitting(fresh),
+                                    max_surge=max_surge)
+        if not found:
+            break
+        steps.extend(found)
+        counts = failback.after(counts, found)
+    return steps
+
+
+def _fitting(fresh: placement.Placement) -> dict[str, dict[str, int]]:
+    """A from-scratch placement's counts less its waiting replicas: what fits nowhere from scratch
+    either is no reason to move."""
+    return {s.name: {name: count - s.waiting_clusters.get(name, 0) for name, count in s.clusters.items()}
+            for s in fresh.subsets}

@@ -9,58 +9,16 @@ cooldown, and a step in flight survives a coordinator restart through the spread
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
-from federation.api import cluster, names
+from federation.api import names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, rebalancing, world
 from federation.core import spread_status, status
 from tests.support import builders
 from tests.support.clock import ManualClock
+from tests.support.failback_scene import FULL, KEY, NEW, overflowed, place, report, the_spread
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
-KEY = "shop/web"
-SUBSETS: list[dict[str, Any]] = [
-    {"name": "onprem", "clusters": ["dc1"]},
-    {"name": "cloud", "clusters": ["aws"]},
-]
-FULL = cluster.NodePool(name="full", count=1, allocatable={"cpu": "4", "pods": "110"}, requested={"cpu": "4"})
-NEW = builders.node_pool(1, name="new")
-
-
-def the_spread(policy: str, *, cooldown: int = 60, max_surge: int = 1) -> spread_api.FederatedSpread:
-    item = builders.federated_spread(subsets=SUBSETS, strategy="Adaptive")
-    spec = item.spec.model_dump(by_alias=True, exclude_none=True)
-    spec["rebalance"] = {"policy": policy, "cooldownSeconds": cooldown, "maxSurge": max_surge}
-    return item.model_copy(update={"spec": spread_api.FederatedSpreadSpec.model_validate(spec)})
-
-
-def overflowed(clock: ManualClock, item: spread_api.FederatedSpread) -> world.World:
-    """dc1 full with 4 Ready pods of the spread, aws running the other 2."""
-    model = world.World(clock)
-    for name in ("dc1", "aws"):
-        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
-        model.inventory(name, [builders.node_pool(2 if name == "aws" else 1)])
-        model.heartbeat(name)
-    keys = model.upsert_spread(item) | model.set_target(
-        KEY, replicas=6, template=builders.deployment("web", namespace="shop", cpu="1"))
-    loop.recompute(model, keys, now=clock())
-    assert model.placements[KEY].counts() == {"onprem": {"dc1": 4}, "cloud": {"aws": 2}}
-    report(model, dc1=4, aws=2)
-    loop.recompute(model, model.inventory("dc1", [FULL]) | {KEY}, now=clock())
-    return model
-
-
-def report(model: world.World, *, dc1: int, aws: int, dc1_pending: int = 0) -> set[str]:
-    keys = model.pod_counts("dc1", {KEY: {"onprem": status.ClusterPods(running=dc1, ready=dc1,
-                                                                       pending=dc1_pending)}})
-    keys |= model.pod_counts("aws", {KEY: {"cloud": status.ClusterPods(running=aws, ready=aws)}})
-    return keys | model.heartbeat("dc1") | model.heartbeat("aws")
-
-
-def place(model: world.World, keys: set[str], clock: ManualClock) -> dict[str, dict[str, int]]:
-    loop.recompute(model, keys | {KEY}, now=clock())
-    return model.placements[KEY].counts()
 
 
 def condition(model: world.World, clock: ManualClock) -> tuple[str, str, str]:
