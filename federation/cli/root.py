@@ -36,7 +36,7 @@ COMMANDS = {
         "Show what the running coordinator decided (live, read-only)."),
     "rebalance": LazyCommand(
         "federation.cli.rebalance:rebalance_command",
-        "Move a spread's replicas back to its preferred subsets once they have room, surge first."),
+        "Move a spread's replicas back to its preferred subsets, surge first, once."),
     "sandbox": LazyCommand(
         "federation.cli.sandbox:sandbox_group",
         "Run a local federation of real Kubernetes control planes (no Docker needed).",

@@ -79,7 +79,10 @@ class Rebalancings:
         return self._states.get(key)
 
     def context(self, key: str, spec: spread_api.FederatedSpreadSpec) -> failback_round.Context | None:
-        """What a round hands the rule for spread `key` (None: no failback to judge)."""
+        """What a round hands the rule for spread `key` (None: no failback to judge). A Job's pods
+        run to completion, so none is moved: a Job spread never fails back."""
+        if spec.target_ref.kind == "Job":
+            return None
         state = self._states.get(key)
         if state is None:
             return failback_round.Context() if spec.rebalance.policy == "WhenRoom" else None
