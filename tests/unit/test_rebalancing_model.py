@@ -68,6 +68,10 @@ def test_new_pods_not_ready_within_reschedule_critical_seconds_stop_the_step() -
         "onprem": {"dc1": 4}, "cloud": {"aws": 2}}
     status_, reason, message = condition(model, clock)
     assert (status_, reason) == ("False", "NotReadyInTime") and "onprem/dc1" in message
+    stopped, second = clock(), datetime.timedelta(seconds=1)
+    cooldown = datetime.timedelta(seconds=60)  # a stopped step counts as a move: the next try after it
+    assert KEY not in loop.due(model, since=stopped, now=stopped + cooldown - second)
+    assert KEY in loop.due(model, since=stopped + cooldown - second, now=stopped + cooldown)
 
 
 def test_a_step_never_takes_ready_pods_below_replicas() -> None:

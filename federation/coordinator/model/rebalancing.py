@@ -113,10 +113,10 @@ class Rebalancings:
             state.in_flight, state.last_move = None, now
             if decision.action == "stop":
                 state.on_demand = False  # the room was not real: an on-demand failback ends here
-            elif spec.rebalance.policy == "WhenRoom" and not state.on_demand:
+            if spec.rebalance.policy == "WhenRoom" and not state.on_demand:  # the next try after the cooldown
                 state.retry_at = now + datetime.timedelta(seconds=spec.rebalance.cooldown_seconds)
-            else:
-                state.retry_at = now
+            elif state.on_demand:
+                state.retry_at = now  # the next step at once
         elif decision.reason in ("NothingToMove", "CapReached") and state.in_flight is None:
             state.on_demand, state.max_surge = False, None
 

@@ -296,7 +296,7 @@ class World:
         that fails back (`spec.rebalance.policy: WhenRoom`) is placed again: room is what it waits for."""
         placed = self._placed
         return {k for k in keys if (p := placed.get(k)) is None or not placement.settled(p)
-                or self._spreads[k].spec.rebalance.policy == "WhenRoom"}
+                or ((e := self._spreads.get(k)) is not None and e.spec.rebalance.policy == "WhenRoom")}
 
     def unschedulable(
         self, name: str, *, spread: str, subset: str, since: datetime.datetime
