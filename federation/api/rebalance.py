@@ -12,6 +12,7 @@ sooner than `cooldownSeconds` after the last one. The rule itself is `federation
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from typing import Any, Literal
@@ -95,3 +96,43 @@ class Rebalance(common.SpecModel):
     def surge(self, replicas: int) -> int:
         """`maxSurge` in pods for `replicas` in total: a percentage rounded up, never below 1."""
         return max(1, resolve_int_or_percent(self.max_surge, replicas, round_up=True))
+
+
+class RebalanceMoveStatus(common.StatusModel):
+    """Replicas a failback step moves from one (subset, cluster) to a higher-priority one."""
+
+    from_subset: str = pydantic.Field(description="The subset the replicas leave.")
+    from_cluster: str = pydantic.Field(description="The cluster the replicas leave.")
+    to_subset: str = pydantic.Field(description="The higher-priority subset they go to.")
+    to_cluster: str = pydantic.Field(description="The cluster they go to.")
+    replicas: int = pydantic.Field(default=0, description="How many replicas move.")
+
+
+class RebalanceReadyStatus(common.StatusModel):
+    """Ready pods of one (subset, cluster) the step adds to, when it started."""
+
+    subset: str = pydantic.Field(description="Subset name.")
+    cluster: str = pydantic.Field(description="Member cluster name.")
+    replicas: int = pydantic.Field(default=0, description="Its Ready pods when the step started.")
+
+
+class RebalanceStepStatus(common.StatusModel):
+    """The failback step in flight: its new pods run above the total until Ready."""
+
+    started: datetime.datetime = pydantic.Field(description="When the step started its new pods.")
+    moves: list[RebalanceMoveStatus] = pydantic.Field(default_factory=list, description="What it moves.")
+    ready_before: list[RebalanceReadyStatus] = pydantic.Field(
+        default_factory=list, description="Ready pods of each pair it adds to, when it started.")
+
+
+class RebalancingStatus(common.StatusModel):
+    """What the coordinator keeps of a spread's failback (a restarted coordinator resumes from it)."""
+
+    step: RebalanceStepStatus | None = pydantic.Field(
+        default=None, description="The step in flight, if any.")
+    last_move: datetime.datetime | None = pydantic.Field(
+        default=None, description="When the last step finished or stopped (the cooldown counts from it).")
+    on_demand: bool = pydantic.Field(
+        default=False, description="A whole failback asked by `fedspread rebalance` is under way.")
+    max_surge: int | None = pydantic.Field(
+        default=None, description="The surge in pods that failback asked for (absent: spec.rebalance's).")

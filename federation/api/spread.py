@@ -369,8 +369,8 @@ class FederatedSpreadSpec(common.SpecModel):
         description=(
             "Failback to higher-priority subsets once they have room again (policy WhenRoom), "
             "surge first and bounded by maxSurge and cooldownSeconds; Never (the default) keeps "
-            "replicas where they were placed. Not acted on yet: the fields are validated, the "
-            "coordinator moves nothing."
+            "replicas where they were placed (`fedspread rebalance` makes one failback on demand). "
+            "The Rebalancing condition says what a failback does or waits for."
         ),
     )
 
@@ -579,6 +579,11 @@ class FederatedSpreadStatus(common.StatusModel):
         default=None,
         description=("The objects the pod template references and spec.propagate lists, and where "
                      "they are copied; absent when there are none or propagateDependencies is false."),
+    )
+    rebalancing: rebalance_api.RebalancingStatus | None = pydantic.Field(
+        default=None,
+        description=("The failback step in flight and the last move's time (spec.rebalance); absent "
+                     "when the spread never failed back."),
     )
 
 

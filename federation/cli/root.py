@@ -34,6 +34,9 @@ COMMANDS = {
     "get": LazyCommand(
         "federation.cli.get:get_group",
         "Show what the running coordinator decided (live, read-only)."),
+    "rebalance": LazyCommand(
+        "federation.cli.rebalance:rebalance_command",
+        "Move a spread's replicas back to its preferred subsets, surge first, once."),
     "sandbox": LazyCommand(
         "federation.cli.sandbox:sandbox_group",
         "Run a local federation of real Kubernetes control planes (no Docker needed).",

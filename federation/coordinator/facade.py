@@ -65,7 +65,7 @@ from google.protobuf import timestamp_pb2
 from federation import clock as clock_mod
 from federation.api import cluster, names
 from federation.coordinator import shards
-from federation.coordinator.model import job_spreads, loop, settling, usage_book
+from federation.coordinator.model import job_spreads, loop, rebalance_plan, settling, usage_book
 from federation.coordinator.model import lifecycle as model_lifecycle
 from federation.coordinator.model import world as world_model
 from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
@@ -356,6 +356,19 @@ class Coordinator:
             if self.on_round is not None:
                 self.on_round(result, time.perf_counter() - started)
             return result
+
+    def rebalance(self, key: str, *, dry_run: bool = False,
+                  max_surge: int | None = None) -> rebalance_plan.Plan | None:
+        """`fedspread rebalance`: spread `key`'s whole failback (None: no such spread placed), and
+        unless `dry_run` (or nothing moves) started now — its policy and cooldown ignored, each
+        step surge first (`model.rebalancing`)."""
+        with self.lock:
+            found = rebalance_plan.plan(self.world, key, now=self.clock(), max_surge=max_surge)
+            if found is None or dry_run or not found.steps:
+                return found
+            self.world.rebalancing.ask(key, max_surge=max_surge)
+            self.publish({key})
+            return found
 
     def _settling(self, wanted: set[str]) -> set[str]:
         """Of `wanted`, the spreads that wait for the federation to gather (`model.settling`): their

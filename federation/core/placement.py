@@ -42,7 +42,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 
 from federation.api import cluster, placement_json, spread
-from federation.core import fit, placement_topology, placement_view
+from federation.core import failback, fit, placement_topology, placement_view
 from federation.core import placement_passes as passes
 from federation.core.placement_view import View as View
 from federation.core.placement_view import holding as holding
@@ -92,6 +92,9 @@ class Placement:
     """The room the placement took, in order, when capacity bounded it (Adaptive with simulation):
     `placement_round` replays them on a snapshot with other spreads charged to learn whether the
     answer would be the same there. Not part of the answer: equal placements may differ here."""
+    rebalancing: failback.Decision | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The failback decision the coordinator applied to this placement (`failback_round`), for it
+    to keep the step in flight and show the Rebalancing condition; None where none was asked."""
 
     @property
     def placed(self) -> int:

@@ -91,6 +91,48 @@ class SimulateRequest(_message.Message):
     clusters_json: str
     def __init__(self, spread_yaml: _Optional[str] = ..., replicas: _Optional[int] = ..., template_json: _Optional[str] = ..., clusters_json: _Optional[str] = ...) -> None: ...
 
+class RebalanceRequest(_message.Message):
+    __slots__ = ("spread", "dry_run", "max_surge")
+    SPREAD_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_SURGE_FIELD_NUMBER: _ClassVar[int]
+    spread: str
+    dry_run: bool
+    max_surge: int
+    def __init__(self, spread: _Optional[str] = ..., dry_run: _Optional[bool] = ..., max_surge: _Optional[int] = ...) -> None: ...
+
+class RebalancePlan(_message.Message):
+    __slots__ = ("spread", "policy", "steps", "started")
+    SPREAD_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    spread: str
+    policy: str
+    steps: _containers.RepeatedCompositeFieldContainer[RebalanceStep]
+    started: bool
+    def __init__(self, spread: _Optional[str] = ..., policy: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[RebalanceStep, _Mapping]]] = ..., started: _Optional[bool] = ...) -> None: ...
+
+class RebalanceStep(_message.Message):
+    __slots__ = ("moves",)
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    moves: _containers.RepeatedCompositeFieldContainer[RebalanceMove]
+    def __init__(self, moves: _Optional[_Iterable[_Union[RebalanceMove, _Mapping]]] = ...) -> None: ...
+
+class RebalanceMove(_message.Message):
+    __slots__ = ("from_subset", "from_cluster", "to_subset", "to_cluster", "replicas")
+    FROM_SUBSET_FIELD_NUMBER: _ClassVar[int]
+    FROM_CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    TO_SUBSET_FIELD_NUMBER: _ClassVar[int]
+    TO_CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    from_subset: str
+    from_cluster: str
+    to_subset: str
+    to_cluster: str
+    replicas: int
+    def __init__(self, from_subset: _Optional[str] = ..., from_cluster: _Optional[str] = ..., to_subset: _Optional[str] = ..., to_cluster: _Optional[str] = ..., replicas: _Optional[int] = ...) -> None: ...
+
 class ExplainRequest(_message.Message):
     __slots__ = ("spread", "simulation")
     SPREAD_FIELD_NUMBER: _ClassVar[int]
@@ -100,7 +142,7 @@ class ExplainRequest(_message.Message):
     def __init__(self, spread: _Optional[str] = ..., simulation: _Optional[_Union[SimulateRequest, _Mapping]] = ...) -> None: ...
 
 class Placement(_message.Message):
-    __slots__ = ("spread", "replicas", "unplaced", "capacity_exhausted", "clusters", "ready", "subsets", "conditions", "observed_generation", "computed_at")
+    __slots__ = ("spread", "replicas", "unplaced", "capacity_exhausted", "clusters", "ready", "subsets", "conditions", "observed_generation", "computed_at", "rebalance")
     class ClustersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +167,7 @@ class Placement(_message.Message):
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     COMPUTED_AT_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_FIELD_NUMBER: _ClassVar[int]
     spread: str
     replicas: int
     unplaced: int
@@ -135,7 +178,8 @@ class Placement(_message.Message):
     conditions: _containers.RepeatedCompositeFieldContainer[_common_pb2.Condition]
     observed_generation: int
     computed_at: _timestamp_pb2.Timestamp
-    def __init__(self, spread: _Optional[str] = ..., replicas: _Optional[int] = ..., unplaced: _Optional[int] = ..., capacity_exhausted: _Optional[int] = ..., clusters: _Optional[_Mapping[str, int]] = ..., ready: _Optional[_Mapping[str, int]] = ..., subsets: _Optional[_Iterable[_Union[SubsetPlacement, _Mapping]]] = ..., conditions: _Optional[_Iterable[_Union[_common_pb2.Condition, _Mapping]]] = ..., observed_generation: _Optional[int] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    rebalance: RebalancePlan
+    def __init__(self, spread: _Optional[str] = ..., replicas: _Optional[int] = ..., unplaced: _Optional[int] = ..., capacity_exhausted: _Optional[int] = ..., clusters: _Optional[_Mapping[str, int]] = ..., ready: _Optional[_Mapping[str, int]] = ..., subsets: _Optional[_Iterable[_Union[SubsetPlacement, _Mapping]]] = ..., conditions: _Optional[_Iterable[_Union[_common_pb2.Condition, _Mapping]]] = ..., observed_generation: _Optional[int] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rebalance: _Optional[_Union[RebalancePlan, _Mapping]] = ...) -> None: ...
 
 class SubsetPlacement(_message.Message):
     __slots__ = ("name", "replicas", "clusters", "cap", "waiting", "reasons")

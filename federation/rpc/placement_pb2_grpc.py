@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class PlacementServiceStub:
-    """Read-only placement queries for the SDK and the command line.
+    """Placement queries for the SDK and the command line (read-only but for Rebalance).
     """
 
     def __init__(self, channel):
@@ -65,10 +65,15 @@ class PlacementServiceStub:
                 request_serializer=federation_dot_rpc_dot_placement__pb2.ExplainRequest.SerializeToString,
                 response_deserializer=federation_dot_rpc_dot_placement__pb2.Explanation.FromString,
                 _registered_method=True)
+        self.Rebalance = channel.unary_unary(
+                '/fedspread.v1.PlacementService/Rebalance',
+                request_serializer=federation_dot_rpc_dot_placement__pb2.RebalanceRequest.SerializeToString,
+                response_deserializer=federation_dot_rpc_dot_placement__pb2.RebalancePlan.FromString,
+                _registered_method=True)
 
 
 class PlacementServiceServicer:
-    """Read-only placement queries for the SDK and the command line.
+    """Placement queries for the SDK and the command line (read-only but for Rebalance).
     """
 
     def GetPlacement(self, request, context):
@@ -114,6 +119,16 @@ class PlacementServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rebalance(self, request, context):
+        """One whole failback of a live spread on demand (`fedspread rebalance`): its replicas move back
+        to higher-priority subsets surge first, step after step without cooldown, whatever its
+        spec.rebalance.policy. The one call that changes something: it needs `patch` on the spread
+        (a dry run only `get`). Returns the plan; with dry_run nothing is started.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlacementServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -147,6 +162,11 @@ def add_PlacementServiceServicer_to_server(servicer, server):
                     request_deserializer=federation_dot_rpc_dot_placement__pb2.ExplainRequest.FromString,
                     response_serializer=federation_dot_rpc_dot_placement__pb2.Explanation.SerializeToString,
             ),
+            'Rebalance': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebalance,
+                    request_deserializer=federation_dot_rpc_dot_placement__pb2.RebalanceRequest.FromString,
+                    response_serializer=federation_dot_rpc_dot_placement__pb2.RebalancePlan.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'fedspread.v1.PlacementService', rpc_method_handlers)
@@ -156,7 +176,7 @@ def add_PlacementServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class PlacementService:
-    """Read-only placement queries for the SDK and the command line.
+    """Placement queries for the SDK and the command line (read-only but for Rebalance).
     """
 
     @staticmethod
@@ -311,6 +331,33 @@ class PlacementService:
             '/fedspread.v1.PlacementService/Explain',
             federation_dot_rpc_dot_placement__pb2.ExplainRequest.SerializeToString,
             federation_dot_rpc_dot_placement__pb2.Explanation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebalance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedspread.v1.PlacementService/Rebalance',
+            federation_dot_rpc_dot_placement__pb2.RebalanceRequest.SerializeToString,
+            federation_dot_rpc_dot_placement__pb2.RebalancePlan.FromString,
             options,
             channel_credentials,
             insecure,

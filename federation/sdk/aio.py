@@ -125,3 +125,11 @@ class AsyncPlacementClient(calls.ClientState):
         request = calls.request(placement_pb2.ExplainRequest, spread=key)
         message = await self._call(self._stub.Explain, request, spread_key=key)
         return types.explanation_from_pb(message)
+
+    async def rebalance(self, key: str, *, dry_run: bool = False,
+                        max_surge: int | None = None) -> types.RebalancePlan:
+        """`PlacementClient.rebalance`."""
+        request = calls.request(placement_pb2.RebalanceRequest, spread=key, dry_run=dry_run)
+        if max_surge is not None:
+            request.max_surge = max_surge
+        return types.rebalance_from_pb(await self._call(self._stub.Rebalance, request, spread_key=key))

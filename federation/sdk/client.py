@@ -123,3 +123,14 @@ class PlacementClient(calls.ClientState):
         message = self._call(self._stub.Explain, calls.request(placement_pb2.ExplainRequest, spread=key),
                              spread_key=key)
         return types.explanation_from_pb(message)
+
+    def rebalance(self, key: str, *, dry_run: bool = False,
+                  max_surge: int | None = None) -> types.RebalancePlan:
+        """Move spread `namespace/name`'s replicas back to its higher-priority subsets once, surge
+        first (`fedspread rebalance`), whatever its spec.rebalance.policy; the plan it follows.
+        `dry_run`: only the plan. `max_surge`: extra pods per step (default: spec.rebalance's).
+        Needs `patch` on the spread (a dry run: `get`)."""
+        request = calls.request(placement_pb2.RebalanceRequest, spread=key, dry_run=dry_run)
+        if max_surge is not None:
+            request.max_surge = max_surge
+        return types.rebalance_from_pb(self._call(self._stub.Rebalance, request, spread_key=key))

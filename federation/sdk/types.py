@@ -90,6 +90,40 @@ class SubsetPlacement:
 
 
 @dataclasses.dataclass(frozen=True)
+class RebalanceMove:
+    """Replicas a failback step moves from one (subset, cluster) to a higher-priority one."""
+
+    from_subset: str
+    from_cluster: str
+    to_subset: str
+    to_cluster: str
+    replicas: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RebalancePlan:
+    """A spread's whole failback (`fedspread rebalance`): each step starts its moves' new pods
+    above the total, then removes as many from the lower-priority pairs once those are Ready."""
+
+    spread: str
+    policy: str
+    steps: list[list[RebalanceMove]]
+    started: bool = False
+    """The coordinator started it (false for a dry run, or when nothing moves)."""
+
+    def entry(self) -> dict[str, Any]:
+        """The placement JSON's `rebalance` entry: `{"policy", "moves": [{"from", "to", "replicas"}]}`,
+        the moves summed per pair of clusters in the order they first move."""
+        summed: dict[tuple[str, str], int] = {}
+        for step in self.steps:
+            for move in step:
+                pair = (move.from_cluster, move.to_cluster)
+                summed[pair] = summed.get(pair, 0) + move.replicas
+        return {"policy": self.policy, "moves": [{"from": source, "to": to, "replicas": count}
+                                                 for (source, to), count in summed.items()]}
+
+
+@dataclasses.dataclass(frozen=True)
 class SpreadPlacement:
     """A spread's placement (live, or simulated when `spread` is empty)."""
 
@@ -103,6 +137,8 @@ class SpreadPlacement:
     conditions: list[Condition] = dataclasses.field(default_factory=list)
     generation: int = 0
     computed_at: datetime.datetime | None = None
+    rebalance: RebalancePlan | None = None
+    """Explain of a live spread: the failback its spec.rebalance would make, when something would move."""
 
     @property
     def placed(self) -> int:
@@ -113,7 +149,8 @@ class SpreadPlacement:
         """The placement document; with `"ready"` (as `fedspread get placement -o json`) unless told not."""
         return placement_json.document(
             replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets,
-            ready=self.ready if include_ready else None)
+            ready=self.ready if include_ready else None,
+            rebalance=self.rebalance.entry() if self.rebalance is not None else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,7 +284,16 @@ def placement_from_pb(message: placement_pb2.Placement) -> SpreadPlacement:
         ],
         conditions=[condition_from_pb(c) for c in message.conditions],
         generation=message.observed_generation, computed_at=_time(message, "computed_at"),
+        rebalance=rebalance_from_pb(message.rebalance) if message.HasField("rebalance") else None,
     )
+
+
+def rebalance_from_pb(message: placement_pb2.RebalancePlan) -> RebalancePlan:
+    """A wire RebalancePlan as a RebalancePlan."""
+    return RebalancePlan(spread=message.spread, policy=message.policy, started=message.started, steps=[
+        [RebalanceMove(from_subset=m.from_subset, from_cluster=m.from_cluster, to_subset=m.to_subset,
+                       to_cluster=m.to_cluster, replicas=m.replicas) for m in step.moves]
+        for step in message.steps])
 
 
 def cluster_from_pb(message: placement_pb2.ClusterInfo) -> ClusterInfo:

@@ -15,7 +15,7 @@ from typing import Any
 from federation.api import cluster, problems, spread
 from federation.coordinator.model import capacity
 from federation.coordinator.wire import convert
-from federation.core import fit, placement
+from federation.core import failback_round, fit, placement
 
 
 class InMemorySource:
@@ -56,6 +56,11 @@ class InMemorySource:
 
     def explained(self, key: str) -> convert.PlacementRecord | None:
         return self.get(key)
+
+    def rebalance(self, key: str, *, dry_run: bool, max_surge: int | None) -> failback_round.Plan | None:
+        """A placed spread's failback: nothing to move here (no live view to plan on)."""
+        with self._cond:
+            return failback_round.Plan(key=key, policy="Never", steps=()) if key in self._records else None
 
     def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
         with self._cond:

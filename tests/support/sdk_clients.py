@@ -41,6 +41,9 @@ class Client(Protocol):
 
     def explain(self, key: str) -> sdk.Explanation: ...
 
+    def rebalance(self, key: str, *, dry_run: bool = False, max_surge: int | None = None,
+                  ) -> sdk.RebalancePlan: ...
+
     def close(self) -> None: ...
 
 
@@ -107,6 +110,10 @@ class BlockingAio:
 
     def explain(self, key: str) -> sdk.Explanation:
         return self._run(self.client.explain(key))
+
+    def rebalance(self, key: str, *, dry_run: bool = False, max_surge: int | None = None,
+                  ) -> sdk.RebalancePlan:
+        return self._run(self.client.rebalance(key, dry_run=dry_run, max_surge=max_surge))
 
 
 class Flavour:

@@ -33,7 +33,7 @@ def test_top_level_help_imports_no_kubernetes_grpc_or_ray() -> None:
     assert heavy(modules) == []
 
 
-@pytest.mark.parametrize("command", ["simulate", "get", "coordinator", "agent", "certs", "crds"])
+@pytest.mark.parametrize("command", ["simulate", "get", "coordinator", "agent", "certs", "crds", "rebalance"])
 def test_command_help_imports_no_kubernetes_grpc_or_ray(command: str) -> None:
     assert heavy(imported_modules(command, "--help")) == []
 

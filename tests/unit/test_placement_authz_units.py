@@ -220,3 +220,19 @@ def test_a_revoked_permission_ends_a_watch_at_the_next_change(certificates: path
             assert ended.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         server.stop(grace=None)
+
+
+def test_rebalance_needs_patch_on_the_spread_and_a_dry_run_only_get(
+        certificates: pathlib.Path, serve: Serve) -> None:
+    table = Table({("alice", "get", "federatedspreads", "shop")})
+    target = serve(table)
+    with as_user(certificates, target) as placements:
+        assert placements.rebalance("shop/web", dry_run=True).steps == []
+        assert [q for _, q in table.asked] == [access.read_spread("shop", "web")]
+        refused = re.escape("may not patch federatedspreads.fedspread.io/web")
+        with pytest.raises(sdk.PermissionDenied, match=refused):
+            placements.rebalance("shop/web")
+    table.allowed_set.add(("alice", "patch", "federatedspreads", "shop"))
+    with as_user(certificates, target) as placements:
+        assert placements.rebalance("shop/web").spread == "shop/web"
+    assert table.asked[-1][1] == access.patch_spread("shop", "web")

@@ -70,6 +70,7 @@ def test_descriptors_live_in_the_fedspread_v1_package() -> None:
     placement_service = placement_pb2.DESCRIPTOR.services_by_name["PlacementService"]
     assert set(placement_service.methods_by_name) == {
         "GetPlacement", "ListPlacements", "WatchPlacement", "ListClusters", "Simulate", "Explain",
+        "Rebalance",
     }
     assert placement_service.methods_by_name["WatchPlacement"].server_streaming
     # Unique file names in the global descriptor pool (no bare "common.proto").
@@ -266,6 +267,10 @@ PLACEMENT_MESSAGES: list[pb_message.Message] = [
         )],
         reasons=["2 replicas beyond every cap"],
     ),
+    placement_pb2.RebalanceRequest(spread="shop/web", dry_run=True, max_surge=2),
+    placement_pb2.RebalancePlan(spread="shop/web", policy="Never", started=True, steps=[
+        placement_pb2.RebalanceStep(moves=[placement_pb2.RebalanceMove(
+            from_subset="cloud", from_cluster="aws", to_subset="onprem", to_cluster="dc1", replicas=2)])]),
 ]
 
 

@@ -258,6 +258,8 @@ class StatusPass:
                                       key, entry.template, hub_objects.propagated(entry.spec.propagate))]
             if entry.spec.propagate_dependencies else None,
             dependencies=self._dependencies(key, result) if entry.spec.propagate_dependencies else None)
+        new = self.world.rebalancing.annotated(key, new, previous=previous, now=now,
+                                               generation=entry.spread.metadata.generation)
         target = None
         if entry.replicas is not None:
             ref = entry.spec.target_ref

@@ -30,7 +30,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from federation.api import cluster, spread
 from federation.coordinator.model import brakes, round_snapshot
 from federation.coordinator.model import world as world_model
-from federation.core import fit, handover, overcommit, placement, placement_round, placement_view
+from federation.core import (
+    failback_round,
+    fit,
+    handover,
+    overcommit,
+    placement,
+    placement_round,
+    placement_view,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +96,9 @@ class PlaceRequest:
     """Pods of clusters that returned and have not reported since, kept whole by the handover."""
     waiting: Mapping[str, Mapping[str, int]] | None = None
     """The last placement's waiting replicas per subset per cluster (Adaptive places them again)."""
+    rebalance: failback_round.Context | None = None
+    """The failback to judge (`failback_round`): given, the rule's answer runs the step it leads to
+    and carries the decision (`Placement.rebalancing`); None: no failback (what-ifs, `Never`)."""
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
@@ -106,6 +117,12 @@ def answer(request: PlaceRequest) -> placement.Placement:
             running=request.running, unschedulable=request.marks, now=request.now,
             waiting=request.waiting,
         )
+        if request.rebalance is not None:
+            result = failback_round.rebalanced(
+                request.spec, replicas=request.replicas, result=result, view=request.view,
+                ready=request.ready or {}, now=request.now or datetime.datetime.now(datetime.UTC),
+                context=request.rebalance, running=request.running, marks=request.marks,
+                waiting=request.waiting)
         if request.ready is None:
             return result
         return handover.keep_ready(result, replicas=request.replicas, ready=request.ready,
@@ -140,14 +157,14 @@ def request_for(
     if kept:
         view = placement.holding(view, kept)
     usable = world.ready_selected(key) | world.departing(key)
-    current = world.current_for(key)
+    current = world.rebalancing.without_surge(key, world.current_for(key))
     return PlaceRequest(
         key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
         current=current, running=world.pods.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, view=view,
         ready=world.pods.ready_for(key, usable=usable),
         unverified=world.pods.unverified_for(key, usable=usable),
-        waiting=world.waiting_for(key),
+        waiting=world.waiting_for(key), rebalance=world.rebalancing.context(key, entry.spec),
     )
 
 
@@ -208,11 +225,14 @@ def place_one(
 
 
 def _store(world: world_model.World, key: str, *, result: placement.Placement,
-           held: frozenset[str]) -> set[str]:
+           held: frozenset[str], now: datetime.datetime) -> set[str]:
     """Keep `result` as spread `key`'s placement (placed with the lost clusters `held` keeping
     their replicas); the clusters where its pending pods changed."""
     moved = world.store(key, result)
     world.settled_placement(key, held=held)
+    entry = world.spread(key)
+    if entry is not None:
+        world.rebalancing.commit(key, result.rebalancing, now=now, spec=entry.spec)
     return moved
 
 
@@ -256,7 +276,7 @@ def recompute(
         for entry in entries:
             kept = brake_for(world, entry, now=now)
             result = answer(request_for(world, entry, replicas=entry.replicas or 0, now=now, kept=kept))
-            _store(world, entry.key, result=result, held=kept)
+            _store(world, entry.key, result=result, held=kept, now=now)
             placed[entry.key] = result
         return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
     held = {e.key: brake_for(world, e, now=now) for e in entries}  # in key order, each committed once
@@ -264,7 +284,7 @@ def recompute(
         settled, fell_back = _against_one_snapshot(
             world, entries, held=held, now=now, place_batch=place_batch)
         for entry in entries:
-            _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key])
+            _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key], now=now)
     except BaseException:  # the spreads not stored yet keep their last placements, charged again
         world.restore_charges()
         raise
@@ -332,9 +352,10 @@ def failover(world: world_model.World) -> Lost:
 def due(world: world_model.World, *, since: datetime.datetime, now: datetime.datetime) -> set[str]:
     """The timer's spreads to place again for what ended in (since, now]: unschedulable marks
     (`marks_expired`) and timed cluster tolerations (`tolerations_expired`); and deleted spreads
-    whose held `Delete` removal is due (`lifecycle.Lifecycle.hold`: the publish sends it)."""
+    whose held `Delete` removal is due (`lifecycle.Lifecycle.hold`: the publish sends it); spreads whose
+    failback may go on (a cooldown ended, a step's Ready deadline passed: `rebalancing.Rebalancings.due`)."""
     return (marks_expired(world, since=since, now=now) | tolerations_expired(world, since=since, now=now)
-            | world.lifecycle.held_due(now))
+            | world.lifecycle.held_due(now) | world.rebalancing.due(since=since, now=now))
 
 
 def tolerations_expired(

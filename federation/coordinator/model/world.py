@@ -46,6 +46,7 @@ from federation.coordinator.model import (
     marks,
     member_views,
     pod_reports,
+    rebalancing,
     selection_index,
 )
 from federation.core import fit, overcommit, placement, status
@@ -99,6 +100,8 @@ class World:
         """The hub's ConfigMaps, Secrets, ServiceAccounts and claims spreads' pods may need."""
         self.lifecycle = lifecycle.Lifecycle()
         """Target holders, refusals, deletion policies of deleted spreads (`lifecycle`)."""
+        self.rebalancing = rebalancing.Rebalancings()
+        """Per spread, the failback step in flight and the last move (`rebalancing`)."""
         # Indexes and caches (see the module docstring); none of them is a fact of its own.
         self._index = selection_index.SelectionIndex(self._spreads, self._members, pools=self._pools,
                                                      decommissioned=self._decommissioned)
@@ -121,6 +124,7 @@ class World:
             if recorded:  # the rule's answer is `current`; the pods it kept are recomputed (`rule_counts`)
                 self._seeded[key] = {s.name: s.ruled() for s in item.status.subset_statuses if s.clusters}
                 self.pods.recorded(key, recorded)  # unknown is not zero: held until reported
+            self.rebalancing.seed(key, item.status.rebalancing)  # a failback step in flight resumes
         previous = self._previous.pop(key, None) if old is None else None
         if previous is not None and key not in self._seeded and key not in self._placed:
             self._seeded[key] = previous  # created again: placed from what the deleted one ran
@@ -156,6 +160,7 @@ class World:
         self._views.recharge(key)
         self._marks.drop_spread(key)
         self.brakes.forget(key)
+        self.rebalancing.forget(key)
         # (What lost clusters hold of it stays: they were sent no removal, and a spread created
         # again under the key adopts their workloads; `PodReports.removed` lets it go.)
         self.hub_objects.forget(key)
@@ -287,9 +292,11 @@ class World:
     def _capacity_bound(self, keys: set[str]) -> set[str]:
         """Of `keys`, the spreads a change of free capacity can move: not placed yet, or with
         replicas that did not fit. A settled spread (`placement.settled`) is not placed again;
-        only its subsets' simulated `capacity` would differ, and Explain recomputes that."""
+        only its subsets' simulated `capacity` would differ, and Explain recomputes that. A spread
+        that fails back (`spec.rebalance.policy: WhenRoom`) is placed again: room is what it waits for."""
         placed = self._placed
-        return {k for k in keys if (p := placed.get(k)) is None or not placement.settled(p)}
+        return {k for k in keys if (p := placed.get(k)) is None or not placement.settled(p)
+                or ((e := self._spreads.get(k)) is not None and e.spec.rebalance.policy == "WhenRoom")}
 
     def unschedulable(
         self, name: str, *, spread: str, subset: str, since: datetime.datetime

@@ -1,4 +1,4 @@
-"""PlacementService: read-only placement questions over gRPC, for the SDK and `fedspread get`.
+"""PlacementService: placement questions over gRPC, for the SDK and `fedspread get`; and Rebalance.
 
 Why a `PlacementSource` protocol: the servicer must not care whether placements come from the live
 world model (sharded, fed by the hub watcher and agents) or from a plain dictionary in a test. It
@@ -17,7 +17,9 @@ a sleeping coroutine, not a held thread.
 
 Every call is authorised first (`authorization`): an agent's certificate is refused, and with an
 authorizer (the coordinator over mTLS: the hub's RBAC) each handler requires what it reads —
-PERMISSION_DENIED naming the permission, UNAVAILABLE when the hub cannot answer.
+PERMISSION_DENIED naming the permission, UNAVAILABLE when the hub cannot answer. Rebalance is the one
+call that changes something (a failback on demand, `fedspread rebalance`): it requires `patch` on
+the spread, as editing it would, and a dry run only its `get`.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from federation.api import cluster, problems, spread
 from federation.coordinator import shards
 from federation.coordinator.services import authorization
 from federation.coordinator.wire import access, convert, inbound
-from federation.core import jobs, placement, workload_kinds
+from federation.core import failback_round, jobs, placement, workload_kinds
 from federation.rpc import placement_pb2, placement_pb2_grpc
 
 LOG = logging.getLogger(__name__)
@@ -54,6 +56,9 @@ class PlacementSource(Protocol):
 
     def get(self, key: str) -> convert.PlacementRecord | None:
         """The live placement of `namespace/name`, or None when the spread is unknown."""
+
+    def rebalance(self, key: str, *, dry_run: bool, max_surge: int | None) -> failback_round.Plan | None:
+        """Spread `key`'s whole failback, started unless `dry_run`; None: unknown or not placed."""
 
     def explained(self, key: str) -> convert.PlacementRecord | None:
         """`get` for Explain: with each subset's simulated capacity as of now."""
@@ -300,6 +305,28 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                                              clusters=self._source.clusters())
         raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT,
                            "give a spread key \"namespace/name\" or a simulation to explain")
+
+    @_handled
+    def Rebalance(
+        self, request: placement_pb2.RebalanceRequest, caller: authorization.Caller,
+    ) -> placement_pb2.RebalancePlan:
+        checked = check_key(request.spread)
+        namespace, _, name = checked.partition("/")
+        caller.require(access.read_spread(namespace, name))
+        if not request.dry_run:
+            caller.require(access.patch_spread(namespace, name))  # it moves the spread's replicas
+        max_surge = request.max_surge if request.HasField("max_surge") else None
+        if max_surge is not None and max_surge < 1:
+            raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"max_surge must be at least 1, got "
+                               f"{max_surge}: a step starts its new pods first")
+        try:
+            found = self._source.rebalance(checked, dry_run=request.dry_run, max_surge=max_surge)
+        except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+            raise ServiceError(grpc.StatusCode.UNAVAILABLE, f"the placement shards could not answer: {error}",
+                               ) from None
+        if found is None:
+            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no placed spread {checked}")
+        return convert.rebalance_plan_to_pb(found, started=not request.dry_run and bool(found.steps))
 
     async def WatchPlacement(
         self, request: placement_pb2.WatchPlacementRequest, context: grpc.aio.ServicerContext,

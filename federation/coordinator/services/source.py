@@ -25,9 +25,9 @@ from typing import Any
 from federation.api import cluster, common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
-from federation.coordinator.model import capacity, loop
+from federation.coordinator.model import capacity, loop, rebalance_plan
 from federation.coordinator.wire import convert
-from federation.core import fit, overcommit, placement
+from federation.core import failback_round, fit, overcommit, placement
 
 Conditions = Callable[[str], list[common.Condition]]
 
@@ -60,10 +60,16 @@ class WorldSource:
             if record is None or entry is None or entry.replicas is None:
                 return record
             fresh = loop.place_one(world, entry, replicas=entry.replicas, now=self._coordinator.clock())
+            found = rebalance_plan.plan(world, key, now=self._coordinator.clock())
         capacities = {s.name: s.capacity for s in fresh.subsets}
         subsets = tuple(dataclasses.replace(s, capacity=capacities.get(s.name, s.capacity))
                         for s in record.placement.subsets)
-        return dataclasses.replace(record, placement=dataclasses.replace(record.placement, subsets=subsets))
+        return dataclasses.replace(record, placement=dataclasses.replace(record.placement, subsets=subsets),
+                                   rebalance=found if found is not None and found.steps else None)
+
+    def rebalance(self, key: str, *, dry_run: bool, max_surge: int | None) -> failback_round.Plan | None:
+        """Spread `key`'s whole failback, started unless `dry_run` (`facade.Coordinator.rebalance`)."""
+        return self._coordinator.rebalance(key, dry_run=dry_run, max_surge=max_surge)
 
     def placements(self, namespace: str | None) -> list[convert.PlacementRecord]:
         with self._coordinator.lock:

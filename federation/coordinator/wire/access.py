@@ -55,6 +55,11 @@ def read_spread(namespace: str, name: str) -> Access:
     return Access("get", spread.PLURAL, namespace=namespace, name=name)
 
 
+def patch_spread(namespace: str, name: str) -> Access:
+    """Changing what a spread runs (Rebalance: a failback on demand moves its replicas)."""
+    return Access("patch", spread.PLURAL, namespace=namespace, name=name)
+
+
 def list_spreads(namespace: str = "") -> Access:
     """Reading every placement of a namespace ("" every namespace: ListPlacements, a watch of many)."""
     return Access("list", spread.PLURAL, namespace=namespace)

@@ -21,7 +21,7 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common, quantity, spread
-from federation.core import job_status, ordinals, placement, status
+from federation.core import failback_round, job_status, ordinals, placement, status
 from federation.rpc import agent_pb2, common_pb2, placement_pb2
 
 UNKNOWN = -1  # capacity / free capacity on the wire when unknown or unbounded
@@ -45,6 +45,9 @@ class PlacementRecord:
     """The Deployment whose pod requests sized the placement (None: pods request nothing)."""
     free_capacity: Mapping[tuple[str, str], int | None] = dataclasses.field(default_factory=dict)
     """More pods of the template that fit per (subset, cluster); filled for Explain only."""
+    rebalance: failback_round.Plan | None = None
+    """The failback `spec.rebalance` would make (`fedspread rebalance`); for Explain only, when
+    something would move."""
 
     def ready_by_cluster(self) -> dict[str, int]:
         """Ready replicas per cluster summed over subsets; every placed cluster appears."""
@@ -141,7 +144,17 @@ def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
         ready=record.ready_by_cluster() if record.ready else {}, subsets=subsets,
         conditions=[condition_to_pb(c) for c in record.conditions],
         observed_generation=record.generation, computed_at=timestamp(record.computed_at),
+        rebalance=rebalance_plan_to_pb(record.rebalance) if record.rebalance is not None else None,
     )
+
+
+def rebalance_plan_to_pb(plan: failback_round.Plan, *, started: bool = False) -> placement_pb2.RebalancePlan:
+    """The wire RebalancePlan: each step's moves, pair by pair."""
+    return placement_pb2.RebalancePlan(
+        spread=plan.key, policy=plan.policy, started=started, steps=[
+            placement_pb2.RebalanceStep(moves=[placement_pb2.RebalanceMove(
+                from_subset=m.from_subset, from_cluster=m.from_cluster, to_subset=m.to_subset,
+                to_cluster=m.to_cluster, replicas=m.replicas) for m in step]) for step in plan.steps])
 
 
 def _cluster_reasons(reasons: Sequence[str], name: str) -> list[str]:
