@@ -41,14 +41,8 @@ Why it is shaped like this:
 - **Duplicate streams: the newer wins.** A second stream for the same cluster replaces the first,
   which is ended with ALREADY_EXISTS (the old agent's link reconnects, which is right after a
   network flap; two agents fighting for one name keep replacing each other and say so in logs).
-- **Identity** (`identity`): with `require_identity` (the coordinator serves mTLS) a Hello must
-  come from the agent certificate of its cluster, else the stream ends with PERMISSION_DENIED
-  (UNAUTHENTICATED without any certificate); a later message naming another cluster ends it with
-  PERMISSION_DENIED in every mode.
-- **Errors.** A stream not starting with Hello, or whose cluster name could not name a
-  MemberCluster (`inbound.cluster_name_problem`), ends with INVALID_ARGUMENT. A message that
-  cannot be applied (`inbound` checks reports first) is logged and answered with a `Notice`
-  (BadReport); it never ends the stream or the server.
+- Identity (mTLS) and malformed streams are the servicer's (`services.agent_service`); a message
+  that cannot be applied raises ValueError/TypeError here and is answered there with a Notice.
 """
 
 from __future__ import annotations
@@ -58,64 +52,29 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable
-
-from google.protobuf import timestamp_pb2
+from collections.abc import Callable, Iterable
 
 from federation import clock as clock_mod
-from federation.api import cluster, names
-from federation.coordinator import shards
-from federation.coordinator.model import job_spreads, loop, rebalance_plan, settling, usage_book
+from federation.api import names
+from federation.coordinator import delivery, shards
+from federation.coordinator.agent_stream import END as END
+from federation.coordinator.agent_stream import SUPERSEDED as SUPERSEDED
+from federation.coordinator.agent_stream import AgentStream as AgentStream
 from federation.coordinator.model import lifecycle as model_lifecycle
+from federation.coordinator.model import loop, rebalance_plan, settling, usage_book
 from federation.coordinator.model import world as world_model
-from federation.coordinator.wire import assignments, convert, deliveries, inbound, outbox
-from federation.core import status
+from federation.coordinator.wire import inbound
 from federation.core import usage as usage_rules
 from federation.rpc import agent_pb2, capabilities
 
 log = logging.getLogger(__name__)
 
-END = object()  # the close reason when the agent half-closed its stream: the writer returns
-SUPERSEDED = object()  # the close reason when a newer stream for the same cluster replaced this one
-NOT_SELECTED = "cluster no longer selected"
-NO_REPLICAS_LEFT = "no replicas here: a share of 0 and no pods left"
 RoundObserver = Callable[[loop.Round, float], None]
 """Told of every placement round that had spreads to place: what it did and how long it took
 (seconds, recompute and queueing to the streams); the metrics (`coordinator.metrics`) listen."""
 WASTED_ROUND_SPREADS = 50
 """A parallel round of at least this many spreads, more than half of them placed again in this
 process, is said once in the log: the Ray shards gained nothing for this federation."""
-
-
-class AgentStream:
-    """One welcomed stream: the outbox its writer drains, and per-stream report state."""
-
-    def __init__(self, cluster_name: str, *, applied: Iterable[agent_pb2.AppliedSpread] = ()) -> None:
-        self.cluster = cluster_name
-        self.applied: dict[str, set[str]] = {}
-        """The Hello's applied spreads, for the (possibly later) resync: key -> the spread uids
-        listed for it ("" from an agent that does not say)."""
-        for item in applied:
-            self.applied.setdefault(item.spread, set()).add(item.spread_uid)
-        self.outgoing = outbox.Outbox()
-        """Bounded and coalescing per spread (`wire.outbox`): a slow agent holds at most two
-        messages per spread it is being sent, whatever happens meanwhile."""
-        self.resynced = False
-        self.inventory_sequence = 0
-        self.pools: dict[str, cluster.NodePool] = {}
-        self.counts: dict[str, dict[str, status.ClusterPods]] = {}
-        self.workloads: dict[str, status.WorkloadStatus] = {}
-        self.conflicts: dict[str, str] = {}
-        self.dependency_conflicts: dict[str, tuple[str, ...]] = {}
-        self.misplaced: dict[str, str] = {}
-        self.autoscalers: dict[str, tuple[str, ...]] = {}
-        self.awaiting_report: set[str] = set()
-        """Spreads this agent holds that no longer select its cluster, found at the resync: placed
-        again once its first report says what runs there (`lifecycle.Leftover.deselected`)."""
-
-    def send(self, **body: object) -> None:
-        """Queue one CoordinatorMessage, e.g. `send(assignment=...)` (coalesced per spread)."""
-        self.outgoing.put(agent_pb2.CoordinatorMessage(**body))  # type: ignore[arg-type]
 
 
 class Coordinator:
@@ -135,12 +94,13 @@ class Coordinator:
         self.lock = threading.RLock()
         self._hub_synced = hub_synced
         self._streams: dict[str, AgentStream] = {}
-        self._sent = deliveries.SentLedger()
+        self._delivery = delivery.Delivery(world, clock=clock, streams=self._streams)
+        """What each agent is sent (`coordinator.delivery`)."""
         self.settling = settling.Settling(window=settle)
         """Listed spreads without a recorded placement wait for the agents (`model.settling`)."""
         self._settled: set[str] = set()
         """Spreads whose wait ended, live, not placed since: the agents that hold them were sent
-        nothing at their resync, so the next placement of each visits them (`_visit_settled`)."""
+        nothing at their resync, so the next placement of each visits them (`Delivery.visit_settled`)."""
         self.ray_gained_nothing = False
         """A parallel round was mostly placed again here (logged once, when it first happened)."""
         self.on_round: RoundObserver | None = None
@@ -203,7 +163,7 @@ class Coordinator:
         with self.lock:
             if self._streams.get(stream.cluster) is stream:
                 del self._streams[stream.cluster]
-                self._sent.forget(stream.cluster)
+                self._delivery.sent.forget(stream.cluster)
 
     def hub_listed(self) -> bool:
         """Whether `mark_hub_synced` ran: placement and the agents' resyncs have begun."""
@@ -230,75 +190,13 @@ class Coordinator:
         welcome.server_time.FromDatetime(self.clock())
         return welcome
 
+
+
     def _resync(self, stream: AgentStream) -> None:
-        """Every assignment for the stream's cluster, removals for stale applied spreads, the notice."""
-        self._settling(set(stream.applied))  # a restored spread waits (or, deleted, is released)
-        name, sent, waiting = stream.cluster, {}, self.settling.waiting()
-        for key in sorted(self.world.placements.keys() - waiting):
-            # A spread the agent holds a workload of is sent even at quota 0 (removed once empty).
-            applied = (name,) if key in stream.applied else ()
-            message = self._assignments_for(key, only={name}, keep=applied).get(name)
-            if message is not None:
-                sent[key] = message
-                stream.send(assignment=message)
-                self.world.pods.sent(name, key, quotas=assignments.quotas(message))
-        outcomes = {key: self._leftover(stream, key)  # a waiting spread: kept as it is
-                    for key in sorted(set(stream.applied) - set(sent) - waiting)}
-        removed, unknown = (sum(1 for o in outcomes.values() if o == kind) for kind in ("removed", "unknown"))
-        deselected = {key for key, outcome in outcomes.items() if outcome == "deselected"}
-        self._sent.reset(name, sent)
-        for key in deselected:  # the next publish of each sends its new assignment or removal
-            entry = self.world.spread(key)
-            self._sent.holding_unknown(name, key, generation=entry.generation if entry else 0)
-        stream.awaiting_report = deselected
-        stream.resynced = True
-        stream.send(notice=agent_pb2.Notice(
-            severity=agent_pb2.Notice.SEVERITY_INFO, code=capabilities.RESYNC_COMPLETE_CODE,
-            message=f"{len(sent)} assignments, {removed} removals, {unknown} unknown, kept"))
-        log.info("agent resynced", extra={"cluster": name, "assignments": len(sent), "removals": removed,
-                                          "unknown_kept": unknown})
-
-    def _leftover(self, stream: AgentStream, key: str) -> str:
-        """Spread `key`, which the stream's agent holds and was not sent: removed by the lifecycle's
-        verdict ("removed"), kept as never known here ("unknown", fail static), kept until the
-        cluster reports ("deselected"), or kept ("kept")."""
-        entry = self.world.spread(key)
-        verdict = self.world.lifecycle.leftover(
-            key, live_uid=None if entry is None else entry.uid, placed=key in self.world.placements,
-            applied_uids=stream.applied[key])
-        if not verdict.remove:
-            return "unknown" if entry is None else "deselected" if verdict.deselected else "kept"
-        stream.send(removal=assignments.removal(
-            key, generation=(entry.generation if entry else 0) + 1, orphan=verdict.orphan,
-            reason=verdict.reason))
-        self.world.forget_pods(stream.cluster, key)
-        return "removed"
-
-    def _assignments_for(
-        self, key: str, *, only: Collection[str] | None = None, keep: Collection[str] = (),
-    ) -> dict[str, agent_pb2.SpreadAssignment]:
-        """Spread `key`'s assignments: to clusters with replicas of it, and to the ones that still
-        hold its pods (reported), were last sent replicas of it, or are in `keep`."""
-        entry, result = self.world.spread(key), self.world.placements.get(key)
-        if entry is None or result is None:
-            return {}
-        now = self.clock()
-        holding = self.world.pods.holding(key) | self._sent.gave_replicas(key) | set(keep)
-        if entry.replicas == 0:  # scaled to zero: the member workloads stay, at 0 (HPAs, PDBs)
-            holding |= self._sent.holders(key)
-        # A member Job is never removed for a share of 0 or a deselection: it pauses at parallelism 0
-        # (its completions are immutable; removed, they would be divided again and run twice).
-        member_jobs = set(self.world.pods.workloads_for(key)) if job_spreads.is_job(entry) else set()
-        messages = assignments.for_clusters(
-            entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding | member_jobs,
-            objects=self.world.hub_objects, keep_unselected=member_jobs,
-            job_completions=job_spreads.completions(self.world, entry, result))
-        if messages:
-            issued = timestamp_pb2.Timestamp()
-            issued.FromDatetime(now)
-            for message in messages.values():
-                message.issued_at.CopyFrom(issued)
-        return messages
+        """The stream's full resync (`delivery.Delivery.resync`), once a restored spread this
+        agent holds waits (or, deleted while it waited, is released)."""
+        self._settling(set(stream.applied))
+        self._delivery.resync(stream, waiting=self.settling.waiting())
 
     # --- placement -----------------------------------------------------------------------------
 
@@ -320,7 +218,7 @@ class Coordinator:
             # release, whose pods (unverified, `PodReports.released`) its first placement must keep.
             now, lifecycle = self.clock(), self.world.lifecycle
             for key, orphan in lifecycle.settle(now=now, live=lambda k: self.world.spread(k) is not None):
-                self._remove_everywhere(key, orphan=orphan,
+                self._delivery.remove_everywhere(key, orphan=orphan,
                                         reason=model_lifecycle.RECREATED if orphan else "spread deleted")
                 if orphan:
                     wanted.add(key)
@@ -339,20 +237,21 @@ class Coordinator:
             for key in result.removed:
                 self._settled.discard(key)
                 if lifecycle.orphans(key):
-                    self._remove_everywhere(key, orphan=True, reason="spread deleted")
+                    self._delivery.remove_everywhere(key, orphan=True, reason="spread deleted")
                 else:
                     lifecycle.hold(key, until=now + model_lifecycle.RECREATE_GRACE)
             for key in sorted(result.placements):
-                new = self._assignments_for(key, only=listening)
+                new = self._delivery.assignments_for(key, only=listening)
                 if key in self._settled:
-                    self._visit_settled(key, assigned=new.keys())
+                    self._settled.discard(key)
+                    self._delivery.visit_settled(key, assigned=new.keys())
                 selected = {name for s in result.placements[key].subsets for name in s.clusters}
-                for name in self._sent.clusters_for(key, new):
+                for name in self._delivery.sent.clusters_for(key, new):
                     stream = self._streams.get(name)
                     if name not in new and stream is not None and key in stream.awaiting_report:
                         continue  # unknown is not zero: removed (if at all) after its first report
-                    self._deliver(name, key, new.get(name),
-                                  reason=NO_REPLICAS_LEFT if name in selected else NOT_SELECTED)
+                    self._delivery.deliver(name, key, new.get(name), reason=delivery.NO_REPLICAS_LEFT
+                                           if name in selected else delivery.NOT_SELECTED)
             if self.on_round is not None:
                 self.on_round(result, time.perf_counter() - started)
             return result
@@ -385,30 +284,10 @@ class Coordinator:
                 continue
             for stream in self._streams.values():
                 if stream.resynced and key in stream.applied:
-                    self._leftover(stream, key)
+                    self._delivery.leftover(stream, key)
         return waiting
 
-    def _visit_settled(self, key: str, *, assigned: Collection[str]) -> None:
-        """Spread `key` is placed for the first time since its wait ended. An agent that held it
-        at its resync was sent nothing then, so the ledger does not know it holds it: a cluster
-        this placement assigns nothing gets what a resync would have done (`_resync`'s leftovers)
-        — the publish then sends its handover or removal, and one whose pods are not verified
-        yet waits for its first report (unknown is not zero)."""
-        self._settled.discard(key)
-        entry = self.world.spread(key)
-        for name, stream in self._streams.items():
-            if (not stream.resynced or key not in stream.applied or name in assigned
-                    or name in self._sent.holders(key)):
-                continue
-            if self._leftover(stream, key) == "deselected":
-                self._sent.holding_unknown(name, key, generation=entry.generation if entry else 0)
-                if not self.world.pods.verified(name, key):
-                    stream.awaiting_report.add(key)
 
-    def _remove_everywhere(self, key: str, *, orphan: bool, reason: str) -> None:
-        """A removal of deleted spread `key` to every cluster that holds it."""
-        for name in self._sent.clusters_for(key, ()):
-            self._deliver(name, key, None, reason=reason, orphan=orphan)
 
     def _say_if_ray_gained_nothing(self, result: loop.Round) -> None:
         """Once: a big parallel round whose answers were mostly placed again in this process (their
@@ -421,26 +300,6 @@ class Coordinator:
                     "of this round competed for the same full node pools, and those are placed again "
                     "one after the other; the shards only added a round trip (--no-ray avoids it)",
                     extra={"spreads": placed, "placed_again": result.replaced})
-
-    def _deliver(
-        self, name: str, key: str, new: agent_pb2.SpreadAssignment | None, *,
-        reason: str = NOT_SELECTED, orphan: bool = False,
-    ) -> None:
-        """Send cluster `name`'s resynced stream `new` (None: a removal, orphaning the workload when
-        `orphan`) unless it holds the same."""
-        stream = self._streams.get(name)
-        if stream is None or not stream.resynced:
-            return
-        message = self._sent.deliver(name, key, new, reason=reason, orphan=orphan)
-        if isinstance(message, agent_pb2.SpreadAssignment):
-            stream.send(assignment=message)
-            self.world.pods.sent(name, key, quotas=assignments.quotas(message))
-        elif message is not None:
-            stream.send(removal=message)
-            if orphan:  # released, not deleted: a spread of this key adopts what runs there
-                self.world.release_pods(name, key)
-            else:
-                self.world.forget_pods(name, key)
 
     def tick(self) -> loop.Lost:
         """The failover timer: clusters silent past clusterLostSeconds lose their replicas."""
@@ -503,50 +362,18 @@ class Coordinator:
                         "cluster": name, "spread": message.ack.spread,
                         "generation": message.ack.generation, "error": message.ack.error})
                 else:
-                    self._remove_if_empty(name, message.ack.spread)
+                    self._delivery.remove_if_empty(name, message.ack.spread)
             elif kind == "hello":
                 raise ValueError("Hello is only valid as the first message of a stream")
 
-    def _remove_if_empty(self, name: str, key: str) -> None:
-        """Cluster `name` applied an assignment of spread `key`: if what it holds now is a share of 0
-        and it reports no pods of the spread, it is sent the removal (its pod reports would not
-        change, so no publish would send it)."""
-        last, entry = self._sent.last(name, key), self.world.spread(key)
-        if (last is not None and last.replicas == 0 and name not in self.world.pods.holding(key)
-                and self.world.pods.verified(name, key) and (entry is None or entry.replicas != 0)):
-            self._deliver(name, key, None, reason=NO_REPLICAS_LEFT)
-
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
-        pools = inbound.node_pools(report)
-        if report.full:
-            stream.pools = pools
-        elif report.base_sequence != stream.inventory_sequence:
-            stream.send(resync=agent_pb2.ResyncRequest(
-                inventory=True, reason=f"delta on {report.base_sequence}, "
-                                       f"coordinator holds {stream.inventory_sequence}"))
-            return
-        else:
-            stream.pools.update(pools)
-            for gone in report.removed_pools:
-                stream.pools.pop(gone, None)
-        stream.inventory_sequence = report.sequence
-        latest = [stream.pools[k] for k in sorted(stream.pools)]
-        self.backend.report_inventory(stream.cluster, latest)
-        self.publish(self.world.inventory(stream.cluster, latest))
+        latest = stream.take_inventory(report)
+        if latest is not None:
+            self.backend.report_inventory(stream.cluster, latest)
+            self.publish(self.world.inventory(stream.cluster, latest))
 
     def _pod_counts(self, stream: AgentStream, report: agent_pb2.PodCountsReport) -> None:
-        inbound.check_pod_counts(report)
-        found = convert.counts_from_pb(report)
-        stream.counts = found.counts if report.full else {**stream.counts, **found.counts}
-        stream.workloads = found.workloads if report.full else {**stream.workloads, **found.workloads}
-        stream.conflicts = found.conflicts if report.full else {**stream.conflicts, **found.conflicts}
-        stream.dependency_conflicts = found.dependency_conflicts if report.full else {
-            **{k: v for k, v in stream.dependency_conflicts.items() if k not in found.counts},
-            **found.dependency_conflicts}
-        stream.misplaced = found.misplaced if report.full else {
-            **{k: v for k, v in stream.misplaced.items() if k not in found.counts}, **found.misplaced}
-        stream.autoscalers = found.autoscalers if report.full else {
-            **{k: v for k, v in stream.autoscalers.items() if k not in found.counts}, **found.autoscalers}
+        found = stream.take_pod_counts(report)
         changed = self.world.pod_counts(stream.cluster, stream.counts, workloads=stream.workloads,
                                         conflicts=stream.conflicts, assigned=found.assigned,
                                         dependency_conflicts=stream.dependency_conflicts,

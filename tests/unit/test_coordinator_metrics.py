@@ -39,7 +39,8 @@ REGION = [{"name": "eu", "clusterSpread": "Balance",
 
 def federation(clock: ManualClock, *, clusters: tuple[str, ...] = CLUSTERS,
                per_minute: int | None = None) -> facade.Coordinator:
-    """A coordinator not yet synced with the hub: `clusters` with capacity, one spread of 12."""
+    """A coordinator not yet synced with the hub: `clusters` with capacity, one spread of 12 (placed
+    at the listing: no settling window, `model.settling`)."""
     model = world.World(clock, failover_per_minute=per_minute)
     for name in clusters:
         model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
@@ -47,7 +48,8 @@ def federation(clock: ManualClock, *, clusters: tuple[str, ...] = CLUSTERS,
         model.heartbeat(name)
     model.upsert_spread(builders.federated_spread(subsets=REGION, lost_seconds=LOST_SECONDS))
     model.set_target(KEY, replicas=12, template=builders.deployment(namespace="shop"))
-    return facade.Coordinator(model, clock=clock, hub_synced=False, coordinator_id="test")
+    return facade.Coordinator(model, clock=clock, hub_synced=False, coordinator_id="test",
+                              settle=datetime.timedelta(0))
 
 
 def observed(coordinator: facade.Coordinator, writer: status_writer.StatusWriter | None = None,

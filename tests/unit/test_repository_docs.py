@@ -36,7 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Where history may be cited ("issue 8 added mTLS"): the docs, the README and the tests.
 CITING_ALLOWED = ("docs/", "tests/", "README.md", "RELIABILITY.md")
 OUTSIDE_CITATION = re.compile(
-    r"\bDESIGN\b|§\s?\d|\b[Ii]ssue\s#?\d+|\bseed\s0\d\d\b|\bseed's\b|\bplan item\b|\(plan: "
+    r"\bDESIGN\b|§\s?\d|\b[Ii]ssue\s#?\d+|\bseed\s0\d\d\b|\bseed's\b|\bplan item\b|\(plan: [^a-z]"
     r"|shared/(DESIGN|seeds|ANCHORS)"
 )
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")

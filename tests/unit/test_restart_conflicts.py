@@ -25,7 +25,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import status_writer, statuses
 from federation.coordinator.hub import watcher as hub
-from federation.coordinator.model import lifecycle, world
+from federation.coordinator.model import lifecycle, settling, world
 from federation.rpc import agent_pb2
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -154,6 +154,10 @@ def test_a_fresh_hub_without_statuses_still_goes_by_seniority(order: tuple[str, 
     for key in order:
         apply(second, fresh[key])
     second.mark_hub_synced()
+    assert not second.world.placements  # no status records a placement: both wait (`model.settling`)
+    assert isinstance(second.clock, ManualClock)
+    second.clock.advance(settling.WINDOW.total_seconds())
+    second.tick()
     assert set(second.world.placements) == {OLDER}
     assert second.world.lifecycle.refusals()[HOLDER].reason == lifecycle.TARGET_CONFLICT
 

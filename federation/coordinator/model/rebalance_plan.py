@@ -1,4 +1,4 @@
-"""The whole failback of a live spread, for `fedspread rebalance` and Explain (issue 28).
+"""The whole failback of a live spread, for `fedspread rebalance` and Explain.
 
 Why apart from `rebalancing`: the plan needs the round's inputs (`loop.request_for`: the spread's
 view with every other spread's pending pods charged, what runs, the marks), and `loop` imports the
