@@ -91,7 +91,10 @@ class Delivery:
         stream.send(removal=assignments.removal(
             key, generation=(entry.generation if entry else 0) + 1, orphan=verdict.orphan,
             reason=verdict.reason))
-        self.world.forget_pods(stream.cluster, key)
+        if verdict.orphan:  # released, not deleted: a spread of this key created again adopts it
+            self.world.release_pods(stream.cluster, key)
+        else:
+            self.world.forget_pods(stream.cluster, key)
         return "removed"
 
     def assignments_for(
