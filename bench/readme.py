@@ -209,8 +209,10 @@ def _point(collapse: dict[str, Any]) -> str:
 def _placement(document: dict[str, Any]) -> Iterator[Row]:
     """A row per point of the sweep (per-spread cost, events end to end), then the goals of the
     10k x 1,000 federation, one row each, for every backend that ran it."""
-    when = _when(document, only="placement", runs="1 run per point")
     for row in document.get("placement") or []:
+        runs = int(row.get("runs_per_point", 1))
+        when = _when(document, only="placement", runs=f"{runs} run{'s' if runs != 1 else ''} per point"
+                     + (" (each figure the median run's; min-max in the JSON)" if runs > 1 else ""))
         if "error" in row:
             figure = (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters "
                       f"({row.get('varied', '?')}), {row.get('backend')}: did not complete "
