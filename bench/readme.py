@@ -150,7 +150,7 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
 
 
 def _added(found: dict[str, Any], *, load: str, when: str) -> Iterator[Row]:
-    """The goals on latency added over the floor (issue 29), and the handler's before and after."""
+    """The goals on latency added over the floor, and the handler's before and after."""
     goals = found["goals"]
     for name, level in found["levels"].items():
         added = {mode: level[mode]["added_p99_ms"] for mode in ("fedspread", "baseline", "baseline-1")
