@@ -32,10 +32,11 @@ grows. A claim like that is only worth the method behind it, so:
   point is the lowest client count where that happened. Ratios are given per level only where
   neither mode's create p99 passed its timeout (refusals are flagged beside them).
 
-Sizes: N = 100 (quick, 120 pods per run) and 500 (full, 600 per run) — the 1,000 of earlier
-versions at 5 levels x 2 modes x 3 runs would take most of an hour on 2 cores, since a collapsed
-baseline stores ~10 pods/s. A load stops taking new pods after its deadline (the rest are lost,
-the run incomplete). Nothing here asserts a figure: the benchmark records.
+Sizes: N = 100 (quick, 120 pods per run) and 500 (full, 600 per run) — 7 levels x 4 modes (5 at
+5 clients) x 3 runs is 87 runs, and a collapsed baseline stores ~10 pods/s: the quick size takes
+about 35 minutes on 2 shared cores, the full size well over an hour. A load stops taking new pods
+after its deadline (the rest are lost, the run incomplete). Nothing here asserts a figure: the
+benchmark records.
 """
 
 from __future__ import annotations
