@@ -126,12 +126,13 @@ def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: r
 
 def measure(*, size: int, report: Report, directory: pathlib.Path | None = None,
             levels: Sequence[str | int] = LEVELS, runs: int = RUNS, deadline: float = FULL.deadline,
-            modes: Sequence[str] = MODES) -> Json:
+            modes: Sequence[str] = MODES, only: dict[str, Sequence[str]] | None = None) -> Json:
     """The benchmark with caps summing to `size`, on a sandbox of its own (in `directory`, or a
-    temporary one) that is stopped before this returns; `modes` must hold fedspread and baseline."""
+    temporary one) that is stopped before this returns; `modes` must hold fedspread and baseline
+    (at every level; `only`: level name -> the modes run there, where it names one)."""
     limits, pods = caps(size), pods_per_run(size)
     chosen = [report_mod.Level.of(spec) for spec in levels]
-    order = report_mod.plan(chosen, runs, modes)
+    order = report_mod.plan(chosen, runs, modes, only)
     clients = max((level.clients or 0 for level in chosen), default=0)
     rows: list[Json] = []
     with tempfile.TemporaryDirectory(prefix="fedspread-bench-admission-") as temporary:

@@ -78,16 +78,22 @@ class Level:
         return Level(f"clients-{int(spec)}", clients=int(spec))
 
 
-def level_modes(level: Level, modes: Sequence[str]) -> list[str]:
-    """The modes of `modes` that run at `level`: `AFTER` only at `HANDLER_WAIT_LEVEL`."""
-    return [mode for mode in modes if mode != AFTER or level.name == HANDLER_WAIT_LEVEL]
+def level_modes(level: Level, modes: Sequence[str], only: Mapping[str, Sequence[str]] | None = None
+                ) -> list[str]:
+    """The modes of `modes` that run at `level`: `AFTER` only at `HANDLER_WAIT_LEVEL`, and where
+    `only` names the level, only the modes it gives there (a test's smaller run)."""
+    chosen = [mode for mode in modes if mode != AFTER or level.name == HANDLER_WAIT_LEVEL]
+    if only is not None and level.name in only:
+        chosen = [mode for mode in chosen if mode in only[level.name]]
+    return chosen
 
 
-def plan(levels: Sequence[Level], runs: int, modes: Sequence[str] = MODES) -> list[tuple[Level, str, int]]:
+def plan(levels: Sequence[Level], runs: int, modes: Sequence[str] = MODES,
+         only: Mapping[str, Sequence[str]] | None = None) -> list[tuple[Level, str, int]]:
     """Every run as (level, mode, run index), in the order to run them."""
     order = []
     for li, level in enumerate(levels):
-        chosen = level_modes(level, modes)
+        chosen = level_modes(level, modes, only)
         for run in range(runs):
             turn = (run + li) % len(chosen)
             order += [(level, mode, run) for mode in chosen[turn:] + chosen[:turn]]

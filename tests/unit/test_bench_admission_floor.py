@@ -191,3 +191,12 @@ def test_the_headline_table_gives_the_added_latency_goals_when_the_document_has_
     assert ratios == {"added ratio baseline": readme.NOT_COMPARABLE, "added ratio baseline-1": "met"}, (
         "the 2-replica baseline refused creates; the 1-replica one adds 10 ms to fedspread's 1 ms: 10x")
     assert any(f.startswith("handler wall p99 at 5 clients as the agent ships") for f in found)
+
+
+def test_a_smaller_run_may_name_the_modes_of_a_level() -> None:
+    modes = (*report.EVERY_LEVEL, report.AFTER)
+    levels = [report.Level.of("replicaset"), report.Level.of(5)]
+    order = report.plan(levels, 1, modes, only={"replicaset": ("fedspread", "baseline")})
+    assert [(level.name, mode) for level, mode, _ in order][:2] == [("replicaset", "fedspread"),
+                                                                  ("replicaset", "baseline")]
+    assert len(order) == 2 + 5, "the 5-client level keeps every mode"
