@@ -1,4 +1,4 @@
-"""Admission under load: fedspread's local quota table against Kruise's design, level by level.
+"""Admission under load: fedspread's local quota table against Kruise's design and the floor, level by level.
 
 The claim (README, "How it compares"): a webhook that decides from a local quota table answers in
 well under a millisecond and lets pods through as fast as the apiserver stores them, where Kruise's
@@ -11,10 +11,15 @@ grows. A claim like that is only worth the method behind it, so:
   40/30/30 % of N, each pinned to its zone. Every run creates N + 20 % pods: the caps sum to N, so
   a fifth of the pods must be left without a subset, and `over_cap` counts whether any went over.
 * Two kinds of load (`admission_report.Level`): the real ReplicaSet controller scaling a
-  Deployment from 0 (`replicaset_load`), and direct creates by 1, 5, 20 and 50 concurrent clients
-  (`admission_client.burst`), each create timed as the client sees it.
-* Three runs per mode per level, the modes alternating in swapped pairs (`admission_report.plan`),
-  each run with a fresh webhook process and a cluster emptied of the previous run's pods
+  Deployment from 0 (`replicaset_load`), and direct creates by 1, 5, 20, 50, 100 and 200
+  concurrent clients (`admission_client.burst`), each create timed as the client sees it.
+* Modes (`admission_webhooks`): fedspread's agent; the baseline with 2 webhook replicas and with
+  1, every replica and its controller a process of its own; the floor, the same creates with no
+  webhook at all, against which each webhook's added latency is measured; and at 5 clients the
+  agent with a tenth of the interpreter's default switch interval, a candidate change for the
+  handler's wait, measured against the agent as it ships.
+* Three runs per mode per level, the modes' order rotating from run to run (`admission_report.plan`),
+  each run with fresh webhook processes and a cluster emptied of the previous run's pods
   (`admission_webhooks`). A level reports each figure's median run with the smallest and largest.
 * Every figure over all samples of a run: the handler's wall p50/p99/p99.9 and CPU p50/p99 over
   every CREATE admission (`webhook_samples`), create p50/p99 over every pod, burst seconds.
@@ -27,10 +32,11 @@ grows. A claim like that is only worth the method behind it, so:
   point is the lowest client count where that happened. Ratios are given per level only where
   neither mode's create p99 passed its timeout (refusals are flagged beside them).
 
-Sizes: N = 100 (quick, 120 pods per run) and 500 (full, 600 per run) — the 1,000 of earlier
-versions at 5 levels x 2 modes x 3 runs would take most of an hour on 2 cores, since a collapsed
-baseline stores ~10 pods/s. A load stops taking new pods after its deadline (the rest are lost,
-the run incomplete). Nothing here asserts a figure: the benchmark records.
+Sizes: N = 100 (quick, 120 pods per run) and 500 (full, 600 per run) — 7 levels x 4 modes (5 at
+5 clients) x 3 runs is 87 runs, and a collapsed baseline stores ~10 pods/s: the quick size takes
+about 35 minutes on 2 shared cores, the full size well over an hour. A load stops taking new pods
+after its deadline (the rest are lost, the run incomplete). Nothing here asserts a figure: the
+benchmark records.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from typing import Any
 
 from bench import admission_client as client
 from bench import admission_report as report_mod
-from bench import admission_webhooks, apiserver_metrics, baseline_webhook, rawkube, replicaset_load
+from bench import admission_webhooks, apiserver_metrics, rawkube, replicaset_load
 from bench import run as runner
 from federation.sandbox import launcher
 
@@ -52,7 +58,9 @@ Json = dict[str, Any]
 
 SUBSETS = (("a", 40), ("b", 30), ("c", 30))
 """Subset (and zone) names with their caps in percent of N."""
-LEVELS: tuple[str | int, ...] = ("replicaset", 1, 5, 20, 50)
+LEVELS: tuple[str | int, ...] = ("replicaset", 1, 5, 20, 50, 100, 200)
+MODES: tuple[str, ...] = (*report_mod.EVERY_LEVEL, report_mod.AFTER)
+"""Every mode; `fedspread-switch-0.5ms` runs only at 5 clients (`admission_report.level_modes`)."""
 RUNS = 3
 
 
@@ -106,7 +114,8 @@ def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: r
         mode=mode, level=level, run=run, order=order, asked=pods, burst=burst,
         handler=recorded.window(operation="CREATE", start=burst.started),
         apiserver={**apiserver_metrics.run_figures(before, after, webhook=session.webhook),
-                   **log.failed_calls(session.webhook)},
+                   **(log.failed_calls(session.webhook) if session.webhook else
+                      {"webhook_failed_open": 0, "webhook_failed_closed": 0})},
         subsets=subsets, limits=hooks.limits, timeout_s=session.timeout_s,
         conflicts=session.conflicts(), counters=recorded.counters,
         load={"at_start": at_start, "at_end": at_end})
@@ -116,12 +125,14 @@ def one_run(api: rawkube.RawApi, hooks: admission_webhooks.Webhooks, *, level: r
 
 
 def measure(*, size: int, report: Report, directory: pathlib.Path | None = None,
-            levels: Sequence[str | int] = LEVELS, runs: int = RUNS, deadline: float = FULL.deadline) -> Json:
+            levels: Sequence[str | int] = LEVELS, runs: int = RUNS, deadline: float = FULL.deadline,
+            modes: Sequence[str] = MODES, only: dict[str, Sequence[str]] | None = None) -> Json:
     """The benchmark with caps summing to `size`, on a sandbox of its own (in `directory`, or a
-    temporary one) that is stopped before this returns."""
+    temporary one) that is stopped before this returns; `modes` must hold fedspread and baseline
+    (at every level; `only`: level name -> the modes run there, where it names one)."""
     limits, pods = caps(size), pods_per_run(size)
     chosen = [report_mod.Level.of(spec) for spec in levels]
-    order = report_mod.plan(chosen, runs)
+    order = report_mod.plan(chosen, runs, modes, only)
     clients = max((level.clients or 0 for level in chosen), default=0)
     rows: list[Json] = []
     with tempfile.TemporaryDirectory(prefix="fedspread-bench-admission-") as temporary:
@@ -143,16 +154,27 @@ def measure(*, size: int, report: Report, directory: pathlib.Path | None = None,
         finally:
             launcher.down(where, remove=False)
     return report_mod.document(rows, levels=chosen, replicas=size, pods=pods, limits=limits,
-                               method=method(levels=chosen, runs=runs, pods=pods, deadline=deadline))
+                               method=method(levels=chosen, runs=runs, pods=pods, deadline=deadline,
+                                             modes=modes))
 
 
-def method(*, levels: Sequence[report_mod.Level], runs: int, pods: int, deadline: float) -> Json:
+def method(*, levels: Sequence[report_mod.Level], runs: int, pods: int, deadline: float,
+           modes: Sequence[str] = MODES) -> Json:
     """How the figures were made, in the result document."""
     return {
-        "levels": [level.name for level in levels], "runs_per_mode_and_level": runs,
-        "order": "per level the modes alternate in swapped pairs (A B, B A, A B); levels start alternately",
+        "levels": [level.name for level in levels], "runs_per_mode_and_level": runs, "modes": list(modes),
+        "order": "per level each run takes the modes in an order rotated by one from the previous run's; "
+                 "each level starts one further along",
         "pods_per_run": pods, "load_deadline_s": deadline, "client_create_attempts": client.ATTEMPTS,
-        "baseline_replicas": baseline_webhook.REPLICAS,
+        "client_retry": f"after a refused create: {client.RETRY_BACKOFF_SECONDS * 1000:g} ms doubling, "
+                        f"+ up to {client.RETRY_JITTER:.0%} jitter",
+        "baseline_replicas": dict(admission_webhooks.BASELINE_REPLICAS),
+        "baseline_processes": "each webhook replica and the controller a process of its own; the replicas "
+                              "share one port (SO_REUSEPORT)",
+        "floor": "the same load in a namespace no webhook selects; added latency = the mode's create p99 "
+                 "minus the floor's, run i against run i",
+        "handler_after": f"{report_mod.AFTER}: the agent with a 0.5 ms thread switch interval (CPython's "
+                         f"default 5 ms), at {report_mod.HANDLER_WAIT_LEVEL} only; 'before' is fedspread",
         "handler_latency": "inside the webhook's handler, parse to encoded answer; every CREATE admission",
         "create_latency": {"clients": "client side, first request to pod stored, refused attempts retried",
                            "replicaset": "the apiserver's apiserver_request_duration_seconds for POST pods, "

@@ -1,27 +1,34 @@
-"""The two webhooks the admission benchmark compares, each served for one run at a time.
+"""The admission benchmark's modes — the webhooks it compares and the floor without one — one run at a time.
 
 Why a process of its own per run, on the same sandbox: (a) fedspread — the real agent
 (`bench.fedspread_webhook`, `agents.main.Agent`) with this cluster's quotas pushed by a stand-in
-coordinator; (b) baseline — Kruise's design (`bench.baseline_webhook`, 2 replicas as kruise-manager
-runs) on the same HTTPS server and handler code, its quota in a custom resource's status. Runs of
-the two modes alternate; a webhook that stayed up through the other mode's runs would spend the
-shared cores on them (the agent watches every pod of its cluster), and one that stayed up through
-its own earlier runs would carry their state (the baseline's `creatingPods` entries live 30 s).
-So each run gets a fresh process, and for the baseline a fresh spread object; each mode has its
-own namespace, and a run finds the cluster idle — the other webhook unregistered and every pod of
-the previous run gone. The member (`MEMBER`) has one zone of simulated nodes per subset, and each
-subset is pinned to its zone.
+coordinator; `fedspread-switch-0.5ms` is the same agent with the interpreter's thread switch
+interval a tenth of CPython's default, a candidate change measured against the agent as it ships
+in the same run (`admission_report.handler_wait`); (b) baseline —
+Kruise's design (`bench.baseline_webhook`) on the same HTTPS server and handler code, its quota in
+a custom resource's status, every webhook replica and the controller a process of its own (the
+replicas share one port through SO_REUSEPORT): `baseline` with kruise-manager's 2 replicas,
+`baseline-1` with the one replica Kruise's manifest ships; (c) floor — no webhook registered for
+its namespace at all: the same creates, the physical floor of the admission path, against which
+each webhook's *added* latency is measured. Runs of the modes alternate; a webhook that stayed up
+through the other modes' runs would spend the shared cores on them (the agent watches every pod of
+its cluster), and one that stayed up through its own earlier runs would carry their state (the
+baseline's `creatingPods` entries live 30 s). So each run gets fresh processes, and for the
+baseline a fresh spread object; each mode has its own namespace, and a run finds the cluster idle
+— the other webhooks unregistered and every pod of the previous run gone. The member (`MEMBER`)
+has one zone of simulated nodes per subset, and each subset is pinned to its zone.
 
 `Webhooks.serving(mode, tag)` is the context of one run: the webhook registered and answering on
 entry (`Session`: its namespace, its name as the apiserver's metrics label it, the timeout its
 registration gives the apiserver), stopped on exit, after which `Session.recorded` holds what its
-handler recorded.
+handlers recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import os
 import pathlib
@@ -48,7 +55,15 @@ PODS_PER_NODE = 100
 """Pods planned per simulated node (its allocatable is 110)."""
 BASELINE_TIMEOUT_SECONDS = 10
 """The baseline's registration as Kruise ships it: failurePolicy Fail, the API's default 10 s."""
-MODES = ("fedspread", "baseline")
+FEDSPREAD, FEDSPREAD_SHORT_SWITCH, BASELINE, BASELINE_ONE, FLOOR = (
+    "fedspread", "fedspread-switch-0.5ms", "baseline", "baseline-1", "floor")
+MODES = (FEDSPREAD, FEDSPREAD_SHORT_SWITCH, BASELINE, BASELINE_ONE, FLOOR)
+BASELINE_REPLICAS = {BASELINE: 2, BASELINE_ONE: 1}
+"""Webhook replica processes per baseline mode: kruise-manager's default, and Kruise's manifest's."""
+SHORT_SWITCH_INTERVAL = 0.0005
+"""The thread switch interval `fedspread-switch-0.5ms` runs the agent with (CPython's default: 5 ms)."""
+FLOOR_TIMEOUT_SECONDS = 2.0
+"""The bar the floor's creates are judged by for a collapse: fedspread's registered timeout."""
 FEDSPREAD_CONFIGURATION, BASELINE_CONFIGURATION = "fedspread-bench", "bench-baseline"
 BASELINE_HOOK = "pods.baseline.bench"
 """The baseline's pod webhook name, distinct from fedspread's in the apiserver's metrics."""
@@ -167,7 +182,7 @@ class Webhooks:
         self.kubeconfig = kubeconfig
         self.scratch = scratch
         self.limits = limits
-        self.namespaces = {mode: f"bench-{mode}" for mode in MODES}
+        self.namespaces = {mode: f"bench-{mode.replace('.', '')}" for mode in MODES}
         self._authority = pki.CertificateAuthority.create("bench-baseline-webhook-ca")
         serving = self._authority.issue_server("bench-baseline-webhook", ips=("127.0.0.1",))
         self._cert, self._key = serving.write(scratch, "baseline")
@@ -182,20 +197,36 @@ class Webhooks:
 
     def serving(self, mode: str, tag: str) -> contextlib.AbstractContextManager[Session]:
         """The context of one run of `mode` (`tag` names its files)."""
-        return self._fedspread(tag) if mode == "fedspread" else self._baseline(tag)
+        if mode == FLOOR:
+            return self._floor()
+        if mode in BASELINE_REPLICAS:
+            return self._baseline(mode, tag)
+        if mode in (FEDSPREAD, FEDSPREAD_SHORT_SWITCH):
+            return self._fedspread(mode, tag)
+        raise ValueError(f"no admission mode {mode!r}: one of {', '.join(MODES)}")
 
     @contextlib.contextmanager
-    def _fedspread(self, tag: str) -> Iterator[Session]:
+    def _floor(self) -> Iterator[Session]:
+        """No webhook for the floor's namespace: the creates meet the apiserver alone."""
+        session = Session(mode=FLOOR, namespace=self.namespaces[FLOOR], webhook="",
+                          timeout_s=FLOOR_TIMEOUT_SECONDS)
+        yield session
+        session.recorded = webhook_samples.Recorded(samples=(), counters={})
+
+    @contextlib.contextmanager
+    def _fedspread(self, mode: str, tag: str) -> Iterator[Session]:
         """The real agent, its quotas pushed by a stand-in coordinator of its own."""
-        namespace = self.namespaces["fedspread"]
-        samples = self.scratch / f"fedspread-{tag}-samples.json"
+        namespace = self.namespaces[mode]
+        samples = self.scratch / f"{mode}-{tag}-samples.json"
+        short = mode == FEDSPREAD_SHORT_SWITCH
+        switch = ["--switch-interval", str(SHORT_SWITCH_INTERVAL)] if short else []
         coordinator = standin_coordinator.StandinCoordinator(heartbeat_interval_seconds=10).start()
         try:
             child = Child("bench.fedspread_webhook", [
                 "--cluster", MEMBER, "--kubeconfig", self.kubeconfig, "--coordinator", coordinator.target,
                 "--webhook-name", FEDSPREAD_CONFIGURATION,
                 "--namespace-label", f"{client.NAMESPACE_LABEL}={namespace}",
-                "--samples", str(samples)], self.scratch / f"fedspread-{tag}-agent.log")
+                "--samples", str(samples), *switch], self.scratch / f"{mode}-{tag}-agent.log")
             try:
                 coordinator.wait_message(MEMBER, "hello", timeout=client.WAIT)
                 coordinator.assign(MEMBER, fedspread_assignment(namespace, self.limits))
@@ -212,7 +243,7 @@ class Webhooks:
                     coordinator.assign(MEMBER, fedspread_assignment(
                         namespace, self.limits, replicas=replicas, generation=next(generations)))
 
-                session = Session(mode="fedspread", namespace=namespace, webhook=registration.PODS_WEBHOOK,
+                session = Session(mode=mode, namespace=namespace, webhook=registration.PODS_WEBHOOK,
                                   timeout_s=timeout, scale=scale)
                 yield session
             finally:
@@ -222,24 +253,33 @@ class Webhooks:
         session.recorded = _recorded(child, samples)
 
     @contextlib.contextmanager
-    def _baseline(self, tag: str) -> Iterator[Session]:
-        """Kruise's design on a fresh spread object: quota in its status, one update per pod."""
-        namespace = self.namespaces["baseline"]
+    def _baseline(self, mode: str, tag: str) -> Iterator[Session]:
+        """Kruise's design on a fresh spread object: quota in its status, one update per pod; each
+        webhook replica and the controller a process of its own."""
+        namespace = self.namespaces[mode]
         path = baseline_resource.object_path(namespace, client.SPREAD)
         with contextlib.suppress(rawkube.RawError):
             self.api.delete(path)
         client.wait_for(lambda: _absent(self.api, path), what="the previous spread object deleted")
         self.api.post(baseline_resource.object_path(namespace), baseline_resource.spread_object(
             namespace, client.SPREAD, [(name, cap, zone_term(name)) for name, cap in self.limits.items()]))
-        samples, ready = self.scratch / f"baseline-{tag}-samples.json", self.scratch / f"baseline-{tag}.port"
-        child = Child("bench.baseline_webhook", [
-            "--kubeconfig", self.kubeconfig, "--namespace", namespace, "--cert", str(self._cert),
-            "--key", str(self._key), "--samples", str(samples), "--ready", str(ready)],
-            self.scratch / f"baseline-{tag}-webhook.log")
+        children: list[tuple[Child, pathlib.Path]] = []
         registered = False
         try:
-            port = client.wait_for(lambda: ready.exists() and ready.read_text().strip(),
-                                   what="the baseline webhook serving", alive=child.death)
+            port = 0
+            roles = ["webhook"] * BASELINE_REPLICAS[mode] + ["controller"]
+            for number, role in enumerate(roles):
+                part = f"{mode}-{tag}-{role}-{number}"
+                samples, ready = self.scratch / f"{part}-samples.json", self.scratch / f"{part}.port"
+                serving = ["--cert", str(self._cert), "--key", str(self._key), "--port", str(port)]
+                child = Child("bench.baseline_webhook", [
+                    "--kubeconfig", self.kubeconfig, "--namespace", namespace, "--role", role,
+                    *(serving if role == "webhook" else []), "--samples", str(samples),
+                    "--ready", str(ready)], self.scratch / f"{part}.log")
+                children.append((child, samples))
+                bound = client.wait_for(functools.partial(_port_written, ready),
+                                        what=f"the baseline's {role} {number} running", alive=child.death)
+                port = port or int(bound)
             config = registration.configuration(
                 registration.url_client_config(f"https://127.0.0.1:{port}{registration.MUTATE_PATH}",
                                                ca_pem=self._authority.cert_pem),
@@ -251,17 +291,30 @@ class Webhooks:
             self.api.post(WEBHOOKS_PATH, config)
             registered = True
             client.wait_for(lambda: client.admitting(self.api, namespace),
-                            what="the baseline webhook answering", alive=child.death)
+                            what="the baseline webhook answering", alive=_first_death(children))
             timeout = registered_timeout(self.api, BASELINE_CONFIGURATION, BASELINE_HOOK)
-            session = Session(mode="baseline", namespace=namespace, webhook=BASELINE_HOOK, timeout_s=timeout)
+            session = Session(mode=mode, namespace=namespace, webhook=BASELINE_HOOK, timeout_s=timeout)
             yield session
         finally:
             try:
                 if registered:  # first: with failurePolicy Fail, deletes would need the webhook
                     self.api.delete(f"{WEBHOOKS_PATH}/{BASELINE_CONFIGURATION}")
             finally:
-                child.stop()
-        session.recorded = _recorded(child, samples)
+                for child, _ in children:
+                    child.stop()
+        session.recorded = webhook_samples.merged([_recorded(child, samples) for child, samples in children])
+
+
+def _port_written(ready: pathlib.Path) -> str:
+    """What a baseline process wrote to its `--ready` file ("" before it did)."""
+    return ready.read_text().strip() if ready.exists() else ""
+
+
+def _first_death(children: Sequence[tuple[Child, pathlib.Path]]) -> Callable[[], str | None]:
+    """How the first of `children` to have ended ended, None while all run."""
+    def death() -> str | None:
+        return next((found for child, _ in children if (found := child.death()) is not None), None)
+    return death
 
 
 def _absent(api: rawkube.RawApi, path: str) -> bool:

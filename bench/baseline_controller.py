@@ -1,4 +1,4 @@
-"""The controller half of Kruise's WorkloadSpread design, run by the baseline webhook's process.
+"""The controller half of Kruise's WorkloadSpread design, run as a process of its own (`baseline_webhook`).
 
 Why it is part of the baseline: in Kruise's design the webhook only decrements quotas; Kruise's
 `syncWorkloadSpread` gives them back and keeps pods' deletion costs, writing the same spread
@@ -6,10 +6,11 @@ object the webhook writes, so its writes compete with the webhook's during a bur
 change of the spread's pods `StatusController` first patches each pod's deletion cost where it
 differs (100 x (subsets - index) within the subset's cap, -100 beyond it), then
 recounts the pods per subset, drops `creatingPods` entries of pods it has seen (or older than
-30 s), recomputes `missingReplicas`, and writes the status from its informer copy under the leader
-replica's mutex, caching what it stored there (`writeWorkloadSpreadStatus`); a 409 requeues it
-with 5 ms doubling backoff. fedspread's agent patches deletion costs too, so both put the same
-extra writes on the apiserver during a burst. Rescheduling is left out (no pod waits here).
+30 s), recomputes `missingReplicas`, and writes the status from its informer copy under its
+mutex, caching what it stored there (`writeWorkloadSpreadStatus`); a 409 requeues it with 5 ms
+doubling backoff. These per-pod cost PATCHes are the baseline's own: fedspread's agent admits a
+pod into a subset with its in-quota deletion cost already set, and patches none for it. Rescheduling
+is left out (no pod waits here).
 """
 
 from __future__ import annotations

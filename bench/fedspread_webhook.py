@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--webhook-name", required=True)
     parser.add_argument("--namespace-label", required=True, help="KEY=VALUE: only these namespaces")
     parser.add_argument("--samples", required=True, type=pathlib.Path)
+    parser.add_argument("--switch-interval", type=float, metavar="SECONDS",
+                        help="set the interpreter's thread switch interval (CPython's default: 0.005) before "
+                             "the agent starts: a candidate change the admission benchmark measures")
     options = parser.parse_args(argv)
     logs.configure("warning")
     settings = agent_main.AgentConfig(
@@ -38,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             port=0, name=options.webhook_name,
             namespace_selector=agent_cli.label_pairs((options.namespace_label,)), deregister_on_exit=True),
         metrics=agent_main.MetricsSettings(port=0))
+    if options.switch_interval is not None:
+        sys.setswitchinterval(options.switch_interval)
     recorder = webhook_samples.Recorder()
     try:
         agent = agent_main.Agent(settings)

@@ -39,15 +39,21 @@ import dataclasses
 import datetime
 import json
 import os
+import pathlib
 import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from bench import placement_backends, placement_events, placement_world
+import grpc
+
+from bench import admission_stats, placement_backends, placement_events, placement_world
 from bench.placement_world import Shape
+from federation.certs import pki
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server
@@ -62,8 +68,25 @@ QUICK_STEPS: dict[str, tuple[int, ...]] = {"spreads": (1_000,), "per_spread": (1
 BACKENDS = placement_backends.BACKENDS
 RAY_SHARDS, RAY_CPUS = placement_backends.RAY_SHARDS, placement_backends.RAY_CPUS
 SCALE_UPS = NEW_SPREADS = 20
-CAPACITY_CHANGES = 5
-CORDONS = 3
+CAPACITY_CHANGES = 20
+CORDONS = 20
+"""Samples per event kind: every event latency over at least 20 (a capacity growth needs a hungry
+spread's spill cluster each, so a federation of under 1,000 spreads has fewer: `n` says)."""
+RUNS = 3
+"""Runs per point, each in a fresh coordinator process; the record gives each figure's median run
+with the smallest and largest (`combine`)."""
+LEFT_OUT = {
+    "tls": "the agent streams are plaintext gRPC (a real federation runs mTLS: a handshake per stream "
+           "and encryption of every message)",
+    "hub": "spreads and hub Deployments are fed to the World in process (no hub apiserver, no watch, "
+           "no admission of the hub objects)",
+    "status_pass": "no status is written to the hub (the coordinator's status pass, one write per "
+                   "changed spread, does not run)",
+}
+"""What a point leaves out of the coordinator's real work, recorded in every record (`left_out`).
+One point, the base again (`TLS_POINT`), runs with TLS in; the hub and the status pass are measured
+by the sandbox benchmarks (recovery, autoscaling, accuracy), not at this scale."""
+TLS_POINT = "base+tls"
 SHRINK_NODES = GROW_NODES = 10
 EVENT_TIMEOUT = float(os.environ.get("FEDSPREAD_BENCH_EVENT_TIMEOUT", "900"))
 DELIVERY_TIMEOUT = 3600.0
@@ -82,10 +105,10 @@ def sweep(base: Shape, steps: dict[str, tuple[int, ...]]) -> list[tuple[str, Sha
 class Agents:
     """The stand-in agents' process and its line protocol (bench/placement_swarm.py)."""
 
-    def __init__(self, target: str, shape: Shape) -> None:
+    def __init__(self, target: str, shape: Shape, tls: pathlib.Path | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.placement_swarm", "--target", target,
-             "--shape", json.dumps(dataclasses.asdict(shape))],
+             "--shape", json.dumps(dataclasses.asdict(shape)), *(["--tls", str(tls)] if tls else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         word, self.ready = self._read()
         if word != "ready":
@@ -127,13 +150,28 @@ def _wait(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def measure(shape: Shape, *, backend: str = "local") -> dict[str, Any]:
-    """One point of the sweep, in this process: the coordinator, with the agents in a child process."""
+def measure(shape: Shape, *, backend: str = "local", tls: bool = False) -> dict[str, Any]:
+    """One point of the sweep, in this process: the coordinator, with the agents in a child process
+    (`tls`: every stream over mutual TLS, as a real federation's)."""
     placing = placement_backends.Backend(backend)
     try:
-        return {**shape.describe(), **_measure(shape, placing=placing), **placing.describe()}
+        with tempfile.TemporaryDirectory(prefix="fedspread-bench-tls-") as scratch:
+            directory = _certificates(pathlib.Path(scratch)) if tls else None
+            found = _measure(shape, placing=placing, tls=directory)
+        left_out = {key: why for key, why in LEFT_OUT.items() if not (tls and key == "tls")}
+        return {**shape.describe(), **found, **placing.describe(), "tls": tls, "left_out": left_out}
     finally:
         placing.close()
+
+
+def _certificates(directory: pathlib.Path) -> pathlib.Path:
+    """A CA, the coordinator's serving certificate and one client certificate every stand-in agent
+    presents, written into `directory` (ca.crt, coordinator.crt/.key, agents.crt/.key)."""
+    authority = pki.CertificateAuthority.create("bench-placement-ca")
+    (directory / "ca.crt").write_bytes(authority.cert_pem)
+    authority.issue_server("fedspread-coordinator", ips=("127.0.0.1",)).write(directory, "coordinator")
+    authority.issue_client("bench-agents").write(directory, "agents")
+    return directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,21 +188,28 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(shape: Shape, *, placing: placement_backends.Backend) -> Iterator[Running]:
-    """The coordinator with every stand-in agent's stream open and its inventory applied."""
+def running(shape: Shape, *, placing: placement_backends.Backend,
+            tls: pathlib.Path | None = None) -> Iterator[Running]:
+    """The coordinator with every stand-in agent's stream open and its inventory applied (`tls`:
+    the directory of `_certificates`, every stream over mutual TLS; None: plaintext)."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
     coordinator = facade.Coordinator(model, clock=clock, backend=placing.backend)
     server = aio_server.AioServer(options=[("grpc.max_send_message_length", 64 << 20)])
     servicer = agent_service.add_to_server(server.server, agent_service.AgentServicer(
         coordinator, clock=clock, heartbeat_seconds=HEARTBEAT_SECONDS, require_identity=False))
-    port = server.add_insecure_port("127.0.0.1:0")
+    if tls is None:
+        port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials(
+            [((tls / "coordinator.key").read_bytes(), (tls / "coordinator.crt").read_bytes())],
+            root_certificates=(tls / "ca.crt").read_bytes(), require_client_auth=True))
     server.start()
     baseline = placement_backends.rss_mb()
     recorder = placement_events.Recorder(coordinator)
     agents: Agents | None = None
     try:
-        agents = Agents(f"127.0.0.1:{port}", shape)
+        agents = Agents(f"127.0.0.1:{port}", shape, tls)
 
         def reported() -> bool:
             with coordinator.lock:
@@ -180,8 +225,9 @@ def running(shape: Shape, *, placing: placement_backends.Backend) -> Iterator[Ru
         servicer.close()
 
 
-def _measure(shape: Shape, *, placing: placement_backends.Backend) -> dict[str, Any]:
-    with running(shape, placing=placing) as run:
+def _measure(shape: Shape, *, placing: placement_backends.Backend,
+             tls: pathlib.Path | None = None) -> dict[str, Any]:
+    with running(shape, placing=placing, tls=tls) as run:
         coordinator, recorder, agents = run.coordinator, run.recorder, run.agents
         found = _full_round(coordinator, recorder, agents, shape=shape, placing=placing)
         rss = placement_backends.rss_mb()
@@ -242,12 +288,13 @@ def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder
     for spill in placement_world.hungry_spills(shape)[:CAPACITY_CHANGES]:
         samples["capacity_grow"].append(events.capacity(coordinator, recorder, ask, index=spill,
                                                         change=GROW_NODES, timeout=timeout))
-    for index in (k * shape.clusters // CAPACITY_CHANGES + 2 for k in range(CAPACITY_CHANGES)):
+    shrunk = ((k * shape.clusters // CAPACITY_CHANGES + 2) % shape.clusters for k in range(CAPACITY_CHANGES))
+    for index in shrunk:
         homed = placement_world.homed_at(index, shape)
         stuck = [(placement_world.spread(i, shape).key, "home") for i in homed]
         samples["capacity_shrink"].append(events.capacity(coordinator, recorder, ask, index=index,
                                                           change=-SHRINK_NODES, stuck=stuck, timeout=timeout))
-    for index in (k * shape.clusters // CORDONS + 1 for k in range(CORDONS)):
+    for index in ((k * shape.clusters // CORDONS + 1) % shape.clusters for k in range(CORDONS)):
         for drained, kind in ((True, "cordon"), (False, "uncordon")):
             samples[kind].append(events.taint(coordinator, recorder, ask, index=index, shape=shape,
                                               drained=drained, timeout=timeout))
@@ -255,30 +302,81 @@ def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder
 
 
 def run(*, quick: bool, report: Callable[[str], None],
-        backends: tuple[str, ...] = BACKENDS) -> list[dict[str, Any]]:
+        backends: tuple[str, ...] = BACKENDS, runs: int = RUNS) -> list[dict[str, Any]]:
     """The sweep on the in-process backend, then the goal's federation (the quick run: the base)
-    on every backend; each point in a fresh coordinator process (clean RSS)."""
+    on every backend; each point `runs` times, each run in a fresh coordinator process (clean RSS),
+    combined into one record per point (`combine`)."""
     points = sweep(QUICK_BASE, QUICK_STEPS) if quick else sweep(FULL_BASE, FULL_STEPS)
-    runs = [(varied, shape, "local") for varied, shape in points]
+    points_to_run = [(varied, shape, "local", False) for varied, shape in points]
     goal = ("base", QUICK_BASE) if quick else ("goal", GOAL)
-    runs += [(goal[0], goal[1], backend) for backend in backends if (goal[0], goal[1], backend) not in runs]
+    points_to_run += [(goal[0], goal[1], backend, False) for backend in backends
+                      if (goal[0], goal[1], backend, False) not in points_to_run]
+    points_to_run.append((TLS_POINT, points[0][1], "local", True))  # the base again, every stream TLS
     found = []
-    for varied, shape, backend in runs:
-        report(f"placement {varied}: {json.dumps(shape.describe())}, {backend}")
-        try:
-            found.append({"varied": varied, **run_one(shape, backend=backend)})
-        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as error:  # the others still count
-            found.append({"varied": varied, **shape.describe(), "backend": backend,
-                          "error": f"{type(error).__name__}: {str(error)[-500:]}"})
-        report(json.dumps(found[-1]))
+    for varied, shape, backend, tls in points_to_run:
+        records = []
+        for number in range(runs):
+            report(f"placement {varied}: {json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
+            try:
+                records.append({"varied": varied, **run_one(shape, backend=backend, tls=tls)})
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as error:  # the others still count
+                records.append({"varied": varied, **shape.describe(), "backend": backend,
+                                "error": f"{type(error).__name__}: {str(error)[-500:]}"})
+            report(json.dumps(records[-1]))
+        found.append(combine(records))
     return found
 
 
-def run_one(shape: Shape, *, backend: str) -> dict[str, Any]:
+def combine(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One point's runs as one record: each numeric figure the median run's, with `spread` giving
+    its median, smallest and largest; each event's figures likewise (`p99_ms_range`: the smallest
+    and largest run's p99; None runs — nothing sent — left out); every run kept under `runs`. A
+    point none of whose runs completed is the first run's error."""
+    done = [r for r in records if "error" not in r]
+    if not done:
+        return {**records[0], "runs_per_point": len(records), "runs": records}
+    first = done[0]
+    combined: dict[str, Any] = {key: value for key, value in first.items() if not _number(value)}
+    spread: dict[str, Any] = {}
+    for key, value in first.items():
+        if _number(value):
+            values = [r[key] for r in done if _number(r.get(key))]
+            spread[key] = admission_stats.spread(values)
+            combined[key] = spread[key]["median"]
+    combined["events"] = {kind: _combined_event([r["events"][kind] for r in done])
+                          for kind in first.get("events", {})}
+    for key in ("event_p99_ms", "cordon_ms"):  # the goals' figures: from the combined events
+        kind = "scale_up" if key == "event_p99_ms" else "cordon"
+        combined[key] = combined["events"].get(kind, {}).get("p99_ms")
+    combined.update(spread=spread, runs_per_point=len(records), runs_completed=len(done), runs=records,
+                    load={"at_start": records[0]["load"]["at_start"] if "load" in records[0] else None,
+                          "at_end": records[-1]["load"]["at_end"] if "load" in records[-1] else None})
+    return combined
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _combined_event(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """An event kind over the runs of a point: each figure's median over the runs that have it."""
+    found: dict[str, Any] = {"runs": len(runs), "n": min(r.get("n", 0) for r in runs),
+                             "n_timed": sum(r.get("n_timed", 0) for r in runs)}
+    for key in ("p50_ms", "p99_ms", "max_ms", "replaced_median", "messages_median", "inside_p50_ms",
+                "lock_wait_p99_ms", "sent_nothing"):
+        values = [r[key] for r in runs if r.get(key) is not None]
+        found[key] = statistics.median(values) if values else None
+    timed = [r["p99_ms"] for r in runs if r.get("p99_ms") is not None]
+    found["p99_ms_range"] = [min(timed), max(timed)] if timed else None
+    return found
+
+
+def run_one(shape: Shape, *, backend: str, tls: bool = False) -> dict[str, Any]:
     """One point with one backend in a child process; its record, with the load at its start and end."""
     at_start = [round(v, 2) for v in os.getloadavg()]
     child = subprocess.run([sys.executable, "-m", "bench.placement", "--shape",
-                            json.dumps(dataclasses.asdict(shape)), "--backend", backend],
+                            json.dumps(dataclasses.asdict(shape)), "--backend", backend,
+                            *(["--tls"] if tls else [])],
                            capture_output=True, text=True, timeout=3 * 3600,
                            env={**os.environ, "PYTHONPATH": os.getcwd()})
     if child.returncode != 0:
@@ -297,8 +395,10 @@ def main(argv: list[str] | None = None) -> int:
                              '\'{"spreads": 10000, "clusters": 1000, "per_spread": 100}\'')
     parser.add_argument("--backend", choices=BACKENDS, default="local",
                         help="place in this process (local) or on a local Ray's shard actors (ray)")
+    parser.add_argument("--tls", action="store_true",
+                        help="every agent stream over mutual TLS (by default plaintext: see LEFT_OUT)")
     options = parser.parse_args(argv)
-    print(json.dumps(measure(options.shape, backend=options.backend)), flush=True)
+    print(json.dumps(measure(options.shape, backend=options.backend, tls=options.tls)), flush=True)
     return 0
 
 

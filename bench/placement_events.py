@@ -129,10 +129,13 @@ class Sample:
     """One event: its end-to-end latency and what it made the coordinator do."""
 
     latency_s: float
+    """From the event (before the coordinator's lock is taken) until the agents hold its messages."""
     inside_s: float | None
     """How long the coordinator held its lock for it; None for reports (applied on its stream)."""
     replaced: int
     messages: int
+    lock_wait_s: float | None = None
+    """How long the event waited for the coordinator's lock (inside the latency); None for reports."""
 
 
 def held(ask: Ask, recorder: Recorder, *, since: float, sent: Sent, timeout: float) -> float:
@@ -152,12 +155,14 @@ def _locked_event(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask,
                   change: Callable[[], set[str]], *, timeout: float) -> Sample:
     """An event made under the coordinator's lock: `change` the World, publish what it affects."""
     recorder.take()
+    since = time.monotonic()  # before the lock: waiting for it is part of what the user waits for
     with coordinator.lock:
-        since = time.monotonic()
+        acquired = time.monotonic()
         coordinator.publish(change())
-        inside = time.monotonic() - since
+        inside = time.monotonic() - acquired
     sent, placed = recorder.take()
-    return Sample(held(ask, recorder, since=since, sent=sent, timeout=timeout), inside, placed, len(sent))
+    return Sample(held(ask, recorder, since=since, sent=sent, timeout=timeout), inside, placed, len(sent),
+                  lock_wait_s=acquired - since)
 
 
 def scale_up(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask, *, index: int,
@@ -226,7 +231,11 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
         "max_ms": round(max(latencies) * 1000, 1) if latencies else None,
         "replaced_median": statistics.median(s.replaced for s in samples),
         "messages_median": statistics.median(s.messages for s in samples)}
+    found["n_timed"] = len(latencies)
     inside = [s.inside_s for s in samples if s.inside_s is not None]
     if inside:
         found["inside_p50_ms"] = admission_stats.milliseconds(inside, 50, digits=1)
+    waits = [s.lock_wait_s for s in samples if s.lock_wait_s is not None]
+    if waits:
+        found["lock_wait_p99_ms"] = admission_stats.milliseconds(waits, 99, digits=1)
     return found

@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import pathlib
 import random
 import sys
 import time
@@ -68,9 +69,12 @@ def fingerprint(message: Message) -> str:
 class Swarm:
     """Every cluster's stream, and what each holds."""
 
-    def __init__(self, target: str, shape: placement_world.Shape) -> None:
+    def __init__(self, target: str, shape: placement_world.Shape,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
         self.target = target
         self.shape = shape
+        self.credentials = credentials
+        """TLS for every stream (the coordinator's CA, one client certificate); None: plaintext."""
         self.held: dict[tuple[str, str], dict[str, float]] = {}
         """(cluster, spread) -> fingerprint -> arrival of its last `KEPT` assignments or removals
         (an acknowledged share of 0 is followed by a removal: the share still arrived)."""
@@ -100,7 +104,9 @@ class Swarm:
     async def _stream(self, index: int, name: str) -> str:
         """One stream, until `close` (then "") or until it ends: how it ended."""
         options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 64 << 20)]
-        async with grpc.aio.insecure_channel(self.target, options=options) as channel:
+        channel_of = (grpc.aio.insecure_channel(self.target, options=options) if self.credentials is None
+                      else grpc.aio.secure_channel(self.target, self.credentials, options=options))
+        async with channel_of as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect(wait_for_ready=True)
             await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(
                 cluster_name=name, agent_version="bench",
@@ -236,9 +242,17 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--target", required=True, help="the coordinator's AgentService, HOST:PORT")
     parser.add_argument("--shape", required=True, help="the federation's placement_world.Shape, as JSON")
+    parser.add_argument("--tls", type=pathlib.Path, metavar="DIRECTORY",
+                        help="connect over mutual TLS with ca.crt, agents.crt and agents.key from here")
     options = parser.parse_args(argv)
     shape = placement_world.Shape(**json.loads(options.shape))
-    asyncio.run(Swarm(options.target, shape).run())
+    credentials = None
+    if options.tls is not None:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=(options.tls / "ca.crt").read_bytes(),
+            private_key=(options.tls / "agents.key").read_bytes(),
+            certificate_chain=(options.tls / "agents.crt").read_bytes())
+    asyncio.run(Swarm(options.target, shape, credentials).run())
     return 0
 
 

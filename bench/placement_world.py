@@ -32,7 +32,7 @@ from federation.api import spread as spread_api
 from federation.rpc import common_pb2
 
 LOST_AFTER_SECONDS = 3600
-HUNGRY_EVERY = 100
+HUNGRY_EVERY = 50
 """One spread in this many is hungry (see the module's docstring)."""
 HUNGRY_REPLICAS = 200
 REPLICAS = 12

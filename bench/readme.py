@@ -145,6 +145,36 @@ def _admission(document: dict[str, Any]) -> Iterator[Row]:
     figure = (f"{over} pods over a cap in any run ({found['pods_per_run']} pods per run, caps sum to "
               f"{found['replicas']})")
     yield ("admission", figure, "0 over a cap", _verdict(over == 0), _load(found, document), when)
+    if "fedspread_added_p99_ms" in found["goals"]:
+        yield from _added(found, load=_load(found, document), when=when)
+
+
+def _added(found: dict[str, Any], *, load: str, when: str) -> Iterator[Row]:
+    """The goals on latency added over the floor, and the handler's before and after."""
+    goals = found["goals"]
+    for name, level in found["levels"].items():
+        added = {mode: level[mode]["added_p99_ms"] for mode in ("fedspread", "baseline", "baseline-1")
+                 if level.get(mode, {}).get("added_p99_ms")}
+        if "fedspread" not in added:
+            continue
+        floor = _spread(added["fedspread"]["floor_p99_ms"], "ms")
+        each = ", ".join(f"{mode} {_spread(a, 'ms')}" for mode, a in added.items())
+        figure = f"create p99 added over the floor at {name} ({floor} without a webhook): {each}"
+        if level["clients"] in admission_report.ADDED_GOAL_CLIENTS:
+            met = added["fedspread"]["median"] <= admission_report.ADDED_GOAL_MS
+            yield ("admission", figure, "≤ 2 ms (fedspread)", _verdict(met), load, when)
+        else:
+            yield ("admission", figure, "(reported)", "\N{EM DASH}", load, when)
+    for key in ("added_ratio_baseline", "added_ratio_baseline-1", "fedspread_no_collapse_beyond_floor"):
+        goal = goals[key]
+        verdict = NOT_COMPARABLE if goal["met"] is None else _verdict(goal["met"])
+        yield ("admission", f"{key.replace('_', ' ')}: {goal['figure']}", goal["goal"], verdict, load, when)
+    wait = found.get("handler_wait")
+    if wait:
+        before, after = wait["before"]["handler_p99_ms"], wait["after"]["handler_p99_ms"]
+        figure = (f"handler wall p99 at 5 clients as the agent ships {_spread(before, 'ms')}, with a 0.5 ms "
+                  f"switch interval {_spread(after, 'ms')}: before/after {wait['ratio_before_over_after']}")
+        yield ("admission", figure, "(a candidate change, measured)", "\N{EM DASH}", load, when)
 
 
 def _admission_level(level: dict[str, Any], *, runs: Sequence[dict[str, Any]],
@@ -209,8 +239,10 @@ def _point(collapse: dict[str, Any]) -> str:
 def _placement(document: dict[str, Any]) -> Iterator[Row]:
     """A row per point of the sweep (per-spread cost, events end to end), then the goals of the
     10k x 1,000 federation, one row each, for every backend that ran it."""
-    when = _when(document, only="placement", runs="1 run per point")
     for row in document.get("placement") or []:
+        runs = int(row.get("runs_per_point", 1))
+        when = _when(document, only="placement", runs=f"{runs} run{'s' if runs != 1 else ''} per point"
+                     + (" (each figure the median run's; min-max in the JSON)" if runs > 1 else ""))
         if "error" in row:
             figure = (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters "
                       f"({row.get('varied', '?')}), {row.get('backend')}: did not complete "

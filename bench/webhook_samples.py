@@ -8,11 +8,16 @@ agent exports has buckets; a p99 needs every observation.
 
 `Recorder.attach` wraps, on one handler instance, `respond` and its metrics' `observe_admission`:
 each admission becomes a `Sample` with the handler's own wall time, plus what explains a slow one
-— the thread's CPU time over the call and whether the OS preempted it meanwhile (involuntary
-context switches, from getrusage(RUSAGE_THREAD)). On a small machine shared with a control plane,
-wall time above CPU time with preemption is the scheduler's doing, not the handler's; the report
-says how much of each. `write` saves everything as JSON when the process stops; the benchmark
-keeps the samples of its burst window.
+— the thread's CPU time over the call, whether the OS preempted it meanwhile (involuntary
+context switches, from getrusage(RUSAGE_THREAD)), whether it blocked (voluntary ones: the
+handler does no I/O, so a block is a wait for the interpreter lock, or a lock of the bookkeeping),
+and the CPU time the process's *other* threads spent meanwhile (the process's CPU time over the
+call less the thread's: with one interpreter lock, Python code they ran is time the handler could
+not run; what the wait holds beyond it was spent by other processes on the cores).
+On a small machine shared with a control plane, wall time above CPU time with preemption is the
+scheduler's doing, without it the other threads of the process holding the interpreter lock; the
+report says how much of each (`admission_report.wait_profile`). `write` saves everything as JSON
+when the process stops; the benchmark keeps the samples of its burst window.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import pathlib
 import resource
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from agents.webhook import handler as handler_mod
@@ -32,13 +38,17 @@ from agents.webhook import review
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """One admission: when it ended (epoch seconds), its operation, the handler's own wall time,
-    the thread's CPU time over the call, and whether the OS preempted the thread meanwhile."""
+    the thread's CPU time over the call, whether the OS preempted the thread meanwhile, and whether
+    the thread blocked and the CPU time the process's other threads used meanwhile (None: recorded
+    before these were)."""
 
     at: float
     operation: str
     seconds: float
     cpu_seconds: float
     preempted: bool
+    blocked: bool | None = None
+    others_cpu_seconds: float | None = None
 
 
 class Recorder:
@@ -60,15 +70,19 @@ class Recorder:
 
         def responding(body: bytes, *, max_body: int = review.MAX_BODY) -> bytes:
             self._last.value = None
-            before, cpu = resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw, time.thread_time()
+            before, cpu = resource.getrusage(resource.RUSAGE_THREAD), time.thread_time()
+            process = time.process_time()
             try:
                 return respond(body, max_body=max_body)
             finally:
-                spent = time.thread_time() - cpu
-                preempted = resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw > before
+                spent, process_spent = time.thread_time() - cpu, time.process_time() - process
+                after = resource.getrusage(resource.RUSAGE_THREAD)
                 if self._last.value is not None:
                     operation, seconds = self._last.value
-                    self.samples.append(Sample(time.time(), operation, seconds, spent, preempted))
+                    self.samples.append(Sample(time.time(), operation, seconds, spent,
+                                               after.ru_nivcsw > before.ru_nivcsw,
+                                               after.ru_nvcsw > before.ru_nvcsw,
+                                               max(0.0, process_spent - spent)))
 
         target.metrics.observe_admission = observing  # type: ignore[method-assign]
         target.respond = responding  # type: ignore[method-assign]
@@ -104,3 +118,14 @@ def load(path: pathlib.Path) -> Recorded:
     document: dict[str, Any] = json.loads(path.read_text())
     return Recorded(samples=tuple(Sample(*item) for item in document["samples"]),
                     counters=dict(document["counters"]))
+
+
+def merged(parts: Sequence[Recorded]) -> Recorded:
+    """What several processes of one mode recorded (a baseline's replicas and its controller), as one:
+    every sample, in the order they ended, and each counter summed."""
+    counters: dict[str, int] = {}
+    for part in parts:
+        for name, value in part.counters.items():
+            counters[name] = counters.get(name, 0) + value
+    samples = sorted((s for part in parts for s in part.samples), key=lambda s: s.at)
+    return Recorded(samples=tuple(samples), counters=counters)

@@ -27,11 +27,11 @@ class WebhookServer(webhook_https.WebhookServer):
     def __init__(self, admission: handler_mod.AdmissionHandler, *, host: str = "0.0.0.0", port: int = 9443,
                  cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str],
                  max_body: int = review.MAX_BODY, ready: Callable[[], bool] = lambda: True,
-                 client_auth: webhook_clients.ClientAuth | None = None) -> None:
+                 client_auth: webhook_clients.ClientAuth | None = None, reuse_port: bool = False) -> None:
         role = webhook_https.Role(review_path=MUTATE_PATH, owner="agent",
                                   on_http_error=admission.metrics.http_error,
                                   not_ready=("not ready: the caches are not synced yet, "
                                              "or a controller loop is stalled\n"))
         super().__init__(admission, role=role, host=host, port=port, cert_file=cert_file, key_file=key_file,
-                         max_body=max_body, ready=ready, client_auth=client_auth)
+                         max_body=max_body, ready=ready, client_auth=client_auth, reuse_port=reuse_port)
         self.admission = admission

@@ -128,8 +128,9 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], *, certificates: webhook_tls.Certificates,
                  responder: Responder, role: Role, max_body: int,
-                 ready: Callable[[], bool]) -> None:
+                 ready: Callable[[], bool], reuse_port: bool = False) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.allow_reuse_port = reuse_port  # read by server_bind, which the constructor calls
         self.ready = ready
         self.certificates = certificates
         self.responder = responder
@@ -344,8 +345,11 @@ class WebhookServer:
     def __init__(self, responder: Responder, *, role: Role, host: str = "0.0.0.0", port: int = 9443,
                  cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str],
                  max_body: int = review.MAX_BODY, ready: Callable[[], bool] = lambda: True,
-                 client_auth: webhook_clients.ClientAuth | None = None) -> None:
-        """`client_auth`: only callers with such a client certificate may POST reviews; None: anyone."""
+                 client_auth: webhook_clients.ClientAuth | None = None, reuse_port: bool = False) -> None:
+        """`client_auth`: only callers with such a client certificate may POST reviews; None: anyone.
+        `reuse_port`: bind with SO_REUSEPORT, so that several processes serving the same port share
+        its connections (the kernel spreads them, as a Service spreads them over pods)."""
+        self.reuse_port = reuse_port
         self.responder = responder
         self.role = role
         self.ready = ready
@@ -373,7 +377,7 @@ class WebhookServer:
             raise RuntimeError("the webhook server is already running")
         self._server = _HTTPServer((self.host, self._requested_port), certificates=self._certificates,
                                    responder=self.responder, role=self.role, max_body=self.max_body,
-                                   ready=self.ready)
+                                   ready=self.ready, reuse_port=self.reuse_port)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name=f"{self.role.owner}-webhook-server", daemon=True)
         self._thread.start()

@@ -58,7 +58,9 @@ def test_every_event_really_places_again_and_reaches_the_agents(records: dict[st
             assert found["n"] >= 1 and found["replaced_median"] >= 1 and found["messages_median"] >= 1, \
                 (kind, found)
         assert events["scale_up"]["n"] == placement.SCALE_UPS
-        assert events["cordon"]["n"] == placement.CORDONS
+        assert events["cordon"]["n"] == events["capacity_shrink"]["n"] == placement.CORDONS == 20
+        assert events["cordon"]["lock_wait_p99_ms"] >= 0 and "lock_wait_p99_ms" not in events["capacity_grow"]
+        assert record["left_out"] == placement.LEFT_OUT
 
 
 def test_the_ray_run_says_what_it_ran_on(records: dict[str, dict[str, Any]]) -> None:
