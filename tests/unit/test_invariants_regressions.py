@@ -485,7 +485,7 @@ SETTLED_AFTER_A_DESELECTION: list[Step] = [('start',
 nothing of it is sent at their resync), then an edit deselected the cluster that ran it: when the
 wait ended, the ledger did not know that cluster held the spread, so no publish visited it — it
 kept its quota for good (`make soak` seed 10). A spread whose wait ends now visits the agents
-that held it at their resync (`facade._visit_settled`)."""
+that held it at their resync (`Delivery.visit_settled`)."""
 
 SETTLED_AFTER_AN_AGENT_RESTART: list[Step] = [
     *SETTLED_AFTER_A_DESELECTION[:2], ('agent_restarts', {'name': 'dc1'}), *SETTLED_AFTER_A_DESELECTION[2:]]
