@@ -255,6 +255,8 @@ def place_view(
         before = left
         left = passes.wait(work, left)
         exhausted += before - left
+    if simulate:
+        passes.explain_capacity(work, replicas, ledger=ledger)
     totals = _zeros(view.names)
     subsets: list[SubsetPlacement] = []
     for item in work:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from federation.api import spread
 from federation.core import apportion, division, placement_view
-from federation.core.reasons import Reason, ReasonKind, Room
+from federation.core.reasons import CAPACITY_KINDS, Reason, ReasonKind, Room
 
 Counts = Mapping[str, Mapping[str, int]]
 """Replicas (or running pods) per subset per cluster."""
@@ -336,3 +336,25 @@ def wait(work: list[SubsetWork], left: int) -> int:
         item.reasons.append(Reason(ReasonKind.WAITING, count=take))
         left -= take
     return left
+
+
+def explain_capacity(work: list[SubsetWork], replicas: int, *, ledger: Ledger) -> None:
+    """Adaptive, after the passes: a subset that holds less than its cap and its turn allow (the
+    replicas its earlier subsets left), whose usable clusters have no room left, was bound by
+    capacity — say what its clusters fit, unless this placement's own shortfall already said so.
+    Read from the end state, so a placement that only keeps what it holds (a full cluster, the
+    rest placed after it) names the capacity as the one that placed it did."""
+    before = 0
+    for item in work:
+        total = item.total
+        turn = replicas - before if item.cap is None else min(replicas - before, item.cap)
+        before += total
+        if total >= turn or not item.usable or any(r.kind in CAPACITY_KINDS for r in item.reasons):
+            continue
+        if any(ledger.room(item.index, name) for name in item.usable):
+            continue  # room is left: what holds it below is stability or a rule, not capacity
+        fits = tuple(
+            Room(name, item.held.get(name, 0) + item.added.get(name, 0) - item.waiting_at.get(name, 0),
+                 ledger.limit(item, name))
+            for name in item.usable)
+        item.reasons.append(Reason(ReasonKind.CAPACITY_FULL, rooms=fits))

@@ -229,7 +229,8 @@ def test_a_huge_scale_is_placed_over_several_placements_not_at_once() -> None:
     first = sp.plan(ONE_EACH, replicas=2**31 - 1, labels=LABELS, constraints=[constraint])
     assert sum(first.totals().values()) == budget
     assert first.unplaced == 2**31 - 1 - budget
-    assert reasons.texts(first.unplaced_reasons) == (f"at most {budget} replicas placed one at a time per placement",)
+    assert reasons.texts(first.unplaced_reasons) == (
+        f"at most {budget} replicas placed one at a time per placement",)
     second = sp.plan(ONE_EACH, replicas=2**31 - 1, labels=LABELS, constraints=[constraint],
                      current=first.counts)
     assert sum(second.totals().values()) == 2 * budget
