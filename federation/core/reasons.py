@@ -7,8 +7,7 @@ name unusable clusters; `explain` files each cluster's reasons under that cluste
 unschedulable ones. Parsed back from text by prefix (`startswith("cap ")`, `"waiting:" in r`), a
 reworded message or a cluster named "capacity" would silently change what they decide. Consumers
 match on `kind` and `cluster`; `text` is for the wire, the JSON documents, the table and the
-status messages, and is exactly the wording people have always read (docs/decisions.md, "Issue 27:
-typed reasons").
+status messages, and is exactly the wording people have always read.
 """
 
 from __future__ import annotations

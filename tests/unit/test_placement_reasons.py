@@ -1,6 +1,6 @@
 """Reasons as values (`federation/core/reasons.py`): each kind's text is the wording people have
 always read, consumers match on kind, and every subset's number has its reason — where capacity,
-not the cap, bound a subset, the reason names what its clusters fit (issue 27)."""
+not the cap, bound a subset, the reason names what its clusters fit."""
 
 from __future__ import annotations
 
