@@ -96,7 +96,7 @@ def render_table(result: placement.Placement, spec: spread.FederatedSpreadSpec) 
             str(index), sub.name, cap,
             "-" if sub.capacity is None else str(sub.capacity), str(sub.replicas),
             " ".join(f"{c}={n}" for c, n in sub.clusters.items()) or "-",
-            "; ".join(sub.reasons),
+            "; ".join(sub.reason_texts),
         )
     console.print(table)
     console.print("clusters: " + ", ".join(f"{c}={n}" for c, n in result.clusters.items()))

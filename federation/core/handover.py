@@ -47,6 +47,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from federation.core import placement
+from federation.core.reasons import Reason, ReasonKind
 
 Counts = Mapping[str, Mapping[str, int]]
 
@@ -86,8 +87,7 @@ def keep_ready(
             if pending > 0:
                 counts[name], kept = share + pending, kept + pending
                 kept_here[name] = kept_here.get(name, 0) + pending
-                reasons.append(f"{name}: keeps its {pending} pods until its agent reports them again "
-                               "(unverified since it was lost, reconnected or restarted)")
+                reasons.append(Reason(ReasonKind.KEPT_UNVERIFIED, name, count=pending))
                 continue
             excess = ready_here.get(name, 0) - share
             if excess <= 0:
@@ -98,14 +98,12 @@ def keep_ready(
                 held = excess - released
                 counts[name], kept = share + held, kept + held
                 kept_here[name] = kept_here.get(name, 0) + held
-                reasons.append(f"{name}: keeps {held} Ready pods until their replacements are Ready")
+                reasons.append(Reason(ReasonKind.KEPT_UNTIL_READY, name, count=held))
         for name, held in departing.items():
             if _home(result, name, ready=ready, unverified=unverified) == index:
                 counts[name], kept = counts.get(name, 0) + held, kept + held
                 kept_here[name] = kept_here.get(name, 0) + held
-                reasons.append(f"{name}: no longer takes this spread's pods here; keeps {held} of "
-                               "them until their replacements are Ready" if held else
-                               f"{name}: no longer takes this spread's pods here; its last ones go")
+                reasons.append(Reason(ReasonKind.LEAVING, name, count=held))
         if kept or any(_home(result, n, ready=ready, unverified=unverified) == index for n in departing):
             subsets[index] = dataclasses.replace(
                 subset, clusters=counts, replicas=subset.replicas + kept, kept=subset.kept + kept,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import typing
 from collections.abc import Mapping, Sequence
 
 from federation.api import cluster, placement_json, spread
@@ -47,6 +48,7 @@ from federation.core import placement_passes as passes
 from federation.core.placement_view import View as View
 from federation.core.placement_view import holding as holding
 from federation.core.placement_view import view_of as view_of
+from federation.core.reasons import Reason, ReasonKind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +70,8 @@ class SubsetPlacement:
     cap: int | None
     capacity: int | None
     waiting: int
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
+    """Why it got what it got, as values (`core.reasons`); `reason_texts` as people read them."""
     kept: int = 0
     """Ready pods kept above the rule's share until their replacements are Ready (`handover`);
     included in `replicas` and `clusters`."""
@@ -77,6 +80,20 @@ class SubsetPlacement:
     run (Adaptive: waiting is state, not a one-round verdict)."""
     kept_clusters: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Of `kept`, how many per cluster (`handover`)."""
+
+    @property
+    def reason_texts(self) -> tuple[str, ...]:
+        """`reasons` as people read them (the JSON documents, the table, the wire)."""
+        return tuple(reason.text for reason in self.reasons)
+
+
+class _Shown(typing.NamedTuple):
+    """A subset as the placement document reads it: the reasons as text."""
+
+    name: str
+    replicas: int
+    clusters: Mapping[str, int]
+    reasons: Sequence[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +140,8 @@ class Placement:
         """The placement document of `fedspread simulate -o json` (no `"ready"`: nothing runs), with
         the failback `rebalance` entry when one is possible (`failback.simulated`)."""
         return placement_json.document(
-            replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets,
+            replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters,
+            subsets=[_Shown(s.name, s.replicas, s.clusters, s.reason_texts) for s in self.subsets],
             rebalance=rebalance)
 
 
@@ -237,6 +255,8 @@ def place_view(
         before = left
         left = passes.wait(work, left)
         exhausted += before - left
+    if simulate:
+        passes.explain_capacity(work, replicas, ledger=ledger)
     totals = _zeros(view.names)
     subsets: list[SubsetPlacement] = []
     for item in work:
@@ -251,7 +271,7 @@ def place_view(
             if name in totals:
                 totals[name] += count
         if item.cap is not None and item.total >= item.cap:
-            item.reasons.insert(0, f"cap {item.cap} reached")
+            item.reasons.insert(0, Reason(ReasonKind.CAP_REACHED, count=item.cap))
         subsets.append(SubsetPlacement(
             name=item.spec.name, replicas=item.total, clusters=per_cluster, cap=item.cap,
             capacity=item.capacity if simulate else None,

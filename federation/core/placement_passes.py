@@ -27,6 +27,7 @@ from collections.abc import Mapping
 
 from federation.api import spread
 from federation.core import apportion, division, placement_view
+from federation.core.reasons import CAPACITY_KINDS, Reason, ReasonKind, Room
 
 Counts = Mapping[str, Mapping[str, int]]
 """Replicas (or running pods) per subset per cluster."""
@@ -52,7 +53,7 @@ class SubsetWork:
     waiting_at: dict[str, int] = dataclasses.field(default_factory=dict)
     """Of `waiting`, how many per cluster."""
     capacity: int | None = None
-    reasons: list[str] = dataclasses.field(default_factory=list)
+    reasons: list[Reason] = dataclasses.field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -189,24 +190,24 @@ def prepare(
                 item.added = dict.fromkeys(kept, 0)
                 continue
         if not members:
-            item.reasons.append("no member cluster matches the subset")
+            item.reasons.append(Reason(ReasonKind.NO_MEMBERS))
         kept = []
         for name in members:
             found = clusters.get(name)
             if found is None:
-                item.reasons.append(f"{name}: no such cluster in the snapshot")
+                item.reasons.append(Reason(ReasonKind.NOT_IN_SNAPSHOT, name))
                 continue
             if not found.ready:
-                item.reasons.append(f"{name}: not ready")
+                item.reasons.append(Reason(ReasonKind.NOT_READY, name))
                 continue
             if found.cordon == "NoExecute":
-                item.reasons.append(f"{name}: cordoned (NoExecute): its replicas move, takes no new replicas")
+                item.reasons.append(Reason(ReasonKind.CORDONED_NO_EXECUTE, name))
                 continue
             kept.append(name)
             held = held_now.get(name, 0)
             marked_here = (subset.name, name) in marked
             if marked_here:
-                item.reasons.append(f"{name}: unschedulable, skipped until the mark expires")
+                item.reasons.append(Reason(ReasonKind.UNSCHEDULABLE, name))
                 held = min(held, running.get(subset.name, {}).get(name, held))
             if found.cordon:
                 item.cordoned.append(name)
@@ -259,9 +260,7 @@ def explain_cordons(work: list[SubsetWork]) -> None:
     """Say, after the keep pass, how many replicas each NoSchedule-cordoned member keeps."""
     for item in work:
         for name in item.cordoned:
-            kept = item.held[name]
-            keeps = f"keeps its {kept} running, " if kept else ""
-            item.reasons.append(f"{name}: cordoned (NoSchedule): {keeps}takes no new replicas")
+            item.reasons.append(Reason(ReasonKind.CORDONED_NO_SCHEDULE, name, count=item.held[name]))
 
 
 def keep(work: list[SubsetWork], replicas: int) -> None:
@@ -300,8 +299,8 @@ def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool) ->
         room: dict[str, int | None] = dict(free) if simulate else dict.fromkeys(item.usable, None)
         take = min(want, fits) if simulate else want
         if simulate and take < want:
-            limits = ", ".join(f"{name}: {free[name]} fit ({ledger.limit(item, name)})" for name in free)
-            item.reasons.append(f"capacity: only {fits} more pods fit" + (f" ({limits})" if limits else ""))
+            rooms = tuple(Room(name, free[name], ledger.limit(item, name)) for name in free)
+            item.reasons.append(Reason(ReasonKind.CAPACITY_SHORT, count=fits, rooms=rooms))
         if take <= 0:
             continue
         added = division.divide(
@@ -334,6 +333,28 @@ def wait(work: list[SubsetWork], left: int) -> int:
             item.added[name] += count
             item.waiting_at[name] = item.waiting_at.get(name, 0) + count
         item.waiting += take
-        item.reasons.append(f"{take} waiting: no capacity left in any subset")
+        item.reasons.append(Reason(ReasonKind.WAITING, count=take))
         left -= take
     return left
+
+
+def explain_capacity(work: list[SubsetWork], replicas: int, *, ledger: Ledger) -> None:
+    """Adaptive, after the passes: a subset that holds less than its cap and its turn allow (the
+    replicas its earlier subsets left), whose usable clusters have no room left, was bound by
+    capacity — say what its clusters fit, unless this placement's own shortfall already said so.
+    Read from the end state, so a placement that only keeps what it holds (a full cluster, the
+    rest placed after it) names the capacity as the one that placed it did."""
+    before = 0
+    for item in work:
+        total = item.total
+        turn = replicas - before if item.cap is None else min(replicas - before, item.cap)
+        before += total
+        if total >= turn or not item.usable or any(r.kind in CAPACITY_KINDS for r in item.reasons):
+            continue
+        if any(ledger.room(item.index, name) for name in item.usable):
+            continue  # room is left: what holds it below is stability or a rule, not capacity
+        fits = tuple(
+            Room(name, item.held.get(name, 0) + item.added.get(name, 0) - item.waiting_at.get(name, 0),
+                 ledger.limit(item, name))
+            for name in item.usable)
+        item.reasons.append(Reason(ReasonKind.CAPACITY_FULL, rooms=fits))

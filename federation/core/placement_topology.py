@@ -19,6 +19,7 @@ from __future__ import annotations
 from federation.api import spread
 from federation.core import division, floors, placement_passes, placement_view, skew_placement
 from federation.core import topology_spread as ts
+from federation.core.reasons import ReasonKind
 
 
 def applies(spec: spread.FederatedSpreadSpec) -> bool:
@@ -97,8 +98,8 @@ def place(
             item.waiting_at[name] = item.waiting_at.get(name, 0) + count
         item.waiting += short
         waited += short
-    paced = [reason for reason in result.unplaced_reasons if reason.startswith("at most ")]
+    paced = [reason for reason in result.unplaced_reasons if reason.kind is ReasonKind.PACED]
     if paced and work:
         work[0].reasons.extend(paced)
-    refused = any(reason.startswith("topologySpread") for reason in result.unplaced_reasons)
+    refused = any(reason.kind is ReasonKind.TOPOLOGY_SPREAD for reason in result.unplaced_reasons)
     return result.unplaced, refused, waited

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 
 from federation.core import floors as floor_rules
 from federation.core import topology_spread as ts
+from federation.core.reasons import Reason, ReasonKind
 
 WORK_LIMIT = 20_000
 """Replicas moved one at a time times the clusters of the spread, per placement: about a second of
@@ -80,8 +81,8 @@ class Plan:
 
     counts: dict[str, dict[str, int]]
     unplaced: int
-    reasons: dict[str, tuple[str, ...]]
-    unplaced_reasons: tuple[str, ...]
+    reasons: dict[str, tuple[Reason, ...]]
+    unplaced_reasons: tuple[Reason, ...]
     floor_waiting: dict[str, int] = dataclasses.field(default_factory=dict)
     """Per subset, floor replicas that its usable clusters have no room for: they wait in their
     own subset (not in `counts`, not unplaced, not given to another subset)."""
@@ -103,7 +104,7 @@ class _State:
     usable: frozenset[str]
     room: Room
     counts: dict[str, dict[str, int]]
-    reasons: dict[str, list[str]]
+    reasons: dict[str, list[Reason]]
     steps: int = 0
     """Replicas moved one at a time so far (bounded by `_budget`)."""
     budget: int = 0
@@ -138,7 +139,7 @@ class _State:
     def total(self, index: int) -> int:
         return sum(self.counts[self.subsets[index].name].values())
 
-    def note(self, subset: str, reason: str) -> None:
+    def note(self, subset: str, reason: Reason) -> None:
         if reason not in self.reasons[subset]:
             self.reasons[subset].append(reason)
 
@@ -203,7 +204,7 @@ def _add_floors(state: _State, replicas: int, waiting: dict[str, int]) -> int:
                     short = min(rule.floor - state.total(index), replicas - placed)
                     waiting[rule.name] = short
                     placed += short
-                    state.note(rule.name, f"floor {rule.floor}: {short} waiting for room")
+                    state.note(rule.name, Reason(ReasonKind.FLOOR_WAITING, floor=rule.floor, count=short))
                 break
             state.add(index, cluster)
             placed += 1
@@ -217,15 +218,19 @@ def _note_floors(state: _State, waiting: Mapping[str, int]) -> None:
     scale-down, or placed by an earlier placement, is named as well)."""
     for index, rule in enumerate(state.subsets):
         if rule.floor and 0 < state.total(index) <= rule.floor and not waiting.get(rule.name):
-            state.note(rule.name, f"floor {rule.floor}")
+            state.note(rule.name, Reason(ReasonKind.FLOOR, floor=rule.floor))
 
 
-def _add_rest(state: _State, placed: int, replicas: int) -> tuple[int, list[str]]:
+def _text(reason: Reason) -> str:
+    return reason.text
+
+
+def _add_rest(state: _State, placed: int, replicas: int) -> tuple[int, list[Reason]]:
     while placed < replicas:
         if state.spent():
-            return replicas - placed, [f"at most {state.budget} replicas placed one at a time per placement"]
+            return replicas - placed, [Reason(ReasonKind.PACED, count=state.budget)]
         topologies = state.topologies()
-        refusals: list[str] = []
+        refusals: list[Reason] = []
         for index, rule in enumerate(state.subsets):
             if rule.cap is not None and sum(state.counts[rule.name].values()) >= rule.cap:
                 continue
@@ -235,10 +240,11 @@ def _add_rest(state: _State, placed: int, replicas: int) -> tuple[int, list[str]
                 placed += 1
                 break
             if refused is not None:
-                state.note(rule.name, refused.constraint.describe())
-                refusals.append(refused.constraint.describe())
+                said = Reason(ReasonKind.TOPOLOGY_SPREAD, detail=refused.constraint.describe())
+                state.note(rule.name, said)
+                refusals.append(said)
         else:
-            return replicas - placed, sorted(set(refusals)) or ["no subset has room"]
+            return replicas - placed, sorted(set(refusals), key=_text) or [Reason(ReasonKind.NO_ROOM)]
     return 0, []
 
 
@@ -337,7 +343,7 @@ def plan(
         room=SharedRoom(room or {}) if room is None or isinstance(room, Mapping) else room, counts=counts,
         reasons={rule.name: [] for rule in subsets}, budget=_budget(subsets),
     )
-    unplaced, why, waiting = 0, list[str](), dict[str, int]()
+    unplaced, why, waiting = 0, list[Reason](), dict[str, int]()
     if sum(state.total(i) for i in range(len(subsets))) > replicas:
         _remove(state, replicas)
     else:

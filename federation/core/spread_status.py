@@ -18,12 +18,12 @@ valid one with `Valid=False` (`invalid_spread_status`, `refused_spread_status`).
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from federation.api import common, spread
-from federation.core import brake, placement, status
+from federation.core import brake, placement, reasons, status
+from federation.core.reasons import ReasonKind
 
 
 def _plural(count: int, word: str) -> str:
@@ -36,35 +36,30 @@ def _capped(subset: placement.SubsetPlacement) -> bool:
 
 def _blockers(subset: placement.SubsetPlacement) -> list[str]:
     """The subset's reasons about its clusters (not ready, cordoned, ...), not about caps/capacity."""
-    return [
-        r for r in subset.reasons
-        if not r.startswith(("cap ", "capacity:", *_RULED)) and "waiting:" not in r
-    ]
+    return [r.text for r in subset.reasons if r.kind not in _NOT_BLOCKERS]
 
 
-_RULED = ("topologySpread ", "floor ", "at most ")
-"""Reasons of `placement_topology`: a constraint that refused, a floor, the per-placement budget."""
-
-
-_FLOOR_WAITING = re.compile(r"^floor (\d+): (\d+) waiting for room$")
-"""The note `skew_placement` leaves on a subset whose floor its clusters have no room for."""
+_NOT_BLOCKERS = frozenset({ReasonKind.CAP_REACHED, ReasonKind.WAITING, *reasons.CAPACITY_KINDS,
+                           *reasons.RULED_KINDS})
+"""Reasons about caps, capacity and the rules of `placement_topology`, not about clusters."""
 
 
 def _waiting_floors(result: placement.Placement) -> list[tuple[str, int, int]]:
     """(subset, floor, replicas waiting) for every floor that waits for room in its own subset."""
-    found = []
-    for subset in result.subsets:
-        for reason in subset.reasons:
-            if (matched := _FLOOR_WAITING.match(reason)) is not None:
-                found.append((subset.name, int(matched[1]), int(matched[2])))
-    return found
+    return [(subset.name, reason.floor, reason.count) for subset in result.subsets
+            for reason in subset.reasons if reason.kind is ReasonKind.FLOOR_WAITING]
+
+
+def _texts_of(result: placement.Placement, kind: ReasonKind) -> list[str]:
+    """The distinct texts of the reasons of `kind` over every subset, sorted."""
+    return sorted({r.text for s in result.subsets for r in s.reasons if r.kind is kind})
 
 
 def _ruled_condition(result: placement.Placement, **common_args: Any) -> common.Condition | None:
     """Placed=False naming the topologySpread constraints (or the budget) that left replicas
     unplaced, when those are what did: the clusters are usable, advice about them would mislead."""
-    refusing = sorted({r for s in result.subsets for r in s.reasons if r.startswith("topologySpread ")})
-    paced = sorted({r for s in result.subsets for r in s.reasons if r.startswith("at most ")})
+    refusing = _texts_of(result, ReasonKind.TOPOLOGY_SPREAD)
+    paced = _texts_of(result, ReasonKind.PACED)
     if not refusing and not paced:
         return None
     if refusing:

@@ -119,6 +119,8 @@ def test_the_demo_story_from_every_side(federation: environment.Federation, told
         assert answer.clusters == {r.cluster: r.desired for r in seen.rows}
         why = placements.explain(story.KEY)
         assert [s.name for s in why.subsets] == ["onprem", "eu"] and why.subsets[0].cap == "6"
+        # Every number has its reason: onprem's 4 of cap 6 is the capacity of dc1, not the cap.
+        assert any(r.startswith("capacity: ") and "dc1" in r for r in why.subsets[0].reasons), why.subsets[0]
 
     third = next(steps)
     seen = third.observation

@@ -49,7 +49,7 @@ def test_ready_pods_stay_until_their_replacements_are_ready() -> None:
     kept = handover.keep_ready(moved, replicas=4, ready={"a": {"x": 4}})
     assert kept.subsets[0].clusters == {"x": 4, "y": 4} and kept.subsets[0].kept == 4
     assert kept.clusters == {"x": 4, "y": 4} and kept.replicas == 4 and kept.unplaced == 0
-    assert any("x: keeps 4 Ready pods" in reason for reason in kept.subsets[0].reasons)
+    assert any("x: keeps 4 Ready pods" in reason for reason in kept.subsets[0].reason_texts)
     half = handover.keep_ready(moved, replicas=4, ready={"a": {"x": 4, "y": 2}})
     assert half.subsets[0].clusters == {"x": 2, "y": 4}
     done = handover.keep_ready(moved, replicas=4, ready={"a": {"x": 4, "y": 4}})
@@ -70,7 +70,7 @@ def test_a_returned_clusters_pods_are_kept_whole_and_do_not_count_as_ready() -> 
     result = placed(("a", {"back": 0, "y": 4}), replicas=4)
     kept = handover.keep_ready(result, replicas=4, ready={"a": {"y": 4}}, unverified={"a": {"back": 3}})
     assert kept.subsets[0].clusters == {"back": 3, "y": 4}
-    assert any("until its agent reports them again" in reason for reason in kept.subsets[0].reasons)
+    assert any("until its agent reports them again" in reason for reason in kept.subsets[0].reason_texts)
 
 
 def test_a_cluster_the_spread_no_longer_selects_keeps_its_ready_pods_until_replacements_are_ready() -> None:
@@ -80,7 +80,7 @@ def test_a_cluster_the_spread_no_longer_selects_keeps_its_ready_pods_until_repla
     kept = handover.keep_ready(result, replicas=4, ready={"a": {"gone": 4}})
     assert kept.subsets[0].clusters == {"y": 4, "gone": 4}
     assert kept.clusters == {"y": 4, "gone": 4} and kept.subsets[0].kept == 4
-    assert any("no longer takes this spread's pods" in r for r in kept.subsets[0].reasons)
+    assert any("no longer takes this spread's pods" in r for r in kept.subsets[0].reason_texts)
     for ready_on_y in range(5):
         step = handover.keep_ready(result, replicas=4, ready={"a": {"gone": 4, "y": ready_on_y}})
         assert step.clusters["gone"] == 4 - ready_on_y

@@ -204,7 +204,7 @@ def test_the_issue_example_four_fit_not_sixteen() -> None:
                              snapshot=snapshot(member("dc1", pool(2)), member("aws-eu", pool(10))))
     dc1, cloud = result.subsets
     assert dc1.capacity == 4 and dc1.clusters == {"dc1": 4} and cloud.clusters == {"aws-eu": 16}
-    assert "capacity: only 4 more pods fit (dc1: 4 fit (cpu))" in dc1.reasons
+    assert "capacity: only 4 more pods fit (dc1: 4 fit (cpu))" in dc1.reason_texts
     unpatched = spread_spec({"name": "dc1", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws-eu"]},
                             strategy="Adaptive")
     before = placement.place(unpatched, replicas=20, shape=ONE_CPU_TEMPLATE,
@@ -219,7 +219,7 @@ def test_a_patched_node_selector_no_node_carries_fits_nothing() -> None:
                              snapshot=snapshot(member("dc1", pool(2)), member("aws-eu", pool(10))))
     dc1, cloud = result.subsets
     assert dc1.capacity == 0 and dc1.clusters == {"dc1": 0} and cloud.clusters == {"aws-eu": 5}
-    assert "capacity: only 0 more pods fit (dc1: 0 fit (no node admits its pods))" in dc1.reasons
+    assert "capacity: only 0 more pods fit (dc1: 0 fit (no node admits its pods))" in dc1.reason_texts
 
 
 def test_two_kinds_sharing_a_pool_never_promise_the_same_room() -> None:

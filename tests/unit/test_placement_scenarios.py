@@ -396,7 +396,7 @@ def test_unschedulable_mark_skips_the_pair_until_it_expires() -> None:
                              unschedulable=[mark], now=NOW + datetime.timedelta(seconds=10))
     # The 3 pending replicas are released and go to the next subset; running ones stay.
     assert marked.counts() == {"a": {"dc1": 2}, "b": {"aws-eu": 3}}
-    assert any("unschedulable" in r for r in marked.subsets[0].reasons)
+    assert any("unschedulable" in r for r in marked.subsets[0].reason_texts)
     expired = placement.place(adaptive, replicas=7, snapshot=roomy, current=marked.counts(),
                               unschedulable=[mark], now=NOW + datetime.timedelta(seconds=301))
     assert expired.counts() == {"a": {"dc1": 4}, "b": {"aws-eu": 3}}
@@ -442,8 +442,8 @@ def test_explanations_name_the_binding_constraint() -> None:
                           member("gcp-eu", pool(1), region="eu", cordoned=True)),
     )
     onprem, eu = result.subsets
-    assert onprem.reasons[0] == "cap 5 reached"
-    assert "gcp-eu: cordoned (NoSchedule): takes no new replicas" in eu.reasons
+    assert onprem.reason_texts[0] == "cap 5 reached"
+    assert "gcp-eu: cordoned (NoSchedule): takes no new replicas" in eu.reason_texts
     assert eu.capacity == 2 and eu.replicas == 4 and eu.waiting == 2
 
 
@@ -456,8 +456,8 @@ def test_explanations_say_what_a_cordon_keeps() -> None:
     )
     (eu,) = result.subsets
     assert eu.clusters == {"aws-eu": 3, "azure-eu": 5, "gcp-eu": 0}
-    assert "aws-eu: cordoned (NoSchedule): keeps its 3 running, takes no new replicas" in eu.reasons
-    assert "gcp-eu: cordoned (NoExecute): its replicas move, takes no new replicas" in eu.reasons
+    assert "aws-eu: cordoned (NoSchedule): keeps its 3 running, takes no new replicas" in eu.reason_texts
+    assert "gcp-eu: cordoned (NoExecute): its replicas move, takes no new replicas" in eu.reason_texts
 
 
 def test_fixed_ignores_unschedulable_marks() -> None:
@@ -467,6 +467,6 @@ def test_fixed_ignores_unschedulable_marks() -> None:
     result = placement.place(fixed, replicas=7, snapshot=BIG, current={"a": {"dc1": 5}},
                              running={"a": {"dc1": 2}}, unschedulable=[mark], now=NOW)
     assert result.counts() == {"a": {"dc1": 5}, "b": {"aws-eu": 2}}
-    assert not any("unschedulable" in r for r in result.subsets[0].reasons)
+    assert not any("unschedulable" in r for r in result.subsets[0].reason_texts)
     fresh = placement.place(fixed, replicas=7, snapshot=BIG, unschedulable=[mark], now=NOW)
     assert fresh.counts() == {"a": {"dc1": 5}, "b": {"aws-eu": 2}}

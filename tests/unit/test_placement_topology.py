@@ -57,7 +57,7 @@ def test_floor_on_a_later_subset_is_honoured_first() -> None:
         {"name": "a", "clusters": ["a1"]}, {"name": "b", "clusters": ["b1"], "minReplicas": 2}]
     result = placement.place(_spec(subsets), replicas=5, snapshot=SNAPSHOT)
     assert _by_subset(result) == {"a": 3, "b": 2}
-    assert "floor 2" in result.subsets[1].reasons
+    assert "floor 2" in result.subsets[1].reason_texts
 
 
 def test_min_domains_leaves_replicas_unplaced_naming_the_constraint() -> None:
@@ -66,7 +66,7 @@ def test_min_domains_leaves_replicas_unplaced_naming_the_constraint() -> None:
     result = placement.place(_spec(subsets, topology=topology), replicas=5, snapshot=SNAPSHOT)
     assert _by_subset(result) == {"a": 1, "b": 1}
     assert result.unplaced == 3
-    assert f"topologySpread {REGION} maxSkew 1" in result.subsets[0].reasons
+    assert f"topologySpread {REGION} maxSkew 1" in result.subsets[0].reason_texts
 
 
 def test_running_replicas_stay_and_new_ones_follow_the_rule() -> None:
@@ -131,7 +131,7 @@ def test_a_floor_that_does_not_fit_waits_in_its_own_subset() -> None:
     assert _by_subset(result) == {"a": 2, "b": 3}
     assert result.subsets[1].waiting == 2
     assert result.capacity_exhausted == 2
-    assert "floor 3: 2 waiting for room" in result.subsets[1].reasons
+    assert "floor 3: 2 waiting for room" in result.subsets[1].reason_texts
 
 
 CLUSTERS = ("a1", "a2", "b1", "c1")

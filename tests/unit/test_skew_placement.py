@@ -6,7 +6,7 @@ from __future__ import annotations
 import hypothesis
 from hypothesis import strategies as st
 
-from federation.core import floors
+from federation.core import floors, reasons
 from federation.core import skew_placement as sp
 from federation.core import topology_spread as ts
 
@@ -24,7 +24,7 @@ def test_five_replicas_uncapped_first_subset_floor_two_on_the_second() -> None:
     rules = [sp.SubsetRule("a", ("a1",)), sp.SubsetRule("b", ("b1",), floor=2)]
     result = sp.plan(rules, replicas=5, labels=LABELS)
     assert _totals(result) == {"a": 3, "b": 2}
-    assert result.reasons["b"] == ("floor 2",)
+    assert reasons.texts(result.reasons["b"]) == ("floor 2",)
 
 
 def test_floors_as_far_as_the_total_allows_in_subset_order() -> None:
@@ -57,8 +57,8 @@ def test_min_domains_over_two_domains_leaves_the_rest_unplaced_and_names_the_con
     result = sp.plan(rules, replicas=6, labels=labels, constraints=[constraint])
     assert _totals(result) == {"a": 2, "b": 2}
     assert result.unplaced == 2
-    assert result.unplaced_reasons == (f"topologySpread {REGION} maxSkew 2",)
-    assert result.reasons["a"] == (f"topologySpread {REGION} maxSkew 2",)
+    assert reasons.texts(result.unplaced_reasons) == (f"topologySpread {REGION} maxSkew 2",)
+    assert reasons.texts(result.reasons["a"]) == (f"topologySpread {REGION} maxSkew 2",)
 
 
 def test_schedule_anyway_prefers_the_smallest_skew_inside_the_subset() -> None:
@@ -104,7 +104,7 @@ def test_floors_outrank_the_skew_and_the_skew_applies_to_the_replicas_beyond_the
     skew = [ts.Constraint(REGION, 1)]
     floors_only = sp.plan(rules, replicas=3, labels=LABELS, constraints=skew)
     assert _totals(floors_only) == {"a": 0, "b": 0, "c": 3}  # 0/0/3: the floor, whatever the skew
-    assert floors_only.unplaced == 0 and floors_only.reasons["c"] == ("floor 3",)
+    assert floors_only.unplaced == 0 and reasons.texts(floors_only.reasons["c"]) == ("floor 3",)
     beyond = sp.plan(rules, replicas=5, labels=LABELS, constraints=skew, current=floors_only.counts)
     assert _totals(beyond) == {"a": 1, "b": 1, "c": 3}  # a's second would be 2 above b's 0
 
@@ -229,7 +229,8 @@ def test_a_huge_scale_is_placed_over_several_placements_not_at_once() -> None:
     first = sp.plan(ONE_EACH, replicas=2**31 - 1, labels=LABELS, constraints=[constraint])
     assert sum(first.totals().values()) == budget
     assert first.unplaced == 2**31 - 1 - budget
-    assert first.unplaced_reasons == (f"at most {budget} replicas placed one at a time per placement",)
+    assert reasons.texts(first.unplaced_reasons) == (
+        f"at most {budget} replicas placed one at a time per placement",)
     second = sp.plan(ONE_EACH, replicas=2**31 - 1, labels=LABELS, constraints=[constraint],
                      current=first.counts)
     assert sum(second.totals().values()) == 2 * budget

@@ -133,7 +133,7 @@ def test_all_placed_keeps_the_constraint_that_bounded_a_subset_in_its_reasons() 
     result = placement.place(spec, replicas=9, snapshot=demo_snapshot())
     placed = conditions(spec, result)["Placed"]
     assert (placed.status, placed.reason) == ("True", "AllPlaced")
-    assert result.subsets[0].reasons == (SKEW,)
+    assert result.subsets[0].reason_texts == (SKEW,)
 
 
 # --- the SDK, explain and fedspread get ----------------------------------------------------------

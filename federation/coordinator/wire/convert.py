@@ -22,6 +22,7 @@ from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common, quantity, spread
 from federation.core import failback_round, job_status, ordinals, placement, status
+from federation.core.reasons import Reason, ReasonKind
 from federation.rpc import agent_pb2, common_pb2, placement_pb2
 
 UNKNOWN = -1  # capacity / free capacity on the wire when unknown or unbounded
@@ -131,7 +132,7 @@ def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
     for sub, cap in zip(result.subsets, _caps(record), strict=True):
         ready = record.ready.get(sub.name, {})
         subsets.append(placement_pb2.SubsetPlacement(
-            name=sub.name, replicas=sub.replicas, cap=cap, waiting=sub.waiting, reasons=sub.reasons,
+            name=sub.name, replicas=sub.replicas, cap=cap, waiting=sub.waiting, reasons=sub.reason_texts,
             clusters=[
                 placement_pb2.ClusterReplicas(cluster=name, replicas=count,
                                               ready_replicas=ready.get(name, 0))
@@ -157,9 +158,9 @@ def rebalance_plan_to_pb(plan: failback_round.Plan, *, started: bool = False) ->
                 to_cluster=m.to_cluster, replicas=m.replicas) for m in step]) for step in plan.steps])
 
 
-def _cluster_reasons(reasons: Sequence[str], name: str) -> list[str]:
-    prefix = f"{name}: "
-    return [r[len(prefix):] for r in reasons if r.startswith(prefix)]
+def _cluster_reasons(reasons: Sequence[Reason], name: str) -> list[str]:
+    """The reasons about cluster `name`, without its name (they are filed under it)."""
+    return [r.said for r in reasons if r.cluster == name]
 
 
 def _spread_reasons(result: placement.Placement) -> list[str]:
@@ -211,8 +212,7 @@ def explanation_to_pb(
     ranges = _ordinal_reasons(record)
     subsets = []
     for sub, cap in zip(record.placement.subsets, _caps(record), strict=True):
-        own = {f"{name}: " for name in sub.clusters}
-        general = [r for r in sub.reasons if not any(r.startswith(p) for p in own)]
+        general = [r.text for r in sub.reasons if r.cluster is None or r.cluster not in sub.clusters]
         if sub.cap is not None:
             general.insert(0, f"cap {cap} = {sub.cap} of {record.placement.replicas}"
                            if cap.endswith("%") else f"cap {sub.cap}")
@@ -220,12 +220,13 @@ def explanation_to_pb(
         for name, count in sub.clusters.items():
             member = known.get(name)
             until = record.unschedulable_until.get((sub.name, name))
+            marked = any(r.kind is ReasonKind.UNSCHEDULABLE and r.cluster == name for r in sub.reasons)
             reasons = _cluster_reasons(sub.reasons, name) + ranges.get((sub.name, name), [])
             explained.append(placement_pb2.ClusterExplanation(
                 cluster=name, ready=member is not None and member.ready,
                 cordoned=member is not None
                 and cluster.cordon_of(member.taints, tolerations=tolerations, now=record.computed_at) != "",
-                unschedulable=until is not None or any(r.startswith("unschedulable") for r in reasons),
+                unschedulable=until is not None or marked,
                 unschedulable_until=timestamp(until),
                 free_capacity=_known(record.free_capacity.get((sub.name, name))),
                 replicas=count, reasons=reasons,
