@@ -27,7 +27,7 @@ from typing import Any
 
 from agents import bookkeeping
 from federation.api import names
-from federation.core import deletion_cost, fit, inventory, job_status, pod_usage
+from federation.core import deletion_cost, fit, inventory, job_status, pod_usage, rollout
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
     record = bookkeeping.PodRecord(
         name=str(meta.get("name") or ""),
         subset=sys.intern(subset) if isinstance(subset, str) else subset,
-        revision=sys.intern(str(labels.get(names.REVISION_LABEL) or "")),
+        revision=sys.intern(str(rollout.pod_revision(labels))),
         phase=sys.intern(str(status.get("phase") or "Pending")),
         ready=ready,
         node_name=sys.intern(str((pod.get("spec") or {}).get("nodeName") or "")),

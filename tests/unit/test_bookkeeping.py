@@ -71,6 +71,17 @@ def test_each_revision_fills_the_subsets_from_the_first() -> None:
     assert [chosen(book, p, "new") for p in ("n1", "n2")] == ["a", "b"]
 
 
+def test_a_retried_admission_keeps_its_subset_during_a_rollout() -> None:
+    # 4 replicas, surge 1: a holds its 2 old pods and the new pod n1 (2 + 1); asked again for n1,
+    # the bookkeeping does not count n1 against itself, so n1 stays in a rather than moving to b.
+    book = book_with({"a": 2, "b": 2}, ManualClock(T0))
+    assert [chosen(book, p, "old") for p in ("o1", "o2", "o3", "o4")] == ["a", "a", "b", "b"]
+    assert chosen(book, "n1", "new") == "a"
+    assert chosen(book, "n1", "new") == "a"
+    assert chosen(book, "n2", "new") == "b", "a is at its quota plus the surge"
+    assert chosen(book, "n3", "new") is None, "b too"
+
+
 def test_local_unschedulable_mark_skips_the_subset_until_it_expires() -> None:
     clock = ManualClock(T0)
     book = book_with({"a": 5, "b": 5}, clock, strategy="Adaptive")

@@ -168,3 +168,34 @@ def test_a_modelled_rolling_update_keeps_every_subset_within_quota_plus_surge(
         pytest.fail("the rollout did not end")
     assert rollout.revision_counts((p.subset, p.revision) for p in pods) == {
         "new": {name: q for name, q in zip(subsets, shares, strict=True) if q}}
+
+
+# --- what the agent reads of its member workload and pods -----------------------------------------
+
+
+@pytest.mark.parametrize(("spec", "kind", "replicas", "surge"), [
+    ({}, "Deployment", 10, 3),  # the default 25%, rounded up
+    ({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2}}}, "Deployment", 10, 2),
+    ({"strategy": {"rollingUpdate": {"maxSurge": "10%"}}}, "Deployment", 11, 2),
+    ({"strategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}}, "Deployment", 4, 0),
+    ({"strategy": {"type": "Recreate"}}, "Deployment", 10, 0),
+    ({"strategy": {"rollingUpdate": {"maxSurge": "lots"}}}, "Deployment", 4, 1),  # refused: default
+    ({"strategy": {"rollingUpdate": {"maxSurge": True}}}, "Deployment", 4, 1),
+    ({"updateStrategy": {"type": "RollingUpdate"}}, "StatefulSet", 10, 0),
+    ({}, "ReplicaSet", 10, 0),
+    ({}, "Job", 10, 0),
+])
+def test_the_surge_of_a_member_workload(spec: dict[str, object], kind: str, replicas: int,
+                                        surge: int) -> None:
+    assert rollout.workload_surge(spec, kind=kind, replicas=replicas) == surge
+
+
+@pytest.mark.parametrize(("labels", "revision"), [
+    ({"pod-template-hash": "5d9c7f"}, "5d9c7f"),  # a Deployment's pod
+    ({"controller-revision-hash": "db-7f9d"}, "db-7f9d"),  # a StatefulSet's pod
+    ({"pod-template-hash": "5d9c7f", "controller-revision-hash": "x"}, "5d9c7f"),
+    ({"app": "web"}, ""),  # a ReplicaSet's pod: one revision
+    (None, ""),
+])
+def test_the_revision_of_a_pod(labels: dict[str, str] | None, revision: str) -> None:
+    assert rollout.pod_revision(labels) == revision
