@@ -13,8 +13,9 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    pods of no subset (they predate the assignment, or the webhook was down) are matched to a
    subset by their node's labels (`Bookkeeping.match_by_node`), counted there at once and
    annotated with it;
-2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (per pod-template
-   revision, as quotas are counted, kruise#834); a pod the webhook admitted was born with its
+2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (while a rollout
+   runs, old revisions below new ones, each old one's quota what the new ones leave of it:
+   `revision_deletion_costs`, issue 28); a pod the webhook admitted was born with its
    in-quota cost, so only pods whose annotation differs (quotas moved, no subset) are patched,
    with a one-key merge patch on metadata.annotations; only for kinds whose scale-down deletion
    cost steers (`KindPolicy.uses_deletion_cost`: Deployment, ReplicaSet);
@@ -81,7 +82,7 @@ def pod_view(pod: views.SpreadPod) -> deletion_cost.PodView:
     return deletion_cost.PodView(
         name=r.name, subset=r.subset, phase=r.phase, ready=r.ready, node_name=r.node_name,
         created=r.created, deleting=r.deleting, restarts=r.restarts, ready_since=pod.ready_since,
-        current_cost=r.current_cost,
+        current_cost=r.current_cost, revision=r.revision,
     )
 
 
@@ -95,16 +96,41 @@ def subset_order(value: assignment.Assignment) -> list[str]:
     return names
 
 
-def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod]) -> dict[str, int]:
-    """Deletion cost of every pod of a spread, by pod name; quotas apply per template revision."""
-    groups: dict[str, list[deletion_cost.PodView]] = collections.defaultdict(list)
-    for pod in pods:
-        groups[pod.record.revision].append(pod_view(pod))
+def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod], *,
+                  revisions: Sequence[str] = ()) -> dict[str, int]:
+    """Deletion cost of every pod of a spread, by pod name.
+
+    One revision among the active pods: `deletion_cost.deletion_costs`. Several (a rollout):
+    `deletion_cost.revision_deletion_costs`, old revisions below new ones, each older one's quota
+    what the newer ones leave of it; `revisions` are the member workload's newest first (its
+    ReplicaSets'), and a revision it does not name ranks by its newest pod (`revision_order`).
+    """
     order, quotas = subset_order(value), value.quotas()
-    costs: dict[str, int] = {}
-    for group in groups.values():
-        costs.update(deletion_cost.deletion_costs(group, subsets=order, quotas=quotas))
-    return costs
+    views_ = [pod_view(pod) for pod in pods]
+    present = {p.revision for p in views_ if p.active}
+    if len(present) <= 1:
+        groups: dict[str | None, list[deletion_cost.PodView]] = collections.defaultdict(list)
+        for view in views_:
+            groups[view.revision].append(view)
+        costs: dict[str, int] = {}
+        for group in groups.values():
+            costs.update(deletion_cost.deletion_costs(group, subsets=order, quotas=quotas))
+        return costs
+    return deletion_cost.revision_deletion_costs(views_, subsets=order, quotas=quotas,
+                                                 revisions=revision_order(pods, known=revisions))
+
+
+def revision_order(pods: Sequence[views.SpreadPod], *, known: Sequence[str]) -> list[str]:
+    """The revisions of `pods`, newest first: those in `known` (newest first) in its order, then the
+    others by their newest pod's creation, the most recent first (a pod of a template created later
+    is of a later rollout)."""
+    newest: dict[str, datetime.datetime] = {}
+    for pod in pods:
+        revision = pod.record.revision
+        newest[revision] = max(newest.get(revision, pod.record.created), pod.record.created)
+    named = [r for r in known if r in newest]
+    rest = sorted((r for r in newest if r not in named), key=lambda r: (newest[r], r), reverse=True)
+    return named + rest
 
 
 def member_status(value: assignment.Assignment, view: views.WorkloadView | None
@@ -286,8 +312,13 @@ class Reconciler:
 
     # --- deletion cost -----------------------------------------------------------------------------
 
+    def _revisions(self, value: assignment.Assignment) -> tuple[str, ...]:
+        """The member Deployment's template revisions, newest first (none for other kinds)."""
+        mine = owners.member_workload(value, self._member(value)) if value.kind == "Deployment" else None
+        return self._cache.revisions_of(mine.uid) if mine is not None else ()
+
     def _write_costs(self, value: assignment.Assignment, pods: Sequence[views.SpreadPod]) -> int:
-        costs = desired_costs(value, pods)
+        costs = desired_costs(value, pods, revisions=self._revisions(value))
         active = [pod_view(p) for p in pods if p.record.active]
         now = time.monotonic()
         patched = 0
