@@ -394,7 +394,8 @@ class Bookkeeping:
 
         A pod being deleted — a deletingPods entry, or a deletionTimestamp in the cache — is
         counted once, as `deleting`: not as running, pending or creating, however far its delete
-        has got (webhook only, grace period, entry expired).
+        has got (webhook only, grace period, entry expired). `revisions`: the pods holding each
+        subset's quota per template revision (the admission tally; pods of no revision left out).
         """
         with self._lock:
             book = self._books[spread]
@@ -419,7 +420,11 @@ class Bookkeeping:
             for name, entry in book.creating.items():
                 if entry.subset in tally and name not in book.deleting and name not in book.observed:
                     tally[entry.subset]["creating"] += 1
-            return {n: SubsetCounts(**tally[n]) for n in names}
+            revisions: dict[str, list[tuple[str, int]]] = collections.defaultdict(list)
+            for (revision, subset), count in sorted(book.tally.items()):
+                if revision and count > 0:
+                    revisions[subset].append((revision, count))
+            return {n: SubsetCounts(**tally[n], revisions=tuple(revisions[n])) for n in names}
 
 
 def _by_ordinal(value: assignment_mod.Assignment) -> bool:

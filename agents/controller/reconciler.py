@@ -15,7 +15,7 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    annotated with it;
 2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (while a rollout
    runs, old revisions below new ones, each old one's quota what the new ones leave of it:
-   `revision_deletion_costs`, issue 28); a pod the webhook admitted was born with its
+   `revision_deletion_costs`); a pod the webhook admitted was born with its
    in-quota cost, so only pods whose annotation differs (quotas moved, no subset) are patched,
    with a one-key merge patch on metadata.annotations; only for kinds whose scale-down deletion
    cost steers (`KindPolicy.uses_deletion_cost`: Deployment, ReplicaSet);

@@ -9,7 +9,7 @@ the cluster.
 
 * Pod CREATE of a spread: `Bookkeeping.admit` chooses the first subset in spec order with quota
   left for the pod's template revision (`rollout.pod_revision`, kruise#834) among those below
-  quota + the member workload's surge (`rollout.choose`, issue 28) and records it in creatingPods
+  quota + the member workload's surge (`rollout.choose`) and records it in creatingPods
   under the pod's name — generated here from `generateName` when the pod has none, as Kruise
   does, so that the controller can later match the pod it sees with the entry. The answer is the JSONPatch of
   `mutation.mutate_pod`. No subset left: the pod is allowed untouched (its deletion cost will make
