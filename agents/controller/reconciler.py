@@ -228,6 +228,13 @@ class Reconciler:
         self.rounds = 0
         """Completed rounds (for status and for tests that wait for a round to pass)."""
 
+    def costs_written(self, value: assignment.Assignment) -> bool:
+        """Whether a round has written the deletion costs of assignment `value` (this very object)
+        on the spread's pods: the workload sync lowers a member workload's quantity only then
+        (`WorkloadSync.costs_written`)."""
+        done = self._costs_done.get(value.spread)
+        return done is not None and done[0] is value
+
     def reconcile_once(self) -> Round:
         """One round over every assignment; errors on one spread do not stop the others."""
         done = Round()

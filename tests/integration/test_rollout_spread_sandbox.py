@@ -6,17 +6,21 @@ plane with its own agent, and the coordinator) runs a Deployment of 8 replicas o
 subsets — `a` dc1 capped at 3, `b` dc1 capped at 1, `c` over dc1 and aws-eu (Balance, 2 each) — so
 dc1 holds three subsets in one member Deployment (6 replicas, a surge of 2) and `c` spans two
 clusters (aws-eu: 2 replicas, a surge of 1). The hub template then gains a readiness delay, and
-each member's real Deployment controller rolls its pods. At every sample:
+each member's real Deployment controller rolls its pods (`maxUnavailable: 0`: with a Ready pod
+removed before its replacement is Ready, the coordinator's handover may keep surge pods and scale
+the member mid-rollout, docs/decisions.md "Issue 28: rollouts that keep the spread"). At every
+sample:
 
 - no subset in any member holds more pods (of all revisions, not being deleted) than its quota
   there plus the member Deployment's surge — the webhook's bound (`federation.core.rollout`);
-- no pod of the new revision is ever removed: old revisions go first.
+- no pod of the new revision is ever removed: old revisions go first;
+- no member Deployment is scaled while it rolls (the coordinator keeps its placement).
 
 In dc1, while both revisions run, the agent makes every old pod cheaper to delete than every new
-one (`revision_deletion_costs`; the sandbox's Kubernetes 1.20 ReplicaSet does not read the
-annotation, so only what the agent writes is checked), and the spread's status shows each
-subset's pods per revision. At the end every member runs exactly the pods per subset it ran
-before, all of the new revision, and the status shows no revisions any more.
+one (`revision_deletion_costs`; the sandbox's ReplicaSet controller is patched to honour the
+annotation, as 1.22 does), and the spread's status shows each subset's pods per revision. At the
+end every member runs exactly the pods per subset it ran before, all of the new revision, and the
+status shows no revisions any more.
 """
 
 from __future__ import annotations
@@ -89,6 +93,8 @@ class Watch:
         self.ordered_in_dc1 = 0
         self.status_revisions: list[dict[str, list[tuple[str, int]]]] = []
         self.errors: list[str] = []
+        self.member_replicas: dict[str, list[int]] = {m: [] for m in apis.members}
+        """Each member Deployment's spec.replicas as sampled, when it changed."""
 
     def observe(self) -> None:
         try:
@@ -97,6 +103,8 @@ class Watch:
                         if p.metadata.deletion_timestamp is None] for m in self.apis.members}
             spread = self.apis.custom().get_namespaced_custom_object(
                 common.API_GROUP, common.API_VERSION, self.namespace, spread_api.PLURAL, "web")
+            deployments = {m: self.apis.apps(m).list_namespaced_deployment(self.namespace).items
+                           for m in self.apis.members}
         except Exception as error:  # a slow apiserver: this sample is lost, the next one counts
             with self.lock:
                 self.errors.append(str(error)[:200])
@@ -113,6 +121,11 @@ class Watch:
                     if count > bound:
                         self.over.append(f"{member}/{name}: {count} pods > quota + surge {bound}")
             self._costs(pods["dc1"])
+            for member, found_deployments in deployments.items():
+                for deployment in found_deployments:
+                    seen = self.member_replicas[member]
+                    if not seen or seen[-1] != deployment.spec.replicas:
+                        seen.append(deployment.spec.replicas)
             shown = {s["name"]: [(r["revision"], r["replicas"]) for r in s["revisions"]]
                      for s in (spread.get("status") or {}).get("subsetStatuses") or () if s.get("revisions")}
             if shown:
@@ -136,7 +149,7 @@ def test_a_template_change_rolls_every_member_within_quota_plus_surge_and_keeps_
     key = f"{namespace}/web"
     workload = builders.deployment("web", REPLICAS, cpu="10m")
     workload["spec"]["strategy"] = {"type": "RollingUpdate",
-                                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
+                                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}}
     waiting.wait_for(lambda: demo_scene.idle(apis), timeout=TIMEOUT, message="the federation is not idle")
     apis.core("hub").create_namespace({"metadata": {"name": namespace}})
     try:
@@ -156,7 +169,7 @@ def test_a_template_change_rolls_every_member_within_quota_plus_surge_and_keeps_
 
         watch = Watch(apis, namespace, old)
         with sampling.Sampler(watch.observe, name="rollout-sampler") as sampler:
-            probe = {"readinessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 1}}
+            probe = {"readinessProbe": {"exec": {"command": ["true"]}, "initialDelaySeconds": 3}}
             apis.apps("hub").patch_namespaced_deployment("web", namespace, {"spec": {"template": {"spec": {
                 "containers": [{"name": "app", **probe}]}}}})
 
@@ -175,6 +188,8 @@ def test_a_template_change_rolls_every_member_within_quota_plus_surge_and_keeps_
         assert sampler.samples >= 8, sampler.samples
         assert len(watch.errors) < sampler.samples // 2, watch.errors
         assert watch.over == [], watch.over
+        changed = {m: seen for m, seen in watch.member_replicas.items() if len(seen) > 1}
+        assert not changed, f"a member Deployment was scaled during its rollout: {changed}"
         assert {m: after.counts(m) for m in after.pods} == counts, "the spread per member after the rollout"
         for member, names_seen in watch.new_pods.items():
             gone = names_seen - {p.metadata.name for p in after.pods[member]}

@@ -260,6 +260,8 @@ def test_a_round_counts_costs_and_reschedules_only_the_spreads_own_pods() -> Non
     assert {p.name for p in books.pods(VALUE.spread)} == {"mine", "direct"}
     assert books.counts(VALUE.spread)["a"].ready == 2, "released, foreign, bare: not ours"
     assert set(core.patched) <= {"mine", "direct"}, f"a cost written on a pod not ours: {core.patched}"
+    assert loop.costs_written(VALUE), "the round wrote this assignment's costs"
+    assert not loop.costs_written(dataclasses.replace(VALUE, generation=2)), "not a newer one's"
 
     stuck_books, stuck_core = bookkeeping.Bookkeeping(clock=lambda: AT), FakeCore()
     stuck_books.set_assignment(VALUE)
