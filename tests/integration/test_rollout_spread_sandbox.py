@@ -95,6 +95,8 @@ class Watch:
         self.errors: list[str] = []
         self.member_replicas: dict[str, list[int]] = {m: [] for m in apis.members}
         """Each member Deployment's spec.replicas as sampled, when it changed."""
+        self.timeline: list[str] = []
+        """What dc1 and aws-eu ran, per sample where it changed (for a failure's message)."""
 
     def observe(self) -> None:
         try:
@@ -121,6 +123,7 @@ class Watch:
                     if count > bound:
                         self.over.append(f"{member}/{name}: {count} pods > quota + surge {bound}")
             self._costs(pods["dc1"])
+            self._note(pods, deployments)
             for member, found_deployments in deployments.items():
                 for deployment in found_deployments:
                     seen = self.member_replicas[member]
@@ -130,6 +133,17 @@ class Watch:
                      for s in (spread.get("status") or {}).get("subsetStatuses") or () if s.get("revisions")}
             if shown:
                 self.status_revisions.append(shown)
+
+    def _note(self, pods: dict[str, list[Any]], deployments: dict[str, list[Any]]) -> None:
+        line = []
+        for member in ("dc1", "aws-eu"):
+            shown = sorted(f"{subset(p)}:{'new' if revision(p) not in self.old[member] else 'old'}"
+                           f"{'+' if sampling.is_ready(p) else '-'}{cost(p)}" for p in pods[member])
+            replicas = [d.spec.replicas for d in deployments[member]]
+            line.append(f"{member} {replicas} {' '.join(shown)}")
+        text = " | ".join(line)
+        if not self.timeline or self.timeline[-1] != text:
+            self.timeline.append(text)
 
     def _costs(self, pods: list[Any]) -> None:
         old = [cost(p) for p in pods if revision(p) in self.old["dc1"]]
@@ -189,7 +203,8 @@ def test_a_template_change_rolls_every_member_within_quota_plus_surge_and_keeps_
         assert len(watch.errors) < sampler.samples // 2, watch.errors
         assert watch.over == [], watch.over
         changed = {m: seen for m, seen in watch.member_replicas.items() if len(seen) > 1}
-        assert not changed, f"a member Deployment was scaled during its rollout: {changed}"
+        assert not changed, f"a member Deployment was scaled during its rollout: {changed}; seen:\n" + (
+            "\n".join(watch.timeline))
         assert {m: after.counts(m) for m in after.pods} == counts, "the spread per member after the rollout"
         for member, names_seen in watch.new_pods.items():
             gone = names_seen - {p.metadata.name for p in after.pods[member]}
