@@ -38,7 +38,6 @@ The arithmetic lives in federation.core; this module fetches from the cache, cal
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import datetime
 import logging
@@ -52,6 +51,7 @@ from kubernetes.client import exceptions
 from agents import bookkeeping, outbox, owners, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
+from agents.controller import costs as pod_costs
 from agents.controller import kinds
 from agents.controller import misplaced as misplaced_pods
 from federation import clock as clock_mod
@@ -76,61 +76,10 @@ status goes into the pod counts report) and their ReplicaSets (which make pods t
 # --- pure helpers --------------------------------------------------------------------------------
 
 
-def pod_view(pod: views.SpreadPod) -> deletion_cost.PodView:
-    """What deletion cost reads of a cached pod."""
-    r = pod.record
-    return deletion_cost.PodView(
-        name=r.name, subset=r.subset, phase=r.phase, ready=r.ready, node_name=r.node_name,
-        created=r.created, deleting=r.deleting, restarts=r.restarts, ready_since=pod.ready_since,
-        current_cost=r.current_cost, revision=r.revision,
-    )
-
-
-def subset_order(value: assignment.Assignment) -> list[str]:
-    """Subset names by spec index, `subset_count` long; indices the assignment omits get a
-    placeholder no pod can carry, so n and i in the cost formula stay the spread's own."""
-    names = [f"\x00absent-{i}" for i in range(value.spec_subsets)]
-    for rule in value.subsets:
-        if 0 <= rule.index < len(names):
-            names[rule.index] = rule.name
-    return names
-
-
-def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod], *,
-                  revisions: Sequence[str] = ()) -> dict[str, int]:
-    """Deletion cost of every pod of a spread, by pod name.
-
-    One revision among the active pods: `deletion_cost.deletion_costs`. Several (a rollout):
-    `deletion_cost.revision_deletion_costs`, old revisions below new ones, each older one's quota
-    what the newer ones leave of it; `revisions` are the member workload's newest first (its
-    ReplicaSets'), and a revision it does not name ranks by its newest pod (`revision_order`).
-    """
-    order, quotas = subset_order(value), value.quotas()
-    views_ = [pod_view(pod) for pod in pods]
-    present = {p.revision for p in views_ if p.active}
-    if len(present) <= 1:
-        groups: dict[str | None, list[deletion_cost.PodView]] = collections.defaultdict(list)
-        for view in views_:
-            groups[view.revision].append(view)
-        costs: dict[str, int] = {}
-        for group in groups.values():
-            costs.update(deletion_cost.deletion_costs(group, subsets=order, quotas=quotas))
-        return costs
-    return deletion_cost.revision_deletion_costs(views_, subsets=order, quotas=quotas,
-                                                 revisions=revision_order(pods, known=revisions))
-
-
-def revision_order(pods: Sequence[views.SpreadPod], *, known: Sequence[str]) -> list[str]:
-    """The revisions of `pods`, newest first: those in `known` (newest first) in its order, then the
-    others by their newest pod's creation, the most recent first (a pod of a template created later
-    is of a later rollout)."""
-    newest: dict[str, datetime.datetime] = {}
-    for pod in pods:
-        revision = pod.record.revision
-        newest[revision] = max(newest.get(revision, pod.record.created), pod.record.created)
-    named = [r for r in known if r in newest]
-    rest = sorted((r for r in newest if r not in named), key=lambda r: (newest[r], r), reverse=True)
-    return named + rest
+pod_view = pod_costs.pod_view
+subset_order = pod_costs.subset_order
+desired_costs = pod_costs.desired_costs
+revision_order = pod_costs.revision_order
 
 
 def member_status(value: assignment.Assignment, view: views.WorkloadView | None
