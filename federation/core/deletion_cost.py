@@ -18,7 +18,7 @@ During a rollout pods of several template revisions run side by side.
 `revision_deletion_costs` puts each revision in a band of its own, the newest on top (its band is
 the costs above, unchanged), every older one a band lower, so old-revision pods go before new ones;
 inside a band the rule above holds, an older revision's quota in a subset being what the newer
-revisions' pods leave of it. As in Kruise's multi-version deletion cost, a rollout then removes the
+revisions' Ready pods leave of it. As in Kruise's multi-version deletion cost, a rollout then removes the
 old pods of the first subset last, and a rollout that pauses halfway keeps the spread.
 
 Which pods of an over-full subset are "beyond" its quota is our choice; we mark the ones the
@@ -164,9 +164,15 @@ def revision_deletion_costs(
 
     `revisions` are the revisions newest first (the workload's current one first); a pod of another
     or of no known revision is a band below the oldest. The newest revision's pods get `deletion_costs`
-    with `quotas`; each older revision's pods get them with what the newer revisions' active pods
-    leave of each quota, lowered by one `revision_band` per revision. With one revision (or none
+    with `quotas`; each older revision's pods get them with what the newer revisions' active, Ready
+    pods leave of each quota, lowered by one `revision_band` per revision. With one revision (or none
     given) the costs are `deletion_costs`'s.
+
+    Ready, because a new pod replaces an old one of its subset only once it serves: counted while
+    it starts, it made its subset's old pods over quota — and, over-quota pods of later subsets
+    costing less, the old ReplicaSet then removed a later subset's old pod whose replacement was
+    not Ready, rather than the first subset's whose replacement was (seen on the sandbox, where the
+    coordinator then kept the first subset's extra Ready pod and scaled the member up).
     """
     _check_unique(pods)
     rank = {name: min(i, REVISION_BANDS - 1) for i, name in reversed(list(enumerate(revisions)))}
@@ -183,7 +189,7 @@ def revision_deletion_costs(
         for name, cost in deletion_costs(group, subsets=subsets, quotas=left).items():
             costs[name] = cost - band * band_width
         for pod in group:
-            if pod.subset is None or not pod.active:
+            if pod.subset is None or not pod.active or not pod.ready:
                 continue
             quota = left.get(pod.subset)
             if quota is not None:

@@ -11,6 +11,7 @@ is ever above quota + surge, and the rollout ends with every subset at its quota
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 import hypothesis
@@ -199,3 +200,27 @@ def test_the_surge_of_a_member_workload(spec: dict[str, object], kind: str, repl
 ])
 def test_the_revision_of_a_pod(labels: dict[str, str] | None, revision: str) -> None:
     assert rollout.pod_revision(labels) == revision
+
+
+def test_a_new_pod_takes_its_subsets_place_from_the_old_revision_only_once_ready() -> None:
+    # The sandbox's dc1 mid-rollout: a (3) has its 3 new pods Ready and one old pod left; c (2) has
+    # its 2 new pods starting and its 2 old ones. The old pod to remove first is a's (replaced),
+    # not c's, whose replacements do not serve yet.
+    def pod(name: str, subset: str, revision: str, *, ready: bool = True) -> dc.PodView:
+        return dc.PodView(name=name, subset=subset, phase="Running", ready=ready, node_name="n1",
+                          created=NOW, revision=revision)
+
+    pods = [pod("new-a1", "a", "r2"), pod("new-a2", "a", "r2"), pod("new-a3", "a", "r2"),
+            pod("new-b", "b", "r2"), pod("new-c1", "c", "r2", ready=False),
+            pod("new-c2", "c", "r2", ready=False), pod("old-a", "a", "r1"), pod("old-c1", "c", "r1"),
+            pod("old-c2", "c", "r1")]
+    costs = dc.revision_deletion_costs(pods, subsets=SUBSETS, quotas={"a": 3, "b": 1, "c": 2},
+                                       revisions=["r2", "r1"])
+    old = [p for p in pods if p.revision == "r1"]
+    assert dc.scale_down_victims(old, costs=costs, count=1) == ["old-a"]
+    assert costs["old-a"] < costs["old-c1"] == costs["old-c2"]
+    ready = [dataclasses.replace(p, ready=True) for p in pods]  # c's new pods serve: its old go first
+    costs = dc.revision_deletion_costs(ready, subsets=SUBSETS, quotas={"a": 3, "b": 1, "c": 2},
+                                       revisions=["r2", "r1"])
+    assert dc.scale_down_victims([p for p in ready if p.revision == "r1"], costs=costs, count=2) == [
+        "old-c1", "old-c2"]
