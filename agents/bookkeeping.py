@@ -312,8 +312,9 @@ class Bookkeeping:
 
     def match_by_node(self, spread: str, nodes: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         """Give observed pods of no subset, bound to a node, the subset their node matches
-        (`quotas.match_by_node`, per template revision, oldest pods first) and count them there
-        from now on; returns the new matches (pod name -> subset). `nodes`: name -> labels."""
+        (`quotas.match_by_node`, per template revision, oldest pods first, among the subsets below
+        quota + surge of all revisions, as the webhook chooses) and count them there from now on;
+        returns the new matches (pod name -> subset). `nodes`: name -> labels."""
         with self._lock:
             current = self._assignments.get(spread)
             book = self._books[spread]
@@ -325,15 +326,18 @@ class Bookkeeping:
             table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
             terms = {r.name: _term(r.required_term) for r in current.subsets}
             found: dict[str, str] = {}
-            for revision in sorted({p.revision for p in waiting}):
-                group = [(p.name, p.node_name) for p in waiting if p.revision == revision]
-                found.update(quotas.match_by_node(group, table, terms=terms, nodes=nodes,
-                                                  assigned=self._assigned(book, revision)))
-            for name, subset in found.items():
-                before = book.holder(name)
-                book.matched[name] = subset
-                book.observed[name] = dataclasses.replace(book.observed[name], subset=subset)
-                book.moved(before, book.holder(name))
+            surge = self._surge(current)
+            for pod in waiting:  # one at a time: each match counts toward the bound of the next
+                everything = rollout.totals(book.revision_counts())
+                allowed = [row for row in table if everything.get(row.subset, 0) < row.quota + surge]
+                match = quotas.match_by_node([(pod.name, pod.node_name)], allowed, terms=terms, nodes=nodes,
+                                             assigned=self._assigned(book, pod.revision))
+                for name, subset in match.items():
+                    before = book.holder(name)
+                    book.matched[name] = subset
+                    book.observed[name] = dataclasses.replace(book.observed[name], subset=subset)
+                    book.moved(before, book.holder(name))
+                    found[name] = subset
             return found
 
     def expire(self) -> int:

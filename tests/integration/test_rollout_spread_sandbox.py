@@ -201,7 +201,7 @@ def test_a_template_change_rolls_every_member_within_quota_plus_surge_and_keeps_
                 f"the status still shows revisions: {status_revisions(apis, namespace)}"))
         assert sampler.samples >= 8, sampler.samples
         assert len(watch.errors) < sampler.samples // 2, watch.errors
-        assert watch.over == [], watch.over
+        assert watch.over == [], f"{watch.over[:5]}; seen:\n" + "\n".join(watch.timeline)
         changed = {m: seen for m, seen in watch.member_replicas.items() if len(seen) > 1}
         assert not changed, f"a member Deployment was scaled during its rollout: {changed}; seen:\n" + (
             "\n".join(watch.timeline))

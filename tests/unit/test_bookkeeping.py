@@ -130,3 +130,21 @@ def test_a_waiting_admission_chooses_from_the_first_count() -> None:
         book.observe("ns/web", running)  # the controller's first count (wakes it if it waits)
         admitted = waiting.result(timeout=30)
     assert admitted is not None and admitted.name == "b"
+
+
+def test_a_pod_the_webhook_never_saw_is_matched_within_quota_plus_surge_during_a_rollout() -> None:
+    # 4 replicas, surge 1 (25% rounded up). a holds its 2 old pods and new n1: at 2 + 1 it is full
+    # for the bound, though the new revision has 1 of its 2 there; the pod that met no webhook
+    # (it failed open) is counted in b, as the webhook would have placed it.
+    book = book_with({"a": 2, "b": 2}, ManualClock(T0))
+
+    def record(name: str, subset: str | None, revision: str) -> bookkeeping.PodRecord:
+        return bookkeeping.PodRecord(name=name, subset=subset, revision=revision, phase="Running",
+                                     ready=True, node_name="n1", created=T0)
+
+    book.observe("ns/web", [record("o1", "a", "old"), record("o2", "a", "old"), record("o3", "b", "old"),
+                            record("o4", "b", "old"), record("n1", "a", "new"), record("lost", None, "new")])
+    assert book.match_by_node("ns/web", {"n1": {}}) == {"lost": "b"}
+    one_revision = book_with({"a": 2, "b": 2}, ManualClock(T0))
+    one_revision.observe("ns/web", [record("p1", "a", "r"), record("p2", None, "r"), record("p3", None, "r")])
+    assert one_revision.match_by_node("ns/web", {"n1": {}}) == {"p2": "a", "p3": "b"}, "as before"
