@@ -289,13 +289,14 @@ def test_desired_costs_of_one_revision() -> None:
 
 
 def test_desired_costs_during_a_rollout_put_old_revisions_below_new_ones() -> None:
-    # The new revision rev2 holds b's one place: rev1's b pods are beyond what b still needs, and
-    # every rev1 pod is a band (100·(2n+2) = 600) below: b's old pods go first, then a's.
+    # The new revision rev2 holds b's one place: rev1's b pods are beyond what b still needs
+    # (replaced: -100·(n-i) = -100), and every rev1 pod is a band (100·(2n+2) = 600) below: b's old
+    # pods go first, then a's.
     pods = [spread_pod("a1", "a"), spread_pod("a2", "a"), spread_pod("b1", "b"),
             spread_pod("b2", "b", created=5), spread_pod("n1", None),
             spread_pod("new-b", "b", revision="rev2")]
     assert reconciler.desired_costs(assigned(), pods, revisions=["rev2", "rev1"]) == {
-        "a1": -400, "a2": -400, "b1": -800, "b2": -800, "n1": -900, "new-b": 100}
+        "a1": -400, "a2": -400, "b1": -700, "b2": -700, "n1": -900, "new-b": 100}
     # Rolled back to rev1 (its ReplicaSet renumbered newest): rev2's pod is the old one now.
     back = reconciler.desired_costs(assigned(), pods, revisions=["rev1", "rev2"])
     assert back["a1"] == 200 and back["b1"] == 100 and back["b2"] == -200 and back["new-b"] < -200

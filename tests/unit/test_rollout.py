@@ -11,7 +11,6 @@ is ever above quota + surge, and the rollout ends with every subset at its quota
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 
 import hypothesis
@@ -100,10 +99,12 @@ def test_old_revisions_cost_less_than_new_and_inside_one_the_spread_order_is_rev
     assert band == 800
     # The newest revision keeps today's costs.
     assert (costs["new-a"], costs["new-c"], costs["stray"]) == (300, 100, -400)
-    # r1: a's quota less its new pod leaves 1 (old-a in quota), c's new pod leaves c none.
-    assert (costs["old-a"], costs["old-b"], costs["old-c"]) == (300 - band, 200 - band, -300 - band)
-    # r0: a's quota is used up by then; a pod of no known revision is below the oldest.
-    assert (costs["older-a"], costs["unknown-a"]) == (-100 - 2 * band, -100 - 3 * band)
+    # r1: a's quota less its new pod leaves 1 (old-a in quota), c's new pod leaves c none: old-c is
+    # replaced, and replaced pods cost less in spec order (c, the third of three: -100).
+    assert (costs["old-a"], costs["old-b"], costs["old-c"]) == (300 - band, 200 - band, -100 - band)
+    # r0: a's quota is used up by then (replaced, the first subset: -300); a pod of no known
+    # revision is a band below the oldest, replaced too.
+    assert (costs["older-a"], costs["unknown-a"]) == (-300 - 2 * band, -300 - 3 * band)
     order = sorted(costs, key=costs.__getitem__)
     assert order.index("old-a") > order.index("old-b") > order.index("old-c")
     assert max(costs[p] for p in ("old-a", "old-b", "old-c")) < min(
@@ -202,10 +203,11 @@ def test_the_revision_of_a_pod(labels: dict[str, str] | None, revision: str) -> 
     assert rollout.pod_revision(labels) == revision
 
 
-def test_a_new_pod_takes_its_subsets_place_from_the_old_revision_only_once_ready() -> None:
+def test_replaced_old_pods_go_first_subset_first() -> None:
     # The sandbox's dc1 mid-rollout: a (3) has its 3 new pods Ready and one old pod left; c (2) has
-    # its 2 new pods starting and its 2 old ones. The old pod to remove first is a's (replaced),
-    # not c's, whose replacements do not serve yet.
+    # its 2 new pods starting and its 2 old ones. The old pod to remove first is a's (its
+    # replacement serves), not c's, whose replacements do not yet; the costs cannot wait for c's to
+    # be Ready (the controller acts first), so replaced pods go in spec order, as new pods came.
     def pod(name: str, subset: str, revision: str, *, ready: bool = True) -> dc.PodView:
         return dc.PodView(name=name, subset=subset, phase="Running", ready=ready, node_name="n1",
                           created=NOW, revision=revision)
@@ -219,8 +221,6 @@ def test_a_new_pod_takes_its_subsets_place_from_the_old_revision_only_once_ready
     old = [p for p in pods if p.revision == "r1"]
     assert dc.scale_down_victims(old, costs=costs, count=1) == ["old-a"]
     assert costs["old-a"] < costs["old-c1"] == costs["old-c2"]
-    ready = [dataclasses.replace(p, ready=True) for p in pods]  # c's new pods serve: its old go first
-    costs = dc.revision_deletion_costs(ready, subsets=SUBSETS, quotas={"a": 3, "b": 1, "c": 2},
-                                       revisions=["r2", "r1"])
-    assert dc.scale_down_victims([p for p in ready if p.revision == "r1"], costs=costs, count=2) == [
-        "old-c1", "old-c2"]
+    assert costs["old-c1"] < min(costs[p.name] for p in pods if p.revision == "r2")
+    plain = dc.deletion_costs(old, subsets=SUBSETS, quotas={"a": 0, "b": 0, "c": 0})
+    assert dc.scale_down_victims(old, costs=plain, count=1) == ["old-c1"], "the plain order: c's first"
