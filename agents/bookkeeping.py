@@ -10,7 +10,8 @@ Counting follows Kruise: a subset's pods are those the controller's cache has se
 deleted, not finished) plus `creating` entries the cache has not seen yet; `deleting` entries are
 pods the webhook saw go but the cache still lists. Entries expire (30 s / 15 s) in case the
 create or delete never happened. Quotas are counted per pod-template revision (kruise#834), so a
-rolling update's new pods fill the subsets in order while the old ones drain.
+rolling update's new pods fill the subsets in order while the old ones drain, and no subset takes
+more than its quota plus the member workload's surge of all revisions (`federation.core.rollout`).
 
 Those counts are kept as a running tally per (revision, subset), moved one pod at a time by the
 webhook's calls and recounted when the controller hands over a new snapshot: an admission reads
@@ -41,7 +42,7 @@ import pydantic
 
 from federation import clock as clock_mod
 from federation.api import common, names
-from federation.core import ordinals, quotas, status, workload_kinds
+from federation.core import ordinals, quotas, rollout, status, workload_kinds
 from federation.rpc import assignment as assignment_mod
 
 CREATING_TTL = datetime.timedelta(seconds=30)
@@ -135,6 +136,13 @@ class _SpreadBook:
         if after is not None:
             self.tally[after] += 1
 
+    def revision_counts(self) -> dict[str, dict[str, int]]:
+        """The tally as `rollout.RevisionCounts`: pods holding quota per revision per subset."""
+        found: dict[str, dict[str, int]] = collections.defaultdict(dict)
+        for (revision, subset), count in self.tally.items():
+            found[revision][subset] = count
+        return found
+
     def recount(self) -> None:
         """The tally from scratch (after the maps changed wholesale)."""
         names = self.observed.keys() | self.creating.keys()
@@ -159,6 +167,8 @@ class Bookkeeping:
         spread's first count before raising NotCounted."""
         self._counted: set[str] = set()
         """Spreads whose pods `observe` has counted at least once."""
+        self._surges: dict[str, tuple[assignment_mod.Assignment, int]] = {}
+        """The surge of each spread's member workload, with the assignment it was read from."""
 
     # --- assignments (from the link) -----------------------------------------------------------
 
@@ -171,6 +181,7 @@ class Bookkeeping:
         """Forget a spread entirely."""
         with self._lock:
             self._assignments.pop(spread, None)
+            self._surges.pop(spread, None)
             self._books.pop(spread, None)
             self._counted.discard(spread)
 
@@ -201,6 +212,14 @@ class Bookkeeping:
 
     def _assigned(self, book: _SpreadBook, revision: str) -> dict[str, int]:
         return {subset: n for (rev, subset), n in book.tally.items() if rev == revision}
+
+    def _surge(self, value: assignment_mod.Assignment) -> int:
+        """The member workload's surge here (`rollout.workload_surge`), read once per assignment."""
+        if self._surges.get(value.spread, (None, 0))[0] is not value:
+            spec = (value.template or {}).get("spec") or {}
+            self._surges[value.spread] = (value, rollout.workload_surge(spec, kind=value.kind,
+                                                                        replicas=value.replicas))
+        return self._surges[value.spread][1]
 
     def _blocked(self, spread: assignment_mod.Assignment, book: _SpreadBook,
                  now: datetime.datetime) -> set[str]:
@@ -236,15 +255,16 @@ class Bookkeeping:
                     return None
             book = self._books[spread]
             table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
-            assigned = self._assigned(book, revision)
+            counts = book.revision_counts()
             own = book.holder(pod_name) if pod_name in book.creating else None
             if own is not None and own[0] != revision:
                 own = None
             if own is not None:  # admitted before (a retried call): its entry is replaced, not counted
-                assigned[own[1]] -= 1
-            chosen = quotas.choose_subset(table, assigned=assigned, adaptive=current.strategy.adaptive,
-                                          unschedulable=self._blocked(current, book, now),
-                                          previous=own[1] if own is not None else None)
+                counts[own[0]][own[1]] -= 1
+            chosen = rollout.choose(table, counts=counts, revision=revision, surge=self._surge(current),
+                                    adaptive=current.strategy.adaptive,
+                                    unschedulable=self._blocked(current, book, now),
+                                    previous=own[1] if own is not None else None)
             if chosen is None:
                 return None
             if not dry_run:
@@ -292,8 +312,9 @@ class Bookkeeping:
 
     def match_by_node(self, spread: str, nodes: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
         """Give observed pods of no subset, bound to a node, the subset their node matches
-        (`quotas.match_by_node`, per template revision, oldest pods first) and count them there
-        from now on; returns the new matches (pod name -> subset). `nodes`: name -> labels."""
+        (`quotas.match_by_node`, per template revision, oldest pods first, among the subsets below
+        quota + surge of all revisions, as the webhook chooses) and count them there from now on;
+        returns the new matches (pod name -> subset). `nodes`: name -> labels."""
         with self._lock:
             current = self._assignments.get(spread)
             book = self._books[spread]
@@ -305,15 +326,18 @@ class Bookkeeping:
             table = [quotas.SubsetQuota(subset=r.name, index=r.index, quota=r.quota) for r in current.subsets]
             terms = {r.name: _term(r.required_term) for r in current.subsets}
             found: dict[str, str] = {}
-            for revision in sorted({p.revision for p in waiting}):
-                group = [(p.name, p.node_name) for p in waiting if p.revision == revision]
-                found.update(quotas.match_by_node(group, table, terms=terms, nodes=nodes,
-                                                  assigned=self._assigned(book, revision)))
-            for name, subset in found.items():
-                before = book.holder(name)
-                book.matched[name] = subset
-                book.observed[name] = dataclasses.replace(book.observed[name], subset=subset)
-                book.moved(before, book.holder(name))
+            surge = self._surge(current)
+            for pod in waiting:  # one at a time: each match counts toward the bound of the next
+                everything = rollout.totals(book.revision_counts())
+                allowed = [row for row in table if everything.get(row.subset, 0) < row.quota + surge]
+                match = quotas.match_by_node([(pod.name, pod.node_name)], allowed, terms=terms, nodes=nodes,
+                                             assigned=self._assigned(book, pod.revision))
+                for name, subset in match.items():
+                    before = book.holder(name)
+                    book.matched[name] = subset
+                    book.observed[name] = dataclasses.replace(book.observed[name], subset=subset)
+                    book.moved(before, book.holder(name))
+                    found[name] = subset
             return found
 
     def expire(self) -> int:
@@ -374,7 +398,8 @@ class Bookkeeping:
 
         A pod being deleted — a deletingPods entry, or a deletionTimestamp in the cache — is
         counted once, as `deleting`: not as running, pending or creating, however far its delete
-        has got (webhook only, grace period, entry expired).
+        has got (webhook only, grace period, entry expired). `revisions`: the pods holding each
+        subset's quota per template revision (the admission tally; pods of no revision left out).
         """
         with self._lock:
             book = self._books[spread]
@@ -399,7 +424,11 @@ class Bookkeeping:
             for name, entry in book.creating.items():
                 if entry.subset in tally and name not in book.deleting and name not in book.observed:
                     tally[entry.subset]["creating"] += 1
-            return {n: SubsetCounts(**tally[n]) for n in names}
+            revisions: dict[str, list[tuple[str, int]]] = collections.defaultdict(list)
+            for (revision, subset), count in sorted(book.tally.items()):
+                if revision and count > 0:
+                    revisions[subset].append((revision, count))
+            return {n: SubsetCounts(**tally[n], revisions=tuple(revisions[n])) for n in names}
 
 
 def _by_ordinal(value: assignment_mod.Assignment) -> bool:

@@ -144,6 +144,7 @@ class Agent:
                                                 conflicts=self.workload.conflicts,
                                                 dependency_conflicts=self.copies.conflicts,
                                                 recorder=self.recorder)
+        self.workload.costs_written = self.reconciler.costs_written
         self.reporter = reporter.InventoryReporter(self.cache, self.outbox, heartbeat_seconds=heartbeat,
                                                    max_pools=settings.inventory.max_node_pools)
         self.usage = usage_reporter.UsageReporter(

@@ -98,7 +98,9 @@ def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCount
             if name == status_mod.UNASSIGNED:  # pods in no subset: their own field
                 item.unassigned.CopyFrom(message)
             else:
-                item.subsets.add(subset=name, counts=message)
+                entry = item.subsets.add(subset=name, counts=message)
+                for revision, pods in counts.revisions:
+                    entry.revisions.add(revision=revision, pods=pods)
         status = (workloads or {}).get(spread)
         if status is not None:
             item.workload.CopyFrom(workload_status(status))

@@ -328,6 +328,16 @@ class Cache:
             group = self._stores[REPLICASETS].by_index.get(deployment_uid, {})
             return frozenset(views.compact_uid(r.uid) for r in group.values())
 
+    def revisions_of(self, deployment_uid: str) -> tuple[str, ...]:
+        """The pod-template-hashes of the cached ReplicaSets that Deployment `deployment_uid`
+        controls, newest first (by their `deployment.kubernetes.io/revision`)."""
+        if not deployment_uid:
+            return ()
+        with self._cond:
+            group = list(self._stores[REPLICASETS].by_index.get(deployment_uid, {}).values())
+        ranked = sorted((r for r in group if r.template_hash), key=lambda r: (-r.revision, r.template_hash))
+        return tuple(dict.fromkeys(r.template_hash for r in ranked))
+
     # --- writers (reflector threads) ---------------------------------------------------------------
 
     def _usage(self, pod: Json, previous: CachedUsage | None) -> CachedUsage | None:

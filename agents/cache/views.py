@@ -27,12 +27,14 @@ from typing import Any
 
 from agents import bookkeeping
 from federation.api import names
-from federation.core import deletion_cost, fit, inventory, job_status, pod_usage
+from federation.core import deletion_cost, fit, inventory, job_status, pod_usage, rollout
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+DEPLOYMENT_REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+"""The Deployment controller's number of each of its ReplicaSets (its template's rollout number)."""
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -103,6 +105,11 @@ class ReplicaSetView:
     workload: WorkloadView | None = None
     """For a ReplicaSet no Deployment controls: its view as a member workload (replicas, marks,
     status); None for a Deployment's, whose status changes would only cost cache updates."""
+    template_hash: str = ""
+    """A Deployment's ReplicaSet: its `pod-template-hash` label, the revision its pods carry."""
+    revision: int = 0
+    """A Deployment's ReplicaSet: its `deployment.kubernetes.io/revision` annotation (the highest is
+    the Deployment's current template; a rollback renumbers the one it returns to); 0 if none."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -145,7 +152,11 @@ def replicaset_view(replicaset: Mapping[str, Any]) -> ReplicaSetView:
     owner = controller_of(meta, kind="Deployment")
     uid = str(meta.get("uid") or "")
     if owner is not None:
-        return ReplicaSetView(uid=uid, owner=str(owner.get("uid") or ""))
+        revision = str((meta.get("annotations") or {}).get(DEPLOYMENT_REVISION_ANNOTATION) or "")
+        return ReplicaSetView(uid=uid, owner=str(owner.get("uid") or ""),
+                              template_hash=sys.intern(str((meta.get("labels") or {}).get(
+                                  names.REVISION_LABEL) or "")),
+                              revision=int(revision) if revision.isdigit() else 0)
     return ReplicaSetView(uid=uid, owner="", workload=workload_view(replicaset))
 
 
@@ -210,7 +221,7 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
     record = bookkeeping.PodRecord(
         name=str(meta.get("name") or ""),
         subset=sys.intern(subset) if isinstance(subset, str) else subset,
-        revision=sys.intern(str(labels.get(names.REVISION_LABEL) or "")),
+        revision=sys.intern(str(rollout.pod_revision(labels))),
         phase=sys.intern(str(status.get("phase") or "Pending")),
         ready=ready,
         node_name=sys.intern(str((pod.get("spec") or {}).get("nodeName") or "")),

@@ -13,8 +13,9 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    pods of no subset (they predate the assignment, or the webhook was down) are matched to a
    subset by their node's labels (`Bookkeeping.match_by_node`), counted there at once and
    annotated with it;
-2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (per pod-template
-   revision, as quotas are counted, kruise#834); a pod the webhook admitted was born with its
+2. deletion cost — `federation.core.deletion_cost` gives every pod its cost (while a rollout
+   runs, old revisions below new ones, each old one's quota what the new ones leave of it:
+   `revision_deletion_costs`); a pod the webhook admitted was born with its
    in-quota cost, so only pods whose annotation differs (quotas moved, no subset) are patched,
    with a one-key merge patch on metadata.annotations; only for kinds whose scale-down deletion
    cost steers (`KindPolicy.uses_deletion_cost`: Deployment, ReplicaSet);
@@ -37,7 +38,6 @@ The arithmetic lives in federation.core; this module fetches from the cache, cal
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import datetime
 import logging
@@ -51,6 +51,7 @@ from kubernetes.client import exceptions
 from agents import bookkeeping, outbox, owners, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
+from agents.controller import costs as pod_costs
 from agents.controller import kinds
 from agents.controller import misplaced as misplaced_pods
 from federation import clock as clock_mod
@@ -75,36 +76,10 @@ status goes into the pod counts report) and their ReplicaSets (which make pods t
 # --- pure helpers --------------------------------------------------------------------------------
 
 
-def pod_view(pod: views.SpreadPod) -> deletion_cost.PodView:
-    """What deletion cost reads of a cached pod."""
-    r = pod.record
-    return deletion_cost.PodView(
-        name=r.name, subset=r.subset, phase=r.phase, ready=r.ready, node_name=r.node_name,
-        created=r.created, deleting=r.deleting, restarts=r.restarts, ready_since=pod.ready_since,
-        current_cost=r.current_cost,
-    )
-
-
-def subset_order(value: assignment.Assignment) -> list[str]:
-    """Subset names by spec index, `subset_count` long; indices the assignment omits get a
-    placeholder no pod can carry, so n and i in the cost formula stay the spread's own."""
-    names = [f"\x00absent-{i}" for i in range(value.spec_subsets)]
-    for rule in value.subsets:
-        if 0 <= rule.index < len(names):
-            names[rule.index] = rule.name
-    return names
-
-
-def desired_costs(value: assignment.Assignment, pods: Sequence[views.SpreadPod]) -> dict[str, int]:
-    """Deletion cost of every pod of a spread, by pod name; quotas apply per template revision."""
-    groups: dict[str, list[deletion_cost.PodView]] = collections.defaultdict(list)
-    for pod in pods:
-        groups[pod.record.revision].append(pod_view(pod))
-    order, quotas = subset_order(value), value.quotas()
-    costs: dict[str, int] = {}
-    for group in groups.values():
-        costs.update(deletion_cost.deletion_costs(group, subsets=order, quotas=quotas))
-    return costs
+pod_view = pod_costs.pod_view
+subset_order = pod_costs.subset_order
+desired_costs = pod_costs.desired_costs
+revision_order = pod_costs.revision_order
 
 
 def member_status(value: assignment.Assignment, view: views.WorkloadView | None
@@ -202,6 +177,13 @@ class Reconciler:
         self.rounds = 0
         """Completed rounds (for status and for tests that wait for a round to pass)."""
 
+    def costs_written(self, value: assignment.Assignment) -> bool:
+        """Whether a round has written the deletion costs of assignment `value` (this very object)
+        on the spread's pods: the workload sync lowers a member workload's quantity only then
+        (`WorkloadSync.costs_written`)."""
+        done = self._costs_done.get(value.spread)
+        return done is not None and done[0] is value
+
     def reconcile_once(self) -> Round:
         """One round over every assignment; errors on one spread do not stop the others."""
         done = Round()
@@ -286,8 +268,13 @@ class Reconciler:
 
     # --- deletion cost -----------------------------------------------------------------------------
 
+    def _revisions(self, value: assignment.Assignment) -> tuple[str, ...]:
+        """The member Deployment's template revisions, newest first (none for other kinds)."""
+        mine = owners.member_workload(value, self._member(value)) if value.kind == "Deployment" else None
+        return self._cache.revisions_of(mine.uid) if mine is not None else ()
+
     def _write_costs(self, value: assignment.Assignment, pods: Sequence[views.SpreadPod]) -> int:
-        costs = desired_costs(value, pods)
+        costs = desired_costs(value, pods, revisions=self._revisions(value))
         active = [pod_view(p) for p in pods if p.record.active]
         now = time.monotonic()
         patched = 0

@@ -36,6 +36,13 @@ here yet, outcome `waiting`). An assignment of a kind the agent does not write f
 spread alone (logged once, outcome `failed`); the other spreads are synced as usual. The loop that
 runs the sync is `agents.controller.workload_loop`.
 
+Scale-down after the costs: a write that lowers the quantity of a kind whose scale-down deletion
+costs steer waits (`DEFERRED`, at most `SCALE_DOWN_WAIT` seconds) until the reconciler has written
+the costs of that assignment's quotas (`costs_written`). Written the other way round, the
+ReplicaSet removes by the costs of the old quotas — a subset that keeps its share can lose a pod,
+the webhook refills it, and a spread whose coordinator keeps Ready pods until their replacements
+are Ready (`federation.core.handover`) was seen to flap a member between two replica counts.
+
 Member autoscalers: while a HorizontalPodAutoscaler of the member scales a spread's member
 workload (`autoscaled`), the agent leaves that workload's `spec.replicas` as the member has it —
 never fights the HPA, never deletes it — and writes the rest as usual; the pod counts name the HPA,
@@ -47,6 +54,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes.client import exceptions
@@ -70,6 +78,10 @@ FAILURE_PAUSE = 30.0
 """Seconds before a desired Deployment the apiserver refused (422, say) is tried again."""
 CONFLICT_PAUSE = 5.0
 """Seconds before a Deployment we do not own is read again (the cache does not see it)."""
+DEFERRED = "deferred"
+"""A scale-down held back until the deletion costs of its assignment are written."""
+SCALE_DOWN_WAIT = 5.0
+"""Seconds a scale-down waits at most for those costs (a stuck cost writer never blocks it)."""
 
 
 # The pure rendering lives in agents.controller.rendering; its names stay reachable from here.
@@ -106,6 +118,11 @@ class WorkloadSync:
         self._lock = threading.Lock()
         self.rounds = 0
         """Completed `sync_once` rounds (for status and for tests that wait for a round to pass)."""
+        self.costs_written: Callable[[assignment.Assignment], bool] | None = None
+        """Whether the deletion costs of an assignment's quotas are written on its pods
+        (`Reconciler.costs_written`); None: a scale-down is never held back."""
+        self._held: dict[str, tuple[assignment.Assignment, float]] = {}
+        """Per spread: the assignment whose scale-down waits for its costs, and since when."""
 
     def desired(self, value: assignment.Assignment) -> Json:
         """The rendered Deployment of an assignment (memoised per assignment object)."""
@@ -138,7 +155,26 @@ class WorkloadSync:
                 federation=view.federation, uid=view.annotations.get(names.SPREAD_UID_ANNOTATION),
                 value=value):
             return UNCHANGED
+        if view is not None and self._hold_scale_down(value, kind, wanted=kind.quantity(body),
+                                                      was=view.quantity):
+            return DEFERRED
         return self._write(kind, body, value)
+
+    def _hold_scale_down(self, value: assignment.Assignment, kind: kinds.WorkloadKind, *,
+                         wanted: Any, was: int | None) -> bool:
+        """Whether to hold back a write that lowers the workload's quantity: its ReplicaSet picks the
+        pods to remove by their deletion costs, so they must first say which pods the new quotas
+        leave over (a lowered subset's), or the controller removes pods of a subset that keeps its
+        share and the webhook refills it; at most `SCALE_DOWN_WAIT` seconds per assignment."""
+        check = self.costs_written
+        if (check is None or not kind.policy.uses_deletion_cost or not isinstance(wanted, int)
+                or was is None or wanted >= was or check(value)):
+            self._held.pop(value.spread, None)
+            return False
+        held = self._held.get(value.spread)
+        if held is None or held[0] is not value:
+            held = self._held[value.spread] = (value, time.monotonic())
+        return time.monotonic() - held[1] < SCALE_DOWN_WAIT
 
     @_RETRY
     def _write(self, kind: kinds.WorkloadKind, body: Json, value: assignment.Assignment) -> str:
@@ -265,6 +301,8 @@ class WorkloadSync:
         assigned = {v.spread for v in current}
         for spread in set(self._rendered) - assigned:
             self._rendered.pop(spread, None)
+        for spread in set(self._held) - assigned:
+            del self._held[spread]
         for spread in set(self._not_served) - assigned:
             del self._not_served[spread]
         with self._lock:

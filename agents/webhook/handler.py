@@ -8,9 +8,10 @@ and a pod of no spread returns at once, untouched, so that the webhook costs not
 the cluster.
 
 * Pod CREATE of a spread: `Bookkeeping.admit` chooses the first subset in spec order with quota
-  left for the pod's template revision (kruise#834) and records it in creatingPods under the pod's
-  name — generated here from `generateName` when the pod has none, as Kruise does, so that the
-  controller can later match the pod it sees with the entry. The answer is the JSONPatch of
+  left for the pod's template revision (`rollout.pod_revision`, kruise#834) among those below
+  quota + the member workload's surge (`rollout.choose`) and records it in creatingPods
+  under the pod's name — generated here from `generateName` when the pod has none, as Kruise
+  does, so that the controller can later match the pod it sees with the entry. The answer is the JSONPatch of
   `mutation.mutate_pod`. No subset left: the pod is allowed untouched (its deletion cost will make
   it the first to go). A just-started agent that has not counted the spread's pods yet refuses the
   pod for now (`Bookkeeping.admit` raises NotCounted, see agents.bookkeeping): its ReplicaSet
@@ -45,7 +46,7 @@ from typing import Any
 from agents import bookkeeping, metrics, owners
 from agents.webhook import review
 from federation.api import names
-from federation.core import deletion_cost, mutation, workload_kinds
+from federation.core import deletion_cost, mutation, rollout, workload_kinds
 from federation.rpc import assignment
 
 LOG = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ class AdmissionHandler:
                 raise review.ReviewError("the pod has neither metadata.name nor metadata.generateName")
             name = generated = mutation.generated_name(base, token=self._token())
         try:
-            rule = self.book.admit(spread.spread, name, revision=labels.get(names.REVISION_LABEL, ""),
+            rule = self.book.admit(spread.spread, name, revision=rollout.pod_revision(labels),
                                    dry_run=request.dry_run)
         except bookkeeping.NotCounted as error:  # just started: placing it now could overfill a subset
             self.metrics.decision(spread=spread.spread, subset=None, outcome=metrics.NOT_COUNTED)

@@ -151,6 +151,13 @@ Written by the Deployment controller; read by the agent's webhook and bookkeepin
 rolling update are counted per revision).
 """
 
+CONTROLLER_REVISION_LABEL = "controller-revision-hash"
+"""The ControllerRevision of a StatefulSet's pod (a StatefulSet's counterpart of `REVISION_LABEL`).
+
+Written by the StatefulSet controller; read with `REVISION_LABEL` by
+`federation.core.rollout.pod_revision` (the per-revision subset counts of a rollout).
+"""
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 """A node's hostname label, written by the kubelet.
 

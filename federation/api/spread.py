@@ -467,6 +467,19 @@ class SubsetClusterStatus(common.StatusModel):
     )
 
 
+class SubsetRevisionStatus(common.StatusModel):
+    """A subset's pods of one template revision, summed over the member clusters (a list entry
+    named by `revision`, as `SubsetClusterStatus` is by cluster)."""
+
+    revision: str = pydantic.Field(
+        description=("The member workload's template revision: its pods' pod-template-hash (a "
+                     "Deployment's) or controller-revision-hash (a StatefulSet's).")
+    )
+    replicas: int = pydantic.Field(
+        default=0, description="Pods of this revision in the subset (running, pending or being created)."
+    )
+
+
 class SubsetStatus(common.StatusModel):
     """Per-subset bookkeeping, as in WorkloadSpread, with the per-cluster split."""
 
@@ -486,6 +499,11 @@ class SubsetStatus(common.StatusModel):
     )
     subset_unscheduled_status: SubsetUnscheduledStatus | None = pydantic.Field(
         default=None, description="Set when the subset could not schedule its pods."
+    )
+    revisions: list[SubsetRevisionStatus] | None = pydantic.Field(
+        default=None,
+        description=("While a rollout runs (pods of more than one template revision anywhere): this "
+                     "subset's pods per revision, by revision name; absent otherwise."),
     )
 
     @pydantic.field_validator("clusters", mode="before")

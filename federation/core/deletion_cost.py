@@ -18,8 +18,10 @@ During a rollout pods of several template revisions run side by side.
 `revision_deletion_costs` puts each revision in a band of its own, the newest on top (its band is
 the costs above, unchanged), every older one a band lower, so old-revision pods go before new ones;
 inside a band the rule above holds, an older revision's quota in a subset being what the newer
-revisions' pods leave of it. As in Kruise's multi-version deletion cost, a rollout then removes the
-old pods of the first subset last, and a rollout that pauses halfway keeps the spread.
+revisions' pods leave of it, save that an older revision's pods beyond it (replaced) go first
+subset first, as a rollout replaces them. As in Kruise's multi-version deletion cost, the old pods
+still needed go from the last subset to the first, and a rollout that pauses halfway keeps the
+spread.
 
 Which pods of an over-full subset are "beyond" its quota is our choice; we mark the ones the
 ReplicaSet would prefer to delete anyway (unscheduled, pending, not ready, newest), so the marks
@@ -97,6 +99,12 @@ def over_quota_cost(index: int) -> int:
     return -100 * (index + 1)
 
 
+def replaced_cost(index: int, *, subset_count: int) -> int:
+    """Cost, inside an older revision's band, of a pod of the subset at `index` beyond what the newer
+    revisions leave of its quota: the first subset's lowest (`revision_deletion_costs` says why)."""
+    return -100 * (subset_count - index)
+
+
 def orphan_cost(subset_count: int) -> int:
     """Cost of a pod of no subset, or of a subset no longer in the spec."""
     return -100 * (subset_count + 1)
@@ -107,8 +115,10 @@ def deletion_costs(
     *,
     subsets: abc.Sequence[str],
     quotas: abc.Mapping[str, int | None],
+    over_quota: abc.Callable[[int], int] = over_quota_cost,
 ) -> dict[str, int]:
-    """The deletion cost of every pod, by name.
+    """The deletion cost of every pod, by name (`over_quota`: the cost of a pod beyond the quota
+    of the subset at an index; `revision_deletion_costs` passes its own for older revisions).
 
     `subsets` are the subset names in spec order; `quotas` the per-subset quota in this cluster,
     None (or a missing key) meaning unbounded. Pods being deleted, and finished pods, never count
@@ -126,7 +136,7 @@ def deletion_costs(
         if pod.subset is None or pod.subset not in index:
             costs[pod.name] = orphan_cost(n)
         elif not pod.active:
-            costs[pod.name] = over_quota_cost(index[pod.subset])
+            costs[pod.name] = over_quota(index[pod.subset])
         else:
             members[pod.subset].append(pod)
     for name, group in members.items():
@@ -135,7 +145,7 @@ def deletion_costs(
         over = 0 if quota is None else max(0, len(group) - max(0, quota))
         give_up_first = sorted(group, key=functools.cmp_to_key(_keep_compare))
         for pod in give_up_first[:over]:
-            costs[pod.name] = over_quota_cost(i)
+            costs[pod.name] = over_quota(i)
         for pod in give_up_first[over:]:
             costs[pod.name] = in_quota_cost(i, subset_count=n)
     return costs
@@ -165,8 +175,20 @@ def revision_deletion_costs(
     `revisions` are the revisions newest first (the workload's current one first); a pod of another
     or of no known revision is a band below the oldest. The newest revision's pods get `deletion_costs`
     with `quotas`; each older revision's pods get them with what the newer revisions' active pods
-    leave of each quota, lowered by one `revision_band` per revision. With one revision (or none
-    given) the costs are `deletion_costs`'s.
+    leave of each quota, lowered by one `revision_band` per revision, except that an older
+    revision's pods beyond that quota (replaced, or being replaced, by newer pods of their subset)
+    cost less in spec order, the first subset's lowest (`replaced_cost`). With one revision (or
+    none given) the costs are `deletion_costs`'s.
+
+    Why spec order for the replaced old pods: a rollout's new pods fill the subsets in spec order,
+    so the first subset's replacements are the oldest and become Ready first, and the Deployment
+    controller removes an old pod the moment a new one is Ready — before the agent can see it and
+    write anything. In the plain order (last subset first) it removed a later subset's old pod
+    whose replacement was still starting, rather than the first subset's, whose replacement served:
+    that subset was short of Ready pods while the first had one extra, and the coordinator's
+    handover kept the extra one, scaling the member up mid-rollout (seen on the sandbox).
+    Counting the newer pods once they exist, not once Ready, settles the costs when the new pods
+    are created, seconds before the controller acts on them.
     """
     _check_unique(pods)
     rank = {name: min(i, REVISION_BANDS - 1) for i, name in reversed(list(enumerate(revisions)))}
@@ -180,7 +202,8 @@ def revision_deletion_costs(
     costs: dict[str, int] = {}
     for band in sorted(groups):
         group = groups[band]
-        for name, cost in deletion_costs(group, subsets=subsets, quotas=left).items():
+        over = over_quota_cost if band == 0 else functools.partial(replaced_cost, subset_count=len(subsets))
+        for name, cost in deletion_costs(group, subsets=subsets, quotas=left, over_quota=over).items():
             costs[name] = cost - band * band_width
         for pod in group:
             if pod.subset is None or not pod.active:

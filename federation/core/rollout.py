@@ -23,8 +23,9 @@ status shows while a rollout runs. Pure: counts in, a subset name out.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
-from federation.api import rebalance
+from federation.api import names, rebalance
 from federation.core import quotas
 
 DEFAULT_MAX_SURGE = "25%"
@@ -40,6 +41,36 @@ def surge_here(max_surge: int | str | None, replicas: int) -> int:
     Recreate strategy surges by nothing: pass 0."""
     return rebalance.resolve_int_or_percent(
         DEFAULT_MAX_SURGE if max_surge is None else max_surge, replicas, round_up=True)
+
+
+def workload_surge(spec: Mapping[str, Any], *, kind: str, replicas: int) -> int:
+    """The surge in pods of a member workload whose `spec` is as given, with `replicas` here.
+
+    A Deployment's is its `strategy.rollingUpdate.maxSurge` (`surge_here`), 0 under the Recreate
+    strategy; every other kind surges by nothing (a StatefulSet replaces pod by pod, a ReplicaSet
+    or a Job has no rollout). A maxSurge the apiserver would refuse (the member Deployment is then
+    never written, so it never rolls) reads as the default.
+    """
+    if kind != "Deployment":
+        return 0
+    strategy = spec.get("strategy") or {}
+    if not isinstance(strategy, Mapping) or strategy.get("type") == "Recreate":
+        return 0
+    rolling = strategy.get("rollingUpdate") or {}
+    value = rolling.get("maxSurge") if isinstance(rolling, Mapping) else None
+    if not isinstance(value, (int, str)) or isinstance(value, bool):
+        value = None
+    try:
+        return max(0, surge_here(value, replicas))
+    except ValueError:
+        return surge_here(None, replicas)
+
+
+def pod_revision(labels: Mapping[str, str] | None) -> str:
+    """A pod's template revision: a Deployment's pod's `pod-template-hash`, a StatefulSet's pod's
+    `controller-revision-hash`; "" for a pod of neither (a ReplicaSet has one revision)."""
+    found = labels or {}
+    return found.get(names.REVISION_LABEL) or found.get(names.CONTROLLER_REVISION_LABEL) or ""
 
 
 def choose(

@@ -334,6 +334,7 @@ def spread_status(
     by_name = {s.name: s for s in result.subsets}
     before = {s.name: s for s in previous.subset_statuses} if previous is not None else {}
     window = datetime.timedelta(seconds=spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
+    per_revision = revisions_per_subset(reports)
     subset_statuses = []
     for subset in spec.subsets:
         placed = by_name.get(subset.name)
@@ -351,6 +352,9 @@ def spread_status(
                 subset.name, marks, window=window,
                 previous=old.subset_unscheduled_status if old is not None else None, now=now,
             ),
+            revisions=None if per_revision is None else [
+                spread.SubsetRevisionStatus(revision=name, replicas=count)
+                for name, count in sorted(per_revision.get(subset.name, {}).items())],
         ))
     common_args: dict[str, Any] = {
         "previous": previous.conditions if previous is not None else [], "now": now,
@@ -385,6 +389,28 @@ def spread_status(
         conditions=conditions,
         dependencies=list(dependencies) if dependencies else None,
     )
+
+
+def revisions_per_subset(reports: Mapping[str, Mapping[str, status.ClusterPods]]
+                         ) -> dict[str, dict[str, int]] | None:
+    """Subset -> revision -> pods, summed over the clusters' reports, while pods of more than one
+    template revision run anywhere (a rollout); None otherwise (the status then shows none).
+
+    A revision is named by each member's own controller; the members render the same template
+    the same way, so a Deployment's pods of one hub template carry one pod-template-hash in every
+    cluster and their counts add up.
+    """
+    found: dict[str, dict[str, int]] = {}
+    for subsets in reports.values():
+        for subset, pods in subsets.items():
+            if subset == status.UNASSIGNED:
+                continue
+            for revision, count in pods.revisions:
+                row = found.setdefault(subset, {})
+                row[revision] = row.get(revision, 0) + count
+    if len({revision for row in found.values() for revision in row}) <= 1:
+        return None
+    return found
 
 
 MAX_PROBLEMS_SHOWN = 10

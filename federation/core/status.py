@@ -44,6 +44,10 @@ class ClusterPods:
     unschedulable: int = 0
     creating: int = 0
     deleting: int = 0
+    revisions: tuple[tuple[str, int], ...] = ()
+    """The pods holding the subset's quota per template revision of the member workload (its
+    pod-template-hash or controller-revision-hash): (revision, pods) sorted by revision; empty from
+    an agent that does not count them. Shown in the spread's status while a rollout runs."""
 
     @property
     def active(self) -> int:

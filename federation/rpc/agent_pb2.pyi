@@ -125,12 +125,22 @@ class SpreadPodCounts(_message.Message):
     def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., subsets: _Optional[_Iterable[_Union[SubsetPodCounts, _Mapping]]] = ..., unassigned: _Optional[_Union[PodCounts, _Mapping]] = ..., workload: _Optional[_Union[WorkloadStatus, _Mapping]] = ..., conflict: _Optional[str] = ..., dependency_conflicts: _Optional[_Iterable[str]] = ..., misplaced: _Optional[str] = ..., autoscalers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubsetPodCounts(_message.Message):
-    __slots__ = ("subset", "counts")
+    __slots__ = ("subset", "counts", "revisions")
     SUBSET_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
     subset: str
     counts: PodCounts
-    def __init__(self, subset: _Optional[str] = ..., counts: _Optional[_Union[PodCounts, _Mapping]] = ...) -> None: ...
+    revisions: _containers.RepeatedCompositeFieldContainer[RevisionPodCount]
+    def __init__(self, subset: _Optional[str] = ..., counts: _Optional[_Union[PodCounts, _Mapping]] = ..., revisions: _Optional[_Iterable[_Union[RevisionPodCount, _Mapping]]] = ...) -> None: ...
+
+class RevisionPodCount(_message.Message):
+    __slots__ = ("revision", "pods")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    revision: str
+    pods: int
+    def __init__(self, revision: _Optional[str] = ..., pods: _Optional[int] = ...) -> None: ...
 
 class PodCounts(_message.Message):
     __slots__ = ("running", "ready", "pending", "unschedulable", "creating", "deleting")

@@ -71,6 +71,17 @@ def test_each_revision_fills_the_subsets_from_the_first() -> None:
     assert [chosen(book, p, "new") for p in ("n1", "n2")] == ["a", "b"]
 
 
+def test_a_retried_admission_keeps_its_subset_during_a_rollout() -> None:
+    # 4 replicas, surge 1: a holds its 2 old pods and the new pod n1 (2 + 1); asked again for n1,
+    # the bookkeeping does not count n1 against itself, so n1 stays in a rather than moving to b.
+    book = book_with({"a": 2, "b": 2}, ManualClock(T0))
+    assert [chosen(book, p, "old") for p in ("o1", "o2", "o3", "o4")] == ["a", "a", "b", "b"]
+    assert chosen(book, "n1", "new") == "a"
+    assert chosen(book, "n1", "new") == "a"
+    assert chosen(book, "n2", "new") == "b", "a is at its quota plus the surge"
+    assert chosen(book, "n3", "new") is None, "b too"
+
+
 def test_local_unschedulable_mark_skips_the_subset_until_it_expires() -> None:
     clock = ManualClock(T0)
     book = book_with({"a": 5, "b": 5}, clock, strategy="Adaptive")
@@ -119,3 +130,21 @@ def test_a_waiting_admission_chooses_from_the_first_count() -> None:
         book.observe("ns/web", running)  # the controller's first count (wakes it if it waits)
         admitted = waiting.result(timeout=30)
     assert admitted is not None and admitted.name == "b"
+
+
+def test_a_pod_the_webhook_never_saw_is_matched_within_quota_plus_surge_during_a_rollout() -> None:
+    # 4 replicas, surge 1 (25% rounded up). a holds its 2 old pods and new n1: at 2 + 1 it is full
+    # for the bound, though the new revision has 1 of its 2 there; the pod that met no webhook
+    # (it failed open) is counted in b, as the webhook would have placed it.
+    book = book_with({"a": 2, "b": 2}, ManualClock(T0))
+
+    def record(name: str, subset: str | None, revision: str) -> bookkeeping.PodRecord:
+        return bookkeeping.PodRecord(name=name, subset=subset, revision=revision, phase="Running",
+                                     ready=True, node_name="n1", created=T0)
+
+    book.observe("ns/web", [record("o1", "a", "old"), record("o2", "a", "old"), record("o3", "b", "old"),
+                            record("o4", "b", "old"), record("n1", "a", "new"), record("lost", None, "new")])
+    assert book.match_by_node("ns/web", {"n1": {}}) == {"lost": "b"}
+    one_revision = book_with({"a": 2, "b": 2}, ManualClock(T0))
+    one_revision.observe("ns/web", [record("p1", "a", "r"), record("p2", None, "r"), record("p3", None, "r")])
+    assert one_revision.match_by_node("ns/web", {"n1": {}}) == {"p2": "a", "p3": "b"}, "as before"

@@ -279,11 +279,33 @@ def spread_pod(name: str, subset: str | None, *, revision: str = "rev1", created
     return views.SpreadPod(namespace="shop", spread="shop/web-spread", uid=f"uid-{name}", record=record)
 
 
-def test_desired_costs_count_quotas_per_revision() -> None:
-    # Quotas a=3, b=1, n=2. Revision rev1 has 2 in a and 2 in b: one b pod is over quota.
-    # Revision rev2 (a rolling update's new pods) is counted separately: its b pod is in quota.
+def test_desired_costs_of_one_revision() -> None:
+    # Quotas a=3, b=1, n=2. 2 in a and 2 in b: the newer b pod is over quota; n1 has no subset.
+    pods = [spread_pod("a1", "a"), spread_pod("a2", "a"), spread_pod("b1", "b"),
+            spread_pod("b2", "b", created=5), spread_pod("n1", None)]
+    expected = {"a1": 200, "a2": 200, "b1": 100, "b2": -200, "n1": -300}
+    assert reconciler.desired_costs(assigned(), pods) == expected
+    assert reconciler.desired_costs(assigned(), pods, revisions=["rev9", "rev1"]) == expected
+
+
+def test_desired_costs_during_a_rollout_put_old_revisions_below_new_ones() -> None:
+    # The new revision rev2 holds b's one place: rev1's b pods are beyond what b still needs
+    # (replaced: -100·(n-i) = -100), and every rev1 pod is a band (100·(2n+2) = 600) below: b's old
+    # pods go first, then a's.
     pods = [spread_pod("a1", "a"), spread_pod("a2", "a"), spread_pod("b1", "b"),
             spread_pod("b2", "b", created=5), spread_pod("n1", None),
             spread_pod("new-b", "b", revision="rev2")]
-    assert reconciler.desired_costs(assigned(), pods) == {
-        "a1": 200, "a2": 200, "b1": 100, "b2": -200, "n1": -300, "new-b": 100}
+    assert reconciler.desired_costs(assigned(), pods, revisions=["rev2", "rev1"]) == {
+        "a1": -400, "a2": -400, "b1": -700, "b2": -700, "n1": -900, "new-b": 100}
+    # Rolled back to rev1 (its ReplicaSet renumbered newest): rev2's pod is the old one now.
+    back = reconciler.desired_costs(assigned(), pods, revisions=["rev1", "rev2"])
+    assert back["a1"] == 200 and back["b1"] == 100 and back["b2"] == -200 and back["new-b"] < -200
+
+
+def test_revisions_the_member_does_not_name_rank_by_their_newest_pod() -> None:
+    pods = [spread_pod("o1", "a", revision="old", created=0),
+            spread_pod("o2", "a", revision="old", created=9),
+            spread_pod("n1", "a", revision="new", created=20),
+            spread_pod("x1", "a", revision="x", created=1)]
+    assert reconciler.revision_order(pods, known=()) == ["new", "old", "x"]
+    assert reconciler.revision_order(pods, known=["x", "gone"]) == ["x", "new", "old"]

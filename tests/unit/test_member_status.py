@@ -117,6 +117,9 @@ class FakeCache:
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         return frozenset()
 
+    def revisions_of(self, deployment_uid: str) -> tuple[str, ...]:
+        return ()
+
     def version(self, *kinds: str) -> int:
         return 0
 

@@ -95,6 +95,9 @@ class StatefulSetCache:
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         return frozenset()
 
+    def revisions_of(self, deployment_uid: str) -> tuple[str, ...]:
+        return ()
+
     def autoscalers(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
         return ()  # no member HPA
 

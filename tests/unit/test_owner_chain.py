@@ -49,6 +49,15 @@ def replicaset(name: str, uid: str, owner: str | None) -> dict[str, Any]:
                          "labels": {names.SPREAD_LABEL: "web"}}}
 
 
+def revisioned(name: str, uid: str, *, template_hash: str, revision: str | None) -> dict[str, Any]:
+    """A ReplicaSet of the member Deployment with its template hash and revision number."""
+    made = replicaset(name, uid, DEPLOY_UID)
+    made["metadata"]["labels"][names.REVISION_LABEL] = template_hash
+    if revision is not None:
+        made["metadata"]["annotations"] = {views.DEPLOYMENT_REVISION_ANNOTATION: revision}
+    return made
+
+
 def pod(name: str, *, owner: tuple[str, str] | None, ready: bool = True,
         stuck: bool = False) -> dict[str, Any]:
     """Pod `name` of spread shop/web in subset a; `owner`: its controller (kind, uid)."""
@@ -105,6 +114,7 @@ def test_the_cache_indexes_replicasets_by_their_deployment() -> None:
     cache._apply(store.REPLICASETS, "ADDED", "shop/old", released)
     assert cache.replicasets_of(DEPLOY_UID) == {views.compact_uid(RS_UID)}
     assert cache.replicaset("shop", "web-1") == views.ReplicaSetView(RS_UID, DEPLOY_UID)
+    assert cache.revisions_of(DEPLOY_UID) == ()  # the test's ReplicaSets have no template hash
     cache._apply(store.REPLICASETS, "DELETED", "shop/web-1", {})
     assert cache.replicasets_of(DEPLOY_UID) == frozenset() and cache.replicasets_of("") == frozenset()
 
@@ -213,6 +223,9 @@ class FakeCache:
     def replicasets_of(self, deployment_uid: str) -> frozenset[int | str]:
         return frozenset({views.compact_uid(RS_UID)}) if deployment_uid == DEPLOY_UID else frozenset()
 
+    def revisions_of(self, deployment_uid: str) -> tuple[str, ...]:
+        return ()
+
     def nodes(self) -> list[Any]:
         return []
 
@@ -247,6 +260,8 @@ def test_a_round_counts_costs_and_reschedules_only_the_spreads_own_pods() -> Non
     assert {p.name for p in books.pods(VALUE.spread)} == {"mine", "direct"}
     assert books.counts(VALUE.spread)["a"].ready == 2, "released, foreign, bare: not ours"
     assert set(core.patched) <= {"mine", "direct"}, f"a cost written on a pod not ours: {core.patched}"
+    assert loop.costs_written(VALUE), "the round wrote this assignment's costs"
+    assert not loop.costs_written(dataclasses.replace(VALUE, generation=2)), "not a newer one's"
 
     stuck_books, stuck_core = bookkeeping.Bookkeeping(clock=lambda: AT), FakeCore()
     stuck_books.set_assignment(VALUE)
@@ -255,3 +270,26 @@ def test_a_round_counts_costs_and_reschedules_only_the_spreads_own_pods() -> Non
                                   clock=lambda: AT)
     assert stuck.reconcile_once().deleted == 2
     assert sorted(stuck_core.deleted) == ["direct", "mine"], "only the spread's own stuck pods are deleted"
+
+
+def test_the_cache_orders_a_deployments_template_revisions_newest_first() -> None:
+    class Lister:
+        def __call__(self, **_: Any) -> Any:
+            raise AssertionError("not started")
+
+    cache = store.Cache(type("Core", (), {"list_node": Lister(), "list_pod_for_all_namespaces": Lister()})(),
+                        type("Apps", (), {"list_deployment_for_all_namespaces": Lister(),
+                                          "list_replica_set_for_all_namespaces": Lister(),
+                                          "list_stateful_set_for_all_namespaces": Lister()})())
+    cache._apply(store.REPLICASETS, "ADDED", "shop/web-1", revisioned("web-1", RS_UID, template_hash="h1",
+                                                                      revision="1"))
+    cache._apply(store.REPLICASETS, "ADDED", "shop/web-2", revisioned("web-2", OTHER_UID, template_hash="h2",
+                                                                      revision="2"))
+    assert cache.revisions_of(DEPLOY_UID) == ("h2", "h1")
+    # A rollback to h1: the Deployment controller gives its ReplicaSet the next number.
+    cache._apply(store.REPLICASETS, "MODIFIED", "shop/web-1", revisioned("web-1", RS_UID, template_hash="h1",
+                                                                         revision="3"))
+    assert cache.revisions_of(DEPLOY_UID) == ("h1", "h2")
+    assert cache.revisions_of(RELEASED_DEPLOY_UID) == () and cache.revisions_of("") == ()
+    unnumbered = views.replicaset_view(revisioned("web-3", RS_UID, template_hash="h3", revision="x"))
+    assert (unnumbered.template_hash, unnumbered.revision) == ("h3", 0)

@@ -322,3 +322,27 @@ def test_a_successor_of_the_target_does_not_shield_the_old_spreads_deployment_fr
     books.set_assignment(successor)
     assert sync.sync_once() == {workload.CONFLICT: 1}
     assert sync.remove(VALUE.spread, federation="prod") == 1 and ("shop", "own") not in apps.items
+
+
+def test_a_scale_down_waits_for_the_deletion_costs_of_its_assignment(monkeypatch: pytest.MonkeyPatch) -> None:
+    apps = FakeApps()
+    four = dataclasses.replace(VALUE, replicas=4)
+    sync = sync_over(apps, four)
+    written: set[int] = set()
+    sync.costs_written = lambda value: id(value) in written
+    assert sync.sync_once() == {workload.CREATED: 1}, "a creation is never held back"
+    two = dataclasses.replace(VALUE, replicas=2, generation=2)
+    sync._books.set_assignment(two)
+    assert sync.sync_once() == {workload.DEFERRED: 1}
+    assert apps.items["shop", "own"]["spec"]["replicas"] == 4, "not lowered before its costs are written"
+    written.add(id(two))
+    assert sync.sync_once() == {workload.UPDATED: 1}
+    assert apps.items["shop", "own"]["spec"]["replicas"] == 2
+    six = dataclasses.replace(VALUE, replicas=6, generation=3)
+    sync._books.set_assignment(six)
+    assert sync.sync_once() == {workload.UPDATED: 1}, "a scale-up is never held back"
+    one = dataclasses.replace(VALUE, replicas=1, generation=4)
+    sync._books.set_assignment(one)
+    monkeypatch.setattr(workload, "SCALE_DOWN_WAIT", 0.0)  # the costs never come: it goes ahead
+    assert sync.sync_once() == {workload.UPDATED: 1}
+    assert apps.items["shop", "own"]["spec"]["replicas"] == 1

@@ -99,10 +99,12 @@ def test_old_revisions_cost_less_than_new_and_inside_one_the_spread_order_is_rev
     assert band == 800
     # The newest revision keeps today's costs.
     assert (costs["new-a"], costs["new-c"], costs["stray"]) == (300, 100, -400)
-    # r1: a's quota less its new pod leaves 1 (old-a in quota), c's new pod leaves c none.
-    assert (costs["old-a"], costs["old-b"], costs["old-c"]) == (300 - band, 200 - band, -300 - band)
-    # r0: a's quota is used up by then; a pod of no known revision is below the oldest.
-    assert (costs["older-a"], costs["unknown-a"]) == (-100 - 2 * band, -100 - 3 * band)
+    # r1: a's quota less its new pod leaves 1 (old-a in quota), c's new pod leaves c none: old-c is
+    # replaced, and replaced pods cost less in spec order (c, the third of three: -100).
+    assert (costs["old-a"], costs["old-b"], costs["old-c"]) == (300 - band, 200 - band, -100 - band)
+    # r0: a's quota is used up by then (replaced, the first subset: -300); a pod of no known
+    # revision is a band below the oldest, replaced too.
+    assert (costs["older-a"], costs["unknown-a"]) == (-300 - 2 * band, -300 - 3 * band)
     order = sorted(costs, key=costs.__getitem__)
     assert order.index("old-a") > order.index("old-b") > order.index("old-c")
     assert max(costs[p] for p in ("old-a", "old-b", "old-c")) < min(
@@ -168,3 +170,57 @@ def test_a_modelled_rolling_update_keeps_every_subset_within_quota_plus_surge(
         pytest.fail("the rollout did not end")
     assert rollout.revision_counts((p.subset, p.revision) for p in pods) == {
         "new": {name: q for name, q in zip(subsets, shares, strict=True) if q}}
+
+
+# --- what the agent reads of its member workload and pods -----------------------------------------
+
+
+@pytest.mark.parametrize(("spec", "kind", "replicas", "surge"), [
+    ({}, "Deployment", 10, 3),  # the default 25%, rounded up
+    ({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2}}}, "Deployment", 10, 2),
+    ({"strategy": {"rollingUpdate": {"maxSurge": "10%"}}}, "Deployment", 11, 2),
+    ({"strategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}}, "Deployment", 4, 0),
+    ({"strategy": {"type": "Recreate"}}, "Deployment", 10, 0),
+    ({"strategy": {"rollingUpdate": {"maxSurge": "lots"}}}, "Deployment", 4, 1),  # refused: default
+    ({"strategy": {"rollingUpdate": {"maxSurge": True}}}, "Deployment", 4, 1),
+    ({"updateStrategy": {"type": "RollingUpdate"}}, "StatefulSet", 10, 0),
+    ({}, "ReplicaSet", 10, 0),
+    ({}, "Job", 10, 0),
+])
+def test_the_surge_of_a_member_workload(spec: dict[str, object], kind: str, replicas: int,
+                                        surge: int) -> None:
+    assert rollout.workload_surge(spec, kind=kind, replicas=replicas) == surge
+
+
+@pytest.mark.parametrize(("labels", "revision"), [
+    ({"pod-template-hash": "5d9c7f"}, "5d9c7f"),  # a Deployment's pod
+    ({"controller-revision-hash": "db-7f9d"}, "db-7f9d"),  # a StatefulSet's pod
+    ({"pod-template-hash": "5d9c7f", "controller-revision-hash": "x"}, "5d9c7f"),
+    ({"app": "web"}, ""),  # a ReplicaSet's pod: one revision
+    (None, ""),
+])
+def test_the_revision_of_a_pod(labels: dict[str, str] | None, revision: str) -> None:
+    assert rollout.pod_revision(labels) == revision
+
+
+def test_replaced_old_pods_go_first_subset_first() -> None:
+    # The sandbox's dc1 mid-rollout: a (3) has its 3 new pods Ready and one old pod left; c (2) has
+    # its 2 new pods starting and its 2 old ones. The old pod to remove first is a's (its
+    # replacement serves), not c's, whose replacements do not yet; the costs cannot wait for c's to
+    # be Ready (the controller acts first), so replaced pods go in spec order, as new pods came.
+    def pod(name: str, subset: str, revision: str, *, ready: bool = True) -> dc.PodView:
+        return dc.PodView(name=name, subset=subset, phase="Running", ready=ready, node_name="n1",
+                          created=NOW, revision=revision)
+
+    pods = [pod("new-a1", "a", "r2"), pod("new-a2", "a", "r2"), pod("new-a3", "a", "r2"),
+            pod("new-b", "b", "r2"), pod("new-c1", "c", "r2", ready=False),
+            pod("new-c2", "c", "r2", ready=False), pod("old-a", "a", "r1"), pod("old-c1", "c", "r1"),
+            pod("old-c2", "c", "r1")]
+    costs = dc.revision_deletion_costs(pods, subsets=SUBSETS, quotas={"a": 3, "b": 1, "c": 2},
+                                       revisions=["r2", "r1"])
+    old = [p for p in pods if p.revision == "r1"]
+    assert dc.scale_down_victims(old, costs=costs, count=1) == ["old-a"]
+    assert costs["old-a"] < costs["old-c1"] == costs["old-c2"]
+    assert costs["old-c1"] < min(costs[p.name] for p in pods if p.revision == "r2")
+    plain = dc.deletion_costs(old, subsets=SUBSETS, quotas={"a": 0, "b": 0, "c": 0})
+    assert dc.scale_down_victims(old, costs=plain, count=1) == ["old-c1"], "the plain order: c's first"

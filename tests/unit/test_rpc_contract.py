@@ -150,7 +150,9 @@ AGENT_MESSAGES: list[agent_pb2.AgentMessage] = [
             generation=7,
             template_revision="abc",
             subsets=[agent_pb2.SubsetPodCounts(subset="onprem", counts=agent_pb2.PodCounts(
-                running=28, ready=27, pending=2, unschedulable=1, creating=1, deleting=1))],
+                running=28, ready=27, pending=2, unschedulable=1, creating=1, deleting=1),
+                revisions=[agent_pb2.RevisionPodCount(revision="5d9c7f", pods=20),
+                           agent_pb2.RevisionPodCount(revision="7b8f6c", pods=11)])],
             unassigned=agent_pb2.PodCounts(running=1),
             workload=agent_pb2.WorkloadStatus(replicas=30, ready_replicas=27, updated_replicas=30,
                                               available_replicas=27, unavailable_replicas=3,

@@ -226,12 +226,44 @@ def test_names_are_distinct_with_the_default_token_source() -> None:
     assert len(agent.book.pending_entries(SPREAD)[0]) == 20
 
 
+def surging(value: assignment.Assignment, max_surge: int | str | None = None, *,
+             strategy: str = "RollingUpdate") -> assignment.Assignment:
+    """`value` whose member Deployment rolls with this strategy and maxSurge."""
+    rolling = {"rollingUpdate": {"maxSurge": max_surge}} if max_surge is not None else {}
+    return dataclasses.replace(value, template={"spec": {"strategy": {"type": strategy, **rolling}}})
+
+
 def test_revisions_fill_from_the_first_subset_again() -> None:
-    agent = Agent(spread(rule("a", 0, 2), rule("b", 1, 1)))
+    # A surge as large as the workload: the bound never binds, only the per-revision quota does.
+    agent = Agent(surging(spread(rule("a", 0, 2), rule("b", 1, 1)), "100%"))
     old = [subset_of(agent.create(pod(f"old{i}", revision="r1"))[1]) for i in range(3)]
     new = [subset_of(agent.create(pod(f"new{i}", revision="r2"))[1]) for i in range(4)]
     assert old == ["a", "a", "b"]
     assert new == ["a", "a", "b", None], "a rolling update's surge pods are counted per revision"
+
+
+@pytest.mark.parametrize(("max_surge", "strategy", "expected"), [
+    # Default 25% of 3 replicas, rounded up: 1. a takes one new pod (3 = 2 + 1), the next goes to b.
+    (None, "RollingUpdate", ["a", "b", None]),
+    (2, "RollingUpdate", ["a", "a", "b"]),
+    ("34%", "RollingUpdate", ["a", "a", "b"]),  # 1.02 rounds up to 2
+    # Recreate surges by nothing: no subset holds more than its quota, so no new pod has one.
+    (None, "Recreate", [None, None, None]),
+])
+def test_a_subset_holds_no_more_than_its_quota_plus_the_surge_while_old_pods_run(
+        max_surge: int | str | None, strategy: str, expected: list[str | None]) -> None:
+    agent = Agent(surging(spread(rule("a", 0, 2), rule("b", 1, 1)), max_surge, strategy=strategy))
+    for i in range(3):
+        agent.create(pod(f"old{i}", revision="r1"))
+    new = [subset_of(agent.create(pod(f"new{i}", revision="r2"))[1]) for i in range(3)]
+    assert new == expected
+
+
+def test_one_revision_is_admitted_up_to_the_quota_whatever_the_surge() -> None:
+    # With one revision the surge never matters: the quota alone, as before issue 28.
+    for max_surge in (0, 1, "100%"):
+        agent = Agent(surging(spread(rule("a", 0, 2), rule("b", 1, 1)), max_surge))
+        assert [subset_of(agent.create(pod(f"p{i}"))[1]) for i in range(4)] == ["a", "a", "b", None]
 
 
 def test_unschedulable_subset_is_skipped_until_it_recovers() -> None:

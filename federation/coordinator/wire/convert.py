@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import fractions
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from google.protobuf import timestamp_pb2
@@ -305,11 +305,17 @@ def job_from_pb(found: agent_pb2.JobStatus) -> job_status.MemberJob:
         failed_time=_when(found, "failed_time"), failed_reason=found.failed_reason)
 
 
-def pods_from_pb(counts: agent_pb2.PodCounts) -> status.ClusterPods:
-    """One subset's reported pod counts in one cluster."""
+def pods_from_pb(counts: agent_pb2.PodCounts,
+                 revisions: Iterable[agent_pb2.RevisionPodCount] = ()) -> status.ClusterPods:
+    """One subset's reported pod counts in one cluster (and its pods per template revision)."""
+    per_revision: dict[str, int] = {}
+    for item in revisions:
+        if item.revision and item.pods > 0:
+            per_revision[item.revision] = per_revision.get(item.revision, 0) + item.pods
     return status.ClusterPods(
         running=counts.running, ready=counts.ready, pending=counts.pending,
         unschedulable=counts.unschedulable, creating=counts.creating, deleting=counts.deleting,
+        revisions=tuple(sorted(per_revision.items())),
     )
 
 
@@ -335,7 +341,7 @@ def counts_from_pb(report: agent_pb2.PodCountsReport) -> PodCounts:
     """A PodCountsReport's counts, member Deployment statuses, conflicts and evidence. Pods of no
     subset (or of a subset the spread no longer has) are the spread's too, under UNASSIGNED; a
     restarted agent's first report is evidence of nothing."""
-    counts = {item.spread: {s.subset: pods_from_pb(s.counts) for s in item.subsets}
+    counts = {item.spread: {s.subset: pods_from_pb(s.counts, s.revisions) for s in item.subsets}
               for item in report.spreads}
     for item in report.spreads:
         if item.HasField("unassigned") and (pods := pods_from_pb(item.unassigned)).active:

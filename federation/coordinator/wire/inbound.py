@@ -123,6 +123,8 @@ def check_pod_counts(report: agent_pb2.PodCountsReport) -> None:
         where = f"PodCountsReport.spreads[{i}]"
         for j, subset in enumerate(item.subsets):
             _non_negative(subset.counts, _COUNT_FIELDS, f"{where}.subsets[{j}].counts")
+            for k, revision in enumerate(subset.revisions):
+                _non_negative(revision, ("pods",), f"{where}.subsets[{j}].revisions[{k}]")
         _non_negative(item.unassigned, _COUNT_FIELDS, f"{where}.unassigned")
         if item.HasField("workload"):
             _non_negative(item.workload, _WORKLOAD_FIELDS, f"{where}.workload")
