@@ -6,10 +6,10 @@ plane with its own agent, and the coordinator) runs a Deployment of 8 replicas o
 subsets — `a` dc1 capped at 3, `b` dc1 capped at 1, `c` over dc1 and aws-eu (Balance, 2 each) — so
 dc1 holds three subsets in one member Deployment (6 replicas, a surge of 2) and `c` spans two
 clusters (aws-eu: 2 replicas, a surge of 1). The hub template then gains a readiness delay, and
-each member's real Deployment controller rolls its pods (`maxUnavailable: 0`: with a Ready pod
-removed before its replacement is Ready, the coordinator's handover may keep surge pods and scale
-the member mid-rollout, docs/decisions.md "Issue 28: rollouts that keep the spread"). At every
-sample:
+each member's real Deployment controller rolls its pods with the default `maxUnavailable: 25%`
+(a Ready pod removed before its replacement is Ready: the coordinator must not take the
+rollout's surge for pods to keep, `PodReports.ready_for`, or it scales the member mid-rollout).
+At every sample:
 
 - no subset in any member holds more pods (of all revisions, not being deleted) than its quota
   there plus the member Deployment's surge — the webhook's bound (`federation.core.rollout`);
@@ -163,7 +163,7 @@ def test_a_template_change_rolls_every_member_within_quota_plus_surge_and_keeps_
     key = f"{namespace}/web"
     workload = builders.deployment("web", REPLICAS, cpu="10m")
     workload["spec"]["strategy"] = {"type": "RollingUpdate",
-                                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}}
+                                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
     waiting.wait_for(lambda: demo_scene.idle(apis), timeout=TIMEOUT, message="the federation is not idle")
     apis.core("hub").create_namespace({"metadata": {"name": namespace}})
     try:

@@ -115,3 +115,17 @@ def test_a_deleted_spreads_hold_on_a_lost_cluster_stays_for_a_re_creation() -> N
     reports.removed("dc1", KEY)
     assert reports.holders(KEY) == frozenset()
 
+
+
+def test_a_rolling_members_surge_is_not_ready_pods_to_keep() -> None:
+    """Pods of two template revisions in a subset (the member workload rolls): its Ready pods count
+    at most the quota last sent there, so the handover does not keep the rollout's surge by raising
+    the share. One revision: every Ready pod counts, as before."""
+    reports = pod_reports.PodReports()
+    reports.sent("dc1", KEY, quotas={"a": 3})
+    rolling = status.ClusterPods(running=4, ready=4, revisions=(("new", 1), ("old", 3)))
+    reports.report("dc1", {KEY: {"a": rolling}}, assigned=[KEY])
+    assert reports.ready_for(KEY, usable={"dc1"}) == {"a": {"dc1": 3}}
+    settled = status.ClusterPods(running=4, ready=4, revisions=(("new", 4),))
+    reports.report("dc1", {KEY: {"a": settled}}, assigned=[KEY])
+    assert reports.ready_for(KEY, usable={"dc1"}) == {"a": {"dc1": 4}}

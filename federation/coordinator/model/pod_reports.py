@@ -236,13 +236,23 @@ class PodReports:
 
     def ready_for(self, key: str, *, usable: Container[str]) -> dict[str, dict[str, int]]:
         """Spread `key`'s verified Ready pods per subset per cluster, of the `usable` clusters only
-        (a lost cluster's report, or an unverified one's, proves nothing)."""
+        (a lost cluster's report, or an unverified one's, proves nothing).
+
+        While the member workload rolls there (the subset's pods are of more than one template
+        revision), its Ready pods count at most the quota the cluster was last sent for that
+        subset: the pods above it are the workload's own surge, not pods a lowered share would
+        remove — counted, the handover would keep them by raising the share, and the member would
+        grow with every surge it makes."""
         found: dict[str, dict[str, int]] = {}
         for name, per_subset in self.by_spread.get(key, {}).items():
             if name in usable and self.verified(name, key):
+                delivered = self._delivered.get(name, {}).get(key)
                 for subset, pods in per_subset.items():
-                    if pods.ready:
-                        found.setdefault(subset, {})[name] = pods.ready
+                    ready = pods.ready
+                    if len(pods.revisions) > 1 and delivered is not None and subset in delivered:
+                        ready = min(ready, delivered[subset])
+                    if ready:
+                        found.setdefault(subset, {})[name] = ready
         return found
 
     def holding(self, key: str) -> frozenset[str]:
