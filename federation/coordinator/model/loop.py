@@ -103,6 +103,11 @@ class PlaceRequest:
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
 
+PARALLEL_ROUND_MIN_SPREADS = 2
+"""The fewest spreads a round must have for its first answers to be asked of a parallel backend
+(`place_batch`, the Ray shards); a smaller round is answered in this process, with the same answer.
+Measured by `python -m bench.placement_crossover` (bench/README.md)."""
+
 
 class BatchUnavailable(Exception):
     """A parallel backend could not answer a batch (e.g. its deadline passed): `recompute` answers
@@ -238,7 +243,7 @@ def _store(world: world_model.World, key: str, *, result: placement.Placement,
 
 def recompute(
     world: world_model.World, keys: Iterable[str], *, now: datetime.datetime,
-    place_batch: PlaceBatch | None = None,
+    place_batch: PlaceBatch | None = None, parallel_from: int = PARALLEL_ROUND_MIN_SPREADS,
 ) -> Round:
     """Place the spreads `keys` and store the results in the world.
 
@@ -246,11 +251,13 @@ def recompute(
     deducted), never sent to `place_batch`: one spread gains nothing from a shard but a round trip.
     A round of several is placed against one snapshot (`placement_round`): the round's
     own pending pods are lifted out of the ledgers, every request is built on what remains and
-    answered at once — by `place_batch` (the Ray shards) when given, else here; the answers are the
-    same — then `placement_round.settle` finds the node pools the answers promised twice and places
-    the spreads that charged them again, one after another in key order, here (`replaced`). With
-    room for everyone nothing is placed twice. When `place_batch` raises `BatchUnavailable` (the Ray
-    shards missed their deadline), the same requests are answered here (`fell_back`): same round.
+    answered at once — by `place_batch` (the Ray shards) when given and the round has at least
+    `parallel_from` spreads (`PARALLEL_ROUND_MIN_SPREADS`: below it a round trip costs more than
+    the shards save), else here; the answers are the same — then `placement_round.settle` finds
+    the node pools the answers promised twice and places the spreads that charged them again, one
+    after another in key order, here (`replaced`). With room for everyone nothing is placed twice.
+    When `place_batch` raises `BatchUnavailable` (the Ray shards missed their deadline), the same
+    requests are answered here (`fell_back`): same round.
 
     The failover brake and rate limit are decided and committed here, once per spread placed, in
     key order (`brake_for`), before any request is built; a spread placed again keeps that
@@ -282,7 +289,8 @@ def recompute(
     held = {e.key: brake_for(world, e, now=now) for e in entries}  # in key order, each committed once
     try:
         settled, fell_back = _against_one_snapshot(
-            world, entries, held=held, now=now, place_batch=place_batch)
+            world, entries, held=held, now=now,
+            place_batch=place_batch if len(entries) >= parallel_from else None)
         for entry in entries:
             _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key], now=now)
     except BaseException:  # the spreads not stored yet keep their last placements, charged again
