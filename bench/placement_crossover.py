@@ -7,13 +7,15 @@ cost that only a round of enough spreads earns back. `loop.PARALLEL_ROUND_MIN_SP
 size from which the coordinator asks the shards; this benchmark measures it.
 
 How: two identical worlds (bench/placement_world.py's federation: clusters in regions, Adaptive
-spreads with a capped home cluster and their region; by default 200 clusters, 100 per spread) with
-every spread placed once. Then for each round size N (2 … 1,024), each repetition scales the same
-N spreads (spaced over the federation) by one replica in both worlds and times
+spreads with a capped home cluster and their region; by default 200 clusters, 20 per spread) with
+every spread placed once. Then for each round size N (2 … 512), each repetition scales the same
+N spreads (spaced over the federation) one replica up or back down, alternately, in both worlds
+and times
 `loop.recompute(world, keys)` in each: in-process (`place_batch=None`) in one, on a local Ray's
 `RayBackend` with the coordinator's default 2 shard actors (`parallel_from=2`: every round goes to
 Ray) in the other; the order of the two alternates between repetitions, and both answers must be
-equal (`answers_equal`). Per N: every sample, the median with min-max, the load average before and
+equal (`answers_equal`). Per N: every sample, the median with min-max, the spreads the round's
+contended pass placed again (`replaced`, in-process; the same on Ray), the load average before and
 after. The crossover is the smallest N from which Ray's median is below in-process's at that N
 and at every larger N measured (null when Ray is never faster).
 
@@ -24,6 +26,7 @@ the load and the command, and a figure from a loaded machine is provisional.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -39,10 +42,10 @@ from federation.coordinator.model import loop, world
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2
 
-SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 512)
 QUICK_SIZES = (2, 4, 8, 16, 32)
 REPETITIONS, QUICK_REPETITIONS = 7, 3
-SHAPE = Shape(spreads=max(SIZES), clusters=200, per_spread=100, pools=2)
+SHAPE = Shape(spreads=max(SIZES), clusters=200, per_spread=20, pools=2)
 QUICK_SHAPE = Shape(spreads=max(QUICK_SIZES), clusters=50, per_spread=25, pools=2)
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 """The worlds' fixed clock: no cluster is ever lost, no mark or cooldown expires mid-run."""
@@ -132,6 +135,7 @@ def measure(*, sizes: tuple[int, ...], repetitions: int, shape: Shape,
             local: list[float] = []
             ray: list[float] = []
             equal = True
+            replaced: list[int] = []
             for number in range(repetitions):
                 keys = scale(models, indices, shape, more=number % 2)
                 order = [(0, None), (1, batch)] if number % 2 == 0 else [(1, batch), (0, None)]
@@ -140,12 +144,14 @@ def measure(*, sizes: tuple[int, ...], repetitions: int, shape: Shape,
                     elapsed, rounds[which] = timed(models[which], keys, place_batch=place_batch)
                     (local if which == 0 else ray).append(elapsed)
                 equal = equal and rounds[0].placements == rounds[1].placements
+                replaced.append(rounds[0].replaced)
                 if rounds[1].fell_back:
                     raise RuntimeError(f"the Ray round of {size} fell back: {rounds[1].fell_back}")
             row: dict[str, Any] = {"spreads": len(indices), "local": summary(local), "ray": summary(ray),
-                   "answers_equal": equal, "load": {"at_start": before, "at_end": load()}}
+                                   "answers_equal": equal, "replaced": replaced,
+                                   "load": {"at_start": before, "at_end": load()}}
             report(f"{len(indices)} spreads: in-process {row['local']['median_ms']} ms, "
-                   f"Ray {row['ray']['median_ms']} ms (medians of {repetitions})")
+                   f"Ray {row['ray']['median_ms']} ms (medians of {repetitions}; placed again {replaced})")
             rows.append(row)
         described = placing.describe()
     finally:
@@ -177,10 +183,15 @@ def main(argv: list[str] | None = None) -> int:
                              f"clusters, {REPETITIONS} repetitions (a few minutes)")
     parser.add_argument("--repetitions", type=int, default=None,
                         help="repetitions per round size and backend (default 7, quick 3)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="round sizes (spreads per round) to time, instead of the default's or --quick's")
     parser.add_argument("--output", default=None, help="also write the record to this JSON file")
     parser.add_argument("--note", default="", help="a sentence stored with the record (e.g. why it ran)")
     options = parser.parse_args(argv)
     shape, sizes = (QUICK_SHAPE, QUICK_SIZES) if options.quick else (SHAPE, SIZES)
+    if options.sizes:
+        sizes = tuple(sorted(set(options.sizes)))
+        shape = dataclasses.replace(shape, spreads=max(shape.spreads, *sizes))
     repetitions = options.repetitions or (QUICK_REPETITIONS if options.quick else REPETITIONS)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     found = measure(sizes=sizes, repetitions=repetitions, shape=shape,
