@@ -8,10 +8,9 @@ size from which the coordinator asks the shards; this benchmark measures it.
 
 How: two identical worlds (bench/placement_world.py's federation: clusters in regions, Adaptive
 spreads with a capped home cluster and their region; by default 200 clusters, 20 per spread) with
-every spread placed once. Then for each round size N (2 … 512), each repetition scales the same
-N spreads (spaced over the federation) one replica up or back down, alternately, in both worlds
-and times
-`loop.recompute(world, keys)` in each: in-process (`place_batch=None`) in one, on a local Ray's
+every spread placed once. Then for each round size N (2 … 2,048), each repetition scales the same
+N spreads (spaced over the federation) one replica up or back down, alternately, in both worlds and
+times `loop.recompute(world, keys)` in each: in-process (`place_batch=None`) in one, on a local Ray's
 `RayBackend` with the coordinator's default 2 shard actors (`parallel_from=2`: every round goes to
 Ray) in the other; the order of the two alternates between repetitions, and both answers must be
 equal (`answers_equal`). Per N: every sample, the median with min-max, the spreads the round's
@@ -30,6 +29,7 @@ import dataclasses
 import datetime
 import json
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -42,7 +42,7 @@ from federation.coordinator.model import loop, world
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2
 
-SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 512)
+SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 QUICK_SIZES = (2, 4, 8, 16, 32)
 REPETITIONS, QUICK_REPETITIONS = 7, 3
 SHAPE = Shape(spreads=max(SIZES), clusters=200, per_spread=20, pools=2)
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                     report=lambda line: print(f"[crossover] {line}", file=sys.stderr, flush=True))
     from bench import run as runner
 
-    record = {"command": " ".join(["python", "-m", "bench.placement_crossover", *(argv or sys.argv[1:])]),
+    record = {"command": shlex.join(["python", "-m", "bench.placement_crossover", *(argv or sys.argv[1:])]),
               "commit": runner.commit(), "machine": runner.machine(), "started_at": started,
               "finished_at": runner.now(), "note": options.note, **found}
     text = json.dumps(record, indent=2, sort_keys=True) + "\n"
