@@ -3,7 +3,7 @@
 Why this benchmark: a round's first answers can be computed in the coordinator's process or by the
 `SpreadShard` actors (`loop.recompute`'s `place_batch`); both give the same answer, but a Ray round
 trip (pickling every request, one remote call per shard, pickling the answers back) has a fixed
-cost that only a round of enough spreads earns back. `loop.PARALLEL_ROUND_MIN_SPREADS` is the round
+cost that only a round of enough spreads earns back. `shards.RAY_ROUND_MIN_SPREADS` is the round
 size from which the coordinator asks the shards; this benchmark measures it.
 
 How: two identical worlds (bench/placement_world.py's federation: clusters in regions, Adaptive
@@ -15,8 +15,9 @@ times `loop.recompute(world, keys)` in each: in-process (`place_batch=None`) in 
 Ray) in the other; the order of the two alternates between repetitions, and both answers must be
 equal (`answers_equal`). Per N: every sample, the median with min-max, the spreads the round's
 contended pass placed again (`replaced`, in-process; the same on Ray), the load average before and
-after. The crossover is the smallest N from which Ray's median is below in-process's at that N
-and at every larger N measured (null when Ray is never faster).
+after, Ray's median over in-process's (`ray_over_local`). The crossover is the smallest N from
+which Ray's median is below in-process's at that N and at every larger N measured (null when Ray
+is never faster).
 
 One machine cannot show Ray across nodes, and this machine's cores are shared: the record says
 the load and the command, and a figure from a loaded machine is provisional.
@@ -38,6 +39,7 @@ from typing import Any
 
 from bench import placement_backends, placement_world, profile_events
 from bench.placement_world import Shape
+from federation.coordinator import shards
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2
@@ -148,6 +150,8 @@ def measure(*, sizes: tuple[int, ...], repetitions: int, shape: Shape,
                 if rounds[1].fell_back:
                     raise RuntimeError(f"the Ray round of {size} fell back: {rounds[1].fell_back}")
             row: dict[str, Any] = {"spreads": len(indices), "local": summary(local), "ray": summary(ray),
+                                   "ray_over_local": round(statistics.median(ray) / statistics.median(local),
+                                                           2),
                                    "answers_equal": equal, "replaced": replaced,
                                    "load": {"at_start": before, "at_end": load()}}
             report(f"{len(indices)} spreads: in-process {row['local']['median_ms']} ms, "
@@ -158,7 +162,7 @@ def measure(*, sizes: tuple[int, ...], repetitions: int, shape: Shape,
         placing.close()
     return {"shape": shape.describe(), "repetitions": repetitions, "rows": rows,
             "crossover_spreads": crossover(rows), "ray": described,
-            "parallel_round_min_spreads": loop.PARALLEL_ROUND_MIN_SPREADS,
+            "ray_round_min_spreads": shards.RAY_ROUND_MIN_SPREADS,
             "load": {"at_start": at_start, "at_end": load()}}
 
 
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.placement_crossover",
         description="Time rounds of N spreads placed in the coordinator's process and on a local Ray's "
                     "shard actors (2, the coordinator's default), and report the smallest N from which "
-                    "Ray is faster: the figure behind loop.PARALLEL_ROUND_MIN_SPREADS. Prints the "
+                    "Ray is faster: the figure behind shards.RAY_ROUND_MIN_SPREADS. Prints the "
                     "record as JSON (and writes it with --output); progress goes to stderr.")
     parser.add_argument("--quick", action="store_true",
                         help=f"small: rounds of {', '.join(map(str, QUICK_SIZES))} spreads on "
@@ -193,13 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         sizes = tuple(sorted(set(options.sizes)))
         shape = dataclasses.replace(shape, spreads=max(shape.spreads, *sizes))
     repetitions = options.repetitions or (QUICK_REPETITIONS if options.quick else REPETITIONS)
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    found = measure(sizes=sizes, repetitions=repetitions, shape=shape,
-                    report=lambda line: print(f"[crossover] {line}", file=sys.stderr, flush=True))
     from bench import run as runner
 
+    started, commit = runner.now(), runner.commit()  # the code that runs: edits during the run do not count
+    found = measure(sizes=sizes, repetitions=repetitions, shape=shape,
+                    report=lambda line: print(f"[crossover] {line}", file=sys.stderr, flush=True))
     record = {"command": shlex.join(["python", "-m", "bench.placement_crossover", *(argv or sys.argv[1:])]),
-              "commit": runner.commit(), "machine": runner.machine(), "started_at": started,
+              "commit": commit, "machine": runner.machine(), "started_at": started,
               "finished_at": runner.now(), "note": options.note, **found}
     text = json.dumps(record, indent=2, sort_keys=True) + "\n"
     if options.output:

@@ -223,7 +223,8 @@ class Coordinator:
                 if orphan:
                     wanted.add(key)
             batch = self.backend.place_batch if self.backend.parallel else None
-            result = loop.recompute(self.world, wanted, now=now, place_batch=batch)
+            result = loop.recompute(self.world, wanted, now=now, place_batch=batch,
+                                    parallel_from=self.backend.parallel_from)
             if result.fell_back:
                 log.warning("the placement shards did not answer; this round was placed in the "
                             "coordinator's process instead", extra={

@@ -48,6 +48,12 @@ Generous: a full round of 10,000 spreads on two shards takes tens of seconds on 
 (bench/README.md), and a round cut short is placed again here, which costs as much again."""
 
 
+RAY_ROUND_MIN_SPREADS = 8
+"""A round of fewer spreads is placed in the coordinator's process, with the same answer, without a
+Ray round trip (`loop.recompute`'s `parallel_from`). Measured by `python -m bench.placement_crossover`
+(bench/results/reference-placement-crossover.json; docs/decisions.md, "Issue 27: the crossover")."""
+
+
 class PlaceTimeout(loop.BatchUnavailable):
     """The SpreadShards did not answer a placement batch within the backend's `place_seconds`."""
 
@@ -71,6 +77,8 @@ class PlacementBackend(Protocol):
     parallel: bool
     """Whether `place_batch` runs requests in parallel: only then are the first answers of a round
     of several spreads asked of it (in-process, `loop.recompute` answers them itself, the same)."""
+    parallel_from: int
+    """The fewest spreads of a round whose first answers are asked of a parallel `place_batch`."""
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One placement per request, in request order."""
@@ -100,7 +108,7 @@ class PlacementBackend(Protocol):
 class LocalBackend:
     """Everything in this process: unit tests, and `fedspread coordinator --no-ray`."""
 
-    parallel = False
+    parallel, parallel_from = False, 2
 
     def __init__(self) -> None:
         self._pools: dict[str, list[cluster.NodePool]] = {}
@@ -234,7 +242,7 @@ class RayBackend:
     and shuts Ray down only if this backend started it.
     """
 
-    parallel = True
+    parallel, parallel_from = True, RAY_ROUND_MIN_SPREADS
 
     def __init__(
         self, *, shards: int, cluster_shards: int = 1, address: str | None = None,

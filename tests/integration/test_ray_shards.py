@@ -229,7 +229,7 @@ def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBa
 def test_a_round_below_the_crossover_is_placed_in_process_with_the_shards_answer(
     backend: shards.RayBackend,
 ) -> None:
-    """A round of fewer spreads than `parallel_from` (`loop.PARALLEL_ROUND_MIN_SPREADS` by default,
+    """A round of fewer spreads than `parallel_from` (the backend's: `shards.RAY_ROUND_MIN_SPREADS`,
     the measured crossover) never asks the shards, and its answer is the one the shards give."""
     asked: list[int] = []
 
@@ -244,10 +244,11 @@ def test_a_round_below_the_crossover_is_placed_in_process_with_the_shards_answer
     at = loop.recompute(worlds[1], keys, now=NOW, place_batch=counted, parallel_from=len(keys))
     assert asked == [len(keys)]  # the same round at the crossover goes to the shards
     assert below.placements == at.placements and below.replaced == at.replaced > 0
-    small = keys[:max(2, min(len(keys), loop.PARALLEL_ROUND_MIN_SPREADS - 1))]
-    by_default = loop.recompute(round_world(), small, now=NOW, place_batch=counted)
-    assert asked == [len(keys)] + ([len(small)] if len(small) >= loop.PARALLEL_ROUND_MIN_SPREADS else [])
-    assert by_default.placements == loop.recompute(round_world(), small, now=NOW).placements
+    assert len(keys) < backend.parallel_from  # the measured crossover is far above 12
+    by_default = loop.recompute(round_world(), keys, now=NOW, place_batch=counted,
+                                parallel_from=backend.parallel_from)
+    assert asked == [len(keys)]  # the coordinator's default kept this round off the shards
+    assert by_default.placements == below.placements
 
 
 def assert_round_placed_in_process(made: shards.RayBackend, *, why: str) -> None:

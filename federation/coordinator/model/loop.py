@@ -103,11 +103,6 @@ class PlaceRequest:
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
 
-PARALLEL_ROUND_MIN_SPREADS = 2
-"""The fewest spreads a round must have for its first answers to be asked of a parallel backend
-(`place_batch`, the Ray shards); a smaller round is answered in this process, with the same answer.
-Measured by `python -m bench.placement_crossover` (bench/README.md)."""
-
 
 class BatchUnavailable(Exception):
     """A parallel backend could not answer a batch (e.g. its deadline passed): `recompute` answers
@@ -243,7 +238,7 @@ def _store(world: world_model.World, key: str, *, result: placement.Placement,
 
 def recompute(
     world: world_model.World, keys: Iterable[str], *, now: datetime.datetime,
-    place_batch: PlaceBatch | None = None, parallel_from: int = PARALLEL_ROUND_MIN_SPREADS,
+    place_batch: PlaceBatch | None = None, parallel_from: int = 2,
 ) -> Round:
     """Place the spreads `keys` and store the results in the world.
 
@@ -252,10 +247,11 @@ def recompute(
     A round of several is placed against one snapshot (`placement_round`): the round's
     own pending pods are lifted out of the ledgers, every request is built on what remains and
     answered at once — by `place_batch` (the Ray shards) when given and the round has at least
-    `parallel_from` spreads (`PARALLEL_ROUND_MIN_SPREADS`: below it a round trip costs more than
-    the shards save), else here; the answers are the same — then `placement_round.settle` finds
-    the node pools the answers promised twice and places the spreads that charged them again, one
-    after another in key order, here (`replaced`). With room for everyone nothing is placed twice.
+    `parallel_from` spreads (the backend's: `shards.RAY_ROUND_MIN_SPREADS`, measured, below which a
+    round trip costs more than the shards save), else here; the answers are the same — then
+    `placement_round.settle` finds the node pools the answers promised twice and places the spreads
+    that charged them again, one after another in key order, here (`replaced`). With room for
+    everyone nothing is placed twice.
     When `place_batch` raises `BatchUnavailable` (the Ray shards missed their deadline), the same
     requests are answered here (`fell_back`): same round.
 
