@@ -173,6 +173,18 @@ def test_the_coordinator_asks_a_parallel_backend_only_from_its_crossover(count: 
     assert placed == on_backend.publish(same_keys).placements and len(placed) == count
 
 
+def test_a_round_below_the_crossover_is_not_said_to_be_wasted(caplog: pytest.LogCaptureFixture) -> None:
+    """The log line that Ray gained nothing speaks of a round the shards were asked for only."""
+    class FarCrossover(ParallelLocal):
+        parallel_from = facade.WASTED_ROUND_SPREADS + 1
+
+    coordinator, _model, keys = sharing(facade.WASTED_ROUND_SPREADS, backend=FarCrossover())
+    with caplog.at_level("WARNING", logger="federation.coordinator.facade"):
+        result = coordinator.publish(keys)
+    assert result.replaced * 2 > len(result.placements) == facade.WASTED_ROUND_SPREADS
+    assert not coordinator.ray_gained_nothing and not caplog.records
+
+
 def test_the_ray_backends_crossover_is_the_measured_constant() -> None:
     assert shards.RayBackend.parallel_from == shards.RAY_ROUND_MIN_SPREADS > 2
     assert shards.LocalBackend.parallel_from == 2
