@@ -241,7 +241,8 @@ class RayBackend:
     unless Ray is already initialised in this process, which is then used as is. A join gives up
     after `join_timeout` seconds (RayJoinTimeout; `ray.init` has no deadline of its own, so it runs
     in a thread that is abandoned: the caller is expected to exit); a placement batch after
-    `place_seconds` (PlaceTimeout, see the module docstring). `close()` kills the actors,
+    `place_seconds` (PlaceTimeout, see the module docstring). Rounds of fewer than `parallel_from`
+    spreads are not sent (`RAY_ROUND_MIN_SPREADS`). `close()` kills the actors,
     and shuts Ray down only if this backend started it.
     """
 
@@ -250,8 +251,11 @@ class RayBackend:
     def __init__(
         self, *, shards: int, cluster_shards: int = 1, address: str | None = None,
         init_options: Mapping[str, Any] | None = None, join_timeout: float | None = None,
-        place_seconds: float = PLACE_SECONDS,
+        place_seconds: float = PLACE_SECONDS, parallel_from: int = RAY_ROUND_MIN_SPREADS,
     ) -> None:
+        if parallel_from < 2:
+            raise ValueError(f"a round sent to the shards has at least 2 spreads, got {parallel_from}")
+        self.parallel_from = parallel_from
         if shards < 1 or cluster_shards < 1:
             raise ValueError(f"shard counts must be at least 1, got {shards} and {cluster_shards}")
         if not place_seconds > 0:

@@ -11,7 +11,7 @@ import pytest
 
 from federation.api import cluster, names
 from federation.api import spread as spread_api
-from federation.coordinator import facade, shards
+from federation.coordinator import facade, shards, startup
 from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement
 from tests.support import builders
@@ -185,9 +185,13 @@ def test_a_round_below_the_crossover_is_not_said_to_be_wasted(caplog: pytest.Log
     assert not coordinator.ray_gained_nothing and not caplog.records
 
 
-def test_the_ray_backends_crossover_is_the_measured_constant() -> None:
+def test_the_ray_backends_crossover_is_the_measured_constant_unless_the_flag_says() -> None:
     assert shards.RayBackend.parallel_from == shards.RAY_ROUND_MIN_SPREADS > 2
     assert shards.LocalBackend.parallel_from == 2
+    settings = startup.CoordinatorConfig(hub_kubeconfig=None)
+    assert settings.ray_round_min_spreads == shards.RAY_ROUND_MIN_SPREADS
+    with pytest.raises(ValueError, match="at least 2 spreads"):  # refused before Ray is asked anything
+        shards.RayBackend(shards=2, parallel_from=1)
 
 
 def test_a_parallel_round_redone_in_the_coordinator_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
