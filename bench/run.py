@@ -28,7 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
-BENCHMARKS = ("inventory", "placement", "failover", "recovery", "admission", "accuracy", "autoscaling")
+BENCHMARKS = ("inventory", "placement", "placement_crossover", "failover", "recovery", "admission",
+              "accuracy", "autoscaling")
 
 
 def machine() -> dict[str, Any]:

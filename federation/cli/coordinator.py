@@ -45,6 +45,11 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
 @click.option("--spread-shards", default=2, show_default=True, type=click.IntRange(1, 256),
               help="SpreadShard actors placements are computed on (each is one ~90 MB process); "
                    "spreads are hashed onto them.")
+@click.option("--ray-round-min-spreads", default=None, type=click.IntRange(2, None), metavar="N",
+              help="A round of fewer spreads (a scale, a new spread, a cordon) is placed in the "
+                   "coordinator's process, without a Ray round trip, with the same answer. Default: "
+                   "the crossover measured on 2 cores, where Ray was slower at every size measured "
+                   "(shards.RAY_ROUND_MIN_SPREADS; bench/README.md, \"Where Ray starts to pay\").")
 @click.option("--cluster-shards", default=1, show_default=True, type=click.IntRange(1, 256),
               help="ClusterShard actors holding the node inventories for capacity simulations.")
 @click.option("--listen", default="0.0.0.0:7443", show_default=True, metavar="HOST:PORT",
@@ -132,7 +137,8 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
                    "the Lease to the standby and exits (status 1).")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
-                        ray_join_seconds: float, no_ray: bool, spread_shards: int, cluster_shards: int,
+                        ray_join_seconds: float, no_ray: bool, spread_shards: int,
+                        ray_round_min_spreads: int | None, cluster_shards: int,
                         listen: str, tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
                         failover_clusters_per_minute: int, federation_id: str, webhook_port: int,
@@ -212,6 +218,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen, use_ray=not no_ray,
         ray_address=ray_address, ray_join_seconds=ray_join_seconds, spread_shards=spread_shards,
         cluster_shards=cluster_shards,
+        **({"ray_round_min_spreads": ray_round_min_spreads} if ray_round_min_spreads else {}),
         heartbeat_seconds=heartbeat_seconds, tls=tls, federation_id=federation_id,
         failover_clusters_per_minute=failover_clusters_per_minute or None, metrics_port=metrics_port,
         health_port=health_port, leader_stall_grace_seconds=leader_stall_grace_seconds,

@@ -223,13 +223,14 @@ class Coordinator:
                 if orphan:
                     wanted.add(key)
             batch = self.backend.place_batch if self.backend.parallel else None
-            result = loop.recompute(self.world, wanted, now=now, place_batch=batch)
+            result = loop.recompute(self.world, wanted, now=now, place_batch=batch,
+                                    parallel_from=self.backend.parallel_from)
             if result.fell_back:
                 log.warning("the placement shards did not answer; this round was placed in the "
                             "coordinator's process instead", extra={
                                 "spreads": len(result.placements), "error": result.fell_back})
-            elif batch is not None:
-                self._say_if_ray_gained_nothing(result)
+            elif batch is not None and len(result.placements) >= self.backend.parallel_from:
+                self._say_if_ray_gained_nothing(result)  # only a round the shards were asked for
             listening = {name for name, stream in self._streams.items() if stream.resynced}
             # Deleted spreads first (their deletionPolicy decides), before any assignment. A `Delete`
             # is held for a re-creation (`lifecycle.hold`): a spread of the key created meanwhile

@@ -48,6 +48,15 @@ Generous: a full round of 10,000 spreads on two shards takes tens of seconds on 
 (bench/README.md), and a round cut short is placed again here, which costs as much again."""
 
 
+RAY_ROUND_MIN_SPREADS = 4096
+"""A round of fewer spreads is placed in the coordinator's process, with the same answer, without a
+Ray round trip (`loop.recompute`'s `parallel_from`). Measured (`python -m bench.placement_crossover`,
+bench/results/reference-placement-crossover.json, provisional: 2 shared cores, load 4-6): the
+2 shards were slower at every round size, 2 to 2,048 spreads on 200 clusters (1.05-2.1x the
+in-process median), so the crossover is past 2,048 and only bigger rounds (a full round) go to Ray.
+Measure again where Ray has cores of its own (docs/decisions.md, "Issue 27: the crossover")."""
+
+
 class PlaceTimeout(loop.BatchUnavailable):
     """The SpreadShards did not answer a placement batch within the backend's `place_seconds`."""
 
@@ -71,6 +80,8 @@ class PlacementBackend(Protocol):
     parallel: bool
     """Whether `place_batch` runs requests in parallel: only then are the first answers of a round
     of several spreads asked of it (in-process, `loop.recompute` answers them itself, the same)."""
+    parallel_from: int
+    """The fewest spreads of a round whose first answers are asked of a parallel `place_batch`."""
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One placement per request, in request order."""
@@ -100,7 +111,7 @@ class PlacementBackend(Protocol):
 class LocalBackend:
     """Everything in this process: unit tests, and `fedspread coordinator --no-ray`."""
 
-    parallel = False
+    parallel, parallel_from = False, 2
 
     def __init__(self) -> None:
         self._pools: dict[str, list[cluster.NodePool]] = {}
@@ -230,17 +241,21 @@ class RayBackend:
     unless Ray is already initialised in this process, which is then used as is. A join gives up
     after `join_timeout` seconds (RayJoinTimeout; `ray.init` has no deadline of its own, so it runs
     in a thread that is abandoned: the caller is expected to exit); a placement batch after
-    `place_seconds` (PlaceTimeout, see the module docstring). `close()` kills the actors,
+    `place_seconds` (PlaceTimeout, see the module docstring). Rounds of fewer than `parallel_from`
+    spreads are not sent (`RAY_ROUND_MIN_SPREADS`). `close()` kills the actors,
     and shuts Ray down only if this backend started it.
     """
 
-    parallel = True
+    parallel, parallel_from = True, RAY_ROUND_MIN_SPREADS
 
     def __init__(
         self, *, shards: int, cluster_shards: int = 1, address: str | None = None,
         init_options: Mapping[str, Any] | None = None, join_timeout: float | None = None,
-        place_seconds: float = PLACE_SECONDS,
+        place_seconds: float = PLACE_SECONDS, parallel_from: int = RAY_ROUND_MIN_SPREADS,
     ) -> None:
+        if parallel_from < 2:
+            raise ValueError(f"a round sent to the shards has at least 2 spreads, got {parallel_from}")
+        self.parallel_from = parallel_from
         if shards < 1 or cluster_shards < 1:
             raise ValueError(f"shard counts must be at least 1, got {shards} and {cluster_shards}")
         if not place_seconds > 0:

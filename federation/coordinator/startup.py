@@ -55,6 +55,8 @@ class CoordinatorConfig:
     """Joining `ray_address` (the probe, then `ray.init`) fails after this long."""
     spread_shards: int = 2
     cluster_shards: int = 1
+    ray_round_min_spreads: int = shards.RAY_ROUND_MIN_SPREADS
+    """Rounds of fewer spreads are placed in this process, not on the shards (the crossover)."""
     heartbeat_seconds: float = 10.0
     tick_seconds: float = 1.0
     status_seconds: float = 2.0
@@ -115,7 +117,7 @@ def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
         return shards.RayBackend(
             shards=settings.spread_shards, cluster_shards=settings.cluster_shards,
             address=settings.ray_address, init_options={"log_to_driver": False},
-            join_timeout=join_timeout)
+            join_timeout=join_timeout, parallel_from=settings.ray_round_min_spreads)
     except shards.RayJoinTimeout as error:
         raise CoordinatorError(
             f"Ray at {where} answered, but joining it did not finish within "

@@ -314,7 +314,7 @@ def test_a_leader_whose_shards_hang_gives_the_lease_up_and_the_standby_takes_ove
     hubside.delete_member_clusters(clusters.custom(hubside.HUB), [capped, elastic])
     metrics_port = hubside.free_port()
     others = spread_shards()  # earlier tests' actors on their way out, if any: not a's
-    pair.command("a", "--metrics-port", str(metrics_port),
+    pair.command("a", "--metrics-port", str(metrics_port), "--ray-round-min-spreads", "2",  # 2: the shards
                  "--leader-stall-grace-seconds", str(STALL_GRACE)).start()
     pair.wait_leader("a")
     agents = hubside.agents_for(pair.target, {capped: (3, "4"), elastic: (5, "4")})

@@ -9,7 +9,7 @@ import datetime
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -219,18 +219,43 @@ def round_world() -> world.World:
 def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBackend) -> None:
     worlds = [round_world(), round_world()]
     keys = [e.key for e in worlds[0].spreads()]
-    on_ray = loop.recompute(worlds[0], keys, now=NOW, place_batch=backend.place_batch)
+    on_ray = loop.recompute(worlds[0], keys, now=NOW, place_batch=backend.place_batch, parallel_from=2)
     in_process = loop.recompute(worlds[1], keys, now=NOW)
     assert on_ray.placements == in_process.placements
     assert on_ray.replaced == in_process.replaced > 0  # tiny is contended: placed again, both alike
     assert sum(p.clusters["tiny"] for p in on_ray.placements.values()) == 4  # never overcommitted
 
 
+def test_a_round_below_the_crossover_is_placed_in_process_with_the_shards_answer(
+    backend: shards.RayBackend,
+) -> None:
+    """A round of fewer spreads than `parallel_from` (the backend's: `shards.RAY_ROUND_MIN_SPREADS`,
+    the measured crossover) never asks the shards, and its answer is the one the shards give."""
+    asked: list[int] = []
+
+    def counted(requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        asked.append(len(requests))
+        return backend.place_batch(requests)
+
+    worlds = [round_world(), round_world()]
+    keys = [e.key for e in worlds[0].spreads()]
+    below = loop.recompute(worlds[0], keys, now=NOW, place_batch=counted, parallel_from=len(keys) + 1)
+    assert asked == []
+    at = loop.recompute(worlds[1], keys, now=NOW, place_batch=counted, parallel_from=len(keys))
+    assert asked == [len(keys)]  # the same round at the crossover goes to the shards
+    assert below.placements == at.placements and below.replaced == at.replaced > 0
+    assert len(keys) < backend.parallel_from  # the measured crossover is far above 12
+    by_default = loop.recompute(round_world(), keys, now=NOW, place_batch=counted,
+                                parallel_from=backend.parallel_from)
+    assert asked == [len(keys)]  # the coordinator's default kept this round off the shards
+    assert by_default.placements == below.placements
+
+
 def assert_round_placed_in_process(made: shards.RayBackend, *, why: str) -> None:
     """A round on `made` fell back, saying `why`, and placed what the coordinator's own pass does."""
     worlds = [round_world(), round_world()]
     keys = [entry.key for entry in worlds[0].spreads()]
-    fell = loop.recompute(worlds[0], keys, now=NOW, place_batch=made.place_batch)
+    fell = loop.recompute(worlds[0], keys, now=NOW, place_batch=made.place_batch, parallel_from=2)
     alone = loop.recompute(worlds[1], keys, now=NOW)
     assert fell.fell_back and why in fell.fell_back, fell.fell_back
     assert fell.placements == alone.placements and fell.placements

@@ -4,13 +4,14 @@ the coordinator saying when a parallel round was redone in its own process."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from federation.api import cluster, names
 from federation.api import spread as spread_api
-from federation.coordinator import facade, shards
+from federation.coordinator import facade, shards, startup
 from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement
 from tests.support import builders
@@ -124,7 +125,9 @@ class ParallelLocal(shards.LocalBackend):
     parallel = True
 
 
-def sharing(count: int, *, cpu: str = "1") -> tuple[facade.Coordinator, world.World, list[str]]:
+def sharing(
+    count: int, *, cpu: str = "1", backend: shards.PlacementBackend | None = None,
+) -> tuple[facade.Coordinator, world.World, list[str]]:
     """`count` spreads over the same two clusters (20 one-cpu pods of room: `count` of 2 replicas
     each and more compete for every pool), placed through the parallel path."""
     clock = lambda: NOW  # noqa: E731
@@ -140,7 +143,55 @@ def sharing(count: int, *, cpu: str = "1") -> tuple[facade.Coordinator, world.Wo
         model.upsert_spread(item)
         model.set_target(item.key, replicas=2, template=builders.deployment(f"web-{index}", cpu=cpu))
         keys.append(item.key)
-    return facade.Coordinator(model, clock=clock, backend=ParallelLocal()), model, keys
+    return facade.Coordinator(model, clock=clock, backend=backend or ParallelLocal()), model, keys
+
+
+class ParallelFromThree(ParallelLocal):
+    """A parallel backend whose crossover is three spreads, counting the batches it is asked."""
+
+    parallel_from = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        self.asked.append(len(requests))
+        return super().place_batch(requests)
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_the_coordinator_asks_a_parallel_backend_only_from_its_crossover(count: int) -> None:
+    """A round of fewer spreads than the backend's `parallel_from` (the Ray shards':
+    `RAY_ROUND_MIN_SPREADS`, measured) is placed in the coordinator's process, with the answer a
+    round on the backend gives."""
+    backend = ParallelFromThree()
+    coordinator, _model, keys = sharing(count, backend=backend)
+    placed = coordinator.publish(keys).placements
+    assert backend.asked == ([] if count < 3 else [3])
+    on_backend, _, same_keys = sharing(count)  # ParallelLocal: every round of two or more asked
+    assert placed == on_backend.publish(same_keys).placements and len(placed) == count
+
+
+def test_a_round_below_the_crossover_is_not_said_to_be_wasted(caplog: pytest.LogCaptureFixture) -> None:
+    """The log line that Ray gained nothing speaks of a round the shards were asked for only."""
+    class FarCrossover(ParallelLocal):
+        parallel_from = facade.WASTED_ROUND_SPREADS + 1
+
+    coordinator, _model, keys = sharing(facade.WASTED_ROUND_SPREADS, backend=FarCrossover())
+    with caplog.at_level("WARNING", logger="federation.coordinator.facade"):
+        result = coordinator.publish(keys)
+    assert result.replaced * 2 > len(result.placements) == facade.WASTED_ROUND_SPREADS
+    assert not coordinator.ray_gained_nothing and not caplog.records
+
+
+def test_the_ray_backends_crossover_is_the_measured_constant_unless_the_flag_says() -> None:
+    assert shards.RayBackend.parallel_from == shards.RAY_ROUND_MIN_SPREADS > 2
+    assert shards.LocalBackend.parallel_from == 2
+    settings = startup.CoordinatorConfig(hub_kubeconfig=None)
+    assert settings.ray_round_min_spreads == shards.RAY_ROUND_MIN_SPREADS
+    with pytest.raises(ValueError, match="at least 2 spreads"):  # refused before Ray is asked anything
+        shards.RayBackend(shards=2, parallel_from=1)
 
 
 def test_a_parallel_round_redone_in_the_coordinator_is_said_once(caplog: pytest.LogCaptureFixture) -> None:

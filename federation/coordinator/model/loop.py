@@ -238,7 +238,7 @@ def _store(world: world_model.World, key: str, *, result: placement.Placement,
 
 def recompute(
     world: world_model.World, keys: Iterable[str], *, now: datetime.datetime,
-    place_batch: PlaceBatch | None = None,
+    place_batch: PlaceBatch | None = None, parallel_from: int = 2,
 ) -> Round:
     """Place the spreads `keys` and store the results in the world.
 
@@ -246,11 +246,14 @@ def recompute(
     deducted), never sent to `place_batch`: one spread gains nothing from a shard but a round trip.
     A round of several is placed against one snapshot (`placement_round`): the round's
     own pending pods are lifted out of the ledgers, every request is built on what remains and
-    answered at once — by `place_batch` (the Ray shards) when given, else here; the answers are the
-    same — then `placement_round.settle` finds the node pools the answers promised twice and places
-    the spreads that charged them again, one after another in key order, here (`replaced`). With
-    room for everyone nothing is placed twice. When `place_batch` raises `BatchUnavailable` (the Ray
-    shards missed their deadline), the same requests are answered here (`fell_back`): same round.
+    answered at once — by `place_batch` (the Ray shards) when given and the round has at least
+    `parallel_from` spreads (the backend's: `shards.RAY_ROUND_MIN_SPREADS`, measured, below which a
+    round trip costs more than the shards save), else here; the answers are the same — then
+    `placement_round.settle` finds the node pools the answers promised twice and places the spreads
+    that charged them again, one after another in key order, here (`replaced`). With room for
+    everyone nothing is placed twice.
+    When `place_batch` raises `BatchUnavailable` (the Ray shards missed their deadline), the same
+    requests are answered here (`fell_back`): same round.
 
     The failover brake and rate limit are decided and committed here, once per spread placed, in
     key order (`brake_for`), before any request is built; a spread placed again keeps that
@@ -282,7 +285,8 @@ def recompute(
     held = {e.key: brake_for(world, e, now=now) for e in entries}  # in key order, each committed once
     try:
         settled, fell_back = _against_one_snapshot(
-            world, entries, held=held, now=now, place_batch=place_batch)
+            world, entries, held=held, now=now,
+            place_batch=place_batch if len(entries) >= parallel_from else None)
         for entry in entries:
             _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key], now=now)
     except BaseException:  # the spreads not stored yet keep their last placements, charged again
