@@ -54,7 +54,7 @@ Ray round trip (`loop.recompute`'s `parallel_from`). Measured (`python -m bench.
 bench/results/reference-placement-crossover.json, provisional: 2 shared cores, load 4-6): the
 2 shards were slower at every round size, 2 to 2,048 spreads on 200 clusters (1.05-2.1x the
 in-process median), so the crossover is past 2,048 and only bigger rounds (a full round) go to Ray.
-Measure again where Ray has cores of its own (docs/decisions.md, "Issue 27: the crossover")."""
+Measure again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
 
 
 class PlaceTimeout(loop.BatchUnavailable):
