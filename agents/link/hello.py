@@ -8,7 +8,9 @@ was lost — the agent restarted (its bookkeeping is in memory) while the spread
 its cluster — would otherwise stay for ever: listed, it gets its removal at the next resync.
 
 Each entry names the spread, the generation and template revision of the assignment held (0 and
-empty when only a Deployment is known) and the spread uid, so that the coordinator can tell the
+empty when only a Deployment is known), the pods its marked workloads run (unknown is not zero: a
+restarted agent's workload may have grown while it was away, and the coordinator must not send it
+a quota below them before it reports) and the spread uid, so that the coordinator can tell the
 live spread from an earlier one of the same name (and orphan, rather than delete, the latter). A
 spread is listed once per distinct uid: a Deployment that carries another uid than the assignment
 held (one not adopted yet) is listed beside it.
@@ -76,9 +78,20 @@ def listing(assignments: Iterable[assignment_mod.Assignment], workloads: Iterabl
     for view in workloads:
         marked = ownership.marked_spread(federation_label=view.federation, annotations=view.annotations,
                                          federation=federation)
-        if marked is not None and marked not in entries:
-            entries[marked] = agent_pb2.AppliedSpread(spread=marked[0], generation=0, spread_uid=marked[1])
+        if marked is None:
+            continue
+        entry = entries.get(marked)
+        if entry is None:
+            entry = entries[marked] = agent_pb2.AppliedSpread(spread=marked[0], generation=0,
+                                                              spread_uid=marked[1])
+        entry.workload_replicas += workload_pods(view)
     return [entries[key] for key in sorted(entries)]
+
+
+def workload_pods(view: views.WorkloadView) -> int:
+    """The pods member workload `view` runs or is creating: the larger of what it asks for and what
+    its controller counts (a workload scaled down still runs its pods until they are deleted)."""
+    return max(view.replicas or 0, view.status.replicas)
 
 
 def wait_for_cache(cache: DeploymentCache, *, deadline_seconds: float, stopped: Callable[[], bool]) -> bool:

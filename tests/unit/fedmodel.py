@@ -352,11 +352,13 @@ class Federation:
     def connect(self, name: str) -> None:
         member = self.members[name]
         hello = agent_pb2.Hello(cluster_name=name, capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
+        running = max(member.deployment_replicas, len(member.pods))  # spec or status replicas
         for current in member.book.assignments():
             hello.applied.add(spread=current.spread, generation=current.generation,
-                              template_revision=current.template_revision)
+                              template_revision=current.template_revision, workload_replicas=running)
         if not hello.applied and (member.deployment_replicas or member.pods):
-            hello.applied.add(spread=KEY)  # a restarted agent names the Deployments it marked
+            # a restarted agent names the Deployments it marked, with the pods they run
+            hello.applied.add(spread=KEY, workload_replicas=running)
         member.received = {}
         member.stream = self.coordinator.attach(hello, heartbeat_seconds=HEARTBEAT_SECONDS)
         member.report()

@@ -136,3 +136,16 @@ def test_past_the_deadline_the_hello_goes_without_them_and_says_so(caplog: pytes
 def test_an_assignment_of_the_hello_keeps_its_generation_when_its_deployment_is_listed_too() -> None:
     value = dataclasses.replace(VALUE, federation="")
     assert rows([value], [deployment("web")]) == [("shop/web", 4, "rev-4", "uid-web")]
+
+
+def test_each_entry_counts_the_pods_its_marked_workloads_run() -> None:
+    """Unknown is not zero: the Hello says how many pods the marked workloads run (the larger of
+    spec and status replicas, summed per spread and uid), so that a restarted agent whose
+    workload grew while it was away is not sent a quota below them before it reports."""
+    scaled_down = dataclasses.replace(deployment("web"), replicas=2,
+                                      status=views.DeploymentStatus(replicas=5))
+    earlier = dataclasses.replace(deployment("web", uid="uid-old"), replicas=3)
+    unknown = dataclasses.replace(deployment("api"), replicas=None)
+    found = {(a.spread, a.spread_uid): a.workload_replicas
+             for a in hello_mod.listing([VALUE], [scaled_down, earlier, unknown], federation="prod")}
+    assert found == {("shop/web", "uid-web"): 5, ("shop/web", "uid-old"): 3, ("shop/api", "uid-api"): 0}

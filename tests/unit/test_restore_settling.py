@@ -15,6 +15,8 @@ from __future__ import annotations
 import datetime
 import queue
 
+import pytest
+
 from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.hub import watcher as hub
@@ -53,9 +55,10 @@ def restored(*, settle: datetime.timedelta) -> tuple[facade.Coordinator, ManualC
     return running, clock
 
 
-def back(running: facade.Coordinator, name: str) -> facade.AgentStream:
-    """The member's agent reconnects; its Hello lists the spread's Deployment, which it runs."""
-    hello = agent_pb2.Hello(cluster_name=name, applied=[agent_pb2.AppliedSpread(spread=KEY, spread_uid="")])
+def back(running: facade.Coordinator, name: str, *, pods: int = 0) -> facade.AgentStream:
+    """The member's agent reconnects; its Hello lists the spread's Deployment, which runs `pods`."""
+    hello = agent_pb2.Hello(cluster_name=name, applied=[
+        agent_pb2.AppliedSpread(spread=KEY, spread_uid="", workload_replicas=pods)])
     return running.attach(hello, heartbeat_seconds=1)
 
 
@@ -158,11 +161,11 @@ def test_a_restored_spread_deleted_while_it_waits_is_released() -> None:
     assert not found["assignment"] and [m.removal.orphan for m in found["removal"]] == [True], found
 
 
-def test_a_spread_whose_status_records_its_placement_does_not_wait() -> None:
-    """The ordinary restart: each cluster holds its recorded share until it reports."""
+def recorded(*, settle: datetime.timedelta = settling.WINDOW) -> facade.Coordinator:
+    """A restarted coordinator whose hub status records dc1 2 and aws 2, not listed yet."""
     clock = ManualClock(T0)
     running = facade.Coordinator(world.World(clock, grace_from=T0), clock=clock, coordinator_id="t",
-                                 hub_synced=False, settle=settling.WINDOW)
+                                 hub_synced=False, settle=settle)
     item = spread("web").model_copy(update={"status": spread_api.FederatedSpreadStatus.model_validate({
         "conditions": [{"type": "Placed", "status": "True", "reason": "Placed"}],
         "subsetStatuses": [{"name": "all", "replicas": 4, "clusters": [
@@ -173,7 +176,32 @@ def test_a_spread_whose_status_records_its_placement_does_not_wait() -> None:
                                                  template=body))
     with running.lock:
         running.publish(hub.apply_to_world(running.world, event))
+    return running
+
+
+def test_a_spread_whose_status_records_its_placement_does_not_wait() -> None:
+    """The ordinary restart: each cluster holds its recorded share until it reports."""
+    running = recorded()
     running.mark_hub_synced()
     back(running, "dc1")
     assert running.settling.waiting() == frozenset()
     assert KEY in running.world.placements
+
+
+@pytest.mark.parametrize("hello_first", [False, True], ids=["listed-first", "hello-first"])
+def test_a_hello_counting_more_pods_than_the_status_records_keeps_them(hello_first: bool) -> None:
+    """Unknown is not zero, the status one decision behind: the last coordinator gave dc1 all 4
+    (aws was lost) and died before writing it; both agents restarted meanwhile. dc1's Hello counts
+    the 4 pods its Deployment runs: the resync must not send it a quota below them while nothing
+    is verified (before the Hello carried the count, dc1 was sent 2 and lost 2 Ready pods while
+    aws had none). Whether the Hello comes before or after the hub is listed."""
+    running = recorded()
+    if not hello_first:
+        running.mark_hub_synced()
+    dc1, aws = back(running, "dc1", pods=4), back(running, "aws", pods=0)
+    if hello_first:
+        running.mark_hub_synced()
+    quotas = [m.assignment.replicas for m in sent(dc1)["assignment"]]
+    assert quotas and quotas[-1] >= 4, quotas
+    assert running.world.pods.unverified_for(KEY, usable={"dc1", "aws"})["all"]["dc1"] == 4
+    assert [m.assignment.replicas for m in sent(aws)["assignment"]][-1:] == [2]

@@ -281,6 +281,24 @@ class World:
         self._views.mark_stale(changed)
         return changed | self._capacity_bound(self._index.selecting(name))
 
+    def announce_workloads(self, name: str, pods: Mapping[str, int]) -> set[str]:
+        """Cluster `name`'s Hello counted, per spread key, the pods its member workloads run:
+        unknown is not zero, so until its reports verify a spread the cluster holds at least those
+        (`PodReports.announced`), in a subset placing it, else in one selecting it. The spreads
+        whose held pods grew (to be placed again before the agent's resync)."""
+        grown: set[str] = set()
+        for key, count in sorted(pods.items()):
+            entry = self._spreads.get(key)
+            if entry is None:  # not a live spread: nothing is placed that could lower it
+                continue
+            placing = [subset for subset, per in self.current_for(key).items() if per.get(name)]
+            selection = zip(entry.spec.subsets, self._index.selection_of(key), strict=True)
+            selecting = [subset.name for subset, members in selection if name in members]
+            if self.pods.announced(name, key, pods=count, subsets=placing + selecting):
+                grown.add(key)
+        self._views.mark_stale(grown)
+        return grown
+
     def release_pods(self, name: str, key: str) -> None:
         """Cluster `name` was sent an orphaning removal of spread `key` (`PodReports.released`)."""
         self.pods.released(name, key)
