@@ -107,8 +107,8 @@ def test_the_first_hello_waits_for_the_cache_and_lists_the_deployments_marked_as
         try:
             threading.Timer(0.5, cache.listed.set).start()
             hello = standin.wait_message(CLUSTER, "hello", timeout=DEADLINE)
-            listed = [(a.spread, a.generation, a.spread_uid) for a in hello.applied]
-            assert listed == [("shop/api", 0, "uid-api")]
+            listed = [(a.spread, a.generation, a.spread_uid, a.workload_replicas) for a in hello.applied]
+            assert listed == [("shop/api", 0, "uid-api", 1)]  # over the wire, with the pods it runs
             assert link.wait_connected(DEADLINE)
         finally:
             link.stop()
