@@ -38,6 +38,9 @@ from typing import Literal
 from federation.api import spread
 from federation.core import apportion
 
+CONDITION = "Rebalancing"
+"""The spread status condition that says what a failback does or waits for (its reason: a `Reason`)."""
+
 Counts = Mapping[str, Mapping[str, int]]
 """Replicas (or Ready pods) per subset per cluster."""
 

@@ -20,6 +20,9 @@ and a restarted coordinator (which reads the old status from the hub) does not r
 | Invalid           | Warning | Valid turned False for an invalid spec, or its problems changed     |
 | Conflict          | Warning | another spread holds the Deployment, or a member Deployment is not ours |
 | Refused           | Warning | Valid turned False for another target rule (targetRef changed)      |
+| RebalanceStarted  | Normal  | a failback step started (Rebalancing reason turned Started)         |
+| Rebalanced        | Normal  | a failback step's new pods are Ready and the old ones go (Finished) |
+| RebalanceStopped  | Warning | a failback step's new pods were not Ready in time (NotReadyInTime)  |
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 from federation.api import common, spread
-from federation.core import brake, spread_status
+from federation.core import brake, failback, spread_status
 
 EventType = Literal["Normal", "Warning"]
 NORMAL: Final = "Normal"
@@ -118,6 +121,23 @@ def _valid_events(old: Sequence[common.Condition], new: Sequence[common.Conditio
     return [SpreadEvent(reason, WARNING, action="Validate", note=after.message or after.reason)]
 
 
+_REBALANCE_EVENTS: Mapping[str, tuple[str, EventType]] = {
+    "Started": ("RebalanceStarted", NORMAL), "Finished": ("Rebalanced", NORMAL),
+    "NotReadyInTime": ("RebalanceStopped", WARNING)}
+"""Rebalancing condition reasons worth an Event when the condition turns to them: a step's
+start, end and stop. The waits (Cooldown, NotReady, WaitingForReady...) are states, not news."""
+
+
+def _rebalance_events(old: Sequence[common.Condition], new: Sequence[common.Condition]) -> list[SpreadEvent]:
+    after, before = _condition(new, failback.CONDITION), _condition(old, failback.CONDITION)
+    if after is None or after.reason not in _REBALANCE_EVENTS:
+        return []
+    if before is not None and before.reason == after.reason and before.message == after.message:
+        return []
+    reason, kind = _REBALANCE_EVENTS[after.reason]
+    return [SpreadEvent(reason, kind, action="Rebalance", note=after.message or after.reason)]
+
+
 def spread_events(old: spread.FederatedSpreadStatus | None, new: spread.FederatedSpreadStatus, *,
                   lost: frozenset[str] = frozenset(), adaptive: bool = False,
                   conflicts: frozenset[str] = frozenset()) -> list[SpreadEvent]:
@@ -141,4 +161,4 @@ def spread_events(old: spread.FederatedSpreadStatus | None, new: spread.Federate
     if resumed is not None and _condition(before, FAILOVER_SUSPENDED) is not None:
         found.append(SpreadEvent("FailoverResumed", NORMAL, action="Failover",
                                  note=resumed.message or resumed.reason))
-    return found
+    return found + _rebalance_events(before, after)

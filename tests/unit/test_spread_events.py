@@ -93,3 +93,23 @@ def test_invalid_conflicting_and_refused_specs() -> None:
     assert reasons(spread_events.spread_events(None, held, conflicts=frozenset({"TargetConflict"}))) == [
         ("Conflict", "Warning")]
     assert reasons(spread_events.spread_events(None, held)) == [("Refused", "Warning")]
+
+
+def test_a_failback_step_is_told_when_it_starts_ends_or_stops_not_while_it_waits() -> None:
+    def rebalancing(reason: str, message: str, on: str = "True") -> spread.FederatedSpreadStatus:
+        return status({"dc1": 2}, conditions=[condition("Rebalancing", on, reason, message)])
+
+    cooling = rebalancing("Cooldown", "no move before 12:00", on="True")
+    started = rebalancing("Started", "starting 1 above the total: dc1 +1; then removing aws -1")
+    found = spread_events.spread_events(cooling, started)
+    assert [(e.reason, e.type, e.note, e.action) for e in found] == [
+        ("RebalanceStarted", "Normal", "starting 1 above the total: dc1 +1; then removing aws -1",
+         "Rebalance")]
+    assert spread_events.spread_events(started, started) == [], "a step in flight is not announced again"
+    waiting = rebalancing("WaitingForReady", "waiting for the new pods in dc1")
+    assert spread_events.spread_events(started, waiting) == []
+    finished = rebalancing("Finished", "the new pods are Ready: removing aws -1")
+    assert reasons(spread_events.spread_events(waiting, finished)) == [("Rebalanced", "Normal")]
+    stopped = rebalancing("NotReadyInTime", "the new pods in dc1 were not Ready within 600 s", on="False")
+    assert reasons(spread_events.spread_events(waiting, stopped)) == [("RebalanceStopped", "Warning")]
+    assert reasons(spread_events.spread_events(cooling, cooling)) == []

@@ -26,7 +26,7 @@ from federation.api import rebalance as rebalance_api
 from federation.api import spread as spread_api
 from federation.core import failback, failback_round, status
 
-CONDITION = "Rebalancing"
+CONDITION = failback.CONDITION
 _WAITING = frozenset({"Started", "WaitingForReady", "Cooldown", "NotReady", "CapReached", "Finished"})
 """Reasons under which a failback is under way or held back (the condition is True)."""
 
