@@ -1,6 +1,7 @@
 """The JSON shape of a placement, as `fedspread simulate -o json` and `fedspread get placement -o json`
 print it: `{"replicas", "unplaced", "clusters", "subsets": [{"name", "replicas", "clusters",
-"reasons"}]}`, plus `"ready"` for a live placement and `"rebalance"` where a failback is possible
+"reasons"}]}`, plus `"ready"` for a live placement (and a subset's `"revisions"` while a rollout
+runs) and `"rebalance"` where a failback is possible
 (`simulate --current`). A subset's `"reasons"` are the rules that decided
 its number, as the table's notes show them ("cap 30 reached", "floor 2", "topologySpread
 topology.fedspread.io/region maxSkew 1", "dc1: not ready"); the key came later than the others, so
@@ -46,10 +47,12 @@ def document(
     subsets: Iterable[SubsetShares],
     ready: Mapping[str, int] | None = None,
     rebalance: Mapping[str, Any] | None = None,
+    revisions: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The placement document; with `ready`, a `"ready"` count for every cluster in `clusters`; with
     `rebalance`, the failback a `spec.rebalance` would make (`{"policy", "moves": [{"from", "to",
-    "replicas"}]}`, `core.failback.document`)."""
+    "replicas"}]}`, `core.failback.document`); with `revisions` (per subset name, while a rollout
+    runs), a subset's `"revisions"`: its pods per template revision."""
     shape: dict[str, Any] = {
         "replicas": replicas,
         "unplaced": unplaced,
@@ -57,6 +60,9 @@ def document(
         "subsets": [{"name": s.name, "replicas": s.replicas, "clusters": dict(s.clusters),
                      "reasons": list(s.reasons)} for s in subsets],
     }
+    for subset in shape["subsets"]:
+        if revisions and revisions.get(subset["name"]):
+            subset["revisions"] = dict(revisions[subset["name"]])
     if ready is not None:
         shape["ready"] = {name: ready.get(name, 0) for name in clusters}
     if rebalance is not None:

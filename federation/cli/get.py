@@ -186,6 +186,10 @@ def render_placement(result: sdk.SpreadPlacement, *, wide: bool = False) -> None
         if condition.message:
             line += f": {condition.message}"
         console.print(line, markup=False)
+    for sub in result.subsets:
+        if sub.revisions:  # a rollout runs: the subset's pods per template revision
+            console.print(f"rolling out, {sub.name}: " + ", ".join(
+                f"{revision} {count}" for revision, count in sub.revisions.items()), markup=False)
 
 
 def render_clusters(found: list[sdk.ClusterInfo], *, wide: bool = False) -> None:

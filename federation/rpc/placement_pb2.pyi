@@ -182,20 +182,29 @@ class Placement(_message.Message):
     def __init__(self, spread: _Optional[str] = ..., replicas: _Optional[int] = ..., unplaced: _Optional[int] = ..., capacity_exhausted: _Optional[int] = ..., clusters: _Optional[_Mapping[str, int]] = ..., ready: _Optional[_Mapping[str, int]] = ..., subsets: _Optional[_Iterable[_Union[SubsetPlacement, _Mapping]]] = ..., conditions: _Optional[_Iterable[_Union[_common_pb2.Condition, _Mapping]]] = ..., observed_generation: _Optional[int] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rebalance: _Optional[_Union[RebalancePlan, _Mapping]] = ...) -> None: ...
 
 class SubsetPlacement(_message.Message):
-    __slots__ = ("name", "replicas", "clusters", "cap", "waiting", "reasons")
+    __slots__ = ("name", "replicas", "clusters", "cap", "waiting", "reasons", "revisions")
+    class RevisionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     CAP_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     REASONS_FIELD_NUMBER: _ClassVar[int]
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     replicas: int
     clusters: _containers.RepeatedCompositeFieldContainer[ClusterReplicas]
     cap: str
     waiting: int
     reasons: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., clusters: _Optional[_Iterable[_Union[ClusterReplicas, _Mapping]]] = ..., cap: _Optional[str] = ..., waiting: _Optional[int] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
+    revisions: _containers.ScalarMap[str, int]
+    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., clusters: _Optional[_Iterable[_Union[ClusterReplicas, _Mapping]]] = ..., cap: _Optional[str] = ..., waiting: _Optional[int] = ..., reasons: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class ClusterReplicas(_message.Message):
     __slots__ = ("cluster", "replicas", "ready_replicas")

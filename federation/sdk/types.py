@@ -87,6 +87,9 @@ class SubsetPlacement:
     ready: dict[str, int] = dataclasses.field(default_factory=dict)
     reasons: list[str] = dataclasses.field(default_factory=list)
     """The rules that decided the share ("cap 30 reached", "floor 2", "topologySpread <key> maxSkew 1")."""
+    revisions: dict[str, int] = dataclasses.field(default_factory=dict)
+    """While the workload rolls out: the subset's pods per template revision, over its clusters
+    (empty otherwise, and in simulations)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +153,8 @@ class SpreadPlacement:
         return placement_json.document(
             replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets,
             ready=self.ready if include_ready else None,
-            rebalance=self.rebalance.entry() if self.rebalance is not None else None)
+            rebalance=self.rebalance.entry() if self.rebalance is not None else None,
+            revisions={s.name: s.revisions for s in self.subsets if s.revisions})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,6 +283,7 @@ def placement_from_pb(message: placement_pb2.Placement) -> SpreadPlacement:
                 name=s.name, replicas=s.replicas, cap=s.cap, waiting=s.waiting,
                 clusters={c.cluster: c.replicas for c in s.clusters},
                 ready={c.cluster: c.ready_replicas for c in s.clusters}, reasons=list(s.reasons),
+                revisions=dict(sorted(s.revisions.items())),
             )
             for s in message.subsets
         ],

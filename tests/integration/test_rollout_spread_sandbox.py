@@ -92,6 +92,8 @@ class Watch:
         self.mixed_in_dc1 = 0
         self.ordered_in_dc1 = 0
         self.status_revisions: list[dict[str, list[tuple[str, int]]]] = []
+        self.live_revisions: list[dict[str, dict[str, int]]] = []
+        """What `fedspread get placement` (the SDK) showed per subset per revision, when any."""
         self.errors: list[str] = []
         self.member_replicas: dict[str, list[int]] = {m: [] for m in apis.members}
         """Each member Deployment's spec.replicas as sampled, when it changed."""
@@ -107,6 +109,8 @@ class Watch:
                 common.API_GROUP, common.API_VERSION, self.namespace, spread_api.PLURAL, "web")
             deployments = {m: self.apis.apps(m).list_namespaced_deployment(self.namespace).items
                            for m in self.apis.members}
+            placed = self.apis.placements.placement(f"{self.namespace}/web")
+            live = {s.name: s.revisions for s in placed.subsets if s.revisions}
         except Exception as error:  # a slow apiserver: this sample is lost, the next one counts
             with self.lock:
                 self.errors.append(str(error)[:200])
@@ -133,6 +137,8 @@ class Watch:
                      for s in (spread.get("status") or {}).get("subsetStatuses") or () if s.get("revisions")}
             if shown:
                 self.status_revisions.append(shown)
+            if live:
+                self.live_revisions.append(live)
 
     def _note(self, pods: dict[str, list[Any]], deployments: dict[str, list[Any]]) -> None:
         line = []
@@ -213,6 +219,8 @@ def test_a_template_change_rolls_every_member_within_quota_plus_surge_and_keeps_
         assert watch.ordered_in_dc1, "the agent never made dc1's old pods cheaper than its new ones"
         assert any(len({r for rows in shown.values() for r, _ in rows}) > 1
                    for shown in watch.status_revisions), f"never two revisions: {watch.status_revisions}"
+        assert any(len({r for row in live.values() for r in row}) > 1 for live in watch.live_revisions), \
+            f"`get placement` never showed two revisions: {watch.live_revisions}"
     finally:
         demo_scene.clean_up(apis, namespace, workload, "web")
 

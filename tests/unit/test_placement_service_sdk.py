@@ -5,6 +5,7 @@ test runs against both clients (`PlacementClient` and `AsyncPlacementClient`, th
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import pathlib
@@ -420,3 +421,23 @@ def test_the_package_is_typed_and_installs_the_kubectl_plugin() -> None:
     assert scripts["kubectl-fedspread"] == scripts["fedspread"] == "federation.cli:main"
     assert (root / "federation" / "py.typed").exists()
     assert "py.typed" in project["tool"]["setuptools"]["package-data"]["federation"]
+
+
+def test_a_rollout_shows_each_subsets_pods_per_revision(source: in_memory_source.InMemorySource,
+                                                        target: str, flavour: sdk_clients.Flavour) -> None:
+    """While the member workload rolls (two template revisions), the SDK, `get -o json` and the
+    table say how many of each subset's pods are of which revision; a steady spread shows none."""
+    rolling = dataclasses.replace(_record(8), revisions={"eu": {"rev-new": 2, "rev-old": 3}})
+    source.put("shop/web", rolling)
+    with flavour.connect(target, timeout=5.0) as connected:
+        got = connected.placement("shop/web")
+        steady = connected.placement("other/api")
+    assert [s.revisions for s in got.subsets] == [{}, {"rev-new": 2, "rev-old": 3}]
+    assert all(not s.revisions for s in steady.subsets)
+    flags = ["--coordinator", target, "--insecure"]
+    shown = json.loads(testing.CliRunner().invoke(
+        cli.main, ["get", "placement", "shop/web", "-o", "json", *flags]).output)
+    assert [s.get("revisions") for s in shown["subsets"]] == [None, {"rev-new": 2, "rev-old": 3}]
+    table = testing.CliRunner().invoke(cli.main, ["get", "placement", "shop/web", *flags],
+                                       env={"COLUMNS": "200"})
+    assert "rolling out, eu: rev-new 2, rev-old 3" in table.output, table.output

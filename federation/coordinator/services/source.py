@@ -27,7 +27,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import capacity, loop, rebalance_plan
 from federation.coordinator.wire import convert
-from federation.core import failback_round, fit, overcommit, placement
+from federation.core import failback_round, fit, overcommit, placement, spread_status
 
 Conditions = Callable[[str], list[common.Condition]]
 
@@ -153,8 +153,10 @@ class WorldSource:
         window = datetime.timedelta(
             seconds=entry.spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
         until = {(m.subset, m.cluster): m.since + window for m in world.marks_for(key)}
+        revisions = spread_status.revisions_per_subset(world.pods.by_spread.get(key, {})) or {}
         return convert.PlacementRecord(
             key=key, placement=result, spec=entry.spec, ready=ready,
             conditions=tuple(self._conditions(key)) if self._conditions else (),
             generation=entry.generation, unschedulable_until=until, template=entry.template,
+            revisions=revisions,
         )

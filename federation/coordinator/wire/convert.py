@@ -49,6 +49,8 @@ class PlacementRecord:
     rebalance: failback_round.Plan | None = None
     """The failback `spec.rebalance` would make (`fedspread rebalance`); for Explain only, when
     something would move."""
+    revisions: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    """While the workload rolls out: per subset, its pods per template revision (else empty)."""
 
     def ready_by_cluster(self) -> dict[str, int]:
         """Ready replicas per cluster summed over subsets; every placed cluster appears."""
@@ -133,7 +135,7 @@ def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
         ready = record.ready.get(sub.name, {})
         subsets.append(placement_pb2.SubsetPlacement(
             name=sub.name, replicas=sub.replicas, cap=cap, waiting=sub.waiting, reasons=sub.reason_texts,
-            clusters=[
+            revisions=dict(record.revisions.get(sub.name, {})), clusters=[
                 placement_pb2.ClusterReplicas(cluster=name, replicas=count,
                                               ready_replicas=ready.get(name, 0))
                 for name, count in sub.clusters.items()
