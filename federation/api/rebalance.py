@@ -132,6 +132,9 @@ class RebalancingStatus(common.StatusModel):
         default=None, description="The step in flight, if any.")
     last_move: datetime.datetime | None = pydantic.Field(
         default=None, description="When the last step finished or stopped (the cooldown counts from it).")
+    last_outcome: Literal["Finished", "Stopped"] | None = pydantic.Field(
+        default=None, description=("How the last step ended: Finished (its new pods were Ready and the old "
+                                   "ones went) or Stopped (its new pods were not Ready in time)."))
     on_demand: bool = pydantic.Field(
         default=False, description="A whole failback asked by `fedspread rebalance` is under way.")
     max_surge: int | None = pydantic.Field(

@@ -20,9 +20,9 @@ and a restarted coordinator (which reads the old status from the hub) does not r
 | Invalid           | Warning | Valid turned False for an invalid spec, or its problems changed     |
 | Conflict          | Warning | another spread holds the Deployment, or a member Deployment is not ours |
 | Refused           | Warning | Valid turned False for another target rule (targetRef changed)      |
-| RebalanceStarted  | Normal  | a failback step started (Rebalancing reason turned Started)         |
-| Rebalanced        | Normal  | a failback step's new pods are Ready and the old ones go (Finished) |
-| RebalanceStopped  | Warning | a failback step's new pods were not Ready in time (NotReadyInTime)  |
+| RebalanceStarted  | Normal  | a failback step started (`status.rebalancing.step` is a new one)    |
+| Rebalanced        | Normal  | a step ended, its new pods Ready (`lastMove` changed, Finished)     |
+| RebalanceStopped  | Warning | a step ended, its new pods not Ready in time (`lastOutcome` Stopped) |
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 from federation.api import common, spread
-from federation.core import brake, failback, spread_status
+from federation.core import brake, spread_status
 
 EventType = Literal["Normal", "Warning"]
 NORMAL: Final = "Normal"
@@ -121,21 +121,32 @@ def _valid_events(old: Sequence[common.Condition], new: Sequence[common.Conditio
     return [SpreadEvent(reason, WARNING, action="Validate", note=after.message or after.reason)]
 
 
-_REBALANCE_EVENTS: Mapping[str, tuple[str, EventType]] = {
-    "Started": ("RebalanceStarted", NORMAL), "Finished": ("Rebalanced", NORMAL),
-    "NotReadyInTime": ("RebalanceStopped", WARNING)}
-"""Rebalancing condition reasons worth an Event when the condition turns to them: a step's
-start, end and stop. The waits (Cooldown, NotReady, WaitingForReady...) are states, not news."""
-
-
-def _rebalance_events(old: Sequence[common.Condition], new: Sequence[common.Condition]) -> list[SpreadEvent]:
-    after, before = _condition(new, failback.CONDITION), _condition(old, failback.CONDITION)
-    if after is None or after.reason not in _REBALANCE_EVENTS:
+def _rebalance_events(old: spread.FederatedSpreadStatus | None,
+                      new: spread.FederatedSpreadStatus) -> list[SpreadEvent]:
+    """A failback step that started, and one that ended since `old`, read from `status.rebalancing`
+    (what the coordinator keeps), not from the condition: a step that finishes and the next that
+    starts at once may share one status write, and the condition shows only the last."""
+    before = old.rebalancing if old is not None else None
+    after = new.rebalancing
+    if after is None:
         return []
-    if before is not None and before.reason == after.reason and before.message == after.message:
-        return []
-    reason, kind = _REBALANCE_EVENTS[after.reason]
-    return [SpreadEvent(reason, kind, action="Rebalance", note=after.message or after.reason)]
+    found = []
+    if after.last_move is not None and (before is None or before.last_move != after.last_move):
+        if after.last_outcome == "Stopped":
+            found.append(SpreadEvent("RebalanceStopped", WARNING, action="Rebalance",
+                                     note="a failback step's new pods were not Ready in time: it was "
+                                          "stopped, its new pods removed"))
+        else:
+            found.append(SpreadEvent("Rebalanced", NORMAL, action="Rebalance",
+                                     note="a failback step's new pods are Ready: the replicas they "
+                                          "replace were removed"))
+    step = after.step
+    if step is not None and (before is None or before.step is None or before.step.started != step.started):
+        moves = ", ".join(f"{m.replicas} from {m.from_subset}/{m.from_cluster} to "
+                          f"{m.to_subset}/{m.to_cluster}" for m in step.moves)
+        found.append(SpreadEvent("RebalanceStarted", NORMAL, action="Rebalance",
+                                 note=f"failback step started: {moves or 'nothing to move'}"))
+    return found
 
 
 def spread_events(old: spread.FederatedSpreadStatus | None, new: spread.FederatedSpreadStatus, *,
@@ -161,4 +172,4 @@ def spread_events(old: spread.FederatedSpreadStatus | None, new: spread.Federate
     if resumed is not None and _condition(before, FAILOVER_SUSPENDED) is not None:
         found.append(SpreadEvent("FailoverResumed", NORMAL, action="Failover",
                                  note=resumed.message or resumed.reason))
-    return found + _rebalance_events(before, after)
+    return found + _rebalance_events(old, new)

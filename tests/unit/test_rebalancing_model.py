@@ -68,6 +68,8 @@ def test_new_pods_not_ready_within_reschedule_critical_seconds_stop_the_step() -
         "onprem": {"dc1": 4}, "cloud": {"aws": 2}}
     status_, reason, message = condition(model, clock)
     assert (status_, reason) == ("False", "NotReadyInTime") and "onprem/dc1" in message
+    recorded = model.rebalancing.status_of(KEY)
+    assert recorded is not None and recorded.last_outcome == "Stopped"  # (its Event: RebalanceStopped)
     stopped, second = clock(), datetime.timedelta(seconds=1)
     cooldown = datetime.timedelta(seconds=60)  # a stopped step counts as a move: the next try after it
     assert KEY not in loop.due(model, since=stopped, now=stopped + cooldown - second)
@@ -119,3 +121,4 @@ def test_a_step_in_flight_survives_a_coordinator_restart_through_the_status() ->
     assert condition(after, clock)[:2] == ("True", "Finished")
     recorded = after.rebalancing.status_of(KEY)
     assert recorded is not None and recorded.step is None and recorded.last_move == clock()
+    assert recorded.last_outcome == "Finished"

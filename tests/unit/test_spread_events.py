@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
-from federation.api import common, spread
+from federation.api import common, rebalance, spread
 from federation.core import spread_events
 
 
@@ -96,20 +97,28 @@ def test_invalid_conflicting_and_refused_specs() -> None:
 
 
 def test_a_failback_step_is_told_when_it_starts_ends_or_stops_not_while_it_waits() -> None:
-    def rebalancing(reason: str, message: str, on: str = "True") -> spread.FederatedSpreadStatus:
-        return status({"dc1": 2}, conditions=[condition("Rebalancing", on, reason, message)])
+    """Read from `status.rebalancing`, so a step that ends and the next that starts within one
+    status write are both told."""
+    t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    t1, t2 = t0 + datetime.timedelta(minutes=1), t0 + datetime.timedelta(minutes=2)
 
-    cooling = rebalancing("Cooldown", "no move before 12:00", on="True")
-    started = rebalancing("Started", "starting 1 above the total: dc1 +1; then removing aws -1")
-    found = spread_events.spread_events(cooling, started)
+    def rebalancing(*, started: datetime.datetime | None = None, last: datetime.datetime | None = None,
+                    outcome: str | None = None) -> spread.FederatedSpreadStatus:
+        step = None if started is None else {"started": started, "moves": [
+            {"fromSubset": "eu", "fromCluster": "aws", "toSubset": "onprem", "toCluster": "dc1",
+             "replicas": 1}]}
+        return status({"dc1": 2}, rebalancing=rebalance.RebalancingStatus.model_validate(
+            {"step": step, "lastMove": last, "lastOutcome": outcome}))
+
+    started = rebalancing(started=t0)
+    found = spread_events.spread_events(status({"dc1": 2}), started)
     assert [(e.reason, e.type, e.note, e.action) for e in found] == [
-        ("RebalanceStarted", "Normal", "starting 1 above the total: dc1 +1; then removing aws -1",
-         "Rebalance")]
+        ("RebalanceStarted", "Normal", "failback step started: 1 from eu/aws to onprem/dc1", "Rebalance")]
     assert spread_events.spread_events(started, started) == [], "a step in flight is not announced again"
-    waiting = rebalancing("WaitingForReady", "waiting for the new pods in dc1")
-    assert spread_events.spread_events(started, waiting) == []
-    finished = rebalancing("Finished", "the new pods are Ready: removing aws -1")
-    assert reasons(spread_events.spread_events(waiting, finished)) == [("Rebalanced", "Normal")]
-    stopped = rebalancing("NotReadyInTime", "the new pods in dc1 were not Ready within 600 s", on="False")
-    assert reasons(spread_events.spread_events(waiting, stopped)) == [("RebalanceStopped", "Warning")]
-    assert reasons(spread_events.spread_events(cooling, cooling)) == []
+    finished_and_next = rebalancing(started=t2, last=t1, outcome="Finished")
+    assert reasons(spread_events.spread_events(started, finished_and_next)) == [
+        ("Rebalanced", "Normal"), ("RebalanceStarted", "Normal")]
+    stopped = rebalancing(last=t2, outcome="Stopped")
+    assert reasons(spread_events.spread_events(finished_and_next, stopped)) == [
+        ("RebalanceStopped", "Warning")]
+    assert spread_events.spread_events(stopped, stopped) == []

@@ -42,6 +42,8 @@ class State:
     decision: failback.Decision | None = None
     """The last round's answer (the condition's content); None before the first."""
     retry_at: datetime.datetime | None = None
+    last_outcome: typing.Literal["Finished", "Stopped"] | None = None
+    """How the last step ended (`status.rebalancing.lastOutcome`: what its Event says)."""
 
 
 class Rebalancings:
@@ -63,7 +65,8 @@ class Rebalancings:
                 ready_before=tuple(failback.Shift(r.subset, r.cluster, r.replicas)
                                    for r in recorded.step.ready_before))
         self._states[key] = State(in_flight=step, last_move=recorded.last_move, on_demand=recorded.on_demand,
-                                  max_surge=recorded.max_surge, retry_at=step.started if step else None)
+                                  max_surge=recorded.max_surge, retry_at=step.started if step else None,
+                                  last_outcome=recorded.last_outcome)
 
     def forget(self, key: str) -> None:
         """Spread `key` was deleted."""
@@ -111,6 +114,7 @@ class Rebalancings:
             state.in_flight = decision.step
         elif decision.completed:
             state.in_flight, state.last_move = None, now
+            state.last_outcome = "Stopped" if decision.action == "stop" else "Finished"
             if decision.action == "stop":
                 state.on_demand = False  # the room was not real: an on-demand failback ends here
             if spec.rebalance.policy == "WhenRoom" and not state.on_demand:  # the next try after the cooldown
@@ -142,7 +146,8 @@ class Rebalancings:
                                                                  replicas=r.replicas)
                               for r in state.in_flight.ready_before])
         return rebalance_api.RebalancingStatus(step=step, last_move=state.last_move,
-                                               on_demand=state.on_demand, max_surge=state.max_surge)
+                                               on_demand=state.on_demand, max_surge=state.max_surge,
+                                               last_outcome=state.last_outcome)
 
     def condition(self, key: str, *, previous: list[common.Condition], now: datetime.datetime,
                   generation: int | None) -> common.Condition | None:
