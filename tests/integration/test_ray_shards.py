@@ -19,7 +19,7 @@ from federation.api import cluster
 from federation.api import spread as spread_api
 from federation.coordinator import shards
 from federation.coordinator.model import capacity, loop, world
-from federation.core import fit, overcommit, placement
+from federation.core import fit, overcommit, placement, placement_inputs
 from tests.support import builders, soak
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
@@ -52,8 +52,10 @@ def batch(count: int = 20) -> list[loop.PlaceRequest]:
         })
         marks = (placement.UnschedulableMark("cloud", "aws", NOW),) if i % 5 == 0 else ()
         out.append(loop.PlaceRequest(
-            key=f"shop/web-{i}", spec=spec, replicas=2 + i, snapshot=snap, shape=ONE_CPU if i % 3 else None,
-            current={"onprem": {"dc1": 1}} if i % 2 else None, marks=marks, now=NOW,
+            key=f"shop/web-{i}", spec=spec, replicas=2 + i, snapshot=snap,
+            inputs=placement_inputs.PlacementInputs(
+                shape=ONE_CPU if i % 3 else None, current={"onprem": {"dc1": 1}} if i % 2 else None,
+                marks=marks, now=NOW),
         ))
     return out
 

@@ -13,7 +13,7 @@ from federation.api import cluster, names
 from federation.api import spread as spread_api
 from federation.coordinator import facade, shards, startup
 from federation.coordinator.model import loop, routing, world
-from federation.core import fit, placement
+from federation.core import fit, placement, placement_inputs
 from tests.support import builders
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
@@ -45,8 +45,9 @@ def requests(count: int = 12) -> list[loop.PlaceRequest]:
         marks = (placement.UnschedulableMark("cloud", "aws", NOW),) if i % 5 == 0 else ()
         out.append(loop.PlaceRequest(
             key=f"shop/web-{i}", spec=spec(i), replicas=3 + i, snapshot=snap,
-            shape=ONE_CPU if i % 3 else None, current={"onprem": {"dc1": 1}} if i % 2 else None,
-            running={"onprem": {"dc1": 1}} if i % 2 else None, marks=marks, now=NOW,
+            inputs=placement_inputs.PlacementInputs(
+                shape=ONE_CPU if i % 3 else None, current={"onprem": {"dc1": 1}} if i % 2 else None,
+                running={"onprem": {"dc1": 1}} if i % 2 else None, marks=marks, now=NOW),
         ))
     return out
 
@@ -54,8 +55,9 @@ def requests(count: int = 12) -> list[loop.PlaceRequest]:
 def test_local_backend_gives_exactly_placement_place_answers_in_order() -> None:
     batch = requests()
     expected = [
-        placement.place(r.spec, replicas=r.replicas, snapshot=r.snapshot, shape=r.shape, current=r.current,
-                        running=r.running, unschedulable=r.marks, now=r.now)
+        placement.place(r.spec, replicas=r.replicas, snapshot=r.snapshot, shape=r.inputs.shape,
+                        current=r.inputs.current, running=r.inputs.running, unschedulable=r.inputs.marks,
+                        now=r.inputs.now)
         for r in batch
     ]
     backend = shards.LocalBackend()

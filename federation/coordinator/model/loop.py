@@ -32,10 +32,10 @@ from federation.coordinator.model import brakes, round_snapshot
 from federation.coordinator.model import world as world_model
 from federation.core import (
     failback_round,
-    fit,
     handover,
     overcommit,
     placement,
+    placement_inputs,
     placement_round,
     placement_view,
 )
@@ -71,34 +71,22 @@ def pending_of_others(world: world_model.World, key: str) -> list[overcommit.Pen
 
 @dataclasses.dataclass(frozen=True)
 class PlaceRequest:
-    """The pure inputs of one placement, for spread `key` ("namespace/name").
+    """One placement to make, for spread `key` ("namespace/name"): the spread, its replicas, its
+    capacity and what else it reads (`inputs`).
 
     Plain picklable data, so the same request is answered in-process or by a Ray shard actor.
     Capacity comes either as a `view` (what the coordinator sends: only the clusters the spread
-    can use, other spreads' pending pods already charged, slots for `shape`'s pods) or as a whole
-    `snapshot` (what-ifs), which `placement.place` turns into the same view.
+    can use, other spreads' pending pods already charged, slots for `inputs.shape`'s pods) or as a
+    whole `snapshot` (what-ifs), which `placement.place` turns into the same view.
     """
 
     key: str
     spec: spread.FederatedSpreadSpec
     replicas: int
-    snapshot: cluster.CapacitySnapshot | None = None
-    shape: fit.PodShape | None = None
-    current: Mapping[str, Mapping[str, int]] | None = None
-    running: Mapping[str, Mapping[str, int]] | None = None
-    marks: tuple[placement.UnschedulableMark, ...] = ()
-    now: datetime.datetime | None = None
     view: placement.View | None = None
-    ready: Mapping[str, Mapping[str, int]] | None = None
-    """Verified Ready pods per subset per cluster: given, the handover rule keeps the Ready pods
-    the spread cannot spare yet (`handover.keep_ready`); None (what-ifs): the rule's answer as is."""
-    unverified: Mapping[str, Mapping[str, int]] | None = None
-    """Pods of clusters that returned and have not reported since, kept whole by the handover."""
-    waiting: Mapping[str, Mapping[str, int]] | None = None
-    """The last placement's waiting replicas per subset per cluster (Adaptive places them again)."""
-    rebalance: failback_round.Context | None = None
-    """The failback to judge (`failback_round`): given, the rule's answer runs the step it leads to
-    and carries the decision (`Placement.rebalancing`); None: no failback (what-ifs, `Never`)."""
+    snapshot: cluster.CapacitySnapshot | None = None
+    inputs: placement_inputs.PlacementInputs = dataclasses.field(
+        default_factory=placement_inputs.PlacementInputs)
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
@@ -110,30 +98,28 @@ class BatchUnavailable(Exception):
 
 
 def answer(request: PlaceRequest) -> placement.Placement:
-    """The placement a request asks for (`placement.place_view`, or `placement.place` on its snapshot)."""
+    """The placement a request asks for (`placement.place_view`, or `placement.place` on its
+    snapshot); with `inputs.rebalance`, the failback step it leads to; with `inputs.ready`, the
+    handover rule's kept pods."""
+    inputs = request.inputs
     if request.view is not None:
-        result = placement.place_view(
-            request.spec, replicas=request.replicas, view=request.view, current=request.current,
-            running=request.running, unschedulable=request.marks, now=request.now,
-            waiting=request.waiting,
-        )
-        if request.rebalance is not None:
+        result = placement.place_view(request.spec, replicas=request.replicas, view=request.view,
+                                      **inputs.place_args())
+        if inputs.rebalance is not None:
             result = failback_round.rebalanced(
                 request.spec, replicas=request.replicas, result=result, view=request.view,
-                ready=request.ready or {}, now=request.now or datetime.datetime.now(datetime.UTC),
-                context=request.rebalance, running=request.running, marks=request.marks,
-                waiting=request.waiting)
-        if request.ready is None:
-            return result
-        return handover.keep_ready(result, replicas=request.replicas, ready=request.ready,
-                                   unverified=request.unverified)
-    if request.snapshot is None:
+                ready=inputs.ready or {}, now=inputs.now or datetime.datetime.now(datetime.UTC),
+                context=inputs.rebalance, running=inputs.running, marks=inputs.marks,
+                waiting=inputs.waiting)
+    elif request.snapshot is not None:
+        result = placement.place(request.spec, replicas=request.replicas, snapshot=request.snapshot,
+                                 shape=inputs.shape, **inputs.place_args())
+    else:
         raise ValueError(f"request {request.key!r} has neither a view nor a snapshot")
-    return placement.place(
-        request.spec, replicas=request.replicas, snapshot=request.snapshot, shape=request.shape,
-        current=request.current, running=request.running, unschedulable=request.marks,
-        now=request.now,
-    )
+    if inputs.ready is None:
+        return result
+    return handover.keep_ready(result, replicas=request.replicas, ready=inputs.ready,
+                               unverified=inputs.unverified)
 
 
 def answer_all(requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
@@ -158,14 +144,12 @@ def request_for(
         view = placement.holding(view, kept)
     usable = world.ready_selected(key) | world.departing(key)
     current = world.rebalancing.without_surge(key, world.current_for(key))
-    return PlaceRequest(
-        key=key, spec=entry.spec, replicas=replicas, shape=world.shape_for(key),
-        current=current, running=world.pods.running_for(key),
-        marks=tuple(world.marks_for(key)), now=now, view=view,
-        ready=world.pods.ready_for(key, usable=usable),
-        unverified=world.pods.unverified_for(key, usable=usable),
-        waiting=world.waiting_for(key), rebalance=world.rebalancing.context(key, entry.spec),
-    )
+    inputs = placement_inputs.PlacementInputs(
+        shape=world.shape_for(key), current=current, running=world.pods.running_for(key),
+        marks=tuple(world.marks_for(key)), now=now, ready=world.pods.ready_for(key, usable=usable),
+        unverified=world.pods.unverified_for(key, usable=usable), waiting=world.waiting_for(key),
+        rebalance=world.rebalancing.context(key, entry.spec))
+    return PlaceRequest(key=key, spec=entry.spec, replicas=replicas, view=view, inputs=inputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,7 +300,7 @@ def _against_one_snapshot(
             answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     requests = {r.key: r for r in sent}
     plans = {e.key: world.plan_for(e.key) for e in entries}
-    first = {r.key: round_snapshot.placed(a, running=r.running, plan=plans[r.key])
+    first = {r.key: round_snapshot.placed(a, running=r.inputs.running, plan=plans[r.key])
              for r, a in zip(sent, answers, strict=True)}
     rooms = round_snapshot.Rooms(pools)
 
@@ -326,7 +310,7 @@ def _against_one_snapshot(
             raise ValueError(f"request {key!r} has no view")
         view = rooms.view_in(request.view, room, plan=plans[key])
         result = answer(dataclasses.replace(request, view=view))
-        return round_snapshot.placed(result, running=request.running, plan=plans[key])
+        return round_snapshot.placed(result, running=request.inputs.running, plan=plans[key])
 
     return placement_round.settle(pools, first, place=again), fell_back
 

@@ -27,9 +27,9 @@ def plan(world: world_model.World, key: str, *, now: datetime.datetime, max_surg
     request = loop.request_for(world, entry, replicas=entry.replicas, now=now)
     if request.view is None:
         return None
-    result = placement.place_view(
-        entry.spec, replicas=entry.replicas, view=request.view, current=request.current,
-        running=request.running, unschedulable=request.marks, now=now, waiting=request.waiting)
+    inputs = request.inputs
+    result = placement.place_view(entry.spec, replicas=entry.replicas, view=request.view,
+                                  **inputs.place_args())
     current = result.counts()
     state = world.rebalancing.state(key)
     steps: list[tuple[failback.Move, ...]] = []
@@ -38,5 +38,5 @@ def plan(world: world_model.World, key: str, *, now: datetime.datetime, max_surg
         current = failback.after(current, steps)
     steps.extend(failback_round.whole(
         entry.spec, replicas=entry.replicas, view=request.view, current=current, now=now,
-        running=request.running, marks=request.marks, waiting=request.waiting, max_surge=max_surge))
+        running=inputs.running, marks=inputs.marks, waiting=inputs.waiting, max_surge=max_surge))
     return Plan(key=key, policy=entry.spec.rebalance.policy, steps=tuple(steps))

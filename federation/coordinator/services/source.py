@@ -27,7 +27,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import capacity, loop, rebalance_plan
 from federation.coordinator.wire import convert
-from federation.core import failback_round, fit, overcommit, placement, spread_status
+from federation.core import failback_round, fit, overcommit, placement, placement_inputs, spread_status
 
 Conditions = Callable[[str], list[common.Condition]]
 
@@ -108,7 +108,8 @@ class WorldSource:
                 snapshot = overcommit.deduct_pending(
                     world.snapshot_for(""), loop.pending_of_others(world, ""))
         request = loop.PlaceRequest(key="", spec=spec, replicas=replicas, snapshot=snapshot,
-                                    shape=fit.shape_from_deployment(template), now=now)
+                                    inputs=placement_inputs.PlacementInputs(
+                                        shape=fit.shape_from_deployment(template), now=now))
         return self._coordinator.backend.simulate_many([request])[0]
 
     def free_capacity(
