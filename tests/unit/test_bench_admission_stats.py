@@ -8,15 +8,15 @@ benchmark runs rarely and slowly, so the rules are held here, on hand-made numbe
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 import pytest
+from admission_rows import LIMITS
+from admission_rows import row as _row
 
 from bench import admission_report as report
 from bench import admission_stats as stats
-from bench import webhook_samples
 
 
 def test_percentiles_are_nearest_rank_over_every_sample() -> None:
@@ -120,31 +120,6 @@ def test_the_modes_alternate_in_swapped_pairs_and_levels_start_alternately() -> 
     assert report.Level.of(5) == report.Level("clients-5", clients=5)
 
 
-@dataclasses.dataclass
-class _Burst:
-    latencies: list[float]
-    seconds: float = 1.0
-    denied: int = 0
-    lost: int = 0
-    completed: bool = True
-
-    @property
-    def pods(self) -> int:
-        return len(self.latencies)
-
-
-def _row(mode: str, run: int, *, create: float, handler: float, over: int = 0,
-         refused: int = 0) -> dict[str, Any]:
-    level = report.Level.of(5)
-    samples = [webhook_samples.Sample(0.0, "CREATE", handler / 1000, handler / 2000, False)] * 10
-    subsets = {"a": 4 + over, "b": 3, "c": 3, None: 2 - over}
-    return report.run_row(
-        mode=mode, level=level, run=run, order=run * 2 + (mode == "baseline"), asked=12,
-        burst=_Burst(latencies=[create / 1000] * 12, denied=refused), handler=samples, apiserver={},
-        subsets=subsets, limits={"a": 4, "b": 3, "c": 3}, timeout_s=2.0 if mode == "fedspread" else 10.0,
-        conflicts=0, counters={}, load={"at_start": [1.0, 1.0, 1.0], "at_end": [2.0, 1.0, 1.0]})
-
-
 def test_the_document_reports_medians_spreads_and_the_worst_over_cap() -> None:
     rows = [_row("fedspread", 0, create=30, handler=0.5),
             _row("fedspread", 1, create=20, handler=0.9, over=1),
@@ -152,7 +127,7 @@ def test_the_document_reports_medians_spreads_and_the_worst_over_cap() -> None:
             _row("baseline", 0, create=300, handler=40), _row("baseline", 1, create=200, handler=20),
             _row("baseline", 2, create=12000, handler=30)]
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
-                            limits={"a": 4, "b": 3, "c": 3}, method={})
+                            limits=LIMITS, method={})
     level = found["levels"]["clients-5"]
     assert level["fedspread"]["create_p99_ms"] == {"median": 30.0, "min": 20.0, "max": 40.0}
     assert level["baseline"]["collapsed_runs"] == 1
@@ -173,7 +148,7 @@ def test_a_collapsed_baseline_gets_no_ratio_and_a_collapse_point() -> None:
     rows = [_row("fedspread", r, create=30, handler=0.5) for r in range(3)]
     rows += [_row("baseline", r, create=12000, handler=40) for r in range(3)]
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
-                            limits={"a": 4, "b": 3, "c": 3}, method={})
+                            limits=LIMITS, method={})
     assert found["levels"]["clients-5"]["ratios"] == {"create_p99_ms": None, "handler_p99_ms": None,
                                                       "burst_s": None, "compared": False,
                                                       "baseline_refusing": False}
@@ -217,7 +192,7 @@ def test_a_baseline_refusing_creates_under_its_timeout_has_collapsed_and_gets_no
     rows = [_row("fedspread", r, create=30, handler=0.5) for r in range(3)]
     rows += [_row("baseline", r, create=600, handler=40, refused=5 if r else 0) for r in range(3)]
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
-                            limits={"a": 4, "b": 3, "c": 3}, method={})
+                            limits=LIMITS, method={})
     level = found["levels"]["clients-5"]
     assert level["baseline"]["collapsed"] and level["baseline"]["refusing"]
     assert not level["baseline"]["over_timeout"], "under its timeout, yet refusing creates"
