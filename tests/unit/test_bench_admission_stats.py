@@ -8,7 +8,10 @@ benchmark runs rarely and slowly, so the rules are held here, on hand-made numbe
 
 from __future__ import annotations
 
+import ast
 import math
+import pathlib
+import re
 from typing import Any
 
 import pytest
@@ -17,6 +20,8 @@ from admission_rows import row as _row
 
 from bench import admission_report as report
 from bench import admission_stats as stats
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
 
 
 def test_percentiles_are_nearest_rank_over_every_sample() -> None:
@@ -28,6 +33,39 @@ def test_percentiles_are_nearest_rank_over_every_sample() -> None:
     assert stats.percentile([], 99) == 0.0
     tail = [0.001] * 98 + [0.5, 0.9]  # two slow admissions of 100 are above the p98
     assert stats.percentile(tail, 99) == 0.5 and stats.milliseconds(tail, 99) == 500.0
+
+
+PERCENTILE_NAME = re.compile(r"percentile|quantile|p50|p99", re.IGNORECASE)
+"""Names of functions that compute a percentile (or wrap one)."""
+
+
+def _percentile_functions() -> dict[str, ast.FunctionDef]:
+    """Every function of a bench/ module, outside admission_stats, whose name says it computes a
+    percentile."""
+    found = {}
+    for path in sorted(BENCH.glob("*.py")):
+        if path.stem == "admission_stats":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and PERCENTILE_NAME.search(node.name):
+                found[f"{path.stem}.{node.name}"] = node
+    return found
+
+
+def test_every_benchmark_takes_its_percentiles_from_the_one_definition() -> None:
+    functions = _percentile_functions()
+    assert "autoscaling.percentiles" in functions, "the scan sees the wrappers it must judge"
+    for name, function in functions.items():
+        called = {n.attr for n in ast.walk(function) if isinstance(n, ast.Attribute)
+                  and isinstance(n.value, ast.Name) and n.value.id in {"admission_stats", "stats"}}
+        assert called & {"percentile", "milliseconds"}, (
+            f"bench/{name} computes a percentile of its own; use admission_stats.percentile")
+    from bench import autoscaling
+
+    eight = [float(v) for v in (8, 1, 7, 2, 6, 3, 5, 4)]
+    assert autoscaling.percentiles(eight) == {"n": 8, "p50": 4.5, "p99": 8.0, "min": 1.0, "max": 8.0}, (
+        "p99 by nearest rank; p50 the median, as the committed runs report it")
+    assert autoscaling.percentiles([]) == {"n": 0}
 
 
 def test_histogram_quantiles_interpolate_inside_the_bucket() -> None:
