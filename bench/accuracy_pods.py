@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
+from bench import admission_stats as stats
 from federation.api import quantity
 
 PENDING_LIMIT = 10.0
@@ -69,14 +70,6 @@ def pending_seconds(pod: PodHistory, *, end: float) -> float:
     return min(t for t in (pod.running, pod.deleted, end) if t is not None) - pod.created
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile over all `values` (0 for none)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
-
-
 @dataclasses.dataclass(frozen=True)
 class Summary:
     """The benchmark's figures over a set of pod histories."""
@@ -111,7 +104,8 @@ def summarize(pods: Iterable[PodHistory], *, end: float) -> Summary:
         accuracy=accurate / placed if placed else 1.0,
         pending_over_limit=len(over),
         stuck_with_room=sum(bool(p.room_elsewhere) and p.subset is not None for p in over),
-        pending_p50_s=round(percentile(waited, 50), 2), pending_p99_s=round(percentile(waited, 99), 2),
+        pending_p50_s=round(stats.percentile(waited, 50), 2),
+        pending_p99_s=round(stats.percentile(waited, 99), 2),
         pending_max_s=round(max(waited, default=0.0), 2))
 
 

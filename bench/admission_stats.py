@@ -6,7 +6,8 @@ they are where a benchmark is most easily made to flatter — a p99 over a hand-
 samples, the best of three runs, a ratio against a baseline that had already fallen over. Kept pure,
 each rule is unit-tested directly:
 
-* `percentile` — nearest rank over *all* samples of a run; no sample is dropped.
+* `percentile` — nearest rank over *all* samples of a run; no sample is dropped. It is every
+  benchmark's percentile (admission, placement events, accuracy, autoscaling, the cache's fit).
 * `histogram_quantile` — a quantile of a Prometheus histogram (the apiserver's own metrics) by
   linear interpolation inside the bucket that holds it, as Prometheus's `histogram_quantile` does;
   when it falls in the `+Inf` bucket only a lower bound is known, and `Quantile.beyond` says so.

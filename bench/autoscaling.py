@@ -33,6 +33,7 @@ from typing import Any
 from kubernetes import client, dynamic
 
 from agents.usage import reporter as usage_reporter
+from bench import admission_stats
 from federation.api import common, names
 from federation.demo import environment, story
 from federation.kube import clients
@@ -127,16 +128,14 @@ def _wait(what: str, check: Callable[[], bool], *, federation: environment.Feder
 
 
 def percentiles(samples: Sequence[float]) -> Json:
-    """p50 and p99 over every sample (nearest rank), with the count."""
-    ordered = sorted(samples)
-    if not ordered:
+    """p99 over every sample (nearest rank, `admission_stats.percentile`) and p50 as the median (the
+    mean of the two middle samples for an even count, as every committed run reported it), with the
+    count."""
+    if not samples:
         return {"n": 0}
-
-    def rank(q: float) -> float:
-        return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 1)) - 1))]
-
-    return {"n": len(ordered), "p50": round(statistics.median(ordered), 2), "p99": round(rank(0.99), 2),
-            "min": round(ordered[0], 2), "max": round(ordered[-1], 2)}
+    return {"n": len(samples), "p50": round(statistics.median(samples), 2),
+            "p99": round(admission_stats.percentile(samples, 99), 2),
+            "min": round(min(samples), 2), "max": round(max(samples), 2)}
 
 
 def measure(runs: int, *, report: Report, directory: pathlib.Path | None = None) -> Json:

@@ -40,7 +40,6 @@ import contextlib
 import ctypes
 import gc
 import json
-import math
 import pathlib
 import statistics
 import sys
@@ -51,7 +50,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import synthetic_cluster
+from bench import admission_stats, synthetic_cluster
 from federation.api import names
 
 Json = dict[str, Any]
@@ -212,12 +211,6 @@ def _ms(seconds: Sequence[float]) -> float:
     return round(statistics.median(seconds) * 1000, 3)
 
 
-def _percentile_ms(seconds: Sequence[float], share: float) -> float:
-    """The nearest-rank percentile of all samples, in milliseconds."""
-    ordered = sorted(seconds)
-    return round(ordered[max(0, math.ceil(share * len(ordered)) - 1)] * 1000, 3)
-
-
 TEMPLATE: Json = {"spec": {"template": {"spec": {
     "nodeSelector": {"kubernetes.io/arch": "amd64"},
     "tolerations": [{"key": "spot", "operator": "Exists"}],
@@ -313,8 +306,8 @@ def child_measure(
     finally:
         feed.stop()
     emit(f"{len(pools)} pools (exact: {len(exact)}), the template fits {fits} pods ({fits_exact} exact); "
-         f"fit p50 {_ms(times)} ms, p99 {_percentile_ms(times, 0.99)} ms (CPU p99 "
-         f"{_percentile_ms(cpu_times, 0.99)} ms)")
+         f"fit p50 {_ms(times)} ms, p99 {admission_stats.milliseconds(times, 99)} ms (CPU p99 "
+         f"{admission_stats.milliseconds(cpu_times, 99)} ms)")
     return {
         "nodes": size.nodes, "pods": size.pods, "bound_pods": api.bound_active,
         "pools": len(pools), "pools_exact": len(exact), "node_classes": found.classes,
@@ -324,12 +317,13 @@ def child_measure(
         "rss_growth_mb": round(rss - baseline, 1),
         "rss_peak_mb": round(peak, 1), "rss_trimmed_mb": round(trimmed, 1), "live_mb": round(live, 1),
         "live_mb_by_part": {name: round(mb, 1) for name, mb in parts.items()},
-        "fit_p50_ms": _ms(times), "fit_p99_ms": _percentile_ms(times, 0.99), "fit_runs": fit_runs,
+        "fit_p50_ms": _ms(times), "fit_p99_ms": admission_stats.milliseconds(times, 99), "fit_runs": fit_runs,
         "fit_ms": _ms(times),  # the key scripts read since round 1: the p50
-        "fit_cpu_p50_ms": _ms(cpu_times), "fit_cpu_p99_ms": _percentile_ms(cpu_times, 0.99),
+        "fit_cpu_p50_ms": _ms(cpu_times), "fit_cpu_p99_ms": admission_stats.milliseconds(cpu_times, 99),
         "fit_pods": fits, "fit_pods_exact": fits_exact,
         "fit_kept": round(fits / fits_exact, 3) if fits_exact else 1.0,
-        "fit_exact_p50_ms": _ms(times_exact), "fit_exact_p99_ms": _percentile_ms(times_exact, 0.99),
+        "fit_exact_p50_ms": _ms(times_exact),
+        "fit_exact_p99_ms": admission_stats.milliseconds(times_exact, 99),
         "fit_reference_ms": _ms(reference),
         "pool_build_ms": _ms(builds), "pool_first_ms": round(pool_first * 1000, 1),
         "pool_prepare_ms": round(prepare * 1000, 1),

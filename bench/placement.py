@@ -249,13 +249,7 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
     """Every spread placed at once and delivered to every agent."""
     model = coordinator.world
     with coordinator.lock:
-        keys = []
-        for index in range(shape.spreads):
-            item = placement_world.spread(index, shape)
-            model.upsert_spread(item)
-            model.set_target(item.key, replicas=placement_world.replicas_of(index),
-                             template=placement_world.template(index, shape))
-            keys.append(item.key)
+        keys = placement_world.add_spreads(model, shape)
     recorder.take()
     cpu, actors_cpu = time.process_time(), placing.actors_cpu_s()
     since = time.monotonic()

@@ -62,14 +62,7 @@ def build(shape: Shape) -> world.World:
         report = agent_pb2.InventoryReport(full=True, node_pools=placement_world.pools(index, shape))
         model.inventory(name, list(inbound.node_pools(report).values()))
         model.heartbeat(name)
-    keys = []
-    for index in range(shape.spreads):
-        item = placement_world.spread(index, shape)
-        model.upsert_spread(item)
-        model.set_target(item.key, replicas=placement_world.replicas_of(index),
-                         template=placement_world.template(index, shape))
-        keys.append(item.key)
-    loop.recompute(model, keys, now=NOW)
+    loop.recompute(model, placement_world.add_spreads(model, shape), now=NOW)
     return model
 
 

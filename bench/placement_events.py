@@ -31,7 +31,6 @@ from typing import Any
 from bench import admission_stats, placement_swarm, placement_world
 from federation.api import common, names
 from federation.coordinator import facade
-from federation.coordinator.model import world
 from federation.rpc import agent_pb2
 
 Sent = dict[tuple[str, str], placement_swarm.Message]
@@ -181,11 +180,7 @@ def new_spread(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask, *,
     item = placement_world.spread(index, shape)
 
     def create() -> set[str]:
-        model: world.World = coordinator.world
-        affected = model.upsert_spread(item)
-        affected |= model.set_target(item.key, replicas=placement_world.replicas_of(index),
-                                     template=placement_world.template(index, shape))
-        return affected | {item.key}
+        return placement_world.add_spread(coordinator.world, item, index=index, shape=shape)
 
     return _locked_event(coordinator, recorder, ask, create, timeout=timeout)
 

@@ -3,7 +3,8 @@
 Why a module of its own: the coordinator's process (bench/placement.py), the stand-in agents'
 process (bench/placement_swarm.py) and the profiling script must build the very same federation
 from a few numbers, so that what one process reports the other can check. Everything here is a
-pure function of a `Shape` and an index.
+pure function of a `Shape` and an index, but `add_spread(s)`, which put a shape's spreads into a
+coordinator's World the one way every benchmark of placement does.
 
 A `Shape` is one point of the benchmark's sweep, one dimension at a time:
 
@@ -25,11 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from federation.api import names
 from federation.api import spread as spread_api
 from federation.rpc import common_pb2
+
+if TYPE_CHECKING:  # the stand-in agents' process builds no World
+    from federation.coordinator.model import world
 
 LOST_AFTER_SECONDS = 3600
 HUNGRY_EVERY = 50
@@ -166,3 +170,20 @@ def homed_at(cluster: int, shape: Shape) -> list[int]:
 def spill_of(index: int, shape: Shape) -> int:
     """The cluster a hungry spread `index` spills to once its home is full."""
     return (home_of(index, shape) + 1) % shape.clusters
+
+
+def add_spread(model: world.World, item: spread_api.FederatedSpread, *, index: int, shape: Shape) -> set[str]:
+    """Spread `index` (`item`, built by `spread`) upserted into `model` with its target (replicas,
+    template); the keys that affects, its own among them. The caller places them (and holds the
+    coordinator's lock where it has one)."""
+    affected = model.upsert_spread(item)
+    affected |= model.set_target(item.key, replicas=replicas_of(index), template=template(index, shape))
+    return affected | {item.key}
+
+
+def add_spreads(model: world.World, shape: Shape) -> list[str]:
+    """Every spread of `shape` added to `model` (`add_spread`) in index order; their keys."""
+    items = [spread(index, shape) for index in range(shape.spreads)]
+    for index, item in enumerate(items):
+        add_spread(model, item, index=index, shape=shape)
+    return [item.key for item in items]

@@ -65,8 +65,10 @@ def test_no_pods_is_no_inaccuracy() -> None:
 
 
 def test_percentiles_are_nearest_rank_over_every_sample() -> None:
-    values = [float(v) for v in range(1, 101)]
-    assert (pods.percentile(values, 50), pods.percentile(values, 99), pods.percentile([], 50)) == (50, 99, 0)
+    waited = pods.summarize([history(running=float(v)) for v in range(1, 101)], end=200.0)  # 1..100 s
+    none = pods.summarize([], end=1.0)
+    assert (waited.pending_p50_s, waited.pending_p99_s, none.pending_p50_s) == (50, 99, 0), (
+        "nearest rank (admission_stats.percentile): a median would say 50.5")
 
 
 # --- room ------------------------------------------------------------------------------------------

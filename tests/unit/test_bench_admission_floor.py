@@ -17,38 +17,11 @@ import dataclasses
 from typing import Any
 
 import pytest
+from admission_rows import LIMITS
+from admission_rows import row as _row
 
 from bench import admission_client, webhook_samples
 from bench import admission_report as report
-
-LIMITS = {"a": 4, "b": 3, "c": 3}
-
-
-@dataclasses.dataclass
-class _Burst:
-    latencies: list[float]
-    seconds: float = 1.0
-    denied: int = 0
-    lost: int = 0
-    completed: bool = True
-
-    @property
-    def pods(self) -> int:
-        return len(self.latencies)
-
-
-def _row(mode: str, run: int, *, create: float, clients: int = 5, handler: float = 0.5,
-         refused: int = 0, samples: list[webhook_samples.Sample] | None = None) -> dict[str, Any]:
-    level = report.Level.of(clients)
-    if samples is None:
-        samples = [] if mode == report.FLOOR else [
-            webhook_samples.Sample(0.0, "CREATE", handler / 1000, handler / 2000, False, False)] * 10
-    return report.run_row(
-        mode=mode, level=level, run=run, order=run * 5, asked=12,
-        burst=_Burst(latencies=[create / 1000] * 12, denied=refused), handler=samples, apiserver={},
-        subsets={"a": 4, "b": 3, "c": 3, None: 2}, limits=LIMITS,
-        timeout_s=10.0 if mode.startswith("baseline") else 2.0, conflicts=0, counters={},
-        load={"at_start": [1.0, 1.0, 1.0], "at_end": [2.0, 1.0, 1.0]})
 
 
 def _document(rows: list[dict[str, Any]], clients: tuple[int, ...] = (5,)) -> dict[str, Any]:

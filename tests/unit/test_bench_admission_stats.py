@@ -8,15 +8,20 @@ benchmark runs rarely and slowly, so the rules are held here, on hand-made numbe
 
 from __future__ import annotations
 
-import dataclasses
+import ast
 import math
+import pathlib
+import re
 from typing import Any
 
 import pytest
+from admission_rows import LIMITS
+from admission_rows import row as _row
 
 from bench import admission_report as report
 from bench import admission_stats as stats
-from bench import webhook_samples
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
 
 
 def test_percentiles_are_nearest_rank_over_every_sample() -> None:
@@ -28,6 +33,39 @@ def test_percentiles_are_nearest_rank_over_every_sample() -> None:
     assert stats.percentile([], 99) == 0.0
     tail = [0.001] * 98 + [0.5, 0.9]  # two slow admissions of 100 are above the p98
     assert stats.percentile(tail, 99) == 0.5 and stats.milliseconds(tail, 99) == 500.0
+
+
+PERCENTILE_NAME = re.compile(r"percentile|quantile|p50|p99", re.IGNORECASE)
+"""Names of functions that compute a percentile (or wrap one)."""
+
+
+def _percentile_functions() -> dict[str, ast.FunctionDef]:
+    """Every function of a bench/ module, outside admission_stats, whose name says it computes a
+    percentile."""
+    found = {}
+    for path in sorted(BENCH.glob("*.py")):
+        if path.stem == "admission_stats":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and PERCENTILE_NAME.search(node.name):
+                found[f"{path.stem}.{node.name}"] = node
+    return found
+
+
+def test_every_benchmark_takes_its_percentiles_from_the_one_definition() -> None:
+    functions = _percentile_functions()
+    assert "autoscaling.percentiles" in functions, "the scan sees the wrappers it must judge"
+    for name, function in functions.items():
+        called = {n.attr for n in ast.walk(function) if isinstance(n, ast.Attribute)
+                  and isinstance(n.value, ast.Name) and n.value.id in {"admission_stats", "stats"}}
+        assert called & {"percentile", "milliseconds"}, (
+            f"bench/{name} computes a percentile of its own; use admission_stats.percentile")
+    from bench import autoscaling
+
+    eight = [float(v) for v in (8, 1, 7, 2, 6, 3, 5, 4)]
+    assert autoscaling.percentiles(eight) == {"n": 8, "p50": 4.5, "p99": 8.0, "min": 1.0, "max": 8.0}, (
+        "p99 by nearest rank; p50 the median, as the committed runs report it")
+    assert autoscaling.percentiles([]) == {"n": 0}
 
 
 def test_histogram_quantiles_interpolate_inside_the_bucket() -> None:
@@ -120,31 +158,6 @@ def test_the_modes_alternate_in_swapped_pairs_and_levels_start_alternately() -> 
     assert report.Level.of(5) == report.Level("clients-5", clients=5)
 
 
-@dataclasses.dataclass
-class _Burst:
-    latencies: list[float]
-    seconds: float = 1.0
-    denied: int = 0
-    lost: int = 0
-    completed: bool = True
-
-    @property
-    def pods(self) -> int:
-        return len(self.latencies)
-
-
-def _row(mode: str, run: int, *, create: float, handler: float, over: int = 0,
-         refused: int = 0) -> dict[str, Any]:
-    level = report.Level.of(5)
-    samples = [webhook_samples.Sample(0.0, "CREATE", handler / 1000, handler / 2000, False)] * 10
-    subsets = {"a": 4 + over, "b": 3, "c": 3, None: 2 - over}
-    return report.run_row(
-        mode=mode, level=level, run=run, order=run * 2 + (mode == "baseline"), asked=12,
-        burst=_Burst(latencies=[create / 1000] * 12, denied=refused), handler=samples, apiserver={},
-        subsets=subsets, limits={"a": 4, "b": 3, "c": 3}, timeout_s=2.0 if mode == "fedspread" else 10.0,
-        conflicts=0, counters={}, load={"at_start": [1.0, 1.0, 1.0], "at_end": [2.0, 1.0, 1.0]})
-
-
 def test_the_document_reports_medians_spreads_and_the_worst_over_cap() -> None:
     rows = [_row("fedspread", 0, create=30, handler=0.5),
             _row("fedspread", 1, create=20, handler=0.9, over=1),
@@ -152,7 +165,7 @@ def test_the_document_reports_medians_spreads_and_the_worst_over_cap() -> None:
             _row("baseline", 0, create=300, handler=40), _row("baseline", 1, create=200, handler=20),
             _row("baseline", 2, create=12000, handler=30)]
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
-                            limits={"a": 4, "b": 3, "c": 3}, method={})
+                            limits=LIMITS, method={})
     level = found["levels"]["clients-5"]
     assert level["fedspread"]["create_p99_ms"] == {"median": 30.0, "min": 20.0, "max": 40.0}
     assert level["baseline"]["collapsed_runs"] == 1
@@ -173,7 +186,7 @@ def test_a_collapsed_baseline_gets_no_ratio_and_a_collapse_point() -> None:
     rows = [_row("fedspread", r, create=30, handler=0.5) for r in range(3)]
     rows += [_row("baseline", r, create=12000, handler=40) for r in range(3)]
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
-                            limits={"a": 4, "b": 3, "c": 3}, method={})
+                            limits=LIMITS, method={})
     assert found["levels"]["clients-5"]["ratios"] == {"create_p99_ms": None, "handler_p99_ms": None,
                                                       "burst_s": None, "compared": False,
                                                       "baseline_refusing": False}
@@ -217,7 +230,7 @@ def test_a_baseline_refusing_creates_under_its_timeout_has_collapsed_and_gets_no
     rows = [_row("fedspread", r, create=30, handler=0.5) for r in range(3)]
     rows += [_row("baseline", r, create=600, handler=40, refused=5 if r else 0) for r in range(3)]
     found = report.document(rows, levels=[report.Level.of(5)], replicas=10, pods=12,
-                            limits={"a": 4, "b": 3, "c": 3}, method={})
+                            limits=LIMITS, method={})
     level = found["levels"]["clients-5"]
     assert level["baseline"]["collapsed"] and level["baseline"]["refusing"]
     assert not level["baseline"]["over_timeout"], "under its timeout, yet refusing creates"

@@ -5,14 +5,16 @@ Why: the script is run by hand, rarely, and it once stopped importing for weeks 
 placement benchmark's world moved to `bench/placement_world.py`. At a tiny shape it runs the whole
 path in well under a second; the timings are its output and are not checked, but what each event
 placed is: every spread in the full round, and in a cordon exactly the spreads that can select the
-cordoned cluster.
+cordoned cluster. The loop that adds the world's spreads (`placement_world.add_spreads`, shared by
+bench/placement.py and bench/placement_crossover.py) is held here too.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from bench import placement_world, profile_events
+from bench import placement_crossover, placement_world, profile_events
+from federation.coordinator.model import world
 
 SHAPE = placement_world.Shape(spreads=40, clusters=10, per_spread=5)
 
@@ -43,3 +45,19 @@ def test_a_shape_that_is_not_one_is_refused_at_parse_time(shape: str) -> None:
     with pytest.raises(SystemExit) as refused:
         profile_events.main(["--shape", shape, "--json"])
     assert refused.value.code == 2
+
+
+def test_the_shared_spread_loop_adds_every_spread_with_its_target_in_index_order() -> None:
+    shape = placement_world.Shape(spreads=12, clusters=6, per_spread=3)
+    model = placement_crossover.build(shape)  # placement_world.add_spreads, then one round in-process
+    keys = [placement_world.spread(i, shape).key for i in range(shape.spreads)]
+    for index, key in enumerate(keys):
+        entry = model.spread(key)
+        assert entry is not None, key
+        assert entry.replicas == placement_world.replicas_of(index)
+        assert entry.template == placement_world.template(index, shape)
+    assert set(model.placements) == set(keys), "every spread placed once"
+    fresh = world.World(lambda: placement_crossover.NOW)
+    assert placement_world.add_spreads(fresh, shape) == keys
+    again = placement_world.add_spread(fresh, placement_world.spread(0, shape), index=0, shape=shape)
+    assert keys[0] in again

@@ -91,6 +91,20 @@ def spread_pods(*, stuck: bool = False) -> list[views.SpreadPod]:
     return [p for p in made if p is not None]
 
 
+def unstarted_cache() -> store.Cache:
+    """A cache that is never started: the tests feed it watch events by hand (`_apply`)."""
+
+    class Lister:
+        def __call__(self, **_: Any) -> Any:
+            raise AssertionError("not started")
+
+    core = type("Core", (), {"list_node": Lister(), "list_pod_for_all_namespaces": Lister()})()
+    apps = type("Apps", (), {"list_deployment_for_all_namespaces": Lister(),
+                             "list_replica_set_for_all_namespaces": Lister(),
+                             "list_stateful_set_for_all_namespaces": Lister()})()
+    return store.Cache(core, apps)
+
+
 def test_views_keep_each_pods_controller_and_each_replicasets_deployment() -> None:
     seen = {p.record.name: p for p in spread_pods()}
     assert seen["mine"].owner == views.compact_uid(RS_UID) and seen["mine"].record.owned
@@ -101,14 +115,7 @@ def test_views_keep_each_pods_controller_and_each_replicasets_deployment() -> No
 
 
 def test_the_cache_indexes_replicasets_by_their_deployment() -> None:
-    class Lister:
-        def __call__(self, **_: Any) -> Any:
-            raise AssertionError("not started")
-
-    cache = store.Cache(type("Core", (), {"list_node": Lister(), "list_pod_for_all_namespaces": Lister()})(),
-                        type("Apps", (), {"list_deployment_for_all_namespaces": Lister(),
-                                          "list_replica_set_for_all_namespaces": Lister(),
-                                          "list_stateful_set_for_all_namespaces": Lister()})())
+    cache = unstarted_cache()
     cache._apply(store.REPLICASETS, "ADDED", "shop/web-1", replicaset("web-1", RS_UID, DEPLOY_UID))
     released = replicaset("old", RELEASED_RS_UID, RELEASED_DEPLOY_UID)
     cache._apply(store.REPLICASETS, "ADDED", "shop/old", released)
@@ -251,11 +258,19 @@ class FakeCore:
         self.deleted.append(name)
 
 
-def test_a_round_counts_costs_and_reschedules_only_the_spreads_own_pods() -> None:
+def reconciler_over(
+        pods: list[views.SpreadPod]) -> tuple[reconciler.Reconciler, bookkeeping.Bookkeeping, FakeCore]:
+    """A real `Reconciler` holding `VALUE`'s assignment over a fake cache of `pods`; its bookkeeping
+    and the pod writes it makes."""
     books, core = bookkeeping.Bookkeeping(clock=lambda: AT), FakeCore()
     books.set_assignment(VALUE)
-    loop = reconciler.Reconciler(core, books, outbox.Outbox(), FakeCache(spread_pods()),  # type: ignore[arg-type]
+    loop = reconciler.Reconciler(core, books, outbox.Outbox(), FakeCache(pods),  # type: ignore[arg-type]
                                  clock=lambda: AT)
+    return loop, books, core
+
+
+def test_a_round_counts_costs_and_reschedules_only_the_spreads_own_pods() -> None:
+    loop, books, core = reconciler_over(spread_pods())
     loop.reconcile_once()
     assert {p.name for p in books.pods(VALUE.spread)} == {"mine", "direct"}
     assert books.counts(VALUE.spread)["a"].ready == 2, "released, foreign, bare: not ours"
@@ -263,24 +278,13 @@ def test_a_round_counts_costs_and_reschedules_only_the_spreads_own_pods() -> Non
     assert loop.costs_written(VALUE), "the round wrote this assignment's costs"
     assert not loop.costs_written(dataclasses.replace(VALUE, generation=2)), "not a newer one's"
 
-    stuck_books, stuck_core = bookkeeping.Bookkeeping(clock=lambda: AT), FakeCore()
-    stuck_books.set_assignment(VALUE)
-    fake = FakeCache(spread_pods(stuck=True))
-    stuck = reconciler.Reconciler(stuck_core, stuck_books, outbox.Outbox(), fake,  # type: ignore[arg-type]
-                                  clock=lambda: AT)
+    stuck, _, stuck_core = reconciler_over(spread_pods(stuck=True))
     assert stuck.reconcile_once().deleted == 2
     assert sorted(stuck_core.deleted) == ["direct", "mine"], "only the spread's own stuck pods are deleted"
 
 
 def test_the_cache_orders_a_deployments_template_revisions_newest_first() -> None:
-    class Lister:
-        def __call__(self, **_: Any) -> Any:
-            raise AssertionError("not started")
-
-    cache = store.Cache(type("Core", (), {"list_node": Lister(), "list_pod_for_all_namespaces": Lister()})(),
-                        type("Apps", (), {"list_deployment_for_all_namespaces": Lister(),
-                                          "list_replica_set_for_all_namespaces": Lister(),
-                                          "list_stateful_set_for_all_namespaces": Lister()})())
+    cache = unstarted_cache()
     cache._apply(store.REPLICASETS, "ADDED", "shop/web-1", revisioned("web-1", RS_UID, template_hash="h1",
                                                                       revision="1"))
     cache._apply(store.REPLICASETS, "ADDED", "shop/web-2", revisioned("web-2", OTHER_UID, template_hash="h2",
