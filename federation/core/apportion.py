@@ -10,6 +10,7 @@ method with ties to the earlier entry: 34/33/33 of 10 is 4/3/3, 20/20/60 of 7 is
 from __future__ import annotations
 
 import fractions
+import hashlib
 import itertools
 import math
 from collections.abc import Sequence
@@ -80,6 +81,46 @@ def split_ints(total: int, weights: Sequence[int], *, ties_to_last: bool = False
             chosen = above + (tied[-need:] if ties_to_last else tied[:need])
         for i in chosen:
             result[i] += 1
+    return result
+
+
+PHASE_SCALE = 2**32
+"""A remainder phase is an int in [0, PHASE_SCALE): the offset, in units of 1/PHASE_SCALE, of the
+first unit `split_phased` lays over the remainders."""
+
+
+def phase_of(key: str) -> int:
+    """A phase drawn from `key` (a spread's "namespace/name"): the same in every process and run
+    (a digest, not Python's salted `hash`), spread evenly over [0, PHASE_SCALE)."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big")
+
+
+def split_phased(total: int, weights: Sequence[int], *, phase: int) -> list[int]:
+    """`split_ints`, but the units left after the floors go by systematic sampling: lay the
+    remainders end to end and give one unit to each entry under the points phase, phase + 1, ...
+    (in units of one whole share). Each entry gets its floor or one more, exactly as with the
+    largest remainders; which ones get one more depends on `phase`, and over phases an entry gets
+    one more in proportion to its remainder. Why: many splits of one round, each of a pod or two,
+    would all give their pod to the entry with the largest remainder (the roomiest cluster);
+    with each split's own phase they spread over the entries as the weights say."""
+    weight_sum = sum(weights)
+    if weight_sum == 0:
+        if total:
+            raise ValueError(f"cannot split {total} over weights that are all zero")
+        return [0] * len(weights)
+    result = [total * weight // weight_sum for weight in weights]
+    left = total - sum(result)
+    if not left:
+        return result
+    # In units of 1/(weight_sum * PHASE_SCALE): entry i covers [reached, reached + remainder_i);
+    # the points are phase * weight_sum + k * weight_sum * PHASE_SCALE for k in 0..left-1.
+    step = weight_sum * PHASE_SCALE
+    point, reached = phase * weight_sum, 0
+    for index, weight in enumerate(weights):
+        reached += (total * weight % weight_sum) * PHASE_SCALE
+        if point < reached:
+            result[index] += 1
+            point += step
     return result
 
 

@@ -93,13 +93,16 @@ def _capacity(
     held: Mapping[str, int],
     room: Mapping[str, int | None],
     weights: Mapping[str, int],
+    phase: int | None = None,
 ) -> dict[str, int]:
     limits = room.get
     eligible = [n for n in clusters if (r := limits(n)) is None or r > 0]
     shown = list(map(weights.get, eligible, itertools.repeat(0)))
     if not eligible or sum(shown) == 0:
         return _balance(count, clusters, held, room)
-    if min(shown) >= 0:  # free capacities: the checks of `largest_remainder` would only cost
+    if min(shown) >= 0 and phase is not None:  # the units left go by the split's own phase
+        shares = apportion.split_phased(count, shown, phase=phase)
+    elif min(shown) >= 0:  # free capacities: the checks of `largest_remainder` would only cost
         shares = apportion.split_ints(count, shown)
     else:
         shares = apportion.largest_remainder(count, shown)
@@ -125,12 +128,15 @@ def divide(
     held: Mapping[str, int],
     room: Mapping[str, int | None],
     weights: Mapping[str, int],
+    phase: int | None = None,
 ) -> dict[str, int]:
     """New replicas per cluster for `count` new replicas of one subset.
 
     `clusters` are the usable clusters in the subset's order; `held` what each already has; `room`
-    how many more each can take (None: unlimited); `weights` the free capacity used by `Capacity`.
-    The result never exceeds a cluster's room; it sums to `count` when the rooms allow.
+    how many more each can take (None: unlimited); `weights` the free capacity used by `Capacity`;
+    `phase` (`Capacity` only): the split's remainder phase (`apportion.split_phased`), None for the
+    largest remainders. The result never exceeds a cluster's room; it sums to `count` when the
+    rooms allow.
     """
     if count <= 0 or not clusters:
         return dict.fromkeys(clusters, 0)
@@ -138,7 +144,7 @@ def divide(
         return _fill(count, clusters, room)
     if mode == "Balance":
         return _balance(count, clusters, held, room)
-    return _capacity(count, clusters, held, room, weights)
+    return _capacity(count, clusters, held, room, weights, phase)
 
 
 def remove(

@@ -126,14 +126,17 @@ def rebalanced(
     spec: spread.FederatedSpreadSpec, *, replicas: int, result: placement.Placement, view: placement.View,
     ready: Counts, now: datetime.datetime, context: Context, running: Counts | None = None,
     marks: tuple[placement.UnschedulableMark, ...] = (), waiting: Counts | None = None,
+    remainder_phase: int | None = None,
 ) -> placement.Placement:
-    """`result` (the rule's answer on `view`) with the failback step `context` leads to applied."""
+    """`result` (the rule's answer on `view`) with the failback step `context` leads to applied
+    (the from-scratch placement divides with the same `remainder_phase` as `result`)."""
     fresh = None
     if context.in_flight is None:
         base = lifted(spec, result.counts())
         if base is not None:
             fresh = placement.place_view(spec, replicas=replicas, view=view, current=base, running=running,
-                                         unschedulable=marks, now=now, waiting=waiting)
+                                         unschedulable=marks, now=now, waiting=waiting,
+                                         remainder_phase=remainder_phase)
     decision = decide(spec, replicas=replicas, result=result, fresh=fresh, ready=ready, now=now,
                       context=context)
     return applied(result, decision)
@@ -157,7 +160,7 @@ def whole(
     spec: spread.FederatedSpreadSpec, *, replicas: int, view: placement.View, current: Counts,
     now: datetime.datetime, running: Counts | None = None,
     marks: tuple[placement.UnschedulableMark, ...] = (), waiting: Counts | None = None,
-    max_surge: int | None = None,
+    max_surge: int | None = None, remainder_phase: int | None = None,
 ) -> list[tuple[failback.Move, ...]]:
     """Every step of a whole failback from `current` on a live view (`fedspread rebalance`), as
     if each step finished: the from-scratch placement of each lift (`lifted`) chained, the moved
@@ -169,7 +172,8 @@ def whole(
         if base is None:
             break
         fresh = placement.place_view(spec, replicas=replicas, view=view, current=base, running=running,
-                                     unschedulable=marks, now=now, waiting=waiting)
+                                     unschedulable=marks, now=now, waiting=waiting,
+                                     remainder_phase=remainder_phase)
         found = failback.whole_plan(spec, replicas=replicas, current=counts, from_scratch=_fitting(fresh),
                                     max_surge=max_surge)
         if not found:

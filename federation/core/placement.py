@@ -184,6 +184,7 @@ def place(
     unschedulable: Sequence[UnschedulableMark] = (),
     now: datetime.datetime | None = None,
     waiting: passes.Counts | None = None,
+    remainder_phase: int | None = None,
 ) -> Placement:
     """Replicas per (subset, cluster) for `replicas` in total.
 
@@ -191,7 +192,10 @@ def place(
     now per subset per cluster, kept where still allowed; `running` how many of those run (given,
     held replicas not running yet take their room first, and marked pairs release their pending
     replicas); `waiting` the last placement's waiting replicas, placed again while they do not run
-    (Adaptive); `unschedulable` marks
+    (Adaptive); `remainder_phase` how a `Capacity` subset gives the replicas left after its
+    proportional floors (`apportion.split_phased`; None: to the largest remainders — the
+    coordinator gives each spread its own, drawn from its key, so the spreads of one round do not
+    all send their odd replica to the roomiest cluster); `unschedulable` marks
     expire `unschedulableSeconds` after `since` when `now` is given (without `now` all are active),
     and only the Adaptive strategy reads them; timed cluster tolerations end at `now` too.
     """
@@ -201,7 +205,7 @@ def place(
     view = placement_view.braked(view, heard_from_any=any(c.ready for c in snapshot.clusters))
     return place_view(
         spec, replicas=replicas, view=view, current=current, running=running,
-        unschedulable=unschedulable, now=now, waiting=waiting,
+        unschedulable=unschedulable, now=now, waiting=waiting, remainder_phase=remainder_phase,
     )
 
 
@@ -215,6 +219,7 @@ def place_view(
     unschedulable: Sequence[UnschedulableMark] = (),
     now: datetime.datetime | None = None,
     waiting: passes.Counts | None = None,
+    remainder_phase: int | None = None,
 ) -> Placement:
     """`place` on a view of the snapshot (`view_of`, or the coordinator's own, built the same way).
 
@@ -249,7 +254,8 @@ def place_view(
         left, refused, floor_waiting = placement_topology.place(
             spec, work, replicas=replicas, view=view, ledger=ledger, simulate=simulate)
     else:
-        left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate)
+        left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate,
+                          phase=remainder_phase)
     exhausted = still_waiting + floor_waiting
     if simulate and left and not refused:
         before = left

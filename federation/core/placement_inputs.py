@@ -29,6 +29,7 @@ class PlaceArgs(TypedDict):
     unschedulable: tuple[placement.UnschedulableMark, ...]
     now: datetime.datetime | None
     waiting: Counts | None
+    remainder_phase: int | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,10 @@ class PlacementInputs:
     spread cannot spare yet (`handover.keep_ready`); None (what-ifs): the rule's answer as is."""
     unverified: Counts | None = None
     """Pods of clusters that returned and have not reported since, kept whole by the handover."""
+    remainder_phase: int | None = None
+    """How a `Capacity` subset gives the replicas left after its proportional floors
+    (`apportion.split_phased`); the coordinator draws it from the spread's key
+    (`apportion.phase_of`); None: to the largest remainders."""
     rebalance: failback_round.Context | None = None
     """The failback to judge: given, the answer runs the step it leads to and carries the decision
     (`Placement.rebalancing`); None: no failback (what-ifs, `Never`)."""
@@ -59,4 +64,4 @@ class PlacementInputs:
     def place_args(self) -> PlaceArgs:
         """The keyword arguments `placement.place` and `placement.place_view` take from these."""
         return PlaceArgs(current=self.current, running=self.running, unschedulable=self.marks, now=self.now,
-                         waiting=self.waiting)
+                         waiting=self.waiting, remainder_phase=self.remainder_phase)

@@ -286,8 +286,10 @@ def keep(work: list[SubsetWork], replicas: int) -> None:
         excess -= min(excess, held_total)
 
 
-def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool) -> int:
-    """Place `left` new replicas in subset order; return how many did not fit anywhere."""
+def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool,
+        phase: int | None = None) -> int:
+    """Place `left` new replicas in subset order; return how many did not fit anywhere (`phase`:
+    a `Capacity` subset's remainder phase, `division.divide`)."""
     for item in work:
         free = ledger.rooms(item)
         fits = sum(free.values())
@@ -305,7 +307,7 @@ def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool) ->
             continue
         added = division.divide(
             take, mode=item.spec.cluster_spread, clusters=item.usable,
-            held=item.held, room=room, weights=free,
+            held=item.held, room=room, weights=free, phase=phase,
         )
         for name, count in list(filter(COUNT, added.items())):
             item.added[name] += count

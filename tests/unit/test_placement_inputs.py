@@ -43,4 +43,4 @@ def test_the_inputs_travel_whole_to_a_shard() -> None:
     request = loop.PlaceRequest(key="shop/web", spec=SPEC, replicas=3, snapshot=SNAPSHOT, inputs=inputs)
     assert pickle.loads(pickle.dumps(request)) == request
     assert inputs.place_args() == {"current": inputs.current, "running": None, "unschedulable": inputs.marks,
-                                   "now": NOW, "waiting": None}
+                                   "now": NOW, "waiting": None, "remainder_phase": None}

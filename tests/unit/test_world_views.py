@@ -25,7 +25,16 @@ from hypothesis import strategies as st
 from federation.api import cluster, common, names
 from federation.api import spread as spread_api
 from federation.coordinator.model import loop, world
-from federation.core import fit, handover, overcommit, placement, placement_round, placement_view, status
+from federation.core import (
+    apportion,
+    fit,
+    handover,
+    overcommit,
+    placement,
+    placement_round,
+    placement_view,
+    status,
+)
 from tests.support import builders
 from tests.support.clock import ManualClock
 
@@ -250,6 +259,8 @@ def reference_round(
         result = placement.place_view(
             entry.spec, replicas=entry.replicas, view=view, current=twin.current_for(key), running=running,
             unschedulable=twin.marks_for(key), now=now, waiting=twin.waiting_for(key),
+            # in a round of several, each spread's own remainder phase (the coordinator's rule)
+            remainder_phase=apportion.phase_of(key) if len(entries) > 1 else None,
         )
         usable = twin.ready_selected(key)  # the handover, as the coordinator's loop applies it
         result = handover.keep_ready(

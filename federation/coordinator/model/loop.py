@@ -31,6 +31,7 @@ from federation.api import cluster, spread
 from federation.coordinator.model import brakes, round_snapshot
 from federation.coordinator.model import world as world_model
 from federation.core import (
+    apportion,
     failback_round,
     handover,
     overcommit,
@@ -110,7 +111,7 @@ def answer(request: PlaceRequest) -> placement.Placement:
                 request.spec, replicas=request.replicas, result=result, view=request.view,
                 ready=inputs.ready or {}, now=inputs.now or datetime.datetime.now(datetime.UTC),
                 context=inputs.rebalance, running=inputs.running, marks=inputs.marks,
-                waiting=inputs.waiting)
+                waiting=inputs.waiting, remainder_phase=inputs.remainder_phase)
     elif request.snapshot is not None:
         result = placement.place(request.spec, replicas=request.replicas, snapshot=request.snapshot,
                                  shape=inputs.shape, **inputs.place_args())
@@ -129,12 +130,17 @@ def answer_all(requests: Sequence[PlaceRequest]) -> list[placement.Placement]:
 
 def request_for(
     world: world_model.World, entry: world_model.SpreadEntry, *, replicas: int, now: datetime.datetime,
-    kept: frozenset[str] | None = None,
+    kept: frozenset[str] | None = None, in_round: bool = False,
 ) -> PlaceRequest:
     """Spread `entry`'s inputs on the world as it is, every other spread's pending pods deducted.
 
     Reads only (queries are pure): `kept` are the lost clusters that keep their replicas, as the
     round committed them (`brake_for`); None (Explain, what-ifs) decides them without committing.
+    `in_round`: placed in a round of several against one snapshot, where a `Capacity` subset gives
+    the replicas left after its floors by the spread's own phase (`apportion.phase_of`): placed one
+    after another, each spread sees the others' pods and the odd replicas spread by themselves;
+    against one snapshot, with the largest remainders, every spread would send its odd replica to
+    the same roomiest cluster (herding) and most would be placed again.
     """
     key = entry.key
     view = world.view_for(key)
@@ -148,7 +154,8 @@ def request_for(
         shape=world.shape_for(key), current=current, running=world.pods.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, ready=world.pods.ready_for(key, usable=usable),
         unverified=world.pods.unverified_for(key, usable=usable), waiting=world.waiting_for(key),
-        rebalance=world.rebalancing.context(key, entry.spec))
+        rebalance=world.rebalancing.context(key, entry.spec),
+        remainder_phase=apportion.phase_of(key) if in_round else None)
     return PlaceRequest(key=key, spec=entry.spec, replicas=replicas, view=view, inputs=inputs)
 
 
@@ -289,7 +296,8 @@ def _against_one_snapshot(
     yet; and why its first answers were placed here instead of by `place_batch` ("" if they were
     not). The round's pending pods are out of the ledgers from here until each spread is stored."""
     pools = world.lift_charges([e.key for e in entries])
-    sent = [request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key]) for e in entries]
+    sent = [request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key], in_round=True)
+            for e in entries]
     fell_back = ""
     if place_batch is None:
         answers = answer_all(sent)

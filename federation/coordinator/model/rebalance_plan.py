@@ -38,5 +38,6 @@ def plan(world: world_model.World, key: str, *, now: datetime.datetime, max_surg
         current = failback.after(current, steps)
     steps.extend(failback_round.whole(
         entry.spec, replicas=entry.replicas, view=request.view, current=current, now=now,
-        running=inputs.running, marks=inputs.marks, waiting=inputs.waiting, max_surge=max_surge))
+        running=inputs.running, marks=inputs.marks, waiting=inputs.waiting, max_surge=max_surge,
+        remainder_phase=inputs.remainder_phase))
     return Plan(key=key, policy=entry.spec.rebalance.policy, steps=tuple(steps))
