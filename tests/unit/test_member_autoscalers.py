@@ -19,7 +19,7 @@ from agents.controller import rendering
 from federation.api import names
 from federation.coordinator.model import world
 from federation.coordinator.wire import convert
-from federation.core import placement, spread_status
+from federation.core import placement, spread_conditions, spread_status
 from federation.rpc import assignment
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -94,8 +94,8 @@ def test_the_coordinator_shows_autoscalerconflict_until_the_report_clears() -> N
                                            autoscalers=model.pods.autoscalers_for("shop/web"))
         return {c.type: c for c in made.conditions}
 
-    shown = conditions()[spread_status.AUTOSCALER_CONFLICT]
+    shown = conditions()[spread_conditions.AUTOSCALER_CONFLICT]
     assert (shown.status, shown.reason) == ("True", "MemberAutoscaler")
     assert "dc1: shop/web-hpa" in shown.message and "left alone" in shown.message
     model.pod_counts("dc1", found.counts, autoscalers={})
-    assert spread_status.AUTOSCALER_CONFLICT not in conditions()
+    assert spread_conditions.AUTOSCALER_CONFLICT not in conditions()

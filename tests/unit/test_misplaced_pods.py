@@ -16,7 +16,7 @@ from agents.controller import misplaced, reconciler
 from federation.api import names
 from federation.coordinator.model import world
 from federation.coordinator.wire import convert
-from federation.core import placement, spread_status
+from federation.core import placement, spread_conditions, spread_status
 from federation.rpc import assignment
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -161,8 +161,8 @@ def test_the_coordinator_shows_them_as_the_podsmisplaced_condition_until_the_rep
                                            previous=None, now=T0, misplaced=moved)
         return {c.type: c for c in made.conditions}
 
-    shown = conditions(model.pods.misplaced_for("shop/db"))[spread_status.PODS_MISPLACED]
+    shown = conditions(model.pods.misplaced_for("shop/db"))[spread_conditions.PODS_MISPLACED]
     assert (shown.status, shown.reason) == ("True", "OrdinalRangesMoved")
     assert shown.message == f"1 cluster (dc1: {report})"
     model.pod_counts("dc1", found.counts, misplaced={})
-    assert spread_status.PODS_MISPLACED not in conditions(model.pods.misplaced_for("shop/db"))
+    assert spread_conditions.PODS_MISPLACED not in conditions(model.pods.misplaced_for("shop/db"))
