@@ -43,7 +43,7 @@ agent stream, no status write, no Event); `stop` halts, then ends the threads an
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
-process (`shards.LocalBackend`), which the placement benchmark found faster at every size it
+process (`backends.LocalBackend`), which the placement benchmark found faster at every size it
 measured on one machine (bench/README.md). Joining is bounded
 (`--ray-join-seconds`): the address is asked one question first (`ray_join.check`), because
 `ray.init` alone retries a dead address for minutes and hides a missing Ray token.
@@ -65,7 +65,7 @@ from kubernetes import client
 from federation import clock
 from federation import watchdog as watchdog_mod
 from federation.api import names
-from federation.coordinator import facade, metrics, shards
+from federation.coordinator import backends, facade, metrics
 from federation.coordinator.hub import (
     access_review,
     member_clusters,
@@ -109,7 +109,7 @@ class CoordinatorProcess:
 
     def __init__(
         self, settings: CoordinatorConfig, *, api: client.ApiClient | None = None,
-        backend: shards.PlacementBackend | None = None,
+        backend: backends.PlacementBackend | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock.utcnow

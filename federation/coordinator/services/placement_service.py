@@ -37,7 +37,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from federation.api import cluster, problems, spread
-from federation.coordinator import shards
+from federation.coordinator import backends
 from federation.coordinator.services import authorization
 from federation.coordinator.services.placement_requests import (
     ServiceError,
@@ -199,7 +199,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                 raise problems.InvalidInput("simulation", [problems.Problem(
                     "replicas", f"must not be negative, got {replicas}")])
             result = self._source.simulate(spec, replicas=replicas, template=template, snapshot=snapshot)
-        except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+        except (backends.PlaceTimeout, backends.ShardUnavailable) as error:
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, f"the placement shards could not answer: {error}",
                                ) from None
         except problems.InvalidInput as error:
@@ -228,7 +228,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                 record, snapshot = self._simulate(request.simulation)
             try:
                 free = self._source.free_capacity(record, snapshot=snapshot)
-            except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+            except (backends.PlaceTimeout, backends.ShardUnavailable) as error:
                 raise ServiceError(grpc.StatusCode.UNAVAILABLE,
                                    f"the capacity shards could not answer: {error}") from None
             return convert.explanation_to_pb(dataclasses.replace(record, free_capacity=free),
@@ -251,7 +251,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                                f"{max_surge}: a step starts its new pods first")
         try:
             found = self._source.rebalance(checked, dry_run=request.dry_run, max_surge=max_surge)
-        except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+        except (backends.PlaceTimeout, backends.ShardUnavailable) as error:
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, f"the placement shards could not answer: {error}",
                                ) from None
         if found is None:
