@@ -48,7 +48,7 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import bookkeeping, outbox, owners, retries, runnable
+from agents import bookkeeping, outbox, owners, pod_ledger, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
 from agents.controller import costs as pod_costs
@@ -119,7 +119,7 @@ class Round:
 Seen = tuple[int, owners.Controllers]
 """What a spread's pods were read at: the cache's version of its pods and its owner chain."""
 
-Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
+Report = tuple[dict[str, dict[str, pod_ledger.SubsetCounts]], dict[str, views.DeploymentStatus | None],
                dict[str, str], frozenset[str], dict[str, tuple[str, ...]], dict[str, str],
                dict[str, tuple[str, ...]]]
 """What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, why

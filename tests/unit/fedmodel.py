@@ -35,7 +35,7 @@ from typing import Any
 
 import jsonpatch
 
-from agents import bookkeeping, metrics, outbox
+from agents import bookkeeping, metrics, outbox, pod_ledger
 from agents.controller import reconciler
 from agents.webhook import handler
 from federation.api import names
@@ -230,7 +230,7 @@ class Member:
         if self.book.assignment(KEY) is None:  # the controller counts assigned spreads only
             self.book.expire()
             return
-        self.book.observe(KEY, [bookkeeping.PodRecord(
+        self.book.observe(KEY, [pod_ledger.PodRecord(
             name=p.name, subset=p.subset, revision="", phase="Running" if p.node is not None else "Pending",
             ready=p.node is not None, node_name="" if p.node is None else f"n{p.node}", created=p.created,
             unschedulable_since=p.unschedulable_since) for p in self.pods.values()])

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agents import bookkeeping, outbox
+from agents import outbox, pod_ledger
 from agents.cache import views
 from agents.controller import rendering
 from federation.api import names
@@ -76,7 +76,7 @@ def test_the_sync_keeps_the_member_s_replicas(assigned: int, live: int | None, w
 
 def test_the_coordinator_shows_autoscalerconflict_until_the_report_clears() -> None:
     model = world.World(ManualClock(T0))
-    sent = outbox.counts_message({"shop/web": {"a": bookkeeping.SubsetCounts(running=3)}}, sequence=1,
+    sent = outbox.counts_message({"shop/web": {"a": pod_ledger.SubsetCounts(running=3)}}, sequence=1,
                                  generations={}, observed_at=T0, autoscalers={"shop/web": ["shop/web-hpa"]})
     found = convert.counts_from_pb(sent.pod_counts)
     assert found.autoscalers == {"shop/web": ("shop/web-hpa",)}
