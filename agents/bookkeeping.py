@@ -16,7 +16,8 @@ more than its quota plus the member workload's surge of all revisions (`federati
 Those counts are kept as a running tally per (revision, subset), moved one pod at a time by the
 webhook's calls and recounted when the controller hands over a new snapshot: an admission reads
 a few numbers instead of walking every pod of the spread (at 1,000 pods that walk alone was a
-millisecond, under the lock every admission shares).
+millisecond, under the lock every admission shares). The records and the tally are `pod_ledger`'s;
+this module keeps them under its lock and decides with them.
 
 A fresh bookkeeping knows no pod: an agent that restarts in a cluster full of a spread's pods
 would, until the controller's first recount, see every subset empty and admit new pods into full
