@@ -36,7 +36,7 @@ from typing import Any
 import jsonpatch
 
 from agents import bookkeeping, metrics, outbox, pod_ledger
-from agents.controller import reconciler
+from agents.controller import rescheduling
 from agents.webhook import handler
 from federation.api import names
 from federation.coordinator import facade
@@ -246,7 +246,7 @@ class Member:
             [p for p in self.book.pods(KEY) if p.name in self.pods], now=now,
             critical_seconds=current.strategy.reschedule_critical_seconds,
             order=[r.name for r in sorted(current.subsets, key=lambda r: r.index)])
-        blocked = reconciler.blocked_subsets(current, self.book.marked(KEY), now)
+        blocked = rescheduling.blocked_subsets(current, self.book.marked(KEY), now)
         until = reschedule.blocked_until(now, unschedulable_seconds=current.strategy.unschedulable_seconds)
         for item in reschedule.to_report(stuck, blocked=blocked):
             self.seen["unschedulable"] += 1
