@@ -16,7 +16,8 @@ more than its quota plus the member workload's surge of all revisions (`federati
 Those counts are kept as a running tally per (revision, subset), moved one pod at a time by the
 webhook's calls and recounted when the controller hands over a new snapshot: an admission reads
 a few numbers instead of walking every pod of the spread (at 1,000 pods that walk alone was a
-millisecond, under the lock every admission shares).
+millisecond, under the lock every admission shares). The records and the tally are `pod_ledger`'s;
+this module keeps them under its lock and decides with them.
 
 A fresh bookkeeping knows no pod: an agent that restarts in a cluster full of a spread's pods
 would, until the controller's first recount, see every subset empty and admit new pods into full
@@ -40,48 +41,19 @@ from collections.abc import Iterable, Mapping
 
 import pydantic
 
+from agents.pod_ledger import (
+    CREATING_TTL,
+    DELETING_TTL,
+    FINISHED_PHASES,
+    Pending,
+    PodRecord,
+    SpreadBook,
+    SubsetCounts,
+)
 from federation import clock as clock_mod
 from federation.api import common, names
-from federation.core import ordinals, quotas, rollout, status, workload_kinds
+from federation.core import ordinals, quotas, rollout, workload_kinds
 from federation.rpc import assignment as assignment_mod
-
-CREATING_TTL = datetime.timedelta(seconds=30)
-DELETING_TTL = datetime.timedelta(seconds=15)
-FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PodRecord:
-    """What the controller's cache knows about one pod of a spread (slotted: the cache holds one per
-    pod of every spread, tens of thousands on a big member)."""
-
-    name: str
-    subset: str | None
-    revision: str
-    phase: str
-    ready: bool
-    node_name: str
-    created: datetime.datetime
-    deleting: bool = False
-    unschedulable_since: datetime.datetime | None = None
-    current_cost: int | None = None
-    restarts: int = 0
-    owned: bool = True
-    """Made by a controller (a controller ownerReference, the member Deployment's ReplicaSet): only
-    such pods are part of the workload and matched to a subset by their node."""
-
-    @property
-    def active(self) -> bool:
-        """Holds quota: not being deleted and not finished."""
-        return not self.deleting and self.phase not in FINISHED_PHASES
-
-
-@dataclasses.dataclass(frozen=True)
-class Pending:
-    """A creatingPods or deletingPods entry."""
-
-    subset: str
-    revision: str
-    since: datetime.datetime
 
 
 def _term(value: Mapping[str, object] | None) -> common.NodeSelectorTerm | None:
@@ -99,60 +71,6 @@ class NotCounted(Exception):
     """The spread's pods have not been counted yet: no subset can be chosen within quota."""
 
 
-Holder = tuple[str, str]
-"""(revision, subset): whose quota a pod holds."""
-
-
-@dataclasses.dataclass
-class _SpreadBook:
-    observed: dict[str, PodRecord] = dataclasses.field(default_factory=dict)
-    creating: dict[str, Pending] = dataclasses.field(default_factory=dict)
-    deleting: dict[str, Pending] = dataclasses.field(default_factory=dict)
-    local_marks: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
-    matched: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Pods of no subset given one by their node (`match_by_node`), until the cache shows it."""
-    tally: collections.Counter[Holder] = dataclasses.field(default_factory=collections.Counter)
-    """Pods holding quota by (revision, subset), in step with the three maps above."""
-
-    def holder(self, name: str) -> Holder | None:
-        """Whose quota pod `name` holds now: an observed pod that has a subset, is active and is
-        not being deleted, or a creatingPods entry the cache has not seen yet."""
-        if name in self.deleting:
-            return None
-        pod = self.observed.get(name)
-        if pod is not None:
-            return (pod.revision, pod.subset) if pod.subset and pod.active else None
-        entry = self.creating.get(name)
-        return (entry.revision, entry.subset) if entry is not None else None
-
-    def moved(self, before: Holder | None, after: Holder | None) -> None:
-        """Move one pod in the tally from `before` to `after` (either may be None)."""
-        if before == after:
-            return
-        if before is not None:
-            self.tally[before] -= 1
-            if self.tally[before] <= 0:
-                del self.tally[before]
-        if after is not None:
-            self.tally[after] += 1
-
-    def revision_counts(self) -> dict[str, dict[str, int]]:
-        """The tally as `rollout.RevisionCounts`: pods holding quota per revision per subset."""
-        found: dict[str, dict[str, int]] = collections.defaultdict(dict)
-        for (revision, subset), count in self.tally.items():
-            found[revision][subset] = count
-        return found
-
-    def recount(self) -> None:
-        """The tally from scratch (after the maps changed wholesale)."""
-        names = self.observed.keys() | self.creating.keys()
-        self.tally = collections.Counter(h for h in map(self.holder, names) if h is not None)
-
-
-SubsetCounts = status.ClusterPods
-"""Pods of one subset in this cluster, by state (the same record the coordinator reads)."""
-
-
 class Bookkeeping:
     """Thread-safe assignments and per-spread pod bookkeeping for one member cluster."""
 
@@ -161,7 +79,7 @@ class Bookkeeping:
         self._counted_changed = threading.Condition(self._lock)
         self._clock = clock
         self._assignments: dict[str, assignment_mod.Assignment] = {}
-        self._books: dict[str, _SpreadBook] = collections.defaultdict(_SpreadBook)
+        self._books: dict[str, SpreadBook] = collections.defaultdict(SpreadBook)
         self._count_wait = count_wait
         """None: admit from whatever is known (tests, models). Else: seconds `admit` waits for a
         spread's first count before raising NotCounted."""
@@ -210,7 +128,7 @@ class Bookkeeping:
 
     # --- webhook ---------------------------------------------------------------------------------
 
-    def _assigned(self, book: _SpreadBook, revision: str) -> dict[str, int]:
+    def _assigned(self, book: SpreadBook, revision: str) -> dict[str, int]:
         return {subset: n for (rev, subset), n in book.tally.items() if rev == revision}
 
     def _surge(self, value: assignment_mod.Assignment) -> int:
@@ -221,7 +139,7 @@ class Bookkeeping:
                                                                         replicas=value.replicas))
         return self._surges[value.spread][1]
 
-    def _blocked(self, spread: assignment_mod.Assignment, book: _SpreadBook,
+    def _blocked(self, spread: assignment_mod.Assignment, book: SpreadBook,
                  now: datetime.datetime) -> set[str]:
         blocked = {r.name for r in spread.subsets if not r.schedulable(now)}
         blocked |= {s for s, until in book.local_marks.items() if now < until}

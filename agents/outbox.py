@@ -18,7 +18,7 @@ import datetime
 import threading
 from collections.abc import Collection, Mapping, Sequence
 
-from agents import bookkeeping
+from agents import pod_ledger
 from agents.cache import views
 from federation.api import cluster
 from federation.core import status as status_mod
@@ -66,7 +66,7 @@ def workload_status(status: views.DeploymentStatus) -> agent_pb2.WorkloadStatus:
     return message
 
 
-def counts_message(per_spread: Mapping[str, Mapping[str, bookkeeping.SubsetCounts]], *, sequence: int,
+def counts_message(per_spread: Mapping[str, Mapping[str, pod_ledger.SubsetCounts]], *, sequence: int,
                    generations: Mapping[str, int], observed_at: datetime.datetime,
                    workloads: Mapping[str, views.DeploymentStatus | None] | None = None,
                    conflicts: Mapping[str, str] | None = None, assigned: Collection[str] | None = None,

@@ -15,7 +15,7 @@ import tempfile
 import time
 from typing import Any
 
-from federation.coordinator import shards
+from federation.coordinator import backends, shards
 
 BACKENDS = ("local", "ray")
 RAY_SHARDS = 2
@@ -44,7 +44,7 @@ class Backend:
         self.temp_dir: str | None = None
         self.ready_s = 0.0
         self.ray: shards.RayBackend | None = None
-        self.backend: shards.PlacementBackend = shards.LocalBackend()
+        self.backend: backends.PlacementBackend = backends.LocalBackend()
         if kind == "ray":
             self.temp_dir = tempfile.mkdtemp(prefix="fsbench-ray-", dir="/tmp")  # short: unix sockets
             started = time.perf_counter()

@@ -12,7 +12,7 @@ keeps, per object, only what its readers use, converted once when the event arri
 * nodes — `inventory.NodeView` (labels, taints, allocatable, cordon, Ready);
 * pods bound to a node and not finished — `inventory.PodUsage` (node, effective requests computed
   once per pod with `fit.shape_from_pod_spec`; identical request sets are shared);
-* pods labelled `fedspread.io/spread` — `SpreadPod` (a `bookkeeping.PodRecord` and what deletion
+* pods labelled `fedspread.io/spread` — `SpreadPod` (a `pod_ledger.PodRecord` and what deletion
   cost needs besides), indexed by spread (all phases, bound or not: Pending pods matter here);
 * Deployments labelled `fedspread.io/spread` — `WorkloadView` (replicas, fedspread annotations,
   status counters);

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from agents import bookkeeping
+from agents import pod_ledger
 from federation.api import names
 from federation.core import deletion_cost, fit, inventory, job_status, pod_usage, rollout
 from federation.rpc import assignment
@@ -46,7 +46,7 @@ class SpreadPod:
     spread: str
     """The spread key, `namespace/name` (from the fedspread.io/spread label)."""
     uid: str
-    record: bookkeeping.PodRecord
+    record: pod_ledger.PodRecord
     ready_since: datetime.datetime | None = None
     owner: int | str = ""
     """The uid (`compact_uid`) of the pod's controller (its controller ownerReference: the
@@ -218,7 +218,7 @@ def spread_pod(pod: Mapping[str, Any]) -> SpreadPod | None:
     controller = controller_of(meta)
     namespace = sys.intern(str(meta.get("namespace") or ""))
     subset = annotations.get(names.SUBSET_ANNOTATION) or None
-    record = bookkeeping.PodRecord(
+    record = pod_ledger.PodRecord(
         name=str(meta.get("name") or ""),
         subset=sys.intern(subset) if isinstance(subset, str) else subset,
         revision=sys.intern(str(rollout.pod_revision(labels))),

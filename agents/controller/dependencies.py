@@ -27,7 +27,8 @@ dropped while the agent was down leaves its copy in place, marked, never deleted
 An object the hub lacks (no copy in the assignment) is not created, and a copy already here is
 kept as it is (the spread stays recorded on it): a hub object deleted by mistake must not break
 the pods of every member. Writes are minimal: the copy carries a hash of the hub body it was made
-from, and an unchanged assignment is not looked at again for `RESYNC_SECONDS` (then one read per
+from (`agents.controller.dependency_bodies`: the marks, the hash, what a rewrite keeps), and an
+unchanged assignment is not looked at again for `RESYNC_SECONDS` (then one read per
 object shows a copy deleted by hand in the member, which is put back; an edit by hand is replaced
 when the hub's object next changes). A claim's spec
 is immutable once bound: its copy is created from the hub's and afterwards only its marks change;
@@ -39,9 +40,7 @@ Secrets: a copy's body is never logged; a failed call is logged with its status 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import hashlib
 import json
 import logging
 import threading
@@ -52,6 +51,7 @@ from kubernetes import client
 from kubernetes.client import exceptions
 
 from agents import bookkeeping, retries
+from agents.controller import dependency_bodies as bodies
 from federation.api import names
 from federation.kube import deadlines
 from federation.rpc import assignment
@@ -94,71 +94,6 @@ class _Applied:
     """The apiVersion each copy was written at (`v1` unless listed)."""
 
 
-def _names(value: object) -> set[str]:
-    return {part for part in value.split(",") if part} if isinstance(value, str) else set()
-
-
-def _joined(values: set[str]) -> str:
-    return ",".join(sorted(values))
-
-
-def source_hash(body: Json) -> str:
-    """The hash of a hub copy, written on the member copy made from it."""
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _digest(value: assignment.Assignment) -> str:
-    parts = [value.federation, value.namespace, str(value.propagate_dependencies)]
-    parts += [f"{d.kind}/{d.name}/{source_hash(d.body) if d.body is not None else '-'}"
-              for d in value.dependencies]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def marked(body: Json, *, federation: str, needers: set[str], orphaned: set[str]) -> Json:
-    """`body` (the hub's copy) with our marks: the federation label, the spreads needing it, the
-    ones that orphaned it, and the hash of `body` as the hub gave it."""
-    result = copy.deepcopy(body)
-    metadata = result.setdefault("metadata", {})
-    metadata.setdefault("labels", {})[names.FEDERATION_LABEL] = federation
-    annotations = metadata.setdefault("annotations", {})
-    annotations[names.DESIRED_HASH_ANNOTATION] = source_hash(body)
-    annotations[names.NEEDED_BY_ANNOTATION] = _joined(needers)
-    annotations.pop(names.ORPHANED_BY_ANNOTATION, None)
-    if orphaned:
-        annotations[names.ORPHANED_BY_ANNOTATION] = _joined(orphaned)
-    return result
-
-
-def _keep_service_allocations(live: Json, new: Json) -> None:
-    """A Service's cluster IPs and node ports as the member allocated them (immutable, or a new
-    node port each update)."""
-    live_spec, new_spec = live.get("spec") or {}, new.get("spec")
-    if not isinstance(new_spec, dict):
-        return
-    for field in ("clusterIP", "clusterIPs", "healthCheckNodePort"):
-        if field in live_spec and field not in new_spec:
-            new_spec[field] = live_spec[field]
-    allocated = {(p.get("port"), p.get("protocol", "TCP")): p["nodePort"]
-                 for p in live_spec.get("ports") or () if isinstance(p, dict) and "nodePort" in p}
-    for port in new_spec.get("ports") or ():
-        key = (port.get("port"), port.get("protocol", "TCP")) if isinstance(port, dict) else None
-        if key in allocated and "nodePort" not in port:
-            port["nodePort"] = allocated[key]
-
-
-def _keep_allocated(kind: str, live: Json, new: Json) -> Json:
-    """`new` with what the member allocated for the live object kept: a ServiceAccount's token
-    secrets, a claim's whole spec (immutable once bound), a Service's IPs and node ports; and the
-    live resourceVersion."""
-    if kind == "ServiceAccount" and "secrets" in live:
-        new["secrets"] = live["secrets"]
-    if kind == "PersistentVolumeClaim" and "spec" in live:
-        new["spec"] = live["spec"]
-    if kind == "Service":
-        _keep_service_allocations(live, new)
-    new["metadata"]["resourceVersion"] = (live.get("metadata") or {}).get("resourceVersion")
-    return new
-
 
 class DependencySync:
     """Creates, updates and removes the member copies of the objects assigned spreads need."""
@@ -191,7 +126,7 @@ class DependencySync:
             if not value.federation:  # no identity: nothing can be marked ours
                 continue
             memo = self._digests.get(value.spread)
-            digest = memo[1] if memo is not None and memo[0] is value else _digest(value)
+            digest = memo[1] if memo is not None and memo[0] is value else bodies.digest(value)
             self._digests[value.spread] = (value, digest)
             applied = self._applied.get(value.spread)
             if applied is not None and applied.digest == digest and now < self._again.get(value.spread, 0.0):
@@ -255,8 +190,8 @@ class DependencySync:
         if live is None:
             if dependency.body is None:
                 return ABSENT  # the hub has none either: DependencyMissing says so on the hub
-            body = marked(dependency.body, federation=value.federation, needers={value.spread},
-                          orphaned=set())
+            body = bodies.marked(dependency.body, federation=value.federation, needers={value.spread},
+                                 orphaned=set())
             body["metadata"]["namespace"] = namespace
             self._create(kind, version, namespace, body)
             LOG.info("dependency created",
@@ -272,23 +207,25 @@ class DependencySync:
                     "reason": "exists without this federation's mark"})
             return CONFLICT
         annotations = meta.get("annotations") or {}
-        had_needers, had_orphaned = _names(annotations.get(names.NEEDED_BY_ANNOTATION)), \
-            _names(annotations.get(names.ORPHANED_BY_ANNOTATION))
+        had_needers, had_orphaned = bodies.names_in(annotations.get(names.NEEDED_BY_ANNOTATION)), \
+            bodies.names_in(annotations.get(names.ORPHANED_BY_ANNOTATION))
         needers, orphaned = had_needers | {value.spread}, had_orphaned - {value.spread}
         same_marks = (needers, orphaned) == (had_needers, had_orphaned)
         if dependency.body is None:  # gone from the hub: kept as it is, the spread still recorded
             if same_marks:
                 return UNCHANGED
-            new = marked({k: v for k, v in live.items() if k != "status"}, federation=value.federation,
-                         needers=needers, orphaned=orphaned)
+            new = bodies.marked({k: v for k, v in live.items() if k != "status"},
+                                federation=value.federation, needers=needers, orphaned=orphaned)
             new["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION] = \
                 annotations.get(names.DESIRED_HASH_ANNOTATION, "")
         else:
-            if same_marks and annotations.get(names.DESIRED_HASH_ANNOTATION) == source_hash(dependency.body):
+            hashed = bodies.source_hash(dependency.body)
+            if same_marks and annotations.get(names.DESIRED_HASH_ANNOTATION) == hashed:
                 return UNCHANGED
-            new = marked(dependency.body, federation=value.federation, needers=needers, orphaned=orphaned)
+            new = bodies.marked(dependency.body, federation=value.federation, needers=needers,
+                                orphaned=orphaned)
             new["metadata"]["namespace"] = namespace
-        self._replace(kind, version, namespace, name, _keep_allocated(kind, live, new))
+        self._replace(kind, version, namespace, name, bodies.keep_allocated(kind, live, new))
         LOG.info("dependency updated", extra={"object": f"{kind}/{namespace}/{name}", "spread": value.spread})
         return UPDATED
 
@@ -326,8 +263,8 @@ class DependencySync:
         if live is None or (meta.get("labels") or {}).get(names.FEDERATION_LABEL) != federation:
             return UNCHANGED  # gone, or not ours: never touched
         annotations = meta.get("annotations") or {}
-        had_needers = _names(annotations.get(names.NEEDED_BY_ANNOTATION))
-        had_orphaned = _names(annotations.get(names.ORPHANED_BY_ANNOTATION))
+        had_needers = bodies.names_in(annotations.get(names.NEEDED_BY_ANNOTATION))
+        had_orphaned = bodies.names_in(annotations.get(names.ORPHANED_BY_ANNOTATION))
         needers = had_needers - {spread}
         orphaned = had_orphaned | ({spread} if orphan and spread in had_needers else set())
         if not needers and not orphaned:
@@ -336,8 +273,8 @@ class DependencySync:
             return DELETED
         if (needers, orphaned) == (had_needers, had_orphaned):
             return UNCHANGED
-        new = marked({k: v for k, v in live.items() if k != "status"}, federation=federation,
-                     needers=needers, orphaned=orphaned)
+        new = bodies.marked({k: v for k, v in live.items() if k != "status"}, federation=federation,
+                            needers=needers, orphaned=orphaned)
         new["metadata"]["annotations"][names.DESIRED_HASH_ANNOTATION] = \
             annotations.get(names.DESIRED_HASH_ANNOTATION, "")
         self._replace(kind, version, namespace, name, new)

@@ -24,7 +24,7 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    unschedulableSeconds, reported once per mark, and those pods are deleted (their ReplicaSet
    recreates them and the webhook now skips the subset), each with a `Rescheduled` Event saying why;
    never for a kind whose pods are bound to their identity (`reschedule_deletes_pods`: a
-   StatefulSet's keep their name and claims);
+   StatefulSet's keep their name and claims) (`agents.controller.rescheduling`);
 4. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
    spread's member workload status (from the cached workload; none while it does not exist) and,
    for a StatefulSet, the pods whose ordinal maps to another subset now (never deleted),
@@ -39,7 +39,6 @@ The arithmetic lives in federation.core; this module fetches from the cache, cal
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import threading
 import time
@@ -48,15 +47,15 @@ from typing import Any
 
 from kubernetes.client import exceptions
 
-from agents import bookkeeping, outbox, owners, retries, runnable
+from agents import bookkeeping, outbox, owners, pod_ledger, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
 from agents.controller import costs as pod_costs
-from agents.controller import kinds
+from agents.controller import kinds, rescheduling
 from agents.controller import misplaced as misplaced_pods
 from federation import clock as clock_mod
 from federation.api import names
-from federation.core import deletion_cost, reschedule, status, workload_kinds
+from federation.core import deletion_cost, status, workload_kinds
 from federation.kube import deadlines
 from federation.kube import events as kube_events
 from federation.rpc import assignment
@@ -64,7 +63,6 @@ from federation.rpc import assignment
 LOG = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
-RESCHEDULED = "Rescheduled"
 """The reason of the Event on a pod deleted because it waited too long in its subset."""
 REWRITE_AFTER = 10.0
 """Seconds during which a cost just written is not written again while the cache catches up."""
@@ -99,11 +97,6 @@ def observed_status(workload: views.WorkloadView) -> views.DeploymentStatus:
     return dataclasses.replace(workload.status, template_revision=observed)
 
 
-def blocked_subsets(value: assignment.Assignment, marks: Mapping[str, datetime.datetime],
-                    now: datetime.datetime) -> set[str]:
-    """Subsets kept out of this cluster now: local marks and the coordinator's echo of them."""
-    return set(marks) | {r.name for r in value.subsets if not r.schedulable(now)}
-
 
 @dataclasses.dataclass
 class Round:
@@ -119,7 +112,7 @@ class Round:
 Seen = tuple[int, owners.Controllers]
 """What a spread's pods were read at: the cache's version of its pods and its owner chain."""
 
-Report = tuple[dict[str, dict[str, bookkeeping.SubsetCounts]], dict[str, views.DeploymentStatus | None],
+Report = tuple[dict[str, dict[str, pod_ledger.SubsetCounts]], dict[str, views.DeploymentStatus | None],
                dict[str, str], frozenset[str], dict[str, tuple[str, ...]], dict[str, str],
                dict[str, tuple[str, ...]]]
 """What a PodCountsReport says, per spread: pods per subset, the member Deployment's status, why
@@ -151,8 +144,6 @@ class Reconciler:
                  dependency_conflicts: Callable[[], Mapping[str, tuple[str, ...]]] | None = None,
                  recorder: kube_events.EventRecorder | None = None) -> None:
         self._core = core_api
-        self._recorder = recorder
-        """Records a `Rescheduled` Event on each pod deleted for rescheduling."""
         self._conflicts = conflicts
         """Per spread, why its member Deployment is left alone (the workload sync's), reported."""
         self._dependency_conflicts = dependency_conflicts
@@ -176,6 +167,9 @@ class Reconciler:
         self._sequence = 0
         self.rounds = 0
         """Completed rounds (for status and for tests that wait for a round to pass)."""
+        self._rescheduler = rescheduling.Rescheduler(core_api, books, box, clock=clock,
+                                                     beat=lambda: self.beat(), recorder=recorder)
+        """Adaptive reschedule of stuck pods; records a `Rescheduled` Event on each pod it deletes."""
 
     def costs_written(self, value: assignment.Assignment) -> bool:
         """Whether a round has written the deletion costs of assignment `value` (this very object)
@@ -213,7 +207,7 @@ class Reconciler:
                     self._costs_done[value.spread] = (value, versions[value.spread])
                 if value.strategy.adaptive and workload_kinds.policy_for(
                         value.api_version, value.kind).reschedule_deletes_pods:
-                    self._reschedule(value, snapshot[value.spread], done)
+                    self._rescheduler.reschedule(value, snapshot[value.spread], done)
             except Exception as error:
                 LOG.warning("reconcile failed", extra={"spread": value.spread, "error": str(error)[:300]})
         self._forget_written(snapshot)
@@ -303,62 +297,6 @@ class Reconciler:
         alive = {(p.namespace, p.record.name) for pods in snapshot.values() for p in pods}
         for key in set(self._written) - alive:
             del self._written[key]
-
-    # --- adaptive reschedule ----------------------------------------------------------------------
-
-    def _reschedule(self, value: assignment.Assignment, pods: Sequence[views.SpreadPod],
-                    done: Round) -> None:
-        now = self._clock()
-        stuck = reschedule.stuck_subsets(
-            [p.record for p in pods], now=now, critical_seconds=value.strategy.reschedule_critical_seconds,
-            order=subset_order(value))
-        if not stuck:
-            return
-        blocked = blocked_subsets(value, self._books.marked(value.spread), now)
-        until = reschedule.blocked_until(now, unschedulable_seconds=value.strategy.unschedulable_seconds)
-        for item in reschedule.to_report(stuck, blocked=blocked):
-            self._books.mark_unschedulable(value.spread, item.subset, until=until)
-            self._outbox.unschedulable(
-                spread=value.spread, subset=item.subset, since=item.since, pods=len(item.pods),
-                reason=f"Unschedulable for more than {value.strategy.reschedule_critical_seconds}s",
-                generation=value.generation)
-            done.reported += 1
-            LOG.info("subset unschedulable",
-                     extra={"spread": value.spread, "subset": item.subset, "pods": len(item.pods),
-                            "until": until.isoformat()})
-        uids = {p.record.name: (p.namespace, p.uid, p.record.unschedulable_since) for p in pods}
-        for item in stuck:
-            for name in item.pods:
-                namespace, uid, since = uids[name]
-                if self._delete_pod(namespace, name, uid=uid):
-                    self._books.note_deleting(value.spread, name, subset=item.subset)
-                    done.deleted += 1
-                    self._note_rescheduled(value, namespace, name, uid=uid, subset=item.subset,
-                                           since=since or item.since)
-
-    def _note_rescheduled(self, value: assignment.Assignment, namespace: str, name: str, *, uid: str,
-                          subset: str, since: datetime.datetime) -> None:
-        if self._recorder is None:
-            return
-        note = (f"deleted to reschedule: unschedulable in subset {subset} since {since.isoformat()} "
-                f"(longer than rescheduleCriticalSeconds {value.strategy.reschedule_critical_seconds}s); "
-                f"spread {value.spread} skips that subset for {value.strategy.unschedulable_seconds}s")
-        self._recorder.record(kube_events.ObjectRef("v1", "Pod", name, namespace=namespace, uid=uid),
-                              reason=RESCHEDULED, action="Delete", note=note)
-
-    @_RETRY
-    def _delete_pod(self, namespace: str, name: str, *, uid: str) -> bool:
-        options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
-        self.beat()
-        try:
-            self._core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False,
-                                            _request_timeout=deadlines.CALL)
-        except exceptions.ApiException as error:
-            if error.status == 404 or (error.status == 409 and uid):  # gone, or a new pod of that name
-                return False
-            raise
-        LOG.info("pod rescheduled", extra={"pod": f"{namespace}/{name}"})
-        return True
 
     # --- pod counts --------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ Why it looks like this:
   is refused as stale only against what arrived earlier on the *same* stream (a coordinator that
   reorders its own messages); after Welcome's full resync the coordinator is authoritative, and
   comparing with the generation applied on an earlier stream would wedge the spread forever.
+  Applying them, and acking each, is `agents.link.applying`'s.
 
 - **One loop among the agent's.** The link is an `agents.runnable.Runnable` (`run(stop, beat)`;
   `interrupt` cancels the stream in progress so a stop is seen at once): the agent starts it last
@@ -56,8 +57,8 @@ import tenacity
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
 from agents import ownership, runnable
+from agents.link import applying, refusals
 from agents.link import hello as hello_mod
-from agents.link import refusals
 from agents.link import settings as settings_mod
 from agents.link import stream as stream_mod
 from federation import clock as clock_mod
@@ -98,8 +99,6 @@ class Link:
         self._bookkeeping = bookkeeping
         self._outbox = outbox
         self._metrics = metrics
-        self._on_assignment = on_assignment
-        self._on_removal = on_removal
         self._cache = cache  # the member's Deployments the Hello lists (None: only the bookkeeping)
         self._cache_wait: float | None = settings.cache_wait_seconds  # None once the first stream waited
         self.synced = synced if synced is not None else threading.Event()
@@ -127,9 +126,9 @@ class Link:
         self._resume_token = ""
         self._outage = refusals.Outage(log, cluster=settings.cluster, target=settings.target,
                                        secure=settings.credentials is not None)
-        self._received: dict[str, int] = {}
-        """Per spread: the generation last applied on the current stream (emptied for each stream;
-        read and written on the link thread only)."""
+        self._applier = applying.Applier(bookkeeping, cluster=settings.cluster, federation=self.federation,
+                                         on_assignment=on_assignment, on_removal=on_removal)
+        """Applies assignments and removals, with this stream's generations (the link thread only)."""
         self.connects = 0  # Welcomes received, for status and tests
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -230,7 +229,7 @@ class Link:
         self._await_cache()
         stream = stream_mod.Outgoing(self.hello, outbox=self._outbox, clock=self._clock,
                                      heartbeat_seconds=self.settings.heartbeat_seconds, name=self.cluster)
-        self._received = {}  # a new stream: the coordinator's Welcome resync decides afresh
+        self._applier.new_stream()
         channel = self._channel()
         watchdog: threading.Timer | None = None
         try:
@@ -324,9 +323,9 @@ class Link:
         if kind == "welcome":
             self._welcome(message.welcome, stream)
         elif kind == "assignment":
-            self._assignment(message.assignment, stream)
+            self._applier.assignment(message.assignment, stream)
         elif kind == "removal":
-            self._removal(message.removal, stream)
+            self._applier.removal(message.removal, stream)
         elif kind == "ping":
             stream.send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(ping_nonce=message.ping.nonce)))
         elif kind == "resync":
@@ -350,57 +349,6 @@ class Link:
             "coordinator_id": welcome.coordinator_id, "federation": welcome.federation_id,
             "outage_s": outage})
         self._set_connected(True)
-
-    def _assignment(self, message: agent_pb2.SpreadAssignment, stream: stream_mod.Outgoing) -> None:
-        """Apply an assignment unless malformed or older than one applied on this stream; Ack it."""
-        error = ""
-        try:
-            decoded = assignment_mod.Assignment.from_proto(message, federation=self.federation.current)
-        except (ValueError, TypeError) as failure:
-            error = f"not applied, previous assignment kept: {failure}"
-            log.error("bad assignment", extra={"cluster": self.cluster, "spread": message.spread,
-                                               "generation": message.generation, "error": str(failure)})
-        else:
-            # Only this stream's history counts: a generation applied on an earlier stream may
-            # belong to a since deleted spread of the same name (module docstring).
-            seen = self._received.get(decoded.spread)
-            if seen is not None and seen > decoded.generation:
-                error = f"stale generation {decoded.generation}; generation {seen} kept"
-            else:
-                self._bookkeeping.set_assignment(decoded)
-                self._received[decoded.spread] = decoded.generation
-                log.debug("assignment applied", extra={"cluster": self.cluster, "spread": decoded.spread,
-                                                       "generation": decoded.generation})
-                error = self._callback(self._on_assignment, decoded, what="workload sync")
-        stream.send(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
-            spread=message.spread, generation=message.generation, error=error)))
-
-    def _removal(self, message: agent_pb2.SpreadRemoval, stream: stream_mod.Outgoing) -> None:
-        """Forget a spread unless an assignment newer than the removal was applied on this stream;
-        Ack it. Afterwards the spread has no history on this stream: a re-created spread of the
-        same name starts again at generation 1."""
-        seen = self._received.get(message.spread)
-        error = ""
-        if seen is not None and seen > message.generation:
-            error = f"stale removal generation {message.generation}; generation {seen} kept"
-        else:
-            self._bookkeeping.remove_assignment(message.spread)
-            self._received.pop(message.spread, None)
-            log.info("spread removed", extra={"cluster": self.cluster, "spread": message.spread,
-                                              "orphan": message.orphan, "reason": message.reason})
-            error = self._callback(self._on_removal, message.spread, message.orphan, what="removal")
-        stream.send(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
-            spread=message.spread, generation=message.generation, error=error)))
-
-    def _callback(self, callback: Callable[..., None] | None, *args: Any, what: str) -> str:
-        if callback is None:
-            return ""
-        try:
-            callback(*args)
-        except Exception as failure:  # the quotas are applied; report the rest, keep the link up
-            log.exception(f"{what} callback failed", extra={"cluster": self.cluster})
-            return f"quotas applied; {what} failed: {failure}"
-        return ""
 
     def _notice(self, notice: agent_pb2.Notice) -> None:
         if notice.code == capabilities.RESYNC_COMPLETE_CODE:

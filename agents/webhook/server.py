@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from agents.webhook import handler as handler_mod
 from agents.webhook import review
-from federation.kube import webhook_clients, webhook_https
+from federation.kube import webhook_clients, webhook_https, webhook_roles
 
 MUTATE_PATH = "/mutate"
 
@@ -28,7 +28,7 @@ class WebhookServer(webhook_https.WebhookServer):
                  cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str],
                  max_body: int = review.MAX_BODY, ready: Callable[[], bool] = lambda: True,
                  client_auth: webhook_clients.ClientAuth | None = None, reuse_port: bool = False) -> None:
-        role = webhook_https.Role(review_path=MUTATE_PATH, owner="agent",
+        role = webhook_roles.Role(review_path=MUTATE_PATH, owner="agent",
                                   on_http_error=admission.metrics.http_error,
                                   not_ready=("not ready: the caches are not synced yet, "
                                              "or a controller loop is stalled\n"))

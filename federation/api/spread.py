@@ -6,13 +6,15 @@ optionally a node pool inside them, and an optional cap. Cross-field rules (uniq
 cap, percentages within 100%, no adaptive settings under Fixed; floors and topology spread in
 `topology`) are checked here so that every problem is reported with its own field path — see
 `federation.api.problems` for how they reach the user.
+
+A subset's own fields are `federation.api.subset`'s, the target's `federation.api.target`'s and the
+status `federation.api.spread_status`'s; this module holds the spec and the kind, and re-exports
+their models, which callers name as `spread.Subset` or `spread.FederatedSpreadStatus`.
 """
 
 from __future__ import annotations
 
-import datetime
-import re
-from typing import Any, Literal
+from typing import Literal
 
 import pydantic
 import pydantic_core
@@ -21,188 +23,34 @@ from federation.api import common, ordinal_rules, topology
 from federation.api import propagate as propagate_api
 from federation.api import rebalance as rebalance_api
 
+# The spec's parts and the status live in their own modules; the kind's models stay importable from
+# here, where the SDK, the docs and the tests name them (`spread.Subset`, `spread.FederatedSpreadStatus`).
+from federation.api.spread_status import ClusterPlacementStatus as ClusterPlacementStatus
+from federation.api.spread_status import DependencyStatus as DependencyStatus
+from federation.api.spread_status import FederatedSpreadStatus as FederatedSpreadStatus
+from federation.api.spread_status import SubsetClusterStatus as SubsetClusterStatus
+from federation.api.spread_status import SubsetRevisionStatus as SubsetRevisionStatus
+from federation.api.spread_status import SubsetStatus as SubsetStatus
+from federation.api.spread_status import SubsetUnscheduledStatus as SubsetUnscheduledStatus
+from federation.api.spread_status import TargetStatus as TargetStatus
+from federation.api.subset import SUBSET_NAME_PATTERN as SUBSET_NAME_PATTERN
+from federation.api.subset import ClusterSpread as ClusterSpread
+from federation.api.subset import Subset as Subset
+from federation.api.subset import percent_of as percent_of
+from federation.api.target import TARGET_API_VERSIONS as TARGET_API_VERSIONS
+from federation.api.target import TargetApiVersion as TargetApiVersion
+from federation.api.target import TargetKind as TargetKind
+from federation.api.target import TargetRef as TargetRef
+
 KIND = "FederatedSpread"
 PLURAL = "federatedspreads"
-
-SUBSET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_PERCENT = re.compile(r"^([0-9]{1,3})%$")
 
 MAX_SECONDS = 2**31 - 1
 """The longest duration a spread may set (int32 seconds, ~68 years, as Kubernetes' own fields):
 a duration is a timedelta in the coordinator and the agent, which overflows near 8.6e13 s."""
 
-ClusterSpread = Literal["Fill", "Balance", "Capacity"]
 StrategyType = Literal["Fixed", "Adaptive"]
 DeletionPolicy = Literal["Orphan", "Delete"]
-
-
-def percent_of(max_replicas: int | str | None) -> int | None:
-    """The percentage of a `"N%"` cap, or None for an integer or absent cap."""
-    if isinstance(max_replicas, str):
-        match = _PERCENT.match(max_replicas)
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def _check_max_replicas(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError("maxReplicas must be a non-negative integer or a percentage like '50%'")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"maxReplicas must not be negative, got {value}")
-        return value
-    if isinstance(value, str):
-        match = _PERCENT.match(value.strip())
-        if not match:
-            raise ValueError(
-                f"maxReplicas {value!r} is neither an integer nor a percentage like '50%'"
-            )
-        pct = int(match.group(1))
-        if pct > 100:
-            raise ValueError(f"maxReplicas percentage must be between 0% and 100%, got {value}")
-        return f"{pct}%"
-    raise ValueError("maxReplicas must be a non-negative integer or a percentage like '50%'")
-
-
-TargetKind = Literal["Deployment", "ReplicaSet", "StatefulSet", "Job"]
-"""The workload kinds a spread can target: each has its row in `federation.core.workload_kinds`
-and its strategy in the agent (`agents.controller.kinds`)."""
-TargetApiVersion = Literal["apps/v1", "batch/v1"]
-TARGET_API_VERSIONS: dict[str, str] = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1",
-                                       "StatefulSet": "apps/v1", "Job": "batch/v1"}
-"""The apiVersion each accepted kind is served as (the API cannot import the kind table,
-`federation.core.workload_kinds`, which says the same; tests/unit/test_target_kinds.py checks)."""
-
-
-class TargetRef(common.SpecModel):
-    """The hub workload whose replicas are spread."""
-
-    api_version: TargetApiVersion = pydantic.Field(
-        default="apps/v1",
-        description="API version of the target workload: apps/v1 (Deployment, ReplicaSet, StatefulSet) "
-                    "or batch/v1 (Job).",
-    )
-    kind: TargetKind = pydantic.Field(
-        default="Deployment",
-        description="Kind of the target workload: Deployment, ReplicaSet, StatefulSet or Job.",
-    )
-    name: str = pydantic.Field(
-        min_length=1, description="Name of the workload in the spread's namespace on the hub."
-    )
-
-    @pydantic.field_validator("kind")
-    @classmethod
-    def _served_as(cls, kind: str, info: pydantic.ValidationInfo) -> str:
-        """The kind must be named with the apiVersion it is served as (`apps/v1 Job` or `batch/v1
-        Deployment` names nothing the hub serves)."""
-        api_version = info.data.get("api_version")
-        served = TARGET_API_VERSIONS[kind]
-        if api_version is not None and api_version != served:
-            raise ValueError(f"{kind} is served as {served}, not {api_version}: "
-                             f"set spec.targetRef.apiVersion to {served}")
-        return kind
-
-    @property
-    def described(self) -> str:
-        """`Kind 'name'`, as messages name the target."""
-        return f"{self.kind} {self.name!r}"
-
-
-class Subset(common.SpecModel):
-    """One ordered place for replicas: a cluster, a region (set of clusters) or a node pool in them."""
-
-    name: str = pydantic.Field(
-        min_length=1,
-        max_length=63,
-        pattern=SUBSET_NAME_PATTERN,
-        description="Unique name of the subset (a DNS label); pods carry it as fedspread.io/subset.",
-    )
-    clusters: list[str] | None = pydantic.Field(
-        default=None,
-        description="Member clusters of this subset by name, in fill order. Exclusive with clusterSelector.",
-    )
-    cluster_selector: common.LabelSelector | None = pydantic.Field(
-        default=None,
-        description=(
-            "Selects MemberClusters by label (e.g. a region); ordered by name. Exclusive with clusters."
-        ),
-    )
-    cluster_spread: ClusterSpread = pydantic.Field(
-        default="Capacity",
-        description=(
-            "How a multi-cluster subset divides its share: Fill (clusters in order), Balance "
-            "(evenly) or Capacity (in proportion to free capacity)."
-        ),
-    )
-    required_node_selector_term: common.NodeSelectorTerm | None = pydantic.Field(
-        default=None,
-        description="Node pool inside each cluster: ANDed into every required node-selector term of the pod.",
-    )
-    preferred_node_selector_terms: list[common.PreferredSchedulingTerm] = pydantic.Field(
-        default_factory=list, description="Preferred node terms appended to the subset's pods."
-    )
-    tolerations: list[common.Toleration] = pydantic.Field(
-        default_factory=list, description="Tolerations appended to the subset's pods."
-    )
-    patch: dict[str, Any] | None = pydantic.Field(
-        default=None, description="Strategic-merge patch applied to the subset's pods."
-    )
-    max_replicas: int | str | None = pydantic.Field(
-        default=None,
-        description="Cap: an integer or a percentage of the total like '50%'; absent means unbounded.",
-    )
-
-    min_replicas: int | str | None = pydantic.Field(
-        default=None,
-        description=(
-            "Floor: an integer or a percentage of the total like '20%', placed before any later "
-            "subset's replicas beyond its own floor and kept through scale-down; never above the cap."
-        ),
-    )
-
-    @pydantic.field_validator("max_replicas", mode="before")
-    @classmethod
-    def _valid_cap(cls, value: Any) -> Any:
-        return _check_max_replicas(value)
-
-    @pydantic.field_validator("min_replicas", mode="before")
-    @classmethod
-    def _valid_floor(cls, value: Any) -> Any:
-        return topology.check_min_replicas(value)
-
-    @pydantic.field_validator("required_node_selector_term")
-    @classmethod
-    def _non_empty_term(cls, value: common.NodeSelectorTerm | None) -> common.NodeSelectorTerm | None:
-        if value is not None and not value.match_expressions and not value.match_fields:
-            raise ValueError(
-                "an empty term matches no node; give matchExpressions or matchFields, "
-                "or omit requiredNodeSelectorTerm to use every node"
-            )
-        return value
-
-    @pydantic.field_validator("clusters")
-    @classmethod
-    def _valid_clusters(cls, value: list[str] | None) -> list[str] | None:
-        if value is None:
-            return None
-        if not value:
-            raise ValueError("clusters must name at least one cluster")
-        seen: set[str] = set()
-        for name in value:
-            if not name:
-                raise ValueError("cluster names must not be empty")
-            if name in seen:
-                raise ValueError(f"cluster {name!r} is listed twice")
-            seen.add(name)
-        return value
-
-    @property
-    def percent(self) -> int | None:
-        """This subset's percentage cap, if it has one."""
-        return percent_of(self.max_replicas)
 
 
 class AdaptiveStrategy(common.SpecModel):
@@ -441,168 +289,6 @@ def cross_field_problems(spec: FederatedSpreadSpec) -> list[tuple[str, str]]:
         )
     return problems
 
-
-class SubsetUnscheduledStatus(common.StatusModel):
-    """Whether a subset is temporarily skipped because its pods could not schedule."""
-
-    unschedulable: bool = pydantic.Field(default=False, description="True while the subset is skipped.")
-    unscheduled_time: datetime.datetime | None = pydantic.Field(
-        default=None, description="When the subset was last marked unschedulable."
-    )
-    failed_count: int = pydantic.Field(default=0, description="How many times it was marked.")
-
-
-class SubsetClusterStatus(common.StatusModel):
-    """One cluster's share of a subset (a list entry named by `cluster`, as the API conventions
-    want: a map keyed by cluster name would render `aws-eu` as `Aws - Eu` in `kubectl describe`)."""
-
-    cluster: str = pydantic.Field(description="Member cluster name.")
-    replicas: int = pydantic.Field(
-        default=0, description="Replicas of this subset in the cluster (kept pods included)."
-    )
-    kept: int = pydantic.Field(
-        default=0,
-        description=("Of replicas, the Ready pods kept above the rule's share until their "
-                     "replacements are Ready."),
-    )
-
-
-class SubsetRevisionStatus(common.StatusModel):
-    """A subset's pods of one template revision, summed over the member clusters (a list entry
-    named by `revision`, as `SubsetClusterStatus` is by cluster)."""
-
-    revision: str = pydantic.Field(
-        description=("The member workload's template revision: its pods' pod-template-hash (a "
-                     "Deployment's) or controller-revision-hash (a StatefulSet's).")
-    )
-    replicas: int = pydantic.Field(
-        default=0, description="Pods of this revision in the subset (running, pending or being created)."
-    )
-
-
-class SubsetStatus(common.StatusModel):
-    """Per-subset bookkeeping, as in WorkloadSpread, with the per-cluster split."""
-
-    name: str = pydantic.Field(description="Subset name.")
-    replicas: int = pydantic.Field(default=0, description="Replicas placed in this subset.")
-    missing_replicas: int = pydantic.Field(
-        default=-1, description="Pods still to create to reach the cap; -1 when unbounded."
-    )
-    clusters: list[SubsetClusterStatus] = pydantic.Field(
-        default_factory=list, description="Replicas of this subset per cluster, in placement order."
-    )
-    creating_pods: dict[str, datetime.datetime] = pydantic.Field(
-        default_factory=dict, description="Pods assigned by a webhook, not yet seen by a controller."
-    )
-    deleting_pods: dict[str, datetime.datetime] = pydantic.Field(
-        default_factory=dict, description="Pods being deleted or evicted, not yet gone."
-    )
-    subset_unscheduled_status: SubsetUnscheduledStatus | None = pydantic.Field(
-        default=None, description="Set when the subset could not schedule its pods."
-    )
-    revisions: list[SubsetRevisionStatus] | None = pydantic.Field(
-        default=None,
-        description=("While a rollout runs (pods of more than one template revision anywhere): this "
-                     "subset's pods per revision, by revision name; absent otherwise."),
-    )
-
-    @pydantic.field_validator("clusters", mode="before")
-    @classmethod
-    def _clusters_from_a_map(cls, value: Any) -> Any:
-        """A status written before the list form (`{cluster: replicas}`) still reads: a restarted
-        coordinator seeds its placement from it."""
-        if isinstance(value, dict):
-            return [{"cluster": name, "replicas": count} for name, count in value.items()]
-        return value
-
-    def placed(self) -> dict[str, int]:
-        """Replicas per cluster, kept pods included (what the agents were told to run)."""
-        return {entry.cluster: entry.replicas for entry in self.clusters}
-
-    def ruled(self) -> dict[str, int]:
-        """Replicas per cluster less the kept pods: the placement rule's own answer."""
-        return {entry.cluster: entry.replicas - entry.kept for entry in self.clusters}
-
-
-class ClusterPlacementStatus(common.StatusModel):
-    """Replicas assigned to one cluster and how many of them are ready."""
-
-    cluster: str = pydantic.Field(description="Member cluster name.")
-    replicas: int = pydantic.Field(default=0, description="Replicas assigned to the cluster.")
-    ready_replicas: int = pydantic.Field(default=0, description="Of those, ready.")
-
-
-class TargetStatus(common.StatusModel):
-    """The hub workload a placed spread carries (lenient, as every status: any kind reads)."""
-
-    api_version: str = pydantic.Field(default="apps/v1", description="API version of the workload.")
-    kind: str = pydantic.Field(default="Deployment", description="Kind of the workload.")
-    name: str = pydantic.Field(description="Name of the workload in the spread's namespace.")
-
-    def names(self, ref: TargetRef) -> bool:
-        """Whether `ref` names this same workload."""
-        return (self.api_version, self.kind, self.name) == (ref.api_version, ref.kind, ref.name)
-
-
-class DependencyStatus(common.StatusModel):
-    """One object the pod template references or `spec.propagate` lists, and where fedspread copies
-    it (`spec.propagateDependencies`)."""
-
-    kind: str = pydantic.Field(description=(
-        "ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim the template references, or a "
-        "kind spec.propagate lists (Service, PodDisruptionBudget, NetworkPolicy, Role, RoleBinding)."))
-    name: str = pydantic.Field(description="Its name, in the spread's namespace.")
-    found: bool = pydantic.Field(
-        default=False,
-        description="It exists on the hub; false: nothing is copied, copies already made are kept.")
-    optional: bool = pydantic.Field(
-        default=False, description="Every use of it says optional: its absence is not DependencyMissing.")
-    clusters: list[str] = pydantic.Field(
-        default_factory=list,
-        description="Member clusters it is copied to: those running replicas of the spread, less conflicts.")
-    conflicts: list[str] = pydantic.Field(
-        default_factory=list,
-        description=("Member clusters holding a same-name object fedspread did not create: left "
-                     "alone, and the pods there use it."),
-    )
-
-
-class FederatedSpreadStatus(common.StatusModel):
-    """What the coordinator decided and observed."""
-
-    observed_generation: int | None = pydantic.Field(
-        default=None, description="The spec generation this status reflects."
-    )
-    target_ref: TargetStatus | None = pydantic.Field(
-        default=None,
-        description=("The workload this spread places, as its targetRef named it when placed. "
-                     "targetRef is fixed on a live spread: an edit of it is refused and this stays "
-                     "in force, also for a restarted coordinator."),
-    )
-    replicas: int = pydantic.Field(default=0, description="Total replicas requested by the target.")
-    ready_replicas: int = pydantic.Field(default=0, description="Ready replicas across clusters.")
-    unplaced_replicas: int = pydantic.Field(
-        default=0, description="Replicas beyond every cap or with no usable subset."
-    )
-    placement: list[ClusterPlacementStatus] = pydantic.Field(
-        default_factory=list, description="Replicas per cluster."
-    )
-    subset_statuses: list[SubsetStatus] = pydantic.Field(
-        default_factory=list, description="Per-subset status in spec order."
-    )
-    conditions: list[common.Condition] = pydantic.Field(
-        default_factory=list, description="Valid, Placed, CapacityExhausted, ..."
-    )
-    dependencies: list[DependencyStatus] | None = pydantic.Field(
-        default=None,
-        description=("The objects the pod template references and spec.propagate lists, and where "
-                     "they are copied; absent when there are none or propagateDependencies is false."),
-    )
-    rebalancing: rebalance_api.RebalancingStatus | None = pydantic.Field(
-        default=None,
-        description=("The failback step in flight and the last move's time (spec.rebalance); absent "
-                     "when the spread never failed back."),
-    )
 
 
 class FederatedSpread(pydantic.BaseModel):

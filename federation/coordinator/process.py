@@ -19,14 +19,14 @@ understand the coordinator. The threads, and why each exists:
   coroutines, and a fixed pool of `GRPC_WORKERS` threads runs what blocks (the facade's lock), plus
   `PLACEMENT_WORKERS` for PlacementService (what-ifs may be slow) and two that register the
   MemberClusters of new agents on the hub (and recreate one deleted while its agent is connected:
-  the hub object is not the cluster, `apply`). So the threads do not grow with the federation. Over
-  mTLS (`tls`: client certificates signed by the CA required; agents may only speak for the
-  cluster theirs names, `identity`; SDK users read what the hub's RBAC lets them,
-  `services.authorization` over `hub.access_review`) or, for local use only, plaintext (`tls=None`,
-  `--insecure`: no identity, so no authorisation either);
-  keepalive PINGs both ways (`federation.rpc.keepalive`). Beside them, gRPC health and reflection;
-  health alone, in plaintext, on `--health-port` for the kubelet (`services.health`: SERVING once
-  the hub is listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
+  the hub object is not the cluster, `apply` and `hub.member_clusters`). So the threads do not
+  grow with the federation. Over mTLS (`tls`: client certificates signed by the CA required;
+  agents may only speak for the cluster theirs names, `identity`; SDK users read what the hub's
+  RBAC lets them, `services.authorization` over `hub.access_review`) or, for local use only,
+  plaintext (`tls=None`, `--insecure`: no identity, so no authorisation either); keepalive PINGs
+  both ways (`federation.rpc.keepalive`). Beside them, gRPC health and reflection; health alone,
+  in plaintext, on `--health-port` for the kubelet (`services.health`: SERVING once the hub is
+  listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
 - **webhook** (with `--webhook-cert/--webhook-key`) — the hub's validating webhook for
   FederatedSpreads and MemberClusters over HTTPS (`hub.admission`): the Valid condition's checks,
   at the door, plus the rules across spreads from this World. With `--external-metrics-port`,
@@ -43,7 +43,7 @@ agent stream, no status write, no Event); `stop` halts, then ends the threads an
 
 Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
 default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
-process (`shards.LocalBackend`), which the placement benchmark found faster at every size it
+process (`backends.LocalBackend`), which the placement benchmark found faster at every size it
 measured on one machine (bench/README.md). Joining is bounded
 (`--ray-join-seconds`): the address is asked one question first (`ray_join.check`), because
 `ray.init` alone retries a dead address for minutes and hides a missing Ray token.
@@ -58,16 +58,22 @@ import logging
 import queue
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from kubernetes import client
 
 from federation import clock
 from federation import watchdog as watchdog_mod
-from federation.api import cluster as cluster_api
-from federation.api import common, names
-from federation.coordinator import facade, metrics, shards
-from federation.coordinator.hub import access_review, secret_reads, status_writer, statuses, warm_events
+from federation.api import names
+from federation.coordinator import backends, facade, metrics
+from federation.coordinator.hub import (
+    access_review,
+    member_clusters,
+    secret_reads,
+    status_writer,
+    statuses,
+    warm_events,
+)
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import loop
 from federation.coordinator.model import world as world_model
@@ -83,7 +89,6 @@ from federation.coordinator.startup import server_credentials as server_credenti
 from federation.coordinator.wire import inbound
 from federation.kube import deadlines, webhook_https
 from federation.kube import events as kube_events
-from federation.rpc import agent_pb2
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +98,6 @@ GRPC_WORKERS = 8
 is a coroutine on the gRPC event loop, `services.aio_server`)."""
 PLACEMENT_WORKERS = 4
 """Threads for PlacementService's calls (a what-if may take a while), apart from the agents'."""
-HUB_CALL_TIMEOUT = deadlines.CALL
-"""Deadline of the hub call that registers a new agent's MemberCluster."""
 GRACE_SECONDS = 1.0
 """On stop, open calls get this long before they are cancelled."""
 EVENTS_WAIT = 5.0
@@ -106,7 +109,7 @@ class CoordinatorProcess:
 
     def __init__(
         self, settings: CoordinatorConfig, *, api: client.ApiClient | None = None,
-        backend: shards.PlacementBackend | None = None,
+        backend: backends.PlacementBackend | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock.utcnow
@@ -122,7 +125,6 @@ class CoordinatorProcess:
         self.stopping = threading.Event()
         self.hub_synced = threading.Event()
         self.port = self.metrics_port = self.health_port = 0
-        self._custom = client.CustomObjectsApi(self.api)
         self._events: queue.Queue[hub.HubEvent | None] = queue.Queue()
         self._synced_kinds: set[str] = set()
         self._agent_versions: dict[str, str] = {}
@@ -133,9 +135,12 @@ class CoordinatorProcess:
             member_status_seconds=settings.member_status_seconds, events=self.recorder)
         self.source = source.WorldSource(self.coordinator, conditions=self.statuses.conditions,
                                          agent_versions=self._agent_versions)
+        self.member_clusters = member_clusters.MemberClusters(
+            self.api, coordinator=self.coordinator, members=self.statuses.members,
+            agent_versions=self._agent_versions, recorder=self.recorder)
         self.agents = agent_service.AgentServicer(
             self.coordinator, clock=self.clock, heartbeat_seconds=settings.heartbeat_seconds,
-            on_cluster_hello=self._on_hello, require_identity=settings.tls is not None)
+            on_cluster_hello=self.member_clusters.on_hello, require_identity=settings.tls is not None)
         self.watchdog = watchdog_mod.Watchdog("coordinator", on_change=self._loop_changed)
         self.secrets = secret_reads.SecretKeeper(secret_reads.SecretReader(self.api), self.world,
                                                  self.coordinator.lock)
@@ -353,7 +358,7 @@ class CoordinatorProcess:
             log.warning("MemberCluster deleted while its agent is connected: the cluster stays in the "
                         "federation and nothing moves; recreating it (set spec.decommission to remove "
                         "a member)", extra={"cluster": event.key})
-            self.agents.submit(functools.partial(self._restore, event.key), cluster=event.key)
+            self.agents.submit(functools.partial(self.member_clusters.restore, event.key), cluster=event.key)
         if event.type == "SYNCED":
             self._synced_kinds.add(event.kind)
             if self._synced_kinds >= HUB_KINDS and not self.hub_synced.is_set():
@@ -361,62 +366,6 @@ class CoordinatorProcess:
                 self.hub_synced.set()
                 self.health.serving()
                 log.info("hub listed; agents resynced", extra={"spreads": len(self.world.spreads())})
-
-    def _on_hello(self, hello: agent_pb2.Hello) -> None:
-        """Remember the agent's version; create its MemberCluster if missing: with the labels and
-        taints the World last had for it (the hub's were authoritative), else the Hello's topology
-        labels (first join). Never for a decommissioned cluster (it left the federation)."""
-        name = hello.cluster_name
-        self._agent_versions[name] = hello.agent_version
-        if name in self.statuses.members:
-            return
-        with self.coordinator.lock:
-            if self.world.decommissioned(name):
-                log.info("agent of a decommissioned cluster connected; its MemberCluster is not "
-                         "created again", extra={"cluster": name})
-                return
-            known = self.world.member(name)
-        if known is None:
-            self._create_member(name, labels=dict(hello.topology_labels), taints=())
-        else:
-            self._create_member(name, labels=known.labels, taints=known.taints, restored=True)
-
-    def _restore(self, name: str) -> None:
-        """Recreate the MemberCluster of `name` (deleted on the hub while its agent is connected)
-        from what the World last had for it, unless it is back, decommissioned or disconnected."""
-        with self.coordinator.lock:
-            known = self.world.member(name)
-            if name in self.statuses.members or known is None or self.world.decommissioned(name) \
-                    or name not in self.coordinator.connected():
-                return
-        self._create_member(name, labels=known.labels, taints=known.taints, restored=True)
-
-    def _create_member(self, name: str, *, labels: dict[str, str],
-                       taints: Sequence[common.Taint], restored: bool = False) -> None:
-        """Create MemberCluster `name` on the hub; one that exists already wins (409)."""
-        spec = {"taints": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in taints]}
-        body = {"apiVersion": f"{common.API_GROUP}/{common.API_VERSION}", "kind": "MemberCluster",
-                "metadata": {"name": name, "labels": dict(labels)}, "spec": spec if taints else {}}
-        try:
-            created = self._custom.create_cluster_custom_object(common.API_GROUP, common.API_VERSION,
-                                                                cluster_api.PLURAL, body,
-                                                                _request_timeout=HUB_CALL_TIMEOUT)
-        except client.ApiException as error:
-            if error.status != 409:  # 409: it exists already, the hub's copy wins
-                raise
-            return
-        log.info("MemberCluster recreated" if restored else "MemberCluster registered",
-                 extra={"cluster": name})
-        if restored:
-            meta = created.get("metadata") if isinstance(created, dict) else None
-            uid = str(meta.get("uid") or "") if isinstance(meta, dict) else ""
-            self.recorder.record(
-                kube_events.ObjectRef(common.GROUP_VERSION, cluster_api.KIND, name, uid=uid),
-                reason="Recreated", type=kube_events.WARNING, action="Recreate",
-                note="the MemberCluster was deleted while its agent was connected; recreated with its "
-                     "last labels and taints, nothing moved (set spec.decommission to remove a member)")
-
-    # --- timer ---------------------------------------------------------------------------------
 
     def _timer(self) -> None:
         last = self.clock()

@@ -4,8 +4,8 @@ Why it is shaped like this: a Ray actor is a whole worker process (~90 MB here),
 actors are *shards*, not one per object — a fixed number of each kind, with spread keys and
 cluster names routed by `routing.shard_of`. Everything a placement needs travels in the request
 (`loop.PlaceRequest`: plain picklable data), so the placement logic is tested without Ray through
-`LocalBackend`, and Ray is an execution detail behind `PlacementBackend`. Nothing else in the
-project imports `ray`; this module imports it lazily, only when a `RayBackend` is built.
+`backends.LocalBackend`, and Ray is an execution detail behind `backends.PlacementBackend`. Nothing
+else in the project imports `ray`; this module imports it lazily, only when a `RayBackend` is built.
 
 - **SpreadShard** holds nothing: an actor that dies is restarted by Ray (`max_restarts=-1`), its
   in-flight calls are retried (`max_task_retries`), and the new process answers exactly as before.
@@ -36,9 +36,16 @@ import os
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from federation.api import cluster
+
+# The backend's contract, its in-process answer and its errors (`backends`), re-exported: the facade
+# names them here.
+from federation.coordinator.backends import LocalBackend as LocalBackend
+from federation.coordinator.backends import PlacementBackend as PlacementBackend
+from federation.coordinator.backends import PlaceTimeout as PlaceTimeout
+from federation.coordinator.backends import ShardUnavailable as ShardUnavailable
 from federation.coordinator.model import capacity, loop, routing
 from federation.core import placement
 
@@ -57,86 +64,12 @@ in-process median), so the crossover is past 2,048 and only bigger rounds (a ful
 Measure again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
 
 
-class PlaceTimeout(loop.BatchUnavailable):
-    """The SpreadShards did not answer a placement batch within the backend's `place_seconds`."""
-
-
-class ShardUnavailable(loop.BatchUnavailable):
-    """A SpreadShard could not take a placement batch: its actor died, is restarting, or its node
-    is gone (Ray says so at once, where a hung one only misses the deadline)."""
-
-
 def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
     """Indices into `keys` per owning shard (`routing.shard_of`), each list in request order."""
     groups: list[list[int]] = [[] for _ in range(shards)]
     for index, key in enumerate(keys):
         groups[routing.shard_of(key, shards=shards)].append(index)
     return groups
-
-
-class PlacementBackend(Protocol):
-    """Where placements and capacity simulations are computed: in-process or on Ray actors."""
-
-    parallel: bool
-    """Whether `place_batch` runs requests in parallel: only then are the first answers of a round
-    of several spreads asked of it (in-process, `loop.recompute` answers them itself, the same)."""
-    parallel_from: int
-    """The fewest spreads of a round whose first answers are asked of a parallel `place_batch`."""
-
-    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
-        """One placement per request, in request order."""
-        ...
-
-    def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
-        """What-if placements (nothing stored), in request order."""
-        ...
-
-    def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
-        """Cluster `name`'s agent reported these node pools (latest wins)."""
-        ...
-
-    def forget_cluster(self, name: str) -> None:
-        """Cluster `name` is gone; drop its inventory."""
-        ...
-
-    def free_capacity(self, queries: Sequence[capacity.CapacityQuery]) -> list[int | None]:
-        """One answer per query, in query order."""
-        ...
-
-    def close(self) -> None:
-        """Release whatever the backend holds."""
-        ...
-
-
-class LocalBackend:
-    """Everything in this process: unit tests, and `fedspread coordinator --no-ray`."""
-
-    parallel, parallel_from = False, 2
-
-    def __init__(self) -> None:
-        self._pools: dict[str, list[cluster.NodePool]] = {}
-        self._lock = threading.Lock()
-
-    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
-        return loop.answer_all(requests)
-
-    def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
-        return loop.answer_all(requests)
-
-    def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
-        with self._lock:
-            self._pools[name] = list(pools)
-
-    def forget_cluster(self, name: str) -> None:
-        with self._lock:
-            self._pools.pop(name, None)
-
-    def free_capacity(self, queries: Sequence[capacity.CapacityQuery]) -> list[int | None]:
-        with self._lock:
-            return [capacity.free_capacity(self._pools.get(q.cluster), q) for q in queries]
-
-    def close(self) -> None:
-        return None
 
 
 class SpreadShard:

@@ -20,7 +20,7 @@ from kubernetes import client
 from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
-from federation.coordinator import facade, ray_join, shards
+from federation.coordinator import backends, facade, ray_join, shards
 from federation.coordinator.hub import access_review, admission
 from federation.coordinator.model import stall
 from federation.coordinator.services import front_proxy, metrics_api
@@ -95,12 +95,12 @@ def hub_client(kubeconfig: pathlib.Path | None, *, context: str | None = None) -
         raise CoordinatorError(f"hub {error.source}: {error.reason}") from error
 
 
-def placement_backend(settings: CoordinatorConfig) -> shards.PlacementBackend:
+def placement_backend(settings: CoordinatorConfig) -> backends.PlacementBackend:
     """Ray shards (local Ray, or the cluster at `ray_address`), or in-process with `use_ray=False`;
     CoordinatorError with one line when Ray cannot be started or joined (within
     `ray_join_seconds` for an address)."""
     if not settings.use_ray:
-        return shards.LocalBackend()
+        return backends.LocalBackend()
     where = settings.ray_address or "a local Ray"
     log.info("starting placement shards", extra={"ray": where, "spread_shards": settings.spread_shards,
                                                  "cluster_shards": settings.cluster_shards})

@@ -6,7 +6,8 @@ Shared by fedspread's two webhooks: the agent's pod webhook (`agents.webhook.ser
 review in, bytes of the answer out, `ReviewError` for a malformed one) and its review path; this
 module only moves bytes, over TLS, safely. The coordinator's `external.metrics.k8s.io` server
 (`coordinator.services.metrics_api`) reuses it too, for GETs: its `Role.get` answers every GET
-other than the probes, with the caller's verified client certificate and headers in hand.
+other than the probes, with the caller's verified client certificate and headers in hand. What a
+webhook hands the server (`Responder`, `Role`, `GetRequest`) is `webhook_roles`'s.
 
 Why the standard library's threading HTTP server: the apiserver keeps a handful of keep-alive
 connections to a webhook and sends one small JSON document per request; the decision itself takes
@@ -28,7 +29,6 @@ may POST reviews (401/403 otherwise); without it anyone may, and `start` says so
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import http.server
 import json
 import logging
@@ -38,11 +38,12 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from federation.kube import admission_review as review
 from federation.kube import webhook_clients, webhook_tls
+from federation.kube.webhook_roles import GetRequest, Responder, Role
 
 LOG = logging.getLogger(__name__)
 
@@ -56,47 +57,6 @@ IDLE_TIMEOUT = 120.0  # longer than Go's 90 s IdleConnTimeout: the apiserver clo
 REQUEST_TIMEOUT = 10.0  # once a request has started, each read must make progress within this
 DRAIN_LIMIT = 64 * 1024 * 1024
 MAX_CONNECTIONS = 256
-
-
-class Responder(Protocol):
-    """What answers the reviews: one request body in, the response body out."""
-
-    def respond(self, body: bytes, *, max_body: int) -> bytes:
-        """The encoded response AdmissionReview; `review.ReviewError` for a malformed request."""
-
-
-@dataclasses.dataclass(frozen=True)
-class GetRequest:
-    """A GET other than the probes, for `Role.get` (the coordinator's metrics API serves these)."""
-
-    path: str
-    query: str
-    headers: Mapping[str, tuple[str, ...]]
-    """Every header's values, by lower-case name."""
-    peer_certificate: Mapping[str, Any] | None
-    """The caller's client certificate, verified against the client CA (`getpeercert()`); None: none."""
-
-
-GetHandler = Callable[[GetRequest], tuple[int, bytes]]
-"""Answers a GET: the status and a JSON body."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Role:
-    """What differs between fedspread's webhooks: the review path, names, hooks."""
-
-    review_path: str
-    """Where the apiserver POSTs reviews (`/mutate`, `/validate`)."""
-    owner: str
-    """Who serves (`agent`, `coordinator`): the Server header and the 500 message name it."""
-    on_http_error: Callable[[int], None] = lambda _code: None
-    """Called with the status of every non-200 answer (the agent counts them)."""
-    not_ready: str = "not ready\n"
-    """/readyz's body while `ready()` is False."""
-    get: GetHandler | None = None
-    """Answers GETs of other paths (None: 404); an exception in it is logged and answered 500."""
-    on_connection_error: Callable[[], None] = lambda: None
-    """Called when a connection fails (a TLS handshake refused a client certificate, a reset)."""
 
 
 class _Throttle:

@@ -17,7 +17,7 @@ import ray
 
 from federation.api import cluster
 from federation.api import spread as spread_api
-from federation.coordinator import shards
+from federation.coordinator import backends, shards
 from federation.coordinator.model import capacity, loop, world
 from federation.core import fit, overcommit, placement, placement_inputs
 from tests.support import builders, soak
@@ -62,7 +62,7 @@ def batch(count: int = 20) -> list[loop.PlaceRequest]:
 
 def test_two_shards_give_the_same_placements_as_local(backend: shards.RayBackend) -> None:
     requests = batch()
-    expected = shards.LocalBackend().place_batch(requests)
+    expected = backends.LocalBackend().place_batch(requests)
     owners = {backend.shard_for(r.key) for r in requests}
     assert owners == {0, 1}  # the batch really is split across both actors
     assert backend.place_batch(requests) == expected
@@ -77,7 +77,7 @@ class Asker:
     def __init__(self, backend: shards.RayBackend, requests: list[loop.PlaceRequest],
                  queries: list[capacity.CapacityQuery]) -> None:
         self.backend, self.requests, self.queries = backend, requests, queries
-        self.placements = shards.LocalBackend().place_batch(requests)
+        self.placements = backends.LocalBackend().place_batch(requests)
         self.free = list(ONE_CPU_QUERY.values())
         self.rounds = 0
         self.wrong: list[str] = []
@@ -178,7 +178,7 @@ def dies_soon(actor: Any, seconds: float = 30, *, method: str = "ping") -> bool:
 ONE_CPU_QUERY = {"dc1": 8, "azure": 12, "gcp": 20}  # 2, 3 and 5 nodes of 4 cpu, one-cpu pods
 
 
-def report_three(backend: shards.PlacementBackend) -> list[capacity.CapacityQuery]:
+def report_three(backend: backends.PlacementBackend) -> list[capacity.CapacityQuery]:
     for name, nodes in {"dc1": 2, "azure": 3, "gcp": 5}.items():
         backend.report_inventory(name, [builders.node_pool(nodes)])
     return [capacity.CapacityQuery(cluster=name, shape=ONE_CPU) for name in ONE_CPU_QUERY]
@@ -187,7 +187,7 @@ def report_three(backend: shards.PlacementBackend) -> list[capacity.CapacityQuer
 def test_cluster_shards_answer_like_the_local_backend(backend: shards.RayBackend) -> None:
     queries = report_three(backend)
     assert {backend.cluster_shard_for(q.cluster) for q in queries} == {0, 1}  # both shards hold some
-    expected = shards.LocalBackend()
+    expected = backends.LocalBackend()
     report_three(expected)
     pending = capacity.CapacityQuery(cluster="azure", shape=ONE_CPU, pending=(
         overcommit.PendingPods(cluster="azure", shape=ONE_CPU, count=6),))
@@ -277,7 +277,7 @@ def test_a_batch_past_its_deadline_is_placed_in_process(local_ray: str) -> None:
     stalled = ray.remote(num_cpus=0)(Stalled).remote()
     real, made.actors = made.actors, [stalled]
     try:
-        with pytest.raises(shards.PlaceTimeout, match="within 2 s"):
+        with pytest.raises(backends.PlaceTimeout, match="within 2 s"):
             made.place_batch(batch(3))
         assert_round_placed_in_process(made, why="did not answer")
     finally:
@@ -292,7 +292,7 @@ def test_a_batch_for_a_dead_shard_is_placed_in_process(local_ray: str) -> None:
     made = shards.RayBackend(shards=1, place_seconds=60.0)
     try:
         ray.kill(made.actors[0], no_restart=True)
-        with pytest.raises(shards.ShardUnavailable, match="unavailable"):
+        with pytest.raises(backends.ShardUnavailable, match="unavailable"):
             made.place_batch(batch(3))
         assert_round_placed_in_process(made, why="unavailable")
     finally:
@@ -319,14 +319,14 @@ def test_every_call_the_backend_waits_for_has_the_deadline(local_ray: str) -> No
     real_actors, real_task = made.cluster_actors, made._task
     try:
         made._task = ray.remote(num_cpus=0)(stalled_task)
-        with pytest.raises(shards.PlaceTimeout, match="within 2 s"):
+        with pytest.raises(backends.PlaceTimeout, match="within 2 s"):
             made.simulate_many(batch(2))
         made.cluster_actors = [stalled]
-        with pytest.raises(shards.PlaceTimeout, match="within 2 s"):
+        with pytest.raises(backends.PlaceTimeout, match="within 2 s"):
             made.free_capacity(queries)
         made.cluster_actors = real_actors
         ray.kill(real_actors[0], no_restart=True)
-        with pytest.raises(shards.ShardUnavailable):
+        with pytest.raises(backends.ShardUnavailable):
             made.free_capacity(queries)
     finally:
         made._task = real_task

@@ -198,7 +198,8 @@ def member_cluster_name(clusters: Clusters) -> Iterator[str]:
 def test_the_hub_stores_the_defaults_that_decide_what_is_deleted_or_moved(
         clusters: Clusters, namespace: str) -> None:
     """A spread written without deletionPolicy, failover or scheduleStrategy reads back with them
-    (the CRD's defaults, `crd.APISERVER_DEFAULTS`): `kubectl get -o yaml` says what deleting it does."""
+    (the CRD's defaults, `structural.APISERVER_DEFAULTS`): `kubectl get -o yaml` says what deleting
+    it does."""
     api = clusters.custom("hub")
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "FederatedSpread", "metadata": {"name": "bare"},
             "spec": {"targetRef": {"name": "web"}, "subsets": [{"name": "a", "clusters": ["member-1"]}]}}

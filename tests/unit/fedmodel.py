@@ -35,8 +35,8 @@ from typing import Any
 
 import jsonpatch
 
-from agents import bookkeeping, metrics, outbox
-from agents.controller import reconciler
+from agents import bookkeeping, metrics, outbox, pod_ledger
+from agents.controller import rescheduling
 from agents.webhook import handler
 from federation.api import names
 from federation.coordinator import facade
@@ -230,7 +230,7 @@ class Member:
         if self.book.assignment(KEY) is None:  # the controller counts assigned spreads only
             self.book.expire()
             return
-        self.book.observe(KEY, [bookkeeping.PodRecord(
+        self.book.observe(KEY, [pod_ledger.PodRecord(
             name=p.name, subset=p.subset, revision="", phase="Running" if p.node is not None else "Pending",
             ready=p.node is not None, node_name="" if p.node is None else f"n{p.node}", created=p.created,
             unschedulable_since=p.unschedulable_since) for p in self.pods.values()])
@@ -246,7 +246,7 @@ class Member:
             [p for p in self.book.pods(KEY) if p.name in self.pods], now=now,
             critical_seconds=current.strategy.reschedule_critical_seconds,
             order=[r.name for r in sorted(current.subsets, key=lambda r: r.index)])
-        blocked = reconciler.blocked_subsets(current, self.book.marked(KEY), now)
+        blocked = rescheduling.blocked_subsets(current, self.book.marked(KEY), now)
         until = reschedule.blocked_until(now, unschedulable_seconds=current.strategy.unschedulable_seconds)
         for item in reschedule.to_report(stuck, blocked=blocked):
             self.seen["unschedulable"] += 1

@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 
-from agents import bookkeeping
+from agents import bookkeeping, pod_ledger
 from federation.rpc import assignment
 from tests.support.clock import ManualClock
 
@@ -51,7 +51,7 @@ def test_creating_entries_settle_when_observed_and_expire_after_30_seconds() -> 
     clock.now = T0 + datetime.timedelta(seconds=31)
     assert book.expire() == 1
     assert chosen(book, "p2") == "a"
-    record = bookkeeping.PodRecord(name="p2", subset="a", revision="", phase="Running", ready=True,
+    record = pod_ledger.PodRecord(name="p2", subset="a", revision="", phase="Running", ready=True,
                                    node_name="n1", created=T0)
     book.observe("ns/web", [record])
     creating, _ = book.pending_entries("ns/web")
@@ -123,7 +123,7 @@ def test_a_counting_bookkeeping_refuses_to_choose_before_the_first_count() -> No
 
 def test_a_waiting_admission_chooses_from_the_first_count() -> None:
     book = counting_book(30.0)
-    running = [bookkeeping.PodRecord(name=f"p{i}", subset="a", revision="r1", phase="Running", ready=True,
+    running = [pod_ledger.PodRecord(name=f"p{i}", subset="a", revision="r1", phase="Running", ready=True,
                                      node_name="n1", created=T0) for i in (1, 2)]
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(book.admit, "ns/web", "p3", revision="r1")
@@ -138,8 +138,8 @@ def test_a_pod_the_webhook_never_saw_is_matched_within_quota_plus_surge_during_a
     # (it failed open) is counted in b, as the webhook would have placed it.
     book = book_with({"a": 2, "b": 2}, ManualClock(T0))
 
-    def record(name: str, subset: str | None, revision: str) -> bookkeeping.PodRecord:
-        return bookkeeping.PodRecord(name=name, subset=subset, revision=revision, phase="Running",
+    def record(name: str, subset: str | None, revision: str) -> pod_ledger.PodRecord:
+        return pod_ledger.PodRecord(name=name, subset=subset, revision=revision, phase="Running",
                                      ready=True, node_name="n1", created=T0)
 
     book.observe("ns/web", [record("o1", "a", "old"), record("o2", "a", "old"), record("o3", "b", "old"),

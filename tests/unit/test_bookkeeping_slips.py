@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 
-from agents import bookkeeping
+from agents import bookkeeping, pod_ledger
 from federation.core import placement, spread_status, status
 from federation.rpc import assignment
 from tests.support.builders import member, pool, snapshot, spread_spec
@@ -27,8 +27,8 @@ def book_with(quotas: dict[str, int], clock: ManualClock) -> bookkeeping.Bookkee
     return book
 
 
-def running(name: str, subset: str = "a", *, deleting: bool = False) -> bookkeeping.PodRecord:
-    return bookkeeping.PodRecord(name=name, subset=subset, revision="", phase="Running", ready=True,
+def running(name: str, subset: str = "a", *, deleting: bool = False) -> pod_ledger.PodRecord:
+    return pod_ledger.PodRecord(name=name, subset=subset, revision="", phase="Running", ready=True,
                                  node_name="n1", created=T0, deleting=deleting)
 
 
@@ -59,7 +59,7 @@ def test_a_terminating_pod_is_counted_once_as_deleting_through_its_grace_period(
     seen_by_webhook = book.counts(SPREAD)
     book.observe(SPREAD, [running("p1"), running("p2"), running("p3", deleting=True)])  # grace period
     terminating = book.counts(SPREAD)
-    clock.now = T0 + bookkeeping.DELETING_TTL + datetime.timedelta(seconds=1)
+    clock.now = T0 + pod_ledger.DELETING_TTL + datetime.timedelta(seconds=1)
     book.expire()  # the deletingPods entry expired; the pod is still terminating
     expired = book.counts(SPREAD)
 

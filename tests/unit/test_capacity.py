@@ -10,7 +10,7 @@ import datetime
 
 from federation.api import cluster, common
 from federation.api import spread as spread_api
-from federation.coordinator import shards
+from federation.coordinator import backends
 from federation.coordinator.model import capacity, world
 from federation.core import fit, overcommit, placement, spread_status, status
 
@@ -58,7 +58,7 @@ def test_queries_follow_each_subsets_node_selection() -> None:
 
 
 def test_the_local_backend_answers_from_the_latest_report() -> None:
-    backend = shards.LocalBackend()
+    backend = backends.LocalBackend()
     query = capacity.CapacityQuery(cluster="dc1", shape=ONE_CPU)
     assert backend.free_capacity([query]) == [None]
     backend.report_inventory("dc1", [STD_POOL])

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agents import bookkeeping
+from agents import pod_ledger
 from agents.cache import views
 from agents.controller import reconciler, workload
 from federation.api import names
@@ -273,7 +273,7 @@ def test_subset_order_fills_missing_indices() -> None:
 
 
 def spread_pod(name: str, subset: str | None, *, revision: str = "rev1", created: int = 0) -> views.SpreadPod:
-    record = bookkeeping.PodRecord(
+    record = pod_ledger.PodRecord(
         name=name, subset=subset, revision=revision, phase="Running", ready=True, node_name="n1",
         created=AT0 + datetime.timedelta(seconds=created))
     return views.SpreadPod(namespace="shop", spread="shop/web-spread", uid=f"uid-{name}", record=record)

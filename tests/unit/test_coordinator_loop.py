@@ -15,7 +15,7 @@ import pytest
 
 from federation.api import cluster, common, names
 from federation.api import spread as spread_api
-from federation.coordinator import facade, shards
+from federation.coordinator import backends, facade
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments
 from federation.core import placement, spread_status, status
@@ -646,13 +646,13 @@ def test_a_batch_the_backend_cannot_answer_is_placed_in_process() -> None:
     assert loop.recompute(alone, keys, now=clock()).fell_back == ""
 
 
-class _Unanswering(shards.LocalBackend):
+class _Unanswering(backends.LocalBackend):
     """A parallel backend whose every batch misses its deadline (the Ray shards, hung)."""
 
     parallel = True
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
-        raise shards.PlaceTimeout("the placement shards did not answer 2 requests within 1 s")
+        raise backends.PlaceTimeout("the placement shards did not answer 2 requests within 1 s")
 
 
 def test_the_facade_places_a_round_the_shards_miss_and_says_so(caplog: pytest.LogCaptureFixture) -> None:

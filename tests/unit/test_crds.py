@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from federation import cli
-from federation.api import crd, spread
+from federation.api import crd, spread, structural
 from federation.sandbox import hubsetup
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -284,7 +284,8 @@ def apiserver_defaulted(value: Any, node: dict[str, Any]) -> Any:
 def test_the_crd_defaults_exactly_the_fields_that_decide_what_is_deleted_or_moved(name: str) -> None:
     found = {path: node["default"] for path, node in walk(schema_of(name)) if "default" in node}
     assert found == (STORED_DEFAULTS if name == SPREADS else {})
-    assert {path.removeprefix("FederatedSpread") for path in crd.APISERVER_DEFAULTS} == set(STORED_DEFAULTS)
+    stored = {path.removeprefix("FederatedSpread") for path in structural.APISERVER_DEFAULTS}
+    assert stored == set(STORED_DEFAULTS)
 
 
 @pytest.mark.parametrize("spec", [
@@ -323,11 +324,11 @@ def test_defaults_validate_against_their_own_schema() -> None:
 
 
 def test_a_default_the_model_does_not_have_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(crd, "APISERVER_DEFAULTS", {**crd.APISERVER_DEFAULTS,
-                                                     "FederatedSpread.spec.targetRef.name": "no default"})
+    wrong = {**structural.APISERVER_DEFAULTS, "FederatedSpread.spec.targetRef.name": "no default"}
+    monkeypatch.setattr(structural, "APISERVER_DEFAULTS", wrong)
     with pytest.raises(ValueError, match="no default"):
         crd.generate_crds()
-    monkeypatch.setattr(crd, "APISERVER_DEFAULTS", {"FederatedSpread.spec.nothing": "gone"})
+    monkeypatch.setattr(structural, "APISERVER_DEFAULTS", {"FederatedSpread.spec.nothing": "gone"})
     with pytest.raises(ValueError, match="does not have"):
         crd.generate_crds()
 
@@ -410,4 +411,4 @@ def test_converter_refuses_what_a_crd_cannot_say(
     spec_type: type[pydantic.BaseModel], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        crd.openapi_schema(_kind_with(spec_type))
+        structural.openapi_schema(_kind_with(spec_type))

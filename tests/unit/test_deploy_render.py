@@ -155,7 +155,7 @@ def test_coordinator_crds_are_the_generated_ones(coordinator: list[Doc]) -> None
 
 
 def test_coordinator_rbac_is_exactly_what_it_calls(coordinator: list[Doc]) -> None:
-    # hub.HubWatcher lists and watches the five kinds; main._on_hello creates MemberClusters;
+    # hub.HubWatcher lists and watches the five kinds; hub.member_clusters creates MemberClusters;
     # status_writer reads and merge-patches the five status subresources; kube.events creates
     # Events and patches their series; access_review asks the hub whether an SDK user may read
     # what it asks for. Nothing more.

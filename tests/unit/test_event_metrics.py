@@ -24,7 +24,7 @@ from kubernetes import client
 
 from agents import main as agents_main
 from agents import metrics as agent_metrics
-from federation.coordinator import facade, metrics, process, shards
+from federation.coordinator import backends, facade, metrics, process
 from federation.coordinator.model import world
 from federation.kube import events
 from tests.support.clock import ManualClock
@@ -150,7 +150,7 @@ def test_the_recorders_outcomes_are_counted_in_both_registries() -> None:
 def test_the_coordinator_process_exports_its_recorders_counts() -> None:
     with apiserver() as server:
         coordinator = process.CoordinatorProcess(process.CoordinatorConfig(hub_kubeconfig=None),
-                                                 api=api_at(server.url), backend=shards.LocalBackend())
+                                                 api=api_at(server.url), backend=backends.LocalBackend())
         try:
             assert coordinator.recorder.record(POD, reason="Placed", note="4 replicas", action="Place")
             assert coordinator.recorder.flush(WAIT)

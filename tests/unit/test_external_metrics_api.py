@@ -20,7 +20,7 @@ from federation.coordinator.services import external_metrics as api
 from federation.coordinator.services import front_proxy, metrics_api
 from federation.coordinator.wire import access
 from federation.core import usage as usage_rules
-from federation.kube import webhook_https
+from federation.kube import webhook_roles
 from tests.support import metrics_api as support
 
 LABEL = usage_rules.SPREAD_SELECTOR_LABEL
@@ -211,8 +211,8 @@ def handler(tmp_path: pathlib.Path) -> metrics_api.Handler:
 
 
 def request(path: str, query: str = "", *, user: str = "alice",
-            certificate: dict[str, Any] | None = CERTIFICATE) -> webhook_https.GetRequest:
-    return webhook_https.GetRequest(path=path, query=query, headers={"x-remote-user": (user,)},
+            certificate: dict[str, Any] | None = CERTIFICATE) -> webhook_roles.GetRequest:
+    return webhook_roles.GetRequest(path=path, query=query, headers={"x-remote-user": (user,)},
                                     peer_certificate=certificate)
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from federation import sdk
 from federation.api import cluster
-from federation.coordinator.services import aio_server, placement_service
+from federation.coordinator.services import aio_server, placement_requests, placement_service
 from federation.coordinator.wire import convert, inbound
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
@@ -53,7 +53,7 @@ def well_formed(key: str) -> bool:
 def target() -> Iterator[str]:
     source = in_memory_source.InMemorySource(clusters=[
         convert.ClusterRecord(name="dc1"), convert.ClusterRecord(name="aws")])
-    spec = placement_service.parse_spread(SPREAD_YAML)
+    spec = placement_requests.parse_spread(SPREAD_YAML)
     snapshot = cluster.CapacitySnapshot(clusters=[c.to_capacity() for c in source.clusters()])
     source.put("shop/web", convert.PlacementRecord(
         key="shop/web", spec=spec, placement=placement.place(spec, replicas=5, snapshot=snapshot)))

@@ -350,7 +350,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
     @stateful.rule(name=CLUSTER)
     def member_cluster_deleted(self, name: str) -> None:
         """Its MemberCluster deleted on the hub (a GitOps prune): nothing moves, no quota changes;
-        while its agent is connected the coordinator creates it again with what it had (`_restore`)."""
+        while its agent is connected the coordinator creates it again with what it had
+        (`MemberClusters.restore`)."""
         before = self.fed.world.placements.get(fm.KEY)
         quotas = {n: m.quotas() for n, m in self.fed.members.items()}
         self._hub(watcher.apply_to_world(self.fed.world, watcher.HubEvent("cluster", "DELETED", name)))

@@ -13,7 +13,7 @@ import dataclasses
 import datetime
 from collections.abc import Mapping
 
-from agents import bookkeeping
+from agents import bookkeeping, pod_ledger
 from federation.api import common
 from federation.core import quotas, status
 from federation.rpc import assignment
@@ -80,8 +80,8 @@ def book_with(**quota: int) -> bookkeeping.Bookkeeping:
     return book
 
 
-def running(name: str, node: str, subset: str | None = None, *, minute: int = 0) -> bookkeeping.PodRecord:
-    return bookkeeping.PodRecord(name=name, subset=subset, revision="", phase="Running", ready=True,
+def running(name: str, node: str, subset: str | None = None, *, minute: int = 0) -> pod_ledger.PodRecord:
+    return pod_ledger.PodRecord(name=name, subset=subset, revision="", phase="Running", ready=True,
                                  node_name=node, created=T0 + datetime.timedelta(minutes=minute))
 
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from agents import bookkeeping, outbox
+from agents import outbox, pod_ledger
 from agents.cache import views
 from agents.controller import rendering
 from federation.api import names
 from federation.coordinator.model import world
 from federation.coordinator.wire import convert
-from federation.core import placement, spread_status
+from federation.core import placement, spread_conditions, spread_status
 from federation.rpc import assignment
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -76,7 +76,7 @@ def test_the_sync_keeps_the_member_s_replicas(assigned: int, live: int | None, w
 
 def test_the_coordinator_shows_autoscalerconflict_until_the_report_clears() -> None:
     model = world.World(ManualClock(T0))
-    sent = outbox.counts_message({"shop/web": {"a": bookkeeping.SubsetCounts(running=3)}}, sequence=1,
+    sent = outbox.counts_message({"shop/web": {"a": pod_ledger.SubsetCounts(running=3)}}, sequence=1,
                                  generations={}, observed_at=T0, autoscalers={"shop/web": ["shop/web-hpa"]})
     found = convert.counts_from_pb(sent.pod_counts)
     assert found.autoscalers == {"shop/web": ("shop/web-hpa",)}
@@ -94,8 +94,8 @@ def test_the_coordinator_shows_autoscalerconflict_until_the_report_clears() -> N
                                            autoscalers=model.pods.autoscalers_for("shop/web"))
         return {c.type: c for c in made.conditions}
 
-    shown = conditions()[spread_status.AUTOSCALER_CONFLICT]
+    shown = conditions()[spread_conditions.AUTOSCALER_CONFLICT]
     assert (shown.status, shown.reason) == ("True", "MemberAutoscaler")
     assert "dc1: shop/web-hpa" in shown.message and "left alone" in shown.message
     model.pod_counts("dc1", found.counts, autoscalers={})
-    assert spread_status.AUTOSCALER_CONFLICT not in conditions()
+    assert spread_conditions.AUTOSCALER_CONFLICT not in conditions()

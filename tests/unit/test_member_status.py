@@ -13,7 +13,7 @@ import datetime
 import threading
 from typing import Any
 
-from agents import bookkeeping, outbox, runnable
+from agents import bookkeeping, outbox, pod_ledger, runnable
 from agents.cache import store as cache
 from agents.cache import views
 from agents.controller import reconciler
@@ -65,8 +65,8 @@ def test_a_status_change_alone_makes_a_different_view() -> None:
         "replicas": 4, "readyReplicas": 4, "conditions": [{"type": "Progressing"}]}))
 
 
-def counts() -> dict[str, dict[str, bookkeeping.SubsetCounts]]:
-    return {"shop/a": {"s0": bookkeeping.SubsetCounts(running=2, ready=1)}, "shop/b": {}}
+def counts() -> dict[str, dict[str, pod_ledger.SubsetCounts]]:
+    return {"shop/a": {"s0": pod_ledger.SubsetCounts(running=2, ready=1)}, "shop/b": {}}
 
 
 def test_counts_message_carries_the_workload_status() -> None:

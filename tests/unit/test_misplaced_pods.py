@@ -10,13 +10,13 @@ import datetime
 import threading
 from typing import Any
 
-from agents import bookkeeping, outbox
+from agents import bookkeeping, outbox, pod_ledger
 from agents.cache import views
 from agents.controller import misplaced, reconciler
 from federation.api import names
 from federation.coordinator.model import world
 from federation.coordinator.wire import convert
-from federation.core import placement, spread_status
+from federation.core import placement, spread_conditions, spread_status
 from federation.rpc import assignment
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -45,7 +45,7 @@ def member(replicas: int) -> views.WorkloadView:
 
 
 def pod(name: str, subset: str | None, *, phase: str = "Running", deleting: bool = False) -> views.SpreadPod:
-    record = bookkeeping.PodRecord(name=name, subset=subset, revision="", phase=phase,
+    record = pod_ledger.PodRecord(name=name, subset=subset, revision="", phase=phase,
                                    ready=phase == "Running", node_name="n1", created=T0, deleting=deleting,
                                    unschedulable_since=T0 if phase == "Pending" else None)
     return views.SpreadPod(namespace="shop", spread="shop/db", uid=f"uid-{name}", record=record,
@@ -143,7 +143,7 @@ def test_the_coordinator_shows_them_as_the_podsmisplaced_condition_until_the_rep
     clock = ManualClock(T0)
     model = world.World(clock)
     report = "1 pod of StatefulSet db is not in the subset its ordinal maps to: db-2 (...)"
-    sent = outbox.counts_message({"shop/db": {"a": bookkeeping.SubsetCounts(running=3)}}, sequence=1,
+    sent = outbox.counts_message({"shop/db": {"a": pod_ledger.SubsetCounts(running=3)}}, sequence=1,
                                  generations={}, observed_at=T0, misplaced={"shop/db": report})
     found = convert.counts_from_pb(sent.pod_counts)
     assert found.misplaced == {"shop/db": report}
@@ -161,8 +161,8 @@ def test_the_coordinator_shows_them_as_the_podsmisplaced_condition_until_the_rep
                                            previous=None, now=T0, misplaced=moved)
         return {c.type: c for c in made.conditions}
 
-    shown = conditions(model.pods.misplaced_for("shop/db"))[spread_status.PODS_MISPLACED]
+    shown = conditions(model.pods.misplaced_for("shop/db"))[spread_conditions.PODS_MISPLACED]
     assert (shown.status, shown.reason) == ("True", "OrdinalRangesMoved")
     assert shown.message == f"1 cluster (dc1: {report})"
     model.pod_counts("dc1", found.counts, misplaced={})
-    assert spread_status.PODS_MISPLACED not in conditions(model.pods.misplaced_for("shop/db"))
+    assert spread_conditions.PODS_MISPLACED not in conditions(model.pods.misplaced_for("shop/db"))

@@ -28,7 +28,7 @@ from kubernetes import client
 from federation import sdk
 from federation.certs import bundles, transport
 from federation.coordinator.hub import access_review
-from federation.coordinator.services import aio_server, placement_service
+from federation.coordinator.services import aio_server, placement_requests, placement_service
 from federation.coordinator.wire import access, convert, identity
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
@@ -68,7 +68,7 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 def source() -> in_memory_source.InMemorySource:
     store = in_memory_source.InMemorySource(clusters=[convert.ClusterRecord(name="dc1")])
-    spec = placement_service.parse_spread(SPREAD)
+    spec = placement_requests.parse_spread(SPREAD)
     for key in ("shop/web", "shop/api", "bank/vault"):
         store.put(key, convert.PlacementRecord(key=key, placement=placement.Placement(
             replicas=0, unplaced=0, capacity_exhausted=0, subsets=(), clusters={}), spec=spec))
@@ -214,7 +214,7 @@ def test_a_revoked_permission_ends_a_watch_at_the_next_change(certificates: path
             store.put("shop/web", convert.PlacementRecord(
                 key="shop/web", placement=placement.Placement(
                     replicas=1, unplaced=1, capacity_exhausted=0, subsets=(), clusters={}),
-                spec=placement_service.parse_spread(SPREAD)))
+                spec=placement_requests.parse_spread(SPREAD)))
             with pytest.raises(grpc.RpcError) as ended:
                 next(stream)
             assert ended.value.code() == grpc.StatusCode.PERMISSION_DENIED

@@ -21,7 +21,7 @@ from click import testing
 
 from federation import cli, sdk
 from federation.api import cluster, common, names, problems, spread
-from federation.coordinator.services import aio_server, placement_service
+from federation.coordinator.services import aio_server, placement_requests, placement_service
 from federation.coordinator.wire import convert
 from federation.core import placement
 from federation.rpc import placement_pb2, placement_pb2_grpc
@@ -66,7 +66,7 @@ CLUSTERS = [
 
 
 def _spec() -> spread.FederatedSpreadSpec:
-    return placement_service.parse_spread(SPREAD_YAML)
+    return placement_requests.parse_spread(SPREAD_YAML)
 
 
 def _snapshot() -> cluster.CapacitySnapshot:

@@ -13,7 +13,7 @@ import datetime
 
 import pytest
 
-from agents import bookkeeping, outbox
+from agents import bookkeeping, outbox, pod_ledger
 from federation.coordinator.wire import convert, inbound
 from federation.core import placement, spread_status, status
 from federation.rpc import agent_pb2, assignment
@@ -24,8 +24,8 @@ T0 = datetime.datetime(2026, 11, 29, 11, 0, tzinfo=datetime.UTC)
 SPREAD = "shop/web"
 
 
-def record(name: str, subset: str, revision: str, *, deleting: bool = False) -> bookkeeping.PodRecord:
-    return bookkeeping.PodRecord(name=name, subset=subset, revision=revision, phase="Running", ready=True,
+def record(name: str, subset: str, revision: str, *, deleting: bool = False) -> pod_ledger.PodRecord:
+    return pod_ledger.PodRecord(name=name, subset=subset, revision=revision, phase="Running", ready=True,
                                  node_name="n1", created=T0, deleting=deleting)
 
 

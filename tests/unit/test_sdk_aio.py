@@ -17,7 +17,7 @@ import pytest
 
 from federation import sdk
 from federation.api import cluster
-from federation.coordinator.services import aio_server, placement_service
+from federation.coordinator.services import aio_server, placement_requests, placement_service
 from federation.coordinator.wire import convert
 from federation.core import placement
 from tests.support import in_memory_source
@@ -31,7 +31,7 @@ spec:
 
 
 def _record(replicas: int, *, generation: int = 1) -> convert.PlacementRecord:
-    spec = placement_service.parse_spread(SPREAD_YAML)
+    spec = placement_requests.parse_spread(SPREAD_YAML)
     snapshot = cluster.CapacitySnapshot(clusters=[cluster.ClusterCapacity(name="dc1"),
                                                   cluster.ClusterCapacity(name="aws")])
     return convert.PlacementRecord(key="shop/web", spec=spec, generation=generation,

@@ -11,7 +11,7 @@ import pytest
 
 from federation.api import cluster, names
 from federation.api import spread as spread_api
-from federation.coordinator import facade, shards, startup
+from federation.coordinator import backends, facade, shards, startup
 from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement, placement_inputs
 from tests.support import builders
@@ -60,7 +60,7 @@ def test_local_backend_gives_exactly_placement_place_answers_in_order() -> None:
                         now=r.inputs.now)
         for r in batch
     ]
-    backend = shards.LocalBackend()
+    backend = backends.LocalBackend()
     assert backend.place_batch(batch) == expected
     assert backend.simulate_many(batch) == expected
     assert backend.place_batch([]) == []
@@ -91,7 +91,8 @@ def test_a_request_from_the_world_is_what_the_loop_would_place() -> None:
     assert entry is not None
     request = loop.request_for(model, entry, replicas=5, now=NOW)
     assert request.key == keys[1]
-    assert shards.LocalBackend().place_batch([request]) == [loop.place_one(model, entry, replicas=5, now=NOW)]
+    expected = [loop.place_one(model, entry, replicas=5, now=NOW)]
+    assert backends.LocalBackend().place_batch([request]) == expected
 
 
 @pytest.mark.parametrize("count", [3, 4, 7])
@@ -121,14 +122,14 @@ def test_the_autouse_guard_forbids_starting_ray() -> None:
     assert not ray.is_initialized()
 
 
-class ParallelLocal(shards.LocalBackend):
+class ParallelLocal(backends.LocalBackend):
     """In-process answers through the parallel path, as the Ray shards' round takes it."""
 
     parallel = True
 
 
 def sharing(
-    count: int, *, cpu: str = "1", backend: shards.PlacementBackend | None = None,
+    count: int, *, cpu: str = "1", backend: backends.PlacementBackend | None = None,
 ) -> tuple[facade.Coordinator, world.World, list[str]]:
     """`count` spreads over the same two clusters (20 one-cpu pods of room: `count` of 2 replicas
     each and more compete for every pool), placed through the parallel path."""
@@ -189,7 +190,7 @@ def test_a_round_below_the_crossover_is_not_said_to_be_wasted(caplog: pytest.Log
 
 def test_the_ray_backends_crossover_is_the_measured_constant_unless_the_flag_says() -> None:
     assert shards.RayBackend.parallel_from == shards.RAY_ROUND_MIN_SPREADS > 2
-    assert shards.LocalBackend.parallel_from == 2
+    assert backends.LocalBackend.parallel_from == 2
     settings = startup.CoordinatorConfig(hub_kubeconfig=None)
     assert settings.ray_round_min_spreads == shards.RAY_ROUND_MIN_SPREADS
     with pytest.raises(ValueError, match="at least 2 spreads"):  # refused before Ray is asked anything

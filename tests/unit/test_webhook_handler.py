@@ -21,7 +21,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from agents import bookkeeping, metrics
+from agents import bookkeeping, metrics, pod_ledger
 from agents.webhook import handler, review
 from federation import watchdog
 from federation.api import names
@@ -336,7 +336,7 @@ def test_delete_without_labels_finds_the_pod_by_its_annotation_and_name() -> Non
 
 def test_eviction_of_an_observed_pod_goes_into_deleting() -> None:
     agent = Agent(spread(rule("a", 0, 2), rule("b", 1, 2)))
-    agent.book.observe(SPREAD, [bookkeeping.PodRecord(
+    agent.book.observe(SPREAD, [pod_ledger.PodRecord(
         name="p7", subset="b", revision="r1", phase="Running", ready=True, node_name="n1", created=NOW)])
     eviction = {"apiVersion": "policy/v1beta1", "kind": "Eviction",
                 "metadata": {"name": "p7", "namespace": NAMESPACE}}
@@ -350,7 +350,7 @@ def test_eviction_of_an_observed_pod_goes_into_deleting() -> None:
 
 def test_deleting_pods_free_their_quota_for_new_pods() -> None:
     agent = Agent(spread(rule("a", 0, 1), rule("b", 1, 1)))
-    agent.book.observe(SPREAD, [bookkeeping.PodRecord(
+    agent.book.observe(SPREAD, [pod_ledger.PodRecord(
         name="old", subset="a", revision="r1", phase="Running", ready=True, node_name="n1", created=NOW)])
     assert subset_of(agent.create(pod("p1"))[1]) == "b"
     agent.answer(body("DELETE", old=pod("old", annotations={names.SUBSET_ANNOTATION: "a"}), name="old"))

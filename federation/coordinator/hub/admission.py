@@ -53,7 +53,7 @@ from federation.coordinator.hub import watcher
 from federation.coordinator.model import lifecycle
 from federation.core import hpa_advice
 from federation.kube import admission_review as review
-from federation.kube import webhook_clients, webhook_https
+from federation.kube import webhook_clients, webhook_https, webhook_roles
 
 LOG = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class WebhookSettings:
 def server(admission: SpecAdmission, settings: WebhookSettings) -> webhook_https.WebhookServer:
     """The HTTPS server for `admission` (not started); /readyz is ready once the hub is listed.
     OSError or ssl.SSLError when the certificate or client CA files cannot be read or loaded."""
-    role = webhook_https.Role(review_path=VALIDATE_PATH, owner="coordinator",
+    role = webhook_roles.Role(review_path=VALIDATE_PATH, owner="coordinator",
                               not_ready="not ready: the hub is not listed yet\n")
     return webhook_https.WebhookServer(admission, role=role, host=settings.host, port=settings.port,
                                        cert_file=settings.cert_file, key_file=settings.key_file,

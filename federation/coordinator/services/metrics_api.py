@@ -36,7 +36,7 @@ from collections.abc import Callable
 from federation.coordinator.services import external_metrics as api
 from federation.coordinator.services import front_proxy
 from federation.coordinator.wire import access
-from federation.kube import admission_review, webhook_https
+from federation.kube import admission_review, webhook_https, webhook_roles
 
 LOG = logging.getLogger(__name__)
 
@@ -72,14 +72,14 @@ class Handler:
         self._lock = threading.Lock()
         self.answers: collections.Counter[int] = collections.Counter()
 
-    def __call__(self, request: webhook_https.GetRequest) -> tuple[int, bytes]:
+    def __call__(self, request: webhook_roles.GetRequest) -> tuple[int, bytes]:
         answer = self.answer(request)
         with self._lock:
             self.answers[answer.code] += 1
         self.on_answer(answer.code)
         return answer.code, json.dumps(answer.body, separators=(",", ":")).encode()
 
-    def answer(self, request: webhook_https.GetRequest) -> api.Answer:
+    def answer(self, request: webhook_roles.GetRequest) -> api.Answer:
         """The answer to `request` (never raises for anything a caller sends)."""
         user = front_proxy.identify(self.trust.config, certificate=request.peer_certificate,
                                     headers=request.headers)
@@ -118,7 +118,7 @@ class ExternalMetricsServer:
         """OSError or ssl.SSLError when the serving certificate cannot be loaded."""
         self.handler = handler
         self.trust = handler.trust
-        role = webhook_https.Role(review_path=api.ROOT, owner="coordinator", get=handler,
+        role = webhook_roles.Role(review_path=api.ROOT, owner="coordinator", get=handler,
                                   on_connection_error=lambda: self._wake.set())
         self.https = webhook_https.WebhookServer(
             _ReadOnly(), role=role, host=settings.host, port=settings.port, cert_file=settings.cert_file,

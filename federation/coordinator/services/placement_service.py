@@ -5,7 +5,8 @@ world model (sharded, fed by the hub watcher and agents) or from a plain diction
 validates requests, asks the source, converts with `federation.coordinator.wire.convert`, and maps
 every failure to a status code a client can act on — NOT_FOUND, INVALID_ARGUMENT (with every
 problem's field path, one per line, and as JSON in the `fedspread-problems` trailer),
-FAILED_PRECONDITION — and never UNKNOWN: anything unexpected is logged and answered INTERNAL.
+FAILED_PRECONDITION — and never UNKNOWN: anything unexpected is logged and answered INTERNAL. The
+input checks and that mapping are `placement_requests`'s.
 
 Watching polls a version counter rather than keeping per-watcher queues: a watcher that falls
 behind simply sees the latest placements (latest wins, like a Kubernetes watch after a relist),
@@ -29,23 +30,29 @@ import concurrent.futures
 import dataclasses
 import datetime
 import functools
-import json
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeVar
 
 import grpc
-import yaml
 
 from federation.api import cluster, problems, spread
-from federation.coordinator import shards
+from federation.coordinator import backends
 from federation.coordinator.services import authorization
-from federation.coordinator.wire import access, convert, inbound
-from federation.core import failback_round, jobs, placement, workload_kinds
+from federation.coordinator.services.placement_requests import (
+    ServiceError,
+    abort,
+    check_key,
+    check_template,
+    invalid_argument,
+    load_json,
+    parse_spread,
+)
+from federation.coordinator.wire import access, convert
+from federation.core import failback_round, placement, workload_kinds
 from federation.rpc import placement_pb2, placement_pb2_grpc
 
 LOG = logging.getLogger(__name__)
-PROBLEMS_TRAILER = "fedspread-problems"
 WATCH_POLL_SECONDS = 0.25
 
 T = TypeVar("T")
@@ -86,70 +93,6 @@ class PlacementSource(Protocol):
         """A counter that grows whenever any placement changes."""
 
 
-class ServiceError(Exception):
-    """A domain error with the gRPC status code it maps to."""
-
-    def __init__(
-        self, code: grpc.StatusCode, message: str, *, problem_list: Sequence[problems.Problem] = ()
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.problems = list(problem_list)
-
-
-def check_key(key: str, *, field: str = "spread") -> str:
-    """Validate a spread key "namespace/name" (a namespace and an object name, as Kubernetes
-    spells them); INVALID_ARGUMENT naming the expected form, never echoing a huge key."""
-    problem = inbound.spread_key_problem(key)
-    if problem is not None:
-        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {problem}")
-    return key
-
-
-def _invalid(error: problems.InvalidInput) -> ServiceError:
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, str(error), problem_list=error.problems)
-
-
-def _load_json(text: str, *, field: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as error:
-        raise problems.InvalidInput(field, [problems.Problem(field, f"not valid JSON ({error})")]) from None
-
-
-def parse_spread(text: str) -> spread.FederatedSpreadSpec:
-    """A FederatedSpread (whole object or just its spec) from YAML or JSON; InvalidInput if bad."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise problems.InvalidInput("spread", [problems.Problem(
-            "", f"not valid YAML ({getattr(error, 'problem', None) or error})")]) from None
-    if isinstance(doc, dict) and ("kind" in doc or "metadata" in doc):
-        return problems.validate(spread.FederatedSpread, doc, what="spread").spec
-    return problems.validate(spread.FederatedSpreadSpec, doc, what="spread spec")
-
-
-def _check_template(spec: spread.FederatedSpreadSpec, template: Any) -> None:
-    """A what-if's template must be a workload of the spread's `targetRef` kind (one without `kind`
-    is read as that kind), and a Job one that can be spread (not Indexed), as `fedspread simulate`
-    requires; InvalidInput at `templateJson` otherwise."""
-    kind = spec.target_ref.kind
-    if not isinstance(template, dict):
-        if template is None:
-            return
-        raise problems.InvalidInput("template", [problems.Problem("templateJson",
-                                                                  f"expected a {kind} object")])
-    given = template.get("kind")
-    if given is not None and given != kind:
-        raise problems.InvalidInput("template", [problems.Problem(
-            "templateJson", f"expected a {kind} object (the spread's targetRef kind), got {given}")])
-    body = template.get("spec")
-    if kind == "Job" and isinstance(body, dict):
-        refused = jobs.unsupported_job_fields(body)
-        if refused:
-            raise problems.InvalidInput("template", [problems.Problem("templateJson", r) for r in refused])
-
-
 def _handled(
     method: Callable[[PlacementServicer, Any, authorization.Caller], T],
 ) -> Callable[[PlacementServicer, Any, grpc.aio.ServicerContext], Coroutine[Any, Any, T]]:
@@ -162,7 +105,7 @@ def _handled(
             caller = authorization.caller_of(context.auth_context(), self._authorizer)
             return await self._blocking(method, self, request, caller)
         except (ServiceError, authorization.AccessRefused) as error:
-            await _abort(context, error)
+            await abort(context, error)
         except Exception:
             LOG.exception("PlacementService.%s failed", method.__name__)
             await context.abort(grpc.StatusCode.INTERNAL,
@@ -170,19 +113,6 @@ def _handled(
         raise AssertionError("unreachable: context.abort raises")  # pragma: no cover
 
     return wrapper
-
-
-async def _abort(
-    context: grpc.aio.ServicerContext, error: ServiceError | authorization.AccessRefused,
-) -> None:
-    """End the call with the error's code, its problems in the trailer as JSON (or the access
-    check's trailer, `federation.rpc.access`)."""
-    if error.problems:
-        context.set_trailing_metadata([(PROBLEMS_TRAILER, json.dumps(
-            [{"path": p.path, "message": p.message} for p in error.problems]))])
-    elif isinstance(error, authorization.AccessRefused) and error.trailers:
-        context.set_trailing_metadata(error.trailers)
-    await context.abort(error.code, str(error))
 
 
 class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
@@ -257,11 +187,11 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
         """The what-if's record, and the snapshot it was given (None: live capacity)."""
         try:
             spec = parse_spread(request.spread_yaml)
-            template = _load_json(request.template_json, field="templateJson") \
+            template = load_json(request.template_json, field="templateJson") \
                 if request.template_json else None
-            _check_template(spec, template)
+            check_template(spec, template)
             snapshot = problems.validate(
-                cluster.CapacitySnapshot, _load_json(request.clusters_json, field="clustersJson"),
+                cluster.CapacitySnapshot, load_json(request.clusters_json, field="clustersJson"),
                 what="clusters snapshot") if request.clusters_json else None
             replicas = request.replicas if request.HasField("replicas") else workload_kinds.template_quantity(
                 workload_kinds.policy_for(spec.target_ref.api_version, spec.target_ref.kind), template)
@@ -269,11 +199,11 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                 raise problems.InvalidInput("simulation", [problems.Problem(
                     "replicas", f"must not be negative, got {replicas}")])
             result = self._source.simulate(spec, replicas=replicas, template=template, snapshot=snapshot)
-        except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+        except (backends.PlaceTimeout, backends.ShardUnavailable) as error:
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, f"the placement shards could not answer: {error}",
                                ) from None
         except problems.InvalidInput as error:
-            raise _invalid(error) from None
+            raise invalid_argument(error) from None
         except ValueError as error:  # e.g. an unparseable quantity in the template
             raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"simulation is invalid: {error}") from None
         return convert.PlacementRecord(key="", placement=result, spec=spec, template=template), snapshot
@@ -298,7 +228,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                 record, snapshot = self._simulate(request.simulation)
             try:
                 free = self._source.free_capacity(record, snapshot=snapshot)
-            except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+            except (backends.PlaceTimeout, backends.ShardUnavailable) as error:
                 raise ServiceError(grpc.StatusCode.UNAVAILABLE,
                                    f"the capacity shards could not answer: {error}") from None
             return convert.explanation_to_pb(dataclasses.replace(record, free_capacity=free),
@@ -321,7 +251,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
                                f"{max_surge}: a step starts its new pods first")
         try:
             found = self._source.rebalance(checked, dry_run=request.dry_run, max_surge=max_surge)
-        except (shards.PlaceTimeout, shards.ShardUnavailable) as error:
+        except (backends.PlaceTimeout, backends.ShardUnavailable) as error:
             raise ServiceError(grpc.StatusCode.UNAVAILABLE, f"the placement shards could not answer: {error}",
                                ) from None
         if found is None:
@@ -338,14 +268,14 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             elif request.namespace:
                 await self._blocking(caller.require, access.list_spreads(request.namespace))
         except (ServiceError, authorization.AccessRefused) as error:
-            await _abort(context, error)
+            await abort(context, error)
         try:
             async for event in self._watch(request, caller):
                 yield event
         except grpc.aio.AbortError:
             raise
         except authorization.AccessRefused as error:  # the hub went away during the watch
-            await _abort(context, error)
+            await abort(context, error)
         except Exception:
             LOG.exception("PlacementService.WatchPlacement failed")
             await context.abort(grpc.StatusCode.INTERNAL,

@@ -1,0 +1,92 @@
+"""What a placement backend answers, and the one that answers in the coordinator's own process.
+
+Why a module of its own: the facade and the PlacementService ask a `PlacementBackend` for
+placements and capacity answers without caring where they are computed; `LocalBackend` computes
+them here (unit tests, `fedspread coordinator --no-ray`), `shards.RayBackend` on Ray actors. Keeping
+the contract and the in-process answer apart from the Ray wrapper lets everything but `shards`
+stay free of Ray, and names the two errors every backend may raise for a batch it cannot answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from federation.api import cluster
+from federation.coordinator.model import capacity, loop
+from federation.core import placement
+
+
+class PlaceTimeout(loop.BatchUnavailable):
+    """The SpreadShards did not answer a placement batch within the backend's `place_seconds`."""
+
+
+class ShardUnavailable(loop.BatchUnavailable):
+    """A SpreadShard could not take a placement batch: its actor died, is restarting, or its node
+    is gone (Ray says so at once, where a hung one only misses the deadline)."""
+
+
+class PlacementBackend(Protocol):
+    """Where placements and capacity simulations are computed: in-process or on Ray actors."""
+
+    parallel: bool
+    """Whether `place_batch` runs requests in parallel: only then are the first answers of a round
+    of several spreads asked of it (in-process, `loop.recompute` answers them itself, the same)."""
+    parallel_from: int
+    """The fewest spreads of a round whose first answers are asked of a parallel `place_batch`."""
+
+    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        """One placement per request, in request order."""
+        ...
+
+    def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        """What-if placements (nothing stored), in request order."""
+        ...
+
+    def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
+        """Cluster `name`'s agent reported these node pools (latest wins)."""
+        ...
+
+    def forget_cluster(self, name: str) -> None:
+        """Cluster `name` is gone; drop its inventory."""
+        ...
+
+    def free_capacity(self, queries: Sequence[capacity.CapacityQuery]) -> list[int | None]:
+        """One answer per query, in query order."""
+        ...
+
+    def close(self) -> None:
+        """Release whatever the backend holds."""
+        ...
+
+
+class LocalBackend:
+    """Everything in this process: unit tests, and `fedspread coordinator --no-ray`."""
+
+    parallel, parallel_from = False, 2
+
+    def __init__(self) -> None:
+        self._pools: dict[str, list[cluster.NodePool]] = {}
+        self._lock = threading.Lock()
+
+    def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        return loop.answer_all(requests)
+
+    def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
+        return loop.answer_all(requests)
+
+    def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
+        with self._lock:
+            self._pools[name] = list(pools)
+
+    def forget_cluster(self, name: str) -> None:
+        with self._lock:
+            self._pools.pop(name, None)
+
+    def free_capacity(self, queries: Sequence[capacity.CapacityQuery]) -> list[int | None]:
+        with self._lock:
+            return [capacity.free_capacity(self._pools.get(q.cluster), q) for q in queries]
+
+    def close(self) -> None:
+        return None
