@@ -9,8 +9,9 @@ clusters; and which clusters are ready is cached until a heartbeat or the clock 
 
 `view_for` gives `placement.place_view` exactly the view that `placement_view.view_of` would build
 from `World.snapshot_for` after `overcommit.deduct_pending` of the other spreads' pending pods (a
-unit test compares them on random worlds). The views read the World's facts through references to its
-dictionaries and never write them; the World tells them what changed.
+unit test compares them on random worlds). The views read the World's records through named,
+read-only inputs (`Inputs`) and never write them; the World tells them what changed through named
+notifications (`cluster_changed`, `heartbeat_seen`, ...), never by writing their state.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Group:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Readiness:
+class Readiness:
     """Which clusters are ready for one clusterLostSeconds, and which others were heard once (silent
     longer), valid between `since` and `until`."""
 
@@ -57,53 +58,80 @@ class _Readiness:
     silent: frozenset[str]
 
 
-class MemberViews:
-    """Member views and placement views, built on per-cluster ledgers of pending pods (`charges`)."""
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """What the views read of the World: its records as read-only mappings (the views never write
+    them; the World tells the views what changed through their notifications)."""
 
-    def __init__(
-        self, spreads: Mapping[str, facts.SpreadEntry], placed: Mapping[str, placement.Placement], *,
-        pods: pending_charges.Pods, clusters: Mapping[str, facts.ClusterFacts],
-        index: selection_index.SelectionIndex,
-        tracker: failover.HeartbeatTracker, clock: Callable[[], datetime.datetime],
-        grace_from: datetime.datetime | None,
-    ) -> None:
-        self._spreads = spreads
-        self._clusters = clusters
-        self._index = index
-        self._selector_keys = index.selector_keys
-        self._tracker = tracker
-        self._clock = clock
+    spreads: Mapping[str, facts.SpreadEntry]
+    placements: Mapping[str, placement.Placement]
+    """Each spread's last placement (its pending pods are charged, `pending_charges`)."""
+    pods: pending_charges.Pods
+    """Per spread, per cluster, per subset: the pods the agents counted."""
+    clusters: Mapping[str, facts.ClusterFacts]
+    """Each MemberCluster's labels and taints."""
+    index: selection_index.SelectionIndex
+    """Which clusters each spread selects (kept by the World)."""
+    tracker: failover.HeartbeatTracker
+    """When each cluster's agent was last heard."""
+    clock: Callable[[], datetime.datetime]
+
+
+class MemberViews:
+    """Member views and placement views, built on per-cluster ledgers of pending pods (`charges`).
+
+    Notifications (the World's only way to change them): `cluster_changed`, `clusters_relabelled`,
+    `heartbeat_seen`, `restart_grace`, and the ledgers' own (`charges`)."""
+
+    def __init__(self, inputs: Inputs, *, grace_from: datetime.datetime | None) -> None:
+        self._spreads = inputs.spreads
+        self._clusters = inputs.clusters
+        self._index = inputs.index
+        self._selector_keys = inputs.index.selector_keys
+        self._tracker = inputs.tracker
+        self._clock = inputs.clock
         self._grace_from = grace_from
-        self.beats = 0
+        self._beats = 0
         """Bumped on every heartbeat and forgotten cluster: cached readiness is stale."""
-        self._readiness: dict[datetime.timedelta, _Readiness] = {}
+        self._readiness: dict[datetime.timedelta, Readiness] = {}
         self._versions: dict[str, int] = {}
         """Per cluster, bumped whenever its member view may change (charges, pools, taints, labels)."""
         self._member_views: dict[str, tuple[int, dict[tuple[int, bool], placement_view.Member]]] = {}
         self._own_views: dict[str, dict[str, tuple[int, bool, placement_view.Member]]] = {}
-        """Per cluster (until `touch`), per spread with pending pods there, its own member view."""
-        self.groups: dict[tuple[str, int, datetime.timedelta], Group] = {}
-        """Cleared by the World when the set of clusters or their labels change."""
+        """Per cluster (until `cluster_changed`), per spread with pending pods there, its own view."""
+        self._groups: dict[tuple[str, int, datetime.timedelta], Group] = {}
+        """Cleared when the set of clusters or their labels change (`clusters_relabelled`)."""
         self._touched: list[str] = []
-        """Clusters whose member view changed, in order (`touch`); entry i has number base + i."""
+        """Clusters whose member view changed, in order (`cluster_changed`); entry i is number base + i."""
         self._touched_base = 0
-        self.charges = pending_charges.PendingCharges(spreads, placed, pods=pods, touch=self.touch)
+        self.charges = pending_charges.PendingCharges(
+            inputs.spreads, inputs.placements, pods=inputs.pods, changed=self.cluster_changed)
         """The ledgers the member views are built on (the World feeds them)."""
+
+    # --- notifications -------------------------------------------------------------------------
+
+    def heartbeat_seen(self) -> None:
+        """A cluster's agent was heard, or a cluster was forgotten: cached readiness is stale."""
+        self._beats += 1
 
     def restart_grace(self, at: datetime.datetime) -> None:
         """A cluster never heard counts as heard at `at` from now on (cached readiness is stale)."""
         self._grace_from = at
-        self.beats += 1
+        self._beats += 1
+
+    def clusters_relabelled(self) -> None:
+        """The set of clusters or their labels changed: every selector's group is built again."""
+        self._groups.clear()
 
     # --- readiness -----------------------------------------------------------------------------
 
-    def readiness(self, after: datetime.timedelta) -> _Readiness:
+    def readiness(self, after: datetime.timedelta) -> Readiness:
         """Every cluster's readiness for `after` (as `World.ready`, at one reading of the clock),
         recomputed only when a heartbeat or the clock could have changed one."""
         now = self._clock()
         names = self._index.cluster_names()
         cached = self._readiness.get(after)
-        if cached is not None and cached.beats == self.beats and cached.names is names \
+        if cached is not None and cached.beats == self._beats and cached.names is names \
                 and cached.since <= now and (cached.until is None or now <= cached.until):
             return cached
         ready: dict[str, bool] = {}
@@ -119,13 +147,13 @@ class MemberViews:
                 until = deadline if until is None else min(until, deadline)
             elif not flag and last is not None:
                 silent.append(name)
-        found = self._readiness[after] = _Readiness(self.beats, names, now, until, ready, frozenset(silent))
+        found = self._readiness[after] = Readiness(self._beats, names, now, until, ready, frozenset(silent))
         return found
 
     # --- member views --------------------------------------------------------------------------
 
-    def touch(self, name: str) -> None:
-        """Cluster `name`'s member view may have changed."""
+    def cluster_changed(self, name: str) -> None:
+        """Cluster `name`'s member view may have changed (its charges, pools, taints or labels)."""
         self._versions[name] = self._versions.get(name, 0) + 1
         self._member_views.pop(name, None)
         self._own_views.pop(name, None)
@@ -224,17 +252,17 @@ class MemberViews:
         """The member views of a selector's clusters for this plan's pods, kept up to date.
 
         Only the clusters touched since the group was last read are looked at again: from the
-        touch log when that is shorter than the group, else by comparing versions.
+        log of changed clusters when that is shorter than the group, else by comparing versions.
         """
         key = (selector, plan.signature, after)
-        group = self.groups.get(key)
+        group = self._groups.get(key)
         end = self._touched_base + len(self._touched)
         versions = self._versions
         if group is None:
             names = self._index.selector_members(selector)
             members = {name: self._member_view(name, plan, ready=ready[name]) for name in names}
             seen = {name: versions.get(name, 0) for name in names}
-            group = self.groups[key] = Group(names, ready, members, seen, end)
+            group = self._groups[key] = Group(names, ready, members, seen, end)
             return group
         members = group.members
         if group.cursor >= self._touched_base and end - group.cursor <= len(group.names):

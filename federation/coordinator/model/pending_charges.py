@@ -13,7 +13,7 @@ snapshot.
 
 What it reads — the spreads, their last placements, the agents' pod counts — comes in as
 read-only mappings of the World's records; it never writes them. A ledger that changes is reported
-through `touch` (the member views built on it are stale).
+through `changed` (the member views built on it are stale).
 """
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ class PendingCharges:
 
     def __init__(
         self, spreads: Mapping[str, facts.SpreadEntry], placed: Mapping[str, placement.Placement], *,
-        pods: Pods, touch: Callable[[str], None],
+        pods: Pods, changed: Callable[[str], None],
     ) -> None:
         self._spreads = spreads
         self._placed = placed
         self._pods_by_spread = pods
-        self._touch = touch
+        self._changed = changed
         """Told of each cluster whose ledger (so its member view) may have changed."""
         self._plans: dict[str, Plan] = {}
         self._signatures: dict[Hashable, int] = {}
@@ -86,14 +86,14 @@ class PendingCharges:
             self._ledgers[name] = overcommit.Ledger(numbers)
         else:
             ledger.set_pools(numbers)
-        self._touch(name)
+        self._changed(name)
 
     def forget_pools(self, name: str) -> None:
         """Cluster `name` was deleted: it has no pools left (its charges go with their spreads)."""
         ledger = self._ledgers.get(name)
         if ledger is not None:
             ledger.set_pools(())
-        self._touch(name)
+        self._changed(name)
 
     def forget_plan(self, key: str) -> None:
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""
@@ -119,7 +119,7 @@ class PendingCharges:
             for name in self._charged.pop(key, ()):
                 ledger = self._ledgers.get(name)
                 if ledger is not None and ledger.set_charges(key, ()):
-                    self._touch(name)
+                    self._changed(name)
             self._lifted.add(key)
 
     def restore(self) -> None:
@@ -178,10 +178,10 @@ class PendingCharges:
             ledger = self._ledgers.get(name)
             if ledger is None:
                 ledger = self._ledgers[name] = overcommit.Ledger()
-                self._touch(name)
+                self._changed(name)
             if ledger.set_charges(key, new.get(name, ())):
                 changed.add(name)
-                self._touch(name)
+                self._changed(name)
         if new:
             self._charged[key] = set(new)
         else:

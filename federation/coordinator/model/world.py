@@ -13,14 +13,14 @@ them that are not settled — a spread with every replica placed keeps its count
 capacity (a capacity change alone never moves replicas), so re-placing it would only redo work
 (one cluster of a region may be selectable by a thousand spreads).
 
-Why the World owns an index and views: with thousands of spreads and clusters, a
-request must cost the clusters its spread can use, not every cluster times every spread. The
+Why the World owns an index and views: with thousands of spreads and clusters, a request must
+cost the clusters its spread can use, not every cluster times every spread. The
 `selection_index.SelectionIndex` knows which spreads name, select or occupy a cluster and which
 clusters a spread selects; the `member_views.MemberViews` keep one `overcommit.Ledger` per cluster
 with every placed spread's pending pods charged (`pending_charges`) and build `view_for`'s views
-from them. Neither
-holds a fact of its own: both read the World's dictionaries, and the World tells them what
-changed. Placements are stored through `store` and `drop` only, so the ledgers stay in step;
+from them. Neither holds a fact of its own: both read the World's dictionaries through read-only
+mappings, and the World tells them what changed through named notifications (never by writing
+their state). Placements are stored through `store` and `drop` only, so the ledgers stay in step;
 `placements` is a read-only view.
 
 A MemberCluster deleted on the hub is not a cluster gone (`delete_cluster`): its facts stay until
@@ -164,7 +164,7 @@ class World(world_state.WorldState):
         self._members[name] = member
         if retiring:
             (self._decommissioned.add if decommission else self._decommissioned.discard)(name)
-        self._views.touch(name)
+        self._views.cluster_changed(name)
         if old is None or old.labels != member.labels or retiring:
             self._relabel()
         return before | self._index.selecting(name)
@@ -183,7 +183,7 @@ class World(world_state.WorldState):
         self._marks.drop_cluster(name)
         self.tracker.forget(name)
         self.failover_limit.heard(name)  # nothing of it is failing over any more
-        self._views.beats += 1
+        self._views.heartbeat_seen()
         self._charges.forget_pools(name)
         self._relabel()
         return affected
@@ -280,7 +280,7 @@ class World(world_state.WorldState):
             self.pods.lost(name)  # its last report is from before: its pods must report again
         self.tracker.beat(name, at)
         self.failover_limit.heard(name)
-        self._views.beats += 1
+        self._views.heartbeat_seen()
         back = {after for after in lost_before if not self.tracker.lost(name, after=after)}
         return {k for k in users if self._spreads[k].lost_after in back}
 
@@ -322,7 +322,7 @@ class World(world_state.WorldState):
     def _relabel(self) -> None:
         """The set of clusters or their labels changed: selections must be matched again."""
         self._index.relabel()
-        self._views.groups.clear()
+        self._views.clusters_relabelled()
 
     def _forget_plan(self, key: str) -> None:
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""

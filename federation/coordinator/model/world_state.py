@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import types
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from federation.api import cluster, common
@@ -80,12 +81,14 @@ class WorldState:
         self.rebalancing = rebalancing.Rebalancings()
         """Per spread, the failback step in flight and the last move (`rebalancing`)."""
         # Indexes and caches (see the module docstring); none of them is a fact of its own.
-        self._index = selection_index.SelectionIndex(self._spreads, self._members, pools=self._pools,
-                                                     decommissioned=self._decommissioned)
-        self._views = member_views.MemberViews(
-            self._spreads, self._placed, pods=self.pods.by_spread, clusters=self._members,
-            index=self._index, tracker=self.tracker, clock=clock, grace_from=grace_from,
-        )
+        spreads = types.MappingProxyType(self._spreads)
+        members = types.MappingProxyType(self._members)
+        self._index = selection_index.SelectionIndex(
+            spreads, members, pools=types.MappingProxyType(self._pools), decommissioned=self._decommissioned)
+        self._views = member_views.MemberViews(member_views.Inputs(
+            spreads=spreads, placements=self._placed, pods=types.MappingProxyType(self.pods.by_spread),
+            clusters=members, index=self._index, tracker=self.tracker, clock=clock,
+        ), grace_from=grace_from)
         self._charges = self._views.charges
 
     # --- readers -------------------------------------------------------------------------------
