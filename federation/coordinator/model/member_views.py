@@ -5,13 +5,14 @@ spread can use, not every cluster times every spread. On the per-cluster ledgers
 (`pending_charges`, which these views own and the World feeds), a cluster's member view is built
 once per signature of a spread's pods and readiness until the cluster is touched; the member views
 of one selector's clusters are shared as a group, brought up to date from a log of touched
-clusters; and which clusters are ready is cached until a heartbeat or the clock could change one.
+clusters. Which clusters are ready comes from the World's liveness (`liveness.Liveness`), which
+caches it until a heartbeat or the clock could change it.
 
 `view_for` gives `placement.place_view` exactly the view that `placement_view.view_of` would build
 from `World.snapshot_for` after `overcommit.deduct_pending` of the other spreads' pending pods (a
 unit test compares them on random worlds). The views read the World's records through named,
 read-only inputs (`Inputs`) and never write them; the World tells them what changed through named
-notifications (`cluster_changed`, `heartbeat_seen`, ...), never by writing their state.
+notifications (`cluster_changed`, `clusters_relabelled`, ...), never by writing their state.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from federation.api import cluster
 from federation.api import spread as spread_api
-from federation.coordinator.model import facts, failover, pending_charges, selection_index
+from federation.coordinator.model import facts, liveness, pending_charges, selection_index
 from federation.core import placement, placement_view
 
 _TOUCH_LOG = 65536
@@ -46,19 +47,6 @@ class Group:
 
 
 @dataclasses.dataclass(frozen=True)
-class Readiness:
-    """Which clusters are ready for one clusterLostSeconds, and which others were heard once (silent
-    longer), valid between `since` and `until`."""
-
-    beats: int
-    names: tuple[str, ...]
-    since: datetime.datetime
-    until: datetime.datetime | None
-    ready: dict[str, bool]
-    silent: frozenset[str]
-
-
-@dataclasses.dataclass(frozen=True)
 class Inputs:
     """What the views read of the World: its records as read-only mappings (the views never write
     them; the World tells the views what changed through their notifications)."""
@@ -72,8 +60,8 @@ class Inputs:
     """Each MemberCluster's labels and taints."""
     index: selection_index.SelectionIndex
     """Which clusters each spread selects (kept by the World)."""
-    tracker: failover.HeartbeatTracker
-    """When each cluster's agent was last heard."""
+    readiness: Callable[[datetime.timedelta], liveness.Readiness]
+    """Which clusters are ready for a clusterLostSeconds (`liveness.Liveness.readiness`)."""
     clock: Callable[[], datetime.datetime]
 
 
@@ -81,19 +69,15 @@ class MemberViews:
     """Member views and placement views, built on per-cluster ledgers of pending pods (`charges`).
 
     Notifications (the World's only way to change them): `cluster_changed`, `clusters_relabelled`,
-    `heartbeat_seen`, `restart_grace`, and the ledgers' own (`charges`)."""
+    and the ledgers' own (`charges`)."""
 
-    def __init__(self, inputs: Inputs, *, grace_from: datetime.datetime | None) -> None:
+    def __init__(self, inputs: Inputs) -> None:
         self._spreads = inputs.spreads
         self._clusters = inputs.clusters
         self._index = inputs.index
         self._selector_keys = inputs.index.selector_keys
-        self._tracker = inputs.tracker
+        self._readiness = inputs.readiness
         self._clock = inputs.clock
-        self._grace_from = grace_from
-        self._beats = 0
-        """Bumped on every heartbeat and forgotten cluster: cached readiness is stale."""
-        self._readiness: dict[datetime.timedelta, Readiness] = {}
         self._versions: dict[str, int] = {}
         """Per cluster, bumped whenever its member view may change (charges, pools, taints, labels)."""
         self._member_views: dict[str, tuple[int, dict[tuple[int, bool], placement_view.Member]]] = {}
@@ -110,45 +94,9 @@ class MemberViews:
 
     # --- notifications -------------------------------------------------------------------------
 
-    def heartbeat_seen(self) -> None:
-        """A cluster's agent was heard, or a cluster was forgotten: cached readiness is stale."""
-        self._beats += 1
-
-    def restart_grace(self, at: datetime.datetime) -> None:
-        """A cluster never heard counts as heard at `at` from now on (cached readiness is stale)."""
-        self._grace_from = at
-        self._beats += 1
-
     def clusters_relabelled(self) -> None:
         """The set of clusters or their labels changed: every selector's group is built again."""
         self._groups.clear()
-
-    # --- readiness -----------------------------------------------------------------------------
-
-    def readiness(self, after: datetime.timedelta) -> Readiness:
-        """Every cluster's readiness for `after` (as `World.ready`, at one reading of the clock),
-        recomputed only when a heartbeat or the clock could have changed one."""
-        now = self._clock()
-        names = self._index.cluster_names()
-        cached = self._readiness.get(after)
-        if cached is not None and cached.beats == self._beats and cached.names is names \
-                and cached.since <= now and (cached.until is None or now <= cached.until):
-            return cached
-        ready: dict[str, bool] = {}
-        silent: list[str] = []
-        until: datetime.datetime | None = None
-        for name in names:
-            last = self._tracker.last(name)
-            heard = last if last is not None else self._grace_from
-            flag = heard is not None and not now - heard > after
-            ready[name] = flag
-            if flag and heard is not None:
-                deadline = heard + after
-                until = deadline if until is None else min(until, deadline)
-            elif not flag and last is not None:
-                silent.append(name)
-        found = self._readiness[after] = Readiness(self._beats, names, now, until, ready, frozenset(silent))
-        return found
 
     # --- member views --------------------------------------------------------------------------
 
@@ -170,7 +118,7 @@ class MemberViews:
         self.charges.settle()
         selected = self._index.selection_of(key)
         after = entry.lost_after
-        ready = self.readiness(after).ready
+        ready = self._readiness(after).ready
         members: dict[str, placement_view.Member] = {}
         rooms: list[dict[str, int]] = []
         for index, (subset, selector) in enumerate(

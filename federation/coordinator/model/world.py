@@ -105,7 +105,7 @@ class World(world_state.WorldState):
         self._forget_plan(key)
         self._charges.recharge(key)
         self._marks.drop_spread(key)
-        self.brakes.forget(key)
+        self.liveness.forget_spread(key)
         self.rebalancing.forget(key)
         # (What lost clusters hold of it stays: they were sent no removal, and a spread created
         # again under the key adopts their workloads; `PodReports.removed` lets it go.)
@@ -181,9 +181,7 @@ class World(world_state.WorldState):
         self._pools.pop(name, None)
         self._charges.mark_stale(self.pods.forget(name))
         self._marks.drop_cluster(name)
-        self.tracker.forget(name)
-        self.failover_limit.heard(name)  # nothing of it is failing over any more
-        self._views.heartbeat_seen()
+        self.liveness.forget_cluster(name)  # nothing of it is heard, lost or failing over any more
         self._charges.forget_pools(name)
         self._relabel()
         return affected
@@ -275,20 +273,17 @@ class World(world_state.WorldState):
         """`name`'s agent was heard; affects the spreads for which it was lost and is ready again."""
         users = self._index.selecting(name)
         limits = {self._spreads[k].lost_after for k in users}
-        lost_before = {after for after in limits if self.tracker.lost(name, after=after)}
+        lost_before = {after for after in limits if self.liveness.lost(name, after=after)}
         if lost_before:
             self.pods.lost(name)  # its last report is from before: its pods must report again
-        self.tracker.beat(name, at)
-        self.failover_limit.heard(name)
-        self._views.heartbeat_seen()
-        back = {after for after in lost_before if not self.tracker.lost(name, after=after)}
+        self.liveness.heard(name, at)
+        back = {after for after in lost_before if not self.liveness.lost(name, after=after)}
         return {k for k in users if self._spreads[k].lost_after in back}
 
     def restart_grace(self, at: datetime.datetime) -> None:
         """Count a cluster never heard as heard at `at` from now on (`failover`): the coordinator
         begins acting only now (a standby's World is made long before it leads)."""
-        self.tracker.restart_grace(at)
-        self._views.restart_grace(at)
+        self.liveness.restart_grace(at)
 
     # --- placements ----------------------------------------------------------------------------
 

@@ -21,12 +21,13 @@ import types
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from federation.api import cluster, common
+from federation.coordinator.model import brakes as failover_brakes
 from federation.coordinator.model import (
-    brakes,
     facts,
     failover,
     hub_objects,
     lifecycle,
+    liveness,
     marks,
     member_views,
     pending_charges,
@@ -52,10 +53,6 @@ class WorldState:
         failover_per_minute: int | None = None,
     ) -> None:
         self.clock = clock
-        self.tracker = failover.HeartbeatTracker(clock, grace_from=grace_from)
-        self.brakes = brakes.Brakes()
-        """Per spread, the failover brake (lost clusters kept as ready when the fault looks ours)."""
-        self.failover_limit = brakes.FailoverRateLimit(failover_per_minute)
         self._records = placement_records.PlacementRecords()
         self.seeded = self._records.seeded
         """Per spread, the placement its hub status recorded: `current` until the first recompute."""
@@ -85,13 +82,32 @@ class WorldState:
         members = types.MappingProxyType(self._members)
         self._index = selection_index.SelectionIndex(
             spreads, members, pools=types.MappingProxyType(self._pools), decommissioned=self._decommissioned)
+        self.liveness = liveness.Liveness(
+            clock, grace_from=grace_from, failover_per_minute=failover_per_minute,
+            cluster_names=self._index.cluster_names)
+        """Heartbeats, failover brakes and the failover rate limit (`liveness`)."""
         self._views = member_views.MemberViews(member_views.Inputs(
             spreads=spreads, placements=self._placed, pods=types.MappingProxyType(self.pods.by_spread),
-            clusters=members, index=self._index, tracker=self.tracker, clock=clock,
-        ), grace_from=grace_from)
+            clusters=members, index=self._index, readiness=self.liveness.readiness, clock=clock,
+        ))
         self._charges = self._views.charges
 
     # --- readers -------------------------------------------------------------------------------
+
+    @property
+    def tracker(self) -> failover.HeartbeatTracker:
+        """When each cluster's agent was last heard (the liveness's)."""
+        return self.liveness.tracker
+
+    @property
+    def brakes(self) -> failover_brakes.Brakes:
+        """Per spread, the failover brake (the liveness's)."""
+        return self.liveness.brakes
+
+    @property
+    def failover_limit(self) -> failover_brakes.FailoverRateLimit:
+        """The federation's failover rate limit (the liveness's)."""
+        return self.liveness.failover_limit
 
     def spreads(self) -> list[SpreadEntry]:
         """Every known spread, by key."""
@@ -107,7 +123,7 @@ class WorldState:
 
     def ready(self, name: str, *, after: datetime.timedelta) -> bool:
         """Heard within `after`."""
-        return not self.tracker.lost(name, after=after)
+        return not self.liveness.lost(name, after=after)
 
     def snapshot_for(self, key: str) -> cluster.CapacitySnapshot:
         """Every cluster as spread `key` sees it: ready within its clusterLostSeconds."""
@@ -128,7 +144,7 @@ class WorldState:
         entry = self._spreads.get(key)
         if entry is None:
             return frozenset()
-        ready = self._views.readiness(entry.lost_after).ready
+        ready = self.liveness.readiness(entry.lost_after).ready
         found: set[str] = set()
         selection = self._index.selection_of(key)
         for index, (subset, selector) in enumerate(
@@ -137,7 +153,7 @@ class WorldState:
                 for name in selection[index]:  # the named ones, less any decommissioned
                     flag = ready.get(name)
                     if flag or (flag is None and self.ready(name, after=entry.lost_after)):
-                        found.add(name)  # (a named cluster the World does not know: ask the tracker)
+                        found.add(name)  # (a named cluster the World does not know: ask the liveness)
             elif selector is not None:
                 found |= self._index.ready_members(selector, ready)
         return frozenset(found)
@@ -159,11 +175,11 @@ class WorldState:
 
     def heard_from_any(self, after: datetime.timedelta) -> bool:
         """Whether any cluster's agent was heard within `after` (a never-heard one: in the grace)."""
-        return any(self._views.readiness(after).ready.values())
+        return self.liveness.heard_from_any(after)
 
     def silent_among(self, names: frozenset[str], *, after: datetime.timedelta) -> frozenset[str]:
         """Of the clusters `names` (known ones), those heard once and silent for longer than `after`."""
-        return names & self._views.readiness(after).silent
+        return self.liveness.silent_among(names, after=after)
 
     def member(self, name: str) -> facts.ClusterFacts | None:
         """What cluster `name`'s MemberCluster last said (labels, stamped taints), if known."""
