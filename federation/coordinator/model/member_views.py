@@ -179,7 +179,8 @@ class MemberViews:
             cached = self._member_views[name] = (version, {})
         found = cached[1].get((plan.signature, ready))
         if found is None:
-            found = cached[1][(plan.signature, ready)] = self._build_member(name, "", plan=plan, ready=ready)
+            found = self._build_member(name, None, plan=plan, ready=ready)
+            cached[1][(plan.signature, ready)] = found
         return found
 
     def _own_view(
@@ -230,9 +231,9 @@ class MemberViews:
         return group
 
     def _build_member(
-        self, name: str, key: str, *, plan: pending_charges.Plan, ready: bool
+        self, name: str, key: str | None, *, plan: pending_charges.Plan, ready: bool
     ) -> placement_view.Member:
-        """Cluster `name` as spread `key` sees it (`key` empty: a spread without pending pods there)."""
+        """Cluster `name` as spread `key` sees it (None: a spread without pending pods there)."""
         ledger = self.charges.ledger(name)
         member = self._clusters.get(name)
         cordon = member.cordon if member is not None else ""

@@ -197,9 +197,10 @@ class PendingCharges:
                 self.recharge(key)
             self._stale = set()  # a set never shrinks: an emptied big one still costs its table to scan
 
-    def pending_pods(self, *, besides: str = "") -> list[overcommit.PendingPods]:
-        """Placed-but-not-running pods of every spread but `besides`, with each subset's shape: by
-        spread key, then subset in placement order, then cluster (ValueError: a malformed template)."""
+    def pending_pods(self, *, besides: str | None = None) -> list[overcommit.PendingPods]:
+        """Placed-but-not-running pods of every spread but `besides` (None: of every spread), with
+        each subset's shape: by spread key, then subset in placement order, then cluster
+        (ValueError: a malformed template)."""
         found: list[overcommit.PendingPods] = []
         for key in sorted(self._placed):
             if key == besides or key not in self._spreads:

@@ -11,8 +11,10 @@ Who keeps what: the spreads, their targets and the clusters' facts are plain dic
 the pod reports (`pod_reports`), marks (`marks`), hub objects (`hub_objects`), lifecycle
 (`lifecycle`), failback (`rebalancing`) and placement records (`placement_records`) are objects of
 their own; the selection index (`selection_index`) and member views (`member_views`, with the
-pending-pod ledgers of `pending_charges`) are caches, none of them a fact of its own.
+pending-pod ledgers of `pending_charges`) are caches, none of them a fact of its own; the
+heartbeats, failover brakes and failover rate limit are one object, `liveness.Liveness`.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -262,6 +264,6 @@ class WorldState:
         charged (`placement.view_of` of the deducted `snapshot_for`, from the ledgers)."""
         return self._views.view_for(key)
 
-    def pending_pods(self, *, besides: str = "") -> list[overcommit.PendingPods]:
+    def pending_pods(self, *, besides: str | None = None) -> list[overcommit.PendingPods]:
         """Every other spread's pending pods (`PendingCharges.pending_pods`; ValueError: a bad template)."""
         return self._charges.pending_pods(besides=besides)
