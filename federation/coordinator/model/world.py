@@ -47,8 +47,6 @@ from federation.coordinator.model import (
 )
 from federation.core import placement, status
 
-DEFAULT_LOST_SECONDS = world_state.DEFAULT_LOST_SECONDS
-
 SpreadEntry = facts.SpreadEntry
 """One spread as the coordinator knows it (defined in `facts`; this is the name other modules use)."""
 
@@ -307,8 +305,9 @@ class World(world_state.WorldState):
 
     def drop(self, key: str) -> bool:
         """Forget spread `key`'s placement; whether it had one."""
-        if self._records.drop(key, deleted=key not in self._spreads) is None:  # (a deleted spread's is
-            return False  # kept for a re-creation of the key)
+        deleted = key not in self._spreads  # a deleted spread's is kept for a re-creation of the key
+        if self._records.drop(key, deleted=deleted) is None:
+            return False
         self._index.index_placed(key, [])
         self._charges.recharge(key)
         return True
