@@ -238,7 +238,7 @@ def kinds(requests: Sequence[Requests]) -> tuple[tuple[Requests, ...], tuple[int
     """The distinct requests among subsets' pods, in first-seen order, and each subset's number.
 
     Subsets whose pods request the same share their pod slots in a pool (one kind); the resource
-    ledger of a placement (`placement_passes.Ledger`) keeps one count per kind.
+    ledger of a placement (`placement_passes.NodesLeft`) keeps one count per kind.
     """
     distinct: dict[Requests, int] = {}
     numbers = tuple(distinct.setdefault(r, len(distinct)) for r in requests)

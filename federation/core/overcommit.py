@@ -99,10 +99,8 @@ class Ledger:
     def __init__(self, pools: Sequence[fit.Pool] = ()) -> None:
         self._charges: dict[str, tuple[Charge, ...]] = {}
         self._order: list[str] = []
-        self._state: list[dict[str, quantity.Nanos]] = []
-        """Per pool, what each node holds with every charge: always exactly the fold."""
-        self._additive = False
-        """Every charge fits whole in its first pool, on whole nano-units: the fold is a sum."""
+        self._state: list[dict[str, quantity.Nanos]] = []  # per pool, each node with every charge: the fold
+        self._additive = False  # every charge fits whole in its first pool, on whole nano-units: a sum
         self._largest: list[dict[fit.Requests, collections.Counter[int]]] | None = None
         self._slots: dict[fit.Requests, tuple[int, ...]] = {}
         self._without: dict[str, State] = {}
@@ -196,8 +194,8 @@ class Ledger:
             self._refold(change=(bisect.bisect_left(self._order, key), bool(old) - bool(charges)))
         return True
 
-    def requested(self, key: str) -> State:
-        """Per pool, what each node holds with every spread's charges but `key`'s."""
+    def requested(self, key: str | None) -> State:
+        """Per pool, what each node holds with every spread's charges but `key`'s (None: all)."""
         if key not in self._charges:
             return tuple(dict(node) for node in self._state)
         if not self._additive:
@@ -213,8 +211,8 @@ class Ledger:
         self._add(state, self._shares(self._charges[key]), sign=-1)
         return tuple(state)
 
-    def slots(self, key: str, requests: fit.Requests) -> tuple[int, ...]:
-        """Per pool, pods of `requests` that still fit with every spread's charges but `key`'s."""
+    def slots(self, key: str | None, requests: fit.Requests) -> tuple[int, ...]:
+        """Per pool, pods of `requests` that still fit with every spread's charges but `key`'s (None: all)."""
         if key in self._charges:
             return self._slots_on(self.requested(key), requests)
         self._fresh()
@@ -223,7 +221,9 @@ class Ledger:
             found = self._slots[requests] = self._slots_on(self._state, requests)
         return found
 
-    def kinds(self, key: str, kinds: Sequence[fit.Requests]) -> tuple[tuple[tuple[int, ...], ...], State]:
+    def kinds(
+        self, key: str | None, kinds: Sequence[fit.Requests]
+    ) -> tuple[tuple[tuple[int, ...], ...], State]:
         """Per requests of `kinds`: `slots(key, ·)`; and the state they were counted on (per pool,
         what each node holds without `key`'s charges), a copy nothing changes afterwards, so that
         what binds (`fit.binding`) can be worked out from it later, only if asked."""

@@ -246,23 +246,23 @@ def place_view(
     # With floors or topologySpread only the caps trim here: the scale-down keeps them (below).
     passes.keep(work, max(replicas, sum(i.total for i in work)) if ruled else replicas)
     passes.explain_cordons(work)
-    ledger = passes.Ledger(view, record=simulate)
+    nodes_left = passes.NodesLeft(view, record=simulate)
     if simulate and running is not None:
-        passes.take_in_flight(work, ledger=ledger, running=running)
+        passes.take_in_flight(work, nodes_left=nodes_left, running=running)
     refused, floor_waiting = False, 0
     if ruled:
         left, refused, floor_waiting = placement_topology.place(
-            spec, work, replicas=replicas, view=view, ledger=ledger, simulate=simulate)
+            spec, work, replicas=replicas, view=view, nodes_left=nodes_left, simulate=simulate)
     else:
-        left = passes.add(work, replicas - sum(i.total for i in work), ledger=ledger, simulate=simulate,
-                          phase=remainder_phase)
+        left = passes.add(work, replicas - sum(i.total for i in work), nodes_left=nodes_left,
+                          simulate=simulate, phase=remainder_phase)
     exhausted = still_waiting + floor_waiting
     if simulate and left and not refused:
         before = left
         left = passes.wait(work, left)
         exhausted += before - left
     if simulate:
-        passes.explain_capacity(work, replicas, ledger=ledger)
+        passes.explain_capacity(work, replicas, nodes_left=nodes_left)
     totals = _zeros(view.names)
     subsets: list[SubsetPlacement] = []
     for item in work:
@@ -285,5 +285,5 @@ def place_view(
         ))
     return Placement(
         replicas=replicas, unplaced=left, capacity_exhausted=exhausted,
-        subsets=tuple(subsets), clusters=totals, takes=tuple(ledger.takes or ()),
+        subsets=tuple(subsets), clusters=totals, takes=tuple(nodes_left.takes or ()),
     )

@@ -13,7 +13,7 @@ over the subsets in spec order, on a `SubsetWork` per subset that `prepare` fill
 3. `wait` (Adaptive) puts what fits nowhere, Pending, in the highest-priority subset whose cap
    still has room.
 
-Capacity is a `Ledger` of what is left of each (cluster, node pool) for the spread's pods, whose
+Capacity is a `NodesLeft`: what is left of each (cluster, node pool) for the spread's pods, whose
 requests may differ per subset (a subset's patch); subsets that share a pool draw from the same
 nodes, so two subsets never promise the same room twice.
 """
@@ -71,16 +71,16 @@ class Take(typing.NamedTuple):
     pods: int
 
 
-class Ledger:
+class NodesLeft:
     """What is left of each (cluster, node pool) as replicas are placed, for pods of every kind.
 
-    Subsets whose patched pods request different resources share a pool's nodes, so the ledger
+    Subsets whose patched pods request different resources share a pool's nodes, so it
     counts nodes, not pod slots of one shape: a pool's nodes are alike (each has at least the room
     the pool states, `core/pool_bounds.py`), and each node this placement fills is given to one
     kind of pods (`Member.kinds`), first fit, whole nodes. A kind
     first fills the nodes it holds, then takes whole free nodes. With one kind in a pool (subsets
     whose pods request the same: the usual case) the count is exact. With several, a node given to
-    one kind takes no pod of another even where it has room, so the ledger can promise fewer pods
+    one kind takes no pod of another even where it has room, so it can promise fewer pods
     than fit, never more: per kind and pool at most one partly filled node's room, plus what that
     kind's requests leave unused on each node it fills (docs/decisions.md).
     """
@@ -244,7 +244,7 @@ def release_waiting(work: list[SubsetWork], *, waiting: Counts, running: Counts)
     return still
 
 
-def take_in_flight(work: list[SubsetWork], *, ledger: Ledger, running: Counts) -> None:
+def take_in_flight(work: list[SubsetWork], *, nodes_left: NodesLeft, running: Counts) -> None:
     """The spread's own held replicas that do not run yet take their room first: new replicas see
     what is left (scaled 4 -> 6 before the first pods bind, a cluster with room for 4 gets 4).
     Conservative: a pod bound but not Running yet is counted by its node and here too."""
@@ -253,7 +253,7 @@ def take_in_flight(work: list[SubsetWork], *, ledger: Ledger, running: Counts) -
         for name in item.usable:
             in_flight = item.held.get(name, 0) - ran.get(name, 0)
             if in_flight > 0:
-                ledger.take(item, name, in_flight)
+                nodes_left.take(item, name, in_flight)
 
 
 def explain_cordons(work: list[SubsetWork]) -> None:
@@ -286,12 +286,12 @@ def keep(work: list[SubsetWork], replicas: int) -> None:
         excess -= min(excess, held_total)
 
 
-def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool,
+def add(work: list[SubsetWork], left: int, *, nodes_left: NodesLeft, simulate: bool,
         phase: int | None = None) -> int:
     """Place `left` new replicas in subset order; return how many did not fit anywhere (`phase`:
     a `Capacity` subset's remainder phase, `division.divide`)."""
     for item in work:
-        free = ledger.rooms(item)
+        free = nodes_left.rooms(item)
         fits = sum(free.values())
         item.capacity = sum(item.held.values()) + fits
         if not left or not item.usable:
@@ -301,7 +301,7 @@ def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool,
         room: dict[str, int | None] = dict(free) if simulate else dict.fromkeys(item.usable, None)
         take = min(want, fits) if simulate else want
         if simulate and take < want:
-            rooms = tuple(Room(name, free[name], ledger.limit(item, name)) for name in free)
+            rooms = tuple(Room(name, free[name], nodes_left.limit(item, name)) for name in free)
             item.reasons.append(Reason(ReasonKind.CAPACITY_SHORT, count=fits, rooms=rooms))
         if take <= 0:
             continue
@@ -311,7 +311,7 @@ def add(work: list[SubsetWork], left: int, *, ledger: Ledger, simulate: bool,
         )
         for name, count in list(filter(COUNT, added.items())):
             item.added[name] += count
-            ledger.take(item, name, count)
+            nodes_left.take(item, name, count)
             left -= count
     return left
 
@@ -340,7 +340,7 @@ def wait(work: list[SubsetWork], left: int) -> int:
     return left
 
 
-def explain_capacity(work: list[SubsetWork], replicas: int, *, ledger: Ledger) -> None:
+def explain_capacity(work: list[SubsetWork], replicas: int, *, nodes_left: NodesLeft) -> None:
     """Adaptive, after the passes: a subset that holds less than its cap and its turn allow (the
     replicas its earlier subsets left), whose usable clusters have no room left, was bound by
     capacity — say what its clusters fit, unless this placement's own shortfall already said so.
@@ -353,10 +353,10 @@ def explain_capacity(work: list[SubsetWork], replicas: int, *, ledger: Ledger) -
         before += total
         if total >= turn or not item.usable or any(r.kind in CAPACITY_KINDS for r in item.reasons):
             continue
-        if any(ledger.room(item.index, name) for name in item.usable):
+        if any(nodes_left.room(item.index, name) for name in item.usable):
             continue  # room is left: what holds it below is stability or a rule, not capacity
         fits = tuple(
             Room(name, item.held.get(name, 0) + item.added.get(name, 0) - item.waiting_at.get(name, 0),
-                 ledger.limit(item, name))
+                 nodes_left.limit(item, name))
             for name in item.usable)
         item.reasons.append(Reason(ReasonKind.CAPACITY_FULL, rooms=fits))

@@ -15,7 +15,7 @@ twice is found afterwards, per node pool, and only the spreads involved are plac
    running, per subset) are folded in key order as `overcommit.deduct_pending` folds them; before
    a spread's charges are folded, the room its placement took (`Placement.takes`, recorded when
    capacity bounds it: Adaptive with simulation) is taken again, in order, with the placement's
-   own arithmetic (`placement_passes.Ledger`), on what the spreads before it left. A take that no
+   own arithmetic (`placement_passes.NodesLeft`), on what the spreads before it left. A take that no
    longer fits makes the pools its pods may use *contended*, and its spread is placed again.
 3. **Only the spreads whose takes do not fit are placed again**: they are taken out of the round;
    the others are checked again without them (until no check fails: taking charges out can only
@@ -174,8 +174,8 @@ class _Fold:
         admitted = self.admitted(name, first)
         if all(profiles[t.subset].requests == first.requests
                and self.admitted(name, profiles[t.subset]) == admitted for t in takes):
-            # One kind of pod on the same pools (the usual case): the ledger fills their nodes with
-            # it exactly, so the takes fit when their pods do not outnumber the pools' free slots.
+            # One kind of pod on the same pools (the usual case): `NodesLeft` fills their nodes
+            # with it exactly, so the takes fit when their pods do not outnumber the pools' free slots.
             fits = sum(fit.slots(pools[i], state[i], first.requests) for i in admitted)
             return None if sum(t.pods for t in takes) <= fits else admitted
         member = placement_view.member_of(
@@ -183,11 +183,11 @@ class _Fold:
             admits=tuple(self.admitted(name, p) for p in profiles),
         )
         view = placement_view.View(names=(name,), selected=(), members={name: member}, rooms=())
-        ledger = passes.Ledger(view)
+        nodes_left = passes.NodesLeft(view)
         for take in takes:
-            if ledger.room(take.subset, name) < take.pods:
+            if nodes_left.room(take.subset, name) < take.pods:
                 return member.admits[take.subset]
-            ledger.take_for(take.subset, name, take.pods)
+            nodes_left.take_for(take.subset, name, take.pods)
         return None
 
 
@@ -235,7 +235,7 @@ class LedgerPools(Mapping[str, Sequence[fit.Pool]]):
             ledger = self._ledgers[name]
             found = self._read[name] = tuple(
                 dataclasses.replace(pool, requested=state)
-                for pool, state in zip(ledger.pools, ledger.requested(""), strict=True))  # "": no spread
+                for pool, state in zip(ledger.pools, ledger.requested(None), strict=True))  # None: no spread
         return found
 
     def __iter__(self) -> Iterator[str]:

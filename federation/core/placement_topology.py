@@ -4,7 +4,7 @@ Why a separate path: the closed-form passes (`placement_passes.add`, `division`)
 whole share at once, which cannot honour a skew between domains nor a later subset's floor. A spread
 that sets neither field never comes here and places exactly as before. One that does keeps the
 passes' bookkeeping — caps trimmed by `keep`, held replicas kept where they are (stability), the
-capacity `Ledger` per subset and cluster, the Adaptive wait — and replaces two steps:
+capacity (`NodesLeft`) per subset and cluster, the Adaptive wait — and replaces two steps:
 
 - the trimming of held replicas down to `replicas` (scale-down): floors kept, the spread kept;
 - the adding of new replicas (scale-up): floors first, then one replica at a time under the
@@ -33,18 +33,19 @@ def constraints_of(spec: spread.FederatedSpreadSpec) -> list[ts.Constraint]:
             for c in spec.topology_spread]
 
 
-class _LedgerRoom:
-    """The passes' capacity ledger per subset and cluster (simulate), or no bound (Fixed)."""
+class _NodesLeftRoom:
+    """The passes' nodes left (`placement_passes.NodesLeft`) per subset and cluster (simulate), or no
+    bound (Fixed)."""
 
-    def __init__(self, ledger: placement_passes.Ledger, *, simulate: bool) -> None:
-        self._ledger = ledger
+    def __init__(self, nodes_left: placement_passes.NodesLeft, *, simulate: bool) -> None:
+        self._nodes_left = nodes_left
         self._simulate = simulate
 
     def left(self, index: int, cluster: str) -> int | None:
-        return self._ledger.room(index, cluster) if self._simulate else None
+        return self._nodes_left.room(index, cluster) if self._simulate else None
 
     def take(self, index: int, cluster: str) -> None:
-        self._ledger.take_for(index, cluster, 1)
+        self._nodes_left.take_for(index, cluster, 1)
 
 
 def place(
@@ -53,14 +54,14 @@ def place(
     *,
     replicas: int,
     view: placement_view.View,
-    ledger: placement_passes.Ledger,
+    nodes_left: placement_passes.NodesLeft,
     simulate: bool,
 ) -> tuple[int, bool, int]:
     """Bring the subsets' held replicas to `replicas` under floors and constraints; return how many
     are left unplaced, whether a constraint (not capacity) refused them, and how many floor
     replicas wait for room in their own subset (capacity-exhausted, as `placement_passes.wait`)."""
     for item in work:
-        item.capacity = sum(item.held.values()) + sum(ledger.rooms(item).values())
+        item.capacity = sum(item.held.values()) + sum(nodes_left.rooms(item).values())
     caps = [item.cap for item in work]
     floor_counts = floors.subset_floors([s.min_replicas for s in spec.subsets], replicas, caps=caps)
     rules = [
@@ -75,7 +76,7 @@ def place(
     result = skew_placement.plan(
         rules, replicas=replicas, constraints=constraints_of(spec), labels=labels,
         usable=sorted({name for item in work for name in item.usable}),
-        room=_LedgerRoom(ledger, simulate=simulate), current=current)
+        room=_NodesLeftRoom(nodes_left, simulate=simulate), current=current)
     for item in work:
         counts = result.counts[item.spec.name]
         for name in item.held:

@@ -4,8 +4,8 @@ Why a test: import-linter's `layers` contract checks only the modules it names. 
 beside them (`federation/coordinator/ray_join.py`, `agents/ownership.py` were) is in no layer, and
 nothing stops it from importing a layer above it or being imported from below: the map in
 `docs/architecture.md` ("Layers") and the contracts in `pyproject.toml` silently stop covering it.
-So each package whose modules are laid out in layers (`federation`, the coordinator's rooms, the
-agent's parts) must name every module and subpackage it holds in one of its layers.
+So each package whose modules are laid out in layers (`federation`, the coordinator's rooms and its
+model's parts, the agent's parts) must name every module and subpackage it holds in one of its layers.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def held(package: str) -> set[str]:
 @pytest.mark.parametrize(("contract", "package"), [
     ("Layers of the system", "federation"),
     ("Rooms of the coordinator", "federation.coordinator"),
+    ("Parts of the coordinator's model", "federation.coordinator.model"),
     ("Parts of the agent", "agents"),
 ])
 def test_every_module_of_a_layered_package_is_in_one_of_its_layers(contract: str, package: str) -> None:

@@ -147,14 +147,14 @@ def test_what_the_ledger_lets_subsets_take_always_binds_first_fit(data: st.DataO
     template = fit.shape_from_pod_spec({"containers": [{"name": "app"}]})
     view = placement_view.view_of(spec, snapshot=snapshot(member("dc1", *pools)), shape=template)
     shapes = [fit.with_subset(template, s) for s in spec.subsets]
-    ledger = passes.Ledger(view)
+    nodes_left = passes.NodesLeft(view)
     works = [passes.SubsetWork(s, i, None, ("dc1",), ["dc1"], {}, {}) for i, s in enumerate(spec.subsets)]
     taken: list[int] = []
     for _ in range(data.draw(st.integers(1, 8))):
         index = data.draw(st.integers(0, count - 1))
-        room = ledger.rooms(works[index])["dc1"]
+        room = nodes_left.rooms(works[index])["dc1"]
         n = data.draw(st.integers(0, min(room, 30)))
-        ledger.take(works[index], "dc1", n)
+        nodes_left.take(works[index], "dc1", n)
         taken += [index] * n
     parsed = [cluster.NodePool.model_validate(p) for p in pools]
     nodes = [{r: free(p, r) for r in ("pods", *RESOURCES)} for p in parsed for _ in range(p.count)]

@@ -9,7 +9,7 @@ placement of the spread (`loop.request_for`), the failover timer asks which grac
 `FailoverRateLimit` is the federation-wide half: how many lost clusters may start failing over per
 minute, whatever spreads they hold.
 
-Thread-safety: used under the coordinator's lock, like the World that owns it.
+Thread-safety: used under the coordinator's lock, like the World whose `liveness.Liveness` owns it.
 """
 
 from __future__ import annotations

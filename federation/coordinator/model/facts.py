@@ -1,8 +1,8 @@
 """The records the coordinator's World keeps per spread and per cluster.
 
 Why a module of their own: the World stores them, and its selection index (`selection_index`) and
-capacity views (`member_views`) read them through references to the World's dictionaries. Keeping
-the records here lets all three import them without importing each other in a circle.
+capacity views (`member_views`) read them through read-only mappings of the World's dictionaries.
+Keeping the records here lets all three import them without importing each other in a circle.
 """
 
 from __future__ import annotations

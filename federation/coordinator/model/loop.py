@@ -65,8 +65,9 @@ class Lost:
     keys: frozenset[str]
 
 
-def pending_of_others(world: world_model.World, key: str) -> list[overcommit.PendingPods]:
-    """Other spreads' placed-but-not-running pods, per (subset, cluster), with each subset's shape."""
+def pending_of_others(world: world_model.World, key: str | None) -> list[overcommit.PendingPods]:
+    """Other spreads' placed-but-not-running pods, per (subset, cluster), with each subset's shape
+    (`key` None: every spread's)."""
     return world.pending_pods(besides=key)
 
 

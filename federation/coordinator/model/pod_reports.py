@@ -44,7 +44,8 @@ class PodReports:
         self.by_cluster: dict[str, dict[str, PerSubset]] = {}
         """Per cluster, per spread key, per subset: the last counts each spread was reported with."""
         self.by_spread: dict[str, dict[str, PerSubset]] = {}
-        """The same counts per spread key, per cluster (shared with `member_views.MemberViews`)."""
+        """The same counts per spread key, per cluster (read, as a read-only mapping, by the
+        pending-pod ledgers, `pending_charges`)."""
         self._workloads: dict[str, dict[str, status.WorkloadStatus]] = {}
         self._conflicts: dict[str, dict[str, str]] = {}
         self._dependency_conflicts: dict[str, dict[str, tuple[str, ...]]] = {}

@@ -19,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from federation.coordinator.model import member_views
+from federation.coordinator.model import pending_charges
 from federation.core import placement, placement_round, placement_view
 
 
 def placed(
-    result: placement.Placement, *, running: Mapping[str, Mapping[str, int]] | None, plan: member_views.Plan,
+    result: placement.Placement, *, running: Mapping[str, Mapping[str, int]] | None,
+    plan: pending_charges.Plan,
 ) -> placement_round.Placed:
     """A spread's answer as the round checks it: its pending pods (placed minus `running`) per
     cluster, charged as the ledgers will charge them once it is stored."""
@@ -45,7 +46,7 @@ class Rooms:
         self._built: dict[tuple[str, int], tuple[object, int, placement_view.Member]] = {}
 
     def view_in(
-        self, view: placement_view.View, room: placement_view.Room, *, plan: member_views.Plan,
+        self, view: placement_view.View, room: placement_view.Room, *, plan: pending_charges.Plan,
     ) -> placement_view.View:
         """`view` (a request's, built on the round's snapshot) as it is against `room`: the members
         whose nodes hold more there are built again from their pools (`member_of`), the others
@@ -69,7 +70,7 @@ class Rooms:
 
     def _member(
         self, name: str, room: placement_round.FoldedRoom, *, like: placement_view.Member,
-        plan: member_views.Plan,
+        plan: pending_charges.Plan,
     ) -> placement_view.Member | None:
         """Cluster `name` as `room` has it, for `plan`'s pods, as `like` (the snapshot's member:
         readiness, cordon and admitting pools) otherwise; None where the room is the snapshot's."""
