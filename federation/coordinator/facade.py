@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable
 
 from federation import clock as clock_mod
 from federation.api import names
-from federation.coordinator import delivery, shards
+from federation.coordinator import backends, delivery
 from federation.coordinator.agent_stream import END as END
 from federation.coordinator.agent_stream import SUPERSEDED as SUPERSEDED
 from federation.coordinator.agent_stream import AgentStream as AgentStream
@@ -82,14 +82,14 @@ class Coordinator:
 
     def __init__(
         self, world: world_model.World, *, clock: clock_mod.Clock, coordinator_id: str | None = None,
-        hub_synced: bool = True, backend: shards.PlacementBackend | None = None,
+        hub_synced: bool = True, backend: backends.PlacementBackend | None = None,
         federation_id: str = names.DEFAULT_FEDERATION_ID, settle: datetime.timedelta = settling.WINDOW,
     ) -> None:
         self.world = world
         self.federation_id = federation_id
         """Sent in every Welcome: agents manage only member Deployments labelled with it."""
         self.clock = clock
-        self.backend: shards.PlacementBackend = backend if backend is not None else shards.LocalBackend()
+        self.backend: backends.PlacementBackend = backend if backend is not None else backends.LocalBackend()
         self.coordinator_id = coordinator_id or uuid.uuid4().hex[:12]
         self.lock = threading.RLock()
         self._hub_synced = hub_synced

@@ -39,13 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from federation.api import cluster
-
-# The backend's contract, its in-process answer and its errors (`backends`), re-exported: the facade
-# names them here.
-from federation.coordinator.backends import LocalBackend as LocalBackend
-from federation.coordinator.backends import PlacementBackend as PlacementBackend
-from federation.coordinator.backends import PlaceTimeout as PlaceTimeout
-from federation.coordinator.backends import ShardUnavailable as ShardUnavailable
+from federation.coordinator import backends
 from federation.coordinator.model import capacity, loop, routing
 from federation.core import placement
 
@@ -242,11 +236,12 @@ class RayBackend:
             for ref in refs:  # best effort: a call still queued need not run at all
                 with contextlib.suppress(Exception):  # answered meanwhile, a dead actor: nothing to cancel
                     self._ray.cancel(ref)
-            raise PlaceTimeout(f"the placement shards did not answer {len(items)} requests within "
-                               f"{self.place_seconds:g} s") from error
+            raise backends.PlaceTimeout(f"the placement shards did not answer {len(items)} requests "
+                                        f"within {self.place_seconds:g} s") from error
         except self._ray.exceptions.RayError as error:  # a dead or restarting actor, a lost node
-            raise ShardUnavailable(f"a placement shard is unavailable ({type(error).__name__}): "
-                                   f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
+            raise backends.ShardUnavailable(
+                f"a placement shard is unavailable ({type(error).__name__}): "
+                f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
         results: list[placement.Placement | None] = [None] * len(items)
         for (indices, _), answers in zip(calls, found, strict=True):
             for index, result in zip(indices, answers, strict=True):
@@ -276,10 +271,12 @@ class RayBackend:
             for ref in refs if isinstance(refs, list) else [refs]:
                 with contextlib.suppress(Exception):  # answered meanwhile, a dead actor: nothing to cancel
                     self._ray.cancel(ref)
-            raise PlaceTimeout(f"Ray did not answer {what} within {self.place_seconds:g} s") from error
+            raise backends.PlaceTimeout(
+                f"Ray did not answer {what} within {self.place_seconds:g} s") from error
         except self._ray.exceptions.RayError as error:
-            raise ShardUnavailable(f"Ray could not answer {what} ({type(error).__name__}): "
-                                   f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
+            raise backends.ShardUnavailable(
+                f"Ray could not answer {what} ({type(error).__name__}): "
+                f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
 
     def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:
         """Record the report in the ledger and send it to the owning ClusterShard (no wait)."""
