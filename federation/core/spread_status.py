@@ -206,3 +206,27 @@ def refused_spread_status(base: spread.FederatedSpreadStatus | None, *, generati
                              now=now, generation=generation)
     others = [c for c in current.conditions if c.type != "Valid"]
     return current.model_copy(update={"conditions": [valid, *others]})
+
+
+SETTLING = "Settling"
+"""The condition of a spread that waits, after a coordinator start, for the member clusters'
+agents before its first placement (`coordinator.model.settling`)."""
+
+
+def settling_spread_status(
+    base: spread.FederatedSpreadStatus | None, *, generation: int | None, until: datetime.datetime,
+    now: datetime.datetime,
+) -> spread.FederatedSpreadStatus:
+    """`base` (the status as the hub holds it, or an empty one) with `Settling=True`: the spread
+    is not placed before `until`. A condition of its own, not `Placed`: a status that records a
+    `Placed` condition is one a restarted coordinator places at once."""
+    current = base if base is not None else spread.FederatedSpreadStatus()
+    settling = status.condition(
+        SETTLING, "True", reason="WaitingForAgents", previous=current.conditions, now=now,
+        generation=generation,
+        message=(f"the coordinator started and this spread's status records no placement: it is "
+                 f"placed at {until.isoformat(timespec='seconds')}, once the member clusters' agents "
+                 "could reconnect, so that the first one back is not given every replica; what "
+                 "runs meanwhile is left as it is"))
+    others = [c for c in current.conditions if c.type != SETTLING]
+    return current.model_copy(update={"conditions": [*others, settling]})

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import datetime
 import queue
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from federation.api import spread as spread_api
 from federation.coordinator import facade
-from federation.coordinator.hub import status_writer, statuses
+from federation.coordinator.hub import statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import lifecycle, settling, world
 from federation.rpc import agent_pb2
-from tests.support import builders
+from tests.support import builders, status_recording
 from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -55,26 +55,6 @@ def event(item: spread_api.FederatedSpread) -> hub.HubEvent:
     return hub.HubEvent("spread", "ADDED", item.key, spread=item, generation=1,
                         target=hub.WorkloadInfo(kind="Deployment", namespace="shop", name="web", replicas=5,
                                                 template=body))
-
-
-class Recording:
-    """Stands in for `status_writer.StatusWriter`: keeps the last status written per spread."""
-
-    def __init__(self) -> None:
-        self.spreads: dict[str, spread_api.FederatedSpreadStatus] = {}
-
-    def write_spread(self, key: str, new: spread_api.FederatedSpreadStatus, **_: Any) -> bool:
-        self.spreads[key] = new
-        return True
-
-    def write_workload_status(self, *_: Any, **__: Any) -> bool:
-        return True
-
-    def clear_workload_status(self, *_: Any) -> bool:
-        return True
-
-    def write_member_cluster(self, *_: Any) -> bool:
-        return True
 
 
 def coordinator(*, synced: bool, applied: tuple[str, ...] = ()) -> tuple[facade.Coordinator, dict[str, Any]]:
@@ -113,8 +93,8 @@ def recorded() -> dict[str, spread_api.FederatedSpread]:
     apply(first, HOLDER_SPREAD)
     apply(first, OLDER_SPREAD)
     assert set(first.world.placements) == {HOLDER}
-    writer = Recording()
-    statuses.StatusPass(first, cast(status_writer.StatusWriter, writer), agent_versions={},
+    writer = status_recording.Recording()
+    statuses.StatusPass(first, writer.as_writer(), agent_versions={},
                         member_status_seconds=60).run(T0)
     return {key: item.model_copy(update={"status": writer.spreads[key]})
             for key, item in ((HOLDER, HOLDER_SPREAD), (OLDER, OLDER_SPREAD))}

@@ -19,10 +19,11 @@ import pytest
 
 from federation.api import spread as spread_api
 from federation.coordinator import facade
+from federation.coordinator.hub import statuses
 from federation.coordinator.hub import watcher as hub
-from federation.coordinator.model import settling, world
+from federation.coordinator.model import lifecycle, settling, world
 from federation.rpc import agent_pb2
-from tests.support import builders
+from tests.support import builders, status_recording
 from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -205,3 +206,28 @@ def test_a_hello_counting_more_pods_than_the_status_records_keeps_them(hello_fir
     assert quotas and quotas[-1] >= 4, quotas
     assert running.world.pods.unverified_for(KEY, usable={"dc1", "aws"})["all"]["dc1"] == 4
     assert [m.assignment.replicas for m in sent(aws)["assignment"]][-1:] == [2]
+
+
+def test_a_waiting_spread_says_so_in_its_status_and_stays_a_candidate() -> None:
+    """While it waits, the status says why nothing is placed and until when (a `Settling`
+    condition, not `Placed`: a coordinator restarted again meanwhile must still see no recorded
+    placement and wait); once placed, the condition is gone."""
+    running, clock = restored(settle=settling.WINDOW)
+    back(running, "dc1")
+    writer = status_recording.Recording()
+    status_pass = statuses.StatusPass(running, writer.as_writer(), agent_versions={},
+                                      member_status_seconds=60)
+    status_pass.run(clock())
+    waiting = writer.spreads[KEY]
+    said = [(c.type, c.status, c.reason) for c in waiting.conditions]
+    assert said == [("Settling", "True", "WaitingForAgents")], said
+    assert (T0 + settling.WINDOW).isoformat(timespec="seconds") in (waiting.conditions[0].message or "")
+    entry = running.world.spread(KEY)
+    assert entry is not None
+    assert not lifecycle.recorded_holder(entry.spread.model_copy(update={"status": waiting}))
+    clock.advance(settling.WINDOW.total_seconds())
+    running.tick()
+    status_pass.run(clock())
+    placed = writer.spreads[KEY]
+    assert "Settling" not in {c.type for c in placed.conditions}
+    assert ("Placed", "True") in {(c.type, c.status) for c in placed.conditions}

@@ -137,6 +137,10 @@ class StatusPass:
             members = [self._member_job(name, now=now) for name in self.world.cluster_names()
                        if name in self.members]
             refused = dict(self.world.lifecycle.refusals())
+            until = self.coordinator.settling.until()
+            settling = {key: (entry.spread.status, entry.spread.metadata.generation)
+                        for key in self.coordinator.settling.waiting()
+                        if (entry := self.world.spread(key)) is not None} if until is not None else {}
             context = self._event_context() if self.events is not None else {}
             with self._lock:  # with the World (`spread_deleted` is called under the facade's lock)
                 claimed = {(t[0], t[1], t[2]) for _, _, t in spreads if t is not None}
@@ -145,11 +149,15 @@ class StatusPass:
         with self._lock:
             invalid = dict(self._invalid)
             placed = {key for key, _, _ in spreads}
-            for gone in set(self._spread_status) - placed - set(invalid) - set(refused):
+            for gone in set(self._spread_status) - placed - set(invalid) - set(refused) - set(settling):
                 del self._spread_status[gone]
             previous = dict(self._spread_status)
         jobs = {key: (new, target) for key, new, target in spreads}
         self._clear_released(released)
+        for key, (recorded, generation) in settling.items():  # not placed yet: say why (`settling`)
+            if key not in jobs and until is not None:
+                jobs[key] = (spread_status_core.settling_spread_status(
+                    previous.get(key, recorded), generation=generation, until=until, now=now), None)
         for key, refusal in refused.items():
             if key not in invalid:  # a schema problem is reported first: it is what to fix first
                 base, target = jobs.get(key, (previous.get(key), None))

@@ -82,6 +82,10 @@ class Settling:
         released, self._waiting = self._waiting, set()
         return released
 
+    def until(self) -> datetime.datetime | None:
+        """When the window closes (None: it is closed)."""
+        return self._until
+
     def waiting(self) -> frozenset[str]:
         """The spreads waiting now: nothing of them is sent to any agent."""
         return frozenset(self._waiting)
