@@ -309,9 +309,11 @@ class Link:
 
     def hello(self) -> agent_pb2.AgentMessage:
         """The Hello that opens every stream: identity plus what is enforced right now."""
+        cache = self._cache
         applied = hello_mod.listing(
-            self._bookkeeping.assignments(), self._cache.workloads() if self._cache is not None else (),
-            federation=self.federation.listed)
+            self._bookkeeping.assignments(), cache.workloads() if cache is not None else (),
+            federation=self.federation.listed,
+            pods_of=cache.spread_pods if cache is not None else lambda _: ())
         return hello_mod.build(cluster=self.cluster, labels=dict(self.settings.labels),
                                resume_token=self._resume_token, started_at=self._started_at, applied=applied)
 

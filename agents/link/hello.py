@@ -8,9 +8,10 @@ was lost — the agent restarted (its bookkeeping is in memory) while the spread
 its cluster — would otherwise stay for ever: listed, it gets its removal at the next resync.
 
 Each entry names the spread, the generation and template revision of the assignment held (0 and
-empty when only a Deployment is known), the pods its marked workloads run (unknown is not zero: a
-restarted agent's workload may have grown while it was away, and the coordinator must not send it
-a quota below them before it reports) and the spread uid, so that the coordinator can tell the
+empty when only a Deployment is known), the spread's pods per subset (unknown is not zero: a
+restarted agent's pods may have grown while it was away, and the coordinator must not send it a
+quota below them before it reports; per subset, because a count put in the wrong subset would
+raise that subset's quota above its cap) and the spread uid, so that the coordinator can tell the
 live spread from an earlier one of the same name (and orphan, rather than delete, the latter). A
 spread is listed once per distinct uid: a Deployment that carries another uid than the assignment
 held (one not adopted yet) is listed beside it.
@@ -55,6 +56,9 @@ class DeploymentCache(Protocol):
     def workloads(self) -> list[views.WorkloadView]:
         """Every member workload labelled fedspread.io/spread."""
 
+    def spread_pods(self, spread: str) -> list[views.SpreadPod]:
+        """The pods of spread key `spread`."""
+
 
 def build(*, cluster: str, labels: Mapping[str, str], resume_token: str, started_at: datetime.datetime,
           applied: Iterable[agent_pb2.AppliedSpread]) -> agent_pb2.AgentMessage:
@@ -67,9 +71,11 @@ def build(*, cluster: str, labels: Mapping[str, str], resume_token: str, started
 
 
 def listing(assignments: Iterable[assignment_mod.Assignment], workloads: Iterable[views.WorkloadView],
-            *, federation: str) -> list[agent_pb2.AppliedSpread]:
+            *, federation: str, pods_of: Callable[[str], Iterable[views.SpreadPod]] = lambda _: (),
+            ) -> list[agent_pb2.AppliedSpread]:
     """The Hello's applied spreads: every assignment held, then every (spread, uid) of a member
-    workload marked with `federation` that no assignment held names; sorted by spread and uid."""
+    workload marked with `federation` that no assignment held names; sorted by spread and uid.
+    Each with the spread's pods per subset (`pods_of`: the cache's pods of a spread key)."""
     entries: dict[tuple[str, str], agent_pb2.AppliedSpread] = {}
     for value in assignments:
         entries[(value.spread, value.spread_uid)] = agent_pb2.AppliedSpread(
@@ -78,32 +84,38 @@ def listing(assignments: Iterable[assignment_mod.Assignment], workloads: Iterabl
     for view in workloads:
         marked = ownership.marked_spread(federation_label=view.federation, annotations=view.annotations,
                                          federation=federation)
-        if marked is None:
-            continue
-        entry = entries.get(marked)
-        if entry is None:
-            entry = entries[marked] = agent_pb2.AppliedSpread(spread=marked[0], generation=0,
-                                                              spread_uid=marked[1])
-        entry.workload_replicas += workload_pods(view)
+        if marked is not None and marked not in entries:
+            entries[marked] = agent_pb2.AppliedSpread(spread=marked[0], generation=0, spread_uid=marked[1])
+    counted: dict[str, dict[str, int]] = {}
+    for (spread, _), entry in entries.items():
+        if spread not in counted:
+            counted[spread] = subset_pods(pods_of(spread))
+        entry.subset_pods.update(counted[spread])
     return [entries[key] for key in sorted(entries)]
 
 
-def workload_pods(view: views.WorkloadView) -> int:
-    """The pods member workload `view` runs or is creating: the larger of what it asks for and what
-    its controller counts (a workload scaled down still runs its pods until they are deleted)."""
-    return max(view.replicas or 0, view.status.replicas)
+def subset_pods(pods: Iterable[views.SpreadPod]) -> dict[str, int]:
+    """The pods per subset that hold a place in the cluster: made by a controller, with a subset,
+    not being deleted and not finished."""
+    found: dict[str, int] = {}
+    for pod in pods:
+        record = pod.record
+        if record.owned and record.subset and record.active:
+            found[record.subset] = found.get(record.subset, 0) + 1
+    return found
 
 
 def wait_for_cache(cache: DeploymentCache, *, deadline_seconds: float, stopped: Callable[[], bool]) -> bool:
-    """Wait until `cache` has listed the member's workloads, at most `deadline_seconds` (and not
-    past `stopped()`); whether it has. Past the deadline, a warning says what the Hello lacks."""
+    """Wait until `cache` has listed the member's workloads and the spreads' pods, at most
+    `deadline_seconds` (and not past `stopped()`); whether it has. Past the deadline, a warning
+    says what the Hello lacks."""
     end = time.monotonic() + deadline_seconds
     while not stopped():
         left = end - time.monotonic()
-        if cache.wait_synced(max(0.0, min(left, 0.5)), kinds=store.WORKLOAD_KINDS):
+        if cache.wait_synced(max(0.0, min(left, 0.5)), kinds=(*store.WORKLOAD_KINDS, store.SPREAD_PODS)):
             return True
         if left <= 0:
-            LOG.warning("member workloads not listed yet; this Hello lists only the assignments "
-                        "held, the next one lists them", extra={"waited_s": deadline_seconds})
+            LOG.warning("member workloads or pods not listed yet; this Hello lists only what is "
+                        "known, the next one lists them", extra={"waited_s": deadline_seconds})
             return False
     return False

@@ -47,13 +47,15 @@ class AgentStream:
         self.applied: dict[str, set[str]] = {}
         """The Hello's applied spreads, for the (possibly later) resync: key -> the spread uids
         listed for it ("" from an agent that does not say)."""
-        self.workload_pods: dict[str, int] = {}
-        """The Hello's count of the pods each listed spread's member workloads run (whatever their
-        uid: a spread of the same key adopts them); absent when 0 or unknown."""
+        self.subset_pods: dict[str, dict[str, int]] = {}
+        """The Hello's count of each listed spread's pods per subset (whatever their uid: a spread
+        of the same key adopts them); absent when none or unknown."""
         for item in applied:
             self.applied.setdefault(item.spread, set()).add(item.spread_uid)
-            if (pods := item.workload_replicas) > 0:
-                self.workload_pods[item.spread] = self.workload_pods.get(item.spread, 0) + pods
+            for subset, count in item.subset_pods.items():  # the same counts on every entry
+                if count > 0:
+                    row = self.subset_pods.setdefault(item.spread, {})
+                    row[subset] = max(row.get(subset, 0), count)
         self.outgoing = outbox.Outbox()
         """Bounded and coalescing per spread (`wire.outbox`): a slow agent holds at most two
         messages per spread it is being sent, whatever happens meanwhile."""

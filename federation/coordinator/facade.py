@@ -149,7 +149,7 @@ class Coordinator:
                 affected |= self.world.upsert_cluster(name, labels=dict(hello.topology_labels),
                                                       decommission=self.world.decommissioned(name))
             affected |= self.world.heartbeat(name)
-            affected |= self.world.announce_workloads(name, stream.workload_pods)
+            affected |= self.world.announce_pods(name, stream.subset_pods)
             # Place first, then resync: the returning agent must receive the placement of the world
             # in which it is heard again, not one computed while it was silent (that one may say 0
             # for pods it still runs, and a quota 0 followed by the fix a moment later kills them).
@@ -175,7 +175,7 @@ class Coordinator:
         with self.lock:
             self._hub_synced = True
             for stream in self._streams.values():  # Hellos heard before the spreads were listed
-                self.world.announce_workloads(stream.cluster, stream.workload_pods)
+                self.world.announce_pods(stream.cluster, stream.subset_pods)
             self.settling.begin(now=self.clock(), candidates=[
                 entry.key for entry in self.world.spreads()
                 if not model_lifecycle.recorded_holder(entry.spread)])

@@ -55,18 +55,25 @@ class Hello(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., agent_version: _Optional[str] = ..., topology_labels: _Optional[_Mapping[str, str]] = ..., resume_token: _Optional[str] = ..., applied: _Optional[_Iterable[_Union[AppliedSpread, _Mapping]]] = ..., capabilities: _Optional[_Iterable[str]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AppliedSpread(_message.Message):
-    __slots__ = ("spread", "generation", "template_revision", "spread_uid", "workload_replicas")
+    __slots__ = ("spread", "generation", "template_revision", "spread_uid", "subset_pods")
+    class SubsetPodsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_REVISION_FIELD_NUMBER: _ClassVar[int]
     SPREAD_UID_FIELD_NUMBER: _ClassVar[int]
-    WORKLOAD_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SUBSET_PODS_FIELD_NUMBER: _ClassVar[int]
     spread: str
     generation: int
     template_revision: str
     spread_uid: str
-    workload_replicas: int
-    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., spread_uid: _Optional[str] = ..., workload_replicas: _Optional[int] = ...) -> None: ...
+    subset_pods: _containers.ScalarMap[str, int]
+    def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., template_revision: _Optional[str] = ..., spread_uid: _Optional[str] = ..., subset_pods: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class InventoryReport(_message.Message):
     __slots__ = ("full", "sequence", "base_sequence", "node_pools", "removed_pools", "observed_at")

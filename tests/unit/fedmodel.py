@@ -352,13 +352,13 @@ class Federation:
     def connect(self, name: str) -> None:
         member = self.members[name]
         hello = agent_pb2.Hello(cluster_name=name, capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
-        running = max(member.deployment_replicas, len(member.pods))  # spec or status replicas
+        pods = {subset: count for subset, count in member.holding().items() if subset}  # per subset
         for current in member.book.assignments():
             hello.applied.add(spread=current.spread, generation=current.generation,
-                              template_revision=current.template_revision, workload_replicas=running)
+                              template_revision=current.template_revision, subset_pods=pods)
         if not hello.applied and (member.deployment_replicas or member.pods):
-            # a restarted agent names the Deployments it marked, with the pods they run
-            hello.applied.add(spread=KEY, workload_replicas=running)
+            # a restarted agent names the Deployments it marked, with the spread's pods per subset
+            hello.applied.add(spread=KEY, subset_pods=pods)
         member.received = {}
         member.stream = self.coordinator.attach(hello, heartbeat_seconds=HEARTBEAT_SECONDS)
         member.report()

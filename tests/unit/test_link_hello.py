@@ -10,6 +10,7 @@ cache that lists its Deployments late (the first Hello waits for it, up to a dea
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import threading
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 
 from agents import bookkeeping as bookkeeping_mod
 from agents import outbox as outbox_mod
-from agents import ownership
+from agents import ownership, pod_ledger
 from agents.cache import views
 from agents.link import client as link_mod
 from agents.link import hello as hello_mod
@@ -27,6 +28,7 @@ from federation.api import names
 from federation.rpc import assignment as assignment_mod
 
 CLUSTER = "member-1"
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 DEADLINE = 10.0
 VALUE = assignment_mod.Assignment(
     spread="shop/web", generation=4, namespace="shop", workload="web", replicas=2, template={},
@@ -88,6 +90,16 @@ class LateCache:
     def workloads(self) -> list[views.WorkloadView]:
         return self.items if self.listed.is_set() else []
 
+    def spread_pods(self, spread: str) -> list[views.SpreadPod]:
+        return [pod("a", subset="first")] if self.listed.is_set() and spread == "shop/api" else []
+
+
+def pod(name: str, *, subset: str | None, phase: str = "Running", deleting: bool = False,
+        owned: bool = True) -> views.SpreadPod:
+    record = pod_ledger.PodRecord(name=name, subset=subset, revision="r1", phase=phase, ready=True,
+                                  node_name="n1", created=T0, deleting=deleting, owned=owned)
+    return views.SpreadPod(namespace="shop", spread="shop/web", uid=f"uid-{name}", record=record)
+
 
 def start_link(standin: standin_coordinator.StandinCoordinator, cache: LateCache, **options: Any
                ) -> link_mod.Link:
@@ -107,8 +119,8 @@ def test_the_first_hello_waits_for_the_cache_and_lists_the_deployments_marked_as
         try:
             threading.Timer(0.5, cache.listed.set).start()
             hello = standin.wait_message(CLUSTER, "hello", timeout=DEADLINE)
-            listed = [(a.spread, a.generation, a.spread_uid, a.workload_replicas) for a in hello.applied]
-            assert listed == [("shop/api", 0, "uid-api", 1)]  # over the wire, with the pods it runs
+            listed = [(a.spread, a.generation, a.spread_uid, dict(a.subset_pods)) for a in hello.applied]
+            assert listed == [("shop/api", 0, "uid-api", {"first": 1})]  # over the wire, with its pods
             assert link.wait_connected(DEADLINE)
         finally:
             link.stop()
@@ -138,14 +150,17 @@ def test_an_assignment_of_the_hello_keeps_its_generation_when_its_deployment_is_
     assert rows([value], [deployment("web")]) == [("shop/web", 4, "rev-4", "uid-web")]
 
 
-def test_each_entry_counts_the_pods_its_marked_workloads_run() -> None:
-    """Unknown is not zero: the Hello says how many pods the marked workloads run (the larger of
-    spec and status replicas, summed per spread and uid), so that a restarted agent whose
-    workload grew while it was away is not sent a quota below them before it reports."""
-    scaled_down = dataclasses.replace(deployment("web"), replicas=2,
-                                      status=views.DeploymentStatus(replicas=5))
-    earlier = dataclasses.replace(deployment("web", uid="uid-old"), replicas=3)
-    unknown = dataclasses.replace(deployment("api"), replicas=None)
-    found = {(a.spread, a.spread_uid): a.workload_replicas
-             for a in hello_mod.listing([VALUE], [scaled_down, earlier, unknown], federation="prod")}
-    assert found == {("shop/web", "uid-web"): 5, ("shop/web", "uid-old"): 3, ("shop/api", "uid-api"): 0}
+def test_each_entry_counts_the_spreads_pods_per_subset() -> None:
+    """Unknown is not zero: the Hello says how many pods of the spread hold a place per subset
+    (made by a controller, with a subset, not being deleted, not finished), the same counts on
+    every entry of the spread, so that a restarted agent whose pods grew while it was away is not
+    sent a quota below them before it reports — per subset, never raising another's quota."""
+    pods = {"shop/web": [pod("a", subset="first"), pod("b", subset="first"), pod("c", subset="second"),
+                         pod("gone", subset="first", deleting=True), pod("done", subset="second",
+                                                                         phase="Succeeded"),
+                         pod("bare", subset="first", owned=False), pod("new", subset=None)]}
+    workloads = [deployment("web"), deployment("web", uid="uid-old"), deployment("api")]
+    listed = hello_mod.listing([VALUE], workloads, federation="prod", pods_of=lambda key: pods.get(key, []))
+    found = {(a.spread, a.spread_uid): dict(a.subset_pods) for a in listed}
+    assert found == {("shop/web", "uid-web"): {"first": 2, "second": 1},
+                     ("shop/web", "uid-old"): {"first": 2, "second": 1}, ("shop/api", "uid-api"): {}}

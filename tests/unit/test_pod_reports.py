@@ -132,23 +132,22 @@ def test_a_rolling_members_surge_is_not_ready_pods_to_keep() -> None:
 
 
 def test_a_hello_count_above_what_is_known_is_held_until_a_report_verifies_it() -> None:
-    """Unknown is not zero: the Hello's workload count raises what an unverified cluster holds
-    (in its largest held subset), never lowers it, and a verifying report replaces it."""
+    """Unknown is not zero: the Hello's pods per subset raise what an unverified cluster holds in
+    each subset (never another subset's, never lower), and a verifying report replaces them."""
     reports = pod_reports.PodReports()
     reports.recorded(KEY, {"a": {"dc1": 1}, "b": {"dc1": 2}})
-    assert reports.announced("dc1", KEY, pods=5, subsets=["a"])
-    assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 1}, "b": {"dc1": 4}}
-    assert not reports.announced("dc1", KEY, pods=3, subsets=["a"])  # fewer than held: no news
-    assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 1}, "b": {"dc1": 4}}
+    assert reports.announced("dc1", KEY, {"a": 3, "b": 1})
+    assert reports.unverified_for(KEY, usable={"dc1"}) == {"a": {"dc1": 3}, "b": {"dc1": 2}}
+    assert not reports.announced("dc1", KEY, {"a": 2, "b": 2})  # no more than held: no news
     reports.report("dc1", {KEY: pods(2)}, assigned=[KEY])
     assert reports.unverified_for(KEY, usable={"dc1"}) == {}
-    assert not reports.announced("dc1", KEY, pods=9, subsets=["a"])  # verified: the report stands
+    assert not reports.announced("dc1", KEY, {"a": 9})  # verified: the report stands
 
 
-def test_a_hello_count_with_nothing_held_goes_to_the_first_subset_given() -> None:
+def test_a_hello_count_with_nothing_held_is_held_as_counted() -> None:
     reports = pod_reports.PodReports()
     reports.reconnected("dc1")
-    assert not reports.announced("dc1", KEY, pods=2, subsets=[])  # no subset takes the cluster
-    assert reports.announced("dc1", KEY, pods=2, subsets=["b", "a"])
+    assert not reports.announced("dc1", KEY, {})
+    assert reports.announced("dc1", KEY, {"b": 2})
     assert reports.holders(KEY) == {"dc1"}
     assert reports.unverified_for(KEY, usable={"dc1"}) == {"b": {"dc1": 2}}

@@ -57,9 +57,9 @@ def restored(*, settle: datetime.timedelta) -> tuple[facade.Coordinator, ManualC
 
 
 def back(running: facade.Coordinator, name: str, *, pods: int = 0) -> facade.AgentStream:
-    """The member's agent reconnects; its Hello lists the spread's Deployment, which runs `pods`."""
+    """The member's agent reconnects; its Hello lists the spread's Deployment and its `pods`."""
     hello = agent_pb2.Hello(cluster_name=name, applied=[
-        agent_pb2.AppliedSpread(spread=KEY, spread_uid="", workload_replicas=pods)])
+        agent_pb2.AppliedSpread(spread=KEY, spread_uid="", subset_pods={"all": pods} if pods else {})])
     return running.attach(hello, heartbeat_seconds=1)
 
 

@@ -184,21 +184,18 @@ class PodReports:
                     held = self._away.setdefault(name, {}).setdefault(key, {})
                     held[subset] = max(held.get(subset, 0), share)
 
-    def announced(self, name: str, key: str, *, pods: int, subsets: Sequence[str]) -> bool:
-        """Cluster `name`'s agent said in its Hello that the member workloads of spread `key` run
-        (or are creating) `pods` pods. Until a report verifies the spread there, the cluster holds
-        at least that many: what is missing from what it is known to hold is added to its largest
-        held subset, else to the first of `subsets` (the spread's subsets that place or select the
-        cluster). Whether what it holds grew."""
-        if pods <= 0 or self.verified(name, key):
+    def announced(self, name: str, key: str, pods: Mapping[str, int]) -> bool:
+        """Cluster `name`'s agent said in its Hello that it runs `pods` pods of spread `key` per
+        subset. Until a report verifies the spread there, the cluster holds at least that many in
+        each subset (per subset: a count put in another subset would raise that subset's quota
+        above what runs there, and its cap). Whether what it holds grew."""
+        if self.verified(name, key):
             return False
         held = self.held_by(name, key)
-        missing = pods - sum(held.values())
-        subset = max(held, key=held.__getitem__) if held else next(iter(subsets), None)
-        if missing <= 0 or subset is None:
+        grown = {subset: count for subset, count in pods.items() if count > held.get(subset, 0)}
+        if not grown:
             return False
-        held[subset] = held.get(subset, 0) + missing
-        self._away.setdefault(name, {})[key] = held
+        self._away.setdefault(name, {})[key] = {**held, **grown}
         return True
 
     def remember_away(self, key: str, old: placement.Placement, *, lost: Collection[str]) -> None:

@@ -223,21 +223,13 @@ class World(world_state.WorldState):
         self._charges.mark_stale(changed)
         return changed | self._capacity_bound(self._index.selecting(name))
 
-    def announce_workloads(self, name: str, pods: Mapping[str, int]) -> set[str]:
-        """Cluster `name`'s Hello counted, per spread key, the pods its member workloads run:
-        unknown is not zero, so until its reports verify a spread the cluster holds at least those
-        (`PodReports.announced`), in a subset placing it, else in one selecting it. The spreads
-        whose held pods grew (to be placed again before the agent's resync)."""
-        grown: set[str] = set()
-        for key, count in sorted(pods.items()):
-            entry = self._spreads.get(key)
-            if entry is None:  # not a live spread: nothing is placed that could lower it
-                continue
-            placing = [subset for subset, per in self.current_for(key).items() if per.get(name)]
-            selection = zip(entry.spec.subsets, self._index.selection_of(key), strict=True)
-            selecting = [subset.name for subset, members in selection if name in members]
-            if self.pods.announced(name, key, pods=count, subsets=placing + selecting):
-                grown.add(key)
+    def announce_pods(self, name: str, pods: Mapping[str, Mapping[str, int]]) -> set[str]:
+        """Cluster `name`'s Hello counted, per spread key, its pods per subset: unknown is not
+        zero, so until its reports verify a spread the cluster holds at least those
+        (`PodReports.announced`). The spreads whose held pods grew (to be placed again before the
+        agent's resync); a spread that is not live is left alone."""
+        grown = {key for key, counts in sorted(pods.items())
+                 if key in self._spreads and self.pods.announced(name, key, counts)}
         self._charges.mark_stale(grown)
         return grown
 
