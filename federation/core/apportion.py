@@ -56,17 +56,22 @@ def largest_remainder(total: int, weights: Sequence[Weight], *, ties_to_last: bo
     return result
 
 
-def split_ints(total: int, weights: Sequence[int], *, ties_to_last: bool = False) -> list[int]:
-    """`largest_remainder` for weights known to be non-negative ints (unchecked), in int
-    arithmetic: every share has the same denominator (the weight sum), so comparing remainders
-    is comparing their numerators. Division calls this once per subset per spread."""
+def _floors(total: int, weights: Sequence[int]) -> tuple[list[int], int, int]:
+    """Each int weight's floor of its share of `total`, the weight sum, and the units left over."""
     weight_sum = sum(weights)
     if weight_sum == 0:
         if total:
             raise ValueError(f"cannot split {total} over weights that are all zero")
-        return [0] * len(weights)
+        return [0] * len(weights), 0, 0
     result = [total * weight // weight_sum for weight in weights]
-    left = total - sum(result)
+    return result, weight_sum, total - sum(result)
+
+
+def split_ints(total: int, weights: Sequence[int], *, ties_to_last: bool = False) -> list[int]:
+    """`largest_remainder` for weights known to be non-negative ints (unchecked), in int
+    arithmetic: every share has the same denominator (the weight sum), so comparing remainders
+    is comparing their numerators. Division calls this once per subset per spread."""
+    result, weight_sum, left = _floors(total, weights)
     if left:
         remainders = [total * weight % weight_sum for weight in weights]
         # The `left` largest remainders get one more: all above the left-th largest, then of those
@@ -103,13 +108,7 @@ def split_phased(total: int, weights: Sequence[int], *, phase: int) -> list[int]
     one more in proportion to its remainder. Why: many splits of one round, each of a pod or two,
     would all give their pod to the entry with the largest remainder (the roomiest cluster);
     with each split's own phase they spread over the entries as the weights say."""
-    weight_sum = sum(weights)
-    if weight_sum == 0:
-        if total:
-            raise ValueError(f"cannot split {total} over weights that are all zero")
-        return [0] * len(weights)
-    result = [total * weight // weight_sum for weight in weights]
-    left = total - sum(result)
+    result, weight_sum, left = _floors(total, weights)
     if not left:
         return result
     # In units of 1/(weight_sum * PHASE_SCALE): entry i covers [reached, reached + remainder_i);
