@@ -125,13 +125,19 @@ def _rebalance_events(old: spread.FederatedSpreadStatus | None,
                       new: spread.FederatedSpreadStatus) -> list[SpreadEvent]:
     """A failback step that started, and one that ended since `old`, read from `status.rebalancing`
     (what the coordinator keeps), not from the condition: a step that finishes and the next that
-    starts at once may share one status write, and the condition shows only the last."""
+    starts at once may share one status write, and the condition shows only the last. A step that
+    starts and ends between two writes is seen only by its end; its start is told with it."""
     before = old.rebalancing if old is not None else None
     after = new.rebalancing
     if after is None:
         return []
     found = []
-    if after.last_move is not None and (before is None or before.last_move != after.last_move):
+    ended = after.last_move is not None and (before is None or before.last_move != after.last_move)
+    if ended and (before is None or before.step is None):
+        # The step started and ended between two status writes: its start is told all the same.
+        found.append(SpreadEvent("RebalanceStarted", NORMAL, action="Rebalance",
+                                 note="failback step started (it ended before the status was next written)"))
+    if ended:
         if after.last_outcome == "Stopped":
             found.append(SpreadEvent("RebalanceStopped", WARNING, action="Rebalance",
                                      note="a failback step's new pods were not Ready in time: it was "

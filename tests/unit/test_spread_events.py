@@ -122,3 +122,6 @@ def test_a_failback_step_is_told_when_it_starts_ends_or_stops_not_while_it_waits
     assert reasons(spread_events.spread_events(finished_and_next, stopped)) == [
         ("RebalanceStopped", "Warning")]
     assert spread_events.spread_events(stopped, stopped) == []
+    unseen = rebalancing(last=t2 + datetime.timedelta(minutes=1), outcome="Finished")
+    assert reasons(spread_events.spread_events(stopped, unseen)) == [
+        ("RebalanceStarted", "Normal"), ("Rebalanced", "Normal")], "a step begun and ended between writes"
