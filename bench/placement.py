@@ -261,7 +261,8 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
     return {"full_s": round(full, 3), "per_spread_ms": round(full / shape.spreads * 1000, 3),
             "delivered_s": round(delivered, 3), "messages": len(sent),
             "replicas_placed": sum(p.placed for p in result.placements.values()),
-            "round_replaced": result.replaced, "full_cpu_s": round(cpu, 3),
+            "round_replaced": result.replaced, "round_fell_back": result.fell_back or None,
+            "full_cpu_s": round(cpu, 3),
             "full_actors_cpu_s": round(actors_cpu, 3)}
 
 

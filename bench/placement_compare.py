@@ -1,0 +1,88 @@
+"""One placement point, both backends, several runs each, in one run: in-process against Ray.
+
+Why apart from the sweep (`bench.run --only placement`): the Ray question is asked at one size
+(the goal's, 10k spreads x 1,000 clusters), and its answer needs both backends measured on the
+same machine in the same hour, several times each, with the order alternating from run to run
+(run 1: local then ray; run 2: ray then local; ...) so that a machine that gets busier or quieter
+over the run does not favour one side. Each run is a fresh coordinator process
+(`placement.run_one`), every agent stream live; each backend's runs are combined as the sweep
+combines a point's (`placement.combine`: the median run with min-max, every run kept). The
+document names its command, commit, machine and load, like `bench.run`'s.
+
+    python -m bench.placement_compare --shape '{"spreads": 10000, "clusters": 1000}' --runs 3 \\
+        --output bench/results/reference-placement-ray.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench import placement, placement_world, run
+
+
+def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
+            report: Callable[[str], None] = run.say) -> dict[str, list[dict[str, Any]]]:
+    """`runs` runs of `shape` on each of `backends`, the order rotating from run to run; per
+    backend its runs' records (a failed run is recorded with its error, the others still count)."""
+    records: dict[str, list[dict[str, Any]]] = {backend: [] for backend in backends}
+    for number in range(runs):
+        turn = number % len(backends)
+        for backend in [*backends[turn:], *backends[:turn]]:
+            report(f"{json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
+            try:
+                record = {"varied": "compare", **placement.run_one(shape, backend=backend)}
+            except (RuntimeError, ValueError, OSError) as error:
+                record = {"varied": "compare", **shape.describe(), "backend": backend,
+                          "error": f"{type(error).__name__}: {str(error)[-500:]}"}
+            report(json.dumps({k: record.get(k) for k in (
+                "backend", "full_s", "delivered_s", "round_replaced", "event_p99_ms", "error")}))
+            records[backend].append(record)
+    return records
+
+
+def document(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
+             argv: Sequence[str]) -> dict[str, Any]:
+    """The comparison as a results document: per backend the combined point and every run."""
+    found: dict[str, Any] = {"mode": "compare", "machine": run.machine(), "started_at": run.now(),
+                             "command": " ".join(["python", "-m", "bench.placement_compare", *argv]),
+                             "commit": run.commit(), "shape": shape.describe(), "runs_per_backend": runs,
+                             "order": "rotating: run i starts with backend i mod len(backends)"}
+    at_start = run.load()
+    records = compare(shape, runs=runs, backends=backends)
+    found["points"] = {backend: placement.combine(rows) for backend, rows in records.items()}
+    found["finished_at"] = run.now()
+    found["load_average"] = {"at_start": at_start, "at_end": run.load()}
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.placement_compare",
+        description="Measure one placement point on both backends (in-process and a local Ray's "
+                    "shard actors), several runs each with the order rotating, and write one "
+                    "results document (each backend's median run with min-max, every run kept).")
+    parser.add_argument("--shape", type=placement_world.parse_shape, default=placement.QUICK_BASE,
+                        help="the federation (bench.placement_world.Shape as JSON), e.g. "
+                             '\'{"spreads": 10000, "clusters": 1000}\'')
+    parser.add_argument("--runs", type=int, default=3, help="runs per backend (default 3)")
+    parser.add_argument("--backends", nargs="+", choices=placement.BACKENDS, default=list(placement.BACKENDS),
+                        help="the backends to compare (default: local ray)")
+    parser.add_argument("--output", type=pathlib.Path, default=run.RESULTS / "latest-compare.json",
+                        help="where to write the document (default: bench/results/latest-compare.json)")
+    options = parser.parse_args(arguments)
+    if options.runs < 1:
+        parser.error("--runs must be at least 1")
+    found = document(options.shape, runs=options.runs, backends=options.backends, argv=arguments)
+    options.output.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    run.say(f"written to {options.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
