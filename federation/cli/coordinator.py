@@ -48,8 +48,9 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
 @click.option("--ray-round-min-spreads", default=None, type=click.IntRange(2, None), metavar="N",
               help="A round of fewer spreads (a scale, a new spread, a cordon) is placed in the "
                    "coordinator's process, without a Ray round trip, with the same answer. Default: "
-                   "the crossover measured on 2 cores, where Ray was slower at every size measured "
-                   "(shards.RAY_ROUND_MIN_SPREADS; bench/README.md, \"Where Ray starts to pay\").")
+                   "4096, the crossover measured on 2 cores, where Ray was slower at every size "
+                   "measured (shards.RAY_ROUND_MIN_SPREADS; bench/README.md, \"Where Ray starts to "
+                   "pay\").")
 @click.option("--cluster-shards", default=1, show_default=True, type=click.IntRange(1, 256),
               help="ClusterShard actors holding the node inventories for capacity simulations.")
 @click.option("--listen", default="0.0.0.0:7443", show_default=True, metavar="HOST:PORT",

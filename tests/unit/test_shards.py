@@ -195,6 +195,10 @@ def test_the_ray_backends_crossover_is_the_measured_constant_unless_the_flag_say
     assert settings.ray_round_min_spreads == shards.RAY_ROUND_MIN_SPREADS
     with pytest.raises(ValueError, match="at least 2 spreads"):  # refused before Ray is asked anything
         shards.RayBackend(shards=2, parallel_from=1)
+    from federation.cli import coordinator as coordinator_cli
+    flag = next(p for p in coordinator_cli.coordinator_command.params if p.name == "ray_round_min_spreads")
+    assert f"Default: {shards.RAY_ROUND_MIN_SPREADS}," in " ".join((flag.help or "").split()), \
+        "the --help names the constant's value"
 
 
 def test_a_parallel_round_redone_in_the_coordinator_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
