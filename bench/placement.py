@@ -26,8 +26,8 @@ The sweep (`run`) moves one dimension at a time away from a base federation of 1
 (`FULL_BASE`: 1,000 spreads, 10 clusters per spread, 2 node pools per cluster, one pod template):
 spreads 10k/100k, clusters per spread 100/1,000, pools 50/200, templates 16/1,000, on the
 in-process backend; then the goal's federation (`GOAL`: 10k spreads x 1,000 clusters, ~100 per
-spread) once per backend — `local` places in this process (`--no-ray`), `ray` on the SpreadShard
-actors of a local Ray started for the run as `fedspread coordinator` does without `--ray-address`.
+spread) once per backend — `local` places in this process (the default), `ray` on the SpreadShard
+actors of a local Ray started for the run as `fedspread coordinator --local-ray` does.
 One machine cannot show Ray across nodes; it shows what Ray costs and saves on the cores it has.
 """
 

@@ -17,9 +17,11 @@ under cProfile:
 - a cordon: a NoExecute taint on one cluster's MemberCluster (`upsert_cluster`), then
   `publish(affected)` — every spread with replicas there moves them.
 
-It prints, per event, the wall seconds, the spreads placed, and the top functions by cumulative
-time; `--json` times the same events without the profiler (whose overhead is about half again)
-and prints one JSON line (for bench/README.md).
+With `--backend ray` the coordinator places on a local Ray's shard actors as bench/placement.py
+starts them; the profile is still this process's (what the coordinator does while the shards work:
+sending the requests, waiting, reading the answers). It prints, per event, the wall seconds, the
+spreads placed, and the top functions by cumulative time; `--json` times the same events without the
+profiler (whose overhead is about half again) and prints one JSON line (for bench/README.md).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from bench import placement_backends
 from bench.placement_world import (
     Shape,
     cluster_name,
@@ -46,18 +49,19 @@ from bench.placement_world import (
     template,
 )
 from federation.api import common, names
-from federation.coordinator import facade
+from federation.coordinator import backends, facade
 from federation.coordinator.model import world
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, common_pb2
 
 
-def build(shape: Shape) -> tuple[facade.Coordinator, list[str]]:
-    """A coordinator with `shape.clusters` reported clusters and `shape.spreads` spreads with
-    targets, unplaced."""
+def build(shape: Shape, *, backend: backends.PlacementBackend | None = None) -> tuple[
+        facade.Coordinator, list[str]]:
+    """A coordinator (placing on `backend`, in-process by default) with `shape.clusters` reported
+    clusters and `shape.spreads` spreads with targets, unplaced."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
-    coordinator = facade.Coordinator(model, clock=clock)
+    coordinator = facade.Coordinator(model, clock=clock, backend=backend)
     with coordinator.lock:
         for index in range(shape.clusters):
             report_pools(coordinator, index, pools(index, shape))
@@ -128,9 +132,11 @@ class Profiled:
         return out.getvalue()
 
 
-def measure(shape: Shape, *, profile: bool = True) -> Profiled:
-    """Build the world and time each event once, in order (under cProfile with `profile`)."""
-    coordinator, keys = build(shape)
+def measure(shape: Shape, *, profile: bool = True,
+            backend: backends.PlacementBackend | None = None) -> Profiled:
+    """Build the world and time each event once, in order (under cProfile with `profile`); the
+    profile is this process's: on Ray, the shard actors' own work is not in it."""
+    coordinator, keys = build(shape, backend=backend)
     model = coordinator.world
     found = Profiled(profile=profile)
     found.run("full round", lambda: keys, coordinator)
@@ -166,11 +172,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true",
                         help="time the events without cProfile and print one JSON line of the timings "
                              "(wall and CPU seconds, spreads affected and placed)")
+    parser.add_argument("--backend", choices=placement_backends.BACKENDS, default="local",
+                        help="place in this process (local, the default) or on a local Ray's shard "
+                             "actors as bench.placement does (ray; only rounds of at least "
+                             "shards.RAY_ROUND_MIN_SPREADS spreads go to them)")
     options = parser.parse_args(argv)
     shape: Shape = options.shape
     if shape.spreads < 1 or shape.clusters < 1:
         parser.error("the shape needs at least 1 spread and 1 cluster")
-    found = measure(shape, profile=not options.json)
+    placing = placement_backends.Backend(options.backend)
+    try:
+        found = measure(shape, profile=not options.json, backend=placing.backend)
+    finally:
+        placing.close()
     if options.json:
         print(json.dumps({**shape.describe(), **found.timings}))
     else:

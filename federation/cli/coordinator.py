@@ -39,9 +39,13 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
               help="Give up joining --ray-address after this long, with one line saying why (the "
                    "address is asked once first: nothing listening, no answer or a missing Ray "
                    "token fail within seconds).")
+@click.option("--local-ray", is_flag=True,
+              help="Start a local Ray on this machine and place on its shard actors. Off by default: "
+                   "on one machine the Ray shards were slower than placing in this process at every "
+                   "size measured (bench/README.md, \"Ray or in-process, measured again\").")
 @click.option("--no-ray", is_flag=True,
-              help="Place in this process, without Ray. Measured on one machine, this was faster than "
-                   "the Ray shards at every size up to 10,000 spreads (bench/README.md).")
+              help="Place in this process, without Ray: the default unless --ray-address or "
+                   "--local-ray is given (kept so that scripts that say it keep working).")
 @click.option("--spread-shards", default=2, show_default=True, type=click.IntRange(1, 256),
               help="SpreadShard actors placements are computed on (each is one ~90 MB process); "
                    "spreads are hashed onto them.")
@@ -138,7 +142,7 @@ if TYPE_CHECKING:  # imported when the command runs: `--help` stays fast
                    "the Lease to the standby and exits (status 1).")
 @options.log_level_option()
 def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | None, ray_address: str | None,
-                        ray_join_seconds: float, no_ray: bool, spread_shards: int,
+                        ray_join_seconds: float, local_ray: bool, no_ray: bool, spread_shards: int,
                         ray_round_min_spreads: int | None, cluster_shards: int,
                         listen: str, tls_cert: pathlib.Path | None, tls_key: pathlib.Path | None,
                         tls_ca: pathlib.Path | None, insecure: bool, heartbeat_seconds: float,
@@ -157,7 +161,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
     The coordinator
       * watches the hub for FederatedSpreads, MemberClusters and their target Deployments;
       * places every spread's replicas over its ordered subsets, on the capacity agents report
-        (on Ray shard actors: a local Ray unless --ray-address or --no-ray);
+        (in this process; on Ray shard actors with --ray-address or --local-ray);
       * sends each member cluster's agent its share (one gRPC stream per agent);
       * moves replicas away from clusters whose agent stays silent (failover), unless more than
         half of a spread's clusters are silent at once (then the fault is probably its own and
@@ -200,8 +204,12 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         options.usage_error("--external-metrics-port needs --external-metrics-cert and "
                             "--external-metrics-key: a serving certificate for "
                             "fedspread-external-metrics.fedspread-system.svc")
-    if no_ray and ray_address:
-        options.usage_error("--no-ray and --ray-address contradict each other; give one")
+    if no_ray and (ray_address or local_ray):
+        options.usage_error(f"--no-ray and {'--ray-address' if ray_address else '--local-ray'} "
+                            "contradict each other; give one")
+    if local_ray and ray_address:
+        options.usage_error("--local-ray and --ray-address contradict each other: the first starts a "
+                            "Ray here, the second joins one; give one")
     from federation import logs
     from federation.coordinator import process as coordinator_main  # Ray, gRPC, Kubernetes
     from federation.coordinator import ray_join
@@ -216,7 +224,8 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
             options.usage_error(str(error))
     logs.configure(log_level)
     settings = coordinator_main.CoordinatorConfig(
-        hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen, use_ray=not no_ray,
+        hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen,
+        use_ray=bool(ray_address) or local_ray,
         ray_address=ray_address, ray_join_seconds=ray_join_seconds, spread_shards=spread_shards,
         cluster_shards=cluster_shards,
         **({"ray_round_min_spreads": ray_round_min_spreads} if ray_round_min_spreads else {}),

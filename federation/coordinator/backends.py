@@ -2,7 +2,7 @@
 
 Why a module of its own: the facade and the PlacementService ask a `PlacementBackend` for
 placements and capacity answers without caring where they are computed; `LocalBackend` computes
-them here (unit tests, `fedspread coordinator --no-ray`), `shards.RayBackend` on Ray actors. Keeping
+them here (unit tests, and `fedspread coordinator` by default), `shards.RayBackend` on Ray actors. Keeping
 the contract and the in-process answer apart from the Ray wrapper lets everything but `shards`
 stay free of Ray, and names the two errors every backend may raise for a batch it cannot answer.
 """
@@ -62,7 +62,7 @@ class PlacementBackend(Protocol):
 
 
 class LocalBackend:
-    """Everything in this process: unit tests, and `fedspread coordinator --no-ray`."""
+    """Everything in this process: unit tests, and `fedspread coordinator` unless given Ray."""
 
     parallel, parallel_from = False, 2
 

@@ -12,7 +12,7 @@ Why it is shaped like this:
   only what differs (`assignments.changed`) from what that agent last received; `tick()` is the
   failover timer's entry point (`loop.failover`, then publish). A parallel round whose answers
   were mostly placed again here (spreads sharing clusters) is said once in the log: measured,
-  such a federation is placed faster with `--no-ray` (bench/README.md). A batch the shards do
+  such a federation is placed faster in-process, the CLI's default (bench/README.md). A batch the shards do
   not answer within their deadline (`shards.PLACE_SECONDS`) is placed in this process instead,
   with a warning (`loop.Round.fell_back`).
 - **Full resync on every stream, deltas after.** A (re)connecting agent may have missed anything,
@@ -302,7 +302,7 @@ class Coordinator:
         self.ray_gained_nothing = True
         log.warning("the Ray shards' placements were mostly redone in the coordinator: most spreads "
                     "of this round competed for the same full node pools, and those are placed again "
-                    "one after the other; the shards only added a round trip (--no-ray avoids it)",
+                    "one after the other; the shards only added a round trip (placing in-process avoids it)",
                     extra={"spreads": placed, "placed_again": result.replaced})
 
     def tick(self) -> loop.Lost:

@@ -41,10 +41,10 @@ Stopping comes in two steps: `halt` stops acting, within deadlines and without w
 loops (a loop stalled under the lock cannot be joined, but once halted it reaches nobody: no
 agent stream, no status write, no Event); `stop` halts, then ends the threads and Ray.
 
-Placement and capacity simulations run on the Ray shards (`shards.RayBackend`: a local Ray by
-default, `--ray-address` to join one) behind `Coordinator.publish`; `--no-ray` keeps them in this
-process (`backends.LocalBackend`), which the placement benchmark found faster at every size it
-measured on one machine (bench/README.md). Joining is bounded
+Placement and capacity simulations run behind `Coordinator.publish`: in this process by default
+(`backends.LocalBackend`), which the placement benchmark found faster than the Ray shards at every
+size it measured on one machine (bench/README.md), or on the Ray shards (`shards.RayBackend`) of
+the cluster `--ray-address` joins or of a local Ray (`--local-ray`). Joining is bounded
 (`--ray-join-seconds`): the address is asked one question first (`ray_join.check`), because
 `ray.init` alone retries a dead address for minutes and hides a missing Ray token.
 """

@@ -34,7 +34,7 @@ CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
 CLIENT_SCHEME = "ray://"
 DEFAULT_TOKEN_FILE = pathlib.Path("~/.ray/auth_token")
 TOKEN_PLACES = ("RAY_AUTH_TOKEN, a file named by RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token")
-NO_RAY_HINT = "--no-ray places in this process instead"
+NO_RAY_HINT = "without --ray-address the coordinator places in its own process (the default)"
 
 
 class RayJoinError(Exception):

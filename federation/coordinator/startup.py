@@ -123,7 +123,7 @@ def placement_backend(settings: CoordinatorConfig) -> backends.PlacementBackend:
             f"Ray at {where} answered, but joining it did not finish within "
             f"{settings.ray_join_seconds:g} s: a GCS address (HOST:6379) can be joined only from a "
             "machine that runs a Ray node, elsewhere use Ray Client (ray://HEAD:10001); "
-            "--ray-join-seconds allows longer, --no-ray places in this process") from error
+            "--ray-join-seconds allows longer; without --ray-address it places in this process") from error
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError... all "cannot start"
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         if "authentication" in first.lower():

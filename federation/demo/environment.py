@@ -29,6 +29,8 @@ and an `External` metric on the hub reach it through the hub apiserver.
 The demo's members are `dc1` (on-premises, small: two 2-CPU nodes, it fills up fast), then
 `aws-eu`, `gcp-eu` and further `*-eu` clusters (three 4-CPU nodes each, region `eu`). A benchmark
 may bring members of its own shape (`MemberPlan.of_groups`) and place without Ray (`ray=False`).
+The demo's coordinator places on a local Ray (`--local-ray`) to show that path; a coordinator
+without Ray flags places in its own process.
 """
 
 from __future__ import annotations
@@ -163,7 +165,8 @@ class Federation:
         self.report = report
         self.heartbeat_seconds = heartbeat_seconds
         self.ray = ray
-        """Place on a local Ray (as a user's coordinator would), or in-process (`--no-ray`)."""
+        """Place on a local Ray (`--local-ray`: the demo shows the Ray path), or in-process (what a
+        coordinator does by default)."""
         self.sandbox: state.SandboxState | None = None
         self.coordinator: Process | None = None
         self.coordinator_address = f"127.0.0.1:{free_port()}"
@@ -236,7 +239,7 @@ class Federation:
             "--external-metrics-port", str(self.external_metrics_port),
             "--external-metrics-cert", str(self.tls(EXTERNAL_METRICS).cert),
             "--external-metrics-key", str(self.tls(EXTERNAL_METRICS).key),
-            *(() if self.ray else ("--no-ray",)))
+            *(("--local-ray",) if self.ray else ()))
 
     def agent_argv(self, name: str) -> list[str]:
         """Member `name`'s agent's command line: mTLS link, its webhook open to its apiserver only."""

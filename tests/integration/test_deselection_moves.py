@@ -23,7 +23,6 @@ from handover_scene import MEMBERS, ReadyWatch, Scene
 from kubernetes import client
 
 from federation import sdk
-from federation.api import cluster
 
 REPLICAS = 4
 SELECTOR_LABEL = "pool.fedspread.io/test"
@@ -47,7 +46,7 @@ def subsets(edit: str, names: list[str]) -> list[dict[str, Any]]:
     return [first, {"name": "second", "clusters": [names[1]]}]
 
 
-def deselect(scene: Scene, clusters: conftest.Clusters, edit: str) -> None:
+def deselect(scene: Scene, edit: str) -> None:
     """Take member-1 out of the spread's selection by the ordinary edit `edit`."""
     names = scene.names
     if edit == "subset-removed":
@@ -57,14 +56,7 @@ def deselect(scene: Scene, clusters: conftest.Clusters, edit: str) -> None:
             {"name": "first", "maxReplicas": 2, "clusters": [names[1]]},
             {"name": "second", "clusters": [names[1]]}]}})
     else:
-        label(clusters, names[0], None)
-
-
-def label(clusters: conftest.Clusters, name: str, value: str | None) -> None:
-    """Set (or remove, with None) the selector label on MemberCluster `name`."""
-    clusters.custom(hubside.HUB).patch_cluster_custom_object(
-        hubside.GROUP, hubside.VERSION, cluster.PLURAL, name,
-        {"metadata": {"labels": {SELECTOR_LABEL: value}}})
+        scene.patch_member_cluster(names[0], {"metadata": {"labels": {SELECTOR_LABEL: None}}})
 
 
 def member_deployment(clusters: conftest.Clusters, member: str, namespace: str) -> Any:
@@ -86,11 +78,11 @@ def test_a_cluster_leaving_the_selection_keeps_its_ready_pods_until_their_replac
     try:
         if edit == "relabelled":
             scene.agents_live()  # their Hellos created the MemberClusters
-            label(clusters, names[0], "first")
+            scene.patch_member_cluster(names[0], {"metadata": {"labels": {SELECTOR_LABEL: "first"}}})
         scene.start(hubside.spread_body("web", target="web", subsets=subsets(edit, names)),
                     replicas=REPLICAS, expect={leaving: 2, staying: 2})
         with sdk.PlacementClient(scene.target) as placements, ReadyWatch(clusters, namespace) as watch:
-            deselect(scene, clusters, edit)
+            deselect(scene, edit)
             scene.wait(lambda: len(scene.ready(staying)) == REPLICAS and not scene.pods(leaving),
                        "the replicas never moved off the deselected member")
             scene.wait(lambda: member_deployment(clusters, leaving, namespace) is None,

@@ -65,7 +65,7 @@ def test_a_closed_port_fails_at_once_naming_what_to_check(tmp_path: pathlib.Path
     line = the_error(stderr)
     assert code == 1 and seconds < DEADLINE, (code, seconds)
     assert line.startswith(f"error: no Ray at 127.0.0.1:{port} (Connection refused)")
-    assert "GCS port" in line and "--no-ray" in line
+    assert "GCS port" in line and "without --ray-address" in line
 
 
 class Stalling(grpc.GenericRpcHandler):

@@ -31,7 +31,6 @@ import pytest
 from handover_scene import MEMBERS, ReadyWatch, Scene
 
 from federation import sdk
-from federation.api import cluster
 from tests.support import soak, tcp_proxy
 
 REPLICAS = 4
@@ -67,12 +66,6 @@ def spread(names: list[str]) -> dict[str, Any]:
         {"name": "second", "clusters": [names[1]]}])
 
 
-def cordon(clusters: conftest.Clusters, name: str) -> None:
-    clusters.custom(hubside.HUB).patch_cluster_custom_object(
-        hubside.GROUP, hubside.VERSION, cluster.PLURAL, name,
-        {"spec": {"taints": [{"key": "maintenance", "effect": "NoExecute"}]}})
-
-
 CASES = [("agent", 0.5), ("agent", 4.0), ("coordinator", 0.5), ("coordinator", 4.0)]
 """(who restarts, seconds into the handover): all four under `make soak`; `make test` runs one
 early agent restart and one late coordinator restart (both fail without the rule; 3 of the 4 did)."""
@@ -92,7 +85,8 @@ def test_a_restart_during_a_handover_removes_no_ready_pod_the_spread_needs(
                         ready_after=READY_AFTER)
             proxy.delay = PROXY_DELAY
             with ReadyWatch(clusters, namespace) as watch:
-                cordon(clusters, names[0])
+                scene.patch_member_cluster(  # cordoned
+                    names[0], {"spec": {"taints": [{"key": "maintenance", "effect": "NoExecute"}]}})
                 time.sleep(after)
                 if restarted == "agent":
                     scene.agents[0].kill()

@@ -56,6 +56,8 @@ def test_an_unknown_command_is_a_usage_error() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["coordinator", "--insecure", "--listen", "nowhere"], "--listen 'nowhere' is not HOST:PORT"),
     (["coordinator", "--insecure", "--no-ray", "--ray-address", "ray://x:1"], "contradict each other"),
+    (["coordinator", "--insecure", "--no-ray", "--local-ray"], "--no-ray and --local-ray contradict"),
+    (["coordinator", "--insecure", "--local-ray", "--ray-address", "ray://x:1"], "contradict each other"),
     (["coordinator", "--insecure", "--ray-address", "ray://head"], "is not HOST:PORT or ray://HOST:PORT"),
     (["agent", "--insecure", "--cluster", "dc1", "--coordinator", "nowhere"], "is not HOST:PORT"),
     (["agent", "--insecure", "--cluster", "dc1", "--coordinator", "x:1", "--webhook-service", "svc"],
@@ -73,3 +75,24 @@ def test_bad_flag_values_exit_2_in_one_line(args: list[str], message: str) -> No
 def test_certs_ca_help_names_the_files_it_writes() -> None:
     text = " ".join(CliRunner().invoke(cli.main, ["certs", "ca", "--help"]).output.split())
     assert "ca.crt and ca.key" in text and "tls.crt" not in text
+
+
+@pytest.mark.parametrize(("flags", "ray", "address"), [
+    ([], False, None), (["--no-ray"], False, None), (["--local-ray"], True, None),
+    (["--ray-address", "ray://head:10001"], True, "ray://head:10001")])
+def test_the_coordinator_places_in_its_own_process_unless_given_ray(
+        flags: list[str], ray: bool, address: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default follows the placement benchmark (in-process was faster on one machine at every
+    size measured): Ray only when asked for, a cluster to join or a local one."""
+    from federation.coordinator import process as coordinator_main
+
+    seen = []
+
+    def refuse(settings: coordinator_main.CoordinatorConfig) -> None:
+        seen.append(settings)
+        raise coordinator_main.CoordinatorError("stopped here by the test")
+
+    monkeypatch.setattr(coordinator_main, "CoordinatorProcess", refuse)
+    result = CliRunner().invoke(cli.main, ["coordinator", "--insecure", *flags])
+    assert result.exit_code == 1 and "stopped here by the test" in result.output, result.output
+    assert [(s.use_ray, s.ray_address) for s in seen] == [(ray, address)]

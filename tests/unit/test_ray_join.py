@@ -85,7 +85,7 @@ def test_nothing_listening_is_one_line_naming_the_port_and_no_ray_at_once() -> N
     assert time.monotonic() - started < 3
     message = str(caught.value)
     assert message.startswith(f"no Ray at 127.0.0.1:{port} (Connection refused)")
-    assert "GCS port (ray start --port, 6379 by default)" in message and "--no-ray" in message
+    assert "GCS port (ray start --port, 6379 by default)" in message and ray_join.NO_RAY_HINT in message
     with pytest.raises(ray_join.RayJoinError, match="Ray Client port"):
         ray_join.check(f"ray://127.0.0.1:{port}", timeout=5, env=NO_TOKEN)
 
