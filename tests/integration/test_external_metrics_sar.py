@@ -149,6 +149,22 @@ def test_the_hpa_controller_may_list_our_metrics_with_the_shipped_role(clusters:
         rbac.delete_cluster_role(role["metadata"]["name"])
 
 
+def test_the_users_extra_attributes_reach_the_hubs_access_review(clusters: Clusters) -> None:
+    """A user the front proxy vouches for with extra attributes (`X-Remote-Extra-*`, e.g. a bound
+    service account token's pod name): the real apiserver accepts the review and keeps them in
+    its spec, and RBAC, which ignores them, answers as for the user without them."""
+    api_client = clusters.api(hubside.HUB)
+    user = access.User("admin", groups=("system:masters", "system:authenticated"),
+                       extra=(("authentication.kubernetes.io/pod-name", ("hpa-0",)), ("scopes", ("a", "b"))))
+    question = access.Access(verb="list", resource=CPU, namespace="demo", group=api.GROUP)
+    review = client.AuthorizationV1Api(api_client).create_subject_access_review(
+        access_review.review_body(user, question), _request_timeout=10)
+    assert review.spec.extra == {"authentication.kubernetes.io/pod-name": ["hpa-0"], "scopes": ["a", "b"]}
+    assert review.status.allowed is True
+    stranger = access.User("nobody-" + uuid.uuid4().hex[:6], extra=(("scopes", ("a",)),))
+    assert not access_review.SubjectAccessReviewer(api_client, ttl=0).allowed(stranger, question)
+
+
 def test_the_coordinator_process_serves_it(sandbox: state.SandboxState, clusters: Clusters,
                                            tmp_path: pathlib.Path) -> None:
     """`CoordinatorProcess` with `external_metrics` settings (the `--external-metrics-port` flag)

@@ -16,6 +16,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
+from federation.coordinator.hub import access_review
 from federation.coordinator.services import external_metrics as api
 from federation.coordinator.services import front_proxy, metrics_api
 from federation.coordinator.wire import access
@@ -191,6 +192,27 @@ def test_who_the_front_proxy_vouches_for(certificate: dict[str, Any] | None,
         assert isinstance(found, str) and expected in found
     else:
         assert found == expected
+
+
+def test_the_front_proxys_extra_attributes_come_with_the_user_and_go_to_the_access_review() -> None:
+    """`X-Remote-Extra-<key>`: the key lower-cased and percent-decoded (as the apiserver's
+    requestheader authenticator reads it), each header value one value; the SubjectAccessReview
+    carries them in `spec.extra`, so an authorizer that decides on them sees them."""
+    headers = {"x-remote-user": ("system:serviceaccount:kube-system:hpa",),
+               "x-remote-extra-authentication.kubernetes.io%2fpod-name": ("hpa-0",),
+               "x-remote-extra-scopes": ("read", "write"), "x-remote-extra-empty": ("  ",),
+               "x-remote-extra-": ("no key",)}
+    found = front_proxy.identify(CONFIG, certificate=CERTIFICATE, headers=headers)
+    assert isinstance(found, access.User)
+    assert found.extra == (("authentication.kubernetes.io/pod-name", ("hpa-0",)),
+                           ("scopes", ("read", "write")))
+    spec = access_review.review_body(found, access.Access("list", "cpu", namespace="demo")).spec
+    assert spec.extra == {"authentication.kubernetes.io/pod-name": ["hpa-0"], "scopes": ["read", "write"]}
+    other = front_proxy.RequestHeaderConfig(client_ca=CA_PEM, extra_prefixes=("x-other-",))
+    assert front_proxy.identify(other, certificate=CERTIFICATE, headers={
+        **headers, "x-other-Team": ("a",)}) == access.User(
+            "system:serviceaccount:kube-system:hpa", extra=(("team", ("a",)),)), "the hub's own prefix"
+    assert access_review.review_body(access.User("alice"), access.Access("get", "x")).spec.extra is None
 
 
 def test_without_allowed_names_any_certificate_of_the_ca_is_the_front_proxy() -> None:

@@ -54,6 +54,7 @@ def review_body(user: access.User, question: access.Access) -> client.V1SubjectA
     return client.V1SubjectAccessReview(
         api_version="authorization.k8s.io/v1", kind="SubjectAccessReview",
         spec=client.V1SubjectAccessReviewSpec(user=user.name, groups=list(user.groups),
+                                              extra={key: list(values) for key, values in user.extra} or None,
                                               resource_attributes=attributes))
 
 

@@ -35,6 +35,7 @@ import pathlib
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -125,7 +126,27 @@ def identify(config: RequestHeaderConfig | str, *, certificate: Mapping[str, Any
         return f"the front proxy named no user ({', '.join(config.username_headers)})"
     groups = tuple(value.strip() for header in config.group_headers for value in headers.get(header, ())
                    if value.strip())
-    return access.User(name=user, groups=groups)
+    return access.User(name=user, groups=groups, extra=extra_of(config, headers))
+
+
+def extra_of(config: RequestHeaderConfig,
+             headers: Mapping[str, tuple[str, ...]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The user's extra attributes from the front proxy's `<prefix><key>` headers, as the
+    apiserver's requestheader authenticator reads them: the key is the header name after the
+    prefix, lower-cased, then percent-decoded (so a key may hold `/` or upper case); each header
+    value is one value, in order. Sorted by key; empty keys and values are dropped."""
+    found: dict[str, list[str]] = {}
+    prefixes = tuple(p.lower() for p in config.extra_prefixes)
+    for header, values in headers.items():
+        name = header.lower()
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        if prefix is None:
+            continue
+        key = urllib.parse.unquote(name[len(prefix):])
+        kept = [value.strip() for value in values if value.strip()]
+        if key and kept:
+            found.setdefault(key, []).extend(kept)
+    return tuple(sorted((key, tuple(values)) for key, values in found.items()))
 
 
 def _transient(error: BaseException) -> bool:

@@ -29,6 +29,10 @@ class User:
 
     name: str
     groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The authenticator's other attributes (e.g. a service account token's pod name), sorted by
+    key, as the hub's SubjectAccessReview carries them (`spec.extra`): an authorizer may decide on
+    them. Only the metrics API's front proxy passes any (`X-Remote-Extra-*`)."""
 
 
 @dataclasses.dataclass(frozen=True)
