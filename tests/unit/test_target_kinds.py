@@ -97,6 +97,31 @@ def test_a_hub_workload_event_reaches_only_the_spread_of_its_kind() -> None:
     assert (rs_entry.replicas, deploy_entry.replicas) == (7, None)
 
 
+def test_the_world_finds_a_workloads_spreads_by_its_name_through_edits_and_deletions() -> None:
+    """`World.spreads_targeting` (what a hub workload event and the Secret reads use instead of a
+    scan of every spread) follows a spread's creation, its targetRef edit and its deletion."""
+    model = world.World(ManualClock(T0))
+    deploy, rs = spread("deploy", "Deployment"), spread("rs", "ReplicaSet")
+    model.upsert_spread(deploy)
+    model.upsert_spread(rs)
+
+    def named(kind: str, name: str = "web") -> list[str]:
+        return [e.key for e in model.spreads_targeting("shop", kind, name)]
+
+    assert (named("Deployment"), named("ReplicaSet"), named("Deployment", "api")) == (
+        ["shop/deploy"], ["shop/rs"], [])
+    assert model.spreads_targeting("other", "Deployment", "web") == []
+    edited = deploy.model_copy(update={"spec": deploy.spec.model_copy(
+        update={"target_ref": spread_api.TargetRef(name="api")})})
+    model.upsert_spread(edited)
+    assert (named("Deployment"), named("Deployment", "api")) == ([], ["shop/deploy"])
+    model.upsert_spread(spread("rs-2", "ReplicaSet"))
+    assert named("ReplicaSet") == ["shop/rs", "shop/rs-2"]
+    model.delete_spread("shop/rs")
+    model.delete_spread("shop/deploy")
+    assert (named("ReplicaSet"), named("Deployment", "api")) == (["shop/rs-2"], [])
+
+
 def test_a_targetref_edit_from_deployment_to_replicaset_says_both_kinds() -> None:
     wanted = spread_api.TargetRef(kind="ReplicaSet", name="web")
     message = lifecycle.target_change_message(current=spread_api.TargetRef(name="web").described,

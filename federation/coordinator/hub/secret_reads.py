@@ -106,9 +106,7 @@ class SecretKeeper:
             return event.key.partition("/")[0], event.target.template
         info = event.workload
         if event.kind in watcher.WORKLOAD_STREAMS and info is not None:
-            targeted = any(entry.key.partition("/")[0] == info.namespace
-                           and entry.spec.target_ref.kind == info.kind
-                           and entry.spec.target_ref.name == info.name for entry in self.world.spreads())
+            targeted = self.world.spreads_targeting(info.namespace, info.kind, info.name)
             return info.namespace, info.template if targeted else None
         return "", None
 

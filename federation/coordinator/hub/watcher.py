@@ -344,13 +344,11 @@ def apply_to_world(world: world_model.World, event: HubEvent) -> set[str]:
     if info is None:
         return set()
     targeted: set[str] = set()
-    for entry in world.spreads():
-        ref = entry.spec.target_ref
-        if entry.key.partition("/")[0] == info.namespace and (ref.kind, ref.name) == (info.kind, info.name):
-            if event.type == "DELETED":
-                targeted |= world.set_target(entry.key, replicas=None, template=None)
-            else:
-                targeted |= world.set_target(entry.key, replicas=info.replicas, template=info.template)
+    for entry in world.spreads_targeting(info.namespace, info.kind, info.name):
+        if event.type == "DELETED":
+            targeted |= world.set_target(entry.key, replicas=None, template=None)
+        else:
+            targeted |= world.set_target(entry.key, replicas=info.replicas, template=info.template)
     return targeted
 
 

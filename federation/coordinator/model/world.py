@@ -75,6 +75,7 @@ class World(world_state.WorldState):
         target = self._targets.get(key)
         if old is not None:
             self._index.unregister(key)
+            self._unname(old)
             if marks.spent(old.spec, item.spec):
                 self._marks.drop_spread(key)
         self._spreads[key] = SpreadEntry(
@@ -84,6 +85,7 @@ class World(world_state.WorldState):
             template=target.template if target else None,
         )
         self._index.register(key, item.spec)
+        self._by_workload.setdefault(world_state.workload_of(self._spreads[key]), set()).add(key)
         self._forget_plan(key)
         self._track_references(key)
         return {key}
@@ -99,6 +101,7 @@ class World(world_state.WorldState):
         if deleted:
             self.lifecycle.deleted(key, self._spreads[key].spec.deletion_policy)
         self._index.unregister(key)
+        self._unname(self._spreads[key])
         del self._spreads[key]
         self._forget_plan(key)
         self._charges.recharge(key)
@@ -109,6 +112,14 @@ class World(world_state.WorldState):
         # again under the key adopts their workloads; `PodReports.removed` lets it go.)
         self.hub_objects.forget(key)
         return {key}
+
+    def _unname(self, entry: SpreadEntry) -> None:
+        """Spread `entry` no longer names its hub workload (deleted, or its target edited)."""
+        workload = world_state.workload_of(entry)
+        named = self._by_workload.get(workload, set())
+        named.discard(entry.key)
+        if not named:
+            self._by_workload.pop(workload, None)
 
     def hub_object(self, kind: str, key: str, obj: Mapping[str, Any] | None) -> set[str]:
         """An object `key` (`namespace/name`) of a copied kind (`hub_objects`) of the hub was seen

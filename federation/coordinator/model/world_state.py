@@ -46,6 +46,12 @@ SpreadEntry = facts.SpreadEntry
 """One spread as the coordinator knows it (defined in `facts`; this is the name other modules use)."""
 
 
+def workload_of(entry: SpreadEntry) -> tuple[str, str, str]:
+    """The hub workload spread `entry` names: (namespace, kind, name)."""
+    ref = entry.spec.target_ref
+    return entry.key.partition("/")[0], ref.kind, ref.name
+
+
 class WorldState:
     """Spreads, targets, clusters, inventories, pod counts, marks, heartbeats and last placements,
     and the questions a placement, a status or a service asks of them."""
@@ -64,6 +70,9 @@ class WorldState:
         self.placed_ready = self._records.placed_ready
         """Per placed spread, the selected clusters that were ready when it was placed."""
         self._spreads: dict[str, SpreadEntry] = {}
+        self._by_workload: dict[tuple[str, str, str], set[str]] = {}
+        """Per hub workload (namespace, kind, name), the spreads that name it: a workload event
+        finds its spreads without a scan of every spread."""
         self._targets: dict[str, facts.Target] = {}
         self._members: dict[str, facts.ClusterFacts] = {}
         self._pools: dict[str, list[cluster.NodePool]] = {}
@@ -114,6 +123,10 @@ class WorldState:
     def spreads(self) -> list[SpreadEntry]:
         """Every known spread, by key."""
         return [self._spreads[k] for k in sorted(self._spreads)]
+
+    def spreads_targeting(self, namespace: str, kind: str, name: str) -> list[SpreadEntry]:
+        """The spreads whose `targetRef` names hub workload `kind` `namespace/name`, by key."""
+        return [self._spreads[k] for k in sorted(self._by_workload.get((namespace, kind, name), ()))]
 
     def spread(self, key: str) -> SpreadEntry | None:
         """The spread `key`, if known."""
