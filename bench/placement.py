@@ -262,8 +262,7 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
             "delivered_s": round(delivered, 3), "messages": len(sent),
             "replicas_placed": sum(p.placed for p in result.placements.values()),
             "round_replaced": result.replaced, "round_fell_back": result.fell_back or None,
-            "full_cpu_s": round(cpu, 3),
-            "full_actors_cpu_s": round(actors_cpu, 3)}
+            "full_cpu_s": round(cpu, 3), "full_actors_cpu_s": round(actors_cpu, 3)}
 
 
 def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder, agents: Agents, *,

@@ -9,9 +9,8 @@ understand the coordinator. The threads, and why each exists:
   slow recompute never stalls a watch stream and events are never reordered. After the first
   SYNCED of every hub kind it calls `mark_hub_synced()`: only then may agents be resynced (an
   empty World must not tell agents to remove live workloads).
-- **timer** (1 s) — `Coordinator.tick()` moves replicas off clusters whose agents went silent
-  (unless the failover brake holds for a spread, or the failover rate limit defers a cluster), and
-  spreads whose unschedulable marks just expired are recomputed (the subset may take pods again).
+- **timer** (1 s) — `Coordinator.tick()`: failover off silent clusters (brake and rate limit
+  permitting), and the spreads whose unschedulable marks expired placed again.
 - **status** (~2 s) — FederatedSpread, MemberCluster and hub Deployment statuses from the World via
   `core.status`, written by `StatusWriter` (which skips unchanged ones), outside the lock.
 - **gRPC** — AgentService and PlacementService on one `grpc.aio` server (`--listen`,
@@ -23,10 +22,9 @@ understand the coordinator. The threads, and why each exists:
   grow with the federation. Over mTLS (`tls`: client certificates signed by the CA required;
   agents may only speak for the cluster theirs names, `identity`; SDK users read what the hub's
   RBAC lets them, `services.authorization` over `hub.access_review`) or, for local use only,
-  plaintext (`tls=None`, `--insecure`: no identity, so no authorisation either); keepalive PINGs
-  both ways (`federation.rpc.keepalive`). Beside them, gRPC health and reflection; health alone,
-  in plaintext, on `--health-port` for the kubelet (`services.health`: SERVING once the hub is
-  listed); Prometheus /metrics on `--metrics-port` (`coordinator.metrics`).
+  plaintext (`tls=None`, `--insecure`: no identity, no authorisation); keepalive PINGs both ways
+  (`federation.rpc.keepalive`). Beside them, gRPC health and reflection; health alone on
+  `--health-port` (`services.health`), Prometheus /metrics on `--metrics-port`.
 - **webhook** (with `--webhook-cert/--webhook-key`) — the hub's validating webhook for
   FederatedSpreads and MemberClusters over HTTPS (`hub.admission`): the Valid condition's checks,
   at the door, plus the rules across spreads from this World. With `--external-metrics-port`,
@@ -37,16 +35,15 @@ understand the coordinator. The threads, and why each exists:
   leader election a leader whose critical loop stays stalled gives its Lease up
   (`model.stall`, `coordinator.leading`).
 
-Stopping comes in two steps: `halt` stops acting, within deadlines and without waiting for the
-loops (a loop stalled under the lock cannot be joined, but once halted it reaches nobody: no
-agent stream, no status write, no Event); `stop` halts, then ends the threads and Ray.
+Stopping comes in two steps: `halt` stops acting, within deadlines, without waiting for the loops
+(a stalled loop cannot be joined, but once halted it reaches nobody: no agent stream, no status
+write, no Event); `stop` halts, then ends the threads and Ray.
 
-Placement and capacity simulations run behind `Coordinator.publish`: in this process by default
-(`backends.LocalBackend`), which the placement benchmark found faster than the Ray shards at every
-size it measured on one machine (bench/README.md), or on the Ray shards (`shards.RayBackend`) of
-the cluster `--ray-address` joins or of a local Ray (`--local-ray`). Joining is bounded
-(`--ray-join-seconds`): the address is asked one question first (`ray_join.check`), because
-`ray.init` alone retries a dead address for minutes and hides a missing Ray token.
+Placement and capacity simulations run behind `Coordinator.publish`, in this process by default
+(`backends.LocalBackend`: faster than the Ray shards at every size measured on one machine,
+bench/README.md), or on the Ray shards (`shards.RayBackend`) of `--ray-address` or `--local-ray`.
+A join is bounded (`--ray-join-seconds`) and asks the address one question first
+(`ray_join.check`): `ray.init` alone retries a dead address for minutes and hides a missing token.
 """
 
 from __future__ import annotations
