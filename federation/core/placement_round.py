@@ -123,6 +123,10 @@ class _Fold:
         self._stamps: dict[str, int] = {}
         """Per cluster a charge changed, the number of the last such change (in this fold)."""
         self._changes = 0
+        self._slots: dict[tuple[str, int], tuple[fit.Requests, int]] = {}
+        """Per (cluster, pool), the free pod slots last computed for one kind of pod, until a
+        charge changes that pool: a check asks each pool's slots before the spread's charges fold
+        onto it, and the next spread asks again for the pools it did not change."""
 
     def state(self, name: str) -> list[Node]:
         found = self._state.get(name)
@@ -146,15 +150,26 @@ class _Fold:
             left, requests = item.pods, item.profile.requests
             for index in self.admitted(name, item.profile):
                 pool = pools[index]
-                take = min(left, fit.slots(pool, state[index], requests))
+                take = min(left, self.slots(name, index, requests))
                 if take:
                     node = state[index] = dict(state[index])
                     fit.charge(node, requests, pods=take, count=pool.count)
+                    self._slots.pop((name, index), None)
                     left -= take
                     self._changes += 1
                     self._stamps[name] = self._changes
                 if not left:
                     break
+
+    def slots(self, name: str, index: int, requests: fit.Requests) -> int:
+        """Pods of `requests` pool `index` of cluster `name` still takes, as folded so far
+        (`fit.slots`, remembered until a charge changes the pool)."""
+        found = self._slots.get((name, index))
+        if found is not None and (found[0] is requests or found[0] == requests):
+            return found[1]
+        value = fit.slots(self._pools[name][index], self.state(name)[index], requests)
+        self._slots[(name, index)] = (requests, value)
+        return value
 
     def room(self) -> FoldedRoom:
         """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
@@ -176,7 +191,7 @@ class _Fold:
                and self.admitted(name, profiles[t.subset]) == admitted for t in takes):
             # One kind of pod on the same pools (the usual case): `NodesLeft` fills their nodes
             # with it exactly, so the takes fit when their pods do not outnumber the pools' free slots.
-            fits = sum(fit.slots(pools[i], state[i], first.requests) for i in admitted)
+            fits = sum(self.slots(name, i, first.requests) for i in admitted)
             return None if sum(t.pods for t in takes) <= fits else admitted
         member = placement_view.member_of(
             pools, state, ready=True, cordon="", kinds=fit.kinds([p.requests for p in profiles]),
