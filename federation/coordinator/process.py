@@ -361,8 +361,8 @@ class CoordinatorProcess:
             if self._synced_kinds >= HUB_KINDS and not self.hub_synced.is_set():
                 self.coordinator.mark_hub_synced()
                 self.hub_synced.set()
-                self.health.serving()
                 log.info("hub listed; agents resynced", extra={"spreads": len(self.world.spreads())})
+                self.health.serving()  # after the line: whoever sees SERVING finds it in the log
 
     def _timer(self) -> None:
         last = self.clock()
