@@ -196,9 +196,13 @@ def test_replicas_fail_back_to_dc1_surge_first_on_demand_and_by_themselves(
         waiting.wait_for(lambda: [(c.status, c.reason) for c in apis.placements.placement(key).conditions
                                   if c.type == "Rebalancing"] == [("False", "NothingToMove")],
                          timeout=TIMEOUT, message="the Rebalancing condition never said NothingToMove")
-        told = {e["reason"] for reason in ("RebalanceStarted", "Rebalanced")
-                for e in hubside.events_of(apis.api["hub"], namespace, name="web", reason=reason)}
-        assert told == {"RebalanceStarted", "Rebalanced"}, f"the failback's Events: {told}"
+
+        def told() -> set[str]:
+            return {e["reason"] for reason in ("RebalanceStarted", "Rebalanced")
+                    for e in hubside.events_of(apis.api["hub"], namespace, name="web", reason=reason)}
+
+        waiting.wait_for(lambda: told() == {"RebalanceStarted", "Rebalanced"}, timeout=TIMEOUT,
+                         message=lambda: f"the failback's Events: {told()}")  # (recorded after the write)
     finally:
         try:
             demo_scene.clean_up(apis, namespace, workload, "web")
