@@ -1,7 +1,7 @@
 """The JSON shape of a placement, as `fedspread simulate -o json` and `fedspread get placement -o json`
 print it: `{"replicas", "unplaced", "clusters", "subsets": [{"name", "replicas", "clusters",
 "reasons"}]}`, plus `"ready"` for a live placement (and a subset's `"revisions"` while a rollout
-runs) and `"rebalance"` where a failback is possible
+runs, and `"usage"` for one live spread) and `"rebalance"` where a failback is possible
 (`simulate --current`). A subset's `"reasons"` are the rules that decided
 its number, as the table's notes show them ("cap 30 reached", "floor 2", "topologySpread
 topology.fedspread.io/region maxSkew 1", "dc1: not ready"); the key came later than the others, so
@@ -48,11 +48,14 @@ def document(
     ready: Mapping[str, int] | None = None,
     rebalance: Mapping[str, Any] | None = None,
     revisions: Mapping[str, Mapping[str, int]] | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The placement document; with `ready`, a `"ready"` count for every cluster in `clusters`; with
     `rebalance`, the failback a `spec.rebalance` would make (`{"policy", "moves": [{"from", "to",
     "replicas"}]}`, `core.failback.document`); with `revisions` (per subset name, while a rollout
-    runs), a subset's `"revisions"`: its pods per template revision."""
+    runs), a subset's `"revisions"`: its pods per template revision; with `usage` (one live spread's),
+    `"usage"`: `{"metrics", "readyPods", "unmeasuredPods", "withoutMetrics",
+    "stale"}`."""
     shape: dict[str, Any] = {
         "replicas": replicas,
         "unplaced": unplaced,
@@ -67,4 +70,6 @@ def document(
         shape["ready"] = {name: ready.get(name, 0) for name in clusters}
     if rebalance is not None:
         shape["rebalance"] = dict(rebalance)
+    if usage is not None:
+        shape["usage"] = dict(usage)
     return shape

@@ -30,6 +30,7 @@ import rich.table
 import yaml
 
 from federation.cli import options
+from federation.core import usage as usage_rules
 
 if TYPE_CHECKING:
     from federation import sdk
@@ -186,10 +187,26 @@ def render_placement(result: sdk.SpreadPlacement, *, wide: bool = False) -> None
         if condition.message:
             line += f": {condition.message}"
         console.print(line, markup=False)
+    if result.usage is not None and set(result.usage.metrics) - {usage_rules.READY_REPLICAS}:
+        console.print(render_usage(result.usage), markup=False)  # what the hub's HPAs read
     for sub in result.subsets:
         if sub.revisions:  # a rollout runs: the subset's pods per template revision
             console.print(f"rolling out, {sub.name}: " + ", ".join(
                 f"{revision} {count}" for revision, count in sub.revisions.items()), markup=False)
+
+
+def render_usage(found: sdk.SpreadUsage) -> str:
+    """One line: the usage the hub's HPAs see, over which pods, and the members left out."""
+    line = "usage: " + (", ".join(f"{name} {value}" for name, value in found.metrics.items()) or "-")
+    line += f" (over {found.ready_pods} Ready pods"
+    if found.unmeasured_pods:
+        line += f", {found.unmeasured_pods} counted at the average"
+    line += ")"
+    if found.without_metrics:
+        line += "; no metrics API: " + ", ".join(found.without_metrics)
+    if found.stale:
+        line += "; stale: " + ", ".join(found.stale)
+    return line
 
 
 def render_clusters(found: list[sdk.ClusterInfo], *, wide: bool = False) -> None:

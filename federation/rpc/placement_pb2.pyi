@@ -142,7 +142,7 @@ class ExplainRequest(_message.Message):
     def __init__(self, spread: _Optional[str] = ..., simulation: _Optional[_Union[SimulateRequest, _Mapping]] = ...) -> None: ...
 
 class Placement(_message.Message):
-    __slots__ = ("spread", "replicas", "unplaced", "capacity_exhausted", "clusters", "ready", "subsets", "conditions", "observed_generation", "computed_at", "rebalance")
+    __slots__ = ("spread", "replicas", "unplaced", "capacity_exhausted", "clusters", "ready", "subsets", "conditions", "observed_generation", "computed_at", "rebalance", "usage")
     class ClustersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +168,7 @@ class Placement(_message.Message):
     OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     COMPUTED_AT_FIELD_NUMBER: _ClassVar[int]
     REBALANCE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     spread: str
     replicas: int
     unplaced: int
@@ -179,7 +180,29 @@ class Placement(_message.Message):
     observed_generation: int
     computed_at: _timestamp_pb2.Timestamp
     rebalance: RebalancePlan
-    def __init__(self, spread: _Optional[str] = ..., replicas: _Optional[int] = ..., unplaced: _Optional[int] = ..., capacity_exhausted: _Optional[int] = ..., clusters: _Optional[_Mapping[str, int]] = ..., ready: _Optional[_Mapping[str, int]] = ..., subsets: _Optional[_Iterable[_Union[SubsetPlacement, _Mapping]]] = ..., conditions: _Optional[_Iterable[_Union[_common_pb2.Condition, _Mapping]]] = ..., observed_generation: _Optional[int] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rebalance: _Optional[_Union[RebalancePlan, _Mapping]] = ...) -> None: ...
+    usage: FederationUsage
+    def __init__(self, spread: _Optional[str] = ..., replicas: _Optional[int] = ..., unplaced: _Optional[int] = ..., capacity_exhausted: _Optional[int] = ..., clusters: _Optional[_Mapping[str, int]] = ..., ready: _Optional[_Mapping[str, int]] = ..., subsets: _Optional[_Iterable[_Union[SubsetPlacement, _Mapping]]] = ..., conditions: _Optional[_Iterable[_Union[_common_pb2.Condition, _Mapping]]] = ..., observed_generation: _Optional[int] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., rebalance: _Optional[_Union[RebalancePlan, _Mapping]] = ..., usage: _Optional[_Union[FederationUsage, _Mapping]] = ...) -> None: ...
+
+class FederationUsage(_message.Message):
+    __slots__ = ("metrics", "ready_pods", "unmeasured_pods", "without_metrics", "stale")
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    READY_PODS_FIELD_NUMBER: _ClassVar[int]
+    UNMEASURED_PODS_FIELD_NUMBER: _ClassVar[int]
+    WITHOUT_METRICS_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    metrics: _containers.ScalarMap[str, str]
+    ready_pods: int
+    unmeasured_pods: int
+    without_metrics: _containers.RepeatedScalarFieldContainer[str]
+    stale: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, metrics: _Optional[_Mapping[str, str]] = ..., ready_pods: _Optional[int] = ..., unmeasured_pods: _Optional[int] = ..., without_metrics: _Optional[_Iterable[str]] = ..., stale: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubsetPlacement(_message.Message):
     __slots__ = ("name", "replicas", "clusters", "cap", "waiting", "reasons", "revisions")

@@ -22,6 +22,7 @@ from federation.sdk.types import (
     RebalancePlan,
     SpreadNotFound,
     SpreadPlacement,
+    SpreadUsage,
     SubsetExplanation,
     SubsetPlacement,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "RebalancePlan",
     "SpreadNotFound",
     "SpreadPlacement",
+    "SpreadUsage",
     "SubsetExplanation",
     "SubsetPlacement",
 ]

@@ -127,6 +127,26 @@ class RebalancePlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class SpreadUsage:
+    """A live spread's usage from its agents' last reports, as the hub's HPAs read it
+    (external.metrics.k8s.io): each metric with a value, and which members are left out."""
+
+    metrics: dict[str, str]
+    """Per metric ("fedspread-cpu-utilization", ...), its value as a Kubernetes quantity."""
+    ready_pods: int
+    unmeasured_pods: int
+    """Of the Ready pods, those counted at the measured average (no sample, no metrics API, stale)."""
+    without_metrics: list[str] = dataclasses.field(default_factory=list)
+    stale: list[str] = dataclasses.field(default_factory=list)
+
+    def entry(self) -> dict[str, Any]:
+        """The placement JSON's `usage` entry."""
+        return {"metrics": dict(self.metrics), "readyPods": self.ready_pods,
+                "unmeasuredPods": self.unmeasured_pods, "withoutMetrics": list(self.without_metrics),
+                "stale": list(self.stale)}
+
+
+@dataclasses.dataclass(frozen=True)
 class SpreadPlacement:
     """A spread's placement (live, or simulated when `spread` is empty)."""
 
@@ -142,6 +162,8 @@ class SpreadPlacement:
     computed_at: datetime.datetime | None = None
     rebalance: RebalancePlan | None = None
     """Explain of a live spread: the failback its spec.rebalance would make, when something would move."""
+    usage: SpreadUsage | None = None
+    """One live spread's usage (GetPlacement, Explain); None for a simulation and in a list."""
 
     @property
     def placed(self) -> int:
@@ -154,7 +176,8 @@ class SpreadPlacement:
             replicas=self.replicas, unplaced=self.unplaced, clusters=self.clusters, subsets=self.subsets,
             ready=self.ready if include_ready else None,
             rebalance=self.rebalance.entry() if self.rebalance is not None else None,
-            revisions={s.name: s.revisions for s in self.subsets if s.revisions})
+            revisions={s.name: s.revisions for s in self.subsets if s.revisions},
+            usage=self.usage.entry() if self.usage is not None else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,7 +313,15 @@ def placement_from_pb(message: placement_pb2.Placement) -> SpreadPlacement:
         conditions=[condition_from_pb(c) for c in message.conditions],
         generation=message.observed_generation, computed_at=_time(message, "computed_at"),
         rebalance=rebalance_from_pb(message.rebalance) if message.HasField("rebalance") else None,
+        usage=usage_from_pb(message.usage) if message.HasField("usage") else None,
     )
+
+
+def usage_from_pb(message: placement_pb2.FederationUsage) -> SpreadUsage:
+    """A wire FederationUsage as a SpreadUsage (metrics by name)."""
+    return SpreadUsage(metrics=dict(sorted(message.metrics.items())), ready_pods=message.ready_pods,
+                       unmeasured_pods=message.unmeasured_pods, without_metrics=list(message.without_metrics),
+                       stale=list(message.stale))
 
 
 def rebalance_from_pb(message: placement_pb2.RebalancePlan) -> RebalancePlan:

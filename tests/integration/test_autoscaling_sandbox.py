@@ -119,6 +119,13 @@ def test_a_hub_hpa_scales_the_spread_by_the_federations_load(apis: Apis) -> None
         _reach(apis, namespace, replicas=4, want={"onprem": {"dc1": 4}, "eu": eu0}, what="load on 2 pods")
         shown = _kubectl_hpa(apis, namespace)
         assert "<unknown>" not in shown and "/50 (avg)" in shown, shown
+        # What the HPA reads, the SDK (`fedspread get placement`) shows too.
+        seen_usage = waiting.wait_for(
+            lambda: (found := apis.placements.placement(f"{namespace}/web").usage) is not None
+            and usage.CPU_UTILIZATION in found.metrics and found, timeout=SCALE_TIMEOUT,
+            message=lambda: f"GetPlacement never showed CPU utilization: "
+                            f"{apis.placements.placement(f'{namespace}/web').usage}")
+        assert seen_usage.ready_pods >= 2 and not seen_usage.without_metrics, seen_usage
 
         # All four at 100%: sum 400 -> 8; dc1 is capped at 4, the rest overflows to eu.
         assert len(_load(apis, namespace, "500m")) == 4

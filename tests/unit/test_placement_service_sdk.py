@@ -24,6 +24,7 @@ from federation.api import cluster, common, names, problems, spread
 from federation.coordinator.services import aio_server, placement_requests, placement_service
 from federation.coordinator.wire import convert
 from federation.core import placement
+from federation.core import usage as usage_rules
 from federation.rpc import placement_pb2, placement_pb2_grpc
 from tests.support import in_memory_source, sdk_clients
 
@@ -441,3 +442,29 @@ def test_a_rollout_shows_each_subsets_pods_per_revision(source: in_memory_source
     table = testing.CliRunner().invoke(cli.main, ["get", "placement", "shop/web", *flags],
                                        env={"COLUMNS": "200"})
     assert "rolling out, eu: rev-new 2, rev-old 3" in table.output, table.output
+
+
+def test_get_placement_shows_the_usage_the_hubs_hpas_read(source: in_memory_source.InMemorySource,
+                                                          target: str) -> None:
+    """A live spread's usage (GetPlacement): one line in the table, once a metric beyond the Ready
+    pods has a value, naming the members left out; `"usage"` in the JSON."""
+    values = {name: usage_rules.MetricValue(name, milli, timestamp=0.0, window_seconds=15.0)
+              for name, milli in ((usage_rules.CPU_UTILIZATION, 65_000),
+                                  (usage_rules.READY_REPLICAS, 3_000))}
+    source.put("shop/web", dataclasses.replace(_record(8), usage=usage_rules.FederationUsage(
+        values=values, ready_pods=3, unmeasured_pods=1, without_metrics=("gcp-eu",))))
+    table = testing.CliRunner().invoke(
+        cli.main, ["get", "placement", "shop/web", "--coordinator", target, "--insecure"])
+    assert table.exit_code == 0, table.output
+    assert ("usage: fedspread-cpu-utilization 65, fedspread-ready-replicas 3 (over 3 Ready pods, 1 counted "
+            "at the average); no metrics API: gcp-eu") in " ".join(table.output.split())
+    shown = json.loads(testing.CliRunner().invoke(cli.main, [
+        "get", "placement", "shop/web", "-o", "json", "--coordinator", target, "--insecure"]).output)
+    assert shown["usage"] == {"metrics": {"fedspread-cpu-utilization": "65", "fedspread-ready-replicas": "3"},
+                              "readyPods": 3, "unmeasuredPods": 1, "withoutMetrics": ["gcp-eu"], "stale": []}
+    source.put("shop/web", dataclasses.replace(_record(8), usage=usage_rules.FederationUsage(
+        values={usage_rules.READY_REPLICAS: values[usage_rules.READY_REPLICAS]}, ready_pods=3,
+        unmeasured_pods=0)))
+    quiet = testing.CliRunner().invoke(
+        cli.main, ["get", "placement", "shop/web", "--coordinator", target, "--insecure"])
+    assert quiet.exit_code == 0 and "usage:" not in quiet.output, "Ready pods alone: no usage line"

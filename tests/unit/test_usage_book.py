@@ -14,10 +14,12 @@ import pytest
 from federation.coordinator import facade
 from federation.coordinator.model import usage_book, world
 from federation.coordinator.model.usage_book import Availability, Report, UsageBook
-from federation.coordinator.wire import inbound
+from federation.coordinator.services import source
+from federation.coordinator.wire import convert, inbound
 from federation.core import status, usage
 from federation.core.usage import ClusterUsage
 from federation.rpc import agent_pb2
+from federation.sdk import types
 from tests.support import builders
 from tests.support.clock import ManualClock
 
@@ -183,3 +185,33 @@ def test_metrics_condition() -> None:
     back = status.metrics_condition(reason="", message="", previous=[missing], now=now)
     assert (back.status, back.reason) == ("True", "MetricsAPIAvailable")
     assert usage_book.STALE_INTERVALS == 5
+
+
+def test_one_placed_spreads_answer_carries_its_usage_and_a_list_does_not() -> None:
+    """GetPlacement and Explain (`WorldSource.get`, `explained`) carry the usage the hub's HPAs read;
+    ListPlacements leaves it out (each spread's costs a pass over the clusters' reports); the wire
+    and the SDK keep every figure."""
+    coordinator, stream, clock = _coordinator()
+    with coordinator.lock:
+        coordinator.world.set_target(KEY, replicas=2, template=builders.deployment("web", 2))
+    coordinator.publish({KEY})
+    placements = source.WorldSource(coordinator)
+    record = placements.get(KEY)
+    assert record is not None and record.usage is not None
+    assert list(record.usage.values) == [usage.READY_REPLICAS], "nothing reported yet: Ready pods only"
+    report = _pb(spread={"spread": KEY, "ready_pods": 2, "measured_pods": 1, "cpu_requested_pods": 1,
+                         "cpu_usage_milli": 450, "cpu_utilization_milli": 90_000,
+                         "window_milliseconds": 15_000})
+    report.spreads[0].sampled_at.FromDatetime(clock())
+    coordinator.receive(stream, agent_pb2.AgentMessage(usage=report))
+    record, explained = placements.get(KEY), placements.explained(KEY)
+    assert record is not None and record.usage is not None and explained is not None
+    assert explained.usage == record.usage == coordinator.usage("shop", "web")
+    assert (record.usage.ready_pods, record.usage.unmeasured_pods) == (2, 1)
+    assert {usage.CPU_USAGE, usage.CPU_UTILIZATION, usage.READY_REPLICAS} <= set(record.usage.values)
+    assert [r.usage for r in placements.placements(None)] == [None]
+    shown = types.placement_from_pb(convert.placement_to_pb(record))
+    metrics = {name: value.quantity for name, value in sorted(record.usage.values.items())}
+    assert shown.usage == types.SpreadUsage(metrics=metrics, ready_pods=2, unmeasured_pods=1)
+    assert shown.to_json()["usage"] == {"metrics": metrics, "readyPods": 2, "unmeasuredPods": 1,
+                                        "withoutMetrics": [], "stale": []}

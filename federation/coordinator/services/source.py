@@ -75,7 +75,7 @@ class WorldSource:
         with self._coordinator.lock:
             keys = [k for k in sorted(self._coordinator.world.placements)
                     if not namespace or k.partition("/")[0] == namespace]
-            return [r for r in (self._record(k) for k in keys) if r is not None]
+            return [r for r in (self._record(k, with_usage=False) for k in keys) if r is not None]
 
     def clusters(self) -> list[convert.ClusterRecord]:
         with self._coordinator.lock:
@@ -142,7 +142,10 @@ class WorldSource:
 
     # --- internals -------------------------------------------------------------------------
 
-    def _record(self, key: str) -> convert.PlacementRecord | None:
+    def _record(self, key: str, *, with_usage: bool = True) -> convert.PlacementRecord | None:
+        """Spread `key`'s live placement record (None: not placed); `with_usage`: with its usage
+        figures (one spread's answer; a list of every spread leaves them out: each costs a pass over
+        the clusters' usage reports)."""
         world = self._coordinator.world
         entry, result = world.spread(key), world.placements.get(key)
         if entry is None or result is None:
@@ -155,9 +158,11 @@ class WorldSource:
             seconds=entry.spec.schedule_strategy.adaptive_settings().unschedulable_seconds)
         until = {(m.subset, m.cluster): m.since + window for m in world.marks_for(key)}
         revisions = spread_status.revisions_per_subset(world.pods.by_spread.get(key, {})) or {}
+        namespace, _, name = key.partition("/")
+        found = self._coordinator.usage(namespace, name) if with_usage else None
         return convert.PlacementRecord(
             key=key, placement=result, spec=entry.spec, ready=ready,
             conditions=tuple(self._conditions(key)) if self._conditions else (),
             generation=entry.generation, unschedulable_until=until, template=entry.template,
-            revisions=revisions,
+            revisions=revisions, usage=found,
         )

@@ -22,6 +22,7 @@ from google.protobuf import timestamp_pb2
 
 from federation.api import cluster, common, quantity, spread
 from federation.core import failback_round, job_status, ordinals, placement, status
+from federation.core import usage as usage_rules
 from federation.core.reasons import Reason, ReasonKind
 from federation.rpc import agent_pb2, common_pb2, placement_pb2
 
@@ -51,6 +52,8 @@ class PlacementRecord:
     something would move."""
     revisions: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
     """While the workload rolls out: per subset, its pods per template revision (else empty)."""
+    usage: usage_rules.FederationUsage | None = None
+    """The spread's usage from its agents' last reports (one live spread's; None in a list)."""
 
     def ready_by_cluster(self) -> dict[str, int]:
         """Ready replicas per cluster summed over subsets; every placed cluster appears."""
@@ -148,7 +151,16 @@ def placement_to_pb(record: PlacementRecord) -> placement_pb2.Placement:
         conditions=[condition_to_pb(c) for c in record.conditions],
         observed_generation=record.generation, computed_at=timestamp(record.computed_at),
         rebalance=rebalance_plan_to_pb(record.rebalance) if record.rebalance is not None else None,
+        usage=usage_to_pb(record.usage) if record.usage is not None else None,
     )
+
+
+def usage_to_pb(found: usage_rules.FederationUsage) -> placement_pb2.FederationUsage:
+    """The wire FederationUsage: each metric with a value as a quantity, and who is left out."""
+    return placement_pb2.FederationUsage(
+        metrics={name: value.quantity for name, value in sorted(found.values.items())},
+        ready_pods=found.ready_pods, unmeasured_pods=found.unmeasured_pods,
+        without_metrics=list(found.without_metrics), stale=list(found.stale))
 
 
 def rebalance_plan_to_pb(plan: failback_round.Plan, *, started: bool = False) -> placement_pb2.RebalancePlan:
