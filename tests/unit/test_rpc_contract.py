@@ -123,6 +123,9 @@ def _placement() -> placement_pb2.Placement:
             common_pb2.Condition(type="Placed", status="True", reason="Placed", message="ok",
                                  last_transition_time=_ts(1_700_000_000)),
         ],
+        usage=placement_pb2.FederationUsage(
+            metrics={"fedspread-cpu-utilization": "65", "fedspread-ready-replicas": "37"}, ready_pods=37,
+            unmeasured_pods=8, without_metrics=["gcp-eu"], stale=["aws-eu"]),
         observed_generation=3,
         computed_at=_ts(1_700_000_100),
     )
