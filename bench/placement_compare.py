@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,7 +37,7 @@ def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
             report(f"{json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
             try:
                 record = {"varied": "compare", **placement.run_one(shape, backend=backend)}
-            except (RuntimeError, ValueError, OSError) as error:
+            except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as error:
                 record = {"varied": "compare", **shape.describe(), "backend": backend,
                           "error": f"{type(error).__name__}: {str(error)[-500:]}"}
             report(json.dumps({k: record.get(k) for k in (
