@@ -1,6 +1,6 @@
 """The member agent, wired in one place: cache, controller loops, webhook, metrics and link.
 
-Why one module: every part shares the same Bookkeeping (the quota table) and Outbox (reports to the
+Why one module: every part shares the same Bookkeeping (the quota table) and ReportOutbox (reports to the
 coordinator); seeing them connected here is the quickest way to understand the agent. Start order
 follows dependencies: the cache starts first (the loops read it), the webhook is serving before it
 is registered (the apiserver may call it at once), the link starts last (assignments then find
@@ -96,7 +96,7 @@ class Agent:
         self.settings = settings
         self.stopping = threading.Event()
         self.bookkeeping = bookkeeping.Bookkeeping(count_wait=COUNT_WAIT_SECONDS)
-        self.outbox = outbox.Outbox()
+        self.outbox = outbox.ReportOutbox()
         self.metrics = metrics.AgentMetrics(cluster=settings.cluster)
         self.watchdog = watchdog_mod.Watchdog("agent")
         self.metrics.watch_loops(self.watchdog)

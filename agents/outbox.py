@@ -111,7 +111,7 @@ def counts_message(per_spread: Mapping[str, Mapping[str, pod_ledger.SubsetCounts
     return agent_pb2.AgentMessage(pod_counts=report)
 
 
-class Outbox:
+class ReportOutbox:
     """Thread-safe: latest inventory and counts, plus ordered events, for the link to drain."""
 
     def __init__(self) -> None:

@@ -255,7 +255,7 @@ def child_measure(
              f"{sum(len(feed.spread_pods(s)) for s in feed.spreads())} spread pods, "
              f"{len(feed.deployments())} Deployments in {wall:.1f} s")
         first = time.perf_counter()
-        pools = reporter.InventoryReporter(feed, outbox.Outbox()).pools()
+        pools = reporter.InventoryReporter(feed, outbox.ReportOutbox()).pools()
         pool_first = time.perf_counter() - first
         del nodes, usage
         gc.collect()

@@ -164,7 +164,7 @@ class Agent:
     def __init__(self, target: str, *, name: str, index: int) -> None:
         self.name = name
         self.bookkeeping = bookkeeping_mod.Bookkeeping()
-        self.outbox = outbox_mod.Outbox()
+        self.outbox = outbox_mod.ReportOutbox()
         self.applied_at: dict[str, float] = {}
         self.link = link_mod.Link(
             link_mod.LinkSettings(target, name, labels={names.REGION_LABEL: region_of(index)},

@@ -99,7 +99,7 @@ def observed_status(workload: views.WorkloadView) -> views.DeploymentStatus:
 
 
 @dataclasses.dataclass
-class Round:
+class ReconcileOutcome:
     """What one reconcile round did."""
 
     patched: int = 0
@@ -137,7 +137,7 @@ class Reconciler:
     period = ROUND_SECONDS
     critical = True
 
-    def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox,
+    def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.ReportOutbox,
                  cache: cache_mod.Cache, *, clock: clock_mod.Clock = clock_mod.utcnow,
                  heartbeat_seconds: float = 10.0,
                  conflicts: Callable[[], Mapping[str, str]] | None = None,
@@ -178,9 +178,9 @@ class Reconciler:
         done = self._costs_done.get(value.spread)
         return done is not None and done[0] is value
 
-    def reconcile_once(self) -> Round:
+    def reconcile_once(self) -> ReconcileOutcome:
         """One round over every assignment; errors on one spread do not stop the others."""
-        done = Round()
+        done = ReconcileOutcome()
         current = self._books.assignments()
         counted = self._cache.synced  # a cache still listing would count too few pods
         versions: dict[str, Seen] = {}

@@ -42,7 +42,7 @@ def blocked_subsets(value: assignment.Assignment, marks: Mapping[str, datetime.d
 
 
 class Tally(Protocol):
-    """What a round counts of a reschedule (`reconciler.Round`)."""
+    """What a round counts of a reschedule (`reconciler.ReconcileOutcome`)."""
 
     reported: int
     deleted: int
@@ -51,7 +51,7 @@ class Tally(Protocol):
 class Rescheduler:
     """Reschedules one member cluster's stuck pods of Adaptive spreads."""
 
-    def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.Outbox, *,
+    def __init__(self, core_api: Any, books: bookkeeping.Bookkeeping, box: outbox.ReportOutbox, *,
                  clock: clock_mod.Clock, beat: Callable[[], None],
                  recorder: kube_events.EventRecorder | None = None) -> None:
         """`beat` is called before every delete (the reconciler's watchdog heartbeat)."""

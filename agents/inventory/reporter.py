@@ -49,7 +49,7 @@ class InventoryReporter:
     name = "reporter"
     critical = False
 
-    def __init__(self, cache: cache_mod.Cache, box: outbox.Outbox, *,
+    def __init__(self, cache: cache_mod.Cache, box: outbox.ReportOutbox, *,
                  clock: clock_mod.Clock = clock_mod.utcnow, heartbeat_seconds: float = 10.0,
                  max_pools: int = pool_bounds.DEFAULT_BUDGET) -> None:
         self._cache = cache

@@ -87,7 +87,7 @@ class Link:
 
     def __init__(
         self, settings: settings_mod.LinkSettings, *, bookkeeping: bookkeeping_mod.Bookkeeping,
-        outbox: outbox_mod.Outbox, metrics: LinkMetrics | None = None,
+        outbox: outbox_mod.ReportOutbox, metrics: LinkMetrics | None = None,
         on_assignment: Callable[[assignment_mod.Assignment], None] | None = None,
         on_removal: Callable[[str, bool], None] | None = None, synced: threading.Event | None = None,
         federation: ownership.FederationState | None = None,

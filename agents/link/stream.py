@@ -5,7 +5,7 @@ but agent.proto numbers inventory reports, pod-count reports and heartbeats per 
 the full reports before anything else after Welcome. So everything goes through one queue consumed
 by the request generator gRPC reads from; only the generator numbers and stamps messages.
 
-Why a pump thread: `Outbox.drain` blocks until something new arrives; the pump moves what it
+Why a pump thread: `ReportOutbox.drain` blocks until something new arrives; the pump moves what it
 returns into the queue, so an ack never waits behind the drain timeout. When the stream dies,
 unschedulable reports drained but never sent go back to the outbox for the next stream (the
 latest inventory and counts are re-sent anyway; acks and heartbeats belong to the dead stream).
@@ -33,7 +33,7 @@ _WAKE = object()  # wakes it (after Welcome: start the heartbeat clock)
 class Outgoing:
     """What one stream sends: Hello, then (after Welcome) reports, events, acks and heartbeats."""
 
-    def __init__(self, hello: Callable[[], agent_pb2.AgentMessage], *, outbox: outbox_mod.Outbox,
+    def __init__(self, hello: Callable[[], agent_pb2.AgentMessage], *, outbox: outbox_mod.ReportOutbox,
                  heartbeat_seconds: float, clock: Callable[[], datetime.datetime], name: str) -> None:
         self._hello = hello
         self._outbox = outbox

@@ -92,7 +92,7 @@ class UsageReporter:
     critical = False
 
     def __init__(self, cluster: str, books: bookkeeping.Bookkeeping, cache: cache_mod.Cache,
-                 box: outbox.Outbox, reader: metrics_api.PodMetricsReader, *,
+                 box: outbox.ReportOutbox, reader: metrics_api.PodMetricsReader, *,
                  settings: UsageSettings = DEFAULT_SETTINGS,
                  clock: clock_mod.Clock = clock_mod.utcnow) -> None:
         self._cluster = cluster

@@ -3,7 +3,7 @@ reschedule, scale-down order and inventory.
 
 What runs: the real cache (list+watch of member-1's apiserver), the reconciler, the inventory
 reporter and, where it is the subject, workload sync — each in its own thread, with a real
-Bookkeeping and Outbox. Assignments are installed with `Bookkeeping.set_assignment` (the gRPC
+Bookkeeping and ReportOutbox. Assignments are installed with `Bookkeeping.set_assignment` (the gRPC
 link is tested elsewhere). Pods are placed by the real scheduler and run by the node simulator.
 
 Pods of a spread are created by hand with `fedspread.io/subset` already set — exactly what the
@@ -55,7 +55,7 @@ class Agent:
 
     clusters: Clusters
     books: bookkeeping.Bookkeeping
-    box: outbox.Outbox
+    box: outbox.ReportOutbox
     cache: cache.Cache
     reconciler: reconciler.Reconciler
     reporter: reporter.InventoryReporter
@@ -86,7 +86,7 @@ class Agent:
 @pytest.fixture
 def agent(clusters: Clusters) -> Iterator[Agent]:
     core, apps = clusters.core(MEMBER), clusters.apps(MEMBER)
-    books, box = bookkeeping.Bookkeeping(), outbox.Outbox()
+    books, box = bookkeeping.Bookkeeping(), outbox.ReportOutbox()
     feed = cache.Cache(core, apps, watch_seconds=60)
     feed.start()
     running = Agent(

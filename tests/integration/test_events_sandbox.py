@@ -127,7 +127,7 @@ def test_coordinator_records_placed_and_invalid_on_the_spread(sandbox: Any, clus
 def rescheduler(clusters: Clusters) -> Iterator[tuple[bookkeeping.Bookkeeping, events.EventRecorder]]:
     """The agent's cache and reconciler on member-1, recording Events."""
     core, apps = clusters.core(MEMBER), clusters.apps(MEMBER)
-    books, box = bookkeeping.Bookkeeping(), outbox.Outbox()
+    books, box = bookkeeping.Bookkeeping(), outbox.ReportOutbox()
     feed = cache.Cache(core, apps, watch_seconds=60)
     recorder = events.EventRecorder(clusters.api(MEMBER), controller=events.AGENT, instance="member-1")
     loop = reconciler.Reconciler(core, books, box, feed, heartbeat_seconds=5.0, recorder=recorder)

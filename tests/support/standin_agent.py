@@ -34,7 +34,7 @@ class StandInAgent:
         """`credentials`: mTLS to the coordinator (e.g. from `fedspread certs agent`); None: plaintext."""
         self.name = name
         self.bookkeeping = bookkeeping if bookkeeping is not None else bookkeeping_mod.Bookkeeping()
-        self.outbox = outbox_mod.Outbox()
+        self.outbox = outbox_mod.ReportOutbox()
         self.link = link_mod.Link(
             link_mod.LinkSettings(target, name, labels={names.REGION_LABEL: region}, credentials=credentials,
                                   heartbeat_seconds=0.5, backoff_initial_seconds=0.05,

@@ -8,7 +8,7 @@ decides is the real code and everything that merely happens is a small model:
 * real — the coordinator's facade (`facade.Coordinator`: the World, the placement loop,
   failover, assignment deltas and resyncs) with an injected clock; per member the agent's
   `Bookkeeping`, its `AdmissionHandler` (fed AdmissionReview JSON, answering JSONPatch), its
-  `Outbox` and report messages, `inventory.pools`, the adaptive-reschedule arithmetic and the
+  `ReportOutbox` and report messages, `inventory.pools`, the adaptive-reschedule arithmetic and the
   deletion costs with the 1.22 ReplicaSet ranking;
 * modelled — the member's ReplicaSet (creates pods up to the agent's share, deletes by deletion
   cost), its scheduler (nodes of `SLOTS_PER_NODE` pods, first fit, else Pending/Unschedulable),
@@ -88,7 +88,7 @@ class Member:
         counter = itertools.count()
         self.webhook = handler.AdmissionHandler(self.book, metrics.AgentMetrics(cluster=self.name),
                                                 token_source=lambda: f"{next(counter):06d}")
-        self.outbox = outbox.Outbox()
+        self.outbox = outbox.ReportOutbox()
         self.received: dict[str, int] = {}
         self._sequence = itertools.count(1)
 

@@ -56,7 +56,7 @@ class Agent:
     def __init__(self, target: str, name: str) -> None:
         self.name = name
         self.bookkeeping = bookkeeping_mod.Bookkeeping()
-        self.outbox = outbox_mod.Outbox()
+        self.outbox = outbox_mod.ReportOutbox()
         self.applied: list[assignment_mod.Assignment] = []
         self.removed: list[str] = []
         self.link = link_mod.Link(

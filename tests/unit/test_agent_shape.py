@@ -296,7 +296,7 @@ def test_the_link_runs_on_the_callers_thread_and_an_interrupt_ends_it_at_once() 
     try:
         link = link_mod.Link(link_mod.LinkSettings(coordinator.target, "dc1", heartbeat_seconds=0.2,
                                                    backoff_initial_seconds=0.05, backoff_cap_seconds=0.3),
-                             bookkeeping=bookkeeping.Bookkeeping(), outbox=outbox.Outbox())
+                             bookkeeping=bookkeeping.Bookkeeping(), outbox=outbox.ReportOutbox())
         assert (link.name, link.critical) == ("link", False)
         stop, beats = threading.Event(), threading.Semaphore(0)
         thread = threading.Thread(target=link.run, args=(stop, beats.release), daemon=True)

@@ -201,7 +201,7 @@ def test_a_stalled_agent_delays_no_one_and_its_outbox_stays_bounded(served: Serv
     book = bookkeeping_mod.Bookkeeping()
     fast = link_mod.Link(link_mod.LinkSettings(served.target, "fast", heartbeat_seconds=1.0,
                                                backoff_initial_seconds=0.05, backoff_cap_seconds=0.3),
-                         bookkeeping=book, outbox=outbox_mod.Outbox())
+                         bookkeeping=book, outbox=outbox_mod.ReportOutbox())
     fast.start()
     try:
         assert fast.wait_connected(10)

@@ -49,15 +49,15 @@ def member(*, racks: int, nodes: int = 40) -> FakeCache:
 
 
 def test_pools_stay_within_the_budget_and_cover_every_node() -> None:
-    found = reporter.InventoryReporter(member(racks=3), outbox.Outbox(), max_pools=7).pools()
+    found = reporter.InventoryReporter(member(racks=3), outbox.ReportOutbox(), max_pools=7).pools()
     assert len(found) <= 7 and sum(p.count for p in found) == 40
-    exact = reporter.InventoryReporter(member(racks=3), outbox.Outbox(), max_pools=40).pools()
+    exact = reporter.InventoryReporter(member(racks=3), outbox.ReportOutbox(), max_pools=40).pools()
     assert len(exact) == 40
 
 
 def test_classes_over_the_budget_warn_once(caplog: pytest.LogCaptureFixture) -> None:
     cache = member(racks=5)
-    report = reporter.InventoryReporter(cache, outbox.Outbox(), max_pools=3)
+    report = reporter.InventoryReporter(cache, outbox.ReportOutbox(), max_pools=3)
     with caplog.at_level(logging.WARNING, logger=reporter.LOG.name):
         assert len(report.pools()) == 5
         cache.changes += 1
@@ -80,7 +80,7 @@ def test_a_pool_rebuild_gives_freed_heap_back_and_a_cached_answer_does_not(
     trims: list[bool] = []
     monkeypatch.setattr(heap, "release", lambda: trims.append(True) or True)
     cache = member(racks=3)
-    report = reporter.InventoryReporter(cache, outbox.Outbox())
+    report = reporter.InventoryReporter(cache, outbox.ReportOutbox())
     report.pools()
     report.pools()  # nothing changed: the pools are not built again
     assert trims == [True]

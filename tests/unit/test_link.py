@@ -51,7 +51,7 @@ class Agent:
 
     def __init__(self, target: str, **options: Any) -> None:
         self.bookkeeping = bookkeeping_mod.Bookkeeping()
-        self.outbox = outbox_mod.Outbox()
+        self.outbox = outbox_mod.ReportOutbox()
         self.metrics = metrics_mod.AgentMetrics(cluster=CLUSTER)
         self.synced: list[assignment_mod.Assignment] = []
         self.removed: list[tuple[str, bool]] = []

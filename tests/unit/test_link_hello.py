@@ -106,7 +106,8 @@ def start_link(standin: standin_coordinator.StandinCoordinator, cache: LateCache
     link = link_mod.Link(link_mod.LinkSettings(standin.target, CLUSTER, heartbeat_seconds=0.2,
                                                backoff_initial_seconds=0.05, backoff_cap_seconds=0.5,
                                                **options),
-                         bookkeeping=bookkeeping_mod.Bookkeeping(), outbox=outbox_mod.Outbox(), cache=cache,
+                         bookkeeping=bookkeeping_mod.Bookkeeping(), outbox=outbox_mod.ReportOutbox(),
+                         cache=cache,
                          federation=ownership.FederationState("prod"))
     link.start()
     return link

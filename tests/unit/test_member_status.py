@@ -129,7 +129,7 @@ class FakeCache:
         return since
 
 
-def reported_workload(box: outbox.Outbox) -> Any:
+def reported_workload(box: outbox.ReportOutbox) -> Any:
     """The workload of the latest PodCountsReport's only spread (None when unset)."""
     (message,) = [m for m in box.latest() if m.WhichOneof("body") == "pod_counts"]
     (item,) = message.pod_counts.spreads
@@ -137,7 +137,7 @@ def reported_workload(box: outbox.Outbox) -> Any:
 
 
 def test_a_deployment_status_change_alone_sends_a_new_report() -> None:
-    books, box, fake = bookkeeping.Bookkeeping(clock=lambda: AT0), outbox.Outbox(), FakeCache()
+    books, box, fake = bookkeeping.Bookkeeping(clock=lambda: AT0), outbox.ReportOutbox(), FakeCache()
     books.set_assignment(assigned())
     loop = reconciler.Reconciler(None, books, box, fake,  # type: ignore[arg-type]
                                  clock=lambda: AT0, heartbeat_seconds=3600)
@@ -174,7 +174,7 @@ def test_counts_message_carries_conflicts() -> None:
 
 def test_deployment_changes_wake_the_reconciler() -> None:
     fake = FakeCache()
-    loop = reconciler.Reconciler(None, bookkeeping.Bookkeeping(), outbox.Outbox(), fake,  # type: ignore[arg-type]
+    loop = reconciler.Reconciler(None, bookkeeping.Bookkeeping(), outbox.ReportOutbox(), fake,  # type: ignore[arg-type]
                                  heartbeat_seconds=3600)
     loop.run(fake.stop, runnable.no_beat, interval=0.01, min_gap=0.0)
     assert fake.waited, "the loop never waited for a cache change"

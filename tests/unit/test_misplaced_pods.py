@@ -118,7 +118,7 @@ class CoreCalls:
 
 
 def test_the_reconciler_reports_them_with_the_counts_and_deletes_nothing() -> None:
-    books, box = bookkeeping.Bookkeeping(clock=lambda: T0), outbox.Outbox()
+    books, box = bookkeeping.Bookkeeping(clock=lambda: T0), outbox.ReportOutbox()
     books.set_assignment(statefulset_assignment())
     pending = pod("db-1", "a", phase="Pending")  # stuck past rescheduleCriticalSeconds: still kept
     cache = StatefulSetCache([pod("db-0", "a"), pending, pod("db-2", "a"), pod("db-3", "b")])

@@ -112,7 +112,7 @@ def make_link(target: str, cluster: str, credentials: link_mod.Credentials | Non
                                                heartbeat_seconds=0.5, backoff_initial_seconds=0.05,
                                                backoff_cap_seconds=0.2,
                                                misconfigured_backoff_seconds=0.1),
-                         bookkeeping=bookkeeping_mod.Bookkeeping(), outbox=outbox_mod.Outbox())
+                         bookkeeping=bookkeeping_mod.Bookkeeping(), outbox=outbox_mod.ReportOutbox())
 
 
 def hello(cluster: str) -> agent_pb2.AgentMessage:

@@ -264,7 +264,7 @@ def reconciler_over(
     and the pod writes it makes."""
     books, core = bookkeeping.Bookkeeping(clock=lambda: AT), FakeCore()
     books.set_assignment(VALUE)
-    loop = reconciler.Reconciler(core, books, outbox.Outbox(), FakeCache(pods),  # type: ignore[arg-type]
+    loop = reconciler.Reconciler(core, books, outbox.ReportOutbox(), FakeCache(pods),  # type: ignore[arg-type]
                                  clock=lambda: AT)
     return loop, books, core
 
