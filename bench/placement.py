@@ -47,11 +47,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import Any
 
 import grpc
 
-from bench import admission_stats, placement_backends, placement_events, placement_world
+from bench import (
+    admission_stats,
+    placement_backends,
+    placement_events,
+    placement_hub,
+    placement_swarm,
+    placement_world,
+)
 from bench.placement_world import Shape
 from federation.certs import pki
 from federation.coordinator import facade
@@ -84,8 +91,8 @@ LEFT_OUT = {
                    "changed spread, does not run)",
 }
 """What a point leaves out of the coordinator's real work, recorded in every record (`left_out`).
-One point, the base again (`TLS_POINT`), runs with TLS in; the hub and the status pass are measured
-by the sandbox benchmarks (recovery, autoscaling, accuracy), not at this scale."""
+The base runs twice again: with TLS in (`TLS_POINT`), and with the hub and the status pass in
+(`placement_hub.HUB_POINT`: the whole coordinator process against a hub apiserver)."""
 TLS_POINT = "base+tls"
 SHRINK_NODES = GROW_NODES = 10
 EVENT_TIMEOUT = float(os.environ.get("FEDSPREAD_BENCH_EVENT_TIMEOUT", "900"))
@@ -100,54 +107,6 @@ def sweep(base: Shape, steps: dict[str, tuple[int, ...]]) -> list[tuple[str, Sha
     for dimension, values in steps.items():
         found += [(dimension, dataclasses.replace(base, **{dimension: value})) for value in values]
     return found
-
-
-class Agents:
-    """The stand-in agents' process and its line protocol (bench/placement_swarm.py)."""
-
-    def __init__(self, target: str, shape: Shape, tls: pathlib.Path | None = None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.placement_swarm", "--target", target,
-             "--shape", json.dumps(dataclasses.asdict(shape)), *(["--tls", str(tls)] if tls else [])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        word, self.ready = self._read()
-        if word != "ready":
-            raise RuntimeError(f"the stand-in agents did not start: {self.ready}")
-
-    def _read(self) -> tuple[str, dict[str, Any]]:
-        stdout: IO[str] | None = self.process.stdout
-        line = stdout.readline() if stdout is not None else ""
-        if not line:
-            raise RuntimeError(f"the stand-in agents exited ({self.process.poll()})")
-        word, _, body = line.strip().partition(" ")
-        return word, json.loads(body or "{}")
-
-    def ask(self, word: str, body: dict[str, Any]) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{word} {json.dumps(body)}\n")
-        self.process.stdin.flush()
-        return self._read()[1]
-
-    def close(self) -> None:
-        if self.process.stdin is not None and self.process.poll() is None:
-            try:
-                self.process.stdin.write("close\n")
-                self.process.stdin.close()
-            except OSError:
-                pass
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def _wait(predicate: Callable[[], bool], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.1)
 
 
 def measure(shape: Shape, *, backend: str = "local", tls: bool = False) -> dict[str, Any]:
@@ -180,7 +139,7 @@ class Running:
 
     coordinator: facade.Coordinator
     recorder: placement_events.Recorder
-    agents: Agents
+    agents: placement_swarm.Agents
     target: str
     """Where the coordinator's AgentService listens."""
     baseline_rss_mb: float
@@ -207,15 +166,15 @@ def running(shape: Shape, *, placing: placement_backends.Backend,
     server.start()
     baseline = placement_backends.rss_mb()
     recorder = placement_events.Recorder(coordinator)
-    agents: Agents | None = None
+    agents: placement_swarm.Agents | None = None
     try:
-        agents = Agents(f"127.0.0.1:{port}", shape, tls)
+        agents = placement_swarm.Agents(f"127.0.0.1:{port}", shape, tls)
 
         def reported() -> bool:
             with coordinator.lock:
                 return sum(1 for c in model.snapshot_for("").clusters if c.node_pools) == shape.clusters
 
-        _wait(reported, timeout=600, what="every agent's inventory")
+        placement_hub.wait_until(reported, timeout=600, what="every agent's inventory")
         yield Running(coordinator, recorder, agents, f"127.0.0.1:{port}", baseline)
     finally:
         if agents is not None:
@@ -244,8 +203,9 @@ def _measure(shape: Shape, *, placing: placement_backends.Backend,
         return found
 
 
-def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Recorder, agents: Agents, *,
-                shape: Shape, placing: placement_backends.Backend) -> dict[str, Any]:
+def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Recorder,
+                agents: placement_swarm.Agents, *, shape: Shape,
+                placing: placement_backends.Backend) -> dict[str, Any]:
     """Every spread placed at once and delivered to every agent."""
     model = coordinator.world
     with coordinator.lock:
@@ -265,8 +225,8 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
             "full_cpu_s": round(cpu, 3), "full_actors_cpu_s": round(actors_cpu, 3)}
 
 
-def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder, agents: Agents, *,
-            shape: Shape) -> dict[str, dict[str, Any]]:
+def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder,
+            agents: placement_swarm.Agents, *, shape: Shape) -> dict[str, dict[str, Any]]:
     """Every kind of event, its samples one after the other, each delivered before the next."""
     ask, timeout, events = agents.ask, EVENT_TIMEOUT, placement_events
     scaled = [i + 1 if placement_world.hungry(i) else i
@@ -301,18 +261,20 @@ def run(*, quick: bool, report: Callable[[str], None],
     on every backend; each point `runs` times, each run in a fresh coordinator process (clean RSS),
     combined into one record per point (`combine`)."""
     points = sweep(QUICK_BASE, QUICK_STEPS) if quick else sweep(FULL_BASE, FULL_STEPS)
-    points_to_run = [(varied, shape, "local", False) for varied, shape in points]
+    points_to_run = [(varied, shape, "local", "") for varied, shape in points]
     goal = ("base", QUICK_BASE) if quick else ("goal", GOAL)
-    points_to_run += [(goal[0], goal[1], backend, False) for backend in backends
-                      if (goal[0], goal[1], backend, False) not in points_to_run]
-    points_to_run.append((TLS_POINT, points[0][1], "local", True))  # the base again, every stream TLS
+    points_to_run += [(goal[0], goal[1], backend, "") for backend in backends
+                      if (goal[0], goal[1], backend, "") not in points_to_run]
+    points_to_run.append((TLS_POINT, points[0][1], "local", "tls"))  # the base again, every stream TLS
+    points_to_run.append((placement_hub.HUB_POINT, points[0][1], "local", "hub"))  # and through a hub
     found = []
-    for varied, shape, backend, tls in points_to_run:
+    for varied, shape, backend, extra in points_to_run:
         records = []
         for number in range(runs):
             report(f"placement {varied}: {json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
             try:
-                records.append({"varied": varied, **run_one(shape, backend=backend, tls=tls)})
+                records.append({"varied": varied, **run_one(shape, backend=backend, tls=extra == "tls",
+                                                            hub=extra == "hub")})
             except (RuntimeError, subprocess.TimeoutExpired, ValueError) as error:  # the others still count
                 records.append({"varied": varied, **shape.describe(), "backend": backend,
                                 "error": f"{type(error).__name__}: {str(error)[-500:]}"})
@@ -365,12 +327,18 @@ def _combined_event(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def run_one(shape: Shape, *, backend: str, tls: bool = False) -> dict[str, Any]:
+def hub_point(shape: Shape) -> dict[str, Any]:
+    """The point through a hub (`placement_hub`), recorded as the other points are."""
+    found = placement_hub.measure(shape, report=lambda line: print(line, file=sys.stderr, flush=True))
+    return {**shape.describe(), **found, "backend": "local", "tls": False, "hub": True}
+
+
+def run_one(shape: Shape, *, backend: str, tls: bool = False, hub: bool = False) -> dict[str, Any]:
     """One point with one backend in a child process; its record, with the load at its start and end."""
     at_start = [round(v, 2) for v in os.getloadavg()]
     child = subprocess.run([sys.executable, "-m", "bench.placement", "--shape",
                             json.dumps(dataclasses.asdict(shape)), "--backend", backend,
-                            *(["--tls"] if tls else [])],
+                            *(["--tls"] if tls else []), *(["--hub"] if hub else [])],
                            capture_output=True, text=True, timeout=3 * 3600,
                            env={**os.environ, "PYTHONPATH": os.getcwd()})
     if child.returncode != 0:
@@ -391,8 +359,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="place in this process (local) or on a local Ray's shard actors (ray)")
     parser.add_argument("--tls", action="store_true",
                         help="every agent stream over mutual TLS (by default plaintext: see LEFT_OUT)")
+    parser.add_argument("--hub", action="store_true",
+                        help="the whole coordinator process against a hub apiserver of its own, spreads "
+                             "created through the hub's API and statuses written (bench.placement_hub)")
     options = parser.parse_args(argv)
-    print(json.dumps(measure(options.shape, backend=options.backend, tls=options.tls)), flush=True)
+    if options.hub and (options.tls or options.backend != "local"):
+        parser.error("--hub runs the in-process backend without TLS")
+    found = (hub_point(options.shape) if options.hub
+             else measure(options.shape, backend=options.backend, tls=options.tls))
+    print(json.dumps(found), flush=True)
     return 0
 
 

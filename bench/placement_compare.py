@@ -1,16 +1,21 @@
-"""One placement point, both backends, several runs each, in one run: in-process against Ray.
+"""One placement point, two or more ways, several runs each, in one run: in-process against Ray,
+or fed in process against through a hub.
 
 Why apart from the sweep (`bench.run --only placement`): the Ray question is asked at one size
 (the goal's, 10k spreads x 1,000 clusters), and its answer needs both backends measured on the
 same machine in the same hour, several times each, with the order alternating from run to run
 (run 1: local then ray; run 2: ray then local; ...) so that a machine that gets busier or quieter
-over the run does not favour one side. Each run is a fresh coordinator process
+over the run does not favour one side. The same holds for what the hub and the status pass cost:
+`hub` is the point run through a hub apiserver (`bench.placement_hub`), to compare with `local`.
+Each run is a fresh coordinator process
 (`placement.run_one`), every agent stream live; each backend's runs are combined as the sweep
 combines a point's (`placement.combine`: the median run with min-max, every run kept). The
 document names its command, commit, machine and load, like `bench.run`'s.
 
     python -m bench.placement_compare --shape '{"spreads": 10000, "clusters": 1000}' --runs 3 \\
         --output bench/results/reference-placement-ray.json
+    python -m bench.placement_compare --shape '{"spreads": 1000, "clusters": 1000, "per_spread": 10}' \\
+        --variants local hub --runs 3 --output bench/results/reference-placement-hub.json
 """
 
 from __future__ import annotations
@@ -25,23 +30,31 @@ from typing import Any
 
 from bench import placement, placement_world, run
 
+HUB = "hub"
+VARIANTS = (*placement.BACKENDS, HUB)
+"""Each backend as the sweep runs it, and `hub`: the in-process backend through a hub apiserver."""
+
 
 def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
             report: Callable[[str], None] = run.say) -> dict[str, list[dict[str, Any]]]:
-    """`runs` runs of `shape` on each of `backends`, the order rotating from run to run; per
-    backend its runs' records (a failed run is recorded with its error, the others still count)."""
+    """`runs` runs of `shape` each of the ways `backends` names (`VARIANTS`), the order rotating
+    from run to run; per way its runs' records (a failed run is recorded with its error, the
+    others still count)."""
     records: dict[str, list[dict[str, Any]]] = {backend: [] for backend in backends}
     for number in range(runs):
         turn = number % len(backends)
         for backend in [*backends[turn:], *backends[:turn]]:
             report(f"{json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
             try:
-                record = {"varied": "compare", **placement.run_one(shape, backend=backend)}
+                found = placement.run_one(shape, backend="local" if backend == HUB else backend,
+                                          hub=backend == HUB)
+                record = {"varied": "compare", **found, "variant": backend}
             except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as error:
-                record = {"varied": "compare", **shape.describe(), "backend": backend,
+                record = {"varied": "compare", **shape.describe(), "variant": backend, "backend": backend,
                           "error": f"{type(error).__name__}: {str(error)[-500:]}"}
             report(json.dumps({k: record.get(k) for k in (
-                "backend", "full_s", "delivered_s", "round_replaced", "event_p99_ms", "error")}))
+                "variant", "full_s", "delivered_s", "placed_s", "status_s", "round_replaced", "event_p99_ms",
+                "error")}))
             records[backend].append(record)
     return records
 
@@ -65,15 +78,20 @@ def main(argv: list[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="python -m bench.placement_compare",
-        description="Measure one placement point on both backends (in-process and a local Ray's "
-                    "shard actors), several runs each with the order rotating, and write one "
-                    "results document (each backend's median run with min-max, every run kept).")
+        description="Measure one placement point two or more ways (in-process, on a local Ray's "
+                    "shard actors, or through a hub apiserver), several runs each with the order "
+                    "rotating, and write one results document (each way's median run with min-max, "
+                    "every run kept).")
     parser.add_argument("--shape", type=placement_world.parse_shape, default=placement.QUICK_BASE,
                         help="the federation (bench.placement_world.Shape as JSON), e.g. "
                              '\'{"spreads": 10000, "clusters": 1000}\'')
     parser.add_argument("--runs", type=int, default=3, help="runs per backend (default 3)")
-    parser.add_argument("--backends", nargs="+", choices=placement.BACKENDS, default=list(placement.BACKENDS),
-                        help="the backends to compare (default: local ray)")
+    parser.add_argument("--variants", "--backends", dest="backends", nargs="+", choices=VARIANTS,
+                        default=list(placement.BACKENDS),
+                        help="the ways to compare (default: local ray): local, the in-process "
+                             "backend; ray, a local Ray's shard actors; hub, the in-process backend with "
+                             "the whole coordinator process against a hub apiserver (spreads created "
+                             "through its API, statuses written)")
     parser.add_argument("--output", type=pathlib.Path, default=run.RESULTS / "latest-compare.json",
                         help="where to write the document (default: bench/results/latest-compare.json)")
     options = parser.parse_args(arguments)

@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import hashlib
 import json
 import pathlib
 import random
+import subprocess
 import sys
 import time
-from typing import Any
+from typing import IO, Any
 
 import grpc
 from google.protobuf import timestamp_pb2
@@ -58,6 +60,47 @@ RECONNECT_SECONDS = 0.5
 """A stream that ended is opened again after this long (to twice it, jittered), as an agent does."""
 KEPT = 4
 Message = agent_pb2.SpreadAssignment | agent_pb2.SpreadRemoval
+
+
+class Agents:
+    """This program run as a child process, driven over its line protocol (the module's docstring):
+    what the coordinator's side of a benchmark holds."""
+
+    def __init__(self, target: str, shape: placement_world.Shape, tls: pathlib.Path | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.placement_swarm", "--target", target,
+             "--shape", json.dumps(dataclasses.asdict(shape)), *(["--tls", str(tls)] if tls else [])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        word, self.ready = self._read()
+        if word != "ready":
+            raise RuntimeError(f"the stand-in agents did not start: {self.ready}")
+
+    def _read(self) -> tuple[str, dict[str, Any]]:
+        stdout: IO[str] | None = self.process.stdout
+        line = stdout.readline() if stdout is not None else ""
+        if not line:
+            raise RuntimeError(f"the stand-in agents exited ({self.process.poll()})")
+        word, _, body = line.strip().partition(" ")
+        return word, json.loads(body or "{}")
+
+    def ask(self, word: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{word} {json.dumps(body)}\n")
+        self.process.stdin.flush()
+        return self._read()[1]
+
+    def close(self) -> None:
+        if self.process.stdin is not None and self.process.poll() is None:
+            try:
+                self.process.stdin.write("close\n")
+                self.process.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def fingerprint(message: Message) -> str:

@@ -134,9 +134,13 @@ def spread_name(index: int) -> str:
     return f"s{index:06d}"
 
 
-def spread(index: int, shape: Shape, *, generation: int = 1) -> spread_api.FederatedSpread:
-    """Spread `index`: a capped home cluster, then its region by free capacity (Adaptive); a hungry
-    one only its home cluster, uncapped."""
+NAMESPACES = 50
+"""Spreads are dealt to this many namespaces in turn (`ns0`...)."""
+
+
+def spread_fields(index: int, shape: Shape) -> dict[str, Any]:
+    """Spread `index`'s metadata (name, namespace) and spec: a capped home cluster, then its region
+    by free capacity (Adaptive); a hungry one only its home cluster, uncapped."""
     home = {"name": "home", "clusters": [cluster_name(home_of(index, shape))]}
     subsets: list[dict[str, Any]]
     if hungry(index):
@@ -147,11 +151,16 @@ def spread(index: int, shape: Shape, *, generation: int = 1) -> spread_api.Feder
         subsets = [{**home, "maxReplicas": HOME_CAP},
                    {"name": "region", "clusterSelector": {"matchLabels": region}}]
     name = spread_name(index)
-    return spread_api.FederatedSpread.model_validate({
-        "metadata": {"name": name, "namespace": f"ns{index % 50}", "generation": generation},
-        "spec": {"targetRef": {"name": name}, "scheduleStrategy": {"type": "Adaptive"},
-                 "failover": {"clusterLostSeconds": LOST_AFTER_SECONDS}, "subsets": subsets},
-    })
+    return {"metadata": {"name": name, "namespace": f"ns{index % NAMESPACES}"},
+            "spec": {"targetRef": {"name": name}, "scheduleStrategy": {"type": "Adaptive"},
+                     "failover": {"clusterLostSeconds": LOST_AFTER_SECONDS}, "subsets": subsets}}
+
+
+def spread(index: int, shape: Shape, *, generation: int = 1) -> spread_api.FederatedSpread:
+    """Spread `index` (`spread_fields`) as the World takes it."""
+    fields = spread_fields(index, shape)
+    return spread_api.FederatedSpread.model_validate(
+        {**fields, "metadata": {**fields["metadata"], "generation": generation}})
 
 
 def hungry_spills(shape: Shape) -> list[int]:
