@@ -337,6 +337,7 @@ class CoordinatorProcess:
                 self.statuses.members.add(event.key)
         elif event.kind == "spread" and event.key and event.type != "DELETED":
             self.statuses.spread_seen(event.key, generation=event.generation, found=event.problems)
+        self.statuses.hub_changed(event.kind, event.key, deleted=event.type == "DELETED")
         deleting = event.kind == "spread" and event.type == "DELETED"
         read = self.secrets.read_for(event)  # Secrets it makes a spread need, read before it applies
         with self.coordinator.lock:

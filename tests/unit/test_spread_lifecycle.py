@@ -19,7 +19,7 @@ import pytest
 from federation.api import problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
-from federation.coordinator.hub import status_writer, statuses
+from federation.coordinator.hub import held_statuses, status_writer, statuses
 from federation.coordinator.hub import watcher as hub
 from federation.coordinator.model import lifecycle, loop, world
 from federation.core import spread_status
@@ -415,6 +415,34 @@ def test_a_successor_spread_writes_the_counts_instead_of_a_clear() -> None:
     writer.kinds()
     fed.apply(deleted(KEY))
     passes.spread_deleted(KEY, target=spread_api.TargetRef(name="web"))
+    passes.hub_changed("deployment", "shop/web")  # the watch's echo of the first pass's write
     passes.run(T0)
     done = writer.kinds()
     assert ("clear", "shop/web") not in done and ("deployment", "shop/web") in done
+
+
+def test_a_pass_reads_only_what_a_watch_event_or_its_own_failure_left_unknown() -> None:
+    fed = placed()
+    passes, writer = status_pass(fed)
+    passes.run(T0)
+    assert {("spread", KEY), ("deployment", KEY)} <= set(writer.kinds())
+    passes.run(T0 + datetime.timedelta(seconds=2))
+    assert writer.kinds() == [], "nothing changed and no event came: the hub holds what was written"
+    passes.hub_changed("spread", KEY)  # e.g. someone edited the status, or our write's echo
+    passes.hub_changed("configmap", KEY)  # not a status this pass writes
+    passes.run(T0 + datetime.timedelta(seconds=4))
+    assert writer.kinds() == [("spread", KEY)], "only the spread the event was for is read again"
+    passes.hub_changed("deployment", KEY, deleted=True)
+    passes.run(T0 + datetime.timedelta(seconds=6))
+    assert writer.kinds() == [("deployment", KEY)]
+
+
+def test_what_the_hub_holds_is_read_again_after_the_reread_period() -> None:
+    fed = placed()
+    passes, writer = status_pass(fed)
+    passes.run(T0)
+    writer.kinds()
+    passes.run(T0 + datetime.timedelta(seconds=held_statuses.REREAD_SECONDS - 1))
+    assert writer.kinds() == []
+    passes.run(T0 + datetime.timedelta(seconds=held_statuses.REREAD_SECONDS))
+    assert {("spread", KEY), ("deployment", KEY)} <= set(writer.kinds())

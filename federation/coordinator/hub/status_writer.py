@@ -4,8 +4,10 @@ Why its own module: status writes are the coordinator's only writes of hub objec
 Events it records about them, federation.kube.events), and they must be cheap and safe under churn.
 
 * Writes only when something changed: the current status is read first and compared with
-  `status.status_changed` (order of conditions and sub-second times do not count), so a steady
-  federation costs reads, not writes, and does not wake every watcher of the object.
+  `status.status_changed` (order of conditions and sub-second times do not count), so a status
+  already right costs a read, not a write, and does not wake every watcher of the object (and the
+  status pass does not even ask for the read while the watch says nothing changed:
+  `hub.held_statuses`).
 * Optimistic concurrency: every patch carries the resourceVersion it was computed from, so a
   concurrent change (a user editing labels, another writer) yields 409 and the write is re-read
   and re-applied instead of silently racing. 409, 429 and 5xx are retried with tenacity, bounded

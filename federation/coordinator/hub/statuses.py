@@ -50,7 +50,7 @@ from federation.api import cluster as cluster_api
 from federation.api import common, problems
 from federation.api import spread as spread_api
 from federation.coordinator import facade
-from federation.coordinator.hub import status_writer
+from federation.coordinator.hub import held_statuses, member_statuses, status_writer, watcher
 from federation.coordinator.model import hub_objects, job_spreads, lifecycle
 from federation.coordinator.wire import assignments
 from federation.core import placement, spread_events
@@ -97,6 +97,8 @@ class StatusPass:
         """Called before each write (the status loop's watchdog heartbeat: a pass of many writes
         is turning as long as each write ends within its deadline)."""
         self._hub_away = False  # this pass met a hub that did not answer: the rest of it waits
+        self.held = held_statuses.HeldStatuses()
+        """What the hub holds of the spread and workload statuses written here: `hub_changed`."""
 
     # --- what the hub watcher tells it -------------------------------------------------------
 
@@ -107,6 +109,13 @@ class StatusPass:
                 self._invalid[key] = (generation, found)
             else:
                 self._invalid.pop(key, None)
+
+    def hub_changed(self, stream: str, key: str, *, deleted: bool = False) -> None:
+        """A hub watch event (`stream`: its kind, e.g. spread, deployment): when it is of a spread
+        or a hub workload, what its status is on the hub is unknown until read again
+        (`held_statuses`); other kinds' events say nothing of the statuses written here."""
+        if key and (stream == "spread" or stream in watcher.WORKLOAD_STREAMS):
+            (self.held.forget if deleted else self.held.seen)((stream, key))
 
     def spread_deleted(self, key: str, *, target: spread_api.TargetRef | None = None) -> None:
         """The spread is gone: forget its problems and what was written; with `target` (the hub
@@ -134,8 +143,11 @@ class StatusPass:
         self._hub_away = False
         with self.coordinator.lock:
             spreads = [self._spread_job(key, now=now) for key in sorted(self.world.placements)]
-            members = [self._member_job(name, now=now) for name in self.world.cluster_names()
-                       if name in self.members]
+            members = [member_statuses.due(self.coordinator, name, now=now,
+                                           agent_versions=self.agent_versions,
+                                           written=self._member_status.get(name),
+                                           every_seconds=self.member_status_seconds)
+                       for name in self.world.cluster_names() if name in self.members]
             refused = dict(self.world.lifecycle.refusals())
             until = self.coordinator.settling.until()
             settling = {key: (entry.spread.status, entry.spread.metadata.generation)
@@ -168,6 +180,7 @@ class StatusPass:
             base, target = jobs.get(key, (previous.get(key), None))
             jobs[key] = (spread_status_core.invalid_spread_status(
                 base, generation=generation, problems=[str(p) for p in found], now=now), target)
+        self.held.start_pass(now)
         for key in sorted(jobs):
             new, target = jobs[key]
             assert new is not None
@@ -175,14 +188,15 @@ class StatusPass:
             if self.events is not None:  # told what the patch replaced, to announce the transition
                 write = functools.partial(write, applied=functools.partial(
                     self._announce, key, new, context.get(key, (frozenset(), False))))
-            if self._write(write, what="spread", key=key):
+            if self._write_unless_held(("spread", key), new, write, what="spread", key=key):
                 with self._lock:
                     self._spread_status[key] = new
             if target is not None:
                 kind, namespace, name, fields, observed = target
-                self._write(functools.partial(self.writer.write_workload_status, kind, namespace, name,
-                                              fields, observed=observed),
-                            what=kind.lower(), key=f"{namespace}/{name}")
+                self._write_unless_held(
+                    (kind.lower(), f"{namespace}/{name}"), (dict(fields), observed),
+                    functools.partial(self.writer.write_workload_status, kind, namespace, name, fields,
+                                      observed=observed), what=kind.lower(), key=f"{namespace}/{name}")
         for job in members:
             if job is not None:
                 name, member = job
@@ -236,6 +250,7 @@ class StatusPass:
         """Clear the status of hub workloads whose spread was deleted and that no placed spread
         writes now; one that fails is tried again in the next pass."""
         for kind, namespace, name in sorted(targets):
+            self.held.forget((kind.lower(), f"{namespace}/{name}"))  # what it held is being cleared
             done = self._write(functools.partial(self.writer.clear_workload_status, kind, namespace, name),
                                what=kind.lower(), key=f"{namespace}/{name}")
             if done:
@@ -331,48 +346,17 @@ class StatusPass:
                 available=sum(p.ready for p in pods), updated=sum(p.active for p in pods))
         return found
 
-    def _member_job(self, name: str, *, now: datetime.datetime) -> tuple[
-            str, cluster_api.MemberClusterStatus] | None:
-        lost_after = datetime.timedelta(seconds=self.world.min_lost_seconds())
-        ready = self.world.ready(name, after=lost_after)
-        last = self.world.tracker.last(name)
-        old, written_at = self._member_status.get(name, (None, None))
-        previous = list(old.conditions) if old is not None else []
-        was_ready = any(c.type == "Ready" and c.status == "True" for c in previous)
-        retiring = status_core.decommission_condition(
-            holding=sorted(self.world.held_at(name)), previous=previous, now=now,
-        ) if self.world.decommissioned(name) else None
-        said = next((c for c in previous if c.type == "Decommissioned"), None)
-        same_retiring = (said is None and retiring is None) or (
-            said is not None and retiring is not None and said.message == retiring.message)
-        metrics = self._metrics_condition(name, previous=previous, now=now)
-        written = next((c for c in previous if c.type == status_core.METRICS_AVAILABLE), None)
-        same_metrics = metrics is None or (written is not None and (
-            written.status, written.reason, written.message) == (
-            metrics.status, metrics.reason, metrics.message))
-        if written_at is not None and was_ready == ready and same_retiring and same_metrics and \
-                now - written_at < datetime.timedelta(seconds=self.member_status_seconds):
-            return None
-        pools = self.world.snapshot_for("").clusters
-        nodes = sum(p.count for c in pools if c.name == name for p in c.node_pools)
-        conditions = [c for c in status_core.member_cluster_conditions(
-            ready=ready, last_heartbeat=last, lost_after=lost_after, previous=previous, now=now)
-            if c.type not in ("Decommissioned", status_core.METRICS_AVAILABLE)] + (
-                [retiring] if retiring is not None else []) + ([metrics] if metrics is not None else [])
-        return name, cluster_api.MemberClusterStatus(
-            conditions=conditions, last_heartbeat_time=last,
-            agent_version=self.agent_versions.get(name, ""),
-            capacity=cluster_api.CapacitySummary(nodes=nodes))
-
-    def _metrics_condition(self, name: str, *, previous: list[common.Condition],
-                           now: datetime.datetime) -> common.Condition | None:
-        """`MetricsAvailable` from the agent's last usage report; None until its agent has said
-        (an agent from before usage reports never does: the condition it had stays)."""
-        said = self.coordinator.usage_book.availability(name)
-        if said is None:
-            return next((c for c in previous if c.type == status_core.METRICS_AVAILABLE), None)
-        return status_core.metrics_condition(reason=said.reason, message=said.message, previous=previous,
-                                             now=now)
+    def _write_unless_held(self, ident: tuple[str, str], value: object, write: Callable[[], bool], *,
+                           what: str, key: str) -> bool:
+        """`_write`, skipped (False) while the hub holds `value` as far as the watch says."""
+        same = _same_status if isinstance(value, pydantic.BaseModel) else None
+        if self.held.holds(ident, value, same=same):
+            return False
+        mark = self.held.mark(ident)
+        if not self._write(write, what=what, key=key):
+            return False
+        self.held.remember(ident, value, mark=mark)
+        return True
 
     def _write(self, write: Callable[[], bool], *, what: str, key: str) -> bool:
         """Run one status write; False (logged, quietly for a vanished object) when it failed."""
@@ -395,3 +379,9 @@ class StatusPass:
             log.warning("status write failed", extra={"kind": what, "key": key,
                                                       "status": error.status, "reason": error.reason})
         return False
+
+
+def _same_status(held: object, wanted: object) -> bool:
+    """Whether a held status is the one to write, as the writer compares them."""
+    return isinstance(held, pydantic.BaseModel) and isinstance(wanted, pydantic.BaseModel) \
+        and not status_core.status_changed(held, wanted)

@@ -154,6 +154,10 @@ class WorldState:
             ))
         return cluster.CapacitySnapshot(clusters=clusters)
 
+    def node_pools(self, name: str) -> tuple[cluster.NodePool, ...]:
+        """Cluster `name`'s node pools as its agent last reported them (none: not reported)."""
+        return tuple(self._pools.get(name, ()))
+
     def ready_selected(self, key: str) -> frozenset[str]:
         """The clusters spread `key`'s subsets select that are ready for it now."""
         entry = self._spreads.get(key)
