@@ -60,7 +60,6 @@ from bench import (
     placement_world,
 )
 from bench.placement_world import Shape
-from federation.certs import pki
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server
@@ -91,7 +90,7 @@ LEFT_OUT = {
                    "changed spread, does not run)",
 }
 """What a point leaves out of the coordinator's real work, recorded in every record (`left_out`).
-The base runs twice again: with TLS in (`TLS_POINT`), and with the hub and the status pass in
+The base runs twice again: with TLS in (`TLS_POINT`), and with TLS, the hub and the status pass in
 (`placement_hub.HUB_POINT`: the whole coordinator process against a hub apiserver)."""
 TLS_POINT = "base+tls"
 SHRINK_NODES = GROW_NODES = 10
@@ -115,22 +114,12 @@ def measure(shape: Shape, *, backend: str = "local", tls: bool = False) -> dict[
     placing = placement_backends.Backend(backend)
     try:
         with tempfile.TemporaryDirectory(prefix="fedspread-bench-tls-") as scratch:
-            directory = _certificates(pathlib.Path(scratch)) if tls else None
+            directory = placement_swarm.certificates(pathlib.Path(scratch)) if tls else None
             found = _measure(shape, placing=placing, tls=directory)
         left_out = {key: why for key, why in LEFT_OUT.items() if not (tls and key == "tls")}
         return {**shape.describe(), **found, **placing.describe(), "tls": tls, "left_out": left_out}
     finally:
         placing.close()
-
-
-def _certificates(directory: pathlib.Path) -> pathlib.Path:
-    """A CA, the coordinator's serving certificate and one client certificate every stand-in agent
-    presents, written into `directory` (ca.crt, coordinator.crt/.key, agents.crt/.key)."""
-    authority = pki.CertificateAuthority.create("bench-placement-ca")
-    (directory / "ca.crt").write_bytes(authority.cert_pem)
-    authority.issue_server("fedspread-coordinator", ips=("127.0.0.1",)).write(directory, "coordinator")
-    authority.issue_client("bench-agents").write(directory, "agents")
-    return directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +139,7 @@ class Running:
 def running(shape: Shape, *, placing: placement_backends.Backend,
             tls: pathlib.Path | None = None) -> Iterator[Running]:
     """The coordinator with every stand-in agent's stream open and its inventory applied (`tls`:
-    the directory of `_certificates`, every stream over mutual TLS; None: plaintext)."""
+    the directory of `placement_swarm.certificates`, every stream over mutual TLS; None: plaintext)."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
     coordinator = facade.Coordinator(model, clock=clock, backend=placing.backend)
@@ -330,7 +319,7 @@ def _combined_event(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def hub_point(shape: Shape) -> dict[str, Any]:
     """The point through a hub (`placement_hub`), recorded as the other points are."""
     found = placement_hub.measure(shape, report=lambda line: print(line, file=sys.stderr, flush=True))
-    return {**shape.describe(), **found, "backend": "local", "tls": False, "hub": True}
+    return {**shape.describe(), **found, "backend": "local", "tls": True, "hub": True}
 
 
 def run_one(shape: Shape, *, backend: str, tls: bool = False, hub: bool = False) -> dict[str, Any]:
@@ -361,10 +350,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="every agent stream over mutual TLS (by default plaintext: see LEFT_OUT)")
     parser.add_argument("--hub", action="store_true",
                         help="the whole coordinator process against a hub apiserver of its own, spreads "
-                             "created through the hub's API and statuses written (bench.placement_hub)")
+                             "created through the hub's API, statuses written, every stream over mutual "
+                             "TLS (bench.placement_hub)")
     options = parser.parse_args(argv)
     if options.hub and (options.tls or options.backend != "local"):
-        parser.error("--hub runs the in-process backend without TLS")
+        parser.error("--hub runs the in-process backend, its streams always over mutual TLS")
     found = (hub_point(options.shape) if options.hub
              else measure(options.shape, backend=options.backend, tls=options.tls))
     print(json.dumps(found), flush=True)

@@ -1,4 +1,4 @@
-"""One placement point with the hub and the status pass in: what the rest of the benchmark leaves out.
+"""One placement point with the hub, the status pass and TLS in: what the rest of the benchmark leaves out.
 
 Why: every other placement point feeds spreads to the World in process and writes no status
 (`bench.placement.LEFT_OUT`), which measures the placement engine but not what a user waits for
@@ -22,7 +22,9 @@ What one run records, all from the first create:
 - `status_writes`: the status pass's writes meanwhile, and the coordinator's CPU time.
 
 Compare with the point `base` of the same run (the same federation fed in process): the difference
-is what the hub and the status pass cost. TLS stays out of this point (`base+tls` has it).
+is what the hub, the status pass and mutual TLS on every stream cost together (`base+tls` has
+TLS alone). What it still leaves out is in its `left_out`: the stand-in agents share one client
+certificate, so the check that a Hello names its certificate's cluster is off.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from kubernetes import client
 from bench import placement_events, placement_swarm, placement_world
 from bench.placement_world import Shape
 from federation.api import common
+from federation.certs import transport
 from federation.coordinator import process as process_mod
 from federation.coordinator import startup
 from federation.sandbox import hubsetup, launcher
@@ -61,7 +64,8 @@ DELIVERY_TIMEOUT = 3600.0
 INVENTORY_TIMEOUT = 600.0
 SYNC_TIMEOUT = 120.0
 PLURAL = "federatedspreads"
-LEFT_OUT = {"tls": "the agent streams are plaintext gRPC (the point `base+tls` has mTLS)"}
+LEFT_OUT = {"identity": "the stand-in agents share one client certificate, so the check that a "
+                        "Hello names the cluster of its certificate is off"}
 """What this point still leaves out (recorded as the other points' `left_out`)."""
 
 
@@ -125,30 +129,39 @@ def measure(shape: Shape, *, report: Report) -> dict[str, Any]:
 def measure_on(kubeconfig: pathlib.Path, shape: Shape, *, namespace_prefix: str,
                report: Report) -> dict[str, Any]:
     """One run on the hub of `kubeconfig`, whose namespaces `<prefix>0..` this creates; what it
-    leaves there (spreads, MemberClusters `c0000...`) is removed after, with the coordinator stopped."""
+    leaves there (spreads, MemberClusters `c0000...`) is removed after, with the coordinator stopped.
+    Every agent stream is mutual TLS, as `fedspread coordinator` serves it
+    (`placement_swarm.certificates`)."""
     api = startup.hub_client(kubeconfig)
     namespaces = [f"{namespace_prefix}{n}" for n in range(min(shape.spreads, placement_world.NAMESPACES))]
     for namespace in namespaces:
         client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}},
                                                _request_timeout=REQUEST_TIMEOUT)
-    settings = startup.CoordinatorConfig(hub_kubeconfig=kubeconfig, listen="127.0.0.1:0", use_ray=False,
-                                         heartbeat_seconds=placement_swarm.HEARTBEAT_SECONDS)
-    coordinator = process_mod.CoordinatorProcess(settings)
-    recorder = placement_events.Recorder(coordinator.coordinator)
-    try:
-        coordinator.start()
-        if not coordinator.hub_synced.wait(SYNC_TIMEOUT):
-            raise TimeoutError("the coordinator did not list the hub")
-        agents = placement_swarm.Agents(f"127.0.0.1:{coordinator.port}", shape)
+    with tempfile.TemporaryDirectory(prefix="fedspread-bench-hub-tls-") as scratch:
+        tls = placement_swarm.certificates(pathlib.Path(scratch))
+        settings = startup.CoordinatorConfig(
+            hub_kubeconfig=kubeconfig, listen="127.0.0.1:0", use_ray=False,
+            heartbeat_seconds=placement_swarm.HEARTBEAT_SECONDS,
+            tls=transport.TLSFiles(tls / "coordinator.crt", tls / "coordinator.key", tls / "ca.crt"))
+        coordinator = process_mod.CoordinatorProcess(settings)
+        # The stand-in agents share one client certificate; a real agent's names its cluster, and
+        # the check of that name (one comparison per Hello) is all this leaves out.
+        coordinator.agents.require_identity = False
+        recorder = placement_events.Recorder(coordinator.coordinator)
         try:
-            report(f"hub point: {agents.ready['streams']} streams open")
-            return _run(kubeconfig, coordinator, recorder, agents, shape=shape, namespaces=namespaces)
+            coordinator.start()
+            if not coordinator.hub_synced.wait(SYNC_TIMEOUT):
+                raise TimeoutError("the coordinator did not list the hub")
+            agents = placement_swarm.Agents(f"127.0.0.1:{coordinator.port}", shape, tls)
+            try:
+                report(f"hub point: {agents.ready['streams']} streams open")
+                return _run(kubeconfig, coordinator, recorder, agents, shape=shape, namespaces=namespaces)
+            finally:
+                agents.close()
         finally:
-            agents.close()
-    finally:
-        recorder.close()
-        coordinator.stop()
-        _clean(api, namespaces=namespaces, shape=shape)
+            recorder.close()
+            coordinator.stop()
+            _clean(api, namespaces=namespaces, shape=shape)
 
 
 def _run(kubeconfig: pathlib.Path, coordinator: process_mod.CoordinatorProcess,

@@ -51,6 +51,7 @@ from google.protobuf import timestamp_pb2
 
 from bench import placement_world
 from federation.api import names
+from federation.certs import pki
 from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
 
 HEARTBEAT_SECONDS = 30.0
@@ -101,6 +102,16 @@ class Agents:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def certificates(directory: pathlib.Path) -> pathlib.Path:
+    """A CA, the coordinator's serving certificate and one client certificate every stand-in agent
+    presents, written into `directory` (ca.crt, coordinator.crt/.key, agents.crt/.key)."""
+    authority = pki.CertificateAuthority.create("bench-placement-ca")
+    (directory / "ca.crt").write_bytes(authority.cert_pem)
+    authority.issue_server("fedspread-coordinator", ips=("127.0.0.1",)).write(directory, "coordinator")
+    authority.issue_client("bench-agents").write(directory, "agents")
+    return directory
 
 
 def fingerprint(message: Message) -> str:
