@@ -65,3 +65,41 @@ def test_wait_idle_waits_for_the_write_under_way_and_a_retry_does_not_start() ->
     assert attempts == [1], "a 409 is retried, but not after the writer closed"
     assert len(outcome) == 1 and isinstance(outcome[0], status_writer.WriterClosed)
     assert made.retries["spread"] == 1 and sum(made.failures.values()) == 0
+
+
+def test_a_passes_writes_run_side_by_side_after_the_first_and_stop_when_the_hub_is_away() -> None:
+    started: list[str] = []
+    together = threading.Barrier(2, timeout=WAIT)  # two writes at once, or this times out
+
+    def work(item: str) -> None:
+        started.append(item)
+        if item in ("b", "c"):
+            together.wait()
+
+    status_writer.side_by_side(work, ["a", "b", "c"], stopped=lambda: False)
+    assert started[0] == "a" and sorted(started) == ["a", "b", "c"], "the first goes alone, then all"
+    started.clear()
+    status_writer.side_by_side(work, ["a", "b", "c"], stopped=lambda: True)
+    assert started == ["a"], "a hub that did not answer the first write gets no more this pass"
+
+
+def test_wait_idle_waits_for_every_write_under_way() -> None:
+    made = writer()
+    inside, finish = threading.Barrier(3, timeout=WAIT), threading.Event()
+
+    def busy() -> bool:
+        inside.wait()
+        finish.wait(WAIT)
+        return True
+
+    threads = [threading.Thread(target=made._retrying, args=("spread", f"shop/w{i}", busy), daemon=True)
+               for i in range(2)]
+    for thread in threads:
+        thread.start()
+    inside.wait()  # both attempts are under way at once
+    made.close()
+    assert made.wait_idle(timeout=0.2) is False
+    finish.set()
+    assert made.wait_idle(timeout=WAIT) is True
+    for thread in threads:
+        thread.join(WAIT)

@@ -26,12 +26,13 @@ Events it records about them, federation.kube.events), and they must be cheap an
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pydantic
 import tenacity
@@ -60,6 +61,10 @@ STATUS_FIELDS: Mapping[str, tuple[str, ...]] = {"Deployment": DEPLOYMENT_FIELDS,
                                                  "Job": JOB_FIELDS}
 """Per `targetRef.kind`, the hub workload's status fields the coordinator writes (a Job's are
 `federation.core.job_status.to_status_dict`'s, not only counts)."""
+WRITERS = 4
+"""A status pass's writes run side by side on this many threads (`side_by_side`); the fence
+(`close`, `wait_idle`) covers every one."""
+_Item = TypeVar("_Item")
 CLOSE_SECONDS = 2 * (deadlines.CONNECT + 2 * deadlines.READ)
 """`wait_idle` waits this long at most for the write under way: its read and its patch, each
 connecting and reading twice at most (urllib3's one read retry, `deadlines.URLLIB3_RETRIES`)."""
@@ -117,22 +122,31 @@ class StatusWriter:
         self.failures: collections.Counter[str] = collections.Counter()
         """Writes given up, by kind: retries exhausted, or an error not worth retrying (a 404, the
         object being gone, is not counted: nothing was there to write)."""
-        self._fence = threading.Lock()
-        """Held by every attempt (read, compare, patch) and by `wait_idle` while it waits."""
+        self._fence = threading.Condition()
+        """Guards `closed` and `_in_flight`: an attempt starts only while not closed, and
+        `wait_idle` waits until no attempt runs. Writes of different objects may run side by side
+        (the status pass writes with a few threads)."""
+        self._in_flight = 0
         self.closed = False
 
     def close(self) -> None:
         """Write nothing more: no attempt (nor retry) starts after this; `wait_idle` waits for the
-        one under way. Safe to call twice."""
-        self.closed = True
+        ones under way. Safe to call twice."""
+        with self._fence:
+            self.closed = True
 
     def wait_idle(self, timeout: float = CLOSE_SECONDS) -> bool:
-        """Wait for the attempt under way, if any (`timeout`); False when it still runs then."""
-        if not self._fence.acquire(timeout=timeout):
-            LOG.warning("a status write still runs after the writer was closed", extra={"waited": timeout})
-            return False
-        self._fence.release()
+        """Wait for the attempts under way, if any (`timeout`); False when one still runs then."""
+        with self._fence:
+            if not self._fence.wait_for(lambda: self._in_flight == 0, timeout=timeout):
+                LOG.warning("a status write still runs after the writer was closed",
+                            extra={"waited": timeout})
+                return False
         return True
+
+    def _count(self, counter: collections.Counter[str], kind: str) -> None:
+        with self._fence:  # counted from several threads
+            counter[kind] += 1
 
     # --- public writes -------------------------------------------------------------------------
 
@@ -190,11 +204,11 @@ class StatusWriter:
             if isinstance(generation, int) and observed:
                 wanted["observedGeneration"] = generation
             if all(old.get(k, 0) == v for k, v in wanted.items()):
-                self.skips[api.counter] += 1
+                self._count(self.skips, api.counter)
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": wanted}
             api.patch(name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=deadlines.CALL)
-            self.writes[api.counter] += 1
+            self._count(self.writes, api.counter)
             return True
 
         return self._retrying(api.counter, f"{namespace}/{name}", attempt)
@@ -212,12 +226,12 @@ class StatusWriter:
             old = obj.get("status") or {}
             same = all((old.get(k) or None) == (v or None) for k, v in fields.items())
             if job_status.finished(old) or same:
-                self.skips[api.counter] += 1
+                self._count(self.skips, api.counter)
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                     "status": dict(fields)}
             api.patch(name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=deadlines.CALL)
-            self.writes[api.counter] += 1
+            self._count(self.writes, api.counter)
             return True
 
         return self._retrying(api.counter, f"{namespace}/{name}", attempt)
@@ -240,12 +254,12 @@ class StatusWriter:
                 raise
             present = [k for k in written if k in (obj.get("status") or {})]
             if not present or (kind == "Job" and job_status.finished(obj.get("status") or {})):
-                self.skips[api.counter] += 1
+                self._count(self.skips, api.counter)
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                     "status": dict.fromkeys(present)}
             api.patch(name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=deadlines.CALL)
-            self.writes[api.counter] += 1
+            self._count(self.writes, api.counter)
             return True
 
         return self._retrying(api.counter, f"{namespace}/{name}", attempt)
@@ -289,12 +303,12 @@ class StatusWriter:
             except pydantic.ValidationError:
                 old = None  # unreadable: overwrite it
             if not status_core.status_changed(old, new):
-                self.skips[kind] += 1
+                self._count(self.skips, kind)
                 return False
             body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                     "status": merge_patch(raw_old if isinstance(raw_old, dict) else {}, wanted)}
             patch(body)
-            self.writes[kind] += 1
+            self._count(self.writes, kind)
             if applied is not None:
                 applied(obj)
             return True
@@ -303,7 +317,7 @@ class StatusWriter:
 
     def _retrying(self, kind: str, key: str, attempt: Callable[[], bool]) -> bool:
         def note(state: tenacity.RetryCallState) -> None:
-            self.retries[kind] += 1
+            self._count(self.retries, kind)
             error = state.outcome.exception() if state.outcome else None
             LOG.debug("status write retry",
                       extra={"kind": kind, "key": key, "attempt": state.attempt_number,
@@ -313,7 +327,13 @@ class StatusWriter:
             with self._fence:
                 if self.closed:
                     raise WriterClosed(f"{kind} {key}: the status writer is closed")
+                self._in_flight += 1
+            try:
                 return attempt()
+            finally:
+                with self._fence:
+                    self._in_flight -= 1
+                    self._fence.notify_all()
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(_retriable),
@@ -328,6 +348,24 @@ class StatusWriter:
             raise
         except Exception as error:
             if getattr(error, "status", None) != 404:
-                self.failures[kind] += 1
+                self._count(self.failures, kind)
             raise
         return result
+
+
+def side_by_side(work: Callable[[_Item], None], items: Sequence[_Item], *,
+                 stopped: Callable[[], bool]) -> None:
+    """`work` on every item, by up to `WRITERS` threads: each write is a round trip or two to the
+    hub, and one after another a status pass of a thousand new spreads took half a minute. The
+    first item goes alone, and the rest not at all once `stopped()` (the hub did not answer): a
+    hub that does not answer ends a pass after one deadline, not after `WRITERS` of them."""
+    if not items:
+        return
+    work(items[0])
+    rest = items[1:]
+    if not rest or stopped():
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(WRITERS, len(rest)),
+                                               thread_name_prefix="status-write") as pool:
+        for done in [pool.submit(work, item) for item in rest]:
+            done.result()  # a bug in one item's work is the caller's, as when they ran in turn

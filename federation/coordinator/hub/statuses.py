@@ -138,8 +138,10 @@ class StatusPass:
     def run(self, now: datetime.datetime) -> None:
         """Compute every status under the facade's lock, write them outside it.
 
-        A write that times out or finds the hub unreachable ends the writing of this pass (each
-        would wait out its deadline too); the next pass writes everything that is still due."""
+        The writes run side by side (`status_writer.side_by_side`). A write that times out or
+        finds the hub unreachable ends the writing of this pass: no write starts after it (each
+        would wait out its deadline too; those under way end at theirs); the next pass writes
+        everything that is still due."""
         self._hub_away = False
         with self.coordinator.lock:
             spreads = [self._spread_job(key, now=now) for key in sorted(self.world.placements)]
@@ -181,7 +183,8 @@ class StatusPass:
             jobs[key] = (spread_status_core.invalid_spread_status(
                 base, generation=generation, problems=[str(p) for p in found], now=now), target)
         self.held.start_pass(now)
-        for key in sorted(jobs):
+
+        def spread_job(key: str) -> None:
             new, target = jobs[key]
             assert new is not None
             write = functools.partial(self.writer.write_spread, key, new)
@@ -197,12 +200,17 @@ class StatusPass:
                     (kind.lower(), f"{namespace}/{name}"), (dict(fields), observed),
                     functools.partial(self.writer.write_workload_status, kind, namespace, name, fields,
                                       observed=observed), what=kind.lower(), key=f"{namespace}/{name}")
-        for job in members:
-            if job is not None:
-                name, member = job
-                if self._write(functools.partial(self.writer.write_member_cluster, name, member),
-                               what="cluster", key=name):
+
+        def member_job(job: tuple[str, cluster_api.MemberClusterStatus]) -> None:
+            name, member = job
+            if self._write(functools.partial(self.writer.write_member_cluster, name, member),
+                           what="cluster", key=name):
+                with self._lock:
                     self._member_status[name] = (member, now)
+
+        away = lambda: self._hub_away  # noqa: E731
+        status_writer.side_by_side(spread_job, sorted(jobs), stopped=away)
+        status_writer.side_by_side(member_job, [job for job in members if job is not None], stopped=away)
 
     def _event_context(self) -> dict[str, EventContext]:
         """Per placed spread, the clusters lost for it and whether it is Adaptive (under the lock)."""
