@@ -249,6 +249,10 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
                       f"({row['error'].strip().splitlines()[-1][:160]})")
             yield ("placement", figure, "—", "**not measured**", _load(row, document), when)
             continue
+        if row.get("hub"):  # the point through a hub: what the hub, statuses and TLS cost
+            yield ("placement", _hub_figure(row), "(no goal: what the hub, the status pass and TLS cost)",
+                   "—", _load(row, document), when)
+            continue
         if "events" not in row:
             continue
         load, events = _load(row, document), row["events"]
@@ -266,6 +270,14 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
             yield ("placement", figure, "(no goal at this size)", "—", load, when)
         if row.get("varied") == "goal":
             yield from _placement_goals(row, load=load, when=when)
+
+
+def _hub_figure(row: dict[str, Any]) -> str:
+    """The point through a hub (`bench.placement_hub`), each time from the first create."""
+    return (f"{row['spreads']:,} spreads \N{MULTIPLICATION SIGN} {row['clusters']:,} clusters "
+            f"({row.get('varied', '?')}), through a hub, every stream mutual TLS, {row['streams']:,} streams "
+            f"live: created {row['created_s']} s, placed {row['placed_s']} s, delivered "
+            f"{row['delivered_s']} s, every status shown {row['status_s']} s after the first create")
 
 
 def _event(kind: str, found: dict[str, Any]) -> str:

@@ -104,3 +104,16 @@ def test_an_event_summary_times_only_the_samples_that_sent_something(
     samples = [placement_events.Sample(latency, None, 1, messages) for latency, messages in sent]
     found = placement_events.summary(samples)
     assert {key: found[key] for key in expected} == expected
+
+
+def test_the_point_through_a_hub_is_a_row_of_its_own_without_a_goal() -> None:
+    hub = {"varied": "base+hub", "hub": True, "spreads": 1000, "clusters": 1000, "streams": 1000,
+           "created_s": 11.2, "placed_s": 12.1, "delivered_s": 11.6, "status_s": 26.4, "events": {},
+           "runs_per_point": 3}
+    document = {"placement": [hub], "commit": "abc", "command": "python -m bench.run",
+                "started_at": "2026-11-29T21:37:08+00:00", "mode": "full"}
+    rows = list(readme._placement(document))
+    assert len(rows) == 1
+    name, figure, goal, verdict, _load, _when = rows[0]
+    assert (name, verdict) == ("placement", "—") and "no goal" in goal
+    assert "placed 12.1 s" in figure and "every status shown 26.4 s" in figure and "TLS" in figure
