@@ -7,8 +7,8 @@ one — `facade.Coordinator` (World, loop, assignments) behind the real `AgentSe
 coordinator's `grpc.aio` server — in a process of its own, so that its RSS is the coordinator's
 memory; and every member cluster has a live stream from the stand-in agents of
 bench/placement_swarm.py (coroutines in a second process: Hello, inventory, heartbeats, acks).
-Spreads and their hub Deployments are fed to the World directly (the hub watcher is measured by
-the sandbox tests, not here).
+Spreads and their hub Deployments are fed to the World directly; one point (`--hub`,
+bench/placement_hub.py) runs the whole coordinator process against a hub apiserver instead.
 
 What one run records (`measure`):
 
