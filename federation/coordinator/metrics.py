@@ -22,8 +22,9 @@ What is measured (names as Prometheus shows them):
   yet written (coalesced per spread, `wire.outbox`): a growing outbox is a slow agent.
 * `..._status_writes_total{kind}`, `..._status_write_skips_total{kind}`,
   `..._status_write_retries_total{kind}`, `..._status_write_failures_total{kind}` — the hub
-  writes (`hub.status_writer`): patches applied, skipped as unchanged, attempts repeated after
-  409/429/5xx, writes given up.
+  writes (`hub.status_writer`): patches applied, skipped as unchanged (read and found right; a
+  status the watch says is unchanged since it was written is not read, nor counted:
+  `hub.held_statuses`), attempts repeated after 409/429/5xx, writes given up.
 * `..._loop_stalled{loop}`, `..._loop_seconds_since_turn{loop}` — the watchdog's view of each
   long-running loop (`federation.watchdog`, names in `federation.watchdog_metrics`): 1 while a
   loop has not turned within its limit, and the seconds since its last turn.
@@ -91,7 +92,8 @@ class Collector(prometheus_registry.Collector):
         if self.writer is not None:
             writer = self.writer
             yield by_kind("status_writes", "Status patches applied to the hub, by kind.", writer.writes)
-            yield by_kind("status_write_skips", "Status writes skipped as unchanged, by kind.", writer.skips)
+            yield by_kind("status_write_skips", "Status writes skipped: read and found unchanged, by kind.",
+                          writer.skips)
             yield by_kind("status_write_retries",
                           "Status write attempts repeated after 409/429/5xx, by kind.", writer.retries)
             yield by_kind("status_write_failures",
