@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from federation.api import spread
 from federation.core import apportion, division, placement_view
-from federation.core.reasons import CAPACITY_KINDS, Reason, ReasonKind, Room
+from federation.core.reasons import CAPACITY_KINDS, RULED_KINDS, Reason, ReasonKind, Room
 
 Counts = Mapping[str, Mapping[str, int]]
 """Replicas (or running pods) per subset per cluster."""
@@ -345,7 +345,8 @@ def explain_capacity(work: list[SubsetWork], replicas: int, *, nodes_left: Nodes
     replicas its earlier subsets left), whose usable clusters have no room left, was bound by
     capacity — say what its clusters fit, unless this placement's own shortfall already said so.
     Read from the end state, so a placement that only keeps what it holds (a full cluster, the
-    rest placed after it) names the capacity as the one that placed it did."""
+    rest placed after it) names the capacity as the one that placed it did. With room left and no
+    rule that said why, what holds it below is the placement's stability: say that, with the room."""
     before = 0
     for item in work:
         total = item.total
@@ -353,8 +354,11 @@ def explain_capacity(work: list[SubsetWork], replicas: int, *, nodes_left: Nodes
         before += total
         if total >= turn or not item.usable or any(r.kind in CAPACITY_KINDS for r in item.reasons):
             continue
-        if any(nodes_left.room(item.index, name) for name in item.usable):
-            continue  # room is left: what holds it below is stability or a rule, not capacity
+        left = sum(nodes_left.room(item.index, name) for name in item.usable)
+        if left:  # room is left: what holds it below is a rule, or else the placement's stability
+            if not any(r.kind in RULED_KINDS or r.kind is ReasonKind.WAITING for r in item.reasons):
+                item.reasons.append(Reason(ReasonKind.ROOM_LEFT, count=min(left, turn - total)))
+            continue
         fits = tuple(
             Room(name, item.held.get(name, 0) + item.added.get(name, 0) - item.waiting_at.get(name, 0),
                  nodes_left.limit(item, name))

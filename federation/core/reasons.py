@@ -58,6 +58,10 @@ class ReasonKind(enum.Enum):
     was lost, reconnected or restarted)"."""
     KEPT_UNTIL_READY = "kept-until-ready"
     """"{cluster}: keeps {count} Ready pods until their replacements are Ready"."""
+    ROOM_LEFT = "room-left"
+    """"room for {count} more: the replicas placed after it stay where they run (spec.rebalance
+    policy WhenRoom moves them back)": below its cap and turn with room left, and no rule said why —
+    the placement's stability holds it there (Adaptive keeps what runs; failback is opt-in)."""
     LEAVING = "leaving"
     """"{cluster}: no longer takes this spread's pods here; keeps {count} of them until their
     replacements are Ready", or "...; its last ones go" when it keeps none."""
@@ -116,6 +120,9 @@ class Reason:
                 return (f"no longer takes this spread's pods here; keeps {self.count} of them until "
                         "their replacements are Ready")
             return "no longer takes this spread's pods here; its last ones go"
+        if kind is ReasonKind.ROOM_LEFT:
+            return (f"room for {self.count} more: the replicas placed after it stay where they run "
+                    "(spec.rebalance policy WhenRoom moves them back)")
         if kind is ReasonKind.TOPOLOGY_SPREAD:
             return self.detail
         return _FIXED[kind]

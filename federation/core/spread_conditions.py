@@ -31,9 +31,10 @@ def _blockers(subset: placement.SubsetPlacement) -> list[str]:
     return [r.text for r in subset.reasons if r.kind not in _NOT_BLOCKERS]
 
 
-_NOT_BLOCKERS = frozenset({ReasonKind.CAP_REACHED, ReasonKind.WAITING, *reasons.CAPACITY_KINDS,
-                           *reasons.RULED_KINDS})
-"""Reasons about caps, capacity and the rules of `placement_topology`, not about clusters."""
+_NOT_BLOCKERS = frozenset({ReasonKind.CAP_REACHED, ReasonKind.WAITING, ReasonKind.ROOM_LEFT,
+                           *reasons.CAPACITY_KINDS, *reasons.RULED_KINDS})
+"""Reasons about caps, capacity, the placement's stability and the rules of `placement_topology`,
+not about clusters."""
 
 
 def _waiting_floors(result: placement.Placement) -> list[tuple[str, int, int]]:

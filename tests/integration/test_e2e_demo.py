@@ -124,8 +124,8 @@ def test_the_demo_story_from_every_side(federation: environment.Federation, told
         # the subset's capacity reason, or, while dc1 is marked (its surplus pods were Pending), as
         # dc1's own reason in the subset (the mark is then what keeps the placement at 4). Asked
         # until it says so: Explain places on the inventory dc1's agent last reported, which may
-        # not count the last pods bound yet (room left: the placement's stability, not capacity,
-        # is then what keeps it at 4, and Explain says nothing of capacity: seen once).
+        # not count the last pods bound yet (room left: it then says the placement's stability
+        # keeps it at 4, until the next report; `test_explain_reasons_now.py`).
         def bound_by_dc1() -> object:
             onprem = placements.explain(story.KEY).subsets[0]
             dc1 = [c for c in onprem.clusters if c.cluster == "dc1"]

@@ -41,6 +41,9 @@ TEXTS = [
      "topologySpread region maxSkew 1"),
     (Reason(ReasonKind.PACED, count=1000), "at most 1000 replicas placed one at a time per placement"),
     (Reason(ReasonKind.NO_ROOM), "no subset has room"),
+    (Reason(ReasonKind.ROOM_LEFT, count=2),
+     "room for 2 more: the replicas placed after it stay where they run (spec.rebalance policy WhenRoom "
+     "moves them back)"),
     (Reason(ReasonKind.KEPT_UNVERIFIED, "x", count=2),
      "x: keeps its 2 pods until its agent reports them again (unverified since it was lost, reconnected or "
      "restarted)"),
@@ -94,9 +97,16 @@ CASES = [
     Case("the cap decided: cap reached, no capacity reason",
          ONPREM_6_THEN_CLOUD, snapshot(cpus("dc1", cpu="6", used="6"), cpus("aws-eu", cpu="64", used="3")),
          9, {"onprem": {"dc1": 6}, "cloud": {"aws-eu": 3}}, {"onprem": ("cap 6 reached",), "cloud": ()}),
-    Case("room came back: stability holds it below, not capacity",
+    Case("room came back: stability holds it below, not capacity, and says so with the room",
          ONPREM_6_THEN_CLOUD, snapshot(cpus("dc1", cpu="8", used="4"), cpus("aws-eu", cpu="64", used="5")),
-         9, {"onprem": {"dc1": 4}, "cloud": {"aws-eu": 5}}, {"onprem": (), "cloud": ()}),
+         9, {"onprem": {"dc1": 4}, "cloud": {"aws-eu": 5}},
+         {"onprem": ("room for 2 more: the replicas placed after it stay where they run (spec.rebalance "
+                     "policy WhenRoom moves them back)",), "cloud": ()}),
+    Case("room for one more below a cap of 6: the room, not the cap's distance, is named",
+         ONPREM_6_THEN_CLOUD, snapshot(cpus("dc1", cpu="5", used="4"), cpus("aws-eu", cpu="64", used="5")),
+         9, {"onprem": {"dc1": 4}, "cloud": {"aws-eu": 5}},
+         {"onprem": ("room for 1 more: the replicas placed after it stay where they run (spec.rebalance "
+                     "policy WhenRoom moves them back)",), "cloud": ()}),
     Case("a full subset that holds its whole turn was not bound",
          ONPREM_6_THEN_CLOUD, snapshot(cpus("dc1", cpu="4", used="4"), cpus("aws-eu", cpu="64")),
          4, {"onprem": {"dc1": 4}}, {"onprem": (), "cloud": ()}),

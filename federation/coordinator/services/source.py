@@ -52,8 +52,11 @@ class WorldSource:
             return self._record(key)
 
     def explained(self, key: str) -> convert.PlacementRecord | None:
-        """`get`, each subset's simulated capacity as placing the spread now gives it: a settled
-        spread is not placed again when only free capacity changes, so its stored one may be old."""
+        """`get`, each subset's capacity as placing the spread now gives it, and its reasons too
+        where that placement gives the subset the numbers it holds: a settled spread is not
+        placed again when only free capacity changes, so its stored capacity and reasons may be
+        old (a subset held below its cap by the placement's stability, then by capacity once the
+        member's inventory caught up with its pods, named neither)."""
         with self._coordinator.lock:
             world = self._coordinator.world
             record, entry = self._record(key), world.spread(key)
@@ -61,9 +64,8 @@ class WorldSource:
                 return record
             fresh = loop.place_one(world, entry, replicas=entry.replicas, now=self._coordinator.clock())
             found = rebalance_plan.plan(world, key, now=self._coordinator.clock())
-        capacities = {s.name: s.capacity for s in fresh.subsets}
-        subsets = tuple(dataclasses.replace(s, capacity=capacities.get(s.name, s.capacity))
-                        for s in record.placement.subsets)
+        now_placed = {s.name: s for s in fresh.subsets}
+        subsets = tuple(_as_placed_now(s, now_placed.get(s.name)) for s in record.placement.subsets)
         return dataclasses.replace(record, placement=dataclasses.replace(record.placement, subsets=subsets),
                                    rebalance=found if found is not None and found.steps else None)
 
@@ -166,3 +168,16 @@ class WorldSource:
             generation=entry.generation, unschedulable_until=until, template=entry.template,
             revisions=revisions, usage=found,
         )
+
+
+def _as_placed_now(stored: placement.SubsetPlacement,
+                   now: placement.SubsetPlacement | None) -> placement.SubsetPlacement:
+    """A stored subset with the capacity placing it now gives, and that placement's reasons when
+    it gives the subset the same replicas in the same clusters (the reasons then explain the very
+    numbers shown); otherwise the stored reasons, which explain the stored numbers."""
+    if now is None:
+        return stored
+    if (now.replicas, now.clusters) == (stored.replicas, stored.clusters):
+        return dataclasses.replace(stored, capacity=now.capacity, reasons=now.reasons)
+    return dataclasses.replace(stored, capacity=now.capacity)
+
