@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import gc
 import json
 import os
 import pathlib
@@ -60,6 +61,7 @@ from bench import (
     placement_world,
 )
 from bench.placement_world import Shape
+from federation import collector
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server
@@ -322,12 +324,15 @@ def hub_point(shape: Shape) -> dict[str, Any]:
     return {**shape.describe(), **found, "backend": "local", "tls": True, "hub": True}
 
 
-def run_one(shape: Shape, *, backend: str, tls: bool = False, hub: bool = False) -> dict[str, Any]:
-    """One point with one backend in a child process; its record, with the load at its start and end."""
+def run_one(shape: Shape, *, backend: str, tls: bool = False, hub: bool = False,
+            interpreter_gc: bool = False) -> dict[str, Any]:
+    """One point with one backend in a child process; its record, with the load at its start and end
+    (`interpreter_gc`: the coordinator with the interpreter's collector thresholds, not ours)."""
     at_start = [round(v, 2) for v in os.getloadavg()]
     child = subprocess.run([sys.executable, "-m", "bench.placement", "--shape",
                             json.dumps(dataclasses.asdict(shape)), "--backend", backend,
-                            *(["--tls"] if tls else []), *(["--hub"] if hub else [])],
+                            *(["--tls"] if tls else []), *(["--hub"] if hub else []),
+                            *(["--interpreter-gc"] if interpreter_gc else [])],
                            capture_output=True, text=True, timeout=3 * 3600,
                            env={**os.environ, "PYTHONPATH": os.getcwd()})
     if child.returncode != 0:
@@ -352,12 +357,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="the whole coordinator process against a hub apiserver of its own, spreads "
                              "created through the hub's API, statuses written, every stream over mutual "
                              "TLS (bench.placement_hub)")
+    parser.add_argument("--interpreter-gc", action="store_true",
+                        help="keep the interpreter's garbage-collector thresholds in the coordinator (by "
+                             "default it runs with federation.collector's, as `fedspread coordinator` does): "
+                             "the before arm of that change")
     options = parser.parse_args(argv)
+    thresholds = gc.get_threshold() if options.interpreter_gc else collector.THRESHOLDS
+    if not options.interpreter_gc:
+        collector.tune()
     if options.hub and (options.tls or options.backend != "local"):
         parser.error("--hub runs the in-process backend, its streams always over mutual TLS")
     found = (hub_point(options.shape) if options.hub
              else measure(options.shape, backend=options.backend, tls=options.tls))
-    print(json.dumps(found), flush=True)
+    print(json.dumps({**found, "gc_thresholds": list(thresholds)}), flush=True)
     return 0
 
 

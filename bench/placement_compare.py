@@ -31,8 +31,11 @@ from typing import Any
 from bench import placement, placement_world, run
 
 HUB = "hub"
-VARIANTS = (*placement.BACKENDS, HUB)
-"""Each backend as the sweep runs it, and `hub`: the in-process backend through a hub apiserver."""
+INTERPRETER_GC = "local-interpreter-gc"
+VARIANTS = (*placement.BACKENDS, HUB, INTERPRETER_GC)
+"""Each backend as the sweep runs it; `hub`: the in-process backend through a hub apiserver;
+`local-interpreter-gc`: the in-process backend with the interpreter's garbage-collector thresholds
+(the before arm of `federation.collector`)."""
 
 
 def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
@@ -46,8 +49,9 @@ def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
         for backend in [*backends[turn:], *backends[:turn]]:
             report(f"{json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
             try:
-                found = placement.run_one(shape, backend="local" if backend == HUB else backend,
-                                          hub=backend == HUB)
+                placing = "local" if backend in (HUB, INTERPRETER_GC) else backend
+                found = placement.run_one(shape, backend=placing, hub=backend == HUB,
+                                          interpreter_gc=backend == INTERPRETER_GC)
                 record = {"varied": "compare", **found, "variant": backend}
             except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as error:
                 record = {"varied": "compare", **shape.describe(), "variant": backend, "backend": backend,
@@ -91,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the ways to compare (default: local ray): local, the in-process "
                              "backend; ray, a local Ray's shard actors; hub, the in-process backend with "
                              "the whole coordinator process against a hub apiserver (spreads created "
-                             "through its API, statuses written)")
+                             "through its API, statuses written); local-interpreter-gc, the in-process "
+                             "backend with the interpreter's garbage-collector thresholds instead of "
+                             "federation.collector's (the before arm of that change)")
     parser.add_argument("--output", type=pathlib.Path, default=run.RESULTS / "latest-compare.json",
                         help="where to write the document (default: bench/results/latest-compare.json)")
     options = parser.parse_args(arguments)

@@ -210,7 +210,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
     if local_ray and ray_address:
         options.usage_error("--local-ray and --ray-address contradict each other: the first starts a "
                             "Ray here, the second joins one; give one")
-    from federation import logs
+    from federation import collector, logs
     from federation.coordinator import process as coordinator_main  # Ray, gRPC, Kubernetes
     from federation.coordinator import ray_join
     from federation.coordinator.hub import admission
@@ -223,6 +223,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
         except ray_join.RayJoinError as error:
             options.usage_error(str(error))
     logs.configure(log_level)
+    collector.tune()  # a round spends a third of its time collecting with the interpreter's thresholds
     settings = coordinator_main.CoordinatorConfig(
         hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen,
         use_ray=bool(ray_address) or local_ray,

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from federation import collector
 from federation.api import cluster
 from federation.coordinator import backends
 from federation.coordinator.model import capacity, loop, routing
@@ -68,6 +69,9 @@ def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
 
 class SpreadShard:
     """The placement actor body: stateless, so a restarted actor answers exactly as before."""
+
+    def __init__(self) -> None:
+        collector.tune()  # it unpickles every round's requests: see `federation.collector`
 
     def place_batch(self, requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)
