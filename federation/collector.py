@@ -3,13 +3,13 @@
 Why: CPython's cycle collector runs a young collection every 700 net new container objects and an
 older one every 10 of those, and each older collection walks every object of its generations. The
 coordinator holds hundreds of thousands of long-lived objects (specs, views, placements, ledgers)
-and a placement round allocates millions more, so with the interpreter's thresholds a large round
-spends about a third of its time collecting: measured on 2 cores, one full round of 10,000
-spreads on 1,000 clusters took 6.1 s with the defaults and 4.2 s with `THRESHOLDS`, the process's
-peak memory the same (295 MB); unpickling 2,000 spread specs in that process took 0.18 s with the
-defaults and 0.04 s with collection off (docs/decisions.md, "Issue 27: the collector's
-thresholds"). Almost all of the coordinator's objects are freed by reference counting; the cycle
-collector only finds cycles, which stay rare, so collecting later costs little memory.
+and a placement round allocates millions more, so with the interpreter's thresholds a large
+round spends about a quarter of its time collecting. Measured (bench/README.md, "Ray or
+in-process, measured again": 10,000 spreads on 1,000 clusters, every agent stream live, three
+runs each, 2 cores): the full round took 10.3 s with the interpreter's thresholds and 7.4 s with
+`THRESHOLDS`, delivery to every agent 28.2 s and 20.7 s, the coordinator's memory 570 MB both.
+Almost all of the coordinator's objects are freed by reference counting; the cycle collector only
+finds cycles, which stay rare, so collecting later costs little memory.
 
 `tune` is called by the programs that run a coordinator (`fedspread coordinator`, the placement
 benchmark's coordinator, which measures it as it ships) and by the Ray shard actors, which
@@ -25,9 +25,8 @@ import gc
 THRESHOLDS = (50_000, 20, 10)
 """Young collection every 50,000 net new container objects (the interpreter: 700), the middle
 generation every 20 of those (10), the oldest every 10 of those (10; the interpreter also waits
-until a quarter of the long-lived objects are new). In the measurement above, with these the
-round made no full collection, 128 young and 9 middle ones, where the defaults made 13, 3,475 and
-315; thresholds ten times higher again gained nothing measurable."""
+until a quarter of the long-lived objects are new): a full collection stays within reach of a
+long-running process."""
 
 
 def tune(thresholds: tuple[int, int, int] = THRESHOLDS) -> tuple[int, int, int]:
