@@ -20,7 +20,8 @@ twice is found afterwards, per node pool, and only the spreads involved are plac
 3. **Only the spreads whose takes do not fit are placed again**: they are taken out of the round;
    the others are checked again without them (until no check fails: taking charges out can only
    make room, but a fold of what remains may lay charges out differently across a cluster's
-   pools). Then they are placed one after another, in key order, against the snapshot minus the
+   pools) — in the clusters where the spreads taken out charged or took room, the only ones whose
+   fold changes. Then they are placed one after another, in key order, against the snapshot minus the
    charges of the kept ones and of those placed before. A spread that charged a contended pool
    but whose takes fit, in key order, keeps its answer: it is the sequential one (below). Placing
    every charger of a contended pool again (the first form of this rule) gave the same answers
@@ -171,6 +172,14 @@ class _Fold:
         self._slots[(name, index)] = (requests, value)
         return value
 
+    def forget(self, names: Iterable[str]) -> None:
+        """Clusters `names` back to the snapshot, as if nothing had been charged there."""
+        for name in names:
+            self._state.pop(name, None)
+            self._stamps.pop(name, None)
+            for index in range(len(self._pools.get(name, ()))):
+                self._slots.pop((name, index), None)
+
     def room(self) -> FoldedRoom:
         """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
         them); it costs the clusters charged, not every cluster of the snapshot."""
@@ -267,17 +276,24 @@ def _takes_by_cluster(placed: Placed) -> dict[str, list[passes.Take]]:
     return found
 
 
-def _check(
-    pools: Pools, first: Mapping[str, Placed], keys: Sequence[str],
-    takes: Mapping[str, Mapping[str, Sequence[passes.Take]]],
-) -> tuple[set[str], set[tuple[str, int]]]:
-    """The spreads among `keys` (in key order) whose takes do not fit on what the spreads before
-    them left, and the pools those takes may use."""
-    fold = _Fold(pools)
+def _chargers(first: Mapping[str, Placed], keys: Sequence[str],
+              takes: Mapping[str, Mapping[str, Sequence[passes.Take]]]) -> dict[str, list[str]]:
+    """Per cluster, the spreads among `keys` (in key order) that charge or take room there."""
     per_cluster: dict[str, list[str]] = {}
     for key in keys:
         for name in first[key].charges.keys() | takes[key].keys():
             per_cluster.setdefault(name, []).append(key)
+    return per_cluster
+
+
+def _check(
+    fold: _Fold, first: Mapping[str, Placed], per_cluster: Mapping[str, Sequence[str]],
+    takes: Mapping[str, Mapping[str, Sequence[passes.Take]]],
+) -> tuple[set[str], set[tuple[str, int]]]:
+    """Per cluster of `per_cluster` (each folded from the snapshot: none may be in `fold` yet), the
+    spreads whose takes do not fit on what the spreads before them there left, and the pools those
+    takes may use; every spread's charges folded, so `fold` ends holding them all. Clusters are
+    independent of each other: any partition of them checks the same."""
     failed: set[str] = set()
     contended: set[tuple[str, int]] = set()
     for name, chargers in per_cluster.items():
@@ -295,28 +311,30 @@ def _check(
 def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place) -> Settled:
     """The round's answer from `first`, every spread's answer against the snapshot `pools` (in any
     order, from any number of shards): the spreads whose takes do not fit found and placed again
-    with `place`, one after another in key order (see the module docstring)."""
+    with `place`, one after another in key order (see the module docstring).
+
+    After the first check, only the clusters where the spreads just taken out charged or took room
+    are checked again: elsewhere the same spreads fold the same charges, and their check passed.
+    The fold then holds the kept spreads' charges everywhere, which is the room the spreads placed
+    again start from."""
     keys = sorted(first)
     takes = {key: _takes_by_cluster(first[key]) for key in keys}
-    contended: set[tuple[str, int]] = set()
-    again: set[str] = set()
-    while True:
-        failed, found = _check(pools, first, [k for k in keys if k not in again], takes)
-        if not failed:
-            break
+    per_cluster = _chargers(first, keys, takes)
+    fold = _Fold(pools)
+    failed, contended = _check(fold, first, per_cluster, takes)
+    again = set(failed)
+    while failed:
+        touched = {name for key in failed for name in first[key].charges.keys() | takes[key].keys()}
+        fold.forget(touched)
+        failed, found = _check(
+            fold, first, {name: [k for k in per_cluster[name] if k not in again] for name in touched}, takes)
         contended |= found
         again |= failed
     placed = {key: first[key] for key in keys}
-    if again:
-        fold = _Fold(pools)
-        for key in keys:
-            if key not in again:
-                for name, items in first[key].charges.items():
-                    fold.charge(name, items)
-        for key in sorted(again):
-            placed[key] = answer = place(key, fold.room())
-            for name, items in answer.charges.items():
-                fold.charge(name, items)
+    for key in sorted(again):
+        placed[key] = answer = place(key, fold.room())
+        for name, items in answer.charges.items():
+            fold.charge(name, items)
     return Settled(placed=placed, contended=frozenset(contended), replaced=tuple(sorted(again)))
 
 

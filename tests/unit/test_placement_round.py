@@ -407,3 +407,65 @@ def test_uncontended_spreads_answer_whatever_the_names_of_the_others(
     for key in round_.items:
         if key not in settled.replaced and renamed[key] not in again.replaced:
             assert answer(settled.placed[key]) == answer(again.placed[renamed[key]])
+
+
+def settled_by_the_rule(round_: Round) -> placement_round.Settled:
+    """`settle` as the module docstring states the rule, without its shortcuts: every check from a
+    fresh fold over every cluster, until none fails; then a fresh fold of the kept spreads' charges
+    for the spreads placed again."""
+    pools, room = round_.pools(), placement_round.room_of(round_.pools())
+    first = {key: round_.place(key, room) for key in sorted(round_.items)}
+    keys = sorted(first)
+    takes = {key: placement_round._takes_by_cluster(first[key]) for key in keys}
+    again: set[str] = set()
+    contended: set[tuple[str, int]] = set()
+    while True:
+        kept = [k for k in keys if k not in again]
+        failed, found = placement_round._check(placement_round._Fold(pools), first,
+                                               placement_round._chargers(first, kept, takes), takes)
+        if not failed:
+            break
+        contended |= found
+        again |= failed
+    fold = placement_round._Fold(pools)
+    for key in keys:
+        if key not in again:
+            for name, items in first[key].charges.items():
+                fold.charge(name, items)
+    placed = dict(first)
+    for key in sorted(again):
+        placed[key] = answer_ = round_.place(key, fold.room())
+        for name, items in answer_.charges.items():
+            fold.charge(name, items)
+    return placement_round.Settled(placed=placed, contended=frozenset(contended),
+                                   replaced=tuple(sorted(again)))
+
+
+@PROPERTY
+@hypothesis.given(round_=rounds())
+def test_checking_again_only_where_the_spreads_taken_out_were_is_the_rule(round_: Round) -> None:
+    settled, rule = round_.settle(), settled_by_the_rule(round_)
+    assert answers(settled.placed) == answers(rule.placed)
+    assert (settled.contended, settled.replaced) == (rule.contended, rule.replaced)
+
+
+@PROPERTY
+@hypothesis.given(round_=rounds(), data=st.data())
+def test_the_check_of_any_partition_of_the_clusters_is_the_check_of_all(
+        round_: Round, data: st.DataObject) -> None:
+    """What lets the check run on shards of clusters: each cluster's fold is its own."""
+    pools, room = round_.pools(), placement_round.room_of(round_.pools())
+    first = {key: round_.place(key, room) for key in sorted(round_.items)}
+    takes = {key: placement_round._takes_by_cluster(first[key]) for key in first}
+    per_cluster = placement_round._chargers(first, sorted(first), takes)
+    whole = placement_round._check(placement_round._Fold(pools), first, per_cluster, takes)
+    parts = data.draw(st.integers(1, 4))
+    owner = {name: data.draw(st.integers(0, parts - 1)) for name in sorted(per_cluster)}
+    failed: set[str] = set()
+    contended: set[tuple[str, int]] = set()
+    for part in range(parts):
+        mine = {name: keys for name, keys in per_cluster.items() if owner[name] == part}
+        found = placement_round._check(placement_round._Fold(pools), first, mine, takes)
+        failed |= found[0]
+        contended |= found[1]
+    assert (failed, contended) == whole
