@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import urllib3
 from kubernetes import client
 
 from bench import placement_events, placement_swarm, placement_world
@@ -57,6 +58,8 @@ Report = Callable[[str], None]
 
 HUB_POINT = "base+hub"
 REQUEST_TIMEOUT = 30.0
+CLEANUP_ERRORS = (client.ApiException, urllib3.exceptions.HTTPError, OSError)
+"""What a clean-up delete may meet and go on past: the API's refusal, the connection's errors."""
 POLL_SECONDS = 0.5
 STATUS_POLL_SECONDS = 2.0
 """Listing every spread to check its status is itself load on the hub: not more often than this."""
@@ -134,9 +137,18 @@ def measure_on(kubeconfig: pathlib.Path, shape: Shape, *, namespace_prefix: str,
     (`placement_swarm.certificates`)."""
     api = startup.hub_client(kubeconfig)
     namespaces = [f"{namespace_prefix}{n}" for n in range(min(shape.spreads, placement_world.NAMESPACES))]
-    for namespace in namespaces:
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}},
-                                               _request_timeout=REQUEST_TIMEOUT)
+    try:  # what a failed run made is removed too: a namespace created before the one that failed
+        for namespace in namespaces:
+            client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}},
+                                                   _request_timeout=REQUEST_TIMEOUT)
+        return _served(kubeconfig, shape, namespaces=namespaces, report=report)
+    finally:
+        _clean(api, namespaces=namespaces, shape=shape)
+
+
+def _served(kubeconfig: pathlib.Path, shape: Shape, *, namespaces: list[str],
+            report: Report) -> dict[str, Any]:
+    """The run itself, the coordinator serving its stand-in agents over mutual TLS; stopped after."""
     with tempfile.TemporaryDirectory(prefix="fedspread-bench-hub-tls-") as scratch:
         tls = placement_swarm.certificates(pathlib.Path(scratch))
         settings = startup.CoordinatorConfig(
@@ -161,7 +173,6 @@ def measure_on(kubeconfig: pathlib.Path, shape: Shape, *, namespace_prefix: str,
         finally:
             recorder.close()
             coordinator.stop()
-            _clean(api, namespaces=namespaces, shape=shape)
 
 
 def _run(kubeconfig: pathlib.Path, coordinator: process_mod.CoordinatorProcess,
@@ -246,18 +257,19 @@ def _clean(api: client.ApiClient, *, namespaces: list[str], shape: Shape) -> Non
     """Remove what the run made on the hub: its spreads and Deployments, its namespaces, and the
     MemberClusters its agents registered (cluster-scoped). One by one, not by namespace: a hub
     without a namespace controller (the sandbox's runs the HPA controller alone) never empties a
-    deleted namespace."""
+    deleted namespace. A delete that fails (the object was never made, the hub did not answer in
+    time) does not stop the others."""
     core, apps, custom = client.CoreV1Api(api), client.AppsV1Api(api), client.CustomObjectsApi(api)
     for namespace in namespaces:
-        with contextlib.suppress(client.ApiException):
+        with contextlib.suppress(*CLEANUP_ERRORS):
             custom.delete_collection_namespaced_custom_object(
                 common.API_GROUP, common.API_VERSION, namespace, PLURAL, _request_timeout=REQUEST_TIMEOUT)
-        with contextlib.suppress(client.ApiException):
+        with contextlib.suppress(*CLEANUP_ERRORS):
             apps.delete_collection_namespaced_deployment(namespace, _request_timeout=REQUEST_TIMEOUT)
-        with contextlib.suppress(client.ApiException):
+        with contextlib.suppress(*CLEANUP_ERRORS):
             core.delete_namespace(namespace, _request_timeout=REQUEST_TIMEOUT)
     for index in range(shape.clusters):
-        with contextlib.suppress(client.ApiException):
+        with contextlib.suppress(*CLEANUP_ERRORS):
             custom.delete_cluster_custom_object(common.API_GROUP, common.API_VERSION, "memberclusters",
                                                 placement_world.cluster_name(index),
                                                 _request_timeout=REQUEST_TIMEOUT)
