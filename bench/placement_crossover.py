@@ -39,6 +39,7 @@ from typing import Any
 
 from bench import placement_backends, placement_world, profile_events
 from bench.placement_world import Shape
+from federation import collector
 from federation.coordinator import shards
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import inbound
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=None, help="also write the record to this JSON file")
     parser.add_argument("--note", default="", help="a sentence stored with the record (e.g. why it ran)")
     options = parser.parse_args(argv)
+    collector.tune()  # the coordinator's thresholds, as `fedspread coordinator` runs (the actors set theirs)
     shape, sizes = (QUICK_SHAPE, QUICK_SIZES) if options.quick else (SHAPE, SIZES)
     if options.sizes:
         sizes = tuple(sorted(set(options.sizes)))
