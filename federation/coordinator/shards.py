@@ -53,10 +53,10 @@ Generous: a full round of 10,000 spreads on two shards takes tens of seconds on 
 RAY_ROUND_MIN_SPREADS = 4096
 """A round of fewer spreads is placed in the coordinator's process, with the same answer, without a
 Ray round trip (`loop.recompute`'s `parallel_from`). Measured (`python -m bench.placement_crossover`,
-bench/results/reference-placement-crossover.json, provisional: 2 shared cores, load 4-6): the
-2 shards were slower at every round size, 2 to 2,048 spreads on 200 clusters (1.05-2.1x the
-in-process median), so the crossover is past 2,048 and only bigger rounds (a full round) go to Ray.
-Measure again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
+bench/results/reference-placement-crossover.json: 2 cores, nothing else running): the 2 shards
+were slower at every round size, 2 to 2,048 spreads on 200 clusters (1.10-2.2x the in-process
+median), so the crossover is past 2,048 and only bigger rounds (a full round) go to Ray. Measure
+again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
 
 
 def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
