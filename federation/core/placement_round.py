@@ -45,20 +45,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from federation.api import quantity, spread
-from federation.core import fit, overcommit, placement, placement_view
-from federation.core import placement_passes as passes
+from federation.core import fit, overcommit, placement, placement_view, round_check
 
-Pools = Mapping[str, Sequence[fit.Pool]]
-"""Per cluster, its node pools in numbers; `requested`: what each node holds at the round's start,
-the pending pods of spreads outside the round charged (the round's snapshot)."""
+Pools = round_check.Pools
 
 Charges = Mapping[str, tuple[overcommit.Charge, ...]]
 """Per cluster, one spread's pending pods: per subset, in the placement's order."""
-
-Node = dict[str, quantity.Nanos]
-
 
 @dataclasses.dataclass(frozen=True)
 class Placed:
@@ -114,135 +109,6 @@ def room_of(pools: Pools) -> dict[str, tuple[Mapping[str, quantity.Nanos], ...]]
     return {name: tuple(p.requested for p in members) for name, members in pools.items()}
 
 
-class _Fold:
-    """Per cluster, the snapshot's pools with charges folded on, in the order they come."""
-
-    def __init__(self, pools: Pools) -> None:
-        self._pools = pools
-        self._state: dict[str, list[Node]] = {}
-        self._admitted: dict[tuple[str, object], tuple[int, ...]] = {}
-        self._stamps: dict[str, int] = {}
-        """Per cluster a charge changed, the number of the last such change (in this fold)."""
-        self._changes = 0
-        self._slots: dict[tuple[str, int], tuple[fit.Requests, int]] = {}
-        """Per (cluster, pool), the free pod slots last computed for one kind of pod, until a
-        charge changes that pool: a check asks each pool's slots before the spread's charges fold
-        onto it, and the next spread asks again for the pools it did not change."""
-
-    def state(self, name: str) -> list[Node]:
-        found = self._state.get(name)
-        if found is None:
-            found = self._state[name] = [dict(p.requested) for p in self._pools.get(name, ())]
-        return found
-
-    def admitted(self, name: str, profile: fit.Profile) -> tuple[int, ...]:
-        """The pools of cluster `name` (with nodes) whose nodes admit the profile's pods."""
-        key = (name, profile.admission)
-        found = self._admitted.get(key)
-        if found is None:
-            found = self._admitted[key] = fit.admitting(self._pools.get(name, ()), profile.shape)
-        return found
-
-    def charge(self, name: str, items: Iterable[overcommit.Charge]) -> None:
-        """Fold charges onto cluster `name` as `overcommit.deduct_pending` does: each pool in turn
-        up to its free pod slots, what fits nowhere charged to nothing."""
-        pools, state = self._pools.get(name, ()), self.state(name)
-        for item in items:
-            left, requests = item.pods, item.profile.requests
-            for index in self.admitted(name, item.profile):
-                pool = pools[index]
-                take = min(left, self.slots(name, index, requests))
-                if take:
-                    node = state[index] = dict(state[index])
-                    fit.charge(node, requests, pods=take, count=pool.count)
-                    self._slots.pop((name, index), None)
-                    left -= take
-                    self._changes += 1
-                    self._stamps[name] = self._changes
-                if not left:
-                    break
-
-    def slots(self, name: str, index: int, requests: fit.Requests) -> int:
-        """Pods of `requests` pool `index` of cluster `name` still takes, as folded so far
-        (`fit.slots`, remembered until a charge changes the pool)."""
-        found = self._slots.get((name, index))
-        if found is not None and (found[0] is requests or found[0] == requests):
-            return found[1]
-        value = fit.slots(self._pools[name][index], self.state(name)[index], requests)
-        self._slots[(name, index)] = (requests, value)
-        return value
-
-    def forget(self, names: Iterable[str]) -> None:
-        """Clusters `names` back to the snapshot, as if nothing had been charged there."""
-        for name in names:
-            self._state.pop(name, None)
-            self._stamps.pop(name, None)
-            for index in range(len(self._pools.get(name, ()))):
-                self._slots.pop((name, index), None)
-
-    def room(self) -> FoldedRoom:
-        """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
-        them); it costs the clusters charged, not every cluster of the snapshot."""
-        state = self._state
-        return FoldedRoom(self._pools, {name: tuple(state[name]) for name in self._stamps},
-                          stamps=dict(self._stamps), source=self)
-
-    def refused(self, name: str, placed: Placed, takes: Sequence[passes.Take]) -> tuple[int, ...] | None:
-        """Take `takes` (in cluster `name`) again on what is folded there; None when every take
-        fits, else the pools the first one that does not fit may use."""
-        pools = self._pools.get(name)
-        if not pools:
-            return ()
-        profiles, state = placed.profiles, self.state(name)
-        first = profiles[takes[0].subset]
-        admitted = self.admitted(name, first)
-        if all(profiles[t.subset].requests == first.requests
-               and self.admitted(name, profiles[t.subset]) == admitted for t in takes):
-            # One kind of pod on the same pools (the usual case): `NodesLeft` fills their nodes
-            # with it exactly, so the takes fit when their pods do not outnumber the pools' free slots.
-            fits = sum(self.slots(name, i, first.requests) for i in admitted)
-            return None if sum(t.pods for t in takes) <= fits else admitted
-        member = placement_view.member_of(
-            pools, state, ready=True, cordon="", kinds=fit.kinds([p.requests for p in profiles]),
-            admits=tuple(self.admitted(name, p) for p in profiles),
-        )
-        view = placement_view.View(names=(name,), selected=(), members={name: member}, rooms=())
-        nodes_left = passes.NodesLeft(view)
-        for take in takes:
-            if nodes_left.room(take.subset, name) < take.pods:
-                return member.admits[take.subset]
-            nodes_left.take_for(take.subset, name, take.pods)
-        return None
-
-
-class FoldedRoom(Mapping[str, Sequence[Mapping[str, quantity.Nanos]]]):
-    """A room as a fold of charges on the snapshot left it: the charged clusters' states, the
-    others' as the snapshot's pools have them. `stamp` tells, without comparing states, whether a
-    cluster differs from the snapshot and whether two rooms of one fold (`source`) hold the same
-    state there: what a caller that builds views from rooms needs to build each only once."""
-
-    def __init__(self, pools: Pools, folded: Mapping[str, Sequence[Mapping[str, quantity.Nanos]]], *,
-                 stamps: Mapping[str, int], source: object) -> None:
-        self._pools, self._folded, self._stamps = pools, folded, stamps
-        self.source = source
-        """The fold that made this room: the same stamp of the same source is the same state."""
-
-    def stamp(self, name: str) -> int:
-        """0: cluster `name` holds what the snapshot says; else the number of the fold's last
-        change to it (equal numbers from one `source`: equal states)."""
-        return self._stamps.get(name, 0)
-
-    def __getitem__(self, name: str) -> Sequence[Mapping[str, quantity.Nanos]]:
-        found = self._folded.get(name)
-        return found if found is not None else tuple(p.requested for p in self._pools[name])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._pools)
-
-    def __len__(self) -> int:
-        return len(self._pools)
-
-
 class LedgerPools(Mapping[str, Sequence[fit.Pool]]):
     """A round's snapshot as `Pools`, from per-cluster ledgers (`overcommit.Ledger`) that hold the
     pending pods of the spreads outside the round: each cluster's pools with every charge its
@@ -269,72 +135,57 @@ class LedgerPools(Mapping[str, Sequence[fit.Pool]]):
         return len(self._ledgers)
 
 
-def _takes_by_cluster(placed: Placed) -> dict[str, list[passes.Take]]:
-    found: dict[str, list[passes.Take]] = {}
-    for take in placed.result.takes:
-        found.setdefault(take.cluster, []).append(take)
-    return found
+class Checker(Protocol):
+    """A round's check (`round_check.ClusterCheck`, or one that asks the shards of clusters that
+    run its parts): what the first check finds, what it finds again without the spreads taken out,
+    and the fold that ends holding the kept spreads' charges."""
+
+    def first(self) -> round_check.Found: ...
+
+    def again(self, taken_out: Collection[str]) -> round_check.Found: ...
+
+    def kept(self) -> round_check.Fold: ...
 
 
-def _chargers(first: Mapping[str, Placed], keys: Sequence[str],
-              takes: Mapping[str, Mapping[str, Sequence[passes.Take]]]) -> dict[str, list[str]]:
-    """Per cluster, the spreads among `keys` (in key order) that charge or take room there."""
-    per_cluster: dict[str, list[str]] = {}
-    for key in keys:
-        for name in first[key].charges.keys() | takes[key].keys():
-            per_cluster.setdefault(name, []).append(key)
-    return per_cluster
+class _InProcess:
+    """The check of every cluster here, on one fold."""
+
+    def __init__(self, pools: Pools, first: Mapping[str, Placed]) -> None:
+        self._check = round_check.ClusterCheck(pools, round_check.by_cluster(
+            round_check.rows_of(key, found.result, charges=found.charges, profiles=found.profiles)
+            for key, found in first.items()))
+
+    def first(self) -> round_check.Found:
+        return self._check.first()
+
+    def again(self, taken_out: Collection[str]) -> round_check.Found:
+        return self._check.again(taken_out)
+
+    def kept(self) -> round_check.Fold:
+        return self._check.fold
 
 
-def _check(
-    fold: _Fold, first: Mapping[str, Placed], per_cluster: Mapping[str, Sequence[str]],
-    takes: Mapping[str, Mapping[str, Sequence[passes.Take]]],
-) -> tuple[set[str], set[tuple[str, int]]]:
-    """Per cluster of `per_cluster` (each folded from the snapshot: none may be in `fold` yet), the
-    spreads whose takes do not fit on what the spreads before them there left, and the pools those
-    takes may use; every spread's charges folded, so `fold` ends holding them all. Clusters are
-    independent of each other: any partition of them checks the same."""
-    failed: set[str] = set()
-    contended: set[tuple[str, int]] = set()
-    for name, chargers in per_cluster.items():
-        for key in chargers:  # in key order
-            mine = takes[key].get(name)
-            if mine:
-                refused = fold.refused(name, first[key], mine)
-                if refused is not None:
-                    failed.add(key)
-                    contended.update((name, index) for index in refused)
-            fold.charge(name, first[key].charges.get(name, ()))
-    return failed, contended
-
-
-def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place) -> Settled:
+def settle(pools: Pools, first: Mapping[str, Placed], *, place: Place,
+           checker: Checker | None = None) -> Settled:
     """The round's answer from `first`, every spread's answer against the snapshot `pools` (in any
-    order, from any number of shards): the spreads whose takes do not fit found and placed again
-    with `place`, one after another in key order (see the module docstring).
-
-    After the first check, only the clusters where the spreads just taken out charged or took room
-    are checked again: elsewhere the same spreads fold the same charges, and their check passed.
-    The fold then holds the kept spreads' charges everywhere, which is the room the spreads placed
-    again start from."""
+    order, from any number of shards): the spreads whose takes do not fit found (by `checker`, the
+    check of every cluster here by default) and placed again with `place`, one after another in
+    key order (see the module docstring), from the fold the checks end with."""
     keys = sorted(first)
-    takes = {key: _takes_by_cluster(first[key]) for key in keys}
-    per_cluster = _chargers(first, keys, takes)
-    fold = _Fold(pools)
-    failed, contended = _check(fold, first, per_cluster, takes)
+    check = checker if checker is not None else _InProcess(pools, first)
+    failed, contended = check.first()
     again = set(failed)
     while failed:
-        touched = {name for key in failed for name in first[key].charges.keys() | takes[key].keys()}
-        fold.forget(touched)
-        failed, found = _check(
-            fold, first, {name: [k for k in per_cluster[name] if k not in again] for name in touched}, takes)
+        failed, found = check.again(failed)
         contended |= found
         again |= failed
     placed = {key: first[key] for key in keys}
-    for key in sorted(again):
-        placed[key] = answer = place(key, fold.room())
-        for name, items in answer.charges.items():
-            fold.charge(name, items)
+    if again:
+        fold = check.kept()
+        for key in sorted(again):
+            placed[key] = answer = place(key, fold.room())
+            for name, items in answer.charges.items():
+                fold.charge(name, items)
     return Settled(placed=placed, contended=frozenset(contended), replaced=tuple(sorted(again)))
 
 
@@ -354,7 +205,7 @@ def place_round(
 def place_in_order(keys: Iterable[str], *, pools: Pools, place: Place) -> dict[str, Placed]:
     """The sequential rule the round is compared with: the spreads in the order given, each against
     the snapshot minus the pending charges of the ones before it."""
-    fold = _Fold(pools)
+    fold = round_check.Fold(pools)
     placed: dict[str, Placed] = {}
     for key in keys:
         placed[key] = answer = place(key, fold.room())

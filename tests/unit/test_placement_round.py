@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import hypothesis
@@ -24,7 +24,7 @@ import strategies as fs
 from hypothesis import strategies as st
 
 from federation.api import cluster, names, quantity, spread
-from federation.core import fit, placement, placement_round, placement_view
+from federation.core import fit, placement, placement_round, placement_view, round_check
 from federation.core import placement_passes as passes
 from tests.support import builders
 
@@ -409,6 +409,13 @@ def test_uncontended_spreads_answer_whatever_the_names_of_the_others(
             assert answer(settled.placed[key]) == answer(again.placed[renamed[key]])
 
 
+def rows(first: Mapping[str, placement_round.Placed],
+         keys: Sequence[str]) -> dict[str, list[round_check.Row]]:
+    return round_check.by_cluster(
+        round_check.rows_of(key, first[key].result, charges=first[key].charges, profiles=first[key].profiles)
+        for key in keys)
+
+
 def settled_by_the_rule(round_: Round) -> placement_round.Settled:
     """`settle` as the module docstring states the rule, without its shortcuts: every check from a
     fresh fold over every cluster, until none fails; then a fresh fold of the kept spreads' charges
@@ -416,18 +423,16 @@ def settled_by_the_rule(round_: Round) -> placement_round.Settled:
     pools, room = round_.pools(), placement_round.room_of(round_.pools())
     first = {key: round_.place(key, room) for key in sorted(round_.items)}
     keys = sorted(first)
-    takes = {key: placement_round._takes_by_cluster(first[key]) for key in keys}
     again: set[str] = set()
     contended: set[tuple[str, int]] = set()
     while True:
         kept = [k for k in keys if k not in again]
-        failed, found = placement_round._check(placement_round._Fold(pools), first,
-                                               placement_round._chargers(first, kept, takes), takes)
+        failed, found = round_check.ClusterCheck(pools, rows(first, kept)).first()
         if not failed:
             break
         contended |= found
         again |= failed
-    fold = placement_round._Fold(pools)
+    fold = round_check.Fold(pools)
     for key in keys:
         if key not in again:
             for name, items in first[key].charges.items():
@@ -449,23 +454,47 @@ def test_checking_again_only_where_the_spreads_taken_out_were_is_the_rule(round_
     assert (settled.contended, settled.replaced) == (rule.contended, rule.replaced)
 
 
+class Parts:
+    """A round's check split over `owner`'s parts of the clusters, each a `ClusterCheck` of its own
+    (what shards of clusters run), the kept fold seeded from what each part folded."""
+
+    def __init__(self, pools: placement_round.Pools, first: Mapping[str, placement_round.Placed],
+                 owner: Mapping[str, int], parts: int) -> None:
+        self.pools = pools
+        every = rows(first, sorted(first))
+        self.checks = [
+            round_check.ClusterCheck(pools, {n: r for n, r in every.items() if owner.get(n, 0) == part})
+            for part in range(parts)]
+
+    def first(self) -> round_check.Found:
+        return self._union([check.first() for check in self.checks])
+
+    def again(self, taken_out: Collection[str]) -> round_check.Found:
+        return self._union([check.again(taken_out) for check in self.checks])
+
+    def kept(self) -> round_check.Fold:
+        states: dict[str, tuple[round_check.Node, ...]] = {}
+        for check in self.checks:
+            states.update(check.folded())
+        return round_check.Fold.seeded(self.pools, states)
+
+    @staticmethod
+    def _union(found: Sequence[round_check.Found]) -> round_check.Found:
+        return (frozenset().union(*(f[0] for f in found)), frozenset().union(*(f[1] for f in found)))
+
+
 @PROPERTY
 @hypothesis.given(round_=rounds(), data=st.data())
-def test_the_check_of_any_partition_of_the_clusters_is_the_check_of_all(
+def test_a_check_split_over_parts_of_the_clusters_settles_the_same(
         round_: Round, data: st.DataObject) -> None:
-    """What lets the check run on shards of clusters: each cluster's fold is its own."""
+    """What lets the check run on shards of clusters: each cluster's fold is its own, and the room
+    the spreads placed again start from is the parts' folds put together."""
+    whole = round_.settle()
     pools, room = round_.pools(), placement_round.room_of(round_.pools())
     first = {key: round_.place(key, room) for key in sorted(round_.items)}
-    takes = {key: placement_round._takes_by_cluster(first[key]) for key in first}
-    per_cluster = placement_round._chargers(first, sorted(first), takes)
-    whole = placement_round._check(placement_round._Fold(pools), first, per_cluster, takes)
     parts = data.draw(st.integers(1, 4))
-    owner = {name: data.draw(st.integers(0, parts - 1)) for name in sorted(per_cluster)}
-    failed: set[str] = set()
-    contended: set[tuple[str, int]] = set()
-    for part in range(parts):
-        mine = {name: keys for name, keys in per_cluster.items() if owner[name] == part}
-        found = placement_round._check(placement_round._Fold(pools), first, mine, takes)
-        failed |= found[0]
-        contended |= found[1]
-    assert (failed, contended) == whole
+    owner = {name: data.draw(st.integers(0, parts - 1)) for name in sorted(pools)}
+    checker = Parts(pools, first, owner, parts)
+    split = placement_round.settle(pools, first, place=round_.place, checker=checker)
+    assert answers(split.placed) == answers(whole.placed)
+    assert (split.contended, split.replaced) == (whole.contended, whole.replaced)

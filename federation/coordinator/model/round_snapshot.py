@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from federation.coordinator.model import pending_charges
-from federation.core import placement, placement_round, placement_view
+from federation.core import placement, placement_round, placement_view, round_check
 
 
 def placed(
@@ -52,7 +52,7 @@ class Rooms:
         whose nodes hold more there are built again from their pools (`member_of`), the others
         kept; the rooms of the members built again follow them. `room` is one `settle` gives
         (a `FoldedRoom`: TypeError otherwise)."""
-        if not isinstance(room, placement_round.FoldedRoom):
+        if not isinstance(room, round_check.FoldedRoom):
             raise TypeError(f"a room from placement_round.settle was expected, not {type(room).__name__}")
         members = dict(view.members)
         changed: set[str] = set()
@@ -69,7 +69,7 @@ class Rooms:
         return dataclasses.replace(view, members=members, rooms=rooms)
 
     def _member(
-        self, name: str, room: placement_round.FoldedRoom, *, like: placement_view.Member,
+        self, name: str, room: round_check.FoldedRoom, *, like: placement_view.Member,
         plan: pending_charges.Plan,
     ) -> placement_view.Member | None:
         """Cluster `name` as `room` has it, for `plan`'s pods, as `like` (the snapshot's member:
