@@ -15,7 +15,7 @@ from typing import Protocol
 
 from federation.api import cluster
 from federation.coordinator.model import capacity, loop
-from federation.core import placement
+from federation.core import placement, round_check
 
 
 class PlaceTimeout(loop.BatchUnavailable):
@@ -38,6 +38,12 @@ class PlacementBackend(Protocol):
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """One placement per request, in request order."""
+        ...
+
+    def place_round(self, requests: Sequence[loop.PlaceRequest],
+                    pools: round_check.Pools) -> loop.RoundAnswers:
+        """A round's first answers against its snapshot `pools`, in request order, and the round's
+        check where the backend runs it (None: the coordinator checks it)."""
         ...
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
@@ -72,6 +78,10 @@ class LocalBackend:
 
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)
+
+    def place_round(self, requests: Sequence[loop.PlaceRequest],
+                    pools: round_check.Pools) -> loop.RoundAnswers:
+        return loop.RoundAnswers(self.place_batch(requests), None)
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)

@@ -225,8 +225,8 @@ class Coordinator:
                                         reason=model_lifecycle.RECREATED if orphan else "spread deleted")
                 if orphan:
                     wanted.add(key)
-            batch = self.backend.place_batch if self.backend.parallel else None
-            result = loop.recompute(self.world, wanted, now=now, place_batch=batch,
+            batch = self.backend.place_round if self.backend.parallel else None
+            result = loop.recompute(self.world, wanted, now=now, place_round=batch,
                                     parallel_from=self.backend.parallel_from)
             if result.fell_back:
                 log.warning("the placement shards did not answer; this round was placed in the "

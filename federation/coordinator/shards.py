@@ -9,6 +9,9 @@ else in the project imports `ray`; this module imports it lazily, only when a `R
 
 - **SpreadShard** holds nothing: an actor that dies is restarted by Ray (`max_restarts=-1`), its
   in-flight calls are retried (`max_task_retries`), and the new process answers exactly as before.
+- **A round on the shards** (`RayBackend.place_round`): each SpreadShard answers its spreads and
+  cuts the answers into rows per ClusterShard; each ClusterShard checks the node pools of its
+  clusters (`round_parts`); the rows go from actor to actor, not through the coordinator.
 - **ClusterShard** holds the node inventories of its clusters (as agents last reported them) and
   answers capacity simulations: how many more pods of a shape fit in a cluster once the pods
   placed there but not yet running are counted. It *has* state, so each actor carries an
@@ -40,9 +43,9 @@ from typing import Any
 
 from federation import collector
 from federation.api import cluster
-from federation.coordinator import backends
+from federation.coordinator import backends, round_parts
 from federation.coordinator.model import capacity, loop, routing
-from federation.core import placement
+from federation.core import placement, round_check
 
 PLACE_SECONDS = 300.0
 """How long a placement batch waits for the SpreadShards before the round is placed in-process.
@@ -76,6 +79,12 @@ class SpreadShard:
     def place_batch(self, requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)
 
+    def place_round(self, requests: list[loop.PlaceRequest], parts: int) -> tuple[Any, ...]:
+        """A round's first answers, then the rows of each of the `parts` ClusterShards' clusters
+        (`round_parts.cut`): one return value each, so each goes to its shard on its own."""
+        answers = loop.answer_all(requests)
+        return (answers, *round_parts.cut(requests, answers, parts=parts))
+
     def ping(self) -> str:
         return "ok"
 
@@ -88,8 +97,10 @@ class ClusterShard:
     """The inventory actor body: node pools of the clusters routed here, and capacity answers."""
 
     def __init__(self) -> None:
+        collector.tune()  # it unpickles every round's rows: see `federation.collector`
         self.incarnation = uuid.uuid4().hex
         self._pools: dict[str, list[cluster.NodePool]] = {}
+        self._round = round_parts.HeldCheck()
 
     def report(self, name: str, pools: list[cluster.NodePool]) -> None:
         self._pools[name] = pools
@@ -108,6 +119,17 @@ class ClusterShard:
 
     def clusters(self) -> list[str]:
         return sorted(self._pools)
+
+    def check_first(self, round_id: str, pools: round_check.Pools,
+                    *parts: round_parts.Rows) -> round_check.Found:
+        """The first check of round `round_id` on this shard's clusters (`round_parts.HeldCheck`)."""
+        return self._round.first(round_id, pools, parts)
+
+    def check_again(self, round_id: str, taken_out: list[str]) -> round_check.Found:
+        return self._round.again(round_id, taken_out)
+
+    def check_folded(self, round_id: str) -> dict[str, tuple[round_check.Node, ...]]:
+        return self._round.folded(round_id)
 
     def pid(self) -> int:
         return os.getpid()
@@ -246,14 +268,27 @@ class RayBackend:
             raise backends.ShardUnavailable(
                 f"a placement shard is unavailable ({type(error).__name__}): "
                 f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
-        results: list[placement.Placement | None] = [None] * len(items)
-        for (indices, _), answers in zip(calls, found, strict=True):
-            for index, result in zip(indices, answers, strict=True):
-                results[index] = result
-        missing = [i for i, r in enumerate(results) if r is None]
-        if missing:
-            raise RuntimeError(f"shards answered no placement for requests {missing}")
-        return [r for r in results if r is not None]
+        return round_parts.answers_in_order(
+            len(items), [(indices, answers) for (indices, _), answers in zip(calls, found, strict=True)])
+
+    def place_round(self, requests: Sequence[loop.PlaceRequest],
+                    pools: round_check.Pools) -> loop.RoundAnswers:
+        """`place_batch`, each SpreadShard also cutting its answers into rows for the ClusterShards,
+        and the round's check on them (`round_parts.RemoteCheck`); the same errors."""
+        items = list(requests)
+        parts = self.cluster_shards
+        calls = [(indices, self.actors[shard].place_round.options(num_returns=parts + 1).remote(
+                      [items[i] for i in indices], parts))
+                 for shard, indices in enumerate(group_by_shard([r.key for r in items], shards=self.shards))
+                 if indices]
+        found = self._wait([refs[0] for _, refs in calls], what=f"{len(items)} placements of a round")
+        answers = round_parts.answers_in_order(
+            len(items), [(indices, answers) for (indices, _), answers in zip(calls, found, strict=True)])
+        rows = [[refs[1 + j] for _, refs in calls] for j in range(parts)]
+        check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=rows, pools=pools,
+                                        round_id=uuid.uuid4().hex,
+                                        wait=lambda refs, what: list(self._wait(refs, what=what)))
+        return loop.RoundAnswers(answers, check)
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """What-if placements as Ray tasks, one per chunk of requests (two chunks per shard count)."""

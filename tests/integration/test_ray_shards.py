@@ -228,6 +228,41 @@ def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBa
     assert sum(p.clusters["tiny"] for p in on_ray.placements.values()) == 4  # never overcommitted
 
 
+def test_a_round_checked_on_the_cluster_shards_equals_the_round_in_process(local_ray: str) -> None:
+    """`place_round`: the SpreadShards cut their answers into rows for the ClusterShards, which
+    check the round's node pools; the coordinator only unions what they find and places the
+    contended spreads again on the folds they send back: the same round as in-process."""
+    made = shards.RayBackend(shards=2, cluster_shards=3)
+    try:
+        assert {made.cluster_shard_for(name) for name in ("tiny", "big")} == {0, 1}  # two check a part
+        worlds = [round_world(), round_world()]
+        keys = [e.key for e in worlds[0].spreads()]
+        on_ray = loop.recompute(worlds[0], keys, now=NOW, place_round=made.place_round, parallel_from=2)
+        in_process = loop.recompute(worlds[1], keys, now=NOW)
+        assert on_ray.fell_back == ""
+        assert on_ray.placements == in_process.placements
+        assert on_ray.replaced == in_process.replaced > 0
+        assert sum(p.clusters["tiny"] for p in on_ray.placements.values()) == 4  # never overcommitted
+    finally:
+        made.close()
+
+
+def test_a_round_whose_check_meets_a_dead_cluster_shard_is_checked_in_process(local_ray: str) -> None:
+    """The first answers come back, the ClusterShard that should check a part is gone: the round is
+    checked in the coordinator with the same answers (`fell_back` says so), never lost."""
+    made = shards.RayBackend(shards=2, cluster_shards=3, place_seconds=60.0)
+    try:
+        ray.kill(made.cluster_actors[made.cluster_shard_for("tiny")], no_restart=True)
+        worlds = [round_world(), round_world()]
+        keys = [e.key for e in worlds[0].spreads()]
+        fell = loop.recompute(worlds[0], keys, now=NOW, place_round=made.place_round, parallel_from=2)
+        alone = loop.recompute(worlds[1], keys, now=NOW)
+        assert "the round's check" in fell.fell_back, fell.fell_back
+        assert fell.placements == alone.placements and fell.replaced == alone.replaced > 0
+    finally:
+        made.close()
+
+
 def test_a_round_below_the_crossover_is_placed_in_process_with_the_shards_answer(
     backend: shards.RayBackend,
 ) -> None:

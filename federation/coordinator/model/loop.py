@@ -16,15 +16,15 @@ spread cannot spare yet are kept until their replacements are Ready, and a retur
 are kept until it reports them again.
 
 Cost: a request is built from what the World keeps up to date per cluster (other spreads'
-pending pods already charged, see `World.view_for`), so it costs the clusters the spread can use,
-not every cluster times every spread; a round's spreads are independent of each other, so the Ray
-shards' answers are final unless their pools are contended.
+pending pods already charged, `World.view_for`): it costs the clusters the spread can use, not
+every cluster times every spread.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from federation.api import cluster, spread
@@ -53,8 +53,7 @@ class Round:
     """Spreads of a round of several placed again, one after another, because they charged a node
     pool the round's snapshot answers promised twice (`placement_round.Settled.replaced`)."""
     fell_back: str = ""
-    """Why the round's first answers were placed in this process instead of by the parallel
-    backend (`BatchUnavailable`); "" if not."""
+    """Why the round was answered or checked here, not by the shards (`BatchUnavailable`); "" if not."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +91,17 @@ class PlaceRequest:
 
 
 PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
+
+
+class RoundAnswers(typing.NamedTuple):
+    """A round's first answers in request order, and its check where it runs beside them (the Ray
+    shards of clusters; None: `placement_round.settle` checks it here)."""
+
+    placements: list[placement.Placement]
+    checker: placement_round.Checker | None
+
+
+PlaceRound = Callable[[Sequence[PlaceRequest], placement_round.Pools], RoundAnswers]
 
 
 class BatchUnavailable(Exception):
@@ -230,22 +240,21 @@ def _store(world: world_model.World, key: str, *, result: placement.Placement,
 
 def recompute(
     world: world_model.World, keys: Iterable[str], *, now: datetime.datetime,
-    place_batch: PlaceBatch | None = None, parallel_from: int = 2,
+    place_batch: PlaceBatch | None = None, place_round: PlaceRound | None = None,
+    parallel_from: int = 2,
 ) -> Round:
     """Place the spreads `keys` and store the results in the world.
 
     A round of one spread is placed here, on the world as it is (every other spread's pending pods
-    deducted), never sent to `place_batch`: one spread gains nothing from a shard but a round trip.
-    A round of several is placed against one snapshot (`placement_round`): the round's
-    own pending pods are lifted out of the ledgers, every request is built on what remains and
-    answered at once — by `place_batch` (the Ray shards) when given and the round has at least
-    `parallel_from` spreads (the backend's: `shards.RAY_ROUND_MIN_SPREADS`, measured, below which a
-    round trip costs more than the shards save), else here; the answers are the same — then
-    `placement_round.settle` finds the node pools the answers promised twice and places the spreads
-    that charged them again, one after another in key order, here (`replaced`). With room for
-    everyone nothing is placed twice.
-    When `place_batch` raises `BatchUnavailable` (the Ray shards missed their deadline), the same
-    requests are answered here (`fell_back`): same round.
+    deducted): one spread gains nothing from a shard but a round trip. A round of several is placed
+    against one snapshot (`placement_round`): its own pending pods lifted out of the ledgers, every
+    request built on what remains and answered at once — by `place_round` (the Ray shards, which
+    check the round too) or `place_batch` when given and the round has at least `parallel_from`
+    spreads (the backend's measured crossover, `shards.RAY_ROUND_MIN_SPREADS`), else here, the same
+    answers — then `placement_round.settle` finds the pools the answers promised twice and places
+    the spreads that charged them again, in key order, here (`replaced`).
+    When the shards raise `BatchUnavailable` (they missed their deadline, an actor died), the same
+    requests are answered, or the same answers checked, here (`fell_back`): same round.
 
     The failover brake and rate limit are decided and committed here, once per spread placed, in
     key order (`brake_for`), before any request is built; a spread placed again keeps that
@@ -276,9 +285,10 @@ def recompute(
         return Round(placements=placed, waiting_for_target=tuple(waiting), removed=tuple(removed))
     held = {e.key: brake_for(world, e, now=now) for e in entries}  # in key order, each committed once
     try:
+        parallel = len(entries) >= parallel_from
         settled, fell_back = _against_one_snapshot(
-            world, entries, held=held, now=now,
-            place_batch=place_batch if len(entries) >= parallel_from else None)
+            world, entries, held=held, now=now, place_batch=place_batch if parallel else None,
+            place_round=place_round if parallel else None)
         for entry in entries:
             _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key], now=now)
     except BaseException:  # the spreads not stored yet keep their last placements, charged again
@@ -292,21 +302,25 @@ def recompute(
 def _against_one_snapshot(
     world: world_model.World, entries: Sequence[world_model.SpreadEntry], *,
     held: Mapping[str, frozenset[str]], now: datetime.datetime, place_batch: PlaceBatch | None,
+    place_round: PlaceRound | None,
 ) -> tuple[placement_round.Settled, str]:
     """The round of `entries` (several, in key order) settled against one snapshot, nothing stored
-    yet; and why its first answers were placed here instead of by `place_batch` ("" if they were
-    not). The round's pending pods are out of the ledgers from here until each spread is stored."""
+    yet; and why it was answered or checked here, not by the shards ("" if it was not). Its
+    pending pods are out of the ledgers from here until each spread is stored."""
     pools = world.lift_charges([e.key for e in entries])
     sent = [request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key], in_round=True)
             for e in entries]
     fell_back = ""
-    if place_batch is None:
-        answers = answer_all(sent)
-    else:
-        try:
+    checker: placement_round.Checker | None = None
+    try:
+        if place_round is not None:
+            answers, checker = place_round(sent, pools)
+        elif place_batch is not None:
             answers = place_batch(sent)
-        except BatchUnavailable as error:
-            answers, fell_back = answer_all(sent), str(error) or type(error).__name__
+        else:
+            answers = answer_all(sent)
+    except BatchUnavailable as error:
+        answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     requests = {r.key: r for r in sent}
     plans = {e.key: world.plan_for(e.key) for e in entries}
     first = {r.key: round_snapshot.placed(a, running=r.inputs.running, plan=plans[r.key])
@@ -321,6 +335,11 @@ def _against_one_snapshot(
         result = answer(dataclasses.replace(request, view=view))
         return round_snapshot.placed(result, running=request.inputs.running, plan=plans[key])
 
+    if checker is not None:
+        try:  # the shards' check fails before anything is placed again: checked here instead
+            return placement_round.settle(pools, first, place=again, checker=checker), fell_back
+        except BatchUnavailable as error:
+            fell_back = f"the round's check: {str(error) or type(error).__name__}"
     return placement_round.settle(pools, first, place=again), fell_back
 
 

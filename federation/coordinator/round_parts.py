@@ -1,0 +1,136 @@
+"""A round's check split over the Ray shards: each SpreadShard cuts its answers into the rows of
+each ClusterShard's clusters, and each ClusterShard checks its clusters.
+
+Why: after the first answers, the largest part of a full round the coordinator did alone was the
+check of every node pool (bench/README.md, "Ray or in-process"). Each cluster's check reads only
+the spreads that charge or take room there (`core.round_check`), so the ClusterShards that own the
+clusters run it: a SpreadShard returns, beside its answers, one part of rows per ClusterShard
+(`cut`), the rows go from actor to actor through Ray's object store, and the coordinator only
+unions what the checks find and takes back the folds of the kept spreads' charges (`RemoteCheck`,
+a `placement_round.Checker`). The answer is the one the coordinator's own check gives: the test
+`test_a_check_split_over_parts_of_the_clusters_settles_the_same` holds it for any partition.
+
+No Ray import: the calls are made on the actor handles the backend gives, and waited for with its
+deadline (`Wait`); a check that fails or misses it raises `loop.BatchUnavailable`, and the round
+is checked in the coordinator instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
+
+from federation.coordinator.model import loop, routing
+from federation.core import fit, placement, placement_round, round_check
+
+Rows = dict[str, list[round_check.Row]]
+"""Per cluster, rows in key order."""
+
+Wait = Callable[[list[Any], str], list[Any]]
+"""The backend's wait for remote calls: their results, within its deadline (`BatchUnavailable`)."""
+
+
+class RoundGone(Exception):
+    """A ClusterShard asked to go on with a round it does not hold (it was restarted meanwhile)."""
+
+
+def cut(requests: Sequence[loop.PlaceRequest], answers: Sequence[placement.Placement], *,
+        parts: int) -> list[Rows]:
+    """The rows of each answer, per part of the clusters (`routing.shard_of` among `parts`): each
+    spread's pods per subset are the profiles the coordinator's plan gives (`profiles_of`), one
+    object per distinct profile so that a part pickles each once."""
+    found: list[Rows] = [{} for _ in range(parts)]
+    interned: dict[tuple[object, object], fit.Profile] = {}
+    for request, result in zip(requests, answers, strict=True):
+        shape = request.inputs.shape if request.inputs.shape is not None else fit.empty_shape()
+        profiles = tuple(interned.setdefault((p.requests, p.admission), p)
+                         for p in placement_round.profiles_of(request.spec, shape))
+        charges = placement_round.charges_of(result, running=request.inputs.running, profiles=profiles)
+        for name, row in round_check.rows_of(request.key, result, charges=charges, profiles=profiles).items():
+            found[routing.shard_of(name, shards=parts)].setdefault(name, []).append(row)
+    return found
+
+
+def merged(parts: Iterable[Rows]) -> Rows:
+    """The rows of one ClusterShard's clusters from every SpreadShard, per cluster in key order."""
+    found: Rows = {}
+    for part in parts:
+        for name, rows in part.items():
+            found.setdefault(name, []).extend(rows)
+    for rows in found.values():
+        rows.sort(key=lambda row: row.key)
+    return found
+
+
+class HeldCheck:
+    """The check a ClusterShard holds for the round in flight (one at a time: a new round's first
+    check replaces it)."""
+
+    def __init__(self) -> None:
+        self._round = ""
+        self._check: round_check.ClusterCheck | None = None
+
+    def first(self, round_id: str, pools: round_check.Pools, parts: Sequence[Rows]) -> round_check.Found:
+        self._round, self._check = round_id, round_check.ClusterCheck(pools, merged(parts))
+        return self._check.first()
+
+    def again(self, round_id: str, taken_out: Collection[str]) -> round_check.Found:
+        return self._held(round_id).again(taken_out)
+
+    def folded(self, round_id: str) -> dict[str, tuple[round_check.Node, ...]]:
+        """The kept spreads' charges folded on its clusters; the round is over for this shard."""
+        found = self._held(round_id).folded()
+        self._round, self._check = "", None
+        return found
+
+    def _held(self, round_id: str) -> round_check.ClusterCheck:
+        if self._check is None or self._round != round_id:
+            raise RoundGone(f"round {round_id} is not held here (the shard was restarted)")
+        return self._check
+
+
+class RemoteCheck:
+    """A round's check on the ClusterShards (`placement_round.Checker`): `parts[j]` are the refs of
+    the rows every SpreadShard cut for ClusterShard `j`, `pools` the round's snapshot."""
+
+    def __init__(self, *, actors: Sequence[Any], parts: Sequence[Sequence[Any]], pools: round_check.Pools,
+                 round_id: str, wait: Wait) -> None:
+        self._actors, self._parts, self._pools = actors, parts, pools
+        self._round, self._wait = round_id, wait
+        self._mine: list[dict[str, tuple[fit.Pool, ...]]] = [{} for _ in actors]
+        for name in pools:  # each shard gets the snapshot of its own clusters
+            self._mine[routing.shard_of(name, shards=len(actors))][name] = tuple(pools[name])
+
+    def first(self) -> round_check.Found:
+        return _union(self._wait([actor.check_first.remote(self._round, self._mine[j], *self._parts[j])
+                                  for j, actor in enumerate(self._actors)], "the round's check"))
+
+    def again(self, taken_out: Collection[str]) -> round_check.Found:
+        out = sorted(taken_out)
+        return _union(self._wait([actor.check_again.remote(self._round, out) for actor in self._actors],
+                                 "the round's check, again"))
+
+    def kept(self) -> round_check.Fold:
+        states: dict[str, tuple[round_check.Node, ...]] = {}
+        for found in self._wait([actor.check_folded.remote(self._round) for actor in self._actors],
+                                "the round's folded charges"):
+            states.update(found)
+        return round_check.Fold.seeded(self._pools, states)
+
+
+def _union(found: Sequence[round_check.Found]) -> round_check.Found:
+    return (frozenset().union(*(f[0] for f in found)), frozenset().union(*(f[1] for f in found)))
+
+
+def answers_in_order(count: int, calls: Sequence[tuple[Sequence[int], Sequence[placement.Placement]]]
+                     ) -> list[placement.Placement]:
+    """The answers of every shard's call put back in request order (`count` requests)."""
+    results: list[placement.Placement | None] = [None] * count
+    for indices, answers in calls:
+        for index, result in zip(indices, answers, strict=True):
+            results[index] = result
+    missing = [i for i, r in enumerate(results) if r is None]
+    if missing:
+        raise RuntimeError(f"shards answered no placement for requests {missing}")
+    return [r for r in results if r is not None]
+
