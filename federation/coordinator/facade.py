@@ -225,14 +225,14 @@ class Coordinator:
                                         reason=model_lifecycle.RECREATED if orphan else "spread deleted")
                 if orphan:
                     wanted.add(key)
-            batch = self.backend.place_round if self.backend.parallel else None
-            result = loop.recompute(self.world, wanted, now=now, place_round=batch,
+            on_shards = self.backend.place_round if self.backend.parallel else None
+            result = loop.recompute(self.world, wanted, now=now, place_round=on_shards,
                                     parallel_from=self.backend.parallel_from)
             if result.fell_back:
-                log.warning("the placement shards did not answer; this round was placed in the "
+                log.warning("the placement shards did not answer; this round was placed or checked in the "
                             "coordinator's process instead", extra={
                                 "spreads": len(result.placements), "error": result.fell_back})
-            elif batch is not None and len(result.placements) >= self.backend.parallel_from:
+            elif on_shards is not None and len(result.placements) >= self.backend.parallel_from:
                 self._say_if_ray_gained_nothing(result)  # only a round the shards were asked for
             listening = {name for name, stream in self._streams.items() if stream.resynced}
             # Deleted spreads first (their deletionPolicy decides), before any assignment. A `Delete`

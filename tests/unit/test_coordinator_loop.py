@@ -669,4 +669,5 @@ def test_the_facade_places_a_round_the_shards_miss_and_says_so(caplog: pytest.Lo
     assert result.fell_back == "the placement shards did not answer 2 requests within 1 s"
     assert result.placements == facade.Coordinator(models[1], clock=clock).publish(keys).placements
     assert [r.message for r in caplog.records] == [
-        "the placement shards did not answer; this round was placed in the coordinator's process instead"]
+        "the placement shards did not answer; this round was placed or checked in the coordinator's process "
+        "instead"]
