@@ -4,7 +4,8 @@ cluster's node pools, and which spreads' takes no longer fit on it.
 Why a module of its own: a cluster's check reads only the spreads that charge or take room there,
 in key order, on that cluster's own fold (`placement_round`'s rule, step 2), so clusters are
 checked apart: all of them in the coordinator, or each part of them by the shard that owns it
-(`ClusterCheck` over any part of a round's `Row`s, `test_the_check_of_any_partition_...`), and
+(`ClusterCheck` over any part of a round's `Row`s; `test_placement_round.py`'s
+`test_a_check_split_over_parts_of_the_clusters_settles_the_same`), and
 `placement_round.settle` only unions what the parts find. A check that found spreads to take out
 is asked again without them (`ClusterCheck.again`), only where they were: elsewhere the same
 spreads fold the same charges. Pure: no Ray here; the shards that run it import this.
