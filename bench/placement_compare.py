@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -67,7 +68,7 @@ def document(shape: placement_world.Shape, *, runs: int, backends: Sequence[str]
              argv: Sequence[str]) -> dict[str, Any]:
     """The comparison as a results document: per backend the combined point and every run."""
     found: dict[str, Any] = {"mode": "compare", "machine": run.machine(), "started_at": run.now(),
-                             "command": " ".join(["python", "-m", "bench.placement_compare", *argv]),
+                             "command": shlex.join(["python", "-m", "bench.placement_compare", *argv]),
                              "commit": run.commit(), "shape": shape.describe(), "runs_per_backend": runs,
                              "order": "rotating: run i starts with backend i mod len(backends)"}
     at_start = run.load()

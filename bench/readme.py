@@ -42,6 +42,11 @@ DEDICATED = {
                     "dedicated run: the benchmark is newer than the full run"),
 }
 """Benchmarks whose headline rows come from a dedicated run instead of the full run: its file, and why."""
+GOAL_RUN = ("reference-placement-goal.json",
+            "dedicated run of the goal's federation, newer than the full run: the coordinator's collector "
+            "thresholds since a1751bb, the round's check on the shards since e07c9bf")
+"""The placement goals' rows come from this `bench.placement_compare` run of the goal's federation,
+both backends, when it is a reference (the sweep's rows stay the full run's): its file, and why."""
 REASON = "_dedicated_because"
 """The key `_document` adds to a dedicated run's document: why it was chosen over the full run."""
 NOT_COMPARABLE = "not comparable"
@@ -236,9 +241,43 @@ def _point(collapse: dict[str, Any]) -> str:
     return point
 
 
+def shell_quoted(command: str) -> str:
+    """A recorded command as a shell takes it: a `--shape` JSON object recorded without its quotes
+    (documents before `placement_compare` recorded them) in single quotes."""
+    marker = "--shape {"
+    start = command.find(marker)
+    if start < 0:
+        return command
+    begin = start + len("--shape ")
+    end = command.find("}", begin)
+    return command if end < 0 else f"{command[:begin]}'{command[begin:end + 1]}'{command[end + 1:]}"
+
+
+def _goal_run() -> dict[str, Any] | None:
+    """The dedicated run of the goal's federation (`GOAL_RUN`), when it is there and a reference."""
+    path = RESULTS / GOAL_RUN[0]
+    if not path.exists():
+        return None
+    found: dict[str, Any] = json.loads(path.read_text())
+    return found if is_reference(found) and found.get("points") else None
+
+
+def _dedicated_goals(found: dict[str, Any]) -> Iterator[Row]:
+    """The goals from the dedicated run, every backend it ran."""
+    runs = int(found.get("runs_per_backend", 1))
+    started = str(found.get("started_at", "?"))[:16].replace("T", " ")
+    when = (f"{started} UTC; {GOAL_RUN[1]}; {runs} run{'s' if runs != 1 else ''} per backend (each figure "
+            f"the median run's; min-max in the JSON); `{shell_quoted(found['command'])}`")
+    for point in found["points"].values():
+        if "error" not in point:
+            yield from _placement_goals(point, load=_load(point, found), when=when)
+
+
 def _placement(document: dict[str, Any]) -> Iterator[Row]:
     """A row per point of the sweep (per-spread cost, events end to end), then the goals of the
-    10k x 1,000 federation, one row each, for every backend that ran it."""
+    10k x 1,000 federation, one row each, for every backend that ran it (from `GOAL_RUN` when it
+    is a reference)."""
+    goal_run, goals_told = _goal_run(), False
     for row in document.get("placement") or []:
         runs = int(row.get("runs_per_point", 1))
         when = _when(document, only="placement", runs=f"{runs} run{'s' if runs != 1 else ''} per point"
@@ -268,8 +307,11 @@ def _placement(document: dict[str, Any]) -> Iterator[Row]:
                    _verdict(row["per_spread_ms"] <= 0.5), load, when)
         else:
             yield ("placement", figure, "(no goal at this size)", "—", load, when)
-        if row.get("varied") == "goal":
+        if row.get("varied") == "goal" and goal_run is None:
             yield from _placement_goals(row, load=load, when=when)
+        elif row.get("varied") == "goal" and not goals_told:
+            goals_told = True
+            yield from _dedicated_goals(goal_run)
 
 
 def _hub_figure(row: dict[str, Any]) -> str:

@@ -25,7 +25,8 @@ def test_every_row_states_its_goal_verdict_load_and_command() -> None:
         assert figure and goal and verdict in (
             "met", "**missed**", "—", "**not measured**", readme.NOT_COMPARABLE), (name, figure)
         assert "→" in load or load == "not recorded", (name, load)
-        assert "python -m bench.run" in when and "UTC" in when, (name, when)
+        assert ("python -m bench.run" in when or "python -m bench.placement_compare" in when) \
+            and "UTC" in when, (name, when)
 
 
 def _summary(create_p99_ms: float, *, collapsed_runs: int, runs: int = 3) -> dict[str, Any]:
@@ -117,3 +118,45 @@ def test_the_point_through_a_hub_is_a_row_of_its_own_without_a_goal() -> None:
     name, figure, goal, verdict, _load, _when = rows[0]
     assert (name, verdict) == ("placement", "—") and "no goal" in goal
     assert "placed 12.1 s" in figure and "every status shown 26.4 s" in figure and "TLS" in figure
+
+
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+def _goal_point(backend: str, full_s: float) -> dict[str, Any]:
+    event = {"n": 20, "replaced_median": 1, "p99_ms": 12.0, "messages_median": 10}
+    events = {"scale_up": event, "cordon": {**event, "replaced_median": 1000}}
+    return {"varied": "goal", "backend": backend, "spreads": 10000, "clusters": 1000,
+            "clusters_per_spread": 100, "pools_per_cluster": 2, "templates": 1, "streams": 1000,
+            "full_s": full_s, "per_spread_ms": 1.0,
+            "delivered_s": 25.0, "event_p99_ms": 12.0, "cordon_ms": 400.0, "rss_total_mb": 900,
+            "events": events, "runs_per_point": 3}
+
+
+def test_the_goals_come_from_the_dedicated_goal_run_once_when_it_is_a_reference(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    full = {"placement": [_goal_point("local", 19.4), _goal_point("ray", 21.5)], "commit": "abc",
+            "command": "python -m bench.run", "started_at": "2026-11-24T16:18:04+00:00", "mode": "full"}
+    dedicated = {"points": {"local": _goal_point("local", 8.0), "ray": _goal_point("ray", 9.0)},
+                 "commit": "def", "command": "python -m bench.placement_compare --runs 3",
+                 "started_at": "2026-11-30T01:52:24+00:00", "runs_per_backend": 3}
+    monkeypatch.setattr(readme, "_goal_run", lambda: dedicated)
+    goals = [row for row in readme._placement(full) if row[2] == "≤ 10 s"]
+    assert [row[1] for row in goals] == [f"10k {TIMES} 1,000, local: full round 8.0 s",
+                                         f"10k {TIMES} 1,000, ray: full round 9.0 s"]
+    assert all("dedicated run of the goal's federation" in row[5] and "bench.placement_compare" in row[5]
+               and "3 runs per backend" in row[5] for row in goals)
+    monkeypatch.setattr(readme, "_goal_run", lambda: None)  # none (or not a reference): the full run's
+    assert [row[1] for row in readme._placement(full) if row[2] == "≤ 10 s"] == [
+        f"10k {TIMES} 1,000, local: full round 19.4 s", f"10k {TIMES} 1,000, ray: full round 21.5 s"]
+
+
+@pytest.mark.parametrize(("recorded", "shown"), [
+    ('python -m bench.placement_compare --shape {"spreads": 10, "clusters": 5} --runs 3',
+     'python -m bench.placement_compare --shape \'{"spreads": 10, "clusters": 5}\' --runs 3'),
+    ("python -m bench.placement_compare --shape '{\"spreads\": 10}' --runs 3",
+     "python -m bench.placement_compare --shape '{\"spreads\": 10}' --runs 3"),
+    ("python -m bench.run --only placement", "python -m bench.run --only placement"),
+])
+def test_a_recorded_shape_is_shown_as_a_shell_takes_it(recorded: str, shown: str) -> None:
+    assert readme.shell_quoted(recorded) == shown
