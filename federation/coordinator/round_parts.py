@@ -17,7 +17,7 @@ is checked in the coordinator instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from federation.coordinator.model import loop, routing
@@ -51,17 +51,6 @@ def cut(requests: Sequence[loop.PlaceRequest], answers: Sequence[placement.Place
     return found
 
 
-def merged(parts: Iterable[Rows]) -> Rows:
-    """The rows of one ClusterShard's clusters from every SpreadShard, per cluster in key order."""
-    found: Rows = {}
-    for part in parts:
-        for name, rows in part.items():
-            found.setdefault(name, []).extend(rows)
-    for rows in found.values():
-        rows.sort(key=lambda row: row.key)
-    return found
-
-
 class HeldCheck:
     """The check a ClusterShard holds for the round in flight (one at a time: a new round's first
     check replaces it)."""
@@ -71,7 +60,7 @@ class HeldCheck:
         self._check: round_check.ClusterCheck | None = None
 
     def first(self, round_id: str, pools: round_check.Pools, parts: Sequence[Rows]) -> round_check.Found:
-        self._round, self._check = round_id, round_check.ClusterCheck(pools, merged(parts))
+        self._round, self._check = round_id, round_check.ClusterCheck(pools, round_check.merged(parts))
         return self._check.first()
 
     def again(self, round_id: str, taken_out: Collection[str]) -> round_check.Found:

@@ -54,15 +54,21 @@ def rows_of(key: str, result: placement.Placement, *, charges: Mapping[str, tupl
             for name in takes.keys() | charges.keys()}
 
 
-def by_cluster(rows: Iterable[Mapping[str, Row]]) -> dict[str, list[Row]]:
-    """Per cluster, the rows of every spread there, in key order (from any number of parts)."""
+def merged(parts: Iterable[Mapping[str, Sequence[Row]]]) -> dict[str, list[Row]]:
+    """Per cluster, the rows of every part there (each part's rows per cluster: one spread's, or
+    one shard's), in key order."""
     found: dict[str, list[Row]] = {}
-    for mine in rows:
-        for name, row in mine.items():
-            found.setdefault(name, []).append(row)
+    for part in parts:
+        for name, rows in part.items():
+            found.setdefault(name, []).extend(rows)
     for listed in found.values():
         listed.sort(key=lambda row: row.key)
     return found
+
+
+def by_cluster(rows: Iterable[Mapping[str, Row]]) -> dict[str, list[Row]]:
+    """Per cluster, the rows of every spread there, in key order (`rows`: each spread's `rows_of`)."""
+    return merged({name: (row,) for name, row in mine.items()} for mine in rows)
 
 
 class Fold:

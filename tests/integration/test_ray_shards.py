@@ -20,7 +20,7 @@ from federation.api import spread as spread_api
 from federation.coordinator import backends, shards
 from federation.coordinator.model import capacity, loop, world
 from federation.core import fit, overcommit, placement, placement_inputs
-from tests.support import builders, soak
+from tests.support import builders, contended_round, soak
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
@@ -201,21 +201,7 @@ def test_cluster_shards_answer_like_the_local_backend(backend: shards.RayBackend
 def round_world() -> world.World:
     """Twelve spreads competing for tiny's four one-cpu slots, with room to spare in big (a round of
     them is contended: against one snapshot each would take tiny's slots)."""
-    model = world.World(lambda: NOW)
-    for name, nodes in {"tiny": 1, "big": 10}.items():
-        model.upsert_cluster(name, labels={})
-        model.inventory(name, [builders.node_pool(nodes)])
-        model.heartbeat(name)
-    for i in range(12):
-        item = spread_api.FederatedSpread.model_validate({
-            "metadata": {"name": f"s{i:02d}", "namespace": "shop"},
-            "spec": {"targetRef": {"name": f"s{i:02d}"}, "scheduleStrategy": {"type": "Adaptive"},
-                     "subsets": [{"name": "small", "clusters": ["tiny"]},
-                                 {"name": "rest", "clusters": ["big"]}]}})
-        model.upsert_spread(item)
-        model.set_target(item.key, replicas=1 + i % 3, template={"spec": {"template": {"spec": {
-            "containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]}}}})
-    return model
+    return contended_round.contended_world({"tiny": 1, "big": 10}, now=NOW)
 
 
 def test_a_round_on_the_shards_equals_the_round_in_process(backend: shards.RayBackend) -> None:

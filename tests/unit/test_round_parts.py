@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from federation.api import spread as spread_api
 from federation.coordinator import round_parts, shards
 from federation.coordinator.model import loop, world
-from federation.core import fit, placement_round
-from tests.support import builders
+from federation.core import fit, placement_round, round_check
+from tests.support import contended_round
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 
@@ -45,23 +44,9 @@ def thresholds() -> Iterator[None]:
     gc.set_threshold(*before)
 
 
-def contended_world(clusters: Sequence[str] = ("tiny", "big", "mid")) -> world.World:
+def contended_world() -> world.World:
     """Twelve spreads over three clusters, tiny's four one-cpu slots wanted by most of them."""
-    model = world.World(lambda: NOW)
-    for name, nodes in zip(clusters, (1, 10, 2), strict=True):
-        model.upsert_cluster(name, labels={})
-        model.inventory(name, [builders.node_pool(nodes)])
-        model.heartbeat(name)
-    for i in range(12):
-        item = spread_api.FederatedSpread.model_validate({
-            "metadata": {"name": f"s{i:02d}", "namespace": "shop"},
-            "spec": {"targetRef": {"name": f"s{i:02d}"}, "scheduleStrategy": {"type": "Adaptive"},
-                     "subsets": [{"name": "small", "clusters": [clusters[0]]},
-                                 {"name": "rest", "clusters": list(clusters[1:])}]}})
-        model.upsert_spread(item)
-        model.set_target(item.key, replicas=1 + i % 3, template={"spec": {"template": {"spec": {
-            "containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]}}}})
-    return model
+    return contended_round.contended_world({"tiny": 1, "big": 10, "mid": 2}, now=NOW)
 
 
 def on_parts(*, spread_shards: int, cluster_shards: int) -> loop.PlaceRound:
@@ -106,7 +91,7 @@ def test_the_cut_gives_each_cluster_to_its_shard_in_key_order() -> None:
     first, second = (round_parts.cut(requests[:6], answers[:6], parts=3),
                      round_parts.cut(requests[6:], answers[6:], parts=3))
     for number in range(3):  # two shards' cuts, merged in any order, are the one cut of all
-        assert plain(round_parts.merged([second[number], first[number]])) == plain(parts[number])
+        assert plain(round_check.merged([second[number], first[number]])) == plain(parts[number])
     assert {name for part in parts for name in part} <= set(pools)
 
 
