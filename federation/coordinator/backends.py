@@ -10,7 +10,7 @@ stay free of Ray, and names the two errors every backend may raise for a batch i
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from federation.api import cluster
@@ -40,10 +40,11 @@ class PlacementBackend(Protocol):
         """One placement per request, in request order."""
         ...
 
-    def place_round(self, requests: Sequence[loop.PlaceRequest],
+    def place_round(self, requests: Iterable[loop.PlaceRequest],
                     pools: round_check.Pools) -> loop.RoundAnswers:
         """A round's first answers against its snapshot `pools`, in request order, and the round's
-        check where the backend runs it (None: the coordinator checks it)."""
+        check where the backend runs it (None: the coordinator checks it). `requests` may be built
+        as they are taken (a generator): a backend may start answering before the last is built."""
         ...
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
@@ -79,9 +80,9 @@ class LocalBackend:
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)
 
-    def place_round(self, requests: Sequence[loop.PlaceRequest],
+    def place_round(self, requests: Iterable[loop.PlaceRequest],
                     pools: round_check.Pools) -> loop.RoundAnswers:
-        return loop.RoundAnswers(self.place_batch(requests), None)
+        return loop.RoundAnswers(self.place_batch(list(requests)), None)
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)

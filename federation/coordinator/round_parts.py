@@ -17,7 +17,8 @@ is checked in the coordinator instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from federation.coordinator.model import loop, routing
@@ -28,6 +29,61 @@ Rows = dict[str, list[round_check.Row]]
 
 Wait = Callable[[list[Any], str], list[Any]]
 """The backend's wait for remote calls: their results, within its deadline (`BatchUnavailable`)."""
+
+Send = Callable[[int, list[loop.PlaceRequest]], Sequence[Any]]
+"""The backend's call of one SpreadShard's `place_round` on some requests: the refs of its answers,
+then of its rows for each ClusterShard."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sent:
+    """A round's requests as sent: how many, and each call with the indices of its requests."""
+
+    count: int
+    calls: list[tuple[list[int], Sequence[Any]]]
+
+    def answers(self) -> list[Any]:
+        """The ref of each call's answers, in call order."""
+        return [refs[0] for _, refs in self.calls]
+
+    def parts(self, count: int) -> list[list[Any]]:
+        """For each of `count` ClusterShards, the refs of the rows every call cut for it."""
+        return [[refs[1 + j] for _, refs in self.calls] for j in range(count)]
+
+    def in_order(self, found: Sequence[Sequence[placement.Placement]]) -> list[placement.Placement]:
+        """The calls' answers (`found`, in call order) put back in request order."""
+        return answers_in_order(self.count, [(indices, answers) for (indices, _), answers
+                                             in zip(self.calls, found, strict=True)])
+
+
+def send_in_chunks(requests: Iterable[loop.PlaceRequest], *, send: Send, shards: int, chunk: int) -> Sent:
+    """Send the requests as they come, `chunk` at a time, each chunk's requests to the shards owning
+    their spreads (`routing.shard_of`): the shards place the first chunks while the coordinator
+    still builds the next, instead of waiting for the last request to be built."""
+    if chunk < 1:
+        raise ValueError(f"a chunk holds at least one request, got {chunk}")
+    calls: list[tuple[list[int], Sequence[Any]]] = []
+    pending: list[loop.PlaceRequest] = []
+    count = 0
+
+    def flush() -> None:
+        groups: list[list[int]] = [[] for _ in range(shards)]
+        for offset, request in enumerate(pending):
+            groups[routing.shard_of(request.key, shards=shards)].append(offset)
+        start = count - len(pending)
+        for shard, offsets in enumerate(groups):
+            if offsets:
+                calls.append(([start + o for o in offsets], send(shard, [pending[o] for o in offsets])))
+        pending.clear()
+
+    for request in requests:
+        pending.append(request)
+        count += 1
+        if len(pending) >= chunk:
+            flush()
+    if pending:
+        flush()
+    return Sent(count=count, calls=calls)
 
 
 class RoundGone(Exception):
@@ -80,7 +136,10 @@ class HeldCheck:
 
 class RemoteCheck:
     """A round's check on the ClusterShards (`placement_round.Checker`): `parts[j]` are the refs of
-    the rows every SpreadShard cut for ClusterShard `j`, `pools` the round's snapshot."""
+    the rows every SpreadShard cut for ClusterShard `j`, `pools` the round's snapshot.
+
+    The first check is asked for at once: each ClusterShard runs it as soon as its rows are cut,
+    while the coordinator still reads the first answers; `first()` only waits for it."""
 
     def __init__(self, *, actors: Sequence[Any], parts: Sequence[Sequence[Any]], pools: round_check.Pools,
                  round_id: str, wait: Wait) -> None:
@@ -89,10 +148,11 @@ class RemoteCheck:
         self._mine: list[dict[str, tuple[fit.Pool, ...]]] = [{} for _ in actors]
         for name in pools:  # each shard gets the snapshot of its own clusters
             self._mine[routing.shard_of(name, shards=len(actors))][name] = tuple(pools[name])
+        self._first = [actor.check_first.remote(round_id, self._mine[j], *parts[j])
+                       for j, actor in enumerate(actors)]
 
     def first(self) -> round_check.Found:
-        return _union(self._wait([actor.check_first.remote(self._round, self._mine[j], *self._parts[j])
-                                  for j, actor in enumerate(self._actors)], "the round's check"))
+        return _union(self._wait(self._first, "the round's check"))
 
     def again(self, taken_out: Collection[str]) -> round_check.Found:
         out = sorted(taken_out)

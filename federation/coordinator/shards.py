@@ -9,9 +9,11 @@ else in the project imports `ray`; this module imports it lazily, only when a `R
 
 - **SpreadShard** holds nothing: an actor that dies is restarted by Ray (`max_restarts=-1`), its
   in-flight calls are retried (`max_task_retries`), and the new process answers exactly as before.
-- **A round on the shards** (`RayBackend.place_round`): each SpreadShard answers its spreads and
-  cuts the answers into rows per ClusterShard; each ClusterShard checks the node pools of its
-  clusters (`round_parts`); the rows go from actor to actor, not through the coordinator.
+- **A round on the shards** (`RayBackend.place_round`): the requests go `ROUND_CHUNK` at a time as
+  the coordinator builds them, so the shards place while it builds the rest; each SpreadShard
+  answers its spreads and cuts the answers into rows per ClusterShard; each ClusterShard checks the
+  node pools of its clusters (`round_parts`), asked before the coordinator reads the answers; the
+  rows go from actor to actor, not through the coordinator.
 - **ClusterShard** holds the node inventories of its clusters (as agents last reported them) and
   answers capacity simulations: how many more pods of a shape fit in a cluster once the pods
   placed there but not yet running are counted. It *has* state, so each actor carries an
@@ -38,7 +40,7 @@ import dataclasses
 import os
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from federation import collector
@@ -60,6 +62,12 @@ bench/results/reference-placement-crossover.json: 2 cores, nothing else running)
 were slower at every round size, 2 to 2,048 spreads on 200 clusters (1.10-2.2x the in-process
 median), so the crossover is past 2,048 and only bigger rounds (a full round) go to Ray. Measure
 again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
+
+
+ROUND_CHUNK = 1000
+"""How many requests of a round are sent to the SpreadShards at a time, as the coordinator builds
+them (`round_parts.send_in_chunks`): small enough that the shards start placing early, large enough
+that a call's fixed cost (one pickle, one task per shard) stays small beside its placements."""
 
 
 def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
@@ -195,7 +203,8 @@ class RayBackend:
     after `join_timeout` seconds (RayJoinTimeout; `ray.init` has no deadline of its own, so it runs
     in a thread that is abandoned: the caller is expected to exit); a placement batch after
     `place_seconds` (PlaceTimeout, see the module docstring). Rounds of fewer than `parallel_from`
-    spreads are not sent (`RAY_ROUND_MIN_SPREADS`). `close()` kills the actors,
+    spreads are not sent (`RAY_ROUND_MIN_SPREADS`); a round's requests go `round_chunk` at a time
+    (`ROUND_CHUNK`). `close()` kills the actors,
     and shuts Ray down only if this backend started it.
     """
 
@@ -205,10 +214,14 @@ class RayBackend:
         self, *, shards: int, cluster_shards: int = 1, address: str | None = None,
         init_options: Mapping[str, Any] | None = None, join_timeout: float | None = None,
         place_seconds: float = PLACE_SECONDS, parallel_from: int = RAY_ROUND_MIN_SPREADS,
+        round_chunk: int = ROUND_CHUNK,
     ) -> None:
         if parallel_from < 2:
             raise ValueError(f"a round sent to the shards has at least 2 spreads, got {parallel_from}")
         self.parallel_from = parallel_from
+        if round_chunk < 1:
+            raise ValueError(f"a round's chunk holds at least one request, got {round_chunk}")
+        self.round_chunk = round_chunk
         if shards < 1 or cluster_shards < 1:
             raise ValueError(f"shard counts must be at least 1, got {shards} and {cluster_shards}")
         if not place_seconds > 0:
@@ -271,23 +284,24 @@ class RayBackend:
         return round_parts.answers_in_order(
             len(items), [(indices, answers) for (indices, _), answers in zip(calls, found, strict=True)])
 
-    def place_round(self, requests: Sequence[loop.PlaceRequest],
+    def place_round(self, requests: Iterable[loop.PlaceRequest],
                     pools: round_check.Pools) -> loop.RoundAnswers:
-        """`place_batch`, each SpreadShard also cutting its answers into rows for the ClusterShards,
-        and the round's check on them (`round_parts.RemoteCheck`); the same errors."""
-        items = list(requests)
+        """`place_batch` sent `round_chunk` requests at a time as they are built (the shards place
+        while the coordinator builds the rest: `round_parts.send_in_chunks`), each SpreadShard also
+        cutting its answers into rows for the ClusterShards, and the round's check on them
+        (`round_parts.RemoteCheck`, asked for before the answers are read); the same errors."""
         parts = self.cluster_shards
-        calls = [(indices, self.actors[shard].place_round.options(num_returns=parts + 1).remote(
-                      [items[i] for i in indices], parts))
-                 for shard, indices in enumerate(group_by_shard([r.key for r in items], shards=self.shards))
-                 if indices]
-        found = self._wait([refs[0] for _, refs in calls], what=f"{len(items)} placements of a round")
-        answers = round_parts.answers_in_order(
-            len(items), [(indices, answers) for (indices, _), answers in zip(calls, found, strict=True)])
-        rows = [[refs[1 + j] for _, refs in calls] for j in range(parts)]
-        check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=rows, pools=pools,
+
+        def send(shard: int, chunk: list[loop.PlaceRequest]) -> Sequence[Any]:
+            refs: Sequence[Any] = self.actors[shard].place_round.options(num_returns=parts + 1).remote(
+                chunk, parts)
+            return refs
+
+        sent = round_parts.send_in_chunks(requests, send=send, shards=self.shards, chunk=self.round_chunk)
+        check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=sent.parts(parts), pools=pools,
                                         round_id=uuid.uuid4().hex,
                                         wait=lambda refs, what: list(self._wait(refs, what=what)))
+        answers = sent.in_order(self._wait(sent.answers(), what=f"{sent.count} placements of a round"))
         return loop.RoundAnswers(answers, check)
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import datetime
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from federation.coordinator import round_parts, shards
-from federation.coordinator.model import loop, world
+from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement_round, round_check
 from tests.support import contended_round
 
@@ -49,31 +49,64 @@ def contended_world() -> world.World:
     return contended_round.contended_world({"tiny": 1, "big": 10, "mid": 2}, now=NOW)
 
 
-def on_parts(*, spread_shards: int, cluster_shards: int) -> loop.PlaceRound:
+def on_parts(*, spread_shards: int, cluster_shards: int, chunk: int = shards.ROUND_CHUNK) -> loop.PlaceRound:
     """`RayBackend.place_round` with its actors' bodies called in this process."""
     spreads = [Handle(shards.SpreadShard()) for _ in range(spread_shards)]
     checkers = [Handle(shards.ClusterShard()) for _ in range(cluster_shards)]
 
-    def place_round(requests: Sequence[loop.PlaceRequest], pools: placement_round.Pools) -> loop.RoundAnswers:
-        groups = shards.group_by_shard([r.key for r in requests], shards=spread_shards)
-        calls = [(indices, spreads[shard].place_round.remote([requests[i] for i in indices], cluster_shards))
-                 for shard, indices in enumerate(groups) if indices]
-        answers = round_parts.answers_in_order(len(requests), [(i, found[0]) for i, found in calls])
-        parts = [[found[1 + j] for _, found in calls] for j in range(cluster_shards)]
-        return loop.RoundAnswers(answers, round_parts.RemoteCheck(
-            actors=checkers, parts=parts, pools=pools, round_id="r1", wait=lambda found, what: list(found)))
+    def place_round(requests: Iterable[loop.PlaceRequest], pools: placement_round.Pools) -> loop.RoundAnswers:
+        sent = round_parts.send_in_chunks(
+            requests, send=lambda shard, some: spreads[shard].place_round.remote(some, cluster_shards),
+            shards=spread_shards, chunk=chunk)
+        check = round_parts.RemoteCheck(actors=checkers, parts=sent.parts(cluster_shards), pools=pools,
+                                        round_id="r1", wait=lambda found, what: list(found))
+        return loop.RoundAnswers(sent.in_order(sent.answers()), check)
     return place_round
 
 
-@pytest.mark.parametrize(("spread_shards", "cluster_shards"), [(1, 1), (2, 2), (3, 5)])
-def test_a_round_checked_in_parts_is_the_round_checked_here(spread_shards: int, cluster_shards: int) -> None:
+@pytest.mark.parametrize(("spread_shards", "cluster_shards", "chunk"),
+                         [(1, 1, 1000), (2, 2, 1000), (3, 5, 1000), (2, 3, 1), (3, 2, 5)])
+def test_a_round_checked_in_parts_is_the_round_checked_here(
+    spread_shards: int, cluster_shards: int, chunk: int,
+) -> None:
+    """Whatever the shards, and however the requests are cut into chunks as they are built."""
     keys = [e.key for e in contended_world().spreads()]
-    parted = loop.recompute(contended_world(), keys, now=NOW, parallel_from=2,
-                            place_round=on_parts(spread_shards=spread_shards, cluster_shards=cluster_shards))
+    parted = loop.recompute(contended_world(), keys, now=NOW, parallel_from=2, place_round=on_parts(
+        spread_shards=spread_shards, cluster_shards=cluster_shards, chunk=chunk))
     here = loop.recompute(contended_world(), keys, now=NOW)
     assert parted.fell_back == ""
     assert parted.placements == here.placements
     assert parted.replaced == here.replaced > 0
+
+
+def test_requests_sent_in_chunks_are_sent_as_they_are_built_and_answered_in_order() -> None:
+    """`send_in_chunks` sends each full chunk before the next request is built; each call holds the
+    chunk's requests of one shard, and the answers come back in request order."""
+    model = contended_world()
+    entries = [e for e in (model.spread(k) for k in sorted(e.key for e in model.spreads())) if e is not None]
+    built: list[str] = []
+    sends: list[tuple[int, list[str], int]] = []
+
+    def building() -> Iterator[loop.PlaceRequest]:
+        for entry in entries:
+            built.append(entry.key)
+            yield loop.request_for(model, entry, replicas=entry.replicas or 0, now=NOW, kept=frozenset())
+
+    def send(shard: int, some: list[loop.PlaceRequest]) -> Sequence[Any]:
+        sends.append((shard, [r.key for r in some], len(built)))
+        return (loop.answer_all(some),)
+
+    sent = round_parts.send_in_chunks(building(), send=send, shards=2, chunk=5)
+    assert sent.count == len(entries) == 12
+    assert [seen for _, _, seen in sends if seen < 12] and max(seen for _, _, seen in sends) == 12
+    for shard, keys, seen in sends:
+        assert all(routing.shard_of(k, shards=2) == shard for k in keys)
+        assert seen == min(12, 5 * -(-(built.index(keys[-1]) + 1) // 5))  # sent once its chunk was full
+    assert sorted(k for _, keys, _ in sends for k in keys) == built
+    assert sent.in_order([refs[0] for _, refs in sent.calls]) == loop.answer_all(
+        [loop.request_for(model, e, replicas=e.replicas or 0, now=NOW, kept=frozenset()) for e in entries])
+    with pytest.raises(ValueError, match="at least one request"):
+        round_parts.send_in_chunks([], send=send, shards=2, chunk=0)
 
 
 def test_the_cut_gives_each_cluster_to_its_shard_in_key_order() -> None:
@@ -86,7 +119,7 @@ def test_the_cut_gives_each_cluster_to_its_shard_in_key_order() -> None:
     parts = round_parts.cut(requests, answers, parts=3)
     for number, part in enumerate(parts):
         for name, rows in part.items():
-            assert shards.routing.shard_of(name, shards=3) == number
+            assert routing.shard_of(name, shards=3) == number
             assert [row.key for row in rows] == sorted(row.key for row in rows)
     first, second = (round_parts.cut(requests[:6], answers[:6], parts=3),
                      round_parts.cut(requests[6:], answers[6:], parts=3))
@@ -114,3 +147,22 @@ def test_a_shard_asked_about_a_round_it_does_not_hold_says_so() -> None:
     assert held.folded("r1") == {}
     with pytest.raises(round_parts.RoundGone):  # a round is over for the shard once its folds are taken
         held.again("r1", [])
+
+
+def test_a_round_whose_shards_fail_after_taking_some_requests_is_built_whole_and_placed_here() -> None:
+    """The shards took five requests, then failed: the rest are built all the same and the whole
+    round is answered here, the same round (`fell_back` says why)."""
+    taken: list[str] = []
+
+    def failing(requests: Iterable[loop.PlaceRequest], pools: placement_round.Pools) -> loop.RoundAnswers:
+        for request in requests:
+            taken.append(request.key)
+            if len(taken) == 5:
+                raise loop.BatchUnavailable("a shard died mid-round")
+        raise AssertionError("never reached")
+
+    keys = [e.key for e in contended_world().spreads()]
+    fell = loop.recompute(contended_world(), keys, now=NOW, parallel_from=2, place_round=failing)
+    here = loop.recompute(contended_world(), keys, now=NOW)
+    assert len(taken) == 5 and fell.fell_back == "a shard died mid-round"
+    assert fell.placements == here.placements and fell.replaced == here.replaced > 0

@@ -103,7 +103,7 @@ def check(model: world.World) -> None:
     for entry in model.spreads():
         view, reference = model.view_for(entry.key), reference_view(model, entry.key)
         assert view == selectable(reference), entry.key  # view_of lists every cluster
-        assert loop.pending_of_others(model, entry.key) == reference_pending(model, entry.key)
+        assert model.pending_pods(besides=entry.key) == reference_pending(model, entry.key)
         snapshot = reference_snapshot(model, entry.key)
         selected = {n for s in entry.spec.subsets for n in placement_view.selected_clusters(s, snapshot)}
         ready = {n for n in selected if model.ready(n, after=entry.lost_after)}

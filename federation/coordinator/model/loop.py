@@ -22,10 +22,11 @@ every cluster times every spread.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from federation.api import cluster, spread
 from federation.coordinator.model import brakes, round_snapshot
@@ -34,7 +35,6 @@ from federation.core import (
     apportion,
     failback_round,
     handover,
-    overcommit,
     placement,
     placement_inputs,
     placement_round,
@@ -62,12 +62,6 @@ class Lost:
 
     clusters: tuple[str, ...]
     keys: frozenset[str]
-
-
-def pending_of_others(world: world_model.World, key: str | None) -> list[overcommit.PendingPods]:
-    """Other spreads' placed-but-not-running pods, per (subset, cluster), with each subset's shape
-    (`key` None: every spread's)."""
-    return world.pending_pods(besides=key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +95,8 @@ class RoundAnswers(typing.NamedTuple):
     checker: placement_round.Checker | None
 
 
-PlaceRound = Callable[[Sequence[PlaceRequest], placement_round.Pools], RoundAnswers]
+PlaceRound = Callable[[Iterable[PlaceRequest], placement_round.Pools], RoundAnswers]
+"""A round's requests (built as they are taken) against its snapshot: `RoundAnswers`."""
 
 
 class BatchUnavailable(Exception):
@@ -308,18 +303,23 @@ def _against_one_snapshot(
     yet; and why it was answered or checked here, not by the shards ("" if it was not). Its
     pending pods are out of the ledgers from here until each spread is stored."""
     pools = world.lift_charges([e.key for e in entries])
-    sent = [request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key], in_round=True)
-            for e in entries]
-    fell_back = ""
+    sent: list[PlaceRequest] = []
+
+    def building() -> Iterator[PlaceRequest]:  # `place_round` sends the first while the rest are built
+        for e in entries:
+            sent.append(request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key],
+                                    in_round=True))
+            yield sent[-1]
+
+    fell_back, requested = "", building()
     checker: placement_round.Checker | None = None
     try:
         if place_round is not None:
-            answers, checker = place_round(sent, pools)
-        elif place_batch is not None:
-            answers = place_batch(sent)
+            answers, checker = place_round(requested, pools)
         else:
-            answers = answer_all(sent)
+            answers = (place_batch or answer_all)(list(requested))
     except BatchUnavailable as error:
+        collections.deque(requested, maxlen=0)  # built all, whatever the shards had taken
         answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     requests = {r.key: r for r in sent}
     plans = {e.key: world.plan_for(e.key) for e in entries}

@@ -108,7 +108,7 @@ class WorldSource:
             now = self._coordinator.clock()
             if snapshot is None:
                 snapshot = overcommit.deduct_pending(
-                    world.snapshot_for(""), loop.pending_of_others(world, None))
+                    world.snapshot_for(""), world.pending_pods(besides=None))
         request = loop.PlaceRequest(key="", spec=spec, replicas=replicas, snapshot=snapshot,
                                     inputs=placement_inputs.PlacementInputs(
                                         shape=fit.shape_from_deployment(template), now=now))
@@ -125,7 +125,7 @@ class WorldSource:
             queries = capacity.queries_for(record.spec, record.placement, shape=shape)
             return dict(zip(queries, capacity.answer_on(snapshot, list(queries.values())), strict=True))
         with self._coordinator.lock:
-            pending = loop.pending_of_others(self._coordinator.world, None)  # every spread's, its own too
+            pending = self._coordinator.world.pending_pods(besides=None)  # every spread's, its own too
         queries = capacity.queries_for(record.spec, record.placement, shape=shape, pending=pending)
         answers = self._coordinator.backend.free_capacity(list(queries.values()))
         return dict(zip(queries, answers, strict=True))
