@@ -306,6 +306,38 @@ def test_a_batch_past_its_deadline_is_placed_in_process(local_ray: str) -> None:
         made.close()
 
 
+def test_a_round_sent_in_chunks_with_a_stalled_shard_is_placed_in_process(local_ray: str) -> None:
+    """A round sent a request at a time (`round_chunk=1`) to two SpreadShards, one of which never
+    answers: waiting for the answers misses the deadline, and the round is placed and
+    checked in the coordinator with the same answers (`fell_back` says so), never lost; with both
+    shards answering, the same chunked round is the in-process round."""
+    class StalledRound:  # defined here: Ray ships it by value
+        """A SpreadShard stand-in that never answers a round's chunk (a hung node)."""
+
+        def place_round(self, requests: list[loop.PlaceRequest], parts: int) -> tuple[object, ...]:
+            time.sleep(3600)
+            return ()
+
+    made = shards.RayBackend(shards=2, cluster_shards=2, place_seconds=2.0, round_chunk=1)
+    stalled = ray.remote(num_cpus=0)(StalledRound).remote()
+    try:
+        worlds = [round_world(), round_world(), round_world()]
+        keys = [e.key for e in worlds[0].spreads()]
+        chunked = loop.recompute(worlds[0], keys, now=NOW, place_round=made.place_round, parallel_from=2)
+        alone = loop.recompute(worlds[1], keys, now=NOW)
+        assert chunked.fell_back == "" and chunked.placements == alone.placements
+        real, made.actors = made.actors, [made.actors[0], stalled]
+        try:
+            fell = loop.recompute(worlds[2], keys, now=NOW, place_round=made.place_round, parallel_from=2)
+        finally:
+            made.actors = real
+        assert "did not answer" in fell.fell_back, fell.fell_back
+        assert fell.placements == alone.placements and fell.replaced == alone.replaced > 0
+    finally:
+        ray.kill(stalled, no_restart=True)
+        made.close()
+
+
 def test_a_batch_for_a_dead_shard_is_placed_in_process(local_ray: str) -> None:
     """A shard whose actor is gone (killed, not restarted) makes `place_batch` raise
     ShardUnavailable at once, and a round on it gives the placements of the coordinator's own pass,

@@ -29,7 +29,7 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from federation.api import cluster, spread
-from federation.coordinator.model import brakes, round_snapshot
+from federation.coordinator.model import brakes, pending_charges, round_snapshot
 from federation.coordinator.model import world as world_model
 from federation.core import (
     apportion,
@@ -208,8 +208,7 @@ def brake_for(
 ) -> frozenset[str]:
     """Decide and commit spread `entry`'s failover brake and the federation's failover rate limit
     (the placement round only, once per spread placed): the lost clusters that keep their
-    replicas (and take no new ones), because the brake holds or their failover waits for the
-    rate limit."""
+    replicas (and take no new ones), because the brake holds or their failover waits for it."""
     return commit_brake(world, brake_decision(world, entry, now=now))
 
 
@@ -247,9 +246,9 @@ def recompute(
     check the round too) or `place_batch` when given and the round has at least `parallel_from`
     spreads (the backend's measured crossover, `shards.RAY_ROUND_MIN_SPREADS`), else here, the same
     answers — then `placement_round.settle` finds the pools the answers promised twice and places
-    the spreads that charged them again, in key order, here (`replaced`).
-    When the shards raise `BatchUnavailable` (they missed their deadline, an actor died), the same
-    requests are answered, or the same answers checked, here (`fell_back`): same round.
+    the spreads that charged them again, in key order, here (`replaced`). When the shards raise
+    `BatchUnavailable` (a deadline missed, an actor dead), the same requests are answered, or the
+    same answers checked, here (`fell_back`): same round.
 
     The failover brake and rate limit are decided and committed here, once per spread placed, in
     key order (`brake_for`), before any request is built; a spread placed again keeps that
@@ -304,9 +303,11 @@ def _against_one_snapshot(
     pending pods are out of the ledgers from here until each spread is stored."""
     pools = world.lift_charges([e.key for e in entries])
     sent: list[PlaceRequest] = []
+    plans: dict[str, pending_charges.Plan] = {}
 
     def building() -> Iterator[PlaceRequest]:  # `place_round` sends the first while the rest are built
         for e in entries:
+            plans[e.key] = world.plan_for(e.key)
             sent.append(request_for(world, e, replicas=e.replicas or 0, now=now, kept=held[e.key],
                                     in_round=True))
             yield sent[-1]
@@ -322,7 +323,6 @@ def _against_one_snapshot(
         collections.deque(requested, maxlen=0)  # built all, whatever the shards had taken
         answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     requests = {r.key: r for r in sent}
-    plans = {e.key: world.plan_for(e.key) for e in entries}
     first = {r.key: round_snapshot.placed(a, running=r.inputs.running, plan=plans[r.key])
              for r, a in zip(sent, answers, strict=True)}
     rooms = round_snapshot.Rooms(pools)
