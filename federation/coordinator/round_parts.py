@@ -1,5 +1,6 @@
-"""A round's check split over the Ray shards: each SpreadShard cuts its answers into the rows of
-each ClusterShard's clusters, and each ClusterShard checks its clusters.
+"""A round on the Ray shards: its requests sent a chunk at a time as they are built
+(`send_in_chunks`), and its check split over the shards: each SpreadShard cuts its answers into the
+rows of each ClusterShard's clusters, and each ClusterShard checks its clusters.
 
 Why: after the first answers, the largest part of a full round the coordinator did alone was the
 check of every node pool (bench/README.md, "Ray or in-process"). Each cluster's check reads only
@@ -67,11 +68,8 @@ def send_in_chunks(requests: Iterable[loop.PlaceRequest], *, send: Send, shards:
     count = 0
 
     def flush() -> None:
-        groups: list[list[int]] = [[] for _ in range(shards)]
-        for offset, request in enumerate(pending):
-            groups[routing.shard_of(request.key, shards=shards)].append(offset)
         start = count - len(pending)
-        for shard, offsets in enumerate(groups):
+        for shard, offsets in enumerate(routing.group_by_shard([r.key for r in pending], shards=shards)):
             if offsets:
                 calls.append(([start + o for o in offsets], send(shard, [pending[o] for o in offsets])))
         pending.clear()

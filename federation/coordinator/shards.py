@@ -70,14 +70,6 @@ them (`round_parts.send_in_chunks`): small enough that the shards start placing 
 that a call's fixed cost (one pickle, one task per shard) stays small beside its placements."""
 
 
-def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
-    """Indices into `keys` per owning shard (`routing.shard_of`), each list in request order."""
-    groups: list[list[int]] = [[] for _ in range(shards)]
-    for index, key in enumerate(keys):
-        groups[routing.shard_of(key, shards=shards)].append(index)
-    return groups
-
-
 class SpreadShard:
     """The placement actor body: stateless, so a restarted actor answers exactly as before."""
 
@@ -263,7 +255,7 @@ class RayBackend:
         items = list(requests)
         if not items:
             return []
-        groups = group_by_shard([r.key for r in items], shards=self.shards)
+        groups = routing.group_by_shard([r.key for r in items], shards=self.shards)
         calls = [
             (indices, self.actors[shard].place_batch.remote([items[i] for i in indices]))
             for shard, indices in enumerate(groups) if indices
@@ -349,7 +341,7 @@ class RayBackend:
         """Ask each owning ClusterShard; a shard restarted since its last load is reloaded first."""
         items = list(queries)
         results: list[int | None] = [None] * len(items)
-        groups = group_by_shard([q.cluster for q in items], shards=self.cluster_shards)
+        groups = routing.group_by_shard([q.cluster for q in items], shards=self.cluster_shards)
         for shard, indices in enumerate(groups):
             if not indices:
                 continue

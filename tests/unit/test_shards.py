@@ -98,7 +98,7 @@ def test_a_request_from_the_world_is_what_the_loop_would_place() -> None:
 @pytest.mark.parametrize("count", [3, 4, 7])
 def test_requests_are_routed_to_the_shard_that_owns_their_key(count: int) -> None:
     keys = [f"ns-{i % 3}/spread-{i}" for i in range(40)]
-    groups = shards.group_by_shard(keys, shards=count)
+    groups = routing.group_by_shard(keys, shards=count)
     assert len(groups) == count
     assert sorted(i for g in groups for i in g) == list(range(len(keys)))
     for shard, indices in enumerate(groups):
@@ -107,9 +107,9 @@ def test_requests_are_routed_to_the_shard_that_owns_their_key(count: int) -> Non
 
 
 def test_one_shard_owns_everything_and_zero_shards_is_refused() -> None:
-    assert shards.group_by_shard(["a/b", "c/d"], shards=1) == [[0, 1]]
+    assert routing.group_by_shard(["a/b", "c/d"], shards=1) == [[0, 1]]
     with pytest.raises(ValueError, match="shards must be at least 1"):
-        shards.group_by_shard(["a/b"], shards=0)
+        routing.group_by_shard(["a/b"], shards=0)
 
 
 def test_the_autouse_guard_forbids_starting_ray() -> None:

@@ -15,7 +15,7 @@ Pure: no Ray, no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 def shard_of(key: str, *, shards: int) -> int:
@@ -36,4 +36,12 @@ def partition(keys: Iterable[str], *, shards: int) -> list[list[str]]:
         if key not in seen:
             seen.add(key)
             groups[shard_of(key, shards=shards)].append(key)
+    return groups
+
+
+def group_by_shard(keys: Sequence[str], *, shards: int) -> list[list[int]]:
+    """Indices into `keys` per owning shard (`shard_of`), each list in the keys' order."""
+    groups: list[list[int]] = [[] for _ in range(shards)]
+    for index, key in enumerate(keys):
+        groups[shard_of(key, shards=shards)].append(index)
     return groups
