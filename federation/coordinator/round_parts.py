@@ -141,12 +141,12 @@ class RemoteCheck:
 
     def __init__(self, *, actors: Sequence[Any], parts: Sequence[Sequence[Any]], pools: round_check.Pools,
                  round_id: str, wait: Wait) -> None:
-        self._actors, self._parts, self._pools = actors, parts, pools
+        self._actors, self._pools = actors, pools
         self._round, self._wait = round_id, wait
-        self._mine: list[dict[str, tuple[fit.Pool, ...]]] = [{} for _ in actors]
+        mine: list[dict[str, tuple[fit.Pool, ...]]] = [{} for _ in actors]
         for name in pools:  # each shard gets the snapshot of its own clusters
-            self._mine[routing.shard_of(name, shards=len(actors))][name] = tuple(pools[name])
-        self._first = [actor.check_first.remote(round_id, self._mine[j], *parts[j])
+            mine[routing.shard_of(name, shards=len(actors))][name] = tuple(pools[name])
+        self._first = [actor.check_first.remote(round_id, mine[j], *parts[j])
                        for j, actor in enumerate(actors)]
 
     def first(self) -> round_check.Found:
