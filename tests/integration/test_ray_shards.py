@@ -318,7 +318,7 @@ def test_a_round_sent_in_chunks_with_a_stalled_shard_is_placed_in_process(local_
             time.sleep(3600)
             return ()
 
-    made = shards.RayBackend(shards=2, cluster_shards=2, place_seconds=2.0, round_chunk=1)
+    made = shards.RayBackend(shards=2, cluster_shards=2, place_seconds=60.0, round_chunk=1)
     stalled = ray.remote(num_cpus=0)(StalledRound).remote()
     try:
         worlds = [round_world(), round_world(), round_world()]
@@ -326,6 +326,8 @@ def test_a_round_sent_in_chunks_with_a_stalled_shard_is_placed_in_process(local_
         chunked = loop.recompute(worlds[0], keys, now=NOW, place_round=made.place_round, parallel_from=2)
         alone = loop.recompute(worlds[1], keys, now=NOW)
         assert chunked.fell_back == "" and chunked.placements == alone.placements
+        assert {made.shard_for(key) for key in keys} == {0, 1}  # the stalled shard owns some spreads
+        made.place_seconds = 2.0  # short only now: starting the actors for the first round may take longer
         real, made.actors = made.actors, [made.actors[0], stalled]
         try:
             fell = loop.recompute(worlds[2], keys, now=NOW, place_round=made.place_round, parallel_from=2)
