@@ -15,6 +15,7 @@ from typing import Protocol
 
 from federation.api import cluster
 from federation.coordinator.model import capacity, loop
+from federation.coordinator.wire import shard_messages
 from federation.core import placement, round_check
 
 
@@ -40,11 +41,13 @@ class PlacementBackend(Protocol):
         """One placement per request, in request order."""
         ...
 
-    def place_round(self, requests: Iterable[loop.PlaceRequest],
-                    pools: round_check.Pools) -> loop.RoundAnswers:
+    def place_round(self, requests: Iterable[loop.PlaceRequest], pools: round_check.Pools, *,
+                    encodings: shard_messages.Encodings | None = None) -> loop.RoundAnswers:
         """A round's first answers against its snapshot `pools`, in request order, and the round's
         check where the backend runs it (None: the coordinator checks it). `requests` may be built
-        as they are taken (a generator): a backend may start answering before the last is built."""
+        as they are taken (a generator): a backend may start answering before the last is built.
+        A backend that builds the agents' messages beside its answers hands them to `encodings`;
+        one that does not leaves it empty (the coordinator builds them)."""
         ...
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
@@ -80,8 +83,8 @@ class LocalBackend:
     def place_batch(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)
 
-    def place_round(self, requests: Iterable[loop.PlaceRequest],
-                    pools: round_check.Pools) -> loop.RoundAnswers:
+    def place_round(self, requests: Iterable[loop.PlaceRequest], pools: round_check.Pools, *,
+                    encodings: shard_messages.Encodings | None = None) -> loop.RoundAnswers:
         return loop.RoundAnswers(self.place_batch(list(requests)), None)
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:

@@ -21,16 +21,16 @@ Everything here runs under the facade's lock; nothing here places.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Collection, Mapping
-
-from google.protobuf import timestamp_pb2
+from typing import Any
 
 from federation import clock as clock_mod
 from federation.coordinator.agent_stream import AgentStream
 from federation.coordinator.model import job_spreads
 from federation.coordinator.model import world as world_model
-from federation.coordinator.wire import assignments, deliveries
+from federation.coordinator.wire import assignments, deliveries, shard_messages
 from federation.rpc import agent_pb2, capabilities
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,9 @@ class Delivery:
         self._streams = streams
         self.sent = deliveries.SentLedger()
         """What each agent was last sent per spread (`wire.deliveries`)."""
+        self._templates: dict[str, tuple[object, Mapping[str, Any], str]] = {}
+        """Per spread, its hub template (the object), trimmed, and its revision: built once per
+        template, not once per publish."""
 
     def resync(self, stream: AgentStream, *, waiting: frozenset[str]) -> None:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice;
@@ -97,31 +100,71 @@ class Delivery:
             self.world.forget_pods(stream.cluster, key)
         return "removed"
 
-    def assignments_for(
-        self, key: str, *, only: Collection[str] | None = None, keep: Collection[str] = (),
-    ) -> dict[str, agent_pb2.SpreadAssignment]:
-        """Spread `key`'s assignments: to clusters with replicas of it, and to the ones that still
-        hold its pods (reported), were last sent replicas of it, or are in `keep`."""
-        entry, result = self.world.spread(key), self.world.placements.get(key)
-        if entry is None or result is None:
-            return {}
-        now = self.clock()
+    def inputs_for(self, key: str, *, now: datetime.datetime,
+                   keep: Collection[str] = ()) -> assignments.MessageInputs | None:
+        """What spread `key`'s assignments are built from (`wire.assignments.MessageInputs`), to
+        clusters with replicas of it, and to the ones that still hold its pods (reported), were
+        last sent replicas of it, or are in `keep`; None when it is not known here."""
+        entry = self.world.spread(key)
+        if entry is None:
+            return None
         holding = self.world.pods.holding(key) | self.sent.gave_replicas(key) | set(keep)
         if entry.replicas == 0:  # scaled to zero: the member workloads stay, at 0 (HPAs, PDBs)
             holding |= self.sent.holders(key)
         # A member Job is never removed for a share of 0 or a deselection: it pauses at parallelism 0
         # (its completions are immutable; removed, they would be divided again and run twice).
         member_jobs = set(self.world.pods.workloads_for(key)) if job_spreads.is_job(entry) else set()
-        messages = assignments.for_clusters(
-            entry, result, marks=self.world.marks_for(key), now=now, only=only, keep=holding | member_jobs,
-            objects=self.world.hub_objects, keep_unselected=member_jobs,
-            job_completions=job_spreads.completions(self.world, entry, result))
-        if messages:
-            issued = timestamp_pb2.Timestamp()
-            issued.FromDatetime(now)
-            for message in messages.values():
-                message.issued_at.CopyFrom(issued)
-        return messages
+        cached = self._templates.get(key)
+        if cached is None or cached[0] is not entry.template:
+            trimmed = assignments.trimmed_template(entry.template)
+            cached = self._templates[key] = (entry.template, trimmed, assignments.revision_of(trimmed))
+        return assignments.inputs_of(
+            entry, marks=self.world.marks_for(key), now=now, keep=holding | member_jobs,
+            objects=self.world.hub_objects, keep_unselected=member_jobs, template=cached[1:])
+
+    def inputs_for_shards(self, key: str, *, now: datetime.datetime) -> assignments.MessageInputs | None:
+        """`inputs_for`, for a SpreadShard to build spread `key`'s messages from beside its answer
+        (`wire.shard_messages.Encodings`); None for a Job (its completions follow the World's reports)."""
+        entry = self.world.spread(key)
+        return None if entry is None or job_spreads.is_job(entry) else self.inputs_for(key, now=now)
+
+    def assignments_for(
+        self, key: str, *, only: Collection[str] | None = None, keep: Collection[str] = (),
+        now: datetime.datetime | None = None,
+    ) -> Mapping[str, agent_pb2.SpreadAssignment]:
+        """Spread `key`'s assignments (`inputs_for`), issued at `now` (the clock's by default)."""
+        now = now or self.clock()
+        entry, result = self.world.spread(key), self.world.placements.get(key)
+        inputs = self.inputs_for(key, now=now, keep=keep)
+        if entry is None or result is None or inputs is None:
+            return {}
+        return assignments.stamped(assignments.build(
+            inputs, result, only=only, job_completions=job_spreads.completions(self.world, entry, result)),
+            now=now)
+
+    def publish_spread(self, key: str, *, listening: Collection[str], now: datetime.datetime,
+                       settled: bool, encodings: shard_messages.Encodings | None = None) -> None:
+        """Send each listening agent what changed for spread `key`, just placed, against what the
+        ledger says it holds: the SpreadShard's encoding of its messages when it was built from this
+        placement and from the inputs read now (`wire.shard_messages.Encodings.usable`), else built here.
+        `settled`: placed for the first time since its wait ended (`visit_settled`)."""
+        result = self.world.placements[key]
+        encoded = None
+        if encodings is not None:
+            inputs = self.inputs_for_shards(key, now=now)
+            encoded = None if inputs is None else encodings.usable(key, placed=result, inputs=inputs)
+        new: Mapping[str, agent_pb2.SpreadAssignment | assignments.Encoded] = (
+            {name: item for name, item in encoded.items() if name in listening} if encoded is not None
+            else self.assignments_for(key, only=listening, now=now))
+        if settled:
+            self.visit_settled(key, assigned=new.keys())
+        selected = {name for s in result.subsets for name in s.clusters}
+        for name in self.sent.clusters_for(key, new):
+            stream = self._streams.get(name)
+            if name not in new and stream is not None and key in stream.awaiting_report:
+                continue  # unknown is not zero: removed (if at all) after its first report
+            self.deliver(name, key, new.get(name),
+                         reason=NO_REPLICAS_LEFT if name in selected else NOT_SELECTED)
 
     def visit_settled(self, key: str, *, assigned: Collection[str]) -> None:
         """Spread `key` is placed for the first time since its wait ended (`model.settling`). An
@@ -145,11 +188,11 @@ class Delivery:
             self.deliver(name, key, None, reason=reason, orphan=orphan)
 
     def deliver(
-        self, name: str, key: str, new: agent_pb2.SpreadAssignment | None, *,
+        self, name: str, key: str, new: agent_pb2.SpreadAssignment | assignments.Encoded | None, *,
         reason: str = NOT_SELECTED, orphan: bool = False,
     ) -> None:
         """Send cluster `name`'s resynced stream `new` (None: a removal, orphaning the workload when
-        `orphan`) unless it holds the same."""
+        `orphan`; encoded: decoded only when sent) unless it holds the same."""
         stream = self._streams.get(name)
         if stream is None or not stream.resynced:
             return

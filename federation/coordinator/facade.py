@@ -48,6 +48,7 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import threading
 import time
@@ -63,7 +64,7 @@ from federation.coordinator.agent_stream import AgentStream as AgentStream
 from federation.coordinator.model import lifecycle as model_lifecycle
 from federation.coordinator.model import loop, rebalance_plan, settling, usage_book
 from federation.coordinator.model import world as world_model
-from federation.coordinator.wire import inbound
+from federation.coordinator.wire import inbound, shard_messages
 from federation.core import usage as usage_rules
 from federation.rpc import agent_pb2, capabilities
 
@@ -225,7 +226,12 @@ class Coordinator:
                                         reason=model_lifecycle.RECREATED if orphan else "spread deleted")
                 if orphan:
                     wanted.add(key)
-            on_shards = self.backend.place_round if self.backend.parallel else None
+            encodings: shard_messages.Encodings | None = None
+            on_shards: loop.PlaceRound | None = None
+            if self.backend.parallel:  # the shards build the agents' messages too (`wire.shard_messages`)
+                encodings = shard_messages.Encodings(
+                    lambda key: self._delivery.inputs_for_shards(key, now=now))
+                on_shards = functools.partial(self.backend.place_round, encodings=encodings)
             result = loop.recompute(self.world, wanted, now=now, place_round=on_shards,
                                     parallel_from=self.backend.parallel_from)
             if result.fell_back:
@@ -245,17 +251,13 @@ class Coordinator:
                 else:
                     lifecycle.hold(key, until=now + model_lifecycle.RECREATE_GRACE)
             for key in sorted(result.placements):
-                new = self._delivery.assignments_for(key, only=listening)
-                if key in self._settled:
-                    self._settled.discard(key)
-                    self._delivery.visit_settled(key, assigned=new.keys())
-                selected = {name for s in result.placements[key].subsets for name in s.clusters}
-                for name in self._delivery.sent.clusters_for(key, new):
-                    stream = self._streams.get(name)
-                    if name not in new and stream is not None and key in stream.awaiting_report:
-                        continue  # unknown is not zero: removed (if at all) after its first report
-                    self._delivery.deliver(name, key, new.get(name), reason=delivery.NO_REPLICAS_LEFT
-                                           if name in selected else delivery.NOT_SELECTED)
+                settled = key in self._settled
+                self._settled.discard(key)
+                self._delivery.publish_spread(key, listening=listening, now=now, settled=settled,
+                                              encodings=encodings)
+            if encodings is not None and encodings.failed:
+                log.warning("the placement shards did not build the round's agent messages; they were "
+                            "built in the coordinator's process instead", extra={"error": encodings.failed})
             if self.on_round is not None:
                 self.on_round(result, time.perf_counter() - started)
             return result

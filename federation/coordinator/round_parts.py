@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from federation.coordinator.model import loop, routing
 from federation.core import fit, placement, placement_round, round_check
+
+Item = TypeVar("Item")
 
 Rows = dict[str, list[round_check.Row]]
 """Per cluster, rows in key order."""
@@ -51,8 +53,9 @@ class Sent:
         """For each of `count` ClusterShards, the refs of the rows every call cut for it."""
         return [[refs[1 + j] for _, refs in self.calls] for j in range(count)]
 
-    def in_order(self, found: Sequence[Sequence[placement.Placement]]) -> list[placement.Placement]:
-        """The calls' answers (`found`, in call order) put back in request order."""
+    def in_order(self, found: Sequence[Sequence[Item]]) -> list[Item]:
+        """The calls' answers (`found`, in call order; or anything given per request) put back in
+        request order."""
         return answers_in_order(self.count, [(indices, answers) for (indices, _), answers
                                              in zip(self.calls, found, strict=True)])
 
@@ -169,10 +172,9 @@ def _union(found: Sequence[round_check.Found]) -> round_check.Found:
     return (frozenset().union(*(f[0] for f in found)), frozenset().union(*(f[1] for f in found)))
 
 
-def answers_in_order(count: int, calls: Sequence[tuple[Sequence[int], Sequence[placement.Placement]]]
-                     ) -> list[placement.Placement]:
+def answers_in_order(count: int, calls: Sequence[tuple[Sequence[int], Sequence[Item]]]) -> list[Item]:
     """The answers of every shard's call put back in request order (`count` requests)."""
-    results: list[placement.Placement | None] = [None] * count
+    results: list[Item | None] = [None] * count
     for indices, answers in calls:
         for index, result in zip(indices, answers, strict=True):
             results[index] = result
@@ -180,4 +182,3 @@ def answers_in_order(count: int, calls: Sequence[tuple[Sequence[int], Sequence[p
     if missing:
         raise RuntimeError(f"shards answered no placement for requests {missing}")
     return [r for r in results if r is not None]
-

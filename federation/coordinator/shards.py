@@ -47,6 +47,7 @@ from federation import collector
 from federation.api import cluster
 from federation.coordinator import backends, round_parts
 from federation.coordinator.model import capacity, loop, routing
+from federation.coordinator.wire import assignments, shard_messages
 from federation.core import placement, round_check
 
 PLACE_SECONDS = 300.0
@@ -84,6 +85,14 @@ class SpreadShard:
         (`round_parts.cut`): one return value each, so each goes to its shard on its own."""
         answers = loop.answer_all(requests)
         return (answers, *round_parts.cut(requests, answers, parts=parts))
+
+    def encode(self, inputs: list[assignments.MessageInputs | None], answers: list[placement.Placement],
+               ) -> list[dict[str, assignments.Encoded] | None]:
+        """The agents' messages of a `place_round` call's spreads, from its answers (Ray passes the
+        answers' ref as the values): asked after every chunk of the round is sent, so building them
+        never delays an answer (`wire.shard_messages`)."""
+        return [None if item is None else assignments.encode(item, answer)
+                for item, answer in zip(inputs, answers, strict=True)]
 
     def ping(self) -> str:
         return "ok"
@@ -260,40 +269,39 @@ class RayBackend:
             (indices, self.actors[shard].place_batch.remote([items[i] for i in indices]))
             for shard, indices in enumerate(groups) if indices
         ]
-        refs = [ref for _, ref in calls]
-        try:
-            found = self._ray.get(refs, timeout=self.place_seconds)
-        except self._ray.exceptions.GetTimeoutError as error:
-            for ref in refs:  # best effort: a call still queued need not run at all
-                with contextlib.suppress(Exception):  # answered meanwhile, a dead actor: nothing to cancel
-                    self._ray.cancel(ref)
-            raise backends.PlaceTimeout(f"the placement shards did not answer {len(items)} requests "
-                                        f"within {self.place_seconds:g} s") from error
-        except self._ray.exceptions.RayError as error:  # a dead or restarting actor, a lost node
-            raise backends.ShardUnavailable(
-                f"a placement shard is unavailable ({type(error).__name__}): "
-                f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
+        found = self._wait([ref for _, ref in calls], what=f"{len(items)} placement requests")
         return round_parts.answers_in_order(
             len(items), [(indices, answers) for (indices, _), answers in zip(calls, found, strict=True)])
 
-    def place_round(self, requests: Iterable[loop.PlaceRequest],
-                    pools: round_check.Pools) -> loop.RoundAnswers:
+    def place_round(self, requests: Iterable[loop.PlaceRequest], pools: round_check.Pools, *,
+                    encodings: shard_messages.Encodings | None = None) -> loop.RoundAnswers:
         """`place_batch` sent `round_chunk` requests at a time as they are built (the shards place
         while the coordinator builds the rest: `round_parts.send_in_chunks`), each SpreadShard also
         cutting its answers into rows for the ClusterShards, and the round's check on them
-        (`round_parts.RemoteCheck`, asked for before the answers are read); the same errors."""
+        (`round_parts.RemoteCheck`, asked for before the answers are read); the same errors. With
+        `encodings`, each SpreadShard then builds its spreads' agent messages from its answers
+        (`SpreadShard.encode`), asked once every chunk is sent, read when the round is delivered."""
         parts = self.cluster_shards
+        chunks: list[tuple[int, list[str], Any]] = []
 
         def send(shard: int, chunk: list[loop.PlaceRequest]) -> Sequence[Any]:
             refs: Sequence[Any] = self.actors[shard].place_round.options(num_returns=parts + 1).remote(
                 chunk, parts)
+            chunks.append((shard, [r.key for r in chunk], refs[0]))
             return refs
+
+        def wait(refs: list[Any], what: str) -> list[Any]:
+            return list(self._wait(refs, what=what))
 
         sent = round_parts.send_in_chunks(requests, send=send, shards=self.shards, chunk=self.round_chunk)
         check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=sent.parts(parts), pools=pools,
-                                        round_id=uuid.uuid4().hex,
-                                        wait=lambda refs, what: list(self._wait(refs, what=what)))
+                                        round_id=uuid.uuid4().hex, wait=wait)
+        if encodings is not None:
+            for shard, keys, answered in chunks:
+                encodings.sent(keys, self.actors[shard].encode.remote(encodings.inputs(keys), answered))
         answers = sent.in_order(self._wait(sent.answers(), what=f"{sent.count} placements of a round"))
+        if encodings is not None:
+            encodings.answered(sent.in_order([keys for _, keys, _ in chunks]), answers, wait=wait)
         return loop.RoundAnswers(answers, check)
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
@@ -320,7 +328,7 @@ class RayBackend:
                 f"Ray did not answer {what} within {self.place_seconds:g} s") from error
         except self._ray.exceptions.RayError as error:
             raise backends.ShardUnavailable(
-                f"Ray could not answer {what} ({type(error).__name__}): "
+                f"Ray could not answer {what}: an actor or task is unavailable ({type(error).__name__}): "
                 f"{str(error).splitlines()[0][:200] if str(error) else ''}") from error
 
     def report_inventory(self, name: str, pools: Sequence[cluster.NodePool]) -> None:

@@ -19,11 +19,14 @@ a Deployment scaled to 0 is kept (the facade passes them as `keep`).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+from google.protobuf import timestamp_pb2
 
 from federation.api import spread as spread_api
 from federation.coordinator.model import hub_objects
@@ -85,6 +88,60 @@ def _rule(subset: spread_api.Subset | None, *, name: str, index: int) -> assignm
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class MessageInputs:
+    """Everything a spread's assignment messages are built from besides its placement (`build`).
+
+    Plain picklable data, read from the World and the sent ledger under the coordinator's lock:
+    a Ray SpreadShard builds the messages of its spreads from it beside their answers (`encode`),
+    exactly as the coordinator builds them (the coordinator uses the shard's bytes only when the
+    inputs it reads at delivery are these and the placement is the shard's answer)."""
+
+    key: str
+    generation: int
+    uid: str
+    spec: spread_api.FederatedSpreadSpec
+    template: Mapping[str, Any]
+    """The hub workload, trimmed (`trimmed_template`)."""
+    revision: str
+    """`revision_of(template)`."""
+    marks: tuple[placement.UnschedulableMark, ...] = ()
+    now: datetime.datetime | None = None
+    """The marks still active at `now` are sent, and `encode` stamps it as the issue time."""
+    keep: frozenset[str] = frozenset()
+    """Clusters sent their (zero) quotas even without replicas: they still hold pods or a workload."""
+    keep_unselected: frozenset[str] = frozenset()
+    """Clusters sent their zero quotas even when no subset selects them (a member Job)."""
+    dependencies: tuple[assignment.DependencyCopy, ...] = ()
+
+
+class Encoded(NamedTuple):
+    """One cluster's assignment serialized (`data`), and its `comparable` fingerprint (`print`)."""
+
+    data: bytes
+    print: bytes
+
+
+def inputs_of(
+    entry: world_model.SpreadEntry, *, marks: Sequence[placement.UnschedulableMark] = (),
+    now: datetime.datetime | None = None, keep: Collection[str] = (),
+    objects: hub_objects.HubObjects | None = None, keep_unselected: Collection[str] = (),
+    template: tuple[Mapping[str, Any], str] | None = None,
+) -> MessageInputs:
+    """Spread `entry`'s `MessageInputs` (`template`: its trimmed template and revision, when the
+    caller keeps them; built here otherwise)."""
+    if template is None:
+        trimmed = trimmed_template(entry.template)
+        template = (trimmed, revision_of(trimmed))
+    spec = entry.spec
+    return MessageInputs(
+        key=entry.key, generation=entry.generation, uid=entry.uid, spec=spec, template=template[0],
+        revision=template[1], marks=tuple(marks), now=now, keep=frozenset(keep),
+        keep_unselected=frozenset(keep_unselected),
+        dependencies=dependency_copies(objects, entry)
+        if spec.propagate_dependencies and objects is not None else ())
+
+
 def for_clusters(
     entry: world_model.SpreadEntry,
     result: placement.Placement,
@@ -97,41 +154,52 @@ def for_clusters(
     job_completions: Mapping[str, int] | None = None,
     keep_unselected: Collection[str] = (),
 ) -> dict[str, agent_pb2.SpreadAssignment]:
+    """`build` on spread `entry`'s inputs (`inputs_of`)."""
+    inputs = inputs_of(entry, marks=marks, now=now, keep=keep, objects=objects,
+                       keep_unselected=keep_unselected)
+    return build(inputs, result, only=only, job_completions=job_completions)
+
+
+def build(
+    inputs: MessageInputs, result: placement.Placement, *, only: Collection[str] | None = None,
+    job_completions: Mapping[str, int] | None = None,
+) -> dict[str, agent_pb2.SpreadAssignment]:
     """One assignment per cluster a subset gives replicas, or that a subset selects and is in
-    `keep` (it still holds pods or a workload of the spread: it is sent its zero quotas until they
-    are gone), by cluster name; with `only`, for those clusters alone (the ones with a stream to
-    send it on; a resync asks for one cluster's share of every spread).
+    `inputs.keep` (it still holds pods or a workload of the spread: it is sent its zero quotas until
+    they are gone), by cluster name; with `only`, for those clusters alone (the ones with a stream
+    to send it on; a resync asks for one cluster's share of every spread). No issue time.
 
     What every cluster's message shares (template, target, strategy, subset rules) is built once
     and copied; only the quotas and unschedulable marks are per cluster. A failover republishes
     hundreds of spreads to every cluster they use, under the coordinator's lock.
 
     With `spec.propagateDependencies`, every message carries the member copies of the objects the
-    template references and `spec.propagate` lists, from `objects` (the hub's, as the watcher
-    follows them); a PodDisruptionBudget's absolute budget is each cluster's part (`divided_budgets`),
-    in proportion to the replicas of every cluster sent the spread, whether or not in `only`.
+    template references and `spec.propagate` lists (`inputs.dependencies`, `dependency_copies` of
+    the hub's objects); a PodDisruptionBudget's absolute budget is each cluster's part
+    (`divided_budgets`), in proportion to the replicas of every cluster sent the spread, whether or
+    not in `only`.
 
     For a Job with completions, `job_completions` gives each cluster's member Job completions
     (`model.job_spreads.completions`; a cluster absent gets 0: no member Job is created there).
-    `keep_unselected`: clusters sent their zero quotas even when no subset selects them any more
-    (a member Job there pauses at parallelism 0 rather than being removed with its completions).
+    `inputs.keep_unselected`: clusters sent their zero quotas even when no subset selects them any
+    more (a member Job there pauses at parallelism 0 rather than being removed with its completions).
     """
+    keep = inputs.keep
     names = every = sorted({name for s in result.subsets for name, count in s.clusters.items()
-                            if count or name in keep} | set(keep_unselected))
+                            if count or name in keep} | set(inputs.keep_unselected))
     if only is not None:
         names = [name for name in names if name in only]
     if not names:
         return {}
-    spec = entry.spec
+    spec = inputs.spec
     settings = spec.schedule_strategy.adaptive_settings()
-    until = _active_until(marks, seconds=settings.unschedulable_seconds, now=now)
-    template = trimmed_template(entry.template)
-    namespace, _, name = entry.key.partition("/")
+    until = _active_until(inputs.marks, seconds=settings.unschedulable_seconds, now=inputs.now)
+    namespace, _, name = inputs.key.partition("/")
     subsets = {s.name: s for s in spec.subsets}
     shared = assignment.Assignment(
-        spread=entry.key, generation=entry.generation, namespace=namespace,
-        workload=spec.target_ref.name or name, replicas=0, template=template,
-        template_revision=revision_of(template),
+        spread=inputs.key, generation=inputs.generation, namespace=namespace,
+        workload=spec.target_ref.name or name, replicas=0, template=dict(inputs.template),
+        template_revision=inputs.revision,
         subsets=tuple(_rule(subsets.get(s.name), name=s.name, index=i) for i, s in enumerate(result.subsets)),
         subset_count=len(result.subsets),
         strategy=assignment.Strategy(
@@ -140,10 +208,9 @@ def for_clusters(
             unschedulable_seconds=settings.unschedulable_seconds,
         ),
         api_version=spec.target_ref.api_version, kind=spec.target_ref.kind,
-        spread_uid=entry.uid,
+        spread_uid=inputs.uid,
         propagate_dependencies=spec.propagate_dependencies,
-        dependencies=dependency_copies(objects, entry)
-        if spec.propagate_dependencies and objects is not None else (),
+        dependencies=inputs.dependencies if spec.propagate_dependencies else (),
     )
     base = shared.to_proto()
     budgets = divided_budgets(shared.dependencies, {
@@ -159,6 +226,26 @@ def for_clusters(
             message.dependencies[index].object_json = text
         messages[cluster_name] = message
     return messages
+
+
+def stamped(messages: Mapping[str, agent_pb2.SpreadAssignment], *, now: datetime.datetime | None,
+            ) -> Mapping[str, agent_pb2.SpreadAssignment]:
+    """`messages`, each stamped with issue time `now` (none when None)."""
+    if messages and now is not None:
+        issued = timestamp_pb2.Timestamp()
+        issued.FromDatetime(now)
+        for message in messages.values():
+            message.issued_at.CopyFrom(issued)
+    return messages
+
+
+def encode(inputs: MessageInputs, result: placement.Placement) -> dict[str, Encoded]:
+    """`build`'s messages for every cluster, stamped with `inputs.now`, serialized with their
+    fingerprints: what a SpreadShard returns for its spread (not for a Job: its completions are
+    divided from the World's reports, `model.job_spreads`)."""
+    messages = stamped(build(inputs, result), now=inputs.now)
+    return {name: Encoded(message.SerializeToString(), comparable(message))
+            for name, message in messages.items()}
 
 
 def dependency_copies(objects: hub_objects.HubObjects, entry: world_model.SpreadEntry,

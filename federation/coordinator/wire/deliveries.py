@@ -65,12 +65,13 @@ class SentLedger:
             self._drop_holder(key, cluster)
 
     def deliver(
-        self, cluster: str, key: str, new: agent_pb2.SpreadAssignment | None, *, reason: str,
-        orphan: bool = False,
+        self, cluster: str, key: str, new: agent_pb2.SpreadAssignment | assignments.Encoded | None, *,
+        reason: str, orphan: bool = False,
     ) -> agent_pb2.SpreadAssignment | agent_pb2.SpreadRemoval | None:
         """What to send `cluster` so it holds `new` for spread `key` (None: a removal, if it holds
         one, leaving the member workload running when `orphan`), or None when it holds the same
-        already (`assignments.comparable` equal)."""
+        already (`assignments.comparable` equal). An encoded `new` (built by a SpreadShard) is
+        compared by its fingerprint and decoded only when it is sent."""
         sent = self._sent.setdefault(cluster, {})
         prints = self._prints.setdefault(cluster, {})
         old = sent.get(key)
@@ -81,7 +82,7 @@ class SentLedger:
             prints.pop(key, None)
             self._drop_holder(key, cluster)
             return assignments.removal(key, generation=old.generation + 1, orphan=orphan, reason=reason)
-        after = assignments.comparable(new)
+        after = new.print if isinstance(new, assignments.Encoded) else assignments.comparable(new)
         if old is not None:
             before = prints.get(key)
             if before is None:  # sent by a resync: fingerprinted when first compared
@@ -89,6 +90,8 @@ class SentLedger:
             if before == after:
                 prints[key] = before
                 return None
+        if isinstance(new, assignments.Encoded):
+            new = agent_pb2.SpreadAssignment.FromString(new.data)
         sent[key] = new
         prints[key] = after
         self._holders.setdefault(key, set()).add(cluster)

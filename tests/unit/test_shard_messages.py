@@ -1,0 +1,172 @@
+"""The agents' messages a SpreadShard builds beside its answers (`wire.assignments.encode`) and
+the rule that decides when the coordinator may send them (`wire.shard_messages.Encodings`).
+
+A shard's bytes must be the message the coordinator would build from the same placement and inputs
+(marks active and expired, clusters kept, dependency copies with a divided PodDisruptionBudget),
+and they stand for it only when the placement is the shard's own answer and the inputs read at
+delivery are the ones sent; when the shards fail, nothing of theirs is used. The ledger compares an
+encoded message by its fingerprint and decodes only what it sends. Ray itself:
+tests/integration/test_ray_shard_messages.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+import pytest
+
+from federation.api import names, problems
+from federation.api import spread as spread_api
+from federation.coordinator.model import loop, world
+from federation.coordinator.wire import assignments, deliveries, shard_messages
+from federation.core import placement
+from federation.rpc import agent_pb2
+from tests.support import builders
+from tests.support.clock import ManualClock
+
+T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+KEY = "shop/web"
+
+
+def placed_world(replicas: int = 5) -> world.World:
+    """dc1 and aws, spread shop/web placed over them, listing a PodDisruptionBudget with an absolute
+    minAvailable (each cluster is sent its part) and a Service; both objects on the hub."""
+    model = world.World(ManualClock(T0))
+    for name in ("dc1", "aws"):
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        model.inventory(name, [builders.node_pool(4)])
+        model.heartbeat(name)
+    doc = {"apiVersion": "fedspread.io/v1alpha1", "kind": "FederatedSpread",
+           "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web", "generation": 3},
+           "spec": {"targetRef": {"name": "web"}, "propagateDependencies": True,
+                    "subsets": [{"name": "onprem", "clusters": ["dc1"], "maxReplicas": 2},
+                                {"name": "cloud", "clusters": ["aws"]}],
+                    "scheduleStrategy": {"type": "Adaptive"},
+                    "propagate": [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "name": "web"},
+                                  {"apiVersion": "v1", "kind": "Service", "name": "web"}]}}
+    item = problems.validate(spread_api.FederatedSpread, doc, what=KEY)
+    keys = model.upsert_spread(item) | model.set_target(
+        KEY, replicas=replicas, template=builders.deployment("web", namespace="shop"))
+    for kind, body in (("PodDisruptionBudget", {"minAvailable": 3}), ("Service", {"ports": [{"port": 80}]})):
+        model.hub_object(kind, KEY, {"apiVersion": "policy/v1" if kind != "Service" else "v1", "kind": kind,
+                                     "metadata": {"name": "web", "namespace": "shop"},
+                                     "spec": {"selector": {"matchLabels": {"app": "web"}}, **body}})
+    loop.recompute(model, keys, now=T0)
+    return model
+
+
+def inputs_for(model: world.World, *, keep: frozenset[str] = frozenset(),
+               now: datetime.datetime = T0) -> assignments.MessageInputs:
+    entry = model.spread(KEY)
+    assert entry is not None
+    marks = (placement.UnschedulableMark("cloud", "aws", T0 - datetime.timedelta(seconds=30)),  # active
+             placement.UnschedulableMark("onprem", "dc1", T0 - datetime.timedelta(days=1)))  # expired
+    return assignments.inputs_of(entry, marks=marks, now=now, keep=keep, objects=model.hub_objects)
+
+
+@pytest.mark.parametrize("keep", [frozenset(), frozenset({"aws"}), frozenset({"dc1", "aws", "gone"})])
+def test_a_shards_encoding_is_the_message_the_coordinator_builds(keep: frozenset[str]) -> None:
+    model = placed_world()
+    inputs = inputs_for(model, keep=keep)
+    result = model.placements[KEY]
+    built = assignments.stamped(assignments.build(inputs, result), now=T0)
+    encoded = assignments.encode(inputs, result)
+    assert sorted(encoded) == sorted(built) == ["aws", "dc1"]
+    for name, message in built.items():
+        assert encoded[name].data == message.SerializeToString()
+        assert encoded[name].print == assignments.comparable(message)
+        assert agent_pb2.SpreadAssignment.FromString(encoded[name].data) == message
+    aws = built["aws"]
+    assert aws.subsets[1].HasField("unschedulable_until") and not built["dc1"].subsets[0].HasField(
+        "unschedulable_until")  # the active mark is sent, the expired one is not
+    budgets = {name: [d.object_json for d in m.dependencies if d.kind == "PodDisruptionBudget"]
+               for name, m in built.items()}
+    assert budgets["aws"] != budgets["dc1"]  # each cluster its part of minAvailable: 3
+    assert aws.issued_at.ToDatetime(tzinfo=datetime.UTC) == T0
+
+
+def test_for_clusters_is_build_on_the_entrys_inputs() -> None:
+    model = placed_world()
+    entry = model.spread(KEY)
+    assert entry is not None
+    inputs = inputs_for(model)
+    old = assignments.for_clusters(entry, model.placements[KEY], marks=inputs.marks, now=T0,
+                                   objects=model.hub_objects, only={"aws"})
+    assert old == assignments.build(inputs, model.placements[KEY], only={"aws"})
+
+
+class Shards:
+    """What a RayBackend does with `Encodings` for one call of spreads `keys`, without Ray."""
+
+    def __init__(self, model: world.World, *, fails: bool = False) -> None:
+        self.model, self.fails, self.waited = model, fails, 0
+        self.encodings = shard_messages.Encodings(lambda key: inputs_for(model) if key == KEY else None)
+
+    def round(self, keys: list[str], answers: list[placement.Placement]) -> None:
+        inputs = self.encodings.inputs(keys)
+        built = [None if item is None else assignments.encode(item, answer)
+                 for item, answer in zip(inputs, answers, strict=True)]
+        self.encodings.sent(keys, built)  # the "ref" is the value itself here
+        self.encodings.answered(keys, answers, wait=self.wait)
+
+    def wait(self, refs: list[Any], what: str) -> list[Any]:
+        self.waited += 1
+        if self.fails:
+            raise loop.BatchUnavailable(f"Ray did not answer {what} within 1 s")
+        return refs
+
+
+def test_the_shards_bytes_stand_only_for_their_own_answer_and_the_inputs_sent() -> None:
+    model = placed_world()
+    shards = Shards(model)
+    answer = model.placements[KEY]
+    shards.round([KEY, "shop/job"], [answer, answer])
+    found = shards.encodings.usable(KEY, placed=answer, inputs=inputs_for(model))
+    assert found is not None and sorted(found) == ["aws", "dc1"] and shards.waited == 1
+    equal_but_another = dataclasses.replace(answer)
+    assert equal_but_another == answer
+    assert shards.encodings.usable(KEY, placed=equal_but_another, inputs=inputs_for(model)) is None
+    later = inputs_for(model, now=T0 + datetime.timedelta(hours=1))  # the mark has expired meanwhile
+    assert shards.encodings.usable(KEY, placed=answer, inputs=later) is None
+    kept = inputs_for(model, keep=frozenset({"aws"}))  # a cluster holds pods it did not before
+    assert kept != inputs_for(model) and shards.encodings.usable(KEY, placed=answer, inputs=kept) is None
+    assert shards.encodings.usable("shop/job", placed=answer, inputs=inputs_for(model)) is None  # not sent
+    assert shards.waited == 1 and shards.encodings.failed == ""
+
+
+def test_nothing_of_the_shards_is_used_when_they_fail_or_never_answered() -> None:
+    model = placed_world()
+    failing = Shards(model, fails=True)
+    answer = model.placements[KEY]
+    failing.round([KEY], [answer])
+    assert failing.encodings.usable(KEY, placed=answer, inputs=inputs_for(model)) is None
+    assert "did not answer the round's agent messages" in failing.encodings.failed
+    unanswered = Shards(model)
+    unanswered.encodings.inputs([KEY])  # sent, but the round's answers never came back
+    assert unanswered.encodings.usable(KEY, placed=answer, inputs=inputs_for(model)) is None
+    assert unanswered.waited == 0
+
+
+def test_the_ledger_compares_an_encoded_message_by_its_fingerprint() -> None:
+    model = placed_world()
+    inputs = inputs_for(model)
+    first = assignments.encode(inputs, model.placements[KEY])
+    ledger = deliveries.SentLedger()
+    sent = ledger.deliver("aws", KEY, first["aws"], reason="")
+    assert isinstance(sent, agent_pb2.SpreadAssignment)
+    assert sent.SerializeToString() == first["aws"].data and ledger.last("aws", KEY) == sent
+    later = assignments.encode(
+        assignments.inputs_of(model.spread(KEY),  # type: ignore[arg-type]
+                              marks=inputs.marks, now=T0 + datetime.timedelta(seconds=5),
+                              objects=model.hub_objects), model.placements[KEY])
+    assert later["aws"].data != first["aws"].data  # issued later ...
+    assert ledger.deliver("aws", KEY, later["aws"], reason="") is None  # ... but the same: not sent
+    model.set_target(KEY, replicas=7, template=builders.deployment("web", namespace="shop"))
+    loop.recompute(model, {KEY}, now=T0)
+    grown = assignments.encode(inputs, model.placements[KEY])
+    again = ledger.deliver("aws", KEY, grown["aws"], reason="")
+    assert isinstance(again, agent_pb2.SpreadAssignment) and again.replicas > sent.replicas
+    removal = ledger.deliver("aws", KEY, None, reason="cluster no longer selected")
+    assert isinstance(removal, agent_pb2.SpreadRemoval) and removal.generation == again.generation + 1
