@@ -49,9 +49,9 @@ class Delivery:
         self._streams = streams
         self.sent = deliveries.SentLedger()
         """What each agent was last sent per spread (`wire.deliveries`)."""
-        self._templates: dict[str, tuple[object, Mapping[str, Any], str]] = {}
-        """Per spread, its hub template (the object), trimmed, and its revision: built once per
-        template, not once per publish."""
+        self._built: dict[str, tuple[object, object, Mapping[str, Any], str, assignments.SpecParts]] = {}
+        """Per spread, its hub template and spec (the objects), the template trimmed, its revision,
+        and the spec's `SpecParts`: built once per template and spec, not once per publish."""
 
     def resync(self, stream: AgentStream, *, waiting: frozenset[str]) -> None:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice;
@@ -114,13 +114,16 @@ class Delivery:
         # A member Job is never removed for a share of 0 or a deselection: it pauses at parallelism 0
         # (its completions are immutable; removed, they would be divided again and run twice).
         member_jobs = set(self.world.pods.workloads_for(key)) if job_spreads.is_job(entry) else set()
-        cached = self._templates.get(key)
-        if cached is None or cached[0] is not entry.template:
+        cached = self._built.get(key)
+        if cached is None or cached[0] is not entry.template or cached[1] is not entry.spec:
             trimmed = assignments.trimmed_template(entry.template)
-            cached = self._templates[key] = (entry.template, trimmed, assignments.revision_of(trimmed))
+            cached = self._built[key] = (entry.template, entry.spec, trimmed,
+                                         assignments.revision_of(trimmed),
+                                         assignments.parts_of(entry.spec, key=key))
         return assignments.inputs_of(
             entry, marks=self.world.marks_for(key), now=now, keep=holding | member_jobs,
-            objects=self.world.hub_objects, keep_unselected=member_jobs, template=cached[1:])
+            objects=self.world.hub_objects, keep_unselected=member_jobs, template=(cached[2], cached[3]),
+            parts=cached[4])
 
     def inputs_for_shards(self, key: str, *, now: datetime.datetime) -> assignments.MessageInputs | None:
         """`inputs_for`, for a SpreadShard to build spread `key`'s messages from beside its answer

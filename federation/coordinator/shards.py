@@ -87,11 +87,11 @@ class SpreadShard:
         return (answers, *round_parts.cut(requests, answers, parts=parts))
 
     def encode(self, inputs: list[assignments.MessageInputs | None], answers: list[placement.Placement],
-               ) -> list[dict[str, assignments.Encoded] | None]:
+               ) -> list[shard_messages.Packed | None]:
         """The agents' messages of a `place_round` call's spreads, from its answers (Ray passes the
         answers' ref as the values): asked after every chunk of the round is sent, so building them
         never delays an answer (`wire.shard_messages`)."""
-        return [None if item is None else assignments.encode(item, answer)
+        return [None if item is None else shard_messages.pack(assignments.encode(item, answer))
                 for item, answer in zip(inputs, answers, strict=True)]
 
     def ping(self) -> str:

@@ -106,7 +106,7 @@ class Shards:
 
     def round(self, keys: list[str], answers: list[placement.Placement]) -> None:
         inputs = self.encodings.inputs(keys)
-        built = [None if item is None else assignments.encode(item, answer)
+        built = [None if item is None else shard_messages.pack(assignments.encode(item, answer))
                  for item, answer in zip(inputs, answers, strict=True)]
         self.encodings.sent(keys, built)  # the "ref" is the value itself here
         self.encodings.answered(keys, answers, wait=self.wait)

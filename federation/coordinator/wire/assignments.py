@@ -73,19 +73,44 @@ def _active_until(
     return until
 
 
-def _rule(subset: spread_api.Subset | None, *, name: str, index: int) -> assignment.SubsetRule:
-    """The rule of one subset with quota 0 (each cluster's quota is filled in per message); only
-    the name and index for a subset the placement has but the spec no longer does."""
-    if subset is None:
-        return assignment.SubsetRule(name=name, index=index, quota=0)
+def _rule(subset: spread_api.Subset, *, index: int) -> assignment.SubsetRule:
+    """The rule of one subset with quota 0 (each cluster's quota is filled in per message)."""
     required = subset.required_node_selector_term
     return assignment.SubsetRule(
-        name=name, index=index, quota=0,
+        name=subset.name, index=index, quota=0,
         required_term=_json(required) if required is not None else None,
         preferred_terms=tuple(_json(t) for t in subset.preferred_node_selector_terms),
         tolerations=tuple(_json(t) for t in subset.tolerations),
         patch=subset.patch,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecParts:
+    """What a spread's assignments take from its spec, as plain data (`parts_of`): built once per
+    spec, and pickled to a Ray shard without the spec's pydantic models (unpickling 10,000 specs
+    cost a shard more than building their messages)."""
+
+    workload: str
+    api_version: str
+    kind: str
+    strategy: assignment.Strategy
+    rules: tuple[assignment.SubsetRule, ...]
+    """Each subset's rule with quota 0, in spec order (a message numbers them in placement order)."""
+    propagate_dependencies: bool
+
+
+def parts_of(spec: spread_api.FederatedSpreadSpec, *, key: str) -> SpecParts:
+    """Spread `key`'s `SpecParts` from its `spec`."""
+    settings = spec.schedule_strategy.adaptive_settings()
+    return SpecParts(
+        workload=spec.target_ref.name or key.partition("/")[2], api_version=spec.target_ref.api_version,
+        kind=spec.target_ref.kind,
+        strategy=assignment.Strategy(
+            type=spec.schedule_strategy.type, unschedulable_seconds=settings.unschedulable_seconds,
+            reschedule_critical_seconds=settings.reschedule_critical_seconds),
+        rules=tuple(_rule(s, index=i) for i, s in enumerate(spec.subsets)),
+        propagate_dependencies=spec.propagate_dependencies)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +125,7 @@ class MessageInputs:
     key: str
     generation: int
     uid: str
-    spec: spread_api.FederatedSpreadSpec
+    spec: SpecParts
     template: Mapping[str, Any]
     """The hub workload, trimmed (`trimmed_template`)."""
     revision: str
@@ -126,16 +151,17 @@ def inputs_of(
     entry: world_model.SpreadEntry, *, marks: Sequence[placement.UnschedulableMark] = (),
     now: datetime.datetime | None = None, keep: Collection[str] = (),
     objects: hub_objects.HubObjects | None = None, keep_unselected: Collection[str] = (),
-    template: tuple[Mapping[str, Any], str] | None = None,
+    template: tuple[Mapping[str, Any], str] | None = None, parts: SpecParts | None = None,
 ) -> MessageInputs:
-    """Spread `entry`'s `MessageInputs` (`template`: its trimmed template and revision, when the
-    caller keeps them; built here otherwise)."""
+    """Spread `entry`'s `MessageInputs` (`template`: its trimmed template and revision, and `parts`
+    its `SpecParts`, when the caller keeps them; built here otherwise)."""
     if template is None:
         trimmed = trimmed_template(entry.template)
         template = (trimmed, revision_of(trimmed))
     spec = entry.spec
     return MessageInputs(
-        key=entry.key, generation=entry.generation, uid=entry.uid, spec=spec, template=template[0],
+        key=entry.key, generation=entry.generation, uid=entry.uid,
+        spec=parts if parts is not None else parts_of(spec, key=entry.key), template=template[0],
         revision=template[1], marks=tuple(marks), now=now, keep=frozenset(keep),
         keep_unselected=frozenset(keep_unselected),
         dependencies=dependency_copies(objects, entry)
@@ -192,24 +218,16 @@ def build(
     if not names:
         return {}
     spec = inputs.spec
-    settings = spec.schedule_strategy.adaptive_settings()
-    until = _active_until(inputs.marks, seconds=settings.unschedulable_seconds, now=inputs.now)
-    namespace, _, name = inputs.key.partition("/")
-    subsets = {s.name: s for s in spec.subsets}
+    until = _active_until(inputs.marks, seconds=spec.strategy.unschedulable_seconds, now=inputs.now)
+    rules = {rule.name: rule for rule in spec.rules}
     shared = assignment.Assignment(
-        spread=inputs.key, generation=inputs.generation, namespace=namespace,
-        workload=spec.target_ref.name or name, replicas=0, template=dict(inputs.template),
-        template_revision=inputs.revision,
-        subsets=tuple(_rule(subsets.get(s.name), name=s.name, index=i) for i, s in enumerate(result.subsets)),
-        subset_count=len(result.subsets),
-        strategy=assignment.Strategy(
-            type=spec.schedule_strategy.type,
-            reschedule_critical_seconds=settings.reschedule_critical_seconds,
-            unschedulable_seconds=settings.unschedulable_seconds,
-        ),
-        api_version=spec.target_ref.api_version, kind=spec.target_ref.kind,
-        spread_uid=inputs.uid,
-        propagate_dependencies=spec.propagate_dependencies,
+        spread=inputs.key, generation=inputs.generation, namespace=inputs.key.partition("/")[0],
+        workload=spec.workload, replicas=0, template=dict(inputs.template), template_revision=inputs.revision,
+        subsets=tuple(dataclasses.replace(rules[s.name], index=i) if s.name in rules
+                      else assignment.SubsetRule(name=s.name, index=i, quota=0)
+                      for i, s in enumerate(result.subsets)),
+        subset_count=len(result.subsets), strategy=spec.strategy, api_version=spec.api_version,
+        kind=spec.kind, spread_uid=inputs.uid, propagate_dependencies=spec.propagate_dependencies,
         dependencies=inputs.dependencies if spec.propagate_dependencies else (),
     )
     base = shared.to_proto()
