@@ -320,13 +320,14 @@ def divided_budgets(copies: Sequence[assignment.DependencyCopy], shares: Mapping
 
 
 def comparable(message: agent_pb2.SpreadAssignment) -> bytes:
-    """The message without what changes on every send (generation, issue time), serialized."""
+    """The message without what changes on every send (generation, issue time), serialized and
+    hashed (BLAKE2b, 16 bytes): the sent ledger keeps one per agent and spread — 100,000 at
+    10,000 spreads, where the messages themselves (each with its template) weigh a kilobyte or more."""
     copy = agent_pb2.SpreadAssignment()
     copy.CopyFrom(message)
     copy.generation = 0
     copy.ClearField("issued_at")
-    data: bytes = copy.SerializeToString(deterministic=True)
-    return data
+    return hashlib.blake2b(copy.SerializeToString(deterministic=True), digest_size=16).digest()
 
 
 def quotas(message: agent_pb2.SpreadAssignment) -> dict[str, int]:
