@@ -19,6 +19,7 @@ import pytest
 
 from federation.api import names, problems
 from federation.api import spread as spread_api
+from federation.coordinator import delivery
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments, deliveries, shard_messages
 from federation.core import placement
@@ -170,3 +171,23 @@ def test_the_ledger_compares_an_encoded_message_by_its_fingerprint() -> None:
     assert isinstance(again, agent_pb2.SpreadAssignment) and again.replicas > sent.replicas
     removal = ledger.deliver("aws", KEY, None, reason="cluster no longer selected")
     assert isinstance(removal, agent_pb2.SpreadRemoval) and removal.generation == again.generation + 1
+
+
+def test_a_jobs_messages_are_never_left_to_the_shards() -> None:
+    """A Job's member completions follow the World's reports (`model.job_spreads`), which a shard
+    does not have: its messages are always built in the coordinator."""
+    model = placed_world()
+    job = spread_api.FederatedSpread.model_validate({
+        "metadata": {"name": "work", "namespace": "shop", "generation": 1},
+        "spec": {"targetRef": {"apiVersion": "batch/v1", "kind": "Job", "name": "work"},
+                 "subsets": [{"name": "first", "clusters": ["dc1"]}, {"name": "rest", "clusters": ["aws"]}]}})
+    keys = model.upsert_spread(job) | model.set_target("shop/work", replicas=2, template={
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "work", "namespace": "shop"},
+        "spec": {"parallelism": 2, "completions": 4, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "app", "image": "x"}]}}}})
+    loop.recompute(model, keys, now=T0)
+    deliveries_of = delivery.Delivery(model, clock=lambda: T0, streams={})
+    assert deliveries_of.inputs_for("shop/work", now=T0) is not None
+    assert deliveries_of.inputs_for_shards("shop/work", now=T0) is None
+    assert deliveries_of.inputs_for_shards(KEY, now=T0) == deliveries_of.inputs_for(KEY, now=T0)
+    assert deliveries_of.inputs_for_shards("shop/gone", now=T0) is None
