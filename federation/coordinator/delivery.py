@@ -107,6 +107,7 @@ class Delivery:
         last sent replicas of it, or are in `keep`; None when it is not known here."""
         entry = self.world.spread(key)
         if entry is None:
+            self._built.pop(key, None)
             return None
         holding = self.world.pods.holding(key) | self.sent.gave_replicas(key) | set(keep)
         if entry.replicas == 0:  # scaled to zero: the member workloads stay, at 0 (HPAs, PDBs)
@@ -187,6 +188,7 @@ class Delivery:
 
     def remove_everywhere(self, key: str, *, orphan: bool, reason: str) -> None:
         """A removal of deleted spread `key` to every cluster that holds it."""
+        self._built.pop(key, None)
         for name in self.sent.clusters_for(key, ()):
             self.deliver(name, key, None, reason=reason, orphan=orphan)
 
