@@ -154,7 +154,7 @@ class Delivery:
         `settled`: placed for the first time since its wait ended (`visit_settled`)."""
         result = self.world.placements[key]
         encoded = None
-        if encodings is not None:
+        if encodings is not None and encodings.answered_for(key):  # not for a spread placed here alone
             inputs = self.inputs_for_shards(key, now=now)
             encoded = None if inputs is None else encodings.usable(key, placed=result, inputs=inputs)
         new: Mapping[str, agent_pb2.SpreadAssignment | assignments.Encoded] = (

@@ -19,7 +19,7 @@ import pytest
 
 from federation.api import names, problems
 from federation.api import spread as spread_api
-from federation.coordinator import delivery
+from federation.coordinator import backends, delivery, facade
 from federation.coordinator.model import loop, world
 from federation.coordinator.wire import assignments, deliveries, shard_messages
 from federation.core import placement
@@ -124,6 +124,7 @@ def test_the_shards_bytes_stand_only_for_their_own_answer_and_the_inputs_sent() 
     shards = Shards(model)
     answer = model.placements[KEY]
     shards.round([KEY, "shop/job"], [answer, answer])
+    assert shards.encodings.answered_for(KEY) and not shards.encodings.answered_for("shop/other")
     found = shards.encodings.usable(KEY, placed=answer, inputs=inputs_for(model))
     assert found is not None and sorted(found) == ["aws", "dc1"] and shards.waited == 1
     equal_but_another = dataclasses.replace(answer)
@@ -146,6 +147,7 @@ def test_nothing_of_the_shards_is_used_when_they_fail_or_never_answered() -> Non
     assert "did not answer the round's agent messages" in failing.encodings.failed
     unanswered = Shards(model)
     unanswered.encodings.inputs([KEY])  # sent, but the round's answers never came back
+    assert not unanswered.encodings.answered_for(KEY)
     assert unanswered.encodings.usable(KEY, placed=answer, inputs=inputs_for(model)) is None
     assert unanswered.waited == 0
 
@@ -191,3 +193,31 @@ def test_a_jobs_messages_are_never_left_to_the_shards() -> None:
     assert deliveries_of.inputs_for_shards("shop/work", now=T0) is None
     assert deliveries_of.inputs_for_shards(KEY, now=T0) == deliveries_of.inputs_for(KEY, now=T0)
     assert deliveries_of.inputs_for_shards("shop/gone", now=T0) is None
+
+
+def test_a_spread_placed_in_the_coordinator_alone_reads_its_inputs_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a parallel backend, a round below the crossover (one spread's scale) never reaches the
+    shards: its messages are built here without first asking what the shards would have been given
+    (the single-spread event is the hot path)."""
+    class Parallel(backends.LocalBackend):
+        parallel, parallel_from = True, 1_000_000
+
+    model = placed_world()
+    made = facade.Coordinator(model, clock=lambda: T0, backend=Parallel(), coordinator_id="t")
+    stream = made.attach(agent_pb2.Hello(cluster_name="aws"), heartbeat_seconds=1)
+    read: list[str] = []
+    inputs_of_spread = delivery.Delivery.inputs_for
+
+    def counted(self: delivery.Delivery, key: str, **kwargs: Any) -> assignments.MessageInputs | None:
+        read.append(key)
+        return inputs_of_spread(self, key, **kwargs)
+
+    monkeypatch.setattr(delivery.Delivery, "inputs_for", counted)
+    model.set_target(KEY, replicas=7, template=builders.deployment("web", namespace="shop"))
+    assert KEY in made.publish({KEY}).placements
+    assert read == [KEY]
+    sent = [m.assignment for m in iter(stream.outgoing.take, None)
+            if isinstance(m, agent_pb2.CoordinatorMessage) and m.WhichOneof("body") == "assignment"]
+    assert sent and sent[-1].replicas > 0

@@ -29,7 +29,7 @@ class Encodings:
     (`wire.assignments.encode`), for the publish that follows the round.
 
     Why: after a full round the coordinator builds and serializes a message per cluster a spread
-    uses — 100,000 at 10,000 spreads — which was its largest single part of the round
+    uses — 100,000 at 10,000 spreads —, a large part of the round the coordinator did alone
     (docs/decisions.md, "the shards build the agents' messages"). The shards build them
     while the coordinator settles and stores the round; the coordinator compares fingerprints with
     its ledger and decodes only what it sends.
@@ -65,6 +65,11 @@ class Encodings:
         """The round's first answers, as the loop will read them; `wait` is the backend's."""
         self._answers = dict(zip(keys, answers, strict=True))
         self._wait = wait
+
+    def answered_for(self, key: str) -> bool:
+        """Whether the shards answered spread `key` in this round (only then may `usable` give
+        anything: a round of one, or one below the crossover, never reached them)."""
+        return key in self._answers
 
     def usable(self, key: str, *, placed: placement.Placement,
                inputs: assignments.MessageInputs) -> dict[str, assignments.Encoded] | None:
