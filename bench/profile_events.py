@@ -22,6 +22,11 @@ starts them; the profile is still this process's (what the coordinator does whil
 sending the requests, waiting, reading the answers). It prints, per event, the wall seconds, the
 spreads placed, and the top functions by cumulative time; `--json` times the same events without the
 profiler (whose overhead is about half again) and prints one JSON line (for bench/README.md).
+
+The process runs with `federation.collector`'s thresholds, as `fedspread coordinator` and the
+benchmark's coordinator do (`--interpreter-gc` keeps the interpreter's): with the interpreter's, a
+full round at 10k spreads x 1,000 clusters spends about half its time in the cycle collector,
+which the coordinator as it ships does not, so its profile would point at the wrong functions.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import datetime
+import gc
 import io
 import json
 import pstats
@@ -48,6 +54,7 @@ from bench.placement_world import (
     spread,
     template,
 )
+from federation import collector
 from federation.api import common, names
 from federation.coordinator import backends, facade
 from federation.coordinator.model import world
@@ -176,17 +183,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="place in this process (local, the default) or on a local Ray's shard "
                              "actors as bench.placement does (ray; only rounds of at least "
                              "shards.RAY_ROUND_MIN_SPREADS spreads go to them)")
+    parser.add_argument("--interpreter-gc", action="store_true",
+                        help="keep the interpreter's garbage-collector thresholds (by default this process "
+                             "runs with federation.collector's, as `fedspread coordinator` does)")
     options = parser.parse_args(argv)
     shape: Shape = options.shape
     if shape.spreads < 1 or shape.clusters < 1:
         parser.error("the shape needs at least 1 spread and 1 cluster")
+    before = gc.get_threshold()
+    if not options.interpreter_gc:
+        collector.tune()
+    used = gc.get_threshold()
     placing = placement_backends.Backend(options.backend)
     try:
         found = measure(shape, profile=not options.json, backend=placing.backend)
     finally:
         placing.close()
+        gc.set_threshold(*before)  # as it was: main() also runs inside the tests' process
     if options.json:
-        print(json.dumps({**shape.describe(), **found.timings}))
+        print(json.dumps({**shape.describe(), "gc_thresholds": list(used), **found.timings}))
     else:
         print(found.report(top=options.top))
     return 0

@@ -6,14 +6,19 @@ placement benchmark's world moved to `bench/placement_world.py`. At a tiny shape
 path in well under a second; the timings are its output and are not checked, but what each event
 placed is: every spread in the full round, and in a cordon exactly the spreads that can select the
 cordoned cluster. The loop that adds the world's spreads (`placement_world.add_spreads`, shared by
-bench/placement.py and bench/placement_crossover.py) is held here too.
+bench/placement.py and bench/placement_crossover.py) is held here too, and so is the collector the
+script runs with: the coordinator's, unless asked for the interpreter's.
 """
 
 from __future__ import annotations
 
+import gc
+import json
+
 import pytest
 
 from bench import placement_crossover, placement_world, profile_events
+from federation import collector
 from federation.coordinator.model import world
 
 SHAPE = placement_world.Shape(spreads=40, clusters=10, per_spread=5)
@@ -61,3 +66,15 @@ def test_the_shared_spread_loop_adds_every_spread_with_its_target_in_index_order
     assert placement_world.add_spreads(fresh, shape) == keys
     again = placement_world.add_spread(fresh, placement_world.spread(0, shape), index=0, shape=shape)
     assert keys[0] in again
+
+
+@pytest.mark.parametrize(("flags", "expected"),
+                         [([], list(collector.THRESHOLDS)), (["--interpreter-gc"], None)])
+def test_the_events_are_timed_with_the_collector_the_coordinator_ships_with(
+        flags: list[str], expected: list[int] | None, capsys: pytest.CaptureFixture[str]) -> None:
+    before = gc.get_threshold()
+    assert before != collector.THRESHOLDS, "the test process runs with the interpreter's thresholds"
+    profile_events.main(["--shape", '{"spreads": 6, "clusters": 3, "per_spread": 2}', "--json", *flags])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["gc_thresholds"] == (expected or list(before))
+    assert gc.get_threshold() == before, "the thresholds are restored"
