@@ -42,10 +42,11 @@ DEDICATED = {
                     "dedicated run: the benchmark is newer than the full run"),
 }
 """Benchmarks whose headline rows come from a dedicated run instead of the full run: its file, and why."""
-GOAL_RUN = ("reference-placement-goal-messages.json",
+GOAL_RUN = ("reference-placement-goal-recheck.json",
             "dedicated run of the goal's federation, newer than the full run: the coordinator's collector "
             "thresholds since a1751bb, the round's check on the shards since e07c9bf, a round's requests "
-            "sent to them as they are built since a1c3798, the agents' messages built on them since 4390092")
+            "sent to them as they are built since a1c3798, the agents' messages built on them since 4390092, "
+            "a single spread's inputs read once since aac4599")
 """The placement goals' rows come from this `bench.placement_compare` run of the goal's federation,
 both backends, when it is a reference (the sweep's rows stay the full run's): its file, and why."""
 REASON = "_dedicated_because"
