@@ -4,11 +4,13 @@ Why apart from bench/placement.py: that benchmark measures the coordinator end t
 streams, stand-in agents in another process), which says *how long* an event takes but not *where*
 the time goes. This script builds the same world — the same `placement_world.Shape`, spreads,
 node pools, templates and cluster names — straight into a real `facade.Coordinator` with **no
-agent streams**, so placement, the World's bookkeeping and queueing messages to outboxes that no
-agent reads are all that runs: nothing is encoded, sent or acknowledged, and nothing waits for an
-agent. Its times are therefore not the benchmark's end-to-end latencies and cannot judge the
-benchmark's goals; they say where the coordinator's own CPU goes. Each event is timed on its own
-under cProfile:
+agent streams**, so placement and the World's bookkeeping are all that runs: no agent message is
+built, sent or acknowledged, and nothing waits for an agent. With `--streams` every cluster's agent
+is attached (`Coordinator.attach`, as a Hello on a live stream does) but nothing reads its outbox,
+so each event also builds, compares and queues its agents' messages — what the coordinator does for
+them under its lock — and still sends nothing. Its times are therefore not the benchmark's
+end-to-end latencies and cannot judge the benchmark's goals; they say where the coordinator's own
+CPU goes. Each event is timed on its own under cProfile:
 
 - the full round: `publish(every spread)`;
 - one spread's scale-up: `set_target(replicas + 1)`, then `publish([key])`;
@@ -37,13 +39,15 @@ import datetime
 import gc
 import io
 import json
+import pathlib
 import pstats
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from bench import placement_backends
+from bench import placement_backends, run
 from bench.placement_world import (
     Shape,
     cluster_name,
@@ -59,13 +63,17 @@ from federation.api import common, names
 from federation.coordinator import backends, facade
 from federation.coordinator.model import world
 from federation.coordinator.wire import inbound
-from federation.rpc import agent_pb2, common_pb2
+from federation.rpc import agent_pb2, capabilities, common_pb2
+
+HEARTBEAT_SECONDS = 10
+"""What an attached stand-in agent is told (`--streams`); nothing here waits for a heartbeat."""
 
 
-def build(shape: Shape, *, backend: backends.PlacementBackend | None = None) -> tuple[
-        facade.Coordinator, list[str]]:
+def build(shape: Shape, *, backend: backends.PlacementBackend | None = None, streams: bool = False,
+          ) -> tuple[facade.Coordinator, list[str]]:
     """A coordinator (placing on `backend`, in-process by default) with `shape.clusters` reported
-    clusters and `shape.spreads` spreads with targets, unplaced."""
+    clusters and `shape.spreads` spreads with targets, unplaced; with `streams`, every cluster's
+    agent attached, its outbox never read."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
     model = world.World(clock)
     coordinator = facade.Coordinator(model, clock=clock, backend=backend)
@@ -75,6 +83,11 @@ def build(shape: Shape, *, backend: backends.PlacementBackend | None = None) -> 
             model.upsert_cluster(cluster_name(index), labels=labels(index, shape))
             model.heartbeat(cluster_name(index))
         keys = []
+    for index in range(shape.clusters if streams else 0):
+        hello = agent_pb2.Hello(cluster_name=cluster_name(index),
+                                capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
+        coordinator.attach(hello, heartbeat_seconds=HEARTBEAT_SECONDS)
+    with coordinator.lock:
         for index in range(shape.spreads):
             item = spread(index, shape)
             model.upsert_spread(item)
@@ -139,11 +152,12 @@ class Profiled:
         return out.getvalue()
 
 
-def measure(shape: Shape, *, profile: bool = True,
-            backend: backends.PlacementBackend | None = None) -> Profiled:
-    """Build the world and time each event once, in order (under cProfile with `profile`); the
-    profile is this process's: on Ray, the shard actors' own work is not in it."""
-    coordinator, keys = build(shape, backend=backend)
+def measure(shape: Shape, *, profile: bool = True, backend: backends.PlacementBackend | None = None,
+            streams: bool = False) -> Profiled:
+    """Build the world (with `streams`, every agent attached) and time each event once, in order
+    (under cProfile with `profile`); the profile is this process's: on Ray, the shard actors' own
+    work is not in it."""
+    coordinator, keys = build(shape, backend=backend, streams=streams)
     model = coordinator.world
     found = Profiled(profile=profile)
     found.run("full round", lambda: keys, coordinator)
@@ -183,25 +197,41 @@ def main(argv: list[str] | None = None) -> int:
                         help="place in this process (local, the default) or on a local Ray's shard "
                              "actors as bench.placement does (ray; only rounds of at least "
                              "shards.RAY_ROUND_MIN_SPREADS spreads go to them)")
+    parser.add_argument("--output", type=pathlib.Path,
+                        help="with --json, also write the JSON line to this file (e.g. under bench/results)")
+    parser.add_argument("--streams", action="store_true",
+                        help="attach every cluster's agent (nothing reads its messages), so that each event "
+                             "also builds, compares and queues the agents' messages")
     parser.add_argument("--interpreter-gc", action="store_true",
                         help="keep the interpreter's garbage-collector thresholds (by default this process "
                              "runs with federation.collector's, as `fedspread coordinator` does)")
-    options = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    options = parser.parse_args(arguments)
+    at_start = run.load()
     shape: Shape = options.shape
     if shape.spreads < 1 or shape.clusters < 1:
         parser.error("the shape needs at least 1 spread and 1 cluster")
+    if options.output is not None and not options.json:
+        parser.error("--output writes the --json line: give --json too")
     before = gc.get_threshold()
     if not options.interpreter_gc:
         collector.tune()
     used = gc.get_threshold()
     placing = placement_backends.Backend(options.backend)
     try:
-        found = measure(shape, profile=not options.json, backend=placing.backend)
+        found = measure(shape, profile=not options.json, backend=placing.backend, streams=options.streams)
     finally:
         placing.close()
         gc.set_threshold(*before)  # as it was: main() also runs inside the tests' process
     if options.json:
-        print(json.dumps({**shape.describe(), "gc_thresholds": list(used), **found.timings}))
+        line = json.dumps({"command": shlex.join(["python", "-m", "bench.profile_events", *arguments]),
+                           "commit": run.commit(),
+                           "load_average": {"at_start": at_start, "at_end": run.load()},
+                           **shape.describe(), "backend": options.backend, "streams": options.streams,
+                           "gc_thresholds": list(used), **found.timings})
+        print(line)
+        if options.output is not None:
+            options.output.write_text(line + "\n")
     else:
         print(found.report(top=options.top))
     return 0

@@ -7,13 +7,16 @@ path in well under a second; the timings are its output and are not checked, but
 placed is: every spread in the full round, and in a cordon exactly the spreads that can select the
 cordoned cluster. The loop that adds the world's spreads (`placement_world.add_spreads`, shared by
 bench/placement.py and bench/placement_crossover.py) is held here too, and so is the collector the
-script runs with: the coordinator's, unless asked for the interpreter's.
+script runs with (the coordinator's, unless asked for the interpreter's), the agents it attaches
+with `--streams` (each event then queues their messages) and the record its JSON line is.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import pathlib
+import shlex
 
 import pytest
 
@@ -78,3 +81,39 @@ def test_the_events_are_timed_with_the_collector_the_coordinator_ships_with(
     printed = json.loads(capsys.readouterr().out)
     assert printed["gc_thresholds"] == (expected or list(before))
     assert gc.get_threshold() == before, "the thresholds are restored"
+
+
+def test_with_streams_every_agent_is_attached_and_the_round_queues_a_message_per_cluster_it_uses() -> None:
+    coordinator, keys = profile_events.build(SHAPE, streams=True)
+    assert coordinator.connected() == [placement_world.cluster_name(i) for i in range(SHAPE.clusters)]
+    before = coordinator.backlog()
+    with coordinator.lock:
+        result = coordinator.publish(keys)
+    used = {(name, key) for key, found in result.placements.items()
+            for subset in found.subsets for name, count in subset.clusters.items() if count > 0}
+    assert used, "the round placed replicas"
+    assert coordinator.backlog() - before >= len(used), "an assignment queued for every cluster a spread uses"
+    quiet, quiet_keys = profile_events.build(SHAPE)
+    with quiet.lock:
+        quiet.publish(quiet_keys)
+    assert quiet.connected() == [] and quiet.backlog() == 0, "without streams no message is built"
+
+
+def test_the_json_line_names_its_command_and_commit_and_goes_to_the_output_file(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "events.json"
+    arguments = ["--shape", '{"spreads": 6, "clusters": 3, "per_spread": 2}', "--json", "--streams",
+                 "--output", str(output)]
+    profile_events.main(arguments)
+    printed = json.loads(capsys.readouterr().out)
+    assert json.loads(output.read_text()) == printed
+    assert printed["command"] == shlex.join(["python", "-m", "bench.profile_events", *arguments])
+    assert printed["streams"] is True and printed["backend"] == "local"
+    assert printed["commit"] != "unknown" and set(printed["load_average"]) == {"at_start", "at_end"}
+    assert printed["full round"]["placed"] == 6
+
+
+def test_an_output_file_without_json_is_refused() -> None:
+    with pytest.raises(SystemExit) as refused:
+        profile_events.main(["--output", "x.json"])
+    assert refused.value.code == 2
