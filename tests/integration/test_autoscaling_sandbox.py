@@ -12,10 +12,16 @@ examples/autoscaling/web.yaml, applied as the example says.
 
 Load is set by annotating pods in the members; nothing sleeps past a period: each step waits for
 the state it expects, with a deadline of a few HPA periods.
+
+The other kinds with a scale subresource are sized the same way: the ReplicaSet and StatefulSet
+examples (examples/replicaset.yaml, examples/statefulset.yaml) with the example's HPA pointed at
+them; the HPA reads and writes their scale, the spread divides it, and a StatefulSet's eu members
+give back their one replica each when the load is gone.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import pathlib
 import subprocess
@@ -26,7 +32,7 @@ from typing import Any
 import pytest
 import waiting
 import yaml
-from demo_scene import Apis, Seen, clean_up, connect, idle, observe, reached
+from demo_scene import Apis, Seen, clean_up, connect, delete_quietly, hub_call, idle, observe, reached
 from kubernetes import dynamic
 
 from federation.api import common, names
@@ -35,7 +41,11 @@ from federation.core import usage
 from federation.demo import environment
 from federation.sandbox import build
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "autoscaling" / "web.yaml"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE = EXAMPLES / "autoscaling" / "web.yaml"
+READ = {"Deployment": "read_namespaced_deployment", "ReplicaSet": "read_namespaced_replica_set",
+        "StatefulSet": "read_namespaced_stateful_set"}
+"""The hub's AppsV1Api call that reads a scale target of each kind."""
 USAGE_ANNOTATION = "sandbox.fedspread.io/usage"
 SCALE_TIMEOUT = 120.0
 """A few HPA periods of the sandbox (5 s) plus the pods' start, and the downscale stabilization."""
@@ -47,48 +57,54 @@ def apis(federation: environment.Federation) -> Iterator[Apis]:
         yield connected
 
 
-def _documents() -> dict[str, dict[str, Any]]:
-    return {d["kind"]: d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d}
+def _documents(path: pathlib.Path = EXAMPLE) -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in yaml.safe_load_all(path.read_text()) if d}
 
 
-def _load(apis: Apis, namespace: str, cpu: str) -> list[str]:
+def _load(apis: Apis, namespace: str, cpu: str, *, spread: str = "web") -> list[str]:
     """Annotate every live pod of the spread in every member to use `cpu`; the pods annotated."""
     done = []
     body = {"metadata": {"annotations": {USAGE_ANNOTATION: json.dumps({"cpu": cpu, "memory": "64Mi"})}}}
     for member in apis.members:
         for pod in apis.core(member).list_namespaced_pod(
-                namespace, label_selector=f"{names.SPREAD_LABEL}=web").items:
+                namespace, label_selector=f"{names.SPREAD_LABEL}={spread}").items:
             if pod.metadata.deletion_timestamp is None:
                 apis.core(member).patch_namespaced_pod(pod.metadata.name, namespace, body)
                 done.append(f"{member}/{pod.metadata.name}")
     return done
 
 
-def _hub_replicas(apis: Apis, namespace: str) -> int:
-    replicas: int = apis.apps("hub").read_namespaced_deployment("web", namespace).spec.replicas
+def _hub_replicas(apis: Apis, namespace: str, *, kind: str = "Deployment", name: str = "web") -> int:
+    replicas: int = getattr(apis.apps("hub"), READ[kind])(name, namespace).spec.replicas
     return replicas
 
 
-def _reach(apis: Apis, namespace: str, *, replicas: int, want: dict[str, dict[str, int]], what: str) -> Seen:
+def _reach(apis: Apis, namespace: str, *, replicas: int, want: dict[str, dict[str, int]], what: str,
+           kind: str = "Deployment", name: str = "web") -> Seen:
     """Wait until the HPA set the hub's replicas and the federation runs `want`."""
-    key = f"{namespace}/web"
-    waiting.wait_for(lambda: _hub_replicas(apis, namespace) == replicas, timeout=SCALE_TIMEOUT,
-                     interval=0.5, message=lambda: f"{what}: the HPA did not set {replicas} replicas "
-                     f"(hub has {_hub_replicas(apis, namespace)}; HPA status {_hpa(apis, namespace)})")
+    key = f"{namespace}/{name}"
+    waiting.wait_for(lambda: _hub_replicas(apis, namespace, kind=kind, name=name) == replicas,
+                     timeout=SCALE_TIMEOUT, interval=0.5, message=lambda: (
+                         f"{what}: the HPA did not set {replicas} replicas (hub has "
+                         f"{_hub_replicas(apis, namespace, kind=kind, name=name)}; HPA status "
+                         f"{_hpa(apis, namespace, name=name)})"))
     last: list[Seen] = []
 
     def probe() -> Seen | None:
-        last[:] = [observe(apis, key, f"{names.SPREAD_LABEL}=web")]
+        last[:] = [observe(apis, key, f"{names.SPREAD_LABEL}={name}")]
         return last[0] if reached(last[0], want, apis.federation.stopped) else None
 
     return waiting.wait_for(probe, timeout=SCALE_TIMEOUT, interval=0.5, message=lambda: (
         f"{what}: wanted {want}; last seen {last[0].describe() if last else 'nothing'}"))
 
 
-def _hpa(apis: Apis, namespace: str) -> Any:
-    hpa = dynamic.DynamicClient(apis.api["hub"]).resources.get(
+def _hpas(apis: Apis) -> Any:
+    return dynamic.DynamicClient(apis.api["hub"]).resources.get(
         api_version="autoscaling/v2beta2", kind="HorizontalPodAutoscaler")
-    return hpa.get(name="web", namespace=namespace).to_dict().get("status")
+
+
+def _hpa(apis: Apis, namespace: str, *, name: str = "web") -> Any:
+    return _hpas(apis).get(name=name, namespace=namespace).to_dict().get("status")
 
 
 def _kubectl_hpa(apis: Apis, namespace: str) -> str:
@@ -108,9 +124,7 @@ def test_a_hub_hpa_scales_the_spread_by_the_federations_load(apis: Apis) -> None
         apis.custom().create_namespaced_custom_object(
             common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL,
             documents["FederatedSpread"])
-        dynamic.DynamicClient(apis.api["hub"]).resources.get(
-            api_version="autoscaling/v2beta2", kind="HorizontalPodAutoscaler").create(
-            body=documents["HorizontalPodAutoscaler"], namespace=namespace)
+        _hpas(apis).create(body=documents["HorizontalPodAutoscaler"], namespace=namespace)
         eu0 = {"aws-eu": 0, "gcp-eu": 0}
         _reach(apis, namespace, replicas=2, want={"onprem": {"dc1": 2}, "eu": eu0}, what="idle")
 
@@ -137,9 +151,7 @@ def test_a_hub_hpa_scales_the_spread_by_the_federations_load(apis: Apis) -> None
         _load(apis, namespace, "0")
         _reach(apis, namespace, replicas=2, want={"onprem": {"dc1": 2}, "eu": eu0}, what="load gone")
     finally:
-        dynamic.DynamicClient(apis.api["hub"]).resources.get(
-            api_version="autoscaling/v2beta2", kind="HorizontalPodAutoscaler").delete(
-            name="web", namespace=namespace)
+        _hpas(apis).delete(name="web", namespace=namespace)
         clean_up(apis, namespace, documents["Deployment"], "web")
 
 
@@ -160,3 +172,47 @@ def test_the_external_metrics_api_answers_through_the_hub(apis: Apis) -> None:
     assert unknown.returncode != 0 and "NotFound" in unknown.stderr + unknown.stdout, unknown
     discovery = json.loads(raw("/apis/external.metrics.k8s.io/v1beta1").stdout)
     assert {r["name"] for r in discovery["resources"]} >= set(usage.SERVED_METRICS)
+
+
+@pytest.mark.parametrize(("example", "kind", "cpu"), [
+    ("replicaset.yaml", "ReplicaSet", "250m"),
+    ("statefulset.yaml", "StatefulSet", "250m"),
+])
+def test_a_hub_hpa_scales_a_replicaset_or_statefulset_spread(
+        apis: Apis, example: str, kind: str, cpu: str) -> None:
+    """The example's workload at 2 replicas, its spread as the example has it, and the autoscaling
+    example's HPA pointed at it (2 to 4 replicas): each pod at 100 % of its requests makes 4, which
+    fill the ring (dc1, at most 2) and give eu one each; load gone, eu gives back first."""
+    documents = _documents(EXAMPLES / example)
+    workload, spread = copy.deepcopy(documents[kind]), documents["FederatedSpread"]
+    name = workload["metadata"]["name"]
+    workload["spec"]["replicas"] = 2
+    hpa = copy.deepcopy(_documents()["HorizontalPodAutoscaler"])
+    hpa["metadata"]["name"] = name
+    hpa["spec"].update(scaleTargetRef={"apiVersion": "apps/v1", "kind": kind, "name": name},
+                       minReplicas=2, maxReplicas=4)
+    hpa["spec"]["metrics"][0]["external"]["metric"]["selector"] = {"matchLabels": {names.SPREAD_LABEL: name}}
+    namespace = f"autoscale-{kind.lower()}-{uuid.uuid4().hex[:6]}"
+    waiting.wait_for(lambda: idle(apis), timeout=60.0, message="the federation is not idle")
+    apis.core("hub").create_namespace({"metadata": {"name": namespace}})
+    try:
+        hub_call(apis, kind, 0)(namespace, workload)
+        apis.custom().create_namespaced_custom_object(
+            common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
+        _hpas(apis).create(body=hpa, namespace=namespace)
+        given_back = {"ring": {"dc1": 2}, "eu": {"aws-eu": 0, "gcp-eu": 0}}
+        _reach(apis, namespace, replicas=2, want=given_back, what=f"{kind} idle", kind=kind, name=name)
+
+        # Both pods at 100 % of their requests: sum 200, target 50 per replica -> 4 (the HPA's most).
+        assert len(_load(apis, namespace, cpu, spread=name)) == 2
+        loaded = {"ring": {"dc1": 2}, "eu": {"aws-eu": 1, "gcp-eu": 1}}
+        seen = _reach(apis, namespace, replicas=4, want=loaded, what=f"{kind} under load", kind=kind,
+                      name=name)
+        assert sum(len(p) for p in seen.pods.values()) == 4
+
+        # Load gone: after the downscale stabilization the HPA goes back to 2; eu gives back first.
+        _load(apis, namespace, "0", spread=name)
+        _reach(apis, namespace, replicas=2, want=given_back, what=f"{kind} load gone", kind=kind, name=name)
+    finally:
+        delete_quietly(lambda: _hpas(apis).delete(name=name, namespace=namespace))
+        clean_up(apis, namespace, workload, name)
