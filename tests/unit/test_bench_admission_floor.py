@@ -146,7 +146,7 @@ def test_the_client_backs_off_before_retrying_a_refused_create() -> None:
 
 
 def test_the_headline_table_gives_the_added_latency_goals_when_the_document_has_them() -> None:
-    from bench import readme
+    from bench import readme_admission, readme_parts
 
     rows = [_row("floor", r, create=30.0) for r in range(3)]
     rows += [_row("fedspread", r, create=31.0, handler=4.0) for r in range(3)]
@@ -155,13 +155,13 @@ def test_the_headline_table_gives_the_added_latency_goals_when_the_document_has_
     rows += [_row("baseline-1", r, create=40.0) for r in range(3)]
     document = {"admission": _document(rows), "command": "python -m bench.run --only admission",
                 "started_at": "2026-11-29T11:00:00+00:00"}
-    found = {figure: (goal, verdict) for _, figure, goal, verdict, _, _ in readme._admission(document)}
+    found = {figure: (goal, verdict) for _, figure, goal, verdict, _, _ in readme_admission.rows(document)}
     added = next(figure for figure in found if figure.startswith("create p99 added over the floor"))
     assert "fedspread 1 ms (1\N{EN DASH}1)" in added and "baseline-1 10.0 ms" in added, added
     assert found[added] == ("≤ 2 ms (fedspread)", "met")
     ratios = {figure.split(":")[0]: verdict for figure, (_, verdict) in found.items()
               if figure.startswith("added ratio")}
-    assert ratios == {"added ratio baseline": readme.NOT_COMPARABLE, "added ratio baseline-1": "met"}, (
+    assert ratios == {"added ratio baseline": readme_parts.NOT_COMPARABLE, "added ratio baseline-1": "met"}, (
         "the 2-replica baseline refused creates; the 1-replica one adds 10 ms to fedspread's 1 ms: 10x")
     assert any(f.startswith("handler wall p99 at 5 clients as the agent ships") for f in found)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench import readme
+from bench import readme, readme_admission, readme_parts
 
 
 def test_the_headline_table_matches_the_committed_results() -> None:
@@ -23,7 +23,7 @@ def test_every_row_states_its_goal_verdict_load_and_command() -> None:
     assert {row[0] for row in rows} >= {"admission", "placement", "failover", "inventory", "accuracy"}
     for name, figure, goal, verdict, load, when in rows:
         assert figure and goal and verdict in (
-            "met", "**missed**", "—", "**not measured**", readme.NOT_COMPARABLE), (name, figure)
+            "met", "**missed**", "—", "**not measured**", readme_parts.NOT_COMPARABLE), (name, figure)
         assert "→" in load or load == "not recorded", (name, load)
         assert ("python -m bench.run" in when or "python -m bench.placement_compare" in when) \
             and "UTC" in when, (name, when)
@@ -38,11 +38,11 @@ def _summary(create_p99_ms: float, *, collapsed_runs: int, runs: int = 3) -> dic
 
 @pytest.mark.parametrize(("clients", "fedspread_down", "baseline_down", "verdict", "says"), [
     (1, 0, 0, "**missed**", "15.0 ms (15.0\N{EN DASH}15.0) vs baseline 27.0 ms"),
-    (5, 0, 3, readme.NOT_COMPARABLE, "baseline collapsed in 3 of 3 runs (creates refused in 3 runs; "
+    (5, 0, 3, readme_parts.NOT_COMPARABLE, "baseline collapsed in 3 of 3 runs (creates refused in 3 runs; "
                                      "its collapse point: 5 clients): no ratio"),
-    (20, 0, 1, readme.NOT_COMPARABLE, "baseline collapsed in 1 of 3 runs"),
-    (50, 2, 0, readme.NOT_COMPARABLE, "fedspread collapsed in 2 of 3 runs"),
-    (None, 0, 3, readme.NOT_COMPARABLE, "its client-level collapse point: 5 clients"),
+    (20, 0, 1, readme_parts.NOT_COMPARABLE, "baseline collapsed in 1 of 3 runs"),
+    (50, 2, 0, readme_parts.NOT_COMPARABLE, "fedspread collapsed in 2 of 3 runs"),
+    (None, 0, 3, readme_parts.NOT_COMPARABLE, "its client-level collapse point: 5 clients"),
 ])
 def test_a_level_is_compared_only_where_no_run_of_either_mode_collapsed(
         clients: int | None, fedspread_down: int, baseline_down: int, verdict: str, says: str) -> None:
@@ -55,10 +55,10 @@ def test_a_level_is_compared_only_where_no_run_of_either_mode_collapsed(
             for _ in range(down)]
     collapse: dict[str, dict[str, Any]] = {"fedspread": {"any_run_clients": 50 if fedspread_down else None},
                 "baseline": {"any_run_clients": 5}}
-    figure, found = readme._admission_level(level, runs=runs, collapse=collapse)
+    figure, found = readme_admission.level_row(level, runs=runs, collapse=collapse)
     assert found == verdict, figure
     assert says in figure, figure
-    if verdict == readme.NOT_COMPARABLE:
+    if verdict == readme_parts.NOT_COMPARABLE:
         assert "\N{MULTIPLICATION SIGN}" not in figure, "no ratio against a collapsed side"
 
 
