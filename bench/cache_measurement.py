@@ -7,7 +7,7 @@ unchanged, so its four `federation.kube.reflector` threads list, emit, and the c
 stores — the path every watch event takes — with no kube-apiserver involved.
 `FakeApi` is shaped like the generated client's listers (`list_node(limit=, _continue=, ...)`,
 raw JSON bytes, selectors honoured, a watch that blocks until cut) and builds each page from
-`synthetic_cluster` only when asked, as a server streams it.
+`synthetic_cluster`'s plan (`synthetic_objects`) only when asked, as a server streams it.
 
 * **Memory** is the whole process's RSS (`/proc/self/status` VmRSS) once the cache has synced and
   the pools are built, `gc.collect()`ed: what the process really holds, allocator fragmentation
@@ -50,7 +50,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import admission_stats, synthetic_cluster
+from bench import admission_stats, synthetic_cluster, synthetic_objects
 from federation.api import names
 
 Json = dict[str, Any]
@@ -109,7 +109,7 @@ class FakeApi:
         return len(self._bound_active)
 
     def list_node(self, **query: Any) -> Any:
-        return self._serve(query, self._nodes, synthetic_cluster.node_json)
+        return self._serve(query, self._nodes, synthetic_objects.node_json)
 
     def list_pod_for_all_namespaces(self, **query: Any) -> Any:
         indices: Sequence[int] = self._all_pods
@@ -117,18 +117,18 @@ class FakeApi:
             indices = self._bound_active  # the cache's only field selector: bound, unfinished pods
         elif query.get("label_selector") == names.SPREAD_LABEL:
             indices = self._spread_pods
-        return self._serve(query, indices, synthetic_cluster.pod_json)
+        return self._serve(query, indices, synthetic_objects.pod_json)
 
     def list_deployment_for_all_namespaces(self, **query: Any) -> Any:
-        return self._serve(query, self._spread_workloads, synthetic_cluster.deployment_json)
+        return self._serve(query, self._spread_workloads, synthetic_objects.deployment_json)
 
     def list_replica_set_for_all_namespaces(self, **query: Any) -> Any:
         """No ReplicaSets: the measurement is about nodes and pods (a spread has a few)."""
-        return self._serve(query, (), synthetic_cluster.deployment_json)
+        return self._serve(query, (), synthetic_objects.deployment_json)
 
     def list_stateful_set_for_all_namespaces(self, **query: Any) -> Any:
         """No StatefulSets, as no ReplicaSets."""
-        return self._serve(query, (), synthetic_cluster.deployment_json)
+        return self._serve(query, (), synthetic_objects.deployment_json)
 
     def _serve(
         self, query: Json, indices: Sequence[int], build: Callable[[synthetic_cluster.Plan, int], Json]

@@ -7,9 +7,9 @@ most 100 pools, and the coordinator fits a template on pools; this measures whet
 keeps its promise (goals: <= 100 pools, <= 200 MB for the agent's whole process, fit p99 <= 5 ms),
 on the real code paths and without a cluster:
 
-* **Objects** (`synthetic_cluster`): realistic Node, Pod and Deployment JSON, synthesized page by
-  page and served by a fake lister shaped like the generated client's, so `agents.cache.store`
-  runs unchanged. No kube-apiserver is involved.
+* **Objects** (`synthetic_cluster`, `synthetic_objects`): realistic Node, Pod and Deployment JSON,
+  synthesized page by page and served by a fake lister shaped like the generated client's, so
+  `agents.cache.store` runs unchanged. No kube-apiserver is involved.
 * **Pools, memory and fit** (`cache_measurement`, in a fresh interpreter that this module starts
   as `python -m bench.inventory`): the pools reported, and how many exact grouping would make; the
   process's whole RSS after the cache's sync and the pool build; the pool build's time; p50 and
@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import cache_measurement, synthetic_cluster
+from bench import cache_measurement, synthetic_cluster, synthetic_objects
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GOALS = {"pools": 100, "rss_mb": 200.0, "fit_p99_ms": 5.0}
@@ -39,8 +39,8 @@ KARMADA = {"agent_rss_mib": 266, "estimator_ms_per_op": [11.7, 14.2]}
 
 Size = synthetic_cluster.Size
 plan = synthetic_cluster.plan
-node_json = synthetic_cluster.node_json
-pod_json = synthetic_cluster.pod_json
+node_json = synthetic_objects.node_json
+pod_json = synthetic_objects.pod_json
 """The synthesis's names, as callers of this benchmark (and its tests) know them."""
 
 FULL = Size(nodes=5_000, pods=100_000)
