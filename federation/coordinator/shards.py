@@ -7,13 +7,14 @@ cluster names routed by `routing.shard_of`. Everything a placement needs travels
 `backends.LocalBackend`, and Ray is an execution detail behind `backends.PlacementBackend`. Nothing
 else in the project imports `ray`; this module imports it lazily, only when a `RayBackend` is built.
 
-- **SpreadShard** holds nothing: an actor that dies is restarted by Ray (`max_restarts=-1`), its
-  in-flight calls are retried (`max_task_retries`), and the new process answers exactly as before.
+- **SpreadShard** holds only its last rounds' specs (`shard_specs`: a request carries its spec
+  only when the shard may lack it): an actor that dies is restarted by Ray (`max_restarts=-1`), its
+  in-flight calls are retried (`max_task_retries`), and the new process answers as before or says
+  which specs it lacks (the round is then placed in-process, and every spec sent again next time).
 - **A round on the shards** (`RayBackend.place_round`): the requests go `ROUND_CHUNK` at a time as
-  the coordinator builds them, so the shards place while it builds the rest; each SpreadShard
-  answers its spreads and cuts the answers into rows per ClusterShard; each ClusterShard checks the
-  node pools of its clusters (`round_parts`), asked before the coordinator reads the answers; the
-  rows go from actor to actor, not through the coordinator.
+  the coordinator builds them; each SpreadShard answers its spreads and cuts the answers into rows
+  per ClusterShard, which checks the node pools of its clusters (`round_parts`); the rows go from
+  actor to actor, not through the coordinator.
 - **ClusterShard** holds the node inventories of its clusters (as agents last reported them) and
   answers capacity simulations: how many more pods of a shape fit in a cluster once the pods
   placed there but not yet running are counted. It *has* state, so each actor carries an
@@ -45,7 +46,7 @@ from typing import Any
 
 from federation import collector
 from federation.api import cluster
-from federation.coordinator import backends, round_parts
+from federation.coordinator import backends, ray_deadline, round_parts, shard_specs
 from federation.coordinator.model import capacity, loop, routing
 from federation.coordinator.wire import assignments, shard_messages
 from federation.core import placement, round_check
@@ -58,11 +59,10 @@ Generous: a full round of 10,000 spreads on two shards takes tens of seconds on 
 
 RAY_ROUND_MIN_SPREADS = 4096
 """A round of fewer spreads is placed in the coordinator's process, with the same answer, without a
-Ray round trip (`loop.recompute`'s `parallel_from`). Measured (`python -m bench.placement_crossover`,
-bench/results/reference-placement-crossover.json: 2 cores, nothing else running): the 2 shards
-were slower at every round size, 2 to 2,048 spreads on 200 clusters (1.10-2.2x the in-process
-median), so the crossover is past 2,048 and only bigger rounds (a full round) go to Ray. Measure
-again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
+Ray round trip (`loop.recompute`'s `parallel_from`). Measured (`bench.placement_crossover`,
+bench/results/reference-placement-crossover.json, 2 cores): the 2 shards were slower at every size,
+2 to 2,048 spreads on 200 clusters (1.10-2.2x), so only bigger rounds (a full round) go to Ray.
+Measure again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
 
 
 ROUND_CHUNK = 1000
@@ -72,17 +72,20 @@ that a call's fixed cost (one pickle, one task per shard) stays small beside its
 
 
 class SpreadShard:
-    """The placement actor body: stateless, so a restarted actor answers exactly as before."""
+    """The placement actor body: it holds only the specs of its last rounds (`shard_specs`), so a
+    restarted actor answers as before, or says which specs it lacks."""
 
     def __init__(self) -> None:
         collector.tune()  # it unpickles every round's requests: see `federation.collector`
+        self._specs = shard_specs.HeldSpecs()
 
     def place_batch(self, requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)
 
-    def place_round(self, requests: list[loop.PlaceRequest], parts: int) -> tuple[Any, ...]:
+    def place_round(self, shipped: list[shard_specs.Shipped], parts: int, round_id: str) -> tuple[Any, ...]:
         """A round's first answers, then the rows of each of the `parts` ClusterShards' clusters
         (`round_parts.cut`): one return value each, so each goes to its shard on its own."""
+        requests = self._specs.requests(round_id, shipped)
         answers = loop.answer_all(requests)
         return (answers, *round_parts.cut(requests, answers, parts=parts))
 
@@ -172,37 +175,13 @@ class RayFootprint:
     actor_pids: tuple[int, ...]
 
 
-class RayJoinTimeout(Exception):
-    """`ray.init` did not finish joining a Ray cluster within its deadline."""
-
-
-def _init_within(ray: Any, *, address: str, options: Mapping[str, Any], timeout: float) -> None:
-    """`ray.init(address, **options)` within `timeout` seconds, its own errors re-raised."""
-    outcome: list[BaseException | None] = []
-
-    def join() -> None:
-        try:
-            ray.init(address=address, **options)
-            outcome.append(None)
-        except BaseException as error:  # handed to the caller's thread
-            outcome.append(error)
-
-    thread = threading.Thread(target=join, name="ray-join", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not outcome:
-        raise RayJoinTimeout(f"joining Ray at {address} did not finish within {timeout:g} s")
-    if outcome[0] is not None:
-        raise outcome[0]
-
-
 class RayBackend:
     """`shards` SpreadShard and `cluster_shards` ClusterShard actors; thread-safe.
 
     Joins the Ray cluster at `address` when given (e.g. KubeRay), otherwise starts a local one —
     unless Ray is already initialised in this process, which is then used as is. A join gives up
-    after `join_timeout` seconds (RayJoinTimeout; `ray.init` has no deadline of its own, so it runs
-    in a thread that is abandoned: the caller is expected to exit); a placement batch after
+    after `join_timeout` seconds (`ray_deadline.RayJoinTimeout`: `ray.init` has no deadline of its
+    own, so it runs in a thread that is abandoned; the caller is expected to exit); a batch after
     `place_seconds` (PlaceTimeout, see the module docstring). Rounds of fewer than `parallel_from`
     spreads are not sent (`RAY_ROUND_MIN_SPREADS`); a round's requests go `round_chunk` at a time
     (`ROUND_CHUNK`). `close()` kills the actors,
@@ -237,7 +216,7 @@ class RayBackend:
             options: dict[str, Any] = {"include_dashboard": False}
             options.update(init_options or {})
             if address is not None and join_timeout is not None:
-                _init_within(ray, address=address, options=options, timeout=join_timeout)
+                ray_deadline.init_within(ray, address=address, options=options, timeout=join_timeout)
             else:
                 ray.init(address=address, **options)
             self._owns_ray = True
@@ -248,6 +227,8 @@ class RayBackend:
         self._ledger: list[dict[str, list[cluster.NodePool]]] = [{} for _ in range(cluster_shards)]
         self._loaded: list[str | None] = [None] * cluster_shards
         self.reloads = 0
+        tokens = shard_specs.tokens()  # one counter for every shard: a token names one spec object
+        self.specs_sent = [shard_specs.SentSpecs(tokens) for _ in range(shards)]
 
     def shard_for(self, key: str) -> int:
         """The SpreadShard owning spread `key`."""
@@ -281,25 +262,33 @@ class RayBackend:
         (`round_parts.RemoteCheck`, asked for before the answers are read); the same errors. With
         `encodings`, each SpreadShard then builds its spreads' agent messages from its answers
         (`SpreadShard.encode`), asked once every chunk is sent, read when the round is delivered."""
-        parts = self.cluster_shards
+        parts, round_id = self.cluster_shards, uuid.uuid4().hex
         chunks: list[tuple[int, list[str], Any]] = []
 
         def send(shard: int, chunk: list[loop.PlaceRequest]) -> Sequence[Any]:
+            shipped = [self.specs_sent[shard].ship(r) for r in chunk]  # a spec the shard holds stays here
             refs: Sequence[Any] = self.actors[shard].place_round.options(num_returns=parts + 1).remote(
-                chunk, parts)
+                shipped, parts, round_id)
             chunks.append((shard, [r.key for r in chunk], refs[0]))
             return refs
 
         def wait(refs: list[Any], what: str) -> list[Any]:
             return list(self._wait(refs, what=what))
 
-        sent = round_parts.send_in_chunks(requests, send=send, shards=self.shards, chunk=self.round_chunk)
-        check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=sent.parts(parts), pools=pools,
-                                        round_id=uuid.uuid4().hex, wait=wait)
-        if encodings is not None:
-            for shard, keys, answered in chunks:
-                encodings.sent(keys, self.actors[shard].encode.remote(encodings.inputs(keys), answered))
-        answers = sent.in_order(self._wait(sent.answers(), what=f"{sent.count} placements of a round"))
+        for specs in self.specs_sent:
+            specs.start()
+        try:
+            sent = round_parts.send_in_chunks(requests, send=send, shards=self.shards, chunk=self.round_chunk)
+            check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=sent.parts(parts), pools=pools,
+                                            round_id=round_id, wait=wait)
+            if encodings is not None:
+                for shard, keys, answered in chunks:
+                    encodings.sent(keys, self.actors[shard].encode.remote(encodings.inputs(keys), answered))
+            answers = sent.in_order(self._wait(sent.answers(), what=f"{sent.count} placements of a round"))
+        except BaseException:  # a call may not have reached its shard: every spec is sent again
+            for specs in self.specs_sent:
+                specs.forget()
+            raise
         if encodings is not None:
             encodings.answered(sent.in_order([keys for _, keys, _ in chunks]), answers, wait=wait)
         return loop.RoundAnswers(answers, check)

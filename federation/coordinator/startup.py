@@ -20,7 +20,7 @@ from kubernetes import client
 from federation.api import common, names
 from federation.api import spread as spread_api
 from federation.certs import store, transport
-from federation.coordinator import backends, facade, ray_join, shards
+from federation.coordinator import backends, facade, ray_deadline, ray_join, shards
 from federation.coordinator.hub import access_review, admission
 from federation.coordinator.model import stall
 from federation.coordinator.services import front_proxy, metrics_api
@@ -118,7 +118,7 @@ def placement_backend(settings: CoordinatorConfig) -> backends.PlacementBackend:
             shards=settings.spread_shards, cluster_shards=settings.cluster_shards,
             address=settings.ray_address, init_options={"log_to_driver": False},
             join_timeout=join_timeout, parallel_from=settings.ray_round_min_spreads)
-    except shards.RayJoinTimeout as error:
+    except ray_deadline.RayJoinTimeout as error:
         raise CoordinatorError(
             f"Ray at {where} answered, but joining it did not finish within "
             f"{settings.ray_join_seconds:g} s: a GCS address (HOST:6379) can be joined only from a "

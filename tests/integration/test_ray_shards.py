@@ -17,7 +17,7 @@ import ray
 
 from federation.api import cluster
 from federation.api import spread as spread_api
-from federation.coordinator import backends, shards
+from federation.coordinator import backends, shard_specs, shards
 from federation.coordinator.model import capacity, loop, world
 from federation.core import fit, overcommit, placement, placement_inputs
 from tests.support import builders, contended_round, soak
@@ -314,7 +314,8 @@ def test_a_round_sent_in_chunks_with_a_stalled_shard_is_placed_in_process(local_
     class StalledRound:  # defined here: Ray ships it by value
         """A SpreadShard stand-in that never answers a round's chunk (a hung node)."""
 
-        def place_round(self, requests: list[loop.PlaceRequest], parts: int) -> tuple[object, ...]:
+        def place_round(self, shipped: list[shard_specs.Shipped], parts: int, round_id: str,
+                        ) -> tuple[object, ...]:
             time.sleep(3600)
             return ()
 
@@ -386,4 +387,32 @@ def test_every_call_the_backend_waits_for_has_the_deadline(local_ray: str) -> No
     finally:
         made._task = real_task
         made.cluster_actors = [*real_actors, stalled]
+        made.close()
+
+
+def test_a_spread_shard_restarted_between_rounds_is_sent_every_spec_again(local_ray: str) -> None:
+    """The SpreadShards keep the specs of their last round (`shard_specs`): a second round sends no
+    spec. A SpreadShard restarted after it holds none, so the third round's calls that name specs
+    by token fail there and the round is placed in the coordinator (`fell_back`); the fourth sends
+    every spec again and is placed on the shards. Every round answers as in-process."""
+    made = shards.RayBackend(shards=2, cluster_shards=2, place_seconds=60.0)
+    try:
+        worlds = [round_world(), round_world()]
+        keys = [e.key for e in worlds[0].spreads()]
+        rounds = []
+        for step in range(4):
+            if step == 2:
+                victim = made.actors[made.shard_for(keys[0])]
+                before: int = ray.get(victim.pid.remote(), timeout=60)
+                ray.kill(victim, no_restart=False)
+                restarted(victim, before)
+            on_ray = loop.recompute(worlds[0], keys, now=NOW, place_round=made.place_round, parallel_from=2)
+            in_process = loop.recompute(worlds[1], keys, now=NOW)
+            assert on_ray.placements == in_process.placements, f"round {step + 1}"
+            rounds.append((on_ray.fell_back, sum(s.specs_shipped for s in made.specs_sent)))
+        assert [fell for fell, _ in rounds] == ["", "", rounds[2][0], ""] and rounds[2][0], rounds
+        shipped = [count for _, count in rounds]
+        assert shipped[0] == shipped[1] == len(keys), "the second round sent tokens only"
+        assert shipped[3] == shipped[2] + len(keys), "after the failed round, every spec went again"
+    finally:
         made.close()

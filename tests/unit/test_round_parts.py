@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from federation.coordinator import round_parts, shards
+from federation.coordinator import round_parts, shard_specs, shards
 from federation.coordinator.model import loop, routing, world
 from federation.core import fit, placement_round, round_check
 from tests.support import contended_round
@@ -53,10 +53,15 @@ def on_parts(*, spread_shards: int, cluster_shards: int, chunk: int = shards.ROU
     """`RayBackend.place_round` with its actors' bodies called in this process."""
     spreads = [Handle(shards.SpreadShard()) for _ in range(spread_shards)]
     checkers = [Handle(shards.ClusterShard()) for _ in range(cluster_shards)]
+    tokens = shard_specs.tokens()
+    specs = [shard_specs.SentSpecs(tokens) for _ in range(spread_shards)]
 
     def place_round(requests: Iterable[loop.PlaceRequest], pools: placement_round.Pools) -> loop.RoundAnswers:
+        for sides in specs:
+            sides.start()
         sent = round_parts.send_in_chunks(
-            requests, send=lambda shard, some: spreads[shard].place_round.remote(some, cluster_shards),
+            requests, send=lambda shard, some: spreads[shard].place_round.remote(
+                [specs[shard].ship(r) for r in some], cluster_shards, "r1"),
             shards=spread_shards, chunk=chunk)
         check = round_parts.RemoteCheck(actors=checkers, parts=sent.parts(cluster_shards), pools=pools,
                                         round_id="r1", wait=lambda found, what: list(found))

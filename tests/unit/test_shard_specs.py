@@ -1,0 +1,127 @@
+"""The specs the SpreadShards keep between rounds (`coordinator.shard_specs`), both sides without Ray.
+
+Why: a shard that used a spec other than the one the coordinator placed would place a spread by an
+old rule. The coordinator's `SentSpecs` and the shard's `HeldSpecs` must agree round after round on
+what the shard holds: a spec is left out of a request only when the shard holds that very object,
+an edited spread's new spec always goes, a spread absent from a round is forgotten on both sides,
+and a shard that lacks a spec (restarted) refuses the call rather than guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from federation.api import spread as spread_api
+from federation.coordinator import shard_specs
+from federation.coordinator.model import loop
+from federation.core import placement_inputs
+from tests.support import builders
+
+
+def spec(cap: int = 2) -> spread_api.FederatedSpreadSpec:
+    return builders.spread_spec({"name": "ring", "clusters": ["dc1"], "maxReplicas": cap},
+                                {"name": "eu", "clusters": ["aws-eu"]})
+
+
+def request(key: str, made: spread_api.FederatedSpreadSpec, replicas: int = 3) -> loop.PlaceRequest:
+    return loop.PlaceRequest(key=key, spec=made, replicas=replicas,
+                             inputs=placement_inputs.PlacementInputs(current={"ring": {"dc1": 1}}))
+
+
+class Pair:
+    """One shard's two sides: what the coordinator sends and what the shard rebuilds."""
+
+    def __init__(self) -> None:
+        self.sent = shard_specs.SentSpecs(shard_specs.tokens())
+        self.held = shard_specs.HeldSpecs()
+        self.rounds = 0
+
+    def round(self, requests: Sequence[loop.PlaceRequest]) -> list[shard_specs.Shipped]:
+        """One round of `requests` (none: the round sent this shard nothing); what was shipped."""
+        self.rounds += 1
+        self.sent.start()
+        shipped = [self.sent.ship(r) for r in requests]
+        if shipped:
+            assert self.held.requests(f"round-{self.rounds}", shipped) == list(requests)
+        return shipped
+
+
+def test_a_spec_goes_once_and_then_only_its_token() -> None:
+    pair = Pair()
+    specs = {"ns/a": spec(), "ns/b": spec(3)}
+    first = pair.round([request(k, s) for k, s in specs.items()])
+    assert all(item.spec is specs[item.key] for item in first)
+    again = pair.round([request(k, s, replicas=5) for k, s in specs.items()])  # the shard rebuilds them whole
+    assert [item.spec for item in again] == [None, None]
+    assert [item.token for item in again] == [item.token for item in first]
+    assert pair.sent.holds() == 2
+
+
+def test_an_edited_spread_sends_its_new_spec_under_a_new_token_even_when_equal() -> None:
+    pair = Pair()
+    old = spec()
+    first = pair.round([request("ns/a", old)])
+    edited = spec()  # equal content, another object: the World replaced it
+    assert edited == old and edited is not old
+    shipped = pair.round([request("ns/a", edited)])
+    assert shipped[0].spec is edited and shipped[0].token != first[0].token
+
+
+def test_a_spread_absent_from_a_round_is_forgotten_on_both_sides() -> None:
+    pair = Pair()
+    kept, gone = spec(), spec(4)
+    pair.round([request("ns/a", kept), request("ns/b", gone)])
+    pair.round([request("ns/a", kept)])  # ns/b deleted, or not in this round
+    back = pair.round([request("ns/a", kept), request("ns/b", gone)])
+    assert back[0].spec is None, "ns/a was in the round before"
+    assert back[1].spec is gone, "ns/b was not: the shard no longer holds it, so it goes again"
+
+
+def test_a_round_that_sent_this_shard_nothing_keeps_what_it_holds() -> None:
+    pair = Pair()
+    made = spec()
+    pair.round([request("ns/a", made)])
+    pair.round([])
+    assert pair.round([request("ns/a", made)])[0].spec is None
+
+
+def test_a_restarted_shard_refuses_a_round_that_relies_on_what_it_lost() -> None:
+    pair = Pair()
+    made, other = spec(), spec(5)
+    pair.round([request("ns/a", made)])
+    pair.held = shard_specs.HeldSpecs()  # the actor was restarted: it holds nothing
+    pair.sent.start()
+    shipped = [pair.sent.ship(request("ns/a", made)), pair.sent.ship(request("ns/c", other))]
+    with pytest.raises(shard_specs.SpecsMissing, match=r"1 specs not held here .*ns/a"):
+        pair.held.requests("round-2", shipped)
+    pair.sent.forget()  # what the backend does when a round's call fails
+    pair.rounds += 1
+    again = pair.round([request("ns/a", made), request("ns/c", other)])
+    assert [item.spec for item in again] == [made, other]
+
+
+def test_a_token_the_shard_holds_for_another_spec_is_refused() -> None:
+    held = shard_specs.HeldSpecs()
+    made = spec()
+    held.requests("r1", [shard_specs.Shipped(key="ns/a", token=1, spec=made, replicas=1, view=None,
+                                             inputs=placement_inputs.PlacementInputs())])
+    with pytest.raises(shard_specs.SpecsMissing):
+        held.requests("r2", [shard_specs.Shipped(key="ns/a", token=2, spec=None, replicas=1, view=None,
+                                                 inputs=placement_inputs.PlacementInputs())])
+
+
+def test_the_shards_of_one_backend_never_share_a_token() -> None:
+    tokens = shard_specs.tokens()
+    sides = [shard_specs.SentSpecs(tokens) for _ in range(3)]
+    made = spec()
+    found = [side.ship(request(f"ns/{i}-{j}", made)).token for i, side in enumerate(sides) for j in range(2)]
+    assert len(set(found)) == len(found)
+
+
+def test_a_what_if_request_is_not_shipped() -> None:
+    sent = shard_specs.SentSpecs(shard_specs.tokens())
+    what_if = loop.PlaceRequest(key="ns/a", spec=spec(), replicas=1, snapshot=builders.snapshot())
+    with pytest.raises(ValueError, match="snapshot"):
+        sent.ship(what_if)
