@@ -229,6 +229,7 @@ class RayBackend:
         self.reloads = 0
         tokens = shard_specs.tokens()  # one counter for every shard: a token names one spec object
         self.specs_sent = [shard_specs.SentSpecs(tokens) for _ in range(shards)]
+        self._one_round = threading.Lock()
 
     def shard_for(self, key: str) -> int:
         """The SpreadShard owning spread `key`."""
@@ -275,20 +276,24 @@ class RayBackend:
         def wait(refs: list[Any], what: str) -> list[Any]:
             return list(self._wait(refs, what=what))
 
-        for specs in self.specs_sent:
-            specs.start()
-        try:
-            sent = round_parts.send_in_chunks(requests, send=send, shards=self.shards, chunk=self.round_chunk)
-            check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=sent.parts(parts), pools=pools,
-                                            round_id=round_id, wait=wait)
-            if encodings is not None:
-                for shard, keys, answered in chunks:
-                    encodings.sent(keys, self.actors[shard].encode.remote(encodings.inputs(keys), answered))
-            answers = sent.in_order(self._wait(sent.answers(), what=f"{sent.count} placements of a round"))
-        except BaseException:  # a call may not have reached its shard: every spec is sent again
+        with self._one_round:  # what each shard holds changes with every round: one at a time
             for specs in self.specs_sent:
-                specs.forget()
-            raise
+                specs.start()
+            try:
+                sent = round_parts.send_in_chunks(requests, send=send, shards=self.shards,
+                                                  chunk=self.round_chunk)
+                check = round_parts.RemoteCheck(actors=self.cluster_actors, parts=sent.parts(parts),
+                                                pools=pools, round_id=round_id, wait=wait)
+                if encodings is not None:
+                    for shard, keys, answered in chunks:
+                        encode = self.actors[shard].encode.remote
+                        encodings.sent(keys, encode(encodings.inputs(keys), answered))
+                found = self._wait(sent.answers(), what=f"{sent.count} placements of a round")
+                answers = sent.in_order(found)
+            except BaseException:  # a call may not have reached its shard: every spec is sent again
+                for specs in self.specs_sent:
+                    specs.forget()
+                raise
         if encodings is not None:
             encodings.answered(sent.in_order([keys for _, keys, _ in chunks]), answers, wait=wait)
         return loop.RoundAnswers(answers, check)
