@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from bench import placement_backends, run
+from bench import admission_stats, placement_backends, run
 from bench.placement_world import (
     Shape,
     cluster_name,
@@ -145,6 +145,9 @@ class Profiled:
         """Every event's time and its `top` functions by cumulative time."""
         out = io.StringIO()
         for label, timing in self.timings.items():
+            if label not in self.profiles:  # the single-spread scales: percentiles, not profiled
+                out.write(f"=== {label}: " + ", ".join(f"{k} {v}" for k, v in timing.items()) + "\n")
+                continue
             out.write(f"=== {label}: {timing['s']:.3f} s, {timing['affected']} affected, "
                       f"{timing['placed']} placed\n")
             stats = self.profiles[label]
@@ -154,10 +157,11 @@ class Profiled:
 
 
 def measure(shape: Shape, *, profile: bool = True, backend: backends.PlacementBackend | None = None,
-            streams: bool = False) -> Profiled:
+            streams: bool = False, scale_samples: int = 0) -> Profiled:
     """Build the world (with `streams`, every agent attached) and time each event once, in order
     (under cProfile with `profile`); the profile is this process's: on Ray, the shard actors' own
-    work is not in it."""
+    work is not in it. Then, with `scale_samples`, that many scale events of single spreads
+    (`scale_latencies`)."""
     coordinator, keys = build(shape, backend=backend, streams=streams)
     model = coordinator.world
     found = Profiled(profile=profile)
@@ -180,7 +184,31 @@ def measure(shape: Shape, *, profile: bool = True, backend: backends.PlacementBa
     taint = common.Taint(key="fedspread.io/maintenance", effect="NoExecute")
     found.run("cordon (NoExecute)", lambda: model.upsert_cluster(
         cluster_name(changed), labels=labels(changed, shape), taints=[taint]), coordinator)
+    if scale_samples:
+        found.timings["single-spread scales"] = scale_latencies(coordinator, keys, shape, count=scale_samples)
     return found
+
+
+def scale_latencies(coordinator: facade.Coordinator, keys: list[str], shape: Shape, *,
+                    count: int) -> dict[str, Any]:
+    """`count` scale events of one spread each (spreads spaced through the keys, one replica more,
+    then one less), each timed from before the coordinator's lock is taken until `publish` returns,
+    10 ms apart: the coordinator's own share of a single-spread event, percentiles over all."""
+    taken: list[float] = []
+    for sample in range(count):
+        index = sample * 37 % len(keys)
+        entry = coordinator.world.spread(keys[index])
+        assert entry is not None and entry.replicas is not None
+        step = 1 if sample % 2 == 0 else -1
+        started = time.perf_counter()
+        with coordinator.lock:
+            affected = coordinator.world.set_target(keys[index], replicas=max(0, entry.replicas + step),
+                                                    template=template(index, shape))
+            coordinator.publish(affected)
+        taken.append(time.perf_counter() - started)
+        time.sleep(0.01)
+    return {"n": count, **{f"{name}_ms": admission_stats.milliseconds(taken, pct)
+                           for name, pct in (("p50", 50), ("p99", 99), ("max", 100))}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", action="store_true",
                         help="attach every cluster's agent (nothing reads its messages), so that each event "
                              "also builds, compares and queues the agents' messages")
+    parser.add_argument("--scale-samples", type=int, default=0, metavar="N",
+                        help="after the events, time N scale events of single spreads (one replica more, "
+                             "then less) and report their p50, p99 and max (default 0: none)")
     parser.add_argument("--interpreter-gc", action="store_true",
                         help="keep the interpreter's garbage-collector thresholds (by default this process "
                              "runs with federation.collector's, as `fedspread coordinator` does)")
@@ -213,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     shape: Shape = options.shape
     if shape.spreads < 1 or shape.clusters < 1:
         parser.error("the shape needs at least 1 spread and 1 cluster")
+    if options.scale_samples < 0:
+        parser.error("--scale-samples is a count: 0 or more")
     if options.output is not None and not options.json:
         parser.error("--output writes the --json line: give --json too")
     before = gc.get_threshold()
@@ -221,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     used = gc.get_threshold()
     placing = placement_backends.Backend(options.backend)
     try:
-        found = measure(shape, profile=not options.json, backend=placing.backend, streams=options.streams)
+        found = measure(shape, profile=not options.json, backend=placing.backend, streams=options.streams,
+                        scale_samples=options.scale_samples)
     finally:
         placing.close()
         gc.set_threshold(*before)  # as it was: main() also runs inside the tests' process

@@ -117,3 +117,16 @@ def test_an_output_file_without_json_is_refused() -> None:
     with pytest.raises(SystemExit) as refused:
         profile_events.main(["--output", "x.json"])
     assert refused.value.code == 2
+
+
+def test_single_spread_scales_are_sampled_and_their_percentiles_reported(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    found = profile_events.measure(SHAPE, profile=False, scale_samples=7).timings["single-spread scales"]
+    assert found["n"] == 7
+    assert 0 < found["p50_ms"] <= found["p99_ms"] <= found["max_ms"]
+    profile_events.main(["--shape", '{"spreads": 6, "clusters": 3, "per_spread": 2}', "--scale-samples", "3",
+                         "--top", "1"])
+    assert "=== single-spread scales: n 3, p50_ms" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        profile_events.main(["--scale-samples", "-1"])
+    assert refused.value.code == 2
