@@ -14,11 +14,18 @@ a `placement_round.Checker`). The answer is the one the coordinator's own check 
 No Ray import: the calls are made on the actor handles the backend gives, and waited for with its
 deadline (`Wait`); a check that fails or misses it raises `loop.BatchUnavailable`, and the round
 is checked in the coordinator instead.
+
+What a round sends a SpreadShard — its requests, and later its message inputs — goes as bytes the
+standard library pickled (`pack`, `unpack`): Ray pickles arguments with cloudpickle, whose hook
+runs in Python for every object, and a chunk of 1,000 requests at 100 clusters per spread took the
+coordinator 90 ms so against 53 ms (its message inputs 15.6 against 8.7 ms). Everything in them
+is an importable class, which is all the standard pickler needs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -85,6 +92,19 @@ def send_in_chunks(requests: Iterable[loop.PlaceRequest], *, send: Send, shards:
     if pending:
         flush()
     return Sent(count=count, calls=calls)
+
+
+def pack(items: Sequence[Any]) -> bytes:
+    """`items` as the standard library pickles them (the module docstring says why)."""
+    return pickle.dumps(list(items), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(payload: bytes) -> list[Any]:
+    """What `pack` packed (from the coordinator itself: as trusted as Ray's own pickles)."""
+    found = pickle.loads(payload)
+    if not isinstance(found, list):
+        raise TypeError(f"a packed list was expected, not {type(found).__name__}")
+    return found
 
 
 class RoundGone(Exception):

@@ -82,20 +82,21 @@ class SpreadShard:
     def place_batch(self, requests: list[loop.PlaceRequest]) -> list[placement.Placement]:
         return loop.answer_all(requests)
 
-    def place_round(self, shipped: list[shard_specs.Shipped], parts: int, round_id: str) -> tuple[Any, ...]:
+    def place_round(self, shipped: bytes, parts: int, round_id: str) -> tuple[Any, ...]:
         """A round's first answers, then the rows of each of the `parts` ClusterShards' clusters
-        (`round_parts.cut`): one return value each, so each goes to its shard on its own."""
-        requests = self._specs.requests(round_id, shipped)
+        (`round_parts.cut`): one return value each, so each goes to its shard on its own. `shipped`:
+        the `shard_specs.Shipped` requests, packed (`round_parts.pack`)."""
+        requests = self._specs.requests(round_id, round_parts.unpack(shipped))
         answers = loop.answer_all(requests)
         return (answers, *round_parts.cut(requests, answers, parts=parts))
 
-    def encode(self, inputs: list[assignments.MessageInputs | None], answers: list[placement.Placement],
-               ) -> list[shard_messages.Packed | None]:
+    def encode(self, inputs: bytes, answers: list[placement.Placement]) -> list[shard_messages.Packed | None]:
         """The agents' messages of a `place_round` call's spreads, from its answers (Ray passes the
-        answers' ref as the values): asked after every chunk of the round is sent, so building them
-        never delays an answer (`wire.shard_messages`)."""
+        answers' ref as the values) and their packed `assignments.MessageInputs` (None: a Job):
+        asked after every chunk of the round is sent, so building them never delays an answer."""
+        items: list[assignments.MessageInputs | None] = round_parts.unpack(inputs)
         return [None if item is None else shard_messages.pack(assignments.encode(item, answer))
-                for item, answer in zip(inputs, answers, strict=True)]
+                for item, answer in zip(items, answers, strict=True)]
 
     def ping(self) -> str:
         return "ok"
@@ -267,7 +268,7 @@ class RayBackend:
         chunks: list[tuple[int, list[str], Any]] = []
 
         def send(shard: int, chunk: list[loop.PlaceRequest]) -> Sequence[Any]:
-            shipped = [self.specs_sent[shard].ship(r) for r in chunk]  # a spec the shard holds stays here
+            shipped = round_parts.pack([self.specs_sent[shard].ship(r) for r in chunk])  # specs held stay
             refs: Sequence[Any] = self.actors[shard].place_round.options(num_returns=parts + 1).remote(
                 shipped, parts, round_id)
             chunks.append((shard, [r.key for r in chunk], refs[0]))
@@ -287,7 +288,7 @@ class RayBackend:
                 if encodings is not None:
                     for shard, keys, answered in chunks:
                         encode = self.actors[shard].encode.remote
-                        encodings.sent(keys, encode(encodings.inputs(keys), answered))
+                        encodings.sent(keys, encode(round_parts.pack(encodings.inputs(keys)), answered))
                 found = self._wait(sent.answers(), what=f"{sent.count} placements of a round")
                 answers = sent.in_order(found)
             except BaseException:  # a call may not have reached its shard: every spec is sent again

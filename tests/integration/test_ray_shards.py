@@ -17,7 +17,7 @@ import ray
 
 from federation.api import cluster
 from federation.api import spread as spread_api
-from federation.coordinator import backends, shard_specs, shards
+from federation.coordinator import backends, shards
 from federation.coordinator.model import capacity, loop, world
 from federation.core import fit, overcommit, placement, placement_inputs
 from tests.support import builders, contended_round, soak
@@ -314,8 +314,7 @@ def test_a_round_sent_in_chunks_with_a_stalled_shard_is_placed_in_process(local_
     class StalledRound:  # defined here: Ray ships it by value
         """A SpreadShard stand-in that never answers a round's chunk (a hung node)."""
 
-        def place_round(self, shipped: list[shard_specs.Shipped], parts: int, round_id: str,
-                        ) -> tuple[object, ...]:
+        def place_round(self, shipped: bytes, parts: int, round_id: str) -> tuple[object, ...]:
             time.sleep(3600)
             return ()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -61,7 +62,7 @@ def on_parts(*, spread_shards: int, cluster_shards: int, chunk: int = shards.ROU
             sides.start()
         sent = round_parts.send_in_chunks(
             requests, send=lambda shard, some: spreads[shard].place_round.remote(
-                [specs[shard].ship(r) for r in some], cluster_shards, "r1"),
+                round_parts.pack([specs[shard].ship(r) for r in some]), cluster_shards, "r1"),
             shards=spread_shards, chunk=chunk)
         check = round_parts.RemoteCheck(actors=checkers, parts=sent.parts(cluster_shards), pools=pools,
                                         round_id="r1", wait=lambda found, what: list(found))
@@ -171,3 +172,14 @@ def test_a_round_whose_shards_fail_after_taking_some_requests_is_built_whole_and
     here = loop.recompute(contended_world(), keys, now=NOW)
     assert len(taken) == 5 and fell.fell_back == "a shard died mid-round"
     assert fell.placements == here.placements and fell.replaced == here.replaced > 0
+
+
+def test_what_a_round_sends_a_shard_goes_as_the_standard_librarys_pickle() -> None:
+    """Requests built on a world (a pydantic spec, a view, frozen inputs) come back equal; anything
+    but a packed list is refused."""
+    model = contended_world()
+    requests = [loop.request_for(model, entry, replicas=entry.replicas or 0, now=NOW, in_round=True)
+                for entry in model.spreads()]
+    assert round_parts.unpack(round_parts.pack(requests)) == requests
+    with pytest.raises(TypeError, match="a packed list"):
+        round_parts.unpack(pickle.dumps({"not": "a list"}))
