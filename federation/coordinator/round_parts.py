@@ -17,9 +17,9 @@ is checked in the coordinator instead.
 
 What a round sends a SpreadShard — its requests, and later its message inputs — goes as bytes the
 standard library pickled (`pack`, `unpack`): Ray pickles arguments with cloudpickle, whose hook
-runs in Python for every object, and a chunk of 1,000 requests at 100 clusters per spread took the
-coordinator 90 ms so against 53 ms (its message inputs 15.6 against 8.7 ms). Everything in them
-is an importable class, which is all the standard pickler needs.
+runs in Python for every object, where the standard pickler is C throughout; everything in them is
+an importable class, which is all it needs. The round's time did not show the difference on
+2 cores (docs/decisions.md, "the shards keep their specs between rounds").
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 specs that changed.
 
 Why: a full round on Ray sends every spread's request to the shards, and each request carried
-its spec, a pydantic model: pickling 1,000 of them cost the coordinator about 40 ms and the shard
-about 20 ms to unpickle (about half of what a chunk of requests costs either side), every round,
-for specs that had not changed since the last one. Now the coordinator's `SentSpecs` remembers,
-per shard, which spec object it sent for each spread in the last round under which token, and a
+its spec, a pydantic model, the costliest part of a request to pickle and unpickle, every round,
+for specs that had not changed since the last one (what keeping them saves, measured:
+docs/decisions.md, "the shards keep their specs between rounds"). Now the coordinator's
+`SentSpecs` remembers, per shard, which spec object it sent for each spread in the last round
+under which token, and a
 request goes as a `Shipped`: the token, and the spec only when the shard cannot hold it (a new
 spread, an edited one, a shard that failed). The shard's `HeldSpecs` keeps the specs of its last
 round and of the round in flight, and gives the requests back whole.

@@ -174,12 +174,9 @@ def test_the_external_metrics_api_answers_through_the_hub(apis: Apis) -> None:
     assert {r["name"] for r in discovery["resources"]} >= set(usage.SERVED_METRICS)
 
 
-@pytest.mark.parametrize(("example", "kind", "cpu"), [
-    ("replicaset.yaml", "ReplicaSet", "250m"),
-    ("statefulset.yaml", "StatefulSet", "250m"),
-])
-def test_a_hub_hpa_scales_a_replicaset_or_statefulset_spread(
-        apis: Apis, example: str, kind: str, cpu: str) -> None:
+@pytest.mark.parametrize(("example", "kind"), [("replicaset.yaml", "ReplicaSet"),
+                                               ("statefulset.yaml", "StatefulSet")])
+def test_a_hub_hpa_scales_a_replicaset_or_statefulset_spread(apis: Apis, example: str, kind: str) -> None:
     """The example's workload at 2 replicas, its spread as the example has it, and the autoscaling
     example's HPA pointed at it (2 to 4 replicas): each pod at 100 % of its requests makes 4, which
     fill the ring (dc1, at most 2) and give eu one each; load gone, eu gives back first."""
@@ -203,8 +200,8 @@ def test_a_hub_hpa_scales_a_replicaset_or_statefulset_spread(
         given_back = {"ring": {"dc1": 2}, "eu": {"aws-eu": 0, "gcp-eu": 0}}
         _reach(apis, namespace, replicas=2, want=given_back, what=f"{kind} idle", kind=kind, name=name)
 
-        # Both pods at 100 % of their requests: sum 200, target 50 per replica -> 4 (the HPA's most).
-        assert len(_load(apis, namespace, cpu, spread=name)) == 2
+        # Both pods at 100 % of their requests (250m each): sum 200, target 50 per replica -> 4 (its most).
+        assert len(_load(apis, namespace, "250m", spread=name)) == 2
         loaded = {"ring": {"dc1": 2}, "eu": {"aws-eu": 1, "gcp-eu": 1}}
         seen = _reach(apis, namespace, replicas=4, want=loaded, what=f"{kind} under load", kind=kind,
                       name=name)
