@@ -8,9 +8,10 @@ the command that reproduces it. The prose around the table explains the figures;
 is never edited by hand (`--check`, run by the unit tests, fails when it differs from the JSON).
 
 Each benchmark's rows come from the full run (`reference-full.json`) unless a dedicated run of it
-is named in `DEDICATED` with the reason it is preferred, and that run is a reference: its document
+is named in `DEDICATED` with the reason it is preferred, that run is a reference — its document
 records the commit and the command that produced it, and the commit is not `+dirty` (a
-hand-assembled document, or one from uncommitted code, cannot be reproduced). Every row says how
+hand-assembled document, or one from uncommitted code, cannot be reproduced) — and it started
+after the full run (a newer full run supersedes it: its reason no longer holds). Every row says how
 many runs stand behind its figure. The admission rows are per load level: the handler's p99 at
 5 clients, the create p99 ratio only at a level where no run of either mode collapsed (elsewhere
 "not comparable", each collapsed mode given as its collapse point), the collapse points
@@ -49,7 +50,8 @@ GOAL_RUN = ("reference-placement-goal-recheck.json",
             "sent to them as they are built since a1c3798, the agents' messages built on them since 4390092, "
             "a single spread's inputs read once since aac4599")
 """The placement goals' rows come from this `bench.placement_compare` run of the goal's federation,
-both backends, when it is a reference (the sweep's rows stay the full run's): its file, and why."""
+both backends, when it is a reference newer than the full run (the sweep's rows stay the full
+run's): its file, and why."""
 
 
 def is_reference(document: dict[str, Any]) -> bool:
@@ -58,19 +60,29 @@ def is_reference(document: dict[str, Any]) -> bool:
     return bool(commit) and not commit.endswith("+dirty") and bool(document.get("command"))
 
 
+def newer_than_full(document: dict[str, Any], full: dict[str, Any]) -> bool:
+    """A dedicated run stands only when it started after the full run (ISO-8601 UTC times compare
+    as text); with no full run, any dedicated run does."""
+    return not full or str(document.get("started_at") or "") > str(full.get("started_at") or "")
+
+
+def _full_run() -> dict[str, Any]:
+    path = RESULTS / "reference-full.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def _document(name: str) -> dict[str, Any]:
     """The run of benchmark `name` its headline rows come from: the dedicated run named in
-    `DEDICATED` when there is one and it is a reference, else the full run (a full run's benchmark
-    that failed outright gives no rows)."""
+    `DEDICATED` when there is one, it is a reference and it is newer than the full run, else the
+    full run (a full run's benchmark that failed outright gives no rows)."""
+    full = _full_run()
     dedicated = DEDICATED.get(name)
     if dedicated and (RESULTS / dedicated[0]).exists():
         found: dict[str, Any] = json.loads((RESULTS / dedicated[0]).read_text())
-        if is_reference(found) and name in found:
+        if is_reference(found) and name in found and newer_than_full(found, full):
             return {**found, parts.REASON: dedicated[1]}
-    path = RESULTS / "reference-full.json"
-    if not path.exists():
+    if not full:
         return {}
-    full: dict[str, Any] = json.loads(path.read_text())
     result = full.get(name)
     if result is None or (isinstance(result, dict) and "error" in result) or not is_reference(full):
         return {}
@@ -90,12 +102,14 @@ def shell_quoted(command: str) -> str:
 
 
 def _goal_run() -> dict[str, Any] | None:
-    """The dedicated run of the goal's federation (`GOAL_RUN`), when it is there and a reference."""
+    """The dedicated run of the goal's federation (`GOAL_RUN`), when it is there, a reference and
+    newer than the full run."""
     path = RESULTS / GOAL_RUN[0]
     if not path.exists():
         return None
     found: dict[str, Any] = json.loads(path.read_text())
-    return found if is_reference(found) and found.get("points") else None
+    usable = is_reference(found) and found.get("points") and newer_than_full(found, _full_run())
+    return found if usable else None
 
 
 def _dedicated_goals(found: dict[str, Any]) -> Iterator[parts.Row]:

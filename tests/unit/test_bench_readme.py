@@ -7,6 +7,8 @@ CRD and proto drift tests do for generated code).
 
 from __future__ import annotations
 
+import json
+import pathlib
 from typing import Any
 
 import pytest
@@ -149,6 +151,27 @@ def test_the_goals_come_from_the_dedicated_goal_run_once_when_it_is_a_reference(
     monkeypatch.setattr(readme, "_goal_run", lambda: None)  # none (or not a reference): the full run's
     assert [row[1] for row in readme._placement(full) if row[2] == "≤ 10 s"] == [
         f"10k {TIMES} 1,000, local: full round 19.4 s", f"10k {TIMES} 1,000, ray: full round 21.5 s"]
+
+
+def test_a_dedicated_run_older_than_the_full_run_is_superseded(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
+    def write(name: str, started: str, **body: Any) -> None:
+        document = {"commit": "abc", "command": "python -m bench.run", "started_at": started, **body}
+        (tmp_path / name).write_text(json.dumps(document))
+
+    monkeypatch.setattr(readme, "RESULTS", tmp_path)
+    monkeypatch.setattr(readme, "DEDICATED", {"admission": ("dedicated.json", "the reason")})
+    monkeypatch.setattr(readme, "GOAL_RUN", ("goal.json", "the goal's reason"))
+    write("reference-full.json", "2026-11-30T13:00:00+00:00", admission={"from": "full"})
+    write("dedicated.json", "2026-11-30T12:59:59+00:00", admission={"from": "dedicated"})
+    write("goal.json", "2026-11-29T10:00:00+00:00", points={"local": {}})
+    assert readme._document("admission")["admission"] == {"from": "full"}
+    assert readme._goal_run() is None
+    write("dedicated.json", "2026-11-30T13:00:01+00:00", admission={"from": "dedicated"})
+    write("goal.json", "2026-12-01T10:00:00+00:00", points={"local": {}})
+    chosen = readme._document("admission")
+    assert chosen["admission"] == {"from": "dedicated"} and chosen[readme_parts.REASON] == "the reason"
+    assert readme._goal_run() is not None
 
 
 @pytest.mark.parametrize(("recorded", "shown"), [
