@@ -250,7 +250,9 @@ def run(*, quick: bool, report: Callable[[str], None],
         backends: tuple[str, ...] = BACKENDS, runs: int = RUNS) -> list[dict[str, Any]]:
     """The sweep on the in-process backend, then the goal's federation (the quick run: the base)
     on every backend; each point `runs` times, each run in a fresh coordinator process (clean RSS),
-    combined into one record per point (`combine`)."""
+    combined into one record per point (`combine`). A point run on several backends runs them
+    run by run, the order rotating (run 1 in-process first, run 2 the next backend first, ...), so
+    a ratio between them is not one backend's quiet minutes against the other's busy ones."""
     points = sweep(QUICK_BASE, QUICK_STEPS) if quick else sweep(FULL_BASE, FULL_STEPS)
     points_to_run = [(varied, shape, "local", "") for varied, shape in points]
     goal = ("base", QUICK_BASE) if quick else ("goal", GOAL)
@@ -259,19 +261,36 @@ def run(*, quick: bool, report: Callable[[str], None],
     points_to_run.append((TLS_POINT, points[0][1], "local", "tls"))  # the base again, every stream TLS
     points_to_run.append((placement_hub.HUB_POINT, points[0][1], "local", "hub"))  # and through a hub
     found = []
-    for varied, shape, backend, extra in points_to_run:
-        records = []
+    for group in _by_point(points_to_run):
+        records: dict[Planned, list[dict[str, Any]]] = {planned: [] for planned in group}
         for number in range(runs):
-            report(f"placement {varied}: {json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
-            try:
-                records.append({"varied": varied, **run_one(shape, backend=backend, tls=extra == "tls",
-                                                            hub=extra == "hub")})
-            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as error:  # the others still count
-                records.append({"varied": varied, **shape.describe(), "backend": backend,
-                                "error": f"{type(error).__name__}: {str(error)[-500:]}"})
-            report(json.dumps(records[-1]))
-        found.append(combine(records))
+            turn = number % len(group)
+            for varied, shape, backend, extra in group[turn:] + group[:turn]:
+                report(f"placement {varied}: {json.dumps(shape.describe())}, {backend}, "
+                       f"run {number + 1}/{runs}")
+                try:
+                    record = {"varied": varied, **run_one(shape, backend=backend, tls=extra == "tls",
+                                                          hub=extra == "hub")}
+                except (RuntimeError, subprocess.TimeoutExpired, ValueError) as error:  # others still count
+                    record = {"varied": varied, **shape.describe(), "backend": backend,
+                              "error": f"{type(error).__name__}: {str(error)[-500:]}"}
+                records[(varied, shape, backend, extra)].append(record)
+                report(json.dumps(record))
+        found += [combine(records[planned]) for planned in group]
     return found
+
+
+Planned = tuple[str, Shape, str, str]
+"""A point as the sweep plans it: what varied, its shape, the backend, and "tls", "hub" or ""."""
+
+
+def _by_point(planned: list[Planned]) -> list[list[Planned]]:
+    """The planned points grouped by point (what varied, shape, extra), each group's backends in
+    the order they were planned, the groups in the order of their first point."""
+    groups: dict[tuple[str, Shape, str], list[Planned]] = {}
+    for varied, shape, backend, extra in planned:
+        groups.setdefault((varied, shape, extra), []).append((varied, shape, backend, extra))
+    return list(groups.values())
 
 
 def combine(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -94,3 +94,24 @@ def test_the_event_clock_starts_before_the_coordinators_lock_is_taken() -> None:
     assert sample.latency_s >= sample.lock_wait_s, "the wait for the lock is inside the latency"
     found = placement_events.summary([sample])
     assert found["lock_wait_p99_ms"] >= 40 and found["n_timed"] == 0, "it sent nothing: not timed"
+
+
+def test_a_point_on_several_backends_alternates_them_run_by_run(monkeypatch: Any) -> None:
+    calls: list[tuple[int, str]] = []
+
+    def run_one(shape: Any, *, backend: str, tls: bool = False, hub: bool = False) -> dict[str, Any]:
+        calls.append((shape.describe()["spreads"], backend))
+        record = {**_record(1.0 + len(calls), scale_p99=10.0), "backend": backend}
+        del record["varied"]  # the sweep names the point
+        return record
+
+    monkeypatch.setattr(placement, "run_one", run_one)
+    found = placement.run(quick=True, report=lambda line: None, backends=("local", "ray"), runs=3)
+    assert [backend for _, backend in calls[:6]] == ["local", "ray", "ray", "local", "local", "ray"], (
+        "the base is the quick run's goal: its two backends take turns going first")
+    base = [record for record in found if record["varied"] == "base"]
+    assert [record["backend"] for record in base] == ["local", "ray"]
+    assert all(record["runs_per_point"] == 3 for record in found)
+    assert [record["full_s"] for record in base] == [5.0, 4.0], (
+        "each backend's median over its own runs: in-process 2, 5, 6; Ray 3, 4, 7")
+    assert len(calls) == 3 * len(found)
