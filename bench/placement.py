@@ -75,9 +75,7 @@ QUICK_STEPS: dict[str, tuple[int, ...]] = {"spreads": (1_000,), "per_spread": (1
                                            "templates": (16,)}
 BACKENDS = placement_backends.BACKENDS
 RAY_SHARDS, RAY_CPUS = placement_backends.RAY_SHARDS, placement_backends.RAY_CPUS
-SCALE_UPS = NEW_SPREADS = 20
-CAPACITY_CHANGES = 20
-CORDONS = 20
+SCALE_UPS = NEW_SPREADS = CAPACITY_CHANGES = CORDONS = 20
 """Samples per event kind: every event latency over at least 20 (a capacity growth needs a hungry
 spread's spill cluster each, so a federation of under 1,000 spreads has fewer: `n` says)."""
 RUNS = 3
@@ -110,14 +108,16 @@ def sweep(base: Shape, steps: dict[str, tuple[int, ...]]) -> list[tuple[str, Sha
     return found
 
 
-def measure(shape: Shape, *, backend: str = "local", tls: bool = False) -> dict[str, Any]:
+def measure(shape: Shape, *, backend: str = "local", tls: bool = False,
+            batches: bool = True) -> dict[str, Any]:
     """One point of the sweep, in this process: the coordinator, with the agents in a child process
-    (`tls`: every stream over mutual TLS, as a real federation's)."""
+    (`tls`: every stream over mutual TLS, as a real federation's; `batches`: the agents read and send
+    batched messages, as `agents.link` does)."""
     placing = placement_backends.Backend(backend)
     try:
         with tempfile.TemporaryDirectory(prefix="fedspread-bench-tls-") as scratch:
             directory = placement_swarm.certificates(pathlib.Path(scratch)) if tls else None
-            found = _measure(shape, placing=placing, tls=directory)
+            found = _measure(shape, placing=placing, tls=directory, batches=batches)
         left_out = {key: why for key, why in LEFT_OUT.items() if not (tls and key == "tls")}
         return {**shape.describe(), **found, **placing.describe(), "tls": tls, "left_out": left_out}
     finally:
@@ -139,7 +139,7 @@ class Running:
 
 @contextlib.contextmanager
 def running(shape: Shape, *, placing: placement_backends.Backend,
-            tls: pathlib.Path | None = None) -> Iterator[Running]:
+            tls: pathlib.Path | None = None, batches: bool = True) -> Iterator[Running]:
     """The coordinator with every stand-in agent's stream open and its inventory applied (`tls`:
     the directory of `placement_swarm.certificates`, every stream over mutual TLS; None: plaintext)."""
     clock = lambda: datetime.datetime.now(datetime.UTC)  # noqa: E731
@@ -159,7 +159,7 @@ def running(shape: Shape, *, placing: placement_backends.Backend,
     recorder = placement_events.Recorder(coordinator)
     agents: placement_swarm.Agents | None = None
     try:
-        agents = placement_swarm.Agents(f"127.0.0.1:{port}", shape, tls)
+        agents = placement_swarm.Agents(f"127.0.0.1:{port}", shape, tls, batches=batches)
 
         def reported() -> bool:
             with coordinator.lock:
@@ -176,14 +176,14 @@ def running(shape: Shape, *, placing: placement_backends.Backend,
 
 
 def _measure(shape: Shape, *, placing: placement_backends.Backend,
-             tls: pathlib.Path | None = None) -> dict[str, Any]:
-    with running(shape, placing=placing, tls=tls) as run:
+             tls: pathlib.Path | None = None, batches: bool = True) -> dict[str, Any]:
+    with running(shape, placing=placing, tls=tls, batches=batches) as run:
         coordinator, recorder, agents = run.coordinator, run.recorder, run.agents
         found = _full_round(coordinator, recorder, agents, shape=shape, placing=placing)
         rss = placement_backends.rss_mb()
         found.update(rss_mb=round(rss - run.baseline_rss_mb, 1), rss_total_mb=round(rss, 1),
                      streams=agents.ready["streams"], streams_welcomed_s=agents.ready["seconds"],
-                     events=_events(coordinator, recorder, agents, shape=shape))
+                     events=_events(coordinator, recorder, agents, shape=shape), batches=batches)
         found["rss_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         ended = agents.ask("ended", {})
         found["streams_reopened"], found["streams_ended_examples"] = ended["count"], ended["examples"]
@@ -344,14 +344,15 @@ def hub_point(shape: Shape) -> dict[str, Any]:
 
 
 def run_one(shape: Shape, *, backend: str, tls: bool = False, hub: bool = False,
-            interpreter_gc: bool = False) -> dict[str, Any]:
+            interpreter_gc: bool = False, unbatched: bool = False) -> dict[str, Any]:
     """One point with one backend in a child process; its record, with the load at its start and end
-    (`interpreter_gc`: the coordinator with the interpreter's collector thresholds, not ours)."""
+    (`interpreter_gc`: the interpreter's collector thresholds, not ours; `unbatched`: no batches)."""
     at_start = [round(v, 2) for v in os.getloadavg()]
     child = subprocess.run([sys.executable, "-m", "bench.placement", "--shape",
                             json.dumps(dataclasses.asdict(shape)), "--backend", backend,
                             *(["--tls"] if tls else []), *(["--hub"] if hub else []),
-                            *(["--interpreter-gc"] if interpreter_gc else [])],
+                            *(["--interpreter-gc"] if interpreter_gc else []),
+                            *(["--unbatched"] if unbatched else [])],
                            capture_output=True, text=True, timeout=3 * 3600,
                            env={**os.environ, "PYTHONPATH": os.getcwd()})
     if child.returncode != 0:
@@ -380,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the interpreter's garbage-collector thresholds in the coordinator (by "
                              "default it runs with federation.collector's, as `fedspread coordinator` does): "
                              "the before arm of that change")
+    parser.add_argument("--unbatched", action="store_true",
+                        help="stand-in agents that read and send no batches (the before arm of that change)")
     options = parser.parse_args(argv)
     thresholds = gc.get_threshold() if options.interpreter_gc else collector.THRESHOLDS
     if not options.interpreter_gc:
@@ -387,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.hub and (options.tls or options.backend != "local"):
         parser.error("--hub runs the in-process backend, its streams always over mutual TLS")
     found = (hub_point(options.shape) if options.hub
-             else measure(options.shape, backend=options.backend, tls=options.tls))
+             else measure(options.shape, backend=options.backend, tls=options.tls,
+                          batches=not options.unbatched))
     print(json.dumps({**found, "gc_thresholds": list(thresholds)}), flush=True)
     return 0
 

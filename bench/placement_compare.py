@@ -33,10 +33,12 @@ from bench import placement, placement_world, run
 
 HUB = "hub"
 INTERPRETER_GC = "local-interpreter-gc"
-VARIANTS = (*placement.BACKENDS, HUB, INTERPRETER_GC)
+UNBATCHED = "local-unbatched"
+VARIANTS = (*placement.BACKENDS, HUB, INTERPRETER_GC, UNBATCHED)
 """Each backend as the sweep runs it; `hub`: the in-process backend through a hub apiserver;
 `local-interpreter-gc`: the in-process backend with the interpreter's garbage-collector thresholds
-(the before arm of `federation.collector`)."""
+(the before arm of `federation.collector`); `local-unbatched`: the in-process backend with stand-in
+agents that neither read nor send message batches (the before arm of batches)."""
 
 
 def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
@@ -50,9 +52,10 @@ def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
         for backend in [*backends[turn:], *backends[:turn]]:
             report(f"{json.dumps(shape.describe())}, {backend}, run {number + 1}/{runs}")
             try:
-                placing = "local" if backend in (HUB, INTERPRETER_GC) else backend
+                placing = "local" if backend in (HUB, INTERPRETER_GC, UNBATCHED) else backend
                 found = placement.run_one(shape, backend=placing, hub=backend == HUB,
-                                          interpreter_gc=backend == INTERPRETER_GC)
+                                          interpreter_gc=backend == INTERPRETER_GC,
+                                          unbatched=backend == UNBATCHED)
                 record = {"varied": "compare", **found, "variant": backend}
             except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as error:
                 record = {"varied": "compare", **shape.describe(), "variant": backend, "backend": backend,
@@ -98,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the whole coordinator process against a hub apiserver (spreads created "
                              "through its API, statuses written); local-interpreter-gc, the in-process "
                              "backend with the interpreter's garbage-collector thresholds instead of "
-                             "federation.collector's (the before arm of that change)")
+                             "federation.collector's (the before arm of that change); local-unbatched, the "
+                             "in-process backend with stand-in agents that read and send no message batches")
     parser.add_argument("--output", type=pathlib.Path, default=run.RESULTS / "latest-compare.json",
                         help="where to write the document (default: bench/results/latest-compare.json)")
     options = parser.parse_args(arguments)

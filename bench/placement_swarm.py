@@ -6,8 +6,9 @@ neither share its process nor cost a thread each. Each stream is a coroutine on 
 loop with its own channel and connection, as an agent has: Hello, a full InventoryReport of the
 cluster's node pools (`placement_world.pools`), a Heartbeat every `HEARTBEAT_SECONDS`; it
 acknowledges each assignment as an agent does once applied (the coordinator sends a removal only
-after an acknowledged share of 0) and remembers, per spread, the `fingerprint` of the last
-few assignments or removals it got and when (CLOCK_MONOTONIC, which every process of the machine shares).
+after an acknowledged share of 0), in batches as the agent's link does (`--unbatched`: one message
+each way); and it remembers, per spread, the `fingerprint` of the last few assignments or removals
+it got and when (CLOCK_MONOTONIC, which every process of the machine shares).
 
 What an "event" costs is then measured end to end: the coordinator's process notes what it sent for
 the event (the same fingerprints), and asks this process when every one of those arrived — from the
@@ -67,10 +68,12 @@ class Agents:
     """This program run as a child process, driven over its line protocol (the module's docstring):
     what the coordinator's side of a benchmark holds."""
 
-    def __init__(self, target: str, shape: placement_world.Shape, tls: pathlib.Path | None = None) -> None:
+    def __init__(self, target: str, shape: placement_world.Shape, tls: pathlib.Path | None = None, *,
+                 batches: bool = True) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.placement_swarm", "--target", target,
-             "--shape", json.dumps(dataclasses.asdict(shape)), *(["--tls", str(tls)] if tls else [])],
+             "--shape", json.dumps(dataclasses.asdict(shape)), *(["--tls", str(tls)] if tls else []),
+             *([] if batches else ["--unbatched"])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         word, self.ready = self._read()
         if word != "ready":
@@ -124,10 +127,15 @@ class Swarm:
     """Every cluster's stream, and what each holds."""
 
     def __init__(self, target: str, shape: placement_world.Shape,
-                 credentials: grpc.ChannelCredentials | None = None) -> None:
+                 credentials: grpc.ChannelCredentials | None = None, *, batches: bool = True) -> None:
         self.target = target
         self.shape = shape
         self.credentials = credentials
+        self.batches = batches
+        """Announce `capabilities.MESSAGE_BATCHES_CAPABILITY` and send acks in batches to a
+        coordinator that reads them, as the agent's link does (False: one message each way)."""
+        self.ack_batches = [False] * shape.clusters
+        """Per cluster: its coordinator's Welcome said it reads AckBatches."""
         """TLS for every stream (the coordinator's CA, one client certificate); None: plaintext."""
         self.held: dict[tuple[str, str], dict[str, float]] = {}
         """(cluster, spread) -> fingerprint -> arrival of its last `KEPT` assignments or removals
@@ -164,7 +172,8 @@ class Swarm:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect(wait_for_ready=True)
             await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(
                 cluster_name=name, agent_version="bench",
-                capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
+                capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY,
+                              *([capabilities.MESSAGE_BATCHES_CAPABILITY] if self.batches else [])],
                 topology_labels={names.REGION_LABEL: placement_world.region_of(index, self.shape)})))
             self.sequences[index] += 1
             pools = placement_world.pools(index, self.shape)
@@ -184,14 +193,25 @@ class Swarm:
             return f"writing failed: {error}" if error is not None else ""
 
     async def _write(self, call: Any, index: int) -> None:
-        """The cluster's queued messages (acks, reports), a Heartbeat when there were none for a while."""
-        outbox = self.outboxes[index]
+        """The cluster's queued messages (acks, reports), a Heartbeat when there were none for a while;
+        acks queued together go as one AckBatch to a coordinator that reads them, as the link's do."""
+        outbox, held = self.outboxes[index], None
         while not self.closing.is_set():
             try:
-                message = await asyncio.wait_for(outbox.get(), HEARTBEAT_SECONDS)
+                message = (held if held is not None
+                           else await asyncio.wait_for(outbox.get(), HEARTBEAT_SECONDS))
             except TimeoutError:
                 message = agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(sequence=1))
-            await call.write(message)
+            held, acks = None, [message.ack]
+            while (message.WhichOneof("body") == "ack" and self.ack_batches[index] and held is None
+                   and not outbox.empty() and len(acks) < capabilities.BATCH_MAX_MESSAGES):
+                following = outbox.get_nowait()
+                if following.WhichOneof("body") == "ack":
+                    acks.append(following.ack)
+                else:
+                    held = following  # sent next: nothing overtakes anything
+            await call.write(message if len(acks) == 1 else agent_pb2.AgentMessage(
+                acks=agent_pb2.AckBatch(acks=acks)))
 
     async def read(self, call: Any, name: str, index: int) -> str:
         """Take the coordinator's messages until the stream ends; how it ended ("" on `close`)."""
@@ -202,26 +222,34 @@ class Swarm:
         return "" if self.closing.is_set() else "the coordinator ended the stream"
 
     async def _read(self, call: Any, name: str, index: int) -> None:
-        outbox = self.outboxes[index]
-        async for reply in call:
-            kind = reply.WhichOneof("body")
-            if kind == "assignment" or kind == "removal":
-                message = getattr(reply, kind)
-                kept = self.held.setdefault((name, message.spread), {})
-                print_ = fingerprint(message)
-                # One sent again (a resync) keeps its first arrival and counts as the newest.
-                kept[print_] = kept.pop(print_, None) or time.monotonic()
-                if len(kept) > KEPT:
-                    del kept[next(iter(kept))]
-                if kind == "assignment":
-                    outbox.put_nowait(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
-                        spread=message.spread, generation=message.generation)))
-            elif kind == "notice" and reply.notice.code == capabilities.RESYNC_COMPLETE_CODE \
-                    and index not in self.resynced:
-                self.resynced.add(index)  # the first stream's resync; a reopened one is not counted
-                self.welcomed += 1
-                if self.welcomed == self.shape.clusters:
-                    self.all_welcomed.set()
+        async for received in call:
+            for reply in received.batch.messages if received.WhichOneof("body") == "batch" else [received]:
+                self._take(reply, name, index)
+
+    def _take(self, reply: agent_pb2.CoordinatorMessage, name: str, index: int) -> None:
+        """One message (alone, or out of a batch): an assignment or removal held (an assignment
+        acked), the Welcome's capabilities noted, the first resync's end counted."""
+        kind = reply.WhichOneof("body")
+        if kind == "welcome":
+            self.ack_batches[index] = (self.batches and capabilities.MESSAGE_BATCHES_CAPABILITY
+                                       in reply.welcome.capabilities)
+        elif kind == "assignment" or kind == "removal":
+            message = getattr(reply, kind)
+            kept = self.held.setdefault((name, message.spread), {})
+            print_ = fingerprint(message)
+            # One sent again (a resync) keeps its first arrival and counts as the newest.
+            kept[print_] = kept.pop(print_, None) or time.monotonic()
+            if len(kept) > KEPT:
+                del kept[next(iter(kept))]
+            if kind == "assignment":
+                self.outboxes[index].put_nowait(agent_pb2.AgentMessage(ack=agent_pb2.Ack(
+                    spread=message.spread, generation=message.generation)))
+        elif kind == "notice" and reply.notice.code == capabilities.RESYNC_COMPLETE_CODE \
+                and index not in self.resynced:
+            self.resynced.add(index)  # the first stream's resync; a reopened one is not counted
+            self.welcomed += 1
+            if self.welcomed == self.shape.clusters:
+                self.all_welcomed.set()
 
     async def expect(self, since: float, pairs: list[list[str]], timeout: float) -> dict[str, Any]:
         """Wait until every (cluster, spread) holds its fingerprint; when the last one arrived."""
@@ -298,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", required=True, help="the federation's placement_world.Shape, as JSON")
     parser.add_argument("--tls", type=pathlib.Path, metavar="DIRECTORY",
                         help="connect over mutual TLS with ca.crt, agents.crt and agents.key from here")
+    parser.add_argument("--unbatched", action="store_true",
+                        help="announce no message batches: one gRPC message per assignment and per ack")
     options = parser.parse_args(argv)
     shape = placement_world.Shape(**json.loads(options.shape))
     credentials = None
@@ -306,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             root_certificates=(options.tls / "ca.crt").read_bytes(),
             private_key=(options.tls / "agents.key").read_bytes(),
             certificate_chain=(options.tls / "agents.crt").read_bytes())
-    asyncio.run(Swarm(options.target, shape, credentials).run())
+    asyncio.run(Swarm(options.target, shape, credentials, batches=not options.unbatched).run())
     return 0
 
 

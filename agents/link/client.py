@@ -334,8 +334,21 @@ class Link:
             stream.resend(inventory=message.resync.inventory, pod_counts=message.resync.pod_counts)
         elif kind == "notice":
             self._notice(message.notice)
+        elif kind == "batch":
+            self._batch(message.batch, stream)
         else:
             log.debug("unknown coordinator message ignored", extra={"cluster": self.cluster})
+
+    def _batch(self, batch: agent_pb2.CoordinatorBatch, stream: stream_mod.Outgoing) -> None:
+        """Each of a CoordinatorBatch's messages as if it came alone, in order; a Welcome or a batch
+        inside one is not what a coordinator sends (`capabilities.MESSAGE_BATCHES_CAPABILITY`):
+        ignored, so a malformed batch cannot welcome a stream twice or nest without end."""
+        for inner in batch.messages:
+            if inner.WhichOneof("body") in ("welcome", "batch"):
+                log.warning("coordinator batch entry ignored", extra={
+                    "cluster": self.cluster, "kind": inner.WhichOneof("body")})
+                continue
+            self._handle(inner, stream)
 
     def _welcome(self, welcome: agent_pb2.Welcome, stream: stream_mod.Outgoing) -> None:
         beat = self.settings.heartbeat_seconds
@@ -343,7 +356,8 @@ class Link:
             beat = min(beat, welcome.heartbeat_interval_seconds)
         self._resume_token = welcome.resume_token
         self.federation.welcomed(welcome.federation_id)
-        stream.welcomed_now(heartbeat_seconds=beat)
+        stream.welcomed_now(heartbeat_seconds=beat,
+                            batches=capabilities.MESSAGE_BATCHES_CAPABILITY in welcome.capabilities)
         self.connects += 1
         outage = self._outage.over()
         log.info("connected to coordinator", extra={

@@ -64,8 +64,9 @@ def build(*, cluster: str, labels: Mapping[str, str], resume_token: str, started
           applied: Iterable[agent_pb2.AppliedSpread]) -> agent_pb2.AgentMessage:
     """The Hello: identity, topology labels, capabilities and what is enforced right now."""
     hello = agent_pb2.Hello(cluster_name=cluster, agent_version=agent_version(), topology_labels=labels,
-                            resume_token=resume_token, capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY],
-                            applied=applied)
+                            resume_token=resume_token, applied=applied,
+                            capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY,
+                                          capabilities.MESSAGE_BATCHES_CAPABILITY])
     hello.started_at.FromDatetime(started_at)
     return agent_pb2.AgentMessage(hello=hello)
 

@@ -9,6 +9,12 @@ Why a pump thread: `ReportOutbox.drain` blocks until something new arrives; the 
 returns into the queue, so an ack never waits behind the drain timeout. When the stream dies,
 unschedulable reports drained but never sent go back to the outbox for the next stream (the
 latest inventory and counts are re-sent anyway; acks and heartbeats belong to the dead stream).
+
+Why acks go in batches: after a coordinator's full round an agent applies a batch of hundreds of
+assignments at once and acks each; to a coordinator whose Welcome lists
+`capabilities.MESSAGE_BATCHES_CAPABILITY` the acks queued together go as one `AckBatch` (in their
+order, bounded by `capabilities.BATCH_MAX_MESSAGES`), which the coordinator applies under one
+lock. Only consecutive acks are gathered: nothing overtakes anything.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from agents import outbox as outbox_mod
-from federation.rpc import agent_pb2
+from federation.rpc import agent_pb2, capabilities
 
 PUMP_POLL_SECONDS = 0.5
 NUMBERED = ("inventory", "pod_counts", "heartbeat")
@@ -44,6 +50,10 @@ class Outgoing:
         self._lock = threading.Lock()
         self.done = threading.Event()
         self.welcomed = False
+        self.batches = False
+        """The coordinator reads AckBatches (its Welcome said so)."""
+        self._held: Any = None
+        """What gathering acks took from the queue after them: the generator's next item."""
         self.timed_out = False  # set by the link's Welcome watchdog before it cancels the call
 
     def messages(self) -> Iterator[agent_pb2.AgentMessage]:
@@ -57,6 +67,8 @@ class Outgoing:
             now = time.monotonic()
             if now >= next_beat:
                 item: Any = agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat())
+            elif self._held is not None:
+                item, self._held = self._held, None
             else:
                 try:
                     item = self._queue.get(timeout=min(next_beat - now, 1.0))
@@ -67,6 +79,8 @@ class Outgoing:
             if item is _WAKE:
                 continue
             kind = item.WhichOneof("body")
+            if kind == "ack" and self.batches:
+                item = self._gather_acks(item)
             if kind in sequences:
                 sequences[kind] += 1
                 numbered = agent_pb2.AgentMessage()
@@ -78,13 +92,33 @@ class Outgoing:
                 item = numbered
             yield item
 
+    def _gather_acks(self, first: agent_pb2.AgentMessage) -> agent_pb2.AgentMessage:
+        """`first` (an Ack) and the acks queued right behind it, as one AckBatch (alone: as is); the
+        first other item met is held for the generator's next turn."""
+        acks = [first.ack]
+        while len(acks) < capabilities.BATCH_MAX_MESSAGES:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, agent_pb2.AgentMessage) and item.WhichOneof("body") == "ack":
+                acks.append(item.ack)
+                continue
+            self._held = item
+            break
+        if len(acks) == 1:
+            return first
+        return agent_pb2.AgentMessage(acks=agent_pb2.AckBatch(acks=acks))
+
     def send(self, message: agent_pb2.AgentMessage) -> None:
         """Queue a message for this stream."""
         self._queue.put(message)
 
-    def welcomed_now(self, *, heartbeat_seconds: float) -> None:
-        """Welcome arrived: full reports first, then events queued meanwhile; start heartbeats."""
+    def welcomed_now(self, *, heartbeat_seconds: float, batches: bool = False) -> None:
+        """Welcome arrived: full reports first, then events queued meanwhile; start heartbeats.
+        `batches`: the coordinator reads AckBatches."""
         self.heartbeat_seconds = heartbeat_seconds
+        self.batches = batches
         backlog = self._outbox.drain(timeout=0)
         for report in self._outbox.latest():
             self.send(report)
@@ -106,7 +140,7 @@ class Outgoing:
         """The stream is over: end the generator and the pump, hand unsent events back."""
         with self._lock:  # from here on the pump hands what it drains back to the outbox
             self.done.set()
-        leftovers = []
+        leftovers = [] if self._held is None else [self._held]
         while True:
             try:
                 leftovers.append(self._queue.get_nowait())

@@ -189,7 +189,8 @@ class Coordinator:
         welcome = agent_pb2.Welcome(
             cluster_name=name, coordinator_id=self.coordinator_id, full_resync=True,
             heartbeat_interval_seconds=heartbeat_seconds, resume_token=self.coordinator_id,
-            capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY], federation_id=self.federation_id,
+            capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY, capabilities.MESSAGE_BATCHES_CAPABILITY],
+            federation_id=self.federation_id,
         )
         welcome.server_time.FromDatetime(self.clock())
         return welcome
@@ -363,14 +364,19 @@ class Coordinator:
                 self.publish(self.world.unschedulable(name, spread=report.spread, subset=report.subset,
                                                       since=since))
             elif kind == "ack":
-                if message.ack.error:
-                    log.warning("agent could not apply", extra={
-                        "cluster": name, "spread": message.ack.spread,
-                        "generation": message.ack.generation, "error": message.ack.error})
-                else:
-                    self._delivery.remove_if_empty(name, message.ack.spread)
+                self._ack(name, message.ack)
+            elif kind == "acks":  # an AckBatch: each in its order, under this one lock
+                for ack in message.acks.acks:
+                    self._ack(name, ack)
             elif kind == "hello":
                 raise ValueError("Hello is only valid as the first message of a stream")
+
+    def _ack(self, name: str, ack: agent_pb2.Ack) -> None:
+        if ack.error:
+            log.warning("agent could not apply", extra={
+                "cluster": name, "spread": ack.spread, "generation": ack.generation, "error": ack.error})
+        else:
+            self._delivery.remove_if_empty(name, ack.spread)
 
     def _inventory(self, stream: AgentStream, report: agent_pb2.InventoryReport) -> None:
         latest = stream.take_inventory(report)

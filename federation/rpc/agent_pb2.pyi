@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "inventory", "pod_counts", "unschedulable", "heartbeat", "ack", "usage")
+    __slots__ = ("hello", "inventory", "pod_counts", "unschedulable", "heartbeat", "ack", "usage", "acks")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_FIELD_NUMBER: _ClassVar[int]
     POD_COUNTS_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class AgentMessage(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     inventory: InventoryReport
     pod_counts: PodCountsReport
@@ -27,7 +28,8 @@ class AgentMessage(_message.Message):
     heartbeat: Heartbeat
     ack: Ack
     usage: UsageReport
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[InventoryReport, _Mapping]] = ..., pod_counts: _Optional[_Union[PodCountsReport, _Mapping]] = ..., unschedulable: _Optional[_Union[UnschedulableReport, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., usage: _Optional[_Union[UsageReport, _Mapping]] = ...) -> None: ...
+    acks: AckBatch
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., inventory: _Optional[_Union[InventoryReport, _Mapping]] = ..., pod_counts: _Optional[_Union[PodCountsReport, _Mapping]] = ..., unschedulable: _Optional[_Union[UnschedulableReport, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., usage: _Optional[_Union[UsageReport, _Mapping]] = ..., acks: _Optional[_Union[AckBatch, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("cluster_name", "agent_version", "topology_labels", "resume_token", "applied", "capabilities", "started_at")
@@ -289,21 +291,35 @@ class Ack(_message.Message):
     error: str
     def __init__(self, spread: _Optional[str] = ..., generation: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
+class AckBatch(_message.Message):
+    __slots__ = ("acks",)
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[Ack]
+    def __init__(self, acks: _Optional[_Iterable[_Union[Ack, _Mapping]]] = ...) -> None: ...
+
 class CoordinatorMessage(_message.Message):
-    __slots__ = ("welcome", "assignment", "removal", "ping", "notice", "resync")
+    __slots__ = ("welcome", "assignment", "removal", "ping", "notice", "resync", "batch")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     REMOVAL_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
     NOTICE_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     assignment: SpreadAssignment
     removal: SpreadRemoval
     ping: Ping
     notice: Notice
     resync: ResyncRequest
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[SpreadAssignment, _Mapping]] = ..., removal: _Optional[_Union[SpreadRemoval, _Mapping]] = ..., ping: _Optional[_Union[Ping, _Mapping]] = ..., notice: _Optional[_Union[Notice, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ...) -> None: ...
+    batch: CoordinatorBatch
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., assignment: _Optional[_Union[SpreadAssignment, _Mapping]] = ..., removal: _Optional[_Union[SpreadRemoval, _Mapping]] = ..., ping: _Optional[_Union[Ping, _Mapping]] = ..., notice: _Optional[_Union[Notice, _Mapping]] = ..., resync: _Optional[_Union[ResyncRequest, _Mapping]] = ..., batch: _Optional[_Union[CoordinatorBatch, _Mapping]] = ...) -> None: ...
+
+class CoordinatorBatch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[CoordinatorMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[CoordinatorMessage, _Mapping]]] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("cluster_name", "coordinator_id", "heartbeat_interval_seconds", "full_resync", "resume_token", "capabilities", "server_time", "federation_id")

@@ -20,3 +20,19 @@ Sent by the coordinator, after the removals it has reasons for; after it the age
 assignments is complete (the agent's `synced`). It is no licence to delete: an agent deletes or
 releases a member Deployment only on an explicit SpreadRemoval, never because a spread is absent.
 """
+
+MESSAGE_BATCHES_CAPABILITY = "message-batches"
+"""Hello and Welcome capability: this side reads batched messages.
+
+In a Hello (the agent's link, and the benchmark's stand-in agents): send me `CoordinatorBatch`
+messages. In a Welcome (the coordinator): send me `AckBatch` messages. Each side batches only
+towards a peer that announced it, so either side may be older. A batch is read exactly as its
+entries one after another; it changes what travels per gRPC message, never what is said.
+"""
+
+BATCH_MAX_MESSAGES = 256
+"""A batch holds at most this many entries, so one batch's work never holds the peer's lock long."""
+
+BATCH_MAX_BYTES = 1 << 20
+"""A batch is closed once its entries reach this many serialized bytes: far below gRPC's default
+4 MiB receive limit, so a batch is never refused for its size (one entry above it travels alone)."""

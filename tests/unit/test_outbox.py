@@ -174,6 +174,72 @@ def test_close_at_once_or_after_what_is_queued() -> None:
     assert box.take() is superseded, "and is not overridden"
 
 
+def test_a_batch_is_what_is_queued_in_order_up_to_its_count() -> None:
+    box = outbox.Outbox()
+    assert box.take_batch() is None
+    for number in range(5):
+        box.put(assignment(f"shop/s{number}", replicas=number))
+    box.put(assignment("shop/s1", replicas=9))  # coalesced at its place, as for `take`
+    box.put(notice())
+    first = box.take_batch(max_messages=4)
+    assert isinstance(first, list)
+    assert [describe(m) for m in first] == [("assignment", f"shop/s{n}", "9" if n == 1 else str(n))
+                                            for n in range(4)]
+    second = box.take_batch(max_messages=4)
+    assert isinstance(second, list)
+    assert [describe(m) for m in second] == [("assignment", "shop/s4", "4"), ("notice", "BadReport")]
+    assert box.take_batch() is None and len(box) == 0
+
+
+def test_a_batch_ends_with_the_message_that_reaches_its_bytes_and_a_large_one_goes_alone() -> None:
+    box = outbox.Outbox()
+    big = Message(assignment=agent_pb2.SpreadAssignment(spread="shop/big", template_revision="x" * 5_000))
+    small = [assignment(f"shop/s{n}", replicas=n) for n in range(3)]
+    for message in (big, *small):
+        box.put(message)
+    assert box.take_batch(max_bytes=1_000) == [big], "one message above the bytes goes alone"
+    limit = small[0].ByteSize() + 1  # reached by the second message, which is then the last
+    taken = box.take_batch(max_bytes=limit)
+    assert taken == small[:2]
+    assert box.take_batch(max_bytes=limit) == small[2:]
+
+
+def test_a_welcome_goes_alone_and_ends_the_batch_before_it() -> None:
+    box = outbox.Outbox()
+    welcome = Message(welcome=agent_pb2.Welcome(cluster_name="dc1"))
+    box.put(welcome)
+    box.put(assignment("shop/a", replicas=1))
+    assert box.take_batch() == [welcome]
+    box.put(welcome)  # (never twice on a stream: here only to show where a batch stops)
+    assert box.take_batch() == [assignment("shop/a", replicas=1)]
+    assert box.take_batch() == [welcome]
+
+
+def test_a_close_reason_is_handed_out_after_the_batch_or_at_once() -> None:
+    ended, superseded = object(), object()
+    box = outbox.Outbox()
+    box.put(assignment("shop/a", replicas=1))
+    box.put(assignment("shop/b", replicas=1))
+    box.close(ended, drain=True)
+    taken = box.take_batch()
+    assert isinstance(taken, list) and len(taken) == 2
+    assert box.take_batch() is ended
+    box = outbox.Outbox()
+    box.put(assignment("shop/a", replicas=1))
+    box.close(superseded)
+    assert box.take_batch() is superseded, "a superseded stream sends nothing still queued"
+
+
+def test_a_writer_that_found_no_batch_is_woken_by_the_next_put() -> None:
+    box = outbox.Outbox()
+    calls: list[int] = []
+    box.set_waker(lambda: calls.append(1))
+    assert box.take_batch() is None
+    box.put(assignment("shop/a", replicas=1))
+    box.put(assignment("shop/b", replicas=1))
+    assert calls == [1]
+
+
 def test_the_waker_is_called_once_when_the_writer_waits() -> None:
     box = outbox.Outbox()
     calls: list[int] = []
@@ -235,6 +301,7 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("unassign"), st.sampled_from(KEYS), st.booleans()),
     st.tuples(st.just("recreate"), st.sampled_from(KEYS), st.integers(0, 3)),
     st.tuples(st.just("read"), st.integers(1, 3), st.just(0)),
+    st.tuples(st.just("read_batch"), st.integers(1, 3), st.just(0)),  # a writer's batch of at most N
 ), max_size=40)
 
 
@@ -281,6 +348,11 @@ def test_what_the_agent_ends_with_is_what_the_ledger_says_it_holds(
                 item = box.take()
                 if isinstance(item, Message):
                     agent.apply(item)
+            continue
+        if action == "read_batch":
+            taken = box.take_batch(max_messages=int(first))  # type: ignore[call-overload]
+            for message in taken if isinstance(taken, list) else []:
+                agent.apply(message)
             continue
         key = str(first)
         if action == "spec":

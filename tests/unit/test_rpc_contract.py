@@ -177,6 +177,9 @@ AGENT_MESSAGES: list[agent_pb2.AgentMessage] = [
     agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(sent_at=_ts(1_700_000_004), sequence=9,
                                                          ping_nonce=42)),
     agent_pb2.AgentMessage(ack=agent_pb2.Ack(spread="shop/web", generation=7, error="")),
+    agent_pb2.AgentMessage(acks=agent_pb2.AckBatch(acks=[
+        agent_pb2.Ack(spread="shop/web", generation=7), agent_pb2.Ack(spread="shop/api", generation=2,
+                                                                      error="stale generation 2")])),
     agent_pb2.AgentMessage(usage=agent_pb2.UsageReport(
         interval_seconds=15, metrics_unavailable_reason="", observed_at=_ts(1_700_000_005),
         spreads=[agent_pb2.SpreadUsage(
@@ -237,6 +240,9 @@ COORDINATOR_MESSAGES: list[agent_pb2.CoordinatorMessage] = [
         spread="shop/gone",
     )),
     agent_pb2.CoordinatorMessage(resync=agent_pb2.ResyncRequest(inventory=True, reason="gap")),
+    agent_pb2.CoordinatorMessage(batch=agent_pb2.CoordinatorBatch(messages=[
+        agent_pb2.CoordinatorMessage(removal=agent_pb2.SpreadRemoval(spread="shop/web", generation=8)),
+        agent_pb2.CoordinatorMessage(resync=agent_pb2.ResyncRequest(pod_counts=True, reason="ask"))])),
 ]
 
 PLACEMENT_MESSAGES: list[pb_message.Message] = [

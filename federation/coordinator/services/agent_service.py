@@ -14,6 +14,10 @@ open; now threads are a fixed pool however many agents connect.
 - **A slow agent only delays itself.** The facade queues into the stream's outbox from its threads
   (bounded and coalescing per spread) and wakes the writer with `call_soon_threadsafe`; a writer
   whose agent does not read waits on HTTP/2 flow control while the other streams go on.
+- **Batches to an agent that reads them.** What the outbox holds when the writer wakes goes as
+  one `CoordinatorBatch` to an agent whose Hello lists `capabilities.MESSAGE_BATCHES_CAPABILITY`
+  (one message each to any other); such an agent answers with `AckBatch`es, one `receive` each.
+  A full round's messages then cost each side a gRPC message per batch, not per spread.
 - A stream not starting with Hello within `HELLO_SECONDS`, or whose cluster name could not name a
   MemberCluster (`wire.inbound.cluster_name_problem`), ends with INVALID_ARGUMENT
   (DEADLINE_EXCEEDED for no Hello in time).
@@ -43,7 +47,7 @@ import grpc
 from federation import clock as clock_mod
 from federation.coordinator import facade
 from federation.coordinator.wire import identity, inbound
-from federation.rpc import agent_pb2, agent_pb2_grpc
+from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +106,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         reader = asyncio.create_task(self._read(stream, request_iterator),
                                      name=f"agent-read-{stream.cluster}")
         try:
-            async for message in self._write(stream, context):
+            batches = capabilities.MESSAGE_BATCHES_CAPABILITY in hello.capabilities
+            async for message in self._write(stream, context, batches=batches):
                 yield message
         finally:
             reader.cancel()
@@ -157,9 +162,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             log.exception("on_cluster_hello failed", extra={"cluster": cluster})
 
     async def _write(
-        self, stream: facade.AgentStream, context: grpc.aio.ServicerContext,
+        self, stream: facade.AgentStream, context: grpc.aio.ServicerContext, *, batches: bool,
     ) -> AsyncIterator[agent_pb2.CoordinatorMessage]:
-        """The outbox's messages, a Ping whenever it was idle for a heartbeat, until it is closed."""
+        """The outbox's messages, a Ping whenever it was idle for a heartbeat, until it is closed;
+        to an agent that reads `batches`, what is queued at once goes as one CoordinatorBatch."""
         loop = asyncio.get_running_loop()
         arrived = asyncio.Event()
 
@@ -171,7 +177,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         next_ping = loop.time() + self.heartbeat_seconds
         while True:
             arrived.clear()
-            item = stream.outgoing.take()
+            item = stream.outgoing.take_batch() if batches else stream.outgoing.take()
             if item is None:
                 try:
                     await asyncio.wait_for(arrived.wait(), max(0.0, next_ping - loop.time()))
@@ -188,6 +194,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                                     f"a newer stream for cluster {stream.cluster} replaced this one")
             if isinstance(item, identity.Refusal):
                 await context.abort(grpc.StatusCode[item.code], item.message)
+            if isinstance(item, list):
+                yield item[0] if len(item) == 1 else agent_pb2.CoordinatorMessage(
+                    batch=agent_pb2.CoordinatorBatch(messages=item))
+                continue
             assert isinstance(item, agent_pb2.CoordinatorMessage)
             yield item
 

@@ -30,7 +30,11 @@ The rules, each because of what the agent does with the message (agents/link/cli
 Thread-safe: the facade puts from its threads under its own lock, the stream's writer (a coroutine,
 `services.agent_service`) takes. The writer is woken through `set_waker`, called only when the
 writer found the queue empty and said so (`take` arms it), so a resync of 10,000 assignments costs
-one wake-up, not 10,000.
+one wake-up, not 10,000. For an agent that reads batches (`capabilities.MESSAGE_BATCHES_CAPABILITY`)
+the writer takes what is queued at once (`take_batch`, bounded in count and bytes) and sends it as
+one `CoordinatorBatch`: after a full round an agent is sent one gRPC message per batch, not one
+per spread, and the coalescing above is unchanged (a batch is taken out of the queue, as one
+message is).
 """
 
 from __future__ import annotations
@@ -190,23 +194,64 @@ class Outbox:
         with self._lock:
             if self._closing is not None and (not self._drain or not self._size):
                 return self._closing
-            while self._queue:
-                slot = self._queue.popleft()
-                message = slot.message
-                if message is None:  # taken out by a later removal
-                    self._emptied -= 1
-                    continue
-                self._size -= 1
-                if slot.key is not None:
-                    slots = self._pending[slot.key]
-                    slots.remove(slot)
-                    if not slots:
-                        del self._pending[slot.key]
-                elif _advisory(message):
-                    self._notices -= 1
-                return message
-            self._armed = True
-            return None
+            message = self._next()
+            if message is None:
+                self._armed = True
+            return message
+
+    def take_batch(
+        self, *, max_messages: int = capabilities.BATCH_MAX_MESSAGES,
+        max_bytes: int = capabilities.BATCH_MAX_BYTES,
+    ) -> list[agent_pb2.CoordinatorMessage] | object | None:
+        """As `take`, but the messages queued now, in order, as one list of up to `max_messages`
+        and about `max_bytes` serialized (the message that reaches it is the last; one above it
+        goes alone), for one `CoordinatorBatch`. A Welcome always goes alone. A close reason due
+        after them is handed out by the next call."""
+        with self._lock:
+            if self._closing is not None and (not self._drain or not self._size):
+                return self._closing
+            first = self._next()
+            if first is None:
+                self._armed = True
+                return None
+            taken, size = [first], first.ByteSize()
+            if first.WhichOneof("body") == "welcome":
+                return taken
+            while len(taken) < max_messages and size < max_bytes:
+                head = self._peek()
+                if head is None or head.WhichOneof("body") == "welcome":
+                    break
+                message = self._next()
+                assert message is head
+                taken.append(message)
+                size += message.ByteSize()
+            return taken
+
+    def _peek(self) -> agent_pb2.CoordinatorMessage | None:
+        """Under the lock: the message `_next` would hand out, left in place."""
+        while self._queue and self._queue[0].message is None:
+            self._queue.popleft()
+            self._emptied -= 1
+        return self._queue[0].message if self._queue else None
+
+    def _next(self) -> agent_pb2.CoordinatorMessage | None:
+        """Under the lock: the next message out of the queue, or None."""
+        while self._queue:
+            slot = self._queue.popleft()
+            message = slot.message
+            if message is None:  # taken out by a later removal
+                self._emptied -= 1
+                continue
+            self._size -= 1
+            if slot.key is not None:
+                slots = self._pending[slot.key]
+                slots.remove(slot)
+                if not slots:
+                    del self._pending[slot.key]
+            elif _advisory(message):
+                self._notices -= 1
+            return message
+        return None
 
     def get_nowait(self) -> object:
         """`take`, raising `queue.Empty` for nothing (as `queue.Queue.get_nowait`; tests drain so)."""
