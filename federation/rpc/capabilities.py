@@ -34,5 +34,6 @@ BATCH_MAX_MESSAGES = 256
 """A batch holds at most this many entries, so one batch's work never holds the peer's lock long."""
 
 BATCH_MAX_BYTES = 1 << 20
-"""A batch is closed once its entries reach this many serialized bytes: far below gRPC's default
-4 MiB receive limit, so a batch is never refused for its size (one entry above it travels alone)."""
+"""A batch's entries add up to at most this many serialized bytes (an entry that would pass it waits
+for the next batch; one above it on its own travels alone): far below gRPC's default 4 MiB receive
+limit, so batching never makes a message too large for an agent that took each entry alone."""

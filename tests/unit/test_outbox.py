@@ -191,17 +191,20 @@ def test_a_batch_is_what_is_queued_in_order_up_to_its_count() -> None:
     assert box.take_batch() is None and len(box) == 0
 
 
-def test_a_batch_ends_with_the_message_that_reaches_its_bytes_and_a_large_one_goes_alone() -> None:
+def test_a_batch_never_passes_its_bytes_and_a_large_message_goes_alone() -> None:
     box = outbox.Outbox()
     big = Message(assignment=agent_pb2.SpreadAssignment(spread="shop/big", template_revision="x" * 5_000))
-    small = [assignment(f"shop/s{n}", replicas=n) for n in range(3)]
-    for message in (big, *small):
+    small = [assignment(f"shop/s{n}", replicas=1) for n in range(3)]  # the same size each
+    size = small[0].ByteSize()
+    for message in (*small[:1], big, *small[1:]):
         box.put(message)
-    assert box.take_batch(max_bytes=1_000) == [big], "one message above the bytes goes alone"
-    limit = small[0].ByteSize() + 1  # reached by the second message, which is then the last
-    taken = box.take_batch(max_bytes=limit)
-    assert taken == small[:2]
-    assert box.take_batch(max_bytes=limit) == small[2:]
+    assert box.take_batch(max_bytes=1_000) == small[:1], "the big one would pass the bytes: it waits"
+    assert box.take_batch(max_bytes=1_000) == [big], "and then goes alone"
+    assert box.take_batch(max_bytes=2 * size) == small[1:], "exactly the bytes"
+    for message in small:
+        box.put(message)
+    assert box.take_batch(max_bytes=2 * size - 1) == small[:1]
+    assert box.take_batch(max_bytes=2 * size - 1) == small[1:2]
 
 
 def test_a_welcome_goes_alone_and_ends_the_batch_before_it() -> None:

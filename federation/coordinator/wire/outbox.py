@@ -204,9 +204,9 @@ class Outbox:
         max_bytes: int = capabilities.BATCH_MAX_BYTES,
     ) -> list[agent_pb2.CoordinatorMessage] | object | None:
         """As `take`, but the messages queued now, in order, as one list of up to `max_messages`
-        and about `max_bytes` serialized (the message that reaches it is the last; one above it
-        goes alone), for one `CoordinatorBatch`. A Welcome always goes alone. A close reason due
-        after them is handed out by the next call."""
+        and at most `max_bytes` serialized (a message that would pass it waits for the next list;
+        one above it on its own goes alone), for one `CoordinatorBatch`. A Welcome always goes
+        alone. A close reason due after them is handed out by the next call."""
         with self._lock:
             if self._closing is not None and (not self._drain or not self._size):
                 return self._closing
@@ -217,14 +217,17 @@ class Outbox:
             taken, size = [first], first.ByteSize()
             if first.WhichOneof("body") == "welcome":
                 return taken
-            while len(taken) < max_messages and size < max_bytes:
+            while len(taken) < max_messages:
                 head = self._peek()
                 if head is None or head.WhichOneof("body") == "welcome":
+                    break
+                head_size = head.ByteSize()
+                if size + head_size > max_bytes:
                     break
                 message = self._next()
                 assert message is head
                 taken.append(message)
-                size += message.ByteSize()
+                size += head_size
             return taken
 
     def _peek(self) -> agent_pb2.CoordinatorMessage | None:
