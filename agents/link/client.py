@@ -34,6 +34,12 @@ Why it looks like this:
   reorders its own messages); after Welcome's full resync the coordinator is authoritative, and
   comparing with the generation applied on an earlier stream would wedge the spread forever.
   Applying them, and acking each, is `agents.link.applying`'s.
+- **Batches, both ways.** Hello also advertises `message-batches`
+  (`capabilities.MESSAGE_BATCHES_CAPABILITY`): a coordinator that reads it may send what it has
+  queued as one `CoordinatorBatch`, which the link reads as its entries one after another (a
+  Welcome or a batch inside one is ignored); to a coordinator whose Welcome lists it, the acks
+  queued together go as one `AckBatch` (agents.link.stream). After a full round of 10,000 spreads,
+  a stream carries a gRPC message per batch instead of one per spread each way.
 
 - **One loop among the agent's.** The link is an `agents.runnable.Runnable` (`run(stop, beat)`;
   `interrupt` cancels the stream in progress so a stop is seen at once): the agent starts it last
