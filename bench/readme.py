@@ -39,15 +39,15 @@ END = "<!-- end of the generated headline table -->"
 DEDICATED: dict[str, tuple[str, str]] = {}
 """Benchmarks whose headline rows come from a dedicated run instead of the full run: its file, and why
 (none since the second full run, 2026-11-30, which is newer than every dedicated run)."""
-GOAL_RUN = ("reference-placement-goal-recheck.json",
-            "dedicated run of the goal's federation, newer than the full run: the coordinator's collector "
-            "thresholds since a1751bb, the round's check on the shards since e07c9bf, a round's requests "
-            "sent to them as they are built since a1c3798, the agents' messages built on them since 4390092, "
-            "a single spread's inputs read once since aac4599")
+GOAL_RUN = ("reference-placement-goal-batches.json",
+            "dedicated run of the goal's federation, newer than the full run: message batches on the agent "
+            "streams since 8a7756d")
 """The placement goals' rows come from this `bench.placement_compare` run of the goal's federation,
-both backends, when it is a reference newer than the full run (the sweep's rows stay the full
-run's): its file, and why. The one named is older than the second full run, so today the goal rows
-are the full run's."""
+the backends as they ship (`SHIPPED`), when it is a reference newer than the full run (the sweep's
+rows stay the full run's): its file, and why."""
+SHIPPED = ("local", "ray")
+"""The variants of a `bench.placement_compare` run that are the coordinator as it ships (its two
+backends): a goal row is never made of a before arm (`local-unbatched`, `local-interpreter-gc`)."""
 
 
 def is_reference(document: dict[str, Any]) -> bool:
@@ -114,8 +114,8 @@ def _dedicated_goals(found: dict[str, Any]) -> Iterator[parts.Row]:
     started = str(found.get("started_at", "?"))[:16].replace("T", " ")
     when = (f"{started} UTC; {GOAL_RUN[1]}; {runs} run{'s' if runs != 1 else ''} per backend (each figure "
             f"the median run's; min-max in the JSON); `{shell_quoted(found['command'])}`")
-    for point in found["points"].values():
-        if "error" not in point:
+    for variant, point in found["points"].items():
+        if variant in SHIPPED and "error" not in point:
             yield from _placement_goals(point, load=parts.load(point, found), when=when)
 
 

@@ -139,7 +139,8 @@ def test_the_goals_come_from_the_dedicated_goal_run_once_when_it_is_a_reference(
         monkeypatch: pytest.MonkeyPatch) -> None:
     full = {"placement": [_goal_point("local", 19.4), _goal_point("ray", 21.5)], "commit": "abc",
             "command": "python -m bench.run", "started_at": "2026-11-24T16:18:04+00:00", "mode": "full"}
-    dedicated = {"points": {"local": _goal_point("local", 8.0), "ray": _goal_point("ray", 9.0)},
+    dedicated = {"points": {"local": _goal_point("local", 8.0), "ray": _goal_point("ray", 9.0),
+                            "local-unbatched": _goal_point("local", 11.0)},  # a before arm: no row
                  "commit": "def", "command": "python -m bench.placement_compare --runs 3",
                  "started_at": "2026-11-30T01:52:24+00:00", "runs_per_backend": 3}
     monkeypatch.setattr(readme, "_goal_run", lambda: dedicated)

@@ -70,6 +70,9 @@ class WorldState:
         self.placed_ready = self._records.placed_ready
         """Per placed spread, the selected clusters that were ready when it was placed."""
         self._spreads: dict[str, SpreadEntry] = {}
+        self._least_lost_after: datetime.timedelta | None = None
+        """The shortest `failover.clusterLostSeconds` of any spread (None: not known; `World.heartbeat`
+        computes it; dropped whenever a spread's entry is made or removed)."""
         self._by_workload: dict[tuple[str, str, str], set[str]] = {}
         """Per hub workload (namespace, kind, name), the spreads that name it: a workload event
         finds its spreads without a scan of every spread."""
