@@ -10,9 +10,11 @@ batches) and a plain gRPC client that announces nothing (an older agent). No Kub
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import queue
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -224,3 +226,27 @@ def test_the_agent_gathers_consecutive_acks_only_for_a_coordinator_that_reads_th
             assert _taken(stream, 4) == [ack("shop/a"), ack("shop/b"), unschedulable, ack("shop/c")]
     finally:
         stream.close()
+
+
+def test_wake_ups_that_arrive_before_the_loop_takes_them_share_one_turn() -> None:
+    loop = asyncio.new_event_loop()
+    running = threading.Thread(target=loop.run_forever, daemon=True)
+    running.start()
+    try:
+        wakes = agent_service._Wakes(loop)
+        gate = threading.Event()
+        loop.call_soon_threadsafe(gate.wait)  # the loop is busy until the gate opens
+        events = [asyncio.Event() for _ in range(100)]
+        for event in events:
+            wakes.wake(event)
+        assert len(wakes._due) == 100, "queued together behind one scheduled turn"
+        gate.set()
+        wait(lambda: all(event.is_set() for event in events), what="every writer woken")
+        assert wakes._due == []
+        later = asyncio.Event()
+        wakes.wake(later)  # the next one schedules a turn of its own
+        wait(later.is_set, what="a later wake-up")
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        running.join(5)
+        loop.close()

@@ -12,8 +12,9 @@ open; now threads are a fixed pool however many agents connect.
   reader awaits each receive before reading the next message: reports apply in order, and an
   agent that floods only fills its own flow-control window.
 - **A slow agent only delays itself.** The facade queues into the stream's outbox from its threads
-  (bounded and coalescing per spread) and wakes the writer with `call_soon_threadsafe`; a writer
-  whose agent does not read waits on HTTP/2 flow control while the other streams go on.
+  (bounded and coalescing per spread) and wakes the writer with `call_soon_threadsafe` (the
+  wake-ups that arrive before the loop takes them share one: `_Wakes`); a writer whose agent does
+  not read waits on HTTP/2 flow control while the other streams go on.
 - **Batches to an agent that reads them.** What the outbox holds when the writer wakes goes as
   one `CoordinatorBatch` to an agent whose Hello lists `capabilities.MESSAGE_BATCHES_CAPABILITY`
   (one message each to any other); such an agent answers with `AckBatch`es, one `receive` each.
@@ -39,6 +40,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import ParamSpec, TypeVar
 
@@ -59,6 +61,36 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class _Wakes:
+    """The writers' wake-ups from the facade's threads, handed to the event loop together.
+
+    Why: during a round the facade queues into a thousand outboxes while their writers keep up
+    (batches empty an outbox at once), so nearly every queued message finds its writer waiting and
+    wakes it. One `call_soon_threadsafe` each is a write to the loop's self-pipe by the placing
+    thread and a turn of the loop; here the wake-ups that arrive before the loop takes them share
+    one."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._due: list[asyncio.Event] = []
+
+    def wake(self, arrived: asyncio.Event) -> None:
+        """Set `arrived` on the loop soon (any thread)."""
+        with self._lock:
+            self._due.append(arrived)
+            if len(self._due) > 1:
+                return  # the loop has not taken the earlier ones yet: they go together
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
+            self.loop.call_soon_threadsafe(self._set)
+
+    def _set(self) -> None:
+        with self._lock:
+            due, self._due = self._due, []
+        for arrived in due:
+            arrived.set()
+
+
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     """AgentService.Connect over a `Coordinator`: validation, a reader and a writer coroutine."""
 
@@ -77,6 +109,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._executor = executor
         self._hooks: concurrent.futures.ThreadPoolExecutor | None = None
         self._nonces = itertools.count(1)
+        self._wakes: _Wakes | None = None
 
     def close(self) -> None:
         """Stop the hook pool (waiting for hooks already started); the servicer may serve again."""
@@ -168,12 +201,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         to an agent that reads `batches`, what is queued at once goes as one CoordinatorBatch."""
         loop = asyncio.get_running_loop()
         arrived = asyncio.Event()
-
-        def wake() -> None:  # called from the facade's threads
-            with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
-                loop.call_soon_threadsafe(arrived.set)
-
-        stream.outgoing.set_waker(wake)
+        if self._wakes is None or self._wakes.loop is not loop:  # (a servicer may serve again)
+            self._wakes = _Wakes(loop)
+        stream.outgoing.set_waker(functools.partial(self._wakes.wake, arrived))
         next_ping = loop.time() + self.heartbeat_seconds
         while True:
             arrived.clear()
