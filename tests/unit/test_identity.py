@@ -129,6 +129,29 @@ def test_reports_name_no_cluster() -> None:
     assert identity.check_message(report, "dc1") is None
 
 
+def _names_a_cluster_somewhere(descriptor: object, path: tuple[str, ...] = ()) -> bool:
+    """The rule written the other way: a depth-first walk of the type, each type once per path."""
+    for field in descriptor.fields:  # type: ignore[attr-defined]
+        kind = field.message_type
+        if kind is None:
+            if field.name in identity.CLUSTER_FIELDS:
+                return True
+        elif not kind.GetOptions().map_entry and kind.full_name not in path \
+                and _names_a_cluster_somewhere(kind, (*path, kind.full_name)):
+            return True
+    return False
+
+
+def test_the_walk_is_skipped_only_for_types_that_cannot_name_a_cluster() -> None:
+    types = [*agent_pb2.DESCRIPTOR.message_types_by_name.values()]
+    assert {t.name for t in types if identity.may_name_a_cluster(t)} == {
+        t.name for t in types if _names_a_cluster_somewhere(t, (t.full_name,))}
+    assert not identity.may_name_a_cluster(agent_pb2.AckBatch.DESCRIPTOR)
+    assert identity.may_name_a_cluster(agent_pb2.CoordinatorBatch.DESCRIPTOR), "a batch holds a Welcome"
+    acks = agent_pb2.AgentMessage(acks=agent_pb2.AckBatch(acks=[agent_pb2.Ack(spread="shop/web")] * 3))
+    assert identity.check_message(acks, "dc1") is None
+
+
 def test_a_second_hello_for_another_cluster_is_refused() -> None:
     hello = agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster_name="aws-eu", topology_labels={"a": "b"}))
     assert list(identity.clusters_named(hello)) == ["aws-eu"]

@@ -29,11 +29,13 @@ bytes), so the rules are tested without a server; the servicer maps `Refusal.cod
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
 from cryptography import x509
 from cryptography.x509 import oid
+from google.protobuf import descriptor as pb_descriptor
 from google.protobuf import message as pb_message
 
 from federation.certs import names
@@ -149,11 +151,32 @@ def check_hello(peer: Peer, cluster: str) -> Refusal | None:
     return None
 
 
+@functools.cache
+def may_name_a_cluster(descriptor: pb_descriptor.Descriptor) -> bool:
+    """Whether a message of this type can carry a field of CLUSTER_FIELDS at any depth: the types
+    reachable from it through message fields (not maps), cycles included, and their scalar fields.
+    Why: every agent message is checked, and most (acks, heartbeats, an AckBatch of 256 acks)
+    cannot name a cluster at all, so their walk is skipped by type, once per type."""
+    seen, todo = {descriptor.full_name}, [descriptor]
+    while todo:
+        current = todo.pop()
+        for field in current.fields:
+            if field.message_type is None:
+                if field.name in CLUSTER_FIELDS:
+                    return True
+            elif not field.message_type.GetOptions().map_entry and field.message_type.full_name not in seen:
+                seen.add(field.message_type.full_name)
+                todo.append(field.message_type)
+    return False
+
+
 def clusters_named(message: pb_message.Message) -> Iterator[str]:
     """Every non-empty cluster name `message` carries, at any depth (fields in CLUSTER_FIELDS)."""
+    if not may_name_a_cluster(message.DESCRIPTOR):
+        return
     for field, value in message.ListFields():
         if field.message_type is not None:
-            if field.message_type.GetOptions().map_entry:
+            if field.message_type.GetOptions().map_entry or not may_name_a_cluster(field.message_type):
                 continue  # maps here are labels and resources, never cluster names
             items = value if field.is_repeated else [value]
             for item in items:
