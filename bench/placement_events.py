@@ -213,9 +213,10 @@ def capacity(coordinator: facade.Coordinator, recorder: Recorder, ask: Ask, *, i
 
 
 def summary(samples: list[Sample]) -> dict[str, Any]:
-    """Latency p50/p99/max (ms) over every sample that sent a message, with the medians of what the
-    events did. A sample that sent nothing has no delivery to time: it is counted in `sent_nothing`,
-    not averaged in as 0 ms, and when no sample sent anything the latencies are None."""
+    """Latency p50/p99/max (ms) over every sample that sent a message, and each sample's in order
+    (`samples_ms`), with the medians of what the events did. A sample that sent nothing has no
+    delivery to time: it is counted in `sent_nothing`, not averaged in as 0 ms, and when no sample
+    sent anything the latencies are None."""
     if not samples:
         return {"n": 0}
     latencies = [s.latency_s for s in samples if s.messages]
@@ -227,6 +228,9 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
         "replaced_median": statistics.median(s.replaced for s in samples),
         "messages_median": statistics.median(s.messages for s in samples)}
     found["n_timed"] = len(latencies)
+    # Every sample's latency in the order they ran (None: it sent nothing), so that a tail can be
+    # told from a trend: the first samples after a full round meet what the round left to do.
+    found["samples_ms"] = [round(s.latency_s * 1000, 1) if s.messages else None for s in samples]
     inside = [s.inside_s for s in samples if s.inside_s is not None]
     if inside:
         found["inside_p50_ms"] = admission_stats.milliseconds(inside, 50, digits=1)

@@ -94,6 +94,15 @@ def test_the_event_clock_starts_before_the_coordinators_lock_is_taken() -> None:
     assert sample.latency_s >= sample.lock_wait_s, "the wait for the lock is inside the latency"
     found = placement_events.summary([sample])
     assert found["lock_wait_p99_ms"] >= 40 and found["n_timed"] == 0, "it sent nothing: not timed"
+    assert found["samples_ms"] == [None]
+
+
+def test_every_sample_is_kept_in_the_order_it_ran() -> None:
+    samples = [placement_events.Sample(latency_s=seconds, inside_s=0.001, replaced=1, messages=messages)
+               for seconds, messages in ((0.061, 1), (0.005, 1), (0.2, 0), (0.004, 1))]
+    found = placement_events.summary(samples)
+    assert found["samples_ms"] == [61.0, 5.0, None, 4.0]
+    assert found["max_ms"] == 61.0 and found["n_timed"] == 3
 
 
 def test_a_point_on_several_backends_alternates_them_run_by_run(monkeypatch: Any) -> None:
