@@ -41,7 +41,8 @@ DEDICATED: dict[str, tuple[str, str]] = {}
 (none since the second full run, 2026-11-30, which is newer than every dedicated run)."""
 GOAL_RUN = ("reference-placement-goal-batches.json",
             "dedicated run of the goal's federation, newer than the full run: message batches on the agent "
-            "streams since 8a7756d, a heartbeat's shortcut since dbfd237, shared wake-ups since 5111ed7")
+            "streams since 8a7756d, a heartbeat's shortcut since dbfd237, shared wake-ups since 5111ed7, "
+            "the identity walk skipped by type since b47c5f9")
 """The placement goals' rows come from this `bench.placement_compare` run of the goal's federation,
 the backends as they ship (`SHIPPED`), when it is a reference newer than the full run (the sweep's
 rows stay the full run's): its file, and why."""

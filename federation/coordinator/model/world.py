@@ -78,13 +78,13 @@ class World(world_state.WorldState):
             self._unname(old)
             if marks.spent(old.spec, item.spec):
                 self._marks.drop_spread(key)
-        self._least_lost_after = None
-        self._spreads[key] = SpreadEntry(
+        self._spreads[key] = entry = SpreadEntry(
             spread=item,
             generation=item.metadata.generation or next(self._counter),
             replicas=target.replicas if target else None,
             template=target.template if target else None,
         )
+        self._keep_least_lost_after(entry, old)
         self._index.register(key, item.spec)
         self._by_workload.setdefault(world_state.workload_of(self._spreads[key]), set()).add(key)
         self._forget_plan(key)
@@ -103,8 +103,7 @@ class World(world_state.WorldState):
             self.lifecycle.deleted(key, self._spreads[key].spec.deletion_policy)
         self._index.unregister(key)
         self._unname(self._spreads[key])
-        del self._spreads[key]
-        self._least_lost_after = None
+        self._keep_least_lost_after(None, self._spreads.pop(key))
         self._forget_plan(key)
         self._charges.recharge(key)
         self._marks.drop_spread(key)
@@ -292,6 +291,18 @@ class World(world_state.WorldState):
         self.liveness.heard(name, at)
         back = {after for after in lost_before if not self.liveness.lost(name, after=after)}
         return {k for k in users if self._spreads[k].lost_after in back}
+
+    def _keep_least_lost_after(self, new: SpreadEntry | None, old: SpreadEntry | None) -> None:
+        """Keep `heartbeat`'s shortest limit true as spread `old` becomes `new` (None: created, or
+        deleted). Never longer than the true one (a longer one would hear a lost cluster as not
+        lost); it is dropped, to be computed again, when the spread that held it lets it go."""
+        least = self._least_lost_after
+        if least is None:
+            return
+        if old is not None and old.lost_after <= least and (new is None or new.lost_after > least):
+            self._least_lost_after = None
+        elif new is not None:
+            self._least_lost_after = min(least, new.lost_after)
 
     def restart_grace(self, at: datetime.datetime) -> None:
         """Count a cluster never heard as heard at `at` from now on (`failover`): the coordinator

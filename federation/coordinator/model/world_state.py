@@ -72,7 +72,7 @@ class WorldState:
         self._spreads: dict[str, SpreadEntry] = {}
         self._least_lost_after: datetime.timedelta | None = None
         """The shortest `failover.clusterLostSeconds` of any spread (None: not known; `World.heartbeat`
-        computes it; dropped whenever a spread's entry is made or removed)."""
+        computes it, `World._keep_least_lost_after` keeps it as spreads come, change and go)."""
         self._by_workload: dict[tuple[str, str, str], set[str]] = {}
         """Per hub workload (namespace, kind, name), the spreads that name it: a workload event
         finds its spreads without a scan of every spread."""
