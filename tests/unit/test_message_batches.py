@@ -104,7 +104,7 @@ def served() -> Iterator[Served]:
     found.close()
 
 
-def test_the_link_is_sent_batches_holds_every_assignment_and_acks_in_batches(served: Served) -> None:
+def test_the_link_is_sent_batches_holds_every_assignment_and_every_ack_applies(served: Served) -> None:
     bookkeeping, reports = bookkeeping_mod.Bookkeeping(), outbox_mod.ReportOutbox()
     reports.put_inventory(outbox_mod.inventory_message([builders.node_pool(2)], sequence=1, observed_at=T0))
     link = link_mod.Link(link_mod.LinkSettings(served.target, "dc1", heartbeat_seconds=0.2),
@@ -128,8 +128,9 @@ def test_the_link_is_sent_batches_holds_every_assignment_and_acks_in_batches(ser
         wait(lambda: len(served.removals_checked) >= SPREADS, what="every ack applied")
         assert sorted(key for _, key in served.removals_checked) == sorted(held)
         assert {name for name, _ in served.removals_checked} == {"dc1"}
+        # Every ack arrived once, alone or in an AckBatch (which of the two depends on how fast gRPC
+        # takes them from the link's queue; the gathering itself: the Outgoing test below).
         acks = [m for m in served.received if m.WhichOneof("body") == "acks"]
-        assert acks, "the acks of a batch applied together went back together"
         assert sum(len(m.acks.acks) for m in acks) + sum(
             1 for m in served.received if m.WhichOneof("body") == "ack") == SPREADS
     finally:
