@@ -59,8 +59,8 @@ def test_a_small_run_keeps_fedspread_under_its_caps_and_cleans_up(tmp_path: path
             assert row["without_subset"] == pods, f"{where}: no webhook placed a floor pod"
             continue
         # One handler sample per pod, in the window. A pod's admission may reach a handler twice (the
-        # baseline's once had 13 for 12 pods in a `make test`, every create answered 201: a call made
-        # again); a window that took another run's samples would be a run's worth off, not one or two.
+        # baseline's once had 13 for 12 pods in a `make test`, all 12 stored: a call made again); a
+        # window that took another run's samples would be a run's worth off, not one or two.
         assert pods <= row["admissions"] <= pods + 2, f"{where}: one handler sample per pod, in the window"
         assert row["apiserver"]["webhook_calls"] >= pods, f"{where}: the apiserver counted the calls"
         assert row["apiserver"]["webhook_failed_open"] == 0, f"{where}: the apiserver's log was read"
