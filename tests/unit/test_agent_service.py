@@ -13,7 +13,7 @@ import datetime
 import functools
 import queue
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -28,7 +28,7 @@ from federation.coordinator.services import agent_service, aio_server
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc, keepalive
 from federation.rpc import assignment as assignment_mod
-from tests.support import builders
+from tests.support import builders, polling
 from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -40,14 +40,8 @@ TWO_SUBSETS: list[dict[str, Any]] = [
 ]
 
 
-def wait(predicate: Callable[[], Any], *, what: str, timeout: float = DEADLINE) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"no {what} within {timeout:g} s")
+wait = functools.partial(polling.wait, timeout=DEADLINE)
+"""`polling.wait` with this file's deadline."""
 
 
 class Agent:

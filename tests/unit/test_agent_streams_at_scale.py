@@ -20,6 +20,7 @@ servicer on loopback (plaintext: identity is test_mtls.py's), no Kubernetes, no 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import queue
@@ -42,7 +43,7 @@ from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc
-from tests.support import builders, stream_swarm
+from tests.support import builders, polling, stream_swarm
 
 STREAMS = 2000
 MAX_THREADS = 50
@@ -50,14 +51,8 @@ MAX_THREADS = 50
 loop thread, GRPC_WORKERS and the hook pool; the rest is pytest's and grpc's own)."""
 
 
-def wait(predicate: Callable[[], Any], *, what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"no {what} within {timeout:g} s")
+wait = functools.partial(polling.wait, timeout=30.0)
+"""`polling.wait` with this file's deadline."""
 
 
 def os_threads() -> int:

@@ -12,10 +12,10 @@ facade and the servicer are the real ones, with an injected clock. No Kubernetes
 from __future__ import annotations
 
 import datetime
+import functools
 import queue
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -29,6 +29,7 @@ from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server
 from federation.coordinator.wire import inbound
 from federation.rpc import agent_pb2, agent_pb2_grpc, common_pb2
+from tests.support import polling
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 DEADLINE = 20.0
@@ -40,15 +41,8 @@ SETTINGS = hypothesis.settings(max_examples=40, deadline=None,
                                                       hypothesis.HealthCheck.too_slow])
 
 
-def wait(predicate: Callable[[], Any], *, what: str) -> Any:
-    """Poll until `predicate` is truthy; fail after DEADLINE."""
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"no {what} within {DEADLINE:g} s")
+wait = functools.partial(polling.wait, timeout=DEADLINE)
+"""`polling.wait` with this file's deadline."""
 
 
 class Coordinator:

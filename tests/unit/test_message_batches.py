@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 import queue
 import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -30,7 +29,7 @@ from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server
 from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
-from tests.support import builders
+from tests.support import builders, polling
 from tests.support.clock import ManualClock
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -38,14 +37,8 @@ SPREADS = 40
 DEADLINE = 15.0
 
 
-def wait(predicate: Callable[[], Any], *, what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"no {what} within {DEADLINE:g} s")
+wait = functools.partial(polling.wait, timeout=DEADLINE)
+"""`polling.wait` with this file's deadline."""
 
 
 class Served:

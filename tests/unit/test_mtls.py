@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import logging
 import pathlib
 import queue
-import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import grpc
 import pytest
@@ -37,7 +36,7 @@ from federation.coordinator.model import world
 from federation.coordinator.services import agent_service, aio_server, placement_service
 from federation.coordinator.wire import convert
 from federation.rpc import agent_pb2, agent_pb2_grpc
-from tests.support import in_memory_source, sdk_clients
+from tests.support import in_memory_source, polling, sdk_clients
 
 DEADLINE = 10.0
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
@@ -166,13 +165,8 @@ def raw() -> Iterator[Callable[..., RawStream]]:
         stream.close()
 
 
-def wait(predicate: Callable[[], Any], *, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"no {what} within {DEADLINE:g} s")
+wait = functools.partial(polling.wait, timeout=DEADLINE)
+"""`polling.wait` with this file's deadline."""
 
 
 # --- agents --------------------------------------------------------------------------------------

@@ -191,13 +191,8 @@ class Outbox:
     def take(self) -> agent_pb2.CoordinatorMessage | object | None:
         """The next message, or the close reason when it is due; None when there is nothing, and
         then the waker is called on the next `put` or `close`."""
-        with self._lock:
-            if self._closing is not None and (not self._drain or not self._size):
-                return self._closing
-            message = self._next()
-            if message is None:
-                self._armed = True
-            return message
+        item = self.take_batch(max_messages=1)
+        return item[0] if isinstance(item, list) else item
 
     def take_batch(
         self, *, max_messages: int = capabilities.BATCH_MAX_MESSAGES,
@@ -214,9 +209,10 @@ class Outbox:
             if first is None:
                 self._armed = True
                 return None
-            taken, size = [first], first.ByteSize()
-            if first.WhichOneof("body") == "welcome":
+            taken = [first]
+            if max_messages <= 1 or first.WhichOneof("body") == "welcome":
                 return taken
+            size = first.ByteSize()
             while len(taken) < max_messages:
                 head = self._peek()
                 if head is None or head.WhichOneof("body") == "welcome":
