@@ -42,7 +42,6 @@ import json
 import os
 import pathlib
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,10 +52,10 @@ from typing import Any
 import grpc
 
 from bench import (
-    admission_stats,
     placement_backends,
     placement_events,
     placement_hub,
+    placement_runs,
     placement_swarm,
     placement_world,
 )
@@ -80,7 +79,7 @@ SCALE_UPS = NEW_SPREADS = CAPACITY_CHANGES = CORDONS = 20
 spread's spill cluster each, so a federation of under 1,000 spreads has fewer: `n` says)."""
 RUNS = 3
 """Runs per point, each in a fresh coordinator process; the record gives each figure's median run
-with the smallest and largest (`combine`)."""
+with the smallest and largest (`placement_runs.combine`)."""
 LEFT_OUT = {
     "tls": "the agent streams are plaintext gRPC (a real federation runs mTLS: a handshake per stream "
            "and encryption of every message)",
@@ -202,10 +201,11 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
     with coordinator.lock:
         keys = placement_world.add_spreads(model, shape)
     recorder.take()
-    cpu, actors_cpu = time.process_time(), placing.actors_cpu_s()
+    cpu, actors_cpu, thread_cpu = time.process_time(), placing.actors_cpu_s(), time.thread_time()
     since = time.monotonic()
     result = coordinator.publish(keys)
     full = time.monotonic() - since
+    thread_cpu = time.thread_time() - thread_cpu  # the placing thread's own: what no actor takes over
     cpu, actors_cpu = time.process_time() - cpu, placing.actors_cpu_s() - actors_cpu
     sent, _ = recorder.take()
     delivered = placement_events.held(agents.ask, recorder, since=since, sent=sent, timeout=DELIVERY_TIMEOUT)
@@ -213,7 +213,8 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
             "delivered_s": round(delivered, 3), "messages": len(sent),
             "replicas_placed": sum(p.placed for p in result.placements.values()),
             "round_replaced": result.replaced, "round_fell_back": result.fell_back or None,
-            "full_cpu_s": round(cpu, 3), "full_actors_cpu_s": round(actors_cpu, 3)}
+            "full_cpu_s": round(cpu, 3), "full_actors_cpu_s": round(actors_cpu, 3),
+            "full_thread_cpu_s": round(thread_cpu, 3)}
 
 
 def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder,
@@ -250,7 +251,7 @@ def run(*, quick: bool, report: Callable[[str], None],
         backends: tuple[str, ...] = BACKENDS, runs: int = RUNS) -> list[dict[str, Any]]:
     """The sweep on the in-process backend, then the goal's federation (the quick run: the base)
     on every backend; each point `runs` times, each run in a fresh coordinator process (clean RSS),
-    combined into one record per point (`combine`). A point run on several backends runs them
+    combined into one record per point (`placement_runs.combine`). A point run on several backends runs them
     run by run, the order rotating (run 1 in-process first, run 2 the next backend first, ...), so
     a ratio between them is not one backend's quiet minutes against the other's busy ones."""
     points = sweep(QUICK_BASE, QUICK_STEPS) if quick else sweep(FULL_BASE, FULL_STEPS)
@@ -276,7 +277,7 @@ def run(*, quick: bool, report: Callable[[str], None],
                               "error": f"{type(error).__name__}: {str(error)[-500:]}"}
                 records[(varied, shape, backend, extra)].append(record)
                 report(json.dumps(record))
-        found += [combine(records[planned]) for planned in group]
+        found += [placement_runs.combine(records[planned]) for planned in group]
     return found
 
 
@@ -293,54 +294,15 @@ def _by_point(planned: list[Planned]) -> list[list[Planned]]:
     return list(groups.values())
 
 
-def combine(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """One point's runs as one record: each numeric figure the median run's, with `spread` giving
-    its median, smallest and largest; each event's figures likewise (`p99_ms_range`: the smallest
-    and largest run's p99; None runs — nothing sent — left out); every run kept under `runs`. A
-    point none of whose runs completed is the first run's error."""
-    done = [r for r in records if "error" not in r]
-    if not done:
-        return {**records[0], "runs_per_point": len(records), "runs": records}
-    first = done[0]
-    combined: dict[str, Any] = {key: value for key, value in first.items() if not _number(value)}
-    spread: dict[str, Any] = {}
-    for key, value in first.items():
-        if _number(value):
-            values = [r[key] for r in done if _number(r.get(key))]
-            spread[key] = admission_stats.spread(values)
-            combined[key] = spread[key]["median"]
-    combined["events"] = {kind: _combined_event([r["events"][kind] for r in done])
-                          for kind in first.get("events", {})}
-    for key in ("event_p99_ms", "cordon_ms"):  # the goals' figures: from the combined events
-        kind = "scale_up" if key == "event_p99_ms" else "cordon"
-        combined[key] = combined["events"].get(kind, {}).get("p99_ms")
-    combined.update(spread=spread, runs_per_point=len(records), runs_completed=len(done), runs=records,
-                    load={"at_start": records[0]["load"]["at_start"] if "load" in records[0] else None,
-                          "at_end": records[-1]["load"]["at_end"] if "load" in records[-1] else None})
-    return combined
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _combined_event(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """An event kind over the runs of a point: each figure's median over the runs that have it."""
-    found: dict[str, Any] = {"runs": len(runs), "n": min(r.get("n", 0) for r in runs),
-                             "n_timed": sum(r.get("n_timed", 0) for r in runs)}
-    for key in ("p50_ms", "p99_ms", "max_ms", "replaced_median", "messages_median", "inside_p50_ms",
-                "lock_wait_p99_ms", "sent_nothing"):
-        values = [r[key] for r in runs if r.get(key) is not None]
-        found[key] = statistics.median(values) if values else None
-    timed = [r["p99_ms"] for r in runs if r.get("p99_ms") is not None]
-    found["p99_ms_range"] = [min(timed), max(timed)] if timed else None
-    return found
-
-
 def hub_point(shape: Shape) -> dict[str, Any]:
     """The point through a hub (`placement_hub`), recorded as the other points are."""
     found = placement_hub.measure(shape, report=lambda line: print(line, file=sys.stderr, flush=True))
     return {**shape.describe(), **found, "backend": "local", "tls": True, "hub": True}
+
+
+def _python_path() -> str:
+    """This checkout first, then the caller's PYTHONPATH (packages installed with --target)."""
+    return os.pathsep.join(filter(None, (os.getcwd(), os.environ.get("PYTHONPATH"))))
 
 
 def run_one(shape: Shape, *, backend: str, tls: bool = False, hub: bool = False,
@@ -354,7 +316,7 @@ def run_one(shape: Shape, *, backend: str, tls: bool = False, hub: bool = False,
                             *(["--interpreter-gc"] if interpreter_gc else []),
                             *(["--unbatched"] if unbatched else [])],
                            capture_output=True, text=True, timeout=3 * 3600,
-                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+                           env={**os.environ, "PYTHONPATH": _python_path()})
     if child.returncode != 0:
         raise RuntimeError(f"{shape} ({backend}) failed: {child.stderr.strip()[-2000:]}")
     record: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
@@ -369,8 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", type=placement_world.parse_shape, default=QUICK_BASE,
                         help="the federation (bench.placement_world.Shape as JSON), e.g. "
                              '\'{"spreads": 10000, "clusters": 1000, "per_spread": 100}\'')
-    parser.add_argument("--backend", choices=BACKENDS, default="local",
-                        help="place in this process (local) or on a local Ray's shard actors (ray)")
+    parser.add_argument("--backend", type=placement_backends.parse_backend, default="local", help=(
+        "place in this process (local) or on a local Ray's shard actors (ray; ray-N, ray-NxM: N "
+        "SpreadShards, M ClusterShards)"))
     parser.add_argument("--tls", action="store_true",
                         help="every agent stream over mutual TLS (by default plaintext: see LEFT_OUT)")
     parser.add_argument("--hub", action="store_true",

@@ -9,7 +9,10 @@ process alone.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -20,8 +23,42 @@ from federation.coordinator import backends, shards
 BACKENDS = ("local", "ray")
 RAY_SHARDS = 2
 """SpreadShard actors in the Ray runs: `fedspread coordinator`'s default `--spread-shards`."""
-RAY_CPUS = 2
+RAY_CPUS = os.cpu_count() or 2
 """CPUs the benchmark's local Ray is given: this machine's cores."""
+SIZED_RAY = re.compile(r"ray-(?P<spread>[1-9][0-9]*)(?:x(?P<cluster>[1-9][0-9]*))?")
+"""`ray-N`: the Ray backend with N SpreadShard actors; `ray-NxM`: and M ClusterShard actors (1 when
+not said) — how a machine with more cores is measured (the Ray runs of issue 27's scaling question)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Actors:
+    """The shard actors of a Ray run: SpreadShards and ClusterShards."""
+
+    spread_shards: int = RAY_SHARDS
+    cluster_shards: int = 1
+
+
+def ray_actors(kind: str) -> Actors | None:
+    """The actors a backend name asks for (`ray`: the coordinator's defaults; `ray-N`, `ray-NxM`);
+    None for the in-process backend. ValueError for any other name."""
+    if kind == "local":
+        return None
+    if kind == "ray":
+        return Actors()
+    sized = SIZED_RAY.fullmatch(kind)
+    if sized is None:
+        raise ValueError(f"{kind!r} is not a backend: local, ray, ray-N or ray-NxM (N spread shards, "
+                         f"M cluster shards), e.g. ray-8 or ray-8x2")
+    return Actors(int(sized["spread"]), int(sized["cluster"] or 1))
+
+
+def parse_backend(text: str) -> str:
+    """`ray_actors`'s names, for argparse: the name itself, or a usage error that lists them."""
+    try:
+        ray_actors(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def rss_mb(pid: int | str = "self") -> float:
@@ -40,15 +77,18 @@ class Backend:
     """The placement backend of one run: in this process, or on a local Ray started for it."""
 
     def __init__(self, kind: str) -> None:
+        """`kind`: a name `ray_actors` takes (local, ray, ray-N, ray-NxM)."""
         self.kind = kind
         self.temp_dir: str | None = None
         self.ready_s = 0.0
         self.ray: shards.RayBackend | None = None
         self.backend: backends.PlacementBackend = backends.LocalBackend()
-        if kind == "ray":
+        actors = ray_actors(kind)
+        if actors is not None:
             self.temp_dir = tempfile.mkdtemp(prefix="fsbench-ray-", dir="/tmp")  # short: unix sockets
             started = time.perf_counter()
-            self.ray = shards.RayBackend(shards=RAY_SHARDS, init_options={
+            self.ray = shards.RayBackend(
+                shards=actors.spread_shards, cluster_shards=actors.cluster_shards, init_options={
                 "num_cpus": RAY_CPUS, "_temp_dir": self.temp_dir, "log_to_driver": False,
                 "configure_logging": False})
             self.ray.footprint()  # every actor started, its modules imported: not in the round's time

@@ -9,7 +9,7 @@ over the run does not favour one side. The same holds for what the hub and the s
 `hub` is the point run through a hub apiserver (`bench.placement_hub`), to compare with `local`.
 Each run is a fresh coordinator process
 (`placement.run_one`), every agent stream live; each backend's runs are combined as the sweep
-combines a point's (`placement.combine`: the median run with min-max, every run kept). The
+combines a point's (`placement_runs.combine`: the median run with min-max, every run kept). The
 document names its command, commit, machine and load, like `bench.run`'s.
 
     python -m bench.placement_compare --shape '{"spreads": 10000, "clusters": 1000}' --runs 3 \\
@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import placement, placement_world, run
+from bench import placement, placement_backends, placement_runs, placement_world, run
 
 HUB = "hub"
 INTERPRETER_GC = "local-interpreter-gc"
@@ -38,7 +38,21 @@ VARIANTS = (*placement.BACKENDS, HUB, INTERPRETER_GC, UNBATCHED)
 """Each backend as the sweep runs it; `hub`: the in-process backend through a hub apiserver;
 `local-interpreter-gc`: the in-process backend with the interpreter's garbage-collector thresholds
 (the before arm of `federation.collector`); `local-unbatched`: the in-process backend with stand-in
-agents that neither read nor send message batches (the before arm of batches)."""
+agents that neither read nor send message batches (the before arm of batches). Besides these, Ray
+with other actor counts: `ray-N`, `ray-NxM` (`placement_backends.ray_actors`)."""
+
+
+def variant(text: str) -> str:
+    """A `--variants` name: one of `VARIANTS`, or a Ray backend with its actor counts."""
+    if text in VARIANTS:
+        return text
+    try:
+        placement_backends.ray_actors(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a variant: {', '.join(VARIANTS)}, or ray-N / ray-NxM (N SpreadShard and "
+            f"M ClusterShard actors, e.g. ray-8 or ray-8x2)") from None
+    return text
 
 
 def compare(shape: placement_world.Shape, *, runs: int, backends: Sequence[str],
@@ -76,7 +90,7 @@ def document(shape: placement_world.Shape, *, runs: int, backends: Sequence[str]
                              "order": "rotating: run i starts with backend i mod len(backends)"}
     at_start = run.load()
     records = compare(shape, runs=runs, backends=backends)
-    found["points"] = {backend: placement.combine(rows) for backend, rows in records.items()}
+    found["points"] = {backend: placement_runs.combine(rows) for backend, rows in records.items()}
     found["finished_at"] = run.now()
     found["load_average"] = {"at_start": at_start, "at_end": run.load()}
     return found
@@ -94,15 +108,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="the federation (bench.placement_world.Shape as JSON), e.g. "
                              '\'{"spreads": 10000, "clusters": 1000}\'')
     parser.add_argument("--runs", type=int, default=3, help="runs per backend (default 3)")
-    parser.add_argument("--variants", "--backends", dest="backends", nargs="+", choices=VARIANTS,
-                        default=list(placement.BACKENDS),
+    parser.add_argument("--variants", "--backends", dest="backends", nargs="+", type=variant,
+                        default=list(placement.BACKENDS), metavar="VARIANT",
                         help="the ways to compare (default: local ray): local, the in-process "
                              "backend; ray, a local Ray's shard actors; hub, the in-process backend with "
                              "the whole coordinator process against a hub apiserver (spreads created "
                              "through its API, statuses written); local-interpreter-gc, the in-process "
                              "backend with the interpreter's garbage-collector thresholds instead of "
                              "federation.collector's (the before arm of that change); local-unbatched, the "
-                             "in-process backend with stand-in agents that read and send no message batches")
+                             "in-process backend with stand-in agents that read and send no message batches; "
+                             "ray-N or ray-NxM, Ray with N SpreadShard actors (and M ClusterShard actors, "
+                             "1 unless given), for a machine with more cores")
     parser.add_argument("--output", type=pathlib.Path, default=run.RESULTS / "latest-compare.json",
                         help="where to write the document (default: bench/results/latest-compare.json)")
     options = parser.parse_args(arguments)

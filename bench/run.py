@@ -52,8 +52,8 @@ def commit() -> str:
                               text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    except (OSError, subprocess.SubprocessError):  # a copy without git: the commit it was made from
+        return os.environ.get("FEDSPREAD_BENCH_COMMIT", "unknown")  # (`bench.device_kit`), if said
     return head + ("+dirty" if dirty else "")
 
 

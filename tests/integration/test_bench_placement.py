@@ -22,8 +22,8 @@ from bench.placement_world import Shape
 SHAPE = Shape(spreads=200, clusters=20, per_spread=5)
 KEYS = {"spreads", "clusters", "clusters_per_spread", "pools_per_cluster", "templates", "full_s",
         "delivered_s", "per_spread_ms", "event_p99_ms", "cordon_ms", "streams", "rss_mb", "rss_total_mb",
-        "replicas_placed", "round_replaced", "full_cpu_s", "full_actors_cpu_s", "backend", "events",
-        "streams_reopened", "streams_detached"}
+        "replicas_placed", "round_replaced", "full_cpu_s", "full_actors_cpu_s", "full_thread_cpu_s",
+        "backend", "events", "streams_reopened", "streams_detached"}
 EVENTS = {"scale_up", "new_spread", "capacity_shrink", "capacity_grow", "cordon", "uncordon"}
 RAY_KEYS = {"ray_shards", "ray_cluster_shards", "ray_nodes", "ray_cpus", "ray_ready_s", "ray_actors_rss_mb"}
 

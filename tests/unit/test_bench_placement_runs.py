@@ -1,4 +1,4 @@
-"""The placement benchmark's statistics (`bench/placement.py`'s `combine`, `bench/placement_events.py`).
+"""The placement benchmark's statistics (`bench/placement_runs.py`'s `combine`, `bench/placement_events.py`).
 
 Why: issue 29 found goals judged on one run and three samples. A point now runs three times and
 its record gives each figure's median run with the smallest and largest, every event kind over at
@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, cast
 
-from bench import placement, placement_events
+from bench import placement, placement_events, placement_runs
 
 
 def _record(full: float, *, scale_p99: float | None, cordon_p99: float | None = 500.0) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def _record(full: float, *, scale_p99: float | None, cordon_p99: float | None = 
 
 def test_a_point_gives_the_median_run_with_its_smallest_and_largest() -> None:
     runs = [_record(3.0, scale_p99=30.0), _record(1.0, scale_p99=10.0), _record(2.0, scale_p99=None)]
-    found = placement.combine(runs)
+    found = placement_runs.combine(runs)
     assert found["full_s"] == 2.0 and found["spread"]["full_s"] == {"median": 2.0, "min": 1.0, "max": 3.0}
     assert found["runs_per_point"] == found["runs_completed"] == 3 and found["runs"] == runs
     scale = found["events"]["scale_up"]
@@ -44,11 +44,11 @@ def test_a_point_gives_the_median_run_with_its_smallest_and_largest() -> None:
 
 def test_an_event_no_run_timed_stays_untimed_and_failed_runs_are_kept() -> None:
     failed = {"varied": "base", "spreads": 100, "backend": "local", "error": "RuntimeError: boom"}
-    found = placement.combine([failed, _record(1.0, scale_p99=None), _record(2.0, scale_p99=None)])
+    found = placement_runs.combine([failed, _record(1.0, scale_p99=None), _record(2.0, scale_p99=None)])
     assert found["events"]["scale_up"]["p99_ms"] is None and found["event_p99_ms"] is None
     assert found["events"]["scale_up"]["p99_ms_range"] is None
     assert (found["runs_per_point"], found["runs_completed"]) == (3, 2) and found["runs"][0] == failed
-    assert placement.combine([failed])["error"] == "RuntimeError: boom"
+    assert placement_runs.combine([failed])["error"] == "RuntimeError: boom"
 
 
 class _Coordinator:
