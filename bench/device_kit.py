@@ -1,8 +1,8 @@
 """A kit that runs the placement comparison on a borrowed machine with more cores, in one command.
 
 Why: whether Ray's shard actors make the full round and its delivery faster as cores are added
-(issue 27: 4, 8 and 12 actors against in-process, at 30k spreads x 1,000 clusters or more) cannot
-be measured on a 2-core machine. A machine with more cores is lent for minutes at a time, starts
+(4, 8 and 12 actors against in-process, at 30k spreads x 1,000 clusters or more) cannot be
+measured on a 2-core machine. A machine with more cores is lent for minutes at a time, starts
 bare, runs Python 3.12 and reaches no network, so everything must travel with the checkout and one
 command must do the rest. The kit is that:
 

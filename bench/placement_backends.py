@@ -27,7 +27,7 @@ RAY_CPUS = os.cpu_count() or 2
 """CPUs the benchmark's local Ray is given: this machine's cores."""
 SIZED_RAY = re.compile(r"ray-(?P<spread>[1-9][0-9]*)(?:x(?P<cluster>[1-9][0-9]*))?")
 """`ray-N`: the Ray backend with N SpreadShard actors; `ray-NxM`: and M ClusterShard actors (1 when
-not said) — how a machine with more cores is measured (the Ray runs of issue 27's scaling question)."""
+not said) — how Ray's round is measured as actors are added on a machine with more cores."""
 
 
 @dataclasses.dataclass(frozen=True)

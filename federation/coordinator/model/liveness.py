@@ -11,7 +11,11 @@ call, and the World owns one `Liveness` and delegates to it.
 
 Readiness is cached per clusterLostSeconds (`readiness`): with thousands of spreads, each asking
 which of its clusters are ready, the answer is recomputed only when a heartbeat or the clock could
-have changed it.
+have changed it. A heartbeat of a cluster every cached answer already counts as ready changes no
+answer: it only makes that cluster ready for longer, and each answer is kept no longer than its
+earliest deadline (`Readiness.until`) anyway. So only a beat that could change an answer (a cluster
+not ready, unknown, or heard at an earlier time than before) makes them stale; with a thousand
+agents beating, the others would otherwise have every placement recompute every cluster's readiness.
 
 Pure: no I/O; the clock is injected. Used under the coordinator's lock, like the World (the
 tracker alone is also beaten from the agent streams' threads).
@@ -57,8 +61,8 @@ class Liveness:
         self.failover_limit = brakes.FailoverRateLimit(failover_per_minute)
         """How many lost clusters may start failing over per minute, across the federation."""
         self._beats = 0
-        """Bumped on every heartbeat, forgotten cluster and restart of the grace: cached readiness
-        is stale."""
+        """Bumped on every forgotten cluster, restart of the grace and heartbeat that could change a
+        cached readiness (`heard`): cached readiness is stale."""
         self._readiness: dict[datetime.timedelta, Readiness] = {}
 
     # --- events --------------------------------------------------------------------------------
@@ -66,9 +70,12 @@ class Liveness:
     def heard(self, name: str, at: datetime.datetime | None = None) -> None:
         """Cluster `name`'s agent was heard (now, unless `at`): it is no longer failing over, nor
         waiting to."""
+        before = self._heard_at(name)
         self.tracker.beat(name, at)
         self.failover_limit.heard(name)
-        self._beats += 1
+        heard = self._heard_at(name)
+        if before is None or heard is None or heard < before or not self._ready_in_every_answer(name):
+            self._beats += 1
 
     def forget_cluster(self, name: str) -> None:
         """Cluster `name` is gone from the World: nothing of it is heard, lost or failing over."""
@@ -86,6 +93,16 @@ class Liveness:
         self.tracker.restart_grace(at)
         self._grace_from = at
         self._beats += 1
+
+    def _heard_at(self, name: str) -> datetime.datetime | None:
+        """When cluster `name` counts as heard: its last heartbeat, else the grace's start."""
+        last = self.tracker.last(name)
+        return last if last is not None else self._grace_from
+
+    def _ready_in_every_answer(self, name: str) -> bool:
+        """Whether every cached readiness still current counts cluster `name` as ready."""
+        return all(found.ready.get(name, False) for found in self._readiness.values()
+                   if found.beats == self._beats)
 
     # --- readers -------------------------------------------------------------------------------
 
