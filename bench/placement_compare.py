@@ -121,9 +121,12 @@ def main(argv: list[str] | None = None) -> int:
                              "1 unless given), for a machine with more cores")
     parser.add_argument("--output", type=pathlib.Path, default=run.RESULTS / "latest-compare.json",
                         help="where to write the document (default: bench/results/latest-compare.json)")
+    run.add_replace_option(parser)
     options = parser.parse_args(arguments)
     if options.runs < 1:
         parser.error("--runs must be at least 1")
+    if (refused := run.kept_reference(options.output, replace=options.replace)) is not None:
+        parser.error(refused)
     found = document(options.shape, runs=options.runs, backends=options.backends, argv=arguments)
     options.output.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     run.say(f"written to {options.output}")

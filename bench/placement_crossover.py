@@ -185,15 +185,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="round sizes (spreads per round) to time, instead of the default's or --quick's")
     parser.add_argument("--output", default=None, help="also write the record to this JSON file")
     parser.add_argument("--note", default="", help="a sentence stored with the record (e.g. why it ran)")
+    from bench import run as runner
+
+    runner.add_replace_option(parser)
     options = parser.parse_args(argv)
+    if (refused := runner.kept_reference(options.output, replace=options.replace)) is not None:
+        parser.error(refused)
     collector.tune()  # the coordinator's thresholds, as `fedspread coordinator` runs (the actors set theirs)
     shape, sizes = (QUICK_SHAPE, QUICK_SIZES) if options.quick else (SHAPE, SIZES)
     if options.sizes:
         sizes = tuple(sorted(set(options.sizes)))
         shape = dataclasses.replace(shape, spreads=max(shape.spreads, *sizes))
     repetitions = options.repetitions or (QUICK_REPETITIONS if options.quick else REPETITIONS)
-    from bench import run as runner
-
     started, commit = runner.now(), runner.commit()  # the code that runs: edits during the run do not count
     found = measure(sizes=sizes, repetitions=repetitions, shape=shape,
                     report=lambda line: print(f"[crossover] {line}", file=sys.stderr, flush=True))

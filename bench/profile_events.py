@@ -238,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interpreter-gc", action="store_true",
                         help="keep the interpreter's garbage-collector thresholds (by default this process "
                              "runs with federation.collector's, as `fedspread coordinator` does)")
+    run.add_replace_option(parser)
     arguments = list(sys.argv[1:] if argv is None else argv)
     options = parser.parse_args(arguments)
+    if (refused := run.kept_reference(options.output, replace=options.replace)) is not None:
+        parser.error(refused)
     at_start = run.load()
     shape: Shape = options.shape
     if shape.spreads < 1 or shape.clusters < 1:

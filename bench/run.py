@@ -67,6 +67,27 @@ def with_load(result: Any, *, at_start: list[float], at_end: list[float]) -> Any
     return result
 
 
+def add_replace_option(parser: argparse.ArgumentParser) -> None:
+    """`--replace`, which lets `--output` overwrite a kept reference result (`kept_reference`)."""
+    parser.add_argument("--replace", action="store_true",
+                        help="let --output overwrite an existing bench/results/reference-*.json (a kept "
+                             "result the documents cite); without it such a run is refused before it starts")
+
+
+def kept_reference(output: pathlib.Path | str | None, *, replace: bool) -> str | None:
+    """Why writing `output` would lose a kept result, or None: an existing
+    bench/results/reference-*.json is what the documents cite, and a run that reproduces it by
+    its own command would silently put new figures under the old sentences. Asked before a run
+    starts, so that a refusal costs nothing."""
+    if output is None or replace:
+        return None
+    path = pathlib.Path(output).resolve()
+    if path.parent == RESULTS.resolve() and path.name.startswith("reference-") and path.exists():
+        return (f"{output} is a kept reference result the documents cite: write this run elsewhere "
+                f"(e.g. bench/results/latest-{path.name.removeprefix('reference-')}) or pass --replace")
+    return None
+
+
 def say(line: str) -> None:
     print(f"[bench] {line}", file=sys.stderr, flush=True)
 
@@ -112,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only these benchmarks")
     parser.add_argument("--output", type=pathlib.Path, default=RESULTS / "latest.json",
                         help="where to write the results (default: bench/results/latest.json)")
+    add_replace_option(parser)
     options = parser.parse_args(argv)
+    if (refused := kept_reference(options.output, replace=options.replace)) is not None:
+        parser.error(refused)
     arguments = tuple(sys.argv[1:] if argv is None else argv)
     results = run_all(quick=options.quick, only=tuple(options.only), command=arguments)
     options.output.parent.mkdir(parents=True, exist_ok=True)
