@@ -13,7 +13,12 @@ a `placement_round.Checker`). The answer is the one the coordinator's own check 
 
 No Ray import: the calls are made on the actor handles the backend gives, and waited for with its
 deadline (`Wait`); a check that fails or misses it raises `loop.BatchUnavailable`, and the round
-is checked in the coordinator instead.
+is answered and checked in the coordinator instead.
+
+The answers go back to the coordinator without the room each took (`Placement.takes`,
+`returned`): only the check reads it, and the rows carry it to the ClusterShards. It was most of
+what the coordinator unpickled per answer; a coordinator that must check the round itself
+after all answers it again (`loop.RoundAnswers`).
 
 What a round sends a SpreadShard — its requests, and later its message inputs — goes as bytes the
 standard library pickled (`pack`, `unpack`): Ray pickles arguments with cloudpickle, whose hook
@@ -126,6 +131,12 @@ def cut(requests: Sequence[loop.PlaceRequest], answers: Sequence[placement.Place
         for name, row in round_check.rows_of(request.key, result, charges=charges, profiles=profiles).items():
             found[routing.shard_of(name, shards=parts)].setdefault(name, []).append(row)
     return found
+
+
+def returned(answers: Sequence[placement.Placement]) -> list[placement.Placement]:
+    """`answers` as the coordinator is sent them once `cut` has made their rows: without `takes`
+    (not part of an answer: equal placements may differ there)."""
+    return [dataclasses.replace(a, takes=()) if a.takes else a for a in answers]
 
 
 class HeldCheck:

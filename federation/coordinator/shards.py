@@ -83,12 +83,13 @@ class SpreadShard:
         return loop.answer_all(requests)
 
     def place_round(self, shipped: bytes, parts: int, round_id: str) -> tuple[Any, ...]:
-        """A round's first answers, then the rows of each of the `parts` ClusterShards' clusters
-        (`round_parts.cut`): one return value each, so each goes to its shard on its own. `shipped`:
-        the `shard_specs.Shipped` requests, packed (`round_parts.pack`)."""
+        """A round's first answers (without the room they took: `round_parts.returned`), then the
+        rows of each of the `parts` ClusterShards' clusters (`round_parts.cut`): one return value
+        each, so each goes to its shard on its own. `shipped`: the `shard_specs.Shipped` requests,
+        packed (`round_parts.pack`)."""
         requests = self._specs.requests(round_id, round_parts.unpack(shipped))
         answers = loop.answer_all(requests)
-        return (answers, *round_parts.cut(requests, answers, parts=parts))
+        return (round_parts.returned(answers), *round_parts.cut(requests, answers, parts=parts))
 
     def encode(self, inputs: bytes, answers: list[placement.Placement]) -> list[shard_messages.Packed | None]:
         """The agents' messages of a `place_round` call's spreads, from its answers (Ray passes the

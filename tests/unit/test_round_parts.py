@@ -85,6 +85,50 @@ def test_a_round_checked_in_parts_is_the_round_checked_here(
     assert parted.replaced == here.replaced > 0
 
 
+def test_the_shards_answers_come_back_without_the_room_they_took_which_their_rows_carry() -> None:
+    """What the coordinator unpickles per answer: no `takes` (only the check reads them, on the
+    ClusterShards); the rows the check reads still have them."""
+    model = contended_world()
+    requests = [loop.request_for(model, e, replicas=e.replicas or 0, now=NOW, kept=frozenset(), in_round=True)
+                for e in sorted(model.spreads(), key=lambda e: e.key)]
+    tokens = shard_specs.tokens()
+    shipped = round_parts.pack([shard_specs.SentSpecs(tokens).ship(r) for r in requests])
+    answers, *parts = shards.SpreadShard().place_round(shipped, 2, "r1")
+    here = loop.answer_all(requests)
+    assert answers == here and any(a.takes for a in here)
+    assert not any(a.takes for a in answers)
+    assert any(row.takes for part in parts for rows in part.values() for row in rows)
+
+
+class _CheckFails:
+    """A round's check on the shards that fails at once (an actor gone), as `RemoteCheck` raises."""
+
+    def first(self) -> round_check.Found:
+        raise loop.BatchUnavailable("a cluster shard died")
+
+    def again(self, taken_out: Iterable[str]) -> round_check.Found:
+        raise AssertionError("never reached")
+
+    def kept(self) -> round_check.Fold:
+        raise AssertionError("never reached")
+
+
+def test_a_round_whose_check_fails_is_answered_again_here_not_checked_on_answers_without_takes() -> None:
+    """The shards answered (without `takes`), then their check failed: checked here on those
+    answers, no take would be refused and the contended pools would be promised twice. The round
+    is answered here again and checked here: the round the coordinator gives alone."""
+    placing = on_parts(spread_shards=2, cluster_shards=2)
+
+    def check_fails(requests: Iterable[loop.PlaceRequest], pools: placement_round.Pools) -> loop.RoundAnswers:
+        return loop.RoundAnswers(placing(requests, pools).placements, _CheckFails())
+
+    keys = [e.key for e in contended_world().spreads()]
+    fell = loop.recompute(contended_world(), keys, now=NOW, parallel_from=2, place_round=check_fails)
+    here = loop.recompute(contended_world(), keys, now=NOW)
+    assert fell.fell_back == "the round's check: a cluster shard died"
+    assert fell.placements == here.placements and fell.replaced == here.replaced > 0
+
+
 def test_requests_sent_in_chunks_are_sent_as_they_are_built_and_answered_in_order() -> None:
     """`send_in_chunks` sends each full chunk before the next request is built; each call holds the
     chunk's requests of one shard, and the answers come back in request order."""

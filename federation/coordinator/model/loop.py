@@ -29,7 +29,7 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from federation.api import cluster, spread
-from federation.coordinator.model import brakes, pending_charges, round_snapshot
+from federation.coordinator.model import brakes, expiries, pending_charges, round_snapshot
 from federation.coordinator.model import world as world_model
 from federation.core import (
     apportion,
@@ -89,7 +89,9 @@ PlaceBatch = Callable[[Sequence[PlaceRequest]], list[placement.Placement]]
 
 class RoundAnswers(typing.NamedTuple):
     """A round's first answers in request order, and its check where it runs beside them (the Ray
-    shards of clusters; None: `placement_round.settle` checks it here)."""
+    shards of clusters; None: `placement_round.settle` checks it here). Answers checked beside
+    may come without the room they took (`Placement.takes`): if that check fails, the round is
+    answered here again before it is checked here."""
 
     placements: list[placement.Placement]
     checker: placement_round.Checker | None
@@ -323,8 +325,12 @@ def _against_one_snapshot(
         collections.deque(requested, maxlen=0)  # built all, whatever the shards had taken
         answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     requests = {r.key: r for r in sent}
-    first = {r.key: round_snapshot.placed(a, running=r.inputs.running, plan=plans[r.key])
-             for r, a in zip(sent, answers, strict=True)}
+
+    def placed(found: Sequence[placement.Placement]) -> dict[str, placement_round.Placed]:
+        return {r.key: round_snapshot.placed(a, running=r.inputs.running, plan=plans[r.key])
+                for r, a in zip(sent, found, strict=True)}
+
+    first = placed(answers)
     rooms = round_snapshot.Rooms(pools)
 
     def again(key: str, room: placement_view.Room) -> placement_round.Placed:
@@ -340,6 +346,7 @@ def _against_one_snapshot(
             return placement_round.settle(pools, first, place=again, checker=checker), fell_back
         except BatchUnavailable as error:
             fell_back = f"the round's check: {str(error) or type(error).__name__}"
+            first = placed(answer_all(sent))  # the shards' answers lack the room they took
     return placement_round.settle(pools, first, place=again), fell_back
 
 
@@ -367,34 +374,9 @@ def failover(world: world_model.World) -> Lost:
 
 def due(world: world_model.World, *, since: datetime.datetime, now: datetime.datetime) -> set[str]:
     """The timer's spreads to place again for what ended in (since, now]: unschedulable marks
-    (`marks_expired`) and timed cluster tolerations (`tolerations_expired`); and deleted spreads
+    and timed cluster tolerations (`expiries`); and deleted spreads
     whose held `Delete` removal is due (`lifecycle.Lifecycle.hold`: the publish sends it); spreads whose
     failback may go on (a cooldown ended, a step's Ready deadline passed: `rebalancing.Rebalancings.due`)."""
-    return (marks_expired(world, since=since, now=now) | tolerations_expired(world, since=since, now=now)
+    return (expiries.marks_expired(world, since=since, now=now)
+            | expiries.tolerations_expired(world, since=since, now=now)
             | world.lifecycle.held_due(now) | world.rebalancing.due(since=since, now=now))
-
-
-def tolerations_expired(
-    world: world_model.World, *, since: datetime.datetime, now: datetime.datetime
-) -> set[str]:
-    """Spreads with a timed clusterToleration (`tolerationSeconds`) of a NoExecute cluster taint
-    that ended in (since, now]: their replicas on that cluster move now."""
-    expired = set()
-    for entry in world.spreads():
-        timed = [t for t in entry.spec.cluster_tolerations if t.toleration_seconds is not None]
-        if timed and any(since < end <= now for name in world.selected(entry.key)
-                         for end in cluster.toleration_ends(world.taints_of(name), tolerations=timed)):
-            expired.add(entry.key)
-    return expired
-
-
-def marks_expired(world: world_model.World, *, since: datetime.datetime, now: datetime.datetime) -> set[str]:
-    """Spreads with an unschedulable mark whose window ended in (since, now]: the marked subset
-    may take replicas in that cluster again, so they are placed anew (the timer's second duty)."""
-    expired = set()
-    for entry in world.spreads():
-        seconds = entry.spec.schedule_strategy.adaptive_settings().unschedulable_seconds
-        window = datetime.timedelta(seconds=seconds)
-        if any(since < mark.since + window <= now for mark in world.marks_for(entry.key)):
-            expired.add(entry.key)
-    return expired
