@@ -169,7 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=pathlib.Path, default=KIT,
                         help="where to build the kit (default: .device-kit in the checkout, git-ignored)")
     options = parser.parse_args(argv)
-    build(options.output)
+    try:
+        build(options.output)
+    except subprocess.CalledProcessError as error:  # pip said why above; no traceback on top of it
+        run.say(f"pip could not download the wheels (exit {error.returncode}): is PyPI reachable?")
+        return 1
+    except subprocess.TimeoutExpired:
+        run.say("pip did not finish downloading the wheels within 30 minutes")
+        return 1
     return 0
 
 

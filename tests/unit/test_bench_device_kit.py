@@ -100,3 +100,16 @@ def test_other_names_are_refused_with_the_ones_that_exist(name: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="ray-N / ray-NxM"):
         placement_compare.variant(name)
     assert placement_compare.variant("local-unbatched") == "local-unbatched"
+
+
+def test_a_download_that_fails_ends_with_a_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    def unreachable(wheels: pathlib.Path) -> None:
+        raise subprocess.CalledProcessError(1, ["pip", "download"])
+
+    monkeypatch.setattr(device_kit, "download", unreachable)
+    monkeypatch.setattr(device_kit.run, "commit", lambda: "abc123")  # a clean checkout
+    assert device_kit.main(["--output", str(tmp_path / "kit")]) == 1
+    assert "could not download the wheels (exit 1)" in capsys.readouterr().err
+
