@@ -146,8 +146,9 @@ def step(
     pools: Sequence[fit.Pool], state: list[Node], items: Sequence[Item], *, admitted: Admitted,
     position: int = 0, shorts: list[list[int]] | None = None,
 ) -> None:
-    """Charge one position's items onto `state` exactly as `overcommit.deduct_pending` does, on whole
-    nano-units; a pool's dict is replaced, never changed (copy on write). Shorts go to `shorts`."""
+    """Charge one position's items onto `state` exactly as `pending_deduction.deduct_pending` does,
+    on whole nano-units; a pool's dict is replaced, never changed (copy on write). Shorts go to
+    `shorts`."""
     for item in items:
         found = admitted(item.profile)
         if not found:

@@ -12,7 +12,7 @@ twice is found afterwards, per node pool, and only the spreads involved are plac
    each node holds with those pending pods charged). Any partition of the round into shards gives
    the same answers (`place_round(first=...)` takes them).
 2. **The check** (`settle`): per cluster, the round's pending charges (`charges_of`: placed minus
-   running, per subset) are folded in key order as `overcommit.deduct_pending` folds them; before
+   running, per subset) are folded in key order as `pending_deduction.deduct_pending` folds them; before
    a spread's charges are folded, the room its placement took (`Placement.takes`, recorded when
    capacity bounds it: Adaptive with simulation) is taken again, in order, with the placement's
    own arithmetic (`placement_passes.NodesLeft`), on what the spreads before it left. A take that no

@@ -116,8 +116,8 @@ class Fold:
         return found
 
     def charge(self, name: str, items: Iterable[overcommit.Charge]) -> None:
-        """Fold charges onto cluster `name` as `overcommit.deduct_pending` does: each pool in turn
-        up to its free pod slots, what fits nowhere charged to nothing."""
+        """Fold charges onto cluster `name` as `pending_deduction.deduct_pending` does: each pool in
+        turn up to its free pod slots, what fits nowhere charged to nothing."""
         pools, state = self._pools.get(name, ()), self.state(name)
         for item in items:
             left, requests = item.pods, item.profile.requests

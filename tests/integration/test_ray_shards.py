@@ -19,7 +19,7 @@ from federation.api import cluster
 from federation.api import spread as spread_api
 from federation.coordinator import backends, shards
 from federation.coordinator.model import capacity, loop, world
-from federation.core import fit, overcommit, placement, placement_inputs
+from federation.core import fit, pending_deduction, placement, placement_inputs
 from tests.support import builders, contended_round, soak
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
@@ -190,7 +190,7 @@ def test_cluster_shards_answer_like_the_local_backend(backend: shards.RayBackend
     expected = backends.LocalBackend()
     report_three(expected)
     pending = capacity.CapacityQuery(cluster="azure", shape=ONE_CPU, pending=(
-        overcommit.PendingPods(cluster="azure", shape=ONE_CPU, count=6),))
+        pending_deduction.PendingPods(cluster="azure", shape=ONE_CPU, count=6),))
     unknown = capacity.CapacityQuery(cluster="nowhere", shape=ONE_CPU)
     assert backend.free_capacity([*queries, pending, unknown]) == \
         expected.free_capacity([*queries, pending, unknown]) == [*ONE_CPU_QUERY.values(), 6, None]

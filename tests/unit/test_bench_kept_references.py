@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bench import placement_compare, placement_crossover, profile_events, run
+from bench import placement_compare, placement_crossover, profile_events, round_shipping, run
 
 KEPT = run.RESULTS / "reference-full.json"
 
@@ -37,7 +37,8 @@ def test_an_existing_reference_is_refused_unless_replaced(tmp_path: pathlib.Path
     (placement_compare.main, ["--runs", "1"]),
     (profile_events.main, ["--json"]),
     (placement_crossover.main, ["--quick"]),
-], ids=["run", "placement_compare", "profile_events", "placement_crossover"])
+    (round_shipping.main, ["--quick"]),
+], ids=["run", "placement_compare", "profile_events", "placement_crossover", "round_shipping"])
 def test_every_runner_refuses_a_kept_reference_before_it_runs(
     main: Callable[[list[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str],
 ) -> None:

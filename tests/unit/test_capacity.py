@@ -12,7 +12,7 @@ from federation.api import cluster, common
 from federation.api import spread as spread_api
 from federation.coordinator import backends
 from federation.coordinator.model import capacity, world
-from federation.core import fit, overcommit, placement, spread_status, status
+from federation.core import fit, pending_deduction, placement, spread_status, status
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 ONE_CPU = fit.shape_from_pod_spec({"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]})
@@ -36,8 +36,8 @@ def spec() -> spread_api.FederatedSpreadSpec:
 def test_free_capacity_counts_pending_pods_and_knows_when_it_knows_nothing() -> None:
     query = capacity.CapacityQuery(cluster="dc1", shape=ONE_CPU)
     assert capacity.free_capacity([STD_POOL], query) == 6  # 2 nodes x (4 - 1) cpu
-    pending = (overcommit.PendingPods(cluster="dc1", shape=ONE_CPU, count=2),
-               overcommit.PendingPods(cluster="aws", shape=ONE_CPU, count=5))  # another cluster's
+    pending = (pending_deduction.PendingPods(cluster="dc1", shape=ONE_CPU, count=2),
+               pending_deduction.PendingPods(cluster="aws", shape=ONE_CPU, count=5))  # another cluster's
     assert capacity.free_capacity([STD_POOL], capacity.CapacityQuery("dc1", ONE_CPU, pending)) == 4
     assert capacity.free_capacity([], query) == 0
     assert capacity.free_capacity(None, query) is None

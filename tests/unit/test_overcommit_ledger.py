@@ -5,7 +5,7 @@
 straightforward one: a fresh `deduct_pending` over the other spreads' pending pods in key order,
 then `fit.pods_per_node` on the result. Random pools (odd node counts, nearly full nodes), random
 shapes (node terms, tolerations, requests that do not divide evenly) and random sequences of
-charge updates, appends and removals in any key order.
+charge updates, appends and removals in any key order, one spread at a time or several at once.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import strategies as fs
 from hypothesis import strategies as st
 
 from federation.api import cluster
-from federation.core import fit, overcommit
+from federation.core import fit, overcommit, pending_deduction
 from tests.support import builders
 
 PROPERTY = hypothesis.settings(
@@ -61,10 +61,10 @@ def reference_slots(
     """Free slots per pool after `deduct_pending` of every spread's charges but `without`'s."""
     snapshot = cluster.CapacitySnapshot(clusters=[cluster.ClusterCapacity(name="c", node_pools=node_pools)])
     pending = [
-        overcommit.PendingPods("c", item.profile.shape, item.pods)
+        pending_deduction.PendingPods("c", item.profile.shape, item.pods)
         for key in sorted(charges) if key != without for item in charges[key]
     ]
-    charged = overcommit.deduct_pending(snapshot, pending).clusters[0].node_pools
+    charged = pending_deduction.deduct_pending(snapshot, pending).clusters[0].node_pools
     return tuple(p.count * fit.pods_per_node(p, shape) for p in charged)
 
 
@@ -80,16 +80,21 @@ def test_the_ledger_answers_exactly_as_deduct_pending(
         if data.draw(st.integers(0, 6)) == 0:
             node_pools = data.draw(pools())
             ledger.set_pools([fit.pool_of(p) for p in node_pools])
-        key = data.draw(st.sampled_from(KEYS))
-        items = tuple(
-            overcommit.Charge(data.draw(st.sampled_from(prepared)), data.draw(st.integers(1, 40)))
-            for _ in range(data.draw(st.integers(0, 3)))
-        )
-        ledger.set_charges(key, items)
-        if items:
-            charges[key] = items
+        keys = data.draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=len(KEYS), unique=True))
+        batch = {
+            key: tuple(overcommit.Charge(data.draw(st.sampled_from(prepared)), data.draw(st.integers(1, 40)))
+                       for _ in range(data.draw(st.integers(0, 3))))
+            for key in keys
+        }
+        if len(batch) == 1:  # one spread's change, or several at once (a round's: `set_many`)
+            ledger.set_charges(*next(iter(batch.items())))
         else:
-            charges.pop(key, None)
+            ledger.set_many(batch)
+        for key, items in batch.items():
+            if items:
+                charges[key] = items
+            else:
+                charges.pop(key, None)
         assert ledger.keys() == sorted(charges)
         for asking in (*KEYS, "ns/none"):
             for item in prepared:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from federation.api import cluster, spread
-from federation.core import fit, overcommit, placement, quotas
+from federation.core import fit, pending_deduction, placement, quotas
 from tests.support.builders import CORDON_TAINT_KEY, member, pool, snapshot, spread_spec
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
@@ -409,7 +409,7 @@ def test_overcommit_protection_two_spreads_share_a_small_cluster() -> None:
     a = placement.place(first, replicas=3, snapshot=small, shape=ONE_CPU)
     assert a.counts() == {"onprem": {"dc1": 3}, "cloud": {"aws-eu": 0}}
     # Spread A's 3 replicas are placed but not running yet: B must not see their room as free.
-    reduced = overcommit.deduct_pending(small, [overcommit.PendingPods("dc1", ONE_CPU, 3)])
+    reduced = pending_deduction.deduct_pending(small, [pending_deduction.PendingPods("dc1", ONE_CPU, 3)])
     b = placement.place(first, replicas=3, snapshot=reduced, shape=ONE_CPU)
     assert b.counts() == {"onprem": {"dc1": 1}, "cloud": {"aws-eu": 2}}
 

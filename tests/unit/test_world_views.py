@@ -29,7 +29,7 @@ from federation.core import (
     apportion,
     fit,
     handover,
-    overcommit,
+    pending_deduction,
     placement,
     placement_round,
     placement_view,
@@ -54,7 +54,7 @@ def reference_shape(entry: world.SpreadEntry) -> fit.PodShape:
     return fit.shape_from_deployment(entry.template) if entry.template else fit.empty_shape()
 
 
-def reference_pending(model: world.World, key: str | Collection[str]) -> list[overcommit.PendingPods]:
+def reference_pending(model: world.World, key: str | Collection[str]) -> list[pending_deduction.PendingPods]:
     """Every other placed spread's placed-but-not-running pods (the pre-issue-7 `pending_of_others`);
     `key` a collection: the pending pods of every spread outside it (a round's snapshot)."""
     besides = {key} if isinstance(key, str) else set(key)
@@ -73,7 +73,8 @@ def reference_pending(model: world.World, key: str | Collection[str]) -> list[ov
             for name, placed in sorted(result.clusters.items()):
                 count = placed - running.get(result.name, {}).get(name, 0)
                 if count > 0:
-                    pending.append(overcommit.PendingPods(cluster=name, shape=subset_shape, count=count))
+                    pending.append(pending_deduction.PendingPods(
+                        cluster=name, shape=subset_shape, count=count))
     return pending
 
 
@@ -90,7 +91,7 @@ def reference_snapshot(model: world.World, key: str) -> cluster.CapacitySnapshot
 def reference_view(model: world.World, key: str) -> placement_view.View:
     entry = model.spread(key)
     assert entry is not None
-    snapshot = overcommit.deduct_pending(reference_snapshot(model, key), reference_pending(model, key))
+    snapshot = pending_deduction.deduct_pending(reference_snapshot(model, key), reference_pending(model, key))
     return placement_view.view_of(entry.spec, snapshot=snapshot, shape=reference_shape(entry))
 
 
@@ -252,7 +253,7 @@ def reference_round(
         if room is None:  # one spread: the view the world shows it
             view = reference_view(twin, key)
         else:
-            snapshot = overcommit.deduct_pending(reference_snapshot(twin, key), outside)
+            snapshot = pending_deduction.deduct_pending(reference_snapshot(twin, key), outside)
             view = placement_view.view_of(entry.spec, snapshot=snapshot, shape=shape, room=room)
         view = placement_view.holding(selectable(view), kept[key])
         running = twin.pods.running_for(key)
@@ -275,7 +276,7 @@ def reference_round(
         if replaced is not None:
             replaced.append(0)
     elif entries:
-        snapshot = overcommit.deduct_pending(reference_snapshot(twin, round_keys[0]), outside)
+        snapshot = pending_deduction.deduct_pending(reference_snapshot(twin, round_keys[0]), outside)
         pools = {c.name: tuple(fit.pool_of(p) for p in c.node_pools) for c in snapshot.clusters}
         settled = placement_round.place_round(round_keys, pools=pools, place=place)
         answers = {key: found.result for key, found in settled.placed.items()}

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from federation.api import cluster, spread
-from federation.core import fit, overcommit, placement
+from federation.core import fit, pending_deduction, placement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +22,7 @@ class CapacityQuery:
 
     cluster: str
     shape: fit.PodShape
-    pending: tuple[overcommit.PendingPods, ...] = ()
+    pending: tuple[pending_deduction.PendingPods, ...] = ()
 
 
 def free_capacity(pools: Sequence[cluster.NodePool] | None, query: CapacityQuery) -> int | None:
@@ -33,13 +33,13 @@ def free_capacity(pools: Sequence[cluster.NodePool] | None, query: CapacityQuery
         return 0
     only = cluster.ClusterCapacity(name=query.cluster, node_pools=list(pools))
     here = cluster.CapacitySnapshot(clusters=[only])
-    charged = overcommit.deduct_pending(here, [p for p in query.pending if p.cluster == query.cluster])
+    charged = pending_deduction.deduct_pending(here, [p for p in query.pending if p.cluster == query.cluster])
     return fit.cluster_capacity(charged.clusters[0], query.shape)
 
 
 def queries_for(
     spec: spread.FederatedSpreadSpec, result: placement.Placement, *, shape: fit.PodShape,
-    pending: Sequence[overcommit.PendingPods] = (),
+    pending: Sequence[pending_deduction.PendingPods] = (),
 ) -> dict[tuple[str, str], CapacityQuery]:
     """One query per (subset, cluster) of the placement, for the subset's pod shape."""
     specs = {s.name: s for s in spec.subsets}

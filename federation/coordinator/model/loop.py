@@ -223,15 +223,14 @@ def place_one(
 
 
 def _store(world: world_model.World, key: str, *, result: placement.Placement,
-           held: frozenset[str], now: datetime.datetime) -> set[str]:
+           held: frozenset[str], now: datetime.datetime, charge: bool = True) -> None:
     """Keep `result` as spread `key`'s placement (placed with the lost clusters `held` keeping
-    their replicas); the clusters where its pending pods changed."""
-    moved = world.store(key, result)
+    their replicas); without `charge`, its pending pods wait for `World.settle_charges`."""
+    world.store(key, result, charge=charge)
     world.settled_placement(key, held=held)
     entry = world.spread(key)
     if entry is not None:
         world.rebalancing.commit(key, result.rebalancing, now=now, spec=entry.spec)
-    return moved
 
 
 def recompute(
@@ -285,8 +284,10 @@ def recompute(
         settled, fell_back = _against_one_snapshot(
             world, entries, held=held, now=now, place_batch=place_batch if parallel else None,
             place_round=place_round if parallel else None)
-        for entry in entries:
-            _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key], now=now)
+        for entry in entries:  # their pending pods charged at once, after the last (`Ledger.set_many`)
+            _store(world, entry.key, result=settled.placed[entry.key].result, held=held[entry.key],
+                   now=now, charge=False)
+        world.settle_charges()
     except BaseException:  # the spreads not stored yet keep their last placements, charged again
         world.restore_charges()
         raise

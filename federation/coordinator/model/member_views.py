@@ -9,7 +9,7 @@ clusters. Which clusters are ready comes from the World's liveness (`liveness.Li
 caches it until a heartbeat or the clock could change it.
 
 `view_for` gives `placement.place_view` exactly the view that `placement_view.view_of` would build
-from `World.snapshot_for` after `overcommit.deduct_pending` of the other spreads' pending pods (a
+from `World.snapshot_for` after `pending_deduction.deduct_pending` of the other spreads' pending pods (a
 unit test compares them on random worlds). The views read the World's records through named,
 read-only inputs (`Inputs`) and never write them; the World tells them what changed through named
 notifications (`cluster_changed`, `clusters_relabelled`, ...), never by writing their state.

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, S
 
 from federation.api import cluster
 from federation.coordinator.model import facts, selection_index
-from federation.core import fit, overcommit, placement, placement_round, status
+from federation.core import fit, overcommit, pending_deduction, placement, placement_round, status
 
 Pods = Mapping[str, Mapping[str, Mapping[str, status.ClusterPods]]]
 """Per spread, per cluster, per subset: the pods agents counted."""
@@ -115,12 +115,12 @@ class PendingCharges:
         stays out, and counts as stale, until it is charged again (`recharge`, through the World's
         `store`) or `restore`d."""
         self.settle()
-        for key in sorted(keys, reverse=True):  # the last key of a ledger comes off by subtraction
+        changes: dict[str, dict[str, tuple[overcommit.Charge, ...]]] = {}
+        for key in keys:
             for name in self._charged.pop(key, ()):
-                ledger = self._ledgers.get(name)
-                if ledger is not None and ledger.set_charges(key, ()):
-                    self._changed(name)
+                changes.setdefault(name, {})[key] = ()
             self._lifted.add(key)
+        self._charge(changes)
 
     def restore(self) -> None:
         """Charge the spreads still lifted again from their stored placements (a round that did not
@@ -172,36 +172,57 @@ class PendingCharges:
 
     def recharge(self, key: str, occupied: selection_index.Occupancy | None = None) -> set[str]:
         """Bring spread `key`'s charges in the ledgers up to date; the clusters where they changed."""
-        new = self._charges_of(key, occupied)
-        changed: set[str] = set()
-        for name in self._charged.get(key, set()) | set(new):
-            ledger = self._ledgers.get(name)
-            if ledger is None:
-                ledger = self._ledgers[name] = overcommit.Ledger()
-                self._changed(name)
-            if ledger.set_charges(key, new.get(name, ())):
-                changed.add(name)
-                self._changed(name)
-        if new:
-            self._charged[key] = set(new)
-        else:
-            self._charged.pop(key, None)
-        self._stale.discard(key)
+        return self._recharged({key: self._charges_of(key, occupied)})
+
+    def stored(self, key: str) -> None:
+        """Spread `key` of a round was stored: its charges are brought up to date with the round's
+        others, all at once, by the next `settle` (`loop.recompute` settles once it stored them all)."""
         self._lifted.discard(key)
-        return changed
+        self._stale.add(key)
 
     def settle(self) -> None:
-        """Recompute the charges of every stale spread (ValueError: a malformed template)."""
+        """Recompute the charges of every stale spread, all at once (ValueError: a malformed
+        template, and nothing changed)."""
         if self._stale:
-            for key in sorted(self._stale):
-                self.recharge(key)
+            self._recharged({key: self._charges_of(key) for key in sorted(self._stale)})
             self._stale = set()  # a set never shrinks: an emptied big one still costs its table to scan
 
-    def pending_pods(self, *, besides: str | None = None) -> list[overcommit.PendingPods]:
+    def _recharged(self, found: Mapping[str, Mapping[str, tuple[overcommit.Charge, ...]]]) -> set[str]:
+        """Charge each spread of `found` (its new charges per cluster) instead of what it charged;
+        the clusters where charges changed."""
+        changes: dict[str, dict[str, tuple[overcommit.Charge, ...]]] = {}
+        for key, new in found.items():
+            for name in self._charged.get(key, set()) | new.keys():
+                changes.setdefault(name, {})[key] = new.get(name, ())
+            if new:
+                self._charged[key] = set(new)
+            else:
+                self._charged.pop(key, None)
+            self._stale.discard(key)
+            self._lifted.discard(key)
+        return self._charge(changes)
+
+    def _charge(self, changes: Mapping[str, Mapping[str, tuple[overcommit.Charge, ...]]]) -> set[str]:
+        """Per cluster, set the charges of the spreads given there (`Ledger.set_many`: a round's at
+        once); the clusters whose ledger changed."""
+        changed: set[str] = set()
+        for name, charges in changes.items():
+            ledger = self._ledgers.get(name)
+            if ledger is None:
+                if not any(charges.values()):
+                    continue
+                ledger = self._ledgers[name] = overcommit.Ledger()
+                self._changed(name)
+            if ledger.set_many(charges):
+                changed.add(name)
+                self._changed(name)
+        return changed
+
+    def pending_pods(self, *, besides: str | None = None) -> list[pending_deduction.PendingPods]:
         """Placed-but-not-running pods of every spread but `besides` (None: of every spread), with
         each subset's shape: by spread key, then subset in placement order, then cluster
         (ValueError: a malformed template)."""
-        found: list[overcommit.PendingPods] = []
+        found: list[pending_deduction.PendingPods] = []
         for key in sorted(self._placed):
             if key == besides or key not in self._spreads:
                 continue
@@ -214,5 +235,6 @@ class PendingCharges:
                 for name, placed in sorted(result.clusters.items()):
                     count = _pending(placed, pods.get(name, {}).get(result.name))
                     if count > 0:
-                        found.append(overcommit.PendingPods(cluster=name, shape=profile.shape, count=count))
+                        found.append(pending_deduction.PendingPods(
+                            cluster=name, shape=profile.shape, count=count))
         return found

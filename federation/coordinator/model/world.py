@@ -311,8 +311,10 @@ class World(world_state.WorldState):
 
     # --- placements ----------------------------------------------------------------------------
 
-    def store(self, key: str, result: placement.Placement) -> set[str]:
-        """Record spread `key`'s new placement; the clusters where its pending pods changed."""
+    def store(self, key: str, result: placement.Placement, *, charge: bool = True) -> set[str]:
+        """Record spread `key`'s new placement; the clusters where its pending pods changed. Without
+        `charge` (a round's spreads), its pending pods are charged with the round's others by
+        `settle_charges`, all at once, and no cluster is named."""
         old = self._records.store(key, result)
         if old is not None:  # what clusters lost now ran before (their agents keep the last assignment)
             self.pods.remember_away(key, old, lost=self.selected(key) - self.ready_selected(key))
@@ -320,7 +322,14 @@ class World(world_state.WorldState):
             return set()  # same replicas where they were, same pods running: same pending pods
         occupied = selection_index.occupancy(result)
         self._index.index_placed(key, occupied)
+        if not charge:
+            self._charges.stored(key)
+            return set()
         return self._charges.recharge(key, occupied)
+
+    def settle_charges(self) -> None:
+        """Charge the pending pods of every spread stored without them (`store`), at once."""
+        self._charges.settle()
 
     def settled_placement(self, key: str, *, held: frozenset[str] = frozenset()) -> None:
         """Spread `key` was placed from the live world: its recorded hub placement is spent, and the

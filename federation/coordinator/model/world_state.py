@@ -38,7 +38,7 @@ from federation.coordinator.model import (
     rebalancing,
     selection_index,
 )
-from federation.core import fit, overcommit, placement
+from federation.core import fit, pending_deduction, placement
 
 DEFAULT_LOST_SECONDS = 60
 
@@ -284,6 +284,6 @@ class WorldState:
         charged (`placement.view_of` of the deducted `snapshot_for`, from the ledgers)."""
         return self._views.view_for(key)
 
-    def pending_pods(self, *, besides: str | None = None) -> list[overcommit.PendingPods]:
+    def pending_pods(self, *, besides: str | None = None) -> list[pending_deduction.PendingPods]:
         """Every other spread's pending pods (`PendingCharges.pending_pods`; ValueError: a bad template)."""
         return self._charges.pending_pods(besides=besides)

@@ -27,7 +27,14 @@ from federation.api import spread as spread_api
 from federation.coordinator import facade
 from federation.coordinator.model import capacity, loop, rebalance_plan
 from federation.coordinator.wire import convert
-from federation.core import failback_round, fit, overcommit, placement, placement_inputs, spread_status
+from federation.core import (
+    failback_round,
+    fit,
+    pending_deduction,
+    placement,
+    placement_inputs,
+    spread_status,
+)
 
 Conditions = Callable[[str], list[common.Condition]]
 
@@ -107,7 +114,7 @@ class WorldSource:
             world = self._coordinator.world
             now = self._coordinator.clock()
             if snapshot is None:
-                snapshot = overcommit.deduct_pending(
+                snapshot = pending_deduction.deduct_pending(
                     world.snapshot_for(""), world.pending_pods(besides=None))
         request = loop.PlaceRequest(key="", spec=spec, replicas=replicas, snapshot=snapshot,
                                     inputs=placement_inputs.PlacementInputs(
