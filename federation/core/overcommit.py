@@ -161,6 +161,8 @@ class Ledger:
         they are at least half of the spreads charged here before or after, every charge is
         folded once, not spread by spread: the same answers, without a step per spread."""
         changed = {key: charges for key, charges in changes.items() if self._charges.get(key, ()) != charges}
+        if not changed:
+            return False
         if 2 * len(changed) < len(self._charges.keys() | changed.keys()):
             return any([self.set_charges(key, changed[key]) for key in sorted(changed, reverse=True)])
         for key, charges in changed.items():

@@ -112,8 +112,8 @@ class PendingCharges:
         """A round places spreads `keys` against one snapshot (`loop.recompute`): take their pending
         pods out of the ledgers (their new placements replace them), every other spread's charges
         brought up to date first, so the ledgers then hold the round's snapshot. A lifted spread
-        stays out, and counts as stale, until it is charged again (`recharge`, through the World's
-        `store`) or `restore`d."""
+        stays out, and counts as stale, until it is charged again (`recharge`, or `stored` then
+        `settle`, through the World's `store`) or `restore`d."""
         self.settle()
         changes: dict[str, dict[str, tuple[overcommit.Charge, ...]]] = {}
         for key in keys:
