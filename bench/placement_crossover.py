@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import os
-import shlex
 import statistics
 import sys
 import time
@@ -200,14 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     started, commit = runner.now(), runner.commit()  # the code that runs: edits during the run do not count
     found = measure(sizes=sizes, repetitions=repetitions, shape=shape,
                     report=lambda line: print(f"[crossover] {line}", file=sys.stderr, flush=True))
-    record = {"command": shlex.join(["python", "-m", "bench.placement_crossover", *(argv or sys.argv[1:])]),
-              "commit": commit, "machine": runner.machine(), "started_at": started,
-              "finished_at": runner.now(), "note": options.note, **found}
-    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-    if options.output:
-        with open(options.output, "w") as out:
-            out.write(text)
-    print(text, end="")
+    record = runner.record_of("bench.placement_crossover", argv or sys.argv[1:], started=started,
+                              commit=commit, found={"note": options.note, **found})
+    runner.publish(record, options.output)
     return 0
 
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import shlex
 import statistics
 import sys
 import time
@@ -158,14 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     started, commit = runner.now(), runner.commit()
     found = measure(QUICK_SHAPE if options.quick else SHAPE, repetitions=options.repetitions,
                     report=lambda line: print(f"[round-shipping] {line}", file=sys.stderr, flush=True))
-    record = {"command": shlex.join(["python", "-m", "bench.round_shipping", *(argv or sys.argv[1:])]),
-              "commit": commit, "machine": runner.machine(), "started_at": started,
-              "finished_at": runner.now(), **found}
-    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-    if options.output:
-        with open(options.output, "w") as out:
-            out.write(text)
-    print(text, end="")
+    record = runner.record_of("bench.round_shipping", argv or sys.argv[1:], started=started, commit=commit,
+                              found=found)
+    runner.publish(record, options.output)
     return 0
 
 

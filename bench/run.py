@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import platform
+import shlex
 import signal
 import subprocess
 import sys
@@ -90,6 +91,24 @@ def kept_reference(output: pathlib.Path | str | None, *, replace: bool) -> str |
 
 def say(line: str) -> None:
     print(f"[bench] {line}", file=sys.stderr, flush=True)
+
+
+def record_of(
+    module: str, argv: list[str], *, started: str, commit: str, found: dict[str, Any],
+) -> dict[str, Any]:
+    """A results document: the command that reproduces it (`python -m module argv`), the commit, the
+    machine, start and end times, and what the run `found`."""
+    return {"command": shlex.join(["python", "-m", module, *argv]), "commit": commit, "machine": machine(),
+            "started_at": started, "finished_at": now(), **found}
+
+
+def publish(record: dict[str, Any], output: str | None) -> None:
+    """Print `record` as JSON, and write it to `output` too when given."""
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    if output:
+        with open(output, "w") as out:
+            out.write(text)
+    print(text, end="")
 
 
 def now() -> str:
