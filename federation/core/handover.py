@@ -62,7 +62,8 @@ def keep_ready(
     whose counts are not verified hold (kept whole).
     """
     unverified = unverified or {}
-    strays, stray_waiting = _strays(result, ready), _strays(result, unverified)
+    shares = _shares(result) if ready or unverified else {}
+    strays, stray_waiting = _strays(shares, ready), _strays(shares, unverified)
     if not strays and not stray_waiting and not _removes_any(result, ready=ready, unverified=unverified):
         return result
     spare = max(0, _matched(result, ready) + sum(strays.values()) - (replicas - result.unplaced))
@@ -116,16 +117,23 @@ def keep_ready(
     return dataclasses.replace(result, subsets=tuple(subsets), clusters=totals)
 
 
-def _strays(result: placement.Placement, counts: Counts) -> dict[str, int]:
-    """Per cluster, the pods of `counts` the placement would remove although no pair of it has
-    them: pods in (subset, cluster) pairs the placement does not have (a subset removed or renamed,
-    a cluster its subset no longer selects, pods in no subset) beyond the room the cluster's own
-    pairs leave (a share above its pods: the member workload keeps that many). They are the
-    spread's until they are gone, so they count and are released first."""
+def _shares(result: placement.Placement) -> dict[str, dict[str, int]]:
+    """The placement's share per cluster, per subset name."""
     shares: dict[str, dict[str, int]] = {}
     for subset in result.subsets:
         for name, share in subset.clusters.items():
             shares.setdefault(name, {})[subset.name] = share
+    return shares
+
+
+def _strays(shares: Mapping[str, Mapping[str, int]], counts: Counts) -> dict[str, int]:
+    """Per cluster, the pods of `counts` the placement (its `_shares`) would remove although no
+    pair of it has them: pods in (subset, cluster) pairs the placement does not have (a subset
+    removed or renamed, a cluster its subset no longer selects, pods in no subset) beyond the room
+    the cluster's own pairs leave (a share above its pods: the member workload keeps that many).
+    They are the spread's until they are gone, so they count and are released first."""
+    if not counts:
+        return {}
     outside: dict[str, int] = {}
     room: dict[str, int] = {}
     for subset_name, per_cluster in counts.items():

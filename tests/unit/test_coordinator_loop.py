@@ -624,6 +624,27 @@ def test_a_standby_that_leads_long_after_it_was_made_gives_agents_their_grace_fr
     assert standby.ready_selected("shop/web") == {"aws"}
 
 
+def test_ready_selected_follows_the_clock_for_a_named_cluster_the_world_does_not_know() -> None:
+    """`ready_selected` is remembered per spread while its entry, selection and readiness stand;
+    a named cluster the World does not know is ready only within its grace, which the readiness
+    of the known clusters does not end: its answer is read again, not remembered."""
+    clock = ManualClock(T0)
+    model = world.World(clock, grace_from=clock())
+    model.upsert_cluster("aws", labels={names.REGION_LABEL: "eu"})
+    model.inventory("aws", [builders.node_pool(2)])
+    add_spread(model, builders.federated_spread(subsets=[
+        {"name": "onprem", "clusters": ["ghost"]}, {"name": "cloud", "clusters": ["aws"]}],
+        lost_seconds=100), replicas=2)
+    clock.advance(50)
+    model.heartbeat("aws")  # aws is ready until T0 + 150, the ghost's grace ends at T0 + 100
+    clock.advance(10)
+    assert model.ready_selected("shop/web") == {"ghost", "aws"}
+    clock.advance(50)  # T0 + 110: no heartbeat since, the readiness of aws stands
+    assert model.ready_selected("shop/web") == {"aws"}
+    model.heartbeat("aws")
+    assert model.ready_selected("shop/web") == {"aws"}
+
+
 def test_a_batch_the_backend_cannot_answer_is_placed_in_process() -> None:
     """`place_batch` raising BatchUnavailable (the Ray shards' deadline): the round answers the same
     requests here, says why, and gives what the one-after-the-other pass gives."""

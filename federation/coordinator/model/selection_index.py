@@ -70,7 +70,9 @@ class SelectionIndex:
         self._selectors: dict[str, Selector] = {}
         self.selector_keys: dict[str, tuple[str | None, ...]] = {}
         """Per spread, per subset in spec order, the key of its cluster selector (None: it has none)."""
-        self._selection: dict[str, tuple[int, tuple[tuple[str, ...], ...]]] = {}
+        self._selection: dict[str, tuple[int, tuple[tuple[str, ...], ...], frozenset[str]]] = {}
+        """Per spread, the epoch it was matched at, its selection (`selection_of`) and the clusters
+        in it (`selected_of`): a round asks for both several times per spread."""
         self._placed_on: dict[str, set[str]] = {}
         self._occupied: dict[str, frozenset[str]] = {}
 
@@ -161,9 +163,16 @@ class SelectionIndex:
 
     def selection_of(self, key: str) -> tuple[tuple[str, ...], ...]:
         """Per subset its member clusters in fill order (`placement_view.selected_clusters`)."""
+        return self._selected(key)[1]
+
+    def selected_of(self, key: str) -> frozenset[str]:
+        """Every cluster in spread `key`'s selection (`selection_of`), as one set."""
+        return self._selected(key)[2]
+
+    def _selected(self, key: str) -> tuple[int, tuple[tuple[str, ...], ...], frozenset[str]]:
         cached = self._selection.get(key)
         if cached is not None and cached[0] == self._epoch:
-            return cached[1]
+            return cached
         selected: list[tuple[str, ...]] = []
         for subset, found in zip(self._spreads[key].spec.subsets, self.selector_keys[key], strict=True):
             if subset.clusters is not None:
@@ -173,8 +182,9 @@ class SelectionIndex:
                 selected.append(self.selector_members(found))
             else:
                 selected.append(())
-        self._selection[key] = (self._epoch, tuple(selected))
-        return self._selection[key][1]
+        every = frozenset(selected[0]) if len(selected) == 1 else frozenset().union(*selected)
+        cached = self._selection[key] = (self._epoch, tuple(selected), every)
+        return cached
 
     def selecting(self, name: str) -> set[str]:
         """Spreads whose subsets can select cluster `name`, or that have replicas placed there."""

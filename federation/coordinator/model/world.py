@@ -357,4 +357,5 @@ class World(world_state.WorldState):
         """Spread `key`'s spec or template changed: its shapes and charges are computed again."""
         self._charges.forget_plan(key)
         self._index.forget(key)
+        self._ready_selected.pop(key, None)
 

@@ -105,6 +105,9 @@ class WorldState:
             clusters=members, index=self._index, readiness=self.liveness.readiness, clock=clock,
         ))
         self._charges = self._views.charges
+        self._ready_selected: dict[str, tuple[SpreadEntry, object, object, frozenset[str]]] = {}
+        """Per spread, `ready_selected`'s last answer with the entry, readiness and selection it
+        was read from (any of them replaced: read again; a deleted spread's entry stays until then)."""
 
     # --- readers -------------------------------------------------------------------------------
 
@@ -162,23 +165,36 @@ class WorldState:
         return tuple(self._pools.get(name, ()))
 
     def ready_selected(self, key: str) -> frozenset[str]:
-        """The clusters spread `key`'s subsets select that are ready for it now."""
+        """The clusters spread `key`'s subsets select that are ready for it now (remembered per
+        spread while its entry, its selection and the readiness it was read from stand: a round
+        asks up to five times per spread)."""
         entry = self._spreads.get(key)
         if entry is None:
             return frozenset()
-        ready = self.liveness.readiness(entry.lost_after).ready
-        found: set[str] = set()
+        readiness = self.liveness.readiness(entry.lost_after)
         selection = self._index.selection_of(key)
+        kept = self._ready_selected.get(key)
+        if kept is not None and kept[0] is entry and kept[1] is readiness and kept[2] is selection:
+            return kept[3]
+        ready, found, complete = readiness.ready, set[str](), True
         for index, (subset, selector) in enumerate(
                 zip(entry.spec.subsets, self._index.selector_keys[key], strict=True)):
             if subset.clusters is not None:
                 for name in selection[index]:  # the named ones, less any decommissioned
                     flag = ready.get(name)
-                    if flag or (flag is None and self.ready(name, after=entry.lost_after)):
-                        found.add(name)  # (a named cluster the World does not know: ask the liveness)
+                    if flag is None:  # a named cluster the World does not know: ask the liveness
+                        complete = False
+                        flag = self.ready(name, after=entry.lost_after)
+                    if flag:
+                        found.add(name)
             elif selector is not None:
                 found |= self._index.ready_members(selector, ready)
-        return frozenset(found)
+        result = frozenset(found)
+        if complete:  # (the liveness answers for an unknown cluster from the clock: not kept)
+            self._ready_selected[key] = (entry, readiness, selection, result)
+        else:
+            self._ready_selected.pop(key, None)
+        return result
 
     def departing_lost(self) -> set[str]:
         """The spreads placed while a cluster leaving their selection kept their pods, that
@@ -228,7 +244,7 @@ class WorldState:
         """Every cluster spread `key`'s subsets name or select (`known`: only clusters the World knows)."""
         if key not in self._spreads:
             return frozenset()
-        found = frozenset(name for names in self._index.selection_of(key) for name in names)
+        found = self._index.selected_of(key)
         return found & self._index.cluster_set() if known else found
 
     def marks_for(self, key: str) -> list[placement.UnschedulableMark]:
