@@ -21,7 +21,9 @@ Everything here runs under the facade's lock; nothing here places.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import json
 import logging
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -39,6 +41,21 @@ NOT_SELECTED = "cluster no longer selected"
 NO_REPLICAS_LEFT = "no replicas here: a share of 0 and no pods left"
 
 
+@dataclasses.dataclass
+class _Built:
+    """What a spread's messages are built from that changes only with its template or spec."""
+
+    template: object
+    """The hub template it was built from (compared by identity)."""
+    spec: object
+    """The spec it was built from (compared by identity)."""
+    trimmed: Mapping[str, Any]
+    revision: str
+    parts: assignments.SpecParts
+    text: str | None = None
+    """`trimmed` as the messages carry it (`template_json`), once a message was built here."""
+
+
 class Delivery:
     """What each connected agent holds and is sent (the streams are the facade's, shared)."""
 
@@ -49,9 +66,9 @@ class Delivery:
         self._streams = streams
         self.sent = deliveries.SentLedger()
         """What each agent was last sent per spread (`wire.deliveries`)."""
-        self._built: dict[str, tuple[object, object, Mapping[str, Any], str, assignments.SpecParts]] = {}
+        self._built: dict[str, _Built] = {}
         """Per spread, its hub template and spec (the objects), the template trimmed, its revision,
-        and the spec's `SpecParts`: built once per template and spec, not once per publish."""
+        its JSON, and the spec's `SpecParts`: built once per template and spec, not once per publish."""
 
     def resync(self, stream: AgentStream, *, waiting: frozenset[str]) -> None:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice;
@@ -115,16 +132,20 @@ class Delivery:
         # A member Job is never removed for a share of 0 or a deselection: it pauses at parallelism 0
         # (its completions are immutable; removed, they would be divided again and run twice).
         member_jobs = set(self.world.pods.workloads_for(key)) if job_spreads.is_job(entry) else set()
-        cached = self._built.get(key)
-        if cached is None or cached[0] is not entry.template or cached[1] is not entry.spec:
-            trimmed = assignments.trimmed_template(entry.template)
-            cached = self._built[key] = (entry.template, entry.spec, trimmed,
-                                         assignments.revision_of(trimmed),
-                                         assignments.parts_of(entry.spec, key=key))
+        cached = self._built_for(entry)
         return assignments.inputs_of(
             entry, marks=self.world.marks_for(key), now=now, keep=holding | member_jobs,
-            objects=self.world.hub_objects, keep_unselected=member_jobs, template=(cached[2], cached[3]),
-            parts=cached[4])
+            objects=self.world.hub_objects, keep_unselected=member_jobs,
+            template=(cached.trimmed, cached.revision), parts=cached.parts)
+
+    def _built_for(self, entry: world_model.SpreadEntry) -> _Built:
+        cached = self._built.get(entry.key)
+        if cached is None or cached.template is not entry.template or cached.spec is not entry.spec:
+            trimmed = assignments.trimmed_template(entry.template)
+            cached = self._built[entry.key] = _Built(
+                entry.template, entry.spec, trimmed, assignments.revision_of(trimmed),
+                assignments.parts_of(entry.spec, key=entry.key))
+        return cached
 
     def inputs_for_shards(self, key: str, *, now: datetime.datetime) -> assignments.MessageInputs | None:
         """`inputs_for`, for a SpreadShard to build spread `key`'s messages from beside its answer
@@ -142,9 +163,12 @@ class Delivery:
         inputs = self.inputs_for(key, now=now, keep=keep)
         if entry is None or result is None or inputs is None:
             return {}
+        built = self._built_for(entry)
+        if built.text is None:
+            built.text = json.dumps(built.trimmed)
         return assignments.stamped(assignments.build(
-            inputs, result, only=only, job_completions=job_spreads.completions(self.world, entry, result)),
-            now=now)
+            inputs, result, only=only, job_completions=job_spreads.completions(self.world, entry, result),
+            template_json=built.text if inputs.template is built.trimmed else None), now=now)
 
     def publish_spread(self, key: str, *, listening: Collection[str], now: datetime.datetime,
                        settled: bool, encodings: shard_messages.Encodings | None = None) -> None:

@@ -98,6 +98,25 @@ def test_for_clusters_is_build_on_the_entrys_inputs() -> None:
     assert old == assignments.build(inputs, model.placements[KEY], only={"aws"})
 
 
+def test_the_coordinators_messages_from_its_kept_template_json_are_the_shards_bytes() -> None:
+    """`Delivery` keeps each spread's template JSON while its template stands (a drain builds a
+    thousand spreads' messages again): what it builds is byte for byte what a shard encodes, the
+    first time, the next, and after the template changed."""
+    model = placed_world()
+    sent = delivery.Delivery(model, clock=ManualClock(T0), streams={})
+    for template in (None, builders.deployment("web", namespace="shop", cpu="2")):
+        if template is not None:  # the template changes: its JSON is dumped again
+            loop.recompute(model, model.set_target(KEY, replicas=5, template=template), now=T0)
+        for _ in range(2):  # the second build uses the JSON the first one kept
+            built = sent.assignments_for(KEY, now=T0)
+            inputs = sent.inputs_for_shards(KEY, now=T0)
+            assert inputs is not None
+            encoded = assignments.encode(inputs, model.placements[KEY])
+            assert {name: message.SerializeToString() for name, message in built.items()} == {
+                name: item.data for name, item in encoded.items()}
+            assert '"cpu": "2"' in built["aws"].template_json or template is None
+
+
 class Shards:
     """What a RayBackend does with `Encodings` for one call of spreads `keys`, without Ray."""
 

@@ -188,7 +188,7 @@ def for_clusters(
 
 def build(
     inputs: MessageInputs, result: placement.Placement, *, only: Collection[str] | None = None,
-    job_completions: Mapping[str, int] | None = None,
+    job_completions: Mapping[str, int] | None = None, template_json: str | None = None,
 ) -> dict[str, agent_pb2.SpreadAssignment]:
     """One assignment per cluster a subset gives replicas, or that a subset selects and is in
     `inputs.keep` (it still holds pods or a workload of the spread: it is sent its zero quotas until
@@ -209,6 +209,7 @@ def build(
     (`model.job_spreads.completions`; a cluster absent gets 0: no member Job is created there).
     `inputs.keep_unselected`: clusters sent their zero quotas even when no subset selects them any
     more (a member Job there pauses at parallelism 0 rather than being removed with its completions).
+    `template_json`: `json.dumps(inputs.template)`, where the caller keeps it (dumped here otherwise).
     """
     keep = inputs.keep
     names = every = sorted({name for s in result.subsets for name, count in s.clusters.items()
@@ -222,7 +223,8 @@ def build(
     rules = {rule.name: rule for rule in spec.rules}
     shared = assignment.Assignment(
         spread=inputs.key, generation=inputs.generation, namespace=inputs.key.partition("/")[0],
-        workload=spec.workload, replicas=0, template=dict(inputs.template), template_revision=inputs.revision,
+        workload=spec.workload, replicas=0, template_revision=inputs.revision,
+        template={} if template_json is not None else dict(inputs.template),  # (its JSON set below)
         subsets=tuple(dataclasses.replace(rules[s.name], index=i) if s.name in rules
                       else assignment.SubsetRule(name=s.name, index=i, quota=0)
                       for i, s in enumerate(result.subsets)),
@@ -231,6 +233,8 @@ def build(
         dependencies=inputs.dependencies if spec.propagate_dependencies else (),
     )
     base = shared.to_proto()
+    if template_json is not None:
+        base.template_json = template_json
     budgets = divided_budgets(shared.dependencies, {
         name: sum(s.clusters.get(name, 0) for s in result.subsets) for name in every})
     messages: dict[str, agent_pb2.SpreadAssignment] = {}
