@@ -134,7 +134,7 @@ class Placement:
         `current`, stability would hold on to them and the next round would answer differently
         with the same inputs (a kept cluster's pods would stay, its replacement's go)."""
         return {s.name: {name: count - s.kept_clusters.get(name, 0) for name, count in s.clusters.items()}
-                for s in self.subsets}
+                if s.kept_clusters else dict(s.clusters) for s in self.subsets}
 
     def to_json(self, *, rebalance: Mapping[str, object] | None = None) -> dict[str, object]:
         """The placement document of `fedspread simulate -o json` (no `"ready"`: nothing runs), with

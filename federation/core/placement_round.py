@@ -87,6 +87,10 @@ def profiles_of(spec: spread.FederatedSpreadSpec, shape: fit.PodShape) -> tuple[
     return tuple(fit.profile(fit.with_subset(shape, subset)) for subset in spec.subsets)
 
 
+def _given(item: tuple[str, int]) -> bool:
+    return item[1] > 0
+
+
 def charges_of(
     result: placement.Placement, *, running: Mapping[str, Mapping[str, int]] | None,
     profiles: Sequence[fit.Profile],
@@ -97,7 +101,11 @@ def charges_of(
     found: dict[str, list[overcommit.Charge]] = {}
     for subset, profile in zip(result.subsets, profiles, strict=True):
         ran = running.get(subset.name) or {}
-        for name, count in subset.clusters.items():
+        # Most members of a wide subset hold nothing: with no negative running count, only the
+        # clusters given replicas can have pods pending.
+        placed = (subset.clusters.items() if any(count < 0 for count in ran.values())
+                  else filter(_given, subset.clusters.items()))
+        for name, count in placed:
             pending = count - ran.get(name, 0)
             if pending > 0:
                 found.setdefault(name, []).append(overcommit.Charge(profile, pending))

@@ -237,6 +237,26 @@ def test_a_take_is_checked_with_the_placements_own_arithmetic() -> None:
     assert answers(settled.placed) == answers(sequential)
 
 
+@pytest.mark.parametrize(("running", "expected"), [
+    (None, {"c0": [2], "c2": [1, 3]}),
+    ({"a": {"c0": 1, "c1": 5}, "b": {"c2": 3}}, {"c0": [1], "c2": [1]}),
+    ({"a": {"c1": -1}}, {"c0": [2], "c1": [1], "c2": [1, 3]}),  # (a count no report gives: kept exact)
+])
+def test_a_placements_charges_are_its_pending_pods_per_cluster(
+    running: Counts | None, expected: Mapping[str, list[int]],
+) -> None:
+    """`charges_of`: placed minus running where positive, per subset in placement order; a cluster
+    a subset gives nothing charges nothing there (the wide subsets' members are mostly such)."""
+    def subset(name: str, clusters: dict[str, int]) -> placement.SubsetPlacement:
+        return placement.SubsetPlacement(name, sum(clusters.values()), clusters, None, None, 0, ())
+
+    result = placement.Placement(6, 0, 0, (subset("a", {"c0": 2, "c1": 0, "c2": 1}),
+                                           subset("b", {"c1": 0, "c2": 3, "c3": 0})), {})
+    profiles = (fit.profile(CPU_1), fit.profile(CPU_1))
+    found = placement_round.charges_of(result, running=running, profiles=profiles)
+    assert {name: [charge.pods for charge in charges] for name, charges in found.items()} == expected
+
+
 def test_pods_in_flight_beyond_the_room_contend_with_no_one_alone() -> None:
     # a's 4 pods do not run yet and c0 has room for 2 only (its nodes filled meanwhile): a's own
     # placement finds room for 2 of them, and so does the check; only a spread that needs some of
