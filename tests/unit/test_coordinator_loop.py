@@ -7,7 +7,9 @@ marks) into a `world.World`, runs the loop, and checks placements and what the a
 from __future__ import annotations
 
 import datetime
+import gc
 import logging
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -643,6 +645,28 @@ def test_ready_selected_follows_the_clock_for_a_named_cluster_the_world_does_not
     assert model.ready_selected("shop/web") == {"aws"}
     model.heartbeat("aws")
     assert model.ready_selected("shop/web") == {"aws"}
+
+
+def test_a_remembered_ready_selected_keeps_no_reading_of_every_cluster_alive() -> None:
+    """The memo keeps the readiness's serial, not the reading (a map of every cluster): spreads
+    asked at different times must not each hold a reading of their own once it is replaced."""
+    clock = ManualClock(T0)
+    model = world.World(clock)
+    for name in ("dc1", "aws"):
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        model.inventory(name, [builders.node_pool(2)])
+        model.heartbeat(name)
+    for name in ("web", "api"):
+        add_spread(model, builders.federated_spread(name, subsets=TWO_SUBSETS), replicas=2)
+    entry = model.spread("shop/web")
+    assert entry is not None
+    reading = weakref.ref(model.liveness.readiness(entry.lost_after))
+    assert model.ready_selected("shop/web") == {"dc1", "aws"}  # remembered, and not asked again
+    clock.advance(61)  # dc1 silent past clusterLostSeconds: a new reading
+    model.heartbeat("aws")
+    assert model.ready_selected("shop/api") == {"aws"}
+    gc.collect()
+    assert reading() is None
 
 
 def test_a_batch_the_backend_cannot_answer_is_placed_in_process() -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 from collections.abc import Callable
 
 from federation.coordinator.model import brakes, failover
@@ -41,6 +42,9 @@ class Readiness:
     until: datetime.datetime | None
     ready: dict[str, bool]
     silent: frozenset[str]
+    serial: int
+    """Unique to this reading among the Liveness's: what a memo of an answer read from it keeps,
+    rather than the reading itself (`WorldState.ready_selected`)."""
 
 
 class Liveness:
@@ -64,6 +68,7 @@ class Liveness:
         """Bumped on every forgotten cluster, restart of the grace and heartbeat that could change a
         cached readiness (`heard`): cached readiness is stale."""
         self._readiness: dict[datetime.timedelta, Readiness] = {}
+        self._serials = itertools.count(1)
 
     # --- events --------------------------------------------------------------------------------
 
@@ -132,7 +137,8 @@ class Liveness:
                 until = deadline if until is None else min(until, deadline)
             elif not flag and last is not None:
                 silent.append(name)
-        found = self._readiness[after] = Readiness(self._beats, names, now, until, ready, frozenset(silent))
+        found = self._readiness[after] = Readiness(self._beats, names, now, until, ready, frozenset(silent),
+                                                      next(self._serials))
         return found
 
     def heard_from_any(self, after: datetime.timedelta) -> bool:

@@ -105,9 +105,11 @@ class WorldState:
             clusters=members, index=self._index, readiness=self.liveness.readiness, clock=clock,
         ))
         self._charges = self._views.charges
-        self._ready_selected: dict[str, tuple[SpreadEntry, object, object, frozenset[str]]] = {}
-        """Per spread, `ready_selected`'s last answer with the entry, readiness and selection it
-        was read from (any of them replaced: read again; a deleted spread's entry stays until then)."""
+        self._ready_selected: dict[str, tuple[SpreadEntry, int, object, frozenset[str]]] = {}
+        """Per spread, `ready_selected`'s last answer with the entry, the readiness's serial and the
+        selection it was read from (any of them replaced: read again). Not the readiness itself: a
+        reading of every cluster, one kept per spread asked at a different time would add up.
+        Dropped with the spread's plan (`World._forget_plan`: spec or template changed, deleted)."""
 
     # --- readers -------------------------------------------------------------------------------
 
@@ -174,7 +176,7 @@ class WorldState:
         readiness = self.liveness.readiness(entry.lost_after)
         selection = self._index.selection_of(key)
         kept = self._ready_selected.get(key)
-        if kept is not None and kept[0] is entry and kept[1] is readiness and kept[2] is selection:
+        if kept is not None and kept[0] is entry and kept[1] == readiness.serial and kept[2] is selection:
             return kept[3]
         ready, found, complete = readiness.ready, set[str](), True
         for index, (subset, selector) in enumerate(
@@ -191,7 +193,7 @@ class WorldState:
                 found |= self._index.ready_members(selector, ready)
         result = frozenset(found)
         if complete:  # (the liveness answers for an unknown cluster from the clock: not kept)
-            self._ready_selected[key] = (entry, readiness, selection, result)
+            self._ready_selected[key] = (entry, readiness.serial, selection, result)
         else:
             self._ready_selected.pop(key, None)
         return result
