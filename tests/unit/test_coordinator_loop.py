@@ -669,6 +669,27 @@ def test_a_remembered_ready_selected_keeps_no_reading_of_every_cluster_alive() -
     assert reading() is None
 
 
+def test_spreads_that_select_the_same_clusters_share_one_set_of_them() -> None:
+    """A round remembers each spread's selected and ready clusters; spreads selecting the same
+    clusters (a region, with or without a named cluster of it) share one set rather than hold
+    one each (hundreds of names at 10,000 spreads); one cluster lost, each has its own answer."""
+    clock = ManualClock(T0)
+    model = world.World(clock)
+    for name in ("dc1", "aws", "gcp"):
+        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
+        model.inventory(name, [builders.node_pool(2)])
+        model.heartbeat(name)
+    add_spread(model, builders.federated_spread("web", subsets=REGION), replicas=2)
+    home = {"name": "home", "clusters": ["aws"]}
+    add_spread(model, builders.federated_spread("api", subsets=[home, *REGION]), replicas=2)
+    assert model.selected("shop/web") is model.selected("shop/api")
+    assert model.ready_selected("shop/web") is model.ready_selected("shop/api") is model.selected("shop/web")
+    clock.advance(61)
+    for name in ("aws", "gcp"):
+        model.heartbeat(name)
+    assert model.ready_selected("shop/web") == model.ready_selected("shop/api") == {"aws", "gcp"}
+
+
 def test_a_batch_the_backend_cannot_answer_is_placed_in_process() -> None:
     """`place_batch` raising BatchUnavailable (the Ray shards' deadline): the round answers the same
     requests here, says why, and gives what the one-after-the-other pass gives."""

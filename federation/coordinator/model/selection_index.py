@@ -73,6 +73,10 @@ class SelectionIndex:
         self._selection: dict[str, tuple[int, tuple[tuple[str, ...], ...], frozenset[str]]] = {}
         """Per spread, the epoch it was matched at, its selection (`selection_of`) and the clusters
         in it (`selected_of`): a round asks for both several times per spread."""
+        self._unions: dict[frozenset[str], frozenset[str]] = {}
+        """The distinct `selected_of` sets of this epoch, each kept once: spreads that select the
+        same clusters (a region, whatever their subsets) share one set, not a set of hundreds of
+        names each."""
         self._placed_on: dict[str, set[str]] = {}
         self._occupied: dict[str, frozenset[str]] = {}
 
@@ -93,6 +97,7 @@ class SelectionIndex:
         """The set of clusters or their labels changed: selections must be matched again."""
         self._names = None
         self._epoch += 1
+        self._unions = {}
 
     def labels(self, name: str) -> dict[str, str]:
         """Cluster `name`'s topology labels (none before its MemberCluster is seen)."""
@@ -183,6 +188,7 @@ class SelectionIndex:
             else:
                 selected.append(())
         every = frozenset(selected[0]) if len(selected) == 1 else frozenset().union(*selected)
+        every = self._unions.setdefault(every, every)
         cached = self._selection[key] = (self._epoch, tuple(selected), every)
         return cached
 

@@ -191,7 +191,8 @@ class WorldState:
                         found.add(name)
             elif selector is not None:
                 found |= self._index.ready_members(selector, ready)
-        result = frozenset(found)
+        every = self._index.selected_of(key)  # (`found` is part of it: the same size, the same set)
+        result = every if len(found) == len(every) else frozenset(found)
         if complete:  # (the liveness answers for an unknown cluster from the clock: not kept)
             self._ready_selected[key] = (entry, readiness.serial, selection, result)
         else:
