@@ -651,11 +651,7 @@ def test_a_remembered_ready_selected_keeps_no_reading_of_every_cluster_alive() -
     """The memo keeps the readiness's serial, not the reading (a map of every cluster): spreads
     asked at different times must not each hold a reading of their own once it is replaced."""
     clock = ManualClock(T0)
-    model = world.World(clock)
-    for name in ("dc1", "aws"):
-        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
-        model.inventory(name, [builders.node_pool(2)])
-        model.heartbeat(name)
+    model = new_world(clock, {"dc1": 2, "aws": 2})
     for name in ("web", "api"):
         add_spread(model, builders.federated_spread(name, subsets=TWO_SUBSETS), replicas=2)
     entry = model.spread("shop/web")
@@ -674,11 +670,7 @@ def test_spreads_that_select_the_same_clusters_share_one_set_of_them() -> None:
     clusters (a region, with or without a named cluster of it) share one set rather than hold
     one each (hundreds of names at 10,000 spreads); one cluster lost, each has its own answer."""
     clock = ManualClock(T0)
-    model = world.World(clock)
-    for name in ("dc1", "aws", "gcp"):
-        model.upsert_cluster(name, labels={names.REGION_LABEL: "eu"})
-        model.inventory(name, [builders.node_pool(2)])
-        model.heartbeat(name)
+    model = new_world(clock, {"dc1": 2, "aws": 2, "gcp": 2})
     add_spread(model, builders.federated_spread("web", subsets=REGION), replicas=2)
     home = {"name": "home", "clusters": ["aws"]}
     add_spread(model, builders.federated_spread("api", subsets=[home, *REGION]), replicas=2)
