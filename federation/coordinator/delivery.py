@@ -221,12 +221,15 @@ class Delivery:
         reason: str = NOT_SELECTED, orphan: bool = False,
     ) -> None:
         """Send cluster `name`'s resynced stream `new` (None: a removal, orphaning the workload when
-        `orphan`; encoded: decoded only when sent) unless it holds the same."""
+        `orphan`; encoded: its bytes as the shard made them) unless it holds the same."""
         stream = self._streams.get(name)
         if stream is None or not stream.resynced:
             return
         message = self.sent.deliver(name, key, new, reason=reason, orphan=orphan)
-        if isinstance(message, agent_pb2.SpreadAssignment):
+        if isinstance(message, assignments.Encoded):  # a shard's bytes, sent as they are
+            stream.send_assignment(spread=key, assignment=message.data)
+            self.world.pods.sent(name, key, quotas=dict(message.quotas))
+        elif isinstance(message, agent_pb2.SpreadAssignment):
             stream.send(assignment=message)
             self.world.pods.sent(name, key, quotas=assignments.quotas(message))
         elif message is not None:
@@ -240,7 +243,7 @@ class Delivery:
         """Cluster `name` applied an assignment of spread `key`: if what it holds now is a share of 0
         and it reports no pods of the spread, it is sent the removal (its pod reports would not
         change, so no publish would send it)."""
-        last, entry = self.sent.last(name, key), self.world.spread(key)
-        if (last is not None and last.replicas == 0 and name not in self.world.pods.holding(key)
+        replicas, entry = self.sent.replicas_sent(name, key), self.world.spread(key)
+        if (replicas == 0 and name not in self.world.pods.holding(key)
                 and self.world.pods.verified(name, key) and (entry is None or entry.replicas != 0)):
             self.deliver(name, key, None, reason=NO_REPLICAS_LEFT)

@@ -26,8 +26,9 @@ from agents import outbox as outbox_mod
 from agents.link import client as link_mod
 from agents.link import stream as stream_mod
 from federation.coordinator import facade
-from federation.coordinator.model import world
+from federation.coordinator.model import loop, world
 from federation.coordinator.services import agent_service, aio_server
+from federation.coordinator.wire import assignments
 from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
 from tests.support import builders, polling
 from tests.support.clock import ManualClock
@@ -126,6 +127,43 @@ def test_the_link_is_sent_batches_holds_every_assignment_and_every_ack_applies(s
         acks = [m for m in served.received if m.WhichOneof("body") == "acks"]
         assert sum(len(m.acks.acks) for m in acks) + sum(
             1 for m in served.received if m.WhichOneof("body") == "ack") == SPREADS
+    finally:
+        link.stop()
+
+
+def test_a_shards_serialized_assignments_reach_the_link_as_they_were_built(served: Served) -> None:
+    """Assignments a SpreadShard serialized (`assignments.Encoded`) go through the ledger, the outbox
+    and the writer as bytes (`rpc.framing`), never parsed in the coordinator: the real link parses
+    them, holds them and acknowledges them like any other."""
+    bookkeeping, reports = bookkeeping_mod.Bookkeeping(), outbox_mod.ReportOutbox()
+    reports.put_inventory(outbox_mod.inventory_message([builders.node_pool(2)], sequence=1, observed_at=T0))
+    link = link_mod.Link(link_mod.LinkSettings(served.target, "dc1", heartbeat_seconds=0.2),
+                         bookkeeping=bookkeeping, outbox=reports)
+    link.start()
+    try:
+        assert link.wait_connected(DEADLINE)
+        wait(link.synced.is_set, what="ResyncComplete")
+        wait(lambda: len(served.removals_checked) >= SPREADS, what="the resync's acks applied")
+        delivery, model = served.coordinator._delivery, served.coordinator.world
+        scaled = [f"shop/s{n:02d}" for n in range(0, SPREADS, 2)]
+        with served.coordinator.lock:
+            for key in scaled:
+                loop.recompute(model, model.set_target(
+                    key, replicas=3, template=builders.deployment(key.partition("/")[2], namespace="shop",
+                                                                  cpu=None)), now=T0)
+                inputs = delivery.inputs_for(key, now=T0)
+                assert inputs is not None
+                encoded = assignments.encode(inputs, model.placements[key])["dc1"]
+                delivery.deliver("dc1", key, encoded)
+                assert model.pods._delivered["dc1"][key] == dict(encoded.quotas) == {"home": 3}
+
+        def held() -> dict[str, int]:
+            return {item.spread: item.replicas for item in bookkeeping.assignments()}
+
+        wait(lambda: all(held()[key] == 3 for key in scaled), what="the encoded assignments held")
+        assert held() == {f"shop/s{n:02d}": 3 if n % 2 == 0 else 1 for n in range(SPREADS)}
+        wait(lambda: len(served.removals_checked) >= SPREADS + len(scaled), what="their acks applied")
+        assert sorted(key for _, key in served.removals_checked[SPREADS:]) == scaled
     finally:
         link.stop()
 

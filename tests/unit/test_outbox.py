@@ -6,7 +6,8 @@ including across a removal and a re-created spread (generation back to 1), which
 refuse as stale if the removal were coalesced away. The property test drives the real ledger and
 outbox with random publishes and partial reads, and applies what comes out with the agent link's
 generation rules (agents/link/client.py), modelled here: no refusal, and the agent ends holding
-what the ledger says.
+what the ledger says — with assignments delivered as objects or as a shard's bytes
+(`assignments.Encoded`, queued serialized), read as objects or as the writer's serialized batches.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
-from federation.coordinator.wire import deliveries, outbox
+from federation.coordinator.wire import assignments, deliveries, outbox
 from federation.rpc import agent_pb2, capabilities
 
 Message = agent_pb2.CoordinatorMessage
@@ -300,11 +301,13 @@ def test_puts_from_threads_keep_the_last_per_spread() -> None:
 KEYS = ("shop/a", "shop/b")
 steps = st.lists(st.one_of(
     st.tuples(st.just("assign"), st.sampled_from(KEYS), st.integers(0, 3)),
+    st.tuples(st.just("assign_encoded"), st.sampled_from(KEYS), st.integers(0, 3)),  # a shard's bytes
     st.tuples(st.just("spec"), st.sampled_from(KEYS), st.integers(0, 3)),  # a new generation
     st.tuples(st.just("unassign"), st.sampled_from(KEYS), st.booleans()),
     st.tuples(st.just("recreate"), st.sampled_from(KEYS), st.integers(0, 3)),
     st.tuples(st.just("read"), st.integers(1, 3), st.just(0)),
     st.tuples(st.just("read_batch"), st.integers(1, 3), st.just(0)),  # a writer's batch of at most N
+    st.tuples(st.just("read_serialized"), st.booleans(), st.just(0)),  # the writer's bytes (batches?)
 ), max_size=40)
 
 
@@ -336,11 +339,17 @@ def test_what_the_agent_ends_with_is_what_the_ledger_says_it_holds(
     ledger, box, agent = deliveries.SentLedger(), outbox.Outbox(), AgentModel()
     generation = dict.fromkeys(KEYS, 1)
 
-    def deliver(key: str, replicas: int | None) -> None:
-        new = None if replicas is None else agent_pb2.SpreadAssignment(
+    def deliver(key: str, replicas: int | None, *, encoded: bool = False) -> None:
+        message = None if replicas is None else agent_pb2.SpreadAssignment(
             spread=key, generation=generation[key], replicas=replicas)
+        new: agent_pb2.SpreadAssignment | assignments.Encoded | None = message
+        if message is not None and encoded:
+            new = assignments.Encoded(message.SerializeToString(), assignments.comparable(message),
+                                      replicas=message.replicas, generation=message.generation, quotas=())
         sent = ledger.deliver("dc1", key, new, reason="test")
-        if isinstance(sent, agent_pb2.SpreadAssignment):
+        if isinstance(sent, assignments.Encoded):
+            box.put_assignment(spread=key, assignment=sent.data)
+        elif isinstance(sent, agent_pb2.SpreadAssignment):
             box.put(Message(assignment=sent))
         elif sent is not None:
             box.put(Message(removal=sent))
@@ -357,12 +366,19 @@ def test_what_the_agent_ends_with_is_what_the_ledger_says_it_holds(
             for message in taken if isinstance(taken, list) else []:
                 agent.apply(message)
             continue
+        if action == "read_serialized":
+            data = box.take_serialized(batches=bool(first))
+            if isinstance(data, bytes):
+                read = Message.FromString(data)
+                for message in read.batch.messages if read.WhichOneof("body") == "batch" else [read]:
+                    agent.apply(message)
+            continue
         key = str(first)
         if action == "spec":
             generation[key] += 1
             deliver(key, int(second))  # type: ignore[call-overload]
-        elif action == "assign":
-            deliver(key, int(second))  # type: ignore[call-overload]
+        elif action in ("assign", "assign_encoded"):
+            deliver(key, int(second), encoded=action == "assign_encoded")  # type: ignore[call-overload]
         elif action == "unassign":
             deliver(key, None)
         else:  # deleted (the removal) and created again under the same name
@@ -388,3 +404,37 @@ def test_messages_without_a_spread_are_never_coalesced(kind: str) -> None:
     box.put(message)
     box.put(message)
     assert len(box) == 2
+
+
+def test_the_writer_sends_a_shards_bytes_as_they_came_and_the_rest_as_before() -> None:
+    """`take_serialized` is what `take_batch` and `take` hand out, serialized: an assignment queued
+    as bytes (`put_assignment`) goes out as those very bytes, inside the batch."""
+    shard = agent_pb2.SpreadAssignment(spread="shop/b", generation=4, replicas=2).SerializeToString()
+    objects, serialized = outbox.Outbox(), outbox.Outbox()
+    for box in (objects, serialized):
+        box.put(assignment("shop/a", replicas=1))
+        box.put(notice())
+    objects.put(Message(assignment=agent_pb2.SpreadAssignment.FromString(shard)))
+    serialized.put_assignment(spread="shop/b", assignment=shard)
+    sent = serialized.take_serialized(batches=True)
+    assert isinstance(sent, bytes) and shard in sent
+    taken = objects.take_batch()
+    assert isinstance(taken, list)
+    assert Message.FromString(sent) == Message(batch=agent_pb2.CoordinatorBatch(messages=taken))
+    serialized.put_assignment(spread="shop/b", assignment=shard)
+    one = serialized.take_serialized(batches=False)
+    assert one == Message(assignment=agent_pb2.SpreadAssignment.FromString(shard)).SerializeToString()
+    assert serialized.take_serialized(batches=True) is None
+
+
+def test_an_assignment_queued_as_bytes_is_coalesced_as_one_queued_as_an_object() -> None:
+    box = outbox.Outbox()
+    box.put(removal("shop/a"))
+    box.put_assignment(spread="shop/a", assignment=agent_pb2.SpreadAssignment(
+        spread="shop/a", generation=1, replicas=3).SerializeToString())
+    box.put(assignment("shop/a", replicas=5))  # replaces the bytes, after the removal
+    box.put_assignment(spread="shop/b", assignment=agent_pb2.SpreadAssignment(
+        spread="shop/b", generation=1, replicas=1).SerializeToString())
+    box.put(removal("shop/b"))  # replaces the bytes
+    assert [describe(item) for item in drain(box)] == [
+        ("removal", "shop/a"), ("assignment", "shop/a", "5"), ("removal", "shop/b")]

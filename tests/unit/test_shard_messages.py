@@ -177,8 +177,12 @@ def test_the_ledger_compares_an_encoded_message_by_its_fingerprint() -> None:
     first = assignments.encode(inputs, model.placements[KEY])
     ledger = deliveries.SentLedger()
     sent = ledger.deliver("aws", KEY, first["aws"], reason="")
-    assert isinstance(sent, agent_pb2.SpreadAssignment)
-    assert sent.SerializeToString() == first["aws"].data and ledger.last("aws", KEY) == sent
+    assert sent is first["aws"]  # kept and sent as the shard made it, never parsed on the way
+    message = agent_pb2.SpreadAssignment.FromString(first["aws"].data)
+    assert ledger.last("aws", KEY) == message and ledger.gave_replicas(KEY) == {"aws"}
+    assert ledger.replicas_sent("aws", KEY) == message.replicas and ledger.replicas_sent("gcp", KEY) is None
+    assert (sent.replicas, sent.generation) == (message.replicas, message.generation) > (0, 0)
+    assert dict(sent.quotas) == assignments.quotas(message)
     later = assignments.encode(
         assignments.inputs_of(model.spread(KEY),  # type: ignore[arg-type]
                               marks=inputs.marks, now=T0 + datetime.timedelta(seconds=5),
@@ -189,7 +193,7 @@ def test_the_ledger_compares_an_encoded_message_by_its_fingerprint() -> None:
     loop.recompute(model, {KEY}, now=T0)
     grown = assignments.encode(inputs, model.placements[KEY])
     again = ledger.deliver("aws", KEY, grown["aws"], reason="")
-    assert isinstance(again, agent_pb2.SpreadAssignment) and again.replicas > sent.replicas
+    assert isinstance(again, assignments.Encoded) and again.replicas > sent.replicas
     removal = ledger.deliver("aws", KEY, None, reason="cluster no longer selected")
     assert isinstance(removal, agent_pb2.SpreadRemoval) and removal.generation == again.generation + 1
 

@@ -49,7 +49,7 @@ import grpc
 from federation import clock as clock_mod
 from federation.coordinator import facade
 from federation.coordinator.wire import identity, inbound
-from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities
+from federation.rpc import agent_pb2, agent_pb2_grpc, capabilities, framing
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     async def Connect(
         self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[agent_pb2.CoordinatorMessage]:
+    ) -> AsyncIterator[agent_pb2.CoordinatorMessage | bytes]:
         hello = await self._hello(request_iterator, context)
         self._hook(hello)
         loop = asyncio.get_running_loop()
@@ -196,9 +196,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     async def _write(
         self, stream: facade.AgentStream, context: grpc.aio.ServicerContext, *, batches: bool,
-    ) -> AsyncIterator[agent_pb2.CoordinatorMessage]:
-        """The outbox's messages, a Ping whenever it was idle for a heartbeat, until it is closed;
-        to an agent that reads `batches`, what is queued at once goes as one CoordinatorBatch."""
+    ) -> AsyncIterator[agent_pb2.CoordinatorMessage | bytes]:
+        """The outbox's messages, serialized (`Outbox.take_serialized`), a Ping whenever it was idle
+        for a heartbeat, until it is closed; to an agent that reads `batches`, what is queued at once
+        goes as one CoordinatorBatch."""
         loop = asyncio.get_running_loop()
         arrived = asyncio.Event()
         if self._wakes is None or self._wakes.loop is not loop:  # (a servicer may serve again)
@@ -207,7 +208,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         next_ping = loop.time() + self.heartbeat_seconds
         while True:
             arrived.clear()
-            item = stream.outgoing.take_batch() if batches else stream.outgoing.take()
+            item = stream.outgoing.take_serialized(batches=batches)
             if item is None:
                 try:
                     await asyncio.wait_for(arrived.wait(), max(0.0, next_ping - loop.time()))
@@ -224,11 +225,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                                     f"a newer stream for cluster {stream.cluster} replaced this one")
             if isinstance(item, identity.Refusal):
                 await context.abort(grpc.StatusCode[item.code], item.message)
-            if isinstance(item, list):
-                yield item[0] if len(item) == 1 else agent_pb2.CoordinatorMessage(
-                    batch=agent_pb2.CoordinatorBatch(messages=item))
-                continue
-            assert isinstance(item, agent_pb2.CoordinatorMessage)
+            assert isinstance(item, bytes)
             yield item
 
     async def _read(
@@ -280,6 +277,15 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
 
 def add_to_server(server: grpc.aio.Server, servicer: AgentServicer) -> AgentServicer:
-    """Register `servicer` on an aio `server` (`aio_server.AioServer.server`); returns it."""
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)
+    """Register `servicer` on an aio `server` (`aio_server.AioServer.server`); returns it.
+
+    As the generated `add_AgentServiceServicer_to_server` registers it, with one difference: the
+    stream's responses may be serialized already (`rpc.framing.serialized`), so that the bytes a
+    SpreadShard built reach the agent without being parsed and serialized again here."""
+    service = agent_pb2.DESCRIPTOR.services_by_name["AgentService"]
+    handlers = {"Connect": grpc.stream_stream_rpc_method_handler(
+        servicer.Connect, request_deserializer=agent_pb2.AgentMessage.FromString,
+        response_serializer=framing.serialized)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
     return servicer

@@ -141,10 +141,19 @@ class MessageInputs:
 
 
 class Encoded(NamedTuple):
-    """One cluster's assignment serialized (`data`), and its `comparable` fingerprint (`print`)."""
+    """One cluster's assignment serialized (`data`), its `comparable` fingerprint (`print`), and
+    what the coordinator reads of it, so that it routes the bytes without parsing them: its
+    `replicas`, `generation` and `quotas` (`quotas` as pairs, in the message's order)."""
 
     data: bytes
     print: bytes
+    replicas: int
+    generation: int
+    quotas: tuple[tuple[str, int], ...]
+
+    def message(self) -> agent_pb2.SpreadAssignment:
+        """The assignment itself, parsed."""
+        return agent_pb2.SpreadAssignment.FromString(self.data)
 
 
 def inputs_of(
@@ -266,7 +275,8 @@ def encode(inputs: MessageInputs, result: placement.Placement) -> dict[str, Enco
     fingerprints: what a SpreadShard returns for its spread (not for a Job: its completions are
     divided from the World's reports, `model.job_spreads`)."""
     messages = stamped(build(inputs, result), now=inputs.now)
-    return {name: Encoded(message.SerializeToString(), comparable(message))
+    return {name: Encoded(message.SerializeToString(), comparable(message), message.replicas,
+                          message.generation, tuple((rule.name, rule.quota) for rule in message.subsets))
             for name, message in messages.items()}
 
 

@@ -7,7 +7,9 @@ clusters hold each spread, so a publish visits the clusters a spread is assigned
 sent before (for the removal), and nothing else.
 
 It knows nothing of gRPC streams: `deliver` returns what to send (an assignment, a removal, or
-nothing) and the facade (`facade.Coordinator`) queues it, under its lock.
+nothing) and the facade (`facade.Coordinator`) queues it, under its lock. An assignment a
+SpreadShard serialized (`assignments.Encoded`) is kept and returned as it came, never parsed: the
+stream sends its bytes, and the ledger reads what it needs of it from the fields beside them.
 """
 
 from __future__ import annotations
@@ -22,14 +24,21 @@ class SentLedger:
     """Per cluster and spread, the last assignment sent; per spread, the clusters holding one."""
 
     def __init__(self) -> None:
-        self._sent: dict[str, dict[str, agent_pb2.SpreadAssignment]] = {}
+        self._sent: dict[str, dict[str, agent_pb2.SpreadAssignment | assignments.Encoded]] = {}
         self._prints: dict[str, dict[str, bytes]] = {}
         """Per cluster and spread, `assignments.comparable` of what `_sent` holds (when known)."""
         self._holders: dict[str, set[str]] = {}
 
     def last(self, cluster: str, key: str) -> agent_pb2.SpreadAssignment | None:
         """The assignment of spread `key` that `cluster` was last sent (None: none, or a removal)."""
-        return self._sent.get(cluster, {}).get(key)
+        found = self._sent.get(cluster, {}).get(key)
+        return found.message() if isinstance(found, assignments.Encoded) else found
+
+    def replicas_sent(self, cluster: str, key: str) -> int | None:
+        """The replicas in the assignment of spread `key` that `cluster` was last sent (None: none,
+        or a removal); read without parsing a shard's bytes (`last` parses them: every ack asks this)."""
+        found = self._sent.get(cluster, {}).get(key)
+        return None if found is None else found.replicas
 
     def gave_replicas(self, key: str) -> frozenset[str]:
         """The clusters last sent spread `key` with a quota above 0: they are sent its zero quotas
@@ -67,11 +76,11 @@ class SentLedger:
     def deliver(
         self, cluster: str, key: str, new: agent_pb2.SpreadAssignment | assignments.Encoded | None, *,
         reason: str, orphan: bool = False,
-    ) -> agent_pb2.SpreadAssignment | agent_pb2.SpreadRemoval | None:
+    ) -> agent_pb2.SpreadAssignment | assignments.Encoded | agent_pb2.SpreadRemoval | None:
         """What to send `cluster` so it holds `new` for spread `key` (None: a removal, if it holds
         one, leaving the member workload running when `orphan`), or None when it holds the same
         already (`assignments.comparable` equal). An encoded `new` (built by a SpreadShard) is
-        compared by its fingerprint and decoded only when it is sent."""
+        compared by its fingerprint, kept and returned as it is."""
         sent = self._sent.setdefault(cluster, {})
         prints = self._prints.setdefault(cluster, {})
         old = sent.get(key)
@@ -86,12 +95,10 @@ class SentLedger:
         if old is not None:
             before = prints.get(key)
             if before is None:  # sent by a resync: fingerprinted when first compared
-                before = assignments.comparable(old)
+                before = old.print if isinstance(old, assignments.Encoded) else assignments.comparable(old)
             if before == after:
                 prints[key] = before
                 return None
-        if isinstance(new, assignments.Encoded):
-            new = agent_pb2.SpreadAssignment.FromString(new.data)
         sent[key] = new
         prints[key] = after
         self._holders.setdefault(key, set()).add(cluster)

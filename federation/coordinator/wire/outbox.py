@@ -34,7 +34,9 @@ one wake-up, not 10,000. For an agent that reads batches (`capabilities.MESSAGE_
 the writer takes what is queued at once (`take_batch`, bounded in count and bytes) and sends it as
 one `CoordinatorBatch`: after a full round an agent is sent one gRPC message per batch, not one
 per spread, and the coalescing above is unchanged (a batch is taken out of the queue, as one
-message is).
+message is). An assignment a SpreadShard serialized is queued as its bytes (`put_assignment`) and
+the writer takes the batch serialized (`take_serialized`): the bytes go to the agent as the shard
+made them, framed (`rpc.framing`), never parsed and serialized again in this process.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from federation.rpc import agent_pb2, capabilities
+from federation.rpc import agent_pb2, capabilities, framing
 
 MAX_NOTICES = 64
 """Advisory notices queued per stream at most; more are dropped (a stalled agent sending bad reports)."""
@@ -55,17 +57,20 @@ _RESYNC = "resync"
 
 class _Slot:
     """One place in the queue; a keyed slot's message is replaced in place while it waits, and a
-    slot taken out of the middle is left empty (None) for `take` to skip."""
+    slot taken out of the middle is left empty (None) for `take` to skip. `kind` is the message's
+    body (`CoordinatorMessage.WhichOneof("body")`); `message` is the message, or its serialization
+    for one built elsewhere (`Outbox.put_assignment`)."""
 
-    __slots__ = ("key", "message")
+    __slots__ = ("key", "kind", "message")
 
-    def __init__(self, key: tuple[str, str] | None, message: agent_pb2.CoordinatorMessage) -> None:
+    def __init__(self, key: tuple[str, str] | None, kind: str,
+                 message: agent_pb2.CoordinatorMessage | bytes) -> None:
         self.key = key
-        self.message: agent_pb2.CoordinatorMessage | None = message
+        self.kind = kind
+        self.message: agent_pb2.CoordinatorMessage | bytes | None = message
 
 
-def _key(message: agent_pb2.CoordinatorMessage) -> tuple[str, str] | None:
-    kind = message.WhichOneof("body")
+def _key(kind: str, message: agent_pb2.CoordinatorMessage) -> tuple[str, str] | None:
     if kind == "assignment":
         return (_SPREAD, message.assignment.spread)
     if kind == "removal":
@@ -75,8 +80,16 @@ def _key(message: agent_pb2.CoordinatorMessage) -> tuple[str, str] | None:
     return None
 
 
-def _advisory(message: agent_pb2.CoordinatorMessage) -> bool:
-    return (message.WhichOneof("body") == "notice"
+def _parsed(message: agent_pb2.CoordinatorMessage | bytes) -> agent_pb2.CoordinatorMessage:
+    return agent_pb2.CoordinatorMessage.FromString(message) if isinstance(message, bytes) else message
+
+
+def _size(message: agent_pb2.CoordinatorMessage | bytes) -> int:
+    return len(message) if isinstance(message, bytes) else message.ByteSize()
+
+
+def _advisory(kind: str, message: agent_pb2.CoordinatorMessage | bytes) -> bool:
+    return (kind == "notice" and not isinstance(message, bytes)
             and message.notice.code != capabilities.RESYNC_COMPLETE_CODE)
 
 
@@ -131,20 +144,30 @@ class Outbox:
     def put(self, message: agent_pb2.CoordinatorMessage) -> bool:
         """Queue `message`, replacing or merging into a queued one (module docstring); False when
         it was dropped instead (closed, or an advisory notice over the bound)."""
-        key = _key(message)
+        kind = message.WhichOneof("body") or ""
+        return self._put(_key(kind, message), kind, message)
+
+    def put_assignment(self, *, spread: str, assignment: bytes) -> bool:
+        """`put` for the serialized `SpreadAssignment` `assignment` of spread `spread` (built by a
+        SpreadShard): queued as it is, never parsed here; the writer sends its bytes
+        (`take_serialized`)."""
+        return self._put((_SPREAD, spread), "assignment", framing.assignment_message(assignment))
+
+    def _put(self, key: tuple[str, str] | None, kind: str,
+             message: agent_pb2.CoordinatorMessage | bytes) -> bool:
         with self._lock:
             if self._closing is not None:
                 self.dropped += 1
                 return False
-            if key is not None and key in self._pending and self._coalesce(key, message):
+            if key is not None and key in self._pending and self._coalesce(key, kind, message):
                 self.coalesced += 1
                 return True
-            if _advisory(message):
+            if _advisory(kind, message):
                 if self._notices >= self._max_notices:
                     self.dropped += 1
                     return False
                 self._notices += 1
-            slot = _Slot(key, message)
+            slot = _Slot(key, kind, message)
             self._queue.append(slot)
             self._size += 1
             if key is not None:
@@ -154,12 +177,14 @@ class Outbox:
             waker()
         return True
 
-    def _coalesce(self, key: tuple[str, str], message: agent_pb2.CoordinatorMessage) -> bool:
-        """Under the lock: fold `message` into key's queued slots; False when it must be appended."""
+    def _coalesce(self, key: tuple[str, str], new: str,
+                  message: agent_pb2.CoordinatorMessage | bytes) -> bool:
+        """Under the lock: fold `message` (of body `new`) into key's queued slots; False when it
+        must be appended."""
         slots = self._pending[key]
         last = slots[-1]
         assert last.message is not None
-        new, queued = message.WhichOneof("body"), last.message.WhichOneof("body")
+        queued = last.kind
         if new == "assignment" and queued == "removal":
             return False  # after the removal, never instead of it
         if new == "removal" and queued == "removal":
@@ -173,7 +198,8 @@ class Outbox:
                 self._queue = collections.deque(slot for slot in self._queue if slot.message is not None)
                 self._emptied = 0
             return True
-        last.message = _merged(last.message, message)
+        last.message = _merged(queued, last.message, new, message)
+        last.kind = new
         return True
 
     def close(self, reason: object, *, drain: bool = False) -> None:
@@ -202,6 +228,26 @@ class Outbox:
         and at most `max_bytes` serialized (a message that would pass it waits for the next list;
         one above it on its own goes alone), for one `CoordinatorBatch`. A Welcome always goes
         alone. A close reason due after them is handed out by the next call."""
+        item = self._take(max_messages=max_messages, max_bytes=max_bytes)
+        return [_parsed(message) for message in item] if isinstance(item, list) else item
+
+    def take_serialized(self, *, batches: bool) -> bytes | object | None:
+        """What the stream's writer sends next, serialized: with `batches`, `take_batch`'s messages
+        as one `CoordinatorMessage` (a `CoordinatorBatch` when there are several), else `take`'s
+        message; or the close reason, or None (as `take`). A message queued serialized
+        (`put_assignment`) is sent as its bytes (`rpc.framing`), never parsed."""
+        item = self._take(max_messages=capabilities.BATCH_MAX_MESSAGES if batches else 1,
+                          max_bytes=capabilities.BATCH_MAX_BYTES)
+        if not isinstance(item, list):
+            return item
+        if len(item) == 1:
+            return framing.serialized(item[0])
+        return framing.batch_message(framing.serialized(message) for message in item)
+
+    def _take(
+        self, *, max_messages: int, max_bytes: int,
+    ) -> list[agent_pb2.CoordinatorMessage | bytes] | object | None:
+        """`take_batch`'s messages as they were queued (objects or serialized)."""
         with self._lock:
             if self._closing is not None and (not self._drain or not self._size):
                 return self._closing
@@ -209,32 +255,34 @@ class Outbox:
             if first is None:
                 self._armed = True
                 return None
-            taken = [first]
-            if max_messages <= 1 or first.WhichOneof("body") == "welcome":
+            kind, message = first
+            taken = [message]
+            if max_messages <= 1 or kind == "welcome":
                 return taken
-            size = first.ByteSize()
+            size = _size(message)
             while len(taken) < max_messages:
                 head = self._peek()
-                if head is None or head.WhichOneof("body") == "welcome":
+                if head is None or head.kind == "welcome":
                     break
-                head_size = head.ByteSize()
+                assert head.message is not None
+                head_size = _size(head.message)
                 if size + head_size > max_bytes:
                     break
-                message = self._next()
-                assert message is head
-                taken.append(message)
+                following = self._next()
+                assert following is not None and following[1] is head.message
+                taken.append(following[1])
                 size += head_size
             return taken
 
-    def _peek(self) -> agent_pb2.CoordinatorMessage | None:
-        """Under the lock: the message `_next` would hand out, left in place."""
+    def _peek(self) -> _Slot | None:
+        """Under the lock: the slot `_next` would take from, left in place."""
         while self._queue and self._queue[0].message is None:
             self._queue.popleft()
             self._emptied -= 1
-        return self._queue[0].message if self._queue else None
+        return self._queue[0] if self._queue else None
 
-    def _next(self) -> agent_pb2.CoordinatorMessage | None:
-        """Under the lock: the next message out of the queue, or None."""
+    def _next(self) -> tuple[str, agent_pb2.CoordinatorMessage | bytes] | None:
+        """Under the lock: the next message out of the queue with its body's kind, or None."""
         while self._queue:
             slot = self._queue.popleft()
             message = slot.message
@@ -247,9 +295,9 @@ class Outbox:
                 slots.remove(slot)
                 if not slots:
                     del self._pending[slot.key]
-            elif _advisory(message):
+            elif _advisory(slot.kind, message):
                 self._notices -= 1
-            return message
+            return slot.kind, message
         return None
 
     def get_nowait(self) -> object:
@@ -268,12 +316,14 @@ class Outbox:
 
 
 def _merged(
-    queued: agent_pb2.CoordinatorMessage, new: agent_pb2.CoordinatorMessage
-) -> agent_pb2.CoordinatorMessage:
-    """What replaces `queued` in its slot: `new`, or both resync requests in one."""
-    if new.WhichOneof("body") != "resync":
-        return new
-    before, after = queued.resync, new.resync
+    queued: str, message: agent_pb2.CoordinatorMessage | bytes, new: str,
+    replacing: agent_pb2.CoordinatorMessage | bytes,
+) -> agent_pb2.CoordinatorMessage | bytes:
+    """What replaces `message` (of body `queued`) in its slot: `replacing` (of body `new`), or both
+    resync requests in one."""
+    if new != "resync" or queued != "resync":
+        return replacing
+    before, after = _parsed(message).resync, _parsed(replacing).resync
     return agent_pb2.CoordinatorMessage(resync=agent_pb2.ResyncRequest(
         inventory=before.inventory or after.inventory, pod_counts=before.pod_counts or after.pod_counts,
         reason=after.reason))

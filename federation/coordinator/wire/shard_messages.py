@@ -16,9 +16,10 @@ from federation.coordinator.model import loop
 from federation.coordinator.wire import assignments
 from federation.core import placement
 
-Packed = tuple[tuple[str, bytes, bytes], ...]
-"""A spread's encoded messages as a shard returns them: (cluster, data, print) per cluster. Plain
-tuples unpickle without a constructor call each: 100,000 of them come back after a full round."""
+Packed = tuple[tuple[str, bytes, bytes, int, int, tuple[tuple[str, int], ...]], ...]
+"""A spread's encoded messages as a shard returns them: (cluster, data, print, replicas, generation,
+quotas) per cluster (`assignments.Encoded`'s fields after the cluster). Plain tuples unpickle
+without a constructor call each: 100,000 of them come back after a full round."""
 
 Wait = Callable[[list[Any], str], list[Any]]
 """The backend's wait for remote calls: their results, within its deadline (`BatchUnavailable`)."""
@@ -32,7 +33,7 @@ class Encodings:
     uses — 100,000 at 10,000 spreads —, a large part of the round the coordinator did alone
     (docs/decisions.md, "the shards build the agents' messages"). The shards build them
     while the coordinator settles and stores the round; the coordinator compares fingerprints with
-    its ledger and decodes only what it sends.
+    its ledger and queues the bytes of what it sends as they came (`wire.outbox.Outbox.put_assignment`).
 
     Nothing is taken on trust: a spread's encoding is used only when its placement is the very
     answer the shard built it from (a spread the round's check placed again is built here) and the
@@ -97,9 +98,10 @@ class Encodings:
 
 def pack(encoded: dict[str, assignments.Encoded]) -> Packed:
     """`encoded` as a shard returns it."""
-    return tuple((name, item.data, item.print) for name, item in encoded.items())
+    return tuple((name, *item) for name, item in encoded.items())
 
 
 def unpack(packed: Packed) -> dict[str, assignments.Encoded]:
     """What `pack` packed."""
-    return {name: assignments.Encoded(data, print_) for name, data, print_ in packed}
+    return {name: assignments.Encoded(data, print_, replicas, generation, quotas)
+            for name, data, print_, replicas, generation, quotas in packed}
