@@ -33,7 +33,9 @@ from federation.api import common, names
 from federation.coordinator import facade
 from federation.rpc import agent_pb2
 
-Sent = dict[tuple[str, str], placement_swarm.Message]
+Sent = dict[tuple[str, str], placement_swarm.Message | bytes]
+"""Per (cluster, spread), the last message queued: an object, or a SpreadShard's serialized
+assignment as the coordinator queued it (`AgentStream.send_assignment`)."""
 Ask = Callable[[str, dict[str, Any]], dict[str, Any]]
 """Send the stand-in agents a command (`placement_swarm`'s protocol) and return their answer."""
 DRAIN = common.Taint(key="fedspread.io/maintenance", effect="NoExecute")
@@ -42,9 +44,10 @@ DRAIN = common.Taint(key="fedspread.io/maintenance", effect="NoExecute")
 class Recorder:
     """What the coordinator queues to each agent, per (cluster, spread), and the spreads it places.
 
-    It wraps `AgentStream.send` (every message to every agent goes through it), the
-    coordinator's `publish`, and its `detach` (to count streams that ended), keeping references
-    only: fingerprints are computed after the timing.
+    It wraps `AgentStream.send` and `AgentStream.send_assignment` (every message to every agent
+    goes through one of them: the second queues a SpreadShard's bytes), the coordinator's
+    `publish`, and its `detach` (to count streams that ended), keeping references only:
+    fingerprints are computed after the timing.
     """
 
     def __init__(self, coordinator: facade.Coordinator) -> None:
@@ -54,21 +57,29 @@ class Recorder:
         self._reports: dict[str, int] = {}
         self._detached = 0
         self._watching: set[tuple[str, str]] = set()
-        self._later: dict[tuple[str, str], list[placement_swarm.Message]] = {}
+        self._later: dict[tuple[str, str], list[placement_swarm.Message | bytes]] = {}
         self._original_send = facade.AgentStream.send
+        self._original_send_assignment = facade.AgentStream.send_assignment
         self._coordinator = coordinator
         recorder, send, publish = self, facade.AgentStream.send, coordinator.publish
+        send_assignment = facade.AgentStream.send_assignment
         receive, detach = coordinator.receive, coordinator.detach
+
+        def record(key: tuple[str, str], message: placement_swarm.Message | bytes) -> None:
+            with recorder._lock:
+                recorder._sent[key] = message
+                if key in recorder._watching:
+                    recorder._later.setdefault(key, []).append(message)
 
         def recording_send(stream: facade.AgentStream, **body: Any) -> None:
             send(stream, **body)
             message = body.get("assignment") or body.get("removal")
             if message is not None:
-                key = (stream.cluster, message.spread)
-                with recorder._lock:
-                    recorder._sent[key] = message
-                    if key in recorder._watching:
-                        recorder._later.setdefault(key, []).append(message)
+                record((stream.cluster, message.spread), message)
+
+        def recording_send_assignment(stream: facade.AgentStream, *, spread: str, assignment: bytes) -> None:
+            send_assignment(stream, spread=spread, assignment=assignment)
+            record((stream.cluster, spread), assignment)
 
         def counting_publish(keys: Iterable[str]) -> Any:
             answer = publish(keys)
@@ -88,6 +99,7 @@ class Recorder:
                 recorder._detached += 1
 
         facade.AgentStream.send = recording_send  # type: ignore[method-assign]
+        facade.AgentStream.send_assignment = recording_send_assignment  # type: ignore[method-assign]
         coordinator.publish = counting_publish  # type: ignore[method-assign]
         coordinator.receive = noting_receive  # type: ignore[method-assign]
         coordinator.detach = counting_detach  # type: ignore[method-assign]
@@ -101,7 +113,7 @@ class Recorder:
             self._watching, self._later = set(sent), {}
         return sent, placed
 
-    def later(self, key: tuple[str, str]) -> list[placement_swarm.Message]:
+    def later(self, key: tuple[str, str]) -> list[placement_swarm.Message | bytes]:
         """What was sent to (cluster, spread) `key` after the last take's message: a stream's outbox
         keeps only the newest message per spread, so a newer one may replace it before it is
         written, and the agent then holds that one instead."""
@@ -121,6 +133,7 @@ class Recorder:
 
     def close(self) -> None:
         facade.AgentStream.send = self._original_send  # type: ignore[method-assign]
+        facade.AgentStream.send_assignment = self._original_send_assignment  # type: ignore[method-assign]
 
 
 @dataclasses.dataclass(frozen=True)

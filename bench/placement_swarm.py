@@ -117,8 +117,11 @@ def certificates(directory: pathlib.Path) -> pathlib.Path:
     return directory
 
 
-def fingerprint(message: Message) -> str:
-    """What identifies one assignment or removal on both sides of the wire."""
+def fingerprint(message: Message | bytes) -> str:
+    """What identifies one assignment or removal on both sides of the wire (bytes: a serialized
+    assignment, as the coordinator queues a SpreadShard's)."""
+    if isinstance(message, bytes):
+        message = agent_pb2.SpreadAssignment.FromString(message)
     kind = "a" if isinstance(message, agent_pb2.SpreadAssignment) else "r"
     return kind + hashlib.blake2b(message.SerializeToString(deterministic=True), digest_size=8).hexdigest()
 

@@ -9,11 +9,15 @@ lock held by another thread; the benchmark itself runs in tests/integration/test
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from typing import Any, cast
 
-from bench import placement, placement_events, placement_runs
+from bench import placement, placement_events, placement_runs, placement_swarm
+from federation.coordinator import facade
+from federation.coordinator.model import world
+from federation.rpc import agent_pb2
 
 
 def _record(full: float, *, scale_p99: float | None, cordon_p99: float | None = 500.0) -> dict[str, Any]:
@@ -124,3 +128,27 @@ def test_a_point_on_several_backends_alternates_them_run_by_run(monkeypatch: Any
     assert [record["full_s"] for record in base] == [5.0, 4.0], (
         "each backend's median over its own runs: in-process 2, 5, 6; Ray 3, 4, 7")
     assert len(calls) == 3 * len(found)
+
+
+def test_the_recorder_sees_a_shards_serialized_assignments_and_matches_them_by_fingerprint() -> None:
+    """After a round on Ray the coordinator queues the SpreadShards' bytes (`send_assignment`), not
+    objects (`send`): the recorder must see both, or a Ray round's delivery would be timed on the
+    few messages built in the coordinator alone. Both give the fingerprint the agents compute."""
+    clock = lambda: datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)  # noqa: E731
+    coordinator = facade.Coordinator(world.World(clock), clock=clock)
+    recorder = placement_events.Recorder(coordinator)
+    try:
+        stream = coordinator.attach(agent_pb2.Hello(cluster_name="dc1"), heartbeat_seconds=10)
+        recorder.take()
+        built = agent_pb2.SpreadAssignment(spread="shop/a", generation=2, replicas=3)
+        shards = agent_pb2.SpreadAssignment(spread="shop/b", generation=1, replicas=1)
+        stream.send(assignment=built)
+        stream.send_assignment(spread="shop/b", assignment=shards.SerializeToString())
+        sent, _ = recorder.take()
+        assert set(sent) == {("dc1", "shop/a"), ("dc1", "shop/b")}
+        assert placement_swarm.fingerprint(sent[("dc1", "shop/b")]) == placement_swarm.fingerprint(shards)
+        assert placement_swarm.fingerprint(sent[("dc1", "shop/a")]) == placement_swarm.fingerprint(built)
+    finally:
+        recorder.close()
+    assert facade.AgentStream.send_assignment is not None and "recording" not in \
+        facade.AgentStream.send_assignment.__qualname__
