@@ -44,7 +44,7 @@ its answer no longer depends on the names of the spreads placed before it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, ItemsView, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from federation.api import quantity, spread
@@ -110,6 +110,54 @@ def charges_of(
             if pending > 0:
                 found.setdefault(name, []).append(overcommit.Charge(profile, pending))
     return {name: tuple(items) for name, items in found.items()}
+
+
+class DeferredCharges(Mapping[str, tuple[overcommit.Charge, ...]]):
+    """`charges_of` a placement, computed when first read; equal to it as a mapping.
+
+    Why: a round checked on the shards of clusters (a `Checker` given to `settle`) never reads
+    the charges of the spreads it keeps — the coordinator charges its ledgers from the stored
+    placements — so computing them for every answer of a Ray round was work its placing thread
+    did for nothing (bench/README.md, "A kept answer's charges, computed only when read"). Only
+    the spreads placed again, and a check that falls back here, read them.
+    """
+
+    __slots__ = ("_found", "_profiles", "_result", "_running")
+
+    def __init__(
+        self, result: placement.Placement, *, running: Mapping[str, Mapping[str, int]] | None,
+        profiles: Sequence[fit.Profile],
+    ) -> None:
+        self._result, self._running, self._profiles = result, running, profiles
+        self._found: dict[str, tuple[overcommit.Charge, ...]] | None = None
+
+    def _charges(self) -> dict[str, tuple[overcommit.Charge, ...]]:
+        if self._found is None:
+            self._found = charges_of(self._result, running=self._running, profiles=self._profiles)
+        return self._found
+
+    @property
+    def computed(self) -> bool:
+        """Whether anything has read the charges yet (they are computed once, when first read)."""
+        return self._found is not None
+
+    def __getitem__(self, name: str) -> tuple[overcommit.Charge, ...]:
+        return self._charges()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._charges())
+
+    def __len__(self) -> int:
+        return len(self._charges())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._charges()
+
+    def items(self) -> ItemsView[str, tuple[overcommit.Charge, ...]]:
+        return self._charges().items()
+
+    def __repr__(self) -> str:
+        return f"DeferredCharges({self._charges()!r})"
 
 
 def room_of(pools: Pools) -> dict[str, tuple[Mapping[str, quantity.Nanos], ...]]:

@@ -257,6 +257,32 @@ def test_a_placements_charges_are_its_pending_pods_per_cluster(
     assert {name: [charge.pods for charge in charges] for name, charges in found.items()} == expected
 
 
+@pytest.mark.parametrize("running", [None, {"a": {"c0": 1, "c1": 5}, "b": {"c2": 3}}, {"a": {"c1": -1}}])
+def test_deferred_charges_are_the_charges_computed_when_first_read(running: Counts | None) -> None:
+    """`DeferredCharges` computes nothing until read (a running count that cannot be read proves
+    it), then equals `charges_of` as a mapping, read any way."""
+    def subset(name: str, clusters: dict[str, int]) -> placement.SubsetPlacement:
+        return placement.SubsetPlacement(name, sum(clusters.values()), clusters, None, None, 0, ())
+
+    class Unread(dict[str, dict[str, int]]):
+        def get(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("read before the charges were asked for")
+
+    result = placement.Placement(6, 0, 0, (subset("a", {"c0": 2, "c1": 0, "c2": 1}),
+                                           subset("b", {"c1": 0, "c2": 3, "c3": 0})), {})
+    profiles = (fit.profile(CPU_1), fit.profile(CPU_1))
+    placement_round.DeferredCharges(result, running=Unread(running or {}), profiles=profiles)
+    deferred = placement_round.DeferredCharges(result, running=running, profiles=profiles)
+    assert not deferred.computed
+    found = placement_round.charges_of(result, running=running, profiles=profiles)
+    assert deferred == found and found == deferred
+    assert deferred.computed
+    assert dict(deferred.items()) == found and sorted(deferred) == sorted(found)
+    assert len(deferred) == len(found)
+    assert all(name in deferred and deferred[name] == found[name] for name in found)
+    assert "c9" not in deferred and deferred.get("c9") is None
+
+
 def test_pods_in_flight_beyond_the_room_contend_with_no_one_alone() -> None:
     # a's 4 pods do not run yet and c0 has room for 2 only (its nodes filled meanwhile): a's own
     # placement finds room for 2 of them, and so does the check; only a spread that needs some of
@@ -518,3 +544,29 @@ def test_a_check_split_over_parts_of_the_clusters_settles_the_same(
     split = placement_round.settle(pools, first, place=round_.place, checker=checker)
     assert answers(split.placed) == answers(whole.placed)
     assert (split.contended, split.replaced) == (whole.contended, whole.replaced)
+
+
+@PROPERTY
+@hypothesis.given(round_=rounds(), data=st.data())
+def test_a_round_checked_elsewhere_reads_only_the_charges_of_the_spreads_placed_again(
+        round_: Round, data: st.DataObject) -> None:
+    """With its check given (the shards of clusters run it), `settle` never reads what the spreads
+    it keeps charge: the coordinator gives them as `DeferredCharges`, computed for none of them,
+    and the round's answer is the same."""
+    whole = round_.settle()
+    pools, room = round_.pools(), placement_round.room_of(round_.pools())
+    first = {key: round_.place(key, room) for key in sorted(round_.items)}
+    parts = data.draw(st.integers(1, 3))
+    owner = {name: data.draw(st.integers(0, parts - 1)) for name in sorted(pools)}
+    checker = Parts(pools, first, owner, parts)
+    deferred = {key: dataclasses.replace(found, charges=placement_round.DeferredCharges(
+        found.result, running=round_.items[key].ran(), profiles=found.profiles))
+        for key, found in first.items()}
+    split = placement_round.settle(pools, deferred, place=round_.place, checker=checker)
+    assert answers(split.placed) == answers(whole.placed)
+    assert (split.contended, split.replaced) == (whole.contended, whole.replaced)
+    read = {key for key, found in deferred.items()
+            if isinstance(found.charges, placement_round.DeferredCharges) and found.charges.computed}
+    assert read == set()
+    for key in split.replaced:  # what a spread placed again charges is its new answer's
+        assert split.placed[key] is not deferred[key]

@@ -327,11 +327,13 @@ def _against_one_snapshot(
         answers, fell_back = answer_all(sent), str(error) or type(error).__name__
     requests = {r.key: r for r in sent}
 
-    def placed(found: Sequence[placement.Placement]) -> dict[str, placement_round.Placed]:
-        return {r.key: round_snapshot.placed(a, running=r.inputs.running, plan=plans[r.key])
+    def placed(found: Sequence[placement.Placement], *,
+               deferred: bool = False) -> dict[str, placement_round.Placed]:
+        return {r.key: round_snapshot.placed(a, running=r.inputs.running, plan=plans[r.key],
+                                             deferred=deferred)
                 for r, a in zip(sent, found, strict=True)}
 
-    first = placed(answers)
+    first = placed(answers, deferred=checker is not None)  # checked on the shards: kept ones' charges unread
     rooms = round_snapshot.Rooms(pools)
 
     def again(key: str, room: placement_view.Room) -> placement_round.Placed:

@@ -25,10 +25,15 @@ from federation.core import placement, placement_round, placement_view, round_ch
 
 def placed(
     result: placement.Placement, *, running: Mapping[str, Mapping[str, int]] | None,
-    plan: pending_charges.Plan,
+    plan: pending_charges.Plan, deferred: bool = False,
 ) -> placement_round.Placed:
     """A spread's answer as the round checks it: its pending pods (placed minus `running`) per
-    cluster, charged as the ledgers will charge them once it is stored."""
+    cluster, charged as the ledgers will charge them once it is stored. `deferred`: computed only
+    if read (`placement_round.DeferredCharges`), for a round checked on the shards of clusters."""
+    if deferred:
+        return placement_round.Placed(
+            result, placement_round.DeferredCharges(result, running=running, profiles=plan.profiles),
+            plan.profiles)
     return placement_round.Placed(
         result, placement_round.charges_of(result, running=running, profiles=plan.profiles), plan.profiles)
 
