@@ -201,20 +201,28 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
     with coordinator.lock:
         keys = placement_world.add_spreads(model, shape)
     recorder.take()
-    cpu, actors_cpu, thread_cpu = time.process_time(), placing.actors_cpu_s(), time.thread_time()
-    since = time.monotonic()
-    result = coordinator.publish(keys)
-    full = time.monotonic() - since
-    thread_cpu = time.thread_time() - thread_cpu  # the placing thread's own: what no actor takes over
-    cpu, actors_cpu = time.process_time() - cpu, placing.actors_cpu_s() - actors_cpu
-    sent, _ = recorder.take()
-    delivered = placement_events.held(agents.ask, recorder, since=since, sent=sent, timeout=DELIVERY_TIMEOUT)
+    with placement_backends.CollectorTime() as collecting:
+        cpu, actors_cpu, thread_cpu = time.process_time(), placing.actors_cpu_s(), time.thread_time()
+        since = time.monotonic()
+        result = coordinator.publish(keys)
+        full = time.monotonic() - since
+        thread_cpu = time.thread_time() - thread_cpu  # the placing thread's own: what no actor takes over
+        in_round = collecting.seconds, collecting.collections
+        cpu, actors_cpu = time.process_time() - cpu, placing.actors_cpu_s() - actors_cpu
+        sent, _ = recorder.take()
+        delivered = placement_events.held(agents.ask, recorder, since=since, sent=sent,
+                                          timeout=DELIVERY_TIMEOUT)
     return {"full_s": round(full, 3), "per_spread_ms": round(full / shape.spreads * 1000, 3),
             "delivered_s": round(delivered, 3), "messages": len(sent),
             "replicas_placed": sum(p.placed for p in result.placements.values()),
             "round_replaced": result.replaced, "round_fell_back": result.fell_back or None,
             "full_cpu_s": round(cpu, 3), "full_actors_cpu_s": round(actors_cpu, 3),
-            "full_thread_cpu_s": round(thread_cpu, 3)}
+            "full_thread_cpu_s": round(thread_cpu, 3),
+            # the cycle collector in this process: inside the round's publish, and from its start
+            # until every message was delivered (a collection the round's end starts counts there)
+            "full_collector_s": round(in_round[0], 3), "full_collections": in_round[1],
+            "delivered_collector_s": round(collecting.seconds, 3),
+            "delivered_collections": collecting.collections}
 
 
 def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import os
 import re
 import shutil
@@ -71,6 +72,30 @@ def rss_mb(pid: int | str = "self") -> float:
     except OSError:
         pass
     return 0.0
+
+
+class CollectorTime:
+    """Seconds this process's cycle collector ran, and how many collections, while it is entered
+    (`gc.callbacks`, every thread): how much of a round the collector takes, read apart from the
+    noise of the round's own time."""
+
+    def __init__(self) -> None:
+        self.seconds, self.collections = 0.0, 0
+        self._began = 0.0
+
+    def __enter__(self) -> CollectorTime:
+        gc.callbacks.append(self._seen)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+            self.collections += 1
 
 
 class Backend:

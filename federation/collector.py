@@ -1,4 +1,4 @@
-"""The garbage collector's thresholds for the coordinator's processes: fewer, later collections.
+"""The garbage collector for the coordinator's processes: fewer, later collections, none in a round.
 
 Why: CPython's cycle collector runs a young collection every 700 net new container objects and an
 older one every 10 of those, and each older collection walks every object of its generations. The
@@ -11,6 +11,15 @@ runs each, 2 cores): the full round took 10.3 s with the interpreter's threshold
 Almost all of the coordinator's objects are freed by reference counting; the cycle collector only
 finds cycles, which stay rare, so collecting later costs little memory.
 
+A placement round runs with the collector paused (`paused`, around `facade.Coordinator.publish`):
+a round allocates millions of objects, most of which die when it ends (requests, views, answers,
+message inputs), and a collection during the round walks them while they are still alive — about
+thirty young collections, one or two of the middle generation and now and then a full one in a
+full round at 10,000 spreads. Paused, only what survives the round is walked, once, by the young
+collection that the first allocation after it starts; cycles made during a round wait for its end
+(bench/README.md, "The collector paused during a round"; docs/decisions.md, "Issue 27: the
+collector paused during a placement round").
+
 `tune` is called by the programs that run a coordinator (`fedspread coordinator`, the placement
 benchmark's coordinator, which measures it as it ships) and by the Ray shard actors, which
 unpickle every round's requests. The agent keeps the interpreter's thresholds: its webhook
@@ -20,7 +29,9 @@ own there; that trade has not been measured. Pure standard library, so every lay
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 THRESHOLDS = (50_000, 20, 10)
 """Young collection every 50,000 net new container objects (the interpreter: 700), the middle
@@ -34,3 +45,19 @@ def tune(thresholds: tuple[int, int, int] = THRESHOLDS) -> tuple[int, int, int]:
     before = gc.get_threshold()
     gc.set_threshold(*thresholds)
     return before
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No cycle collection inside (reference counting frees as always); the collector as it was
+    afterwards, also on an exception. Inside a pause, or with the collector already off, it stays
+    off until that one ends. Process-wide, as the collector is: a thread that allocates meanwhile
+    collects nothing either, for as long as the pause lasts."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -56,6 +56,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from federation import clock as clock_mod
+from federation import collector
 from federation.api import names
 from federation.coordinator import backends, delivery
 from federation.coordinator.agent_stream import END as END
@@ -210,9 +211,10 @@ class Coordinator:
 
         Before the hub is listed nothing is placed: a spread seen before the clusters it uses (or
         before its recorded placement) would be placed on a partial world. `mark_hub_synced`
-        places every spread once everything is known.
+        places every spread once everything is known. The cycle collector is paused meanwhile
+        (`federation.collector.paused`: a round's garbage dies with it, uncollected).
         """
-        with self.lock:
+        with self.lock, collector.paused():
             wanted = set(keys)
             if wanted and self._hub_synced:
                 wanted -= self._settling(wanted)

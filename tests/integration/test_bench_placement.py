@@ -23,6 +23,7 @@ SHAPE = Shape(spreads=200, clusters=20, per_spread=5)
 KEYS = {"spreads", "clusters", "clusters_per_spread", "pools_per_cluster", "templates", "full_s",
         "delivered_s", "per_spread_ms", "event_p99_ms", "cordon_ms", "streams", "rss_mb", "rss_total_mb",
         "replicas_placed", "round_replaced", "full_cpu_s", "full_actors_cpu_s", "full_thread_cpu_s",
+        "full_collector_s", "full_collections", "delivered_collector_s", "delivered_collections",
         "backend", "events", "streams_reopened", "streams_detached"}
 EVENTS = {"scale_up", "new_spread", "capacity_shrink", "capacity_grow", "cordon", "uncordon"}
 RAY_KEYS = {"ray_shards", "ray_cluster_shards", "ray_nodes", "ray_cpus", "ray_ready_s", "ray_actors_rss_mb"}
@@ -40,6 +41,9 @@ def test_each_backend_records_the_keys_and_places_the_same(records: dict[str, di
         assert (record["spreads"], record["clusters"], record["streams"]) == (200, 20, 20)
         assert record["messages"] > 0 and record["delivered_s"] >= 0
         assert record["streams_reopened"] == record["streams_detached"] == 0, record  # none ended
+        # the coordinator places and delivers a round with its cycle collector paused
+        assert record["full_collections"] == 0 and record["full_collector_s"] == 0, record
+        assert record["delivered_collections"] >= 0 and record["delivered_collector_s"] >= 0
     assert local["replicas_placed"] == ray["replicas_placed"] > 0
     # Both backends place the round against one snapshot: the same spreads are placed again.
     assert local["round_replaced"] == ray["round_replaced"]

@@ -10,11 +10,12 @@ lock held by another thread; the benchmark itself runs in tests/integration/test
 from __future__ import annotations
 
 import datetime
+import gc
 import threading
 import time
 from typing import Any, cast
 
-from bench import placement, placement_events, placement_runs, placement_swarm
+from bench import placement, placement_backends, placement_events, placement_runs, placement_swarm
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.rpc import agent_pb2
@@ -152,3 +153,14 @@ def test_the_recorder_sees_a_shards_serialized_assignments_and_matches_them_by_f
         recorder.close()
     assert facade.AgentStream.send_assignment is not None and "recording" not in \
         facade.AgentStream.send_assignment.__qualname__
+
+
+def test_the_collector_time_counts_the_collections_made_while_entered_and_no_others() -> None:
+    before = list(gc.callbacks)
+    with placement_backends.CollectorTime() as collecting:
+        gc.collect(0)
+        gc.collect(0)
+        assert collecting.collections == 2 and collecting.seconds > 0
+    gc.collect(0)
+    assert collecting.collections == 2, "counted after it was left"
+    assert gc.callbacks == before
