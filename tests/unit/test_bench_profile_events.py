@@ -46,6 +46,7 @@ def test_each_event_is_timed_and_places_the_spreads_it_concerns() -> None:
     assert 0 < expected < SHAPE.spreads
     assert found["cordon (NoExecute)"]["affected"] == expected
     assert all(timing["cpu_s"] >= 0 and timing["s"] >= 0 for timing in found.values())
+    assert all(timing["collector_s"] >= 0 and timing["collections"] >= 0 for timing in found.values())
 
 
 @pytest.mark.parametrize("shape", ['{"spreads": 40, "clusterz": 10}', "[40, 10]", "not json"])
