@@ -17,8 +17,8 @@ message inputs), and a collection during the round walks them while they are sti
 thirty young collections, one or two of the middle generation and now and then a full one in a
 full round at 10,000 spreads. Paused, only what survives the round is walked, once, by the young
 collection that the first allocation after it starts; cycles made during a round wait for its end
-(bench/README.md, "The collector paused during a round"; docs/decisions.md, "Issue 27: the
-collector paused during a placement round").
+(bench/README.md, "The collector paused during a round"; docs/decisions.md, "the collector
+paused during a placement round").
 
 `tune` is called by the programs that run a coordinator (`fedspread coordinator`, the placement
 benchmark's coordinator, which measures it as it ships) and by the Ray shard actors, which
