@@ -23,16 +23,22 @@ that the question costs the charges it really changes, with the very same answer
 - `update` records the fold after one spread's charges changed the same way: the states before
   its position are kept, and after it a stretch where every charge takes what it took is the
   old states less `diff`, folding only where a charge may now take otherwise.
+- `summed` is the fold of many charges at once when it is a sum: charges alike (first pool,
+  requests, pods) added by kind, times how many, with a check that each kind still fits on the
+  sum less its own additions (then every charge fit whole when folded in order); it declines
+  otherwise, and the caller folds in order.
 
-The unit tests compare it with the plain fold on random charges (`test_overcommit_ledger`).
+The unit tests compare it with the plain fold on random charges (`test_overcommit_ledger`,
+`test_charge_fold`).
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 import typing
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from federation.api import quantity
 from federation.core import fit
@@ -84,6 +90,46 @@ def record(pools: Sequence[fit.Pool], charges: Sequence[Sequence[Item]], *, admi
         step(pools, state, charges[position], admitted=admitted, position=position, shorts=shorts)
         prefix.append(list(state))
     return Record(prefix, shorts)
+
+
+def summed(
+    pools: Sequence[fit.Pool], charges: Iterable[Sequence[Item]], *, admitted: Admitted
+) -> list[Node] | None:
+    """The fold of `charges` (in key order) on `pools` of whole nano-units, when it is a sum: every
+    charge fits whole in its first admitting pool; None when one may not (fold them in order).
+
+    Why: a round sets most of a cluster's charges at once, and folding them one by one costs a
+    `fit.slots` and a `fit.additions` per charge, 80,000 of them in a full round of 10,000 spreads
+    on 10 clusters each. Charges alike (the same first pool, requests and pods) add the same, so
+    they are added by kind, times how many. Every charge fit whole in the fold in order if each
+    kind still fits on the summed state less its own additions: what a charge meets when it is
+    folded is at most that (no addition is negative, and less requested leaves no fewer slots).
+    """
+    alike: collections.Counter[tuple[fit.Profile, int]] = collections.Counter(
+        (item.profile, item.pods) for items in charges for item in items)  # profiles hash by identity
+    kinds: collections.Counter[tuple[int, fit.Requests, int]] = collections.Counter()
+    for (profile, pods), times in alike.items():
+        found = admitted(profile)
+        if found:
+            kinds[found[0], profile.requests, pods] += times
+    state = [dict(p.requested) for p in pools]
+    added: list[tuple[int, fit.Requests, int, fit.Requests]] = []
+    for (index, requests, pods), times in kinds.items():
+        count = pools[index].count
+        if count <= 0:
+            return None
+        additions = fit.additions(requests, pods=pods, count=count)
+        added.append((index, requests, pods, additions))
+        node = state[index]
+        for name, amount in additions:
+            node[name] = node.get(name, 0) + times * amount
+    for index, requests, pods, additions in added:
+        alone = dict(state[index])
+        for name, amount in additions:
+            alone[name] -= amount
+        if fit.slots(pools[index], alone, requests) < pods:
+            return None
+    return state
 
 
 def update(

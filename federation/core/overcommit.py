@@ -52,7 +52,8 @@ class Ledger:
     in subset order). It is cheap in the usual case: when every charge fits whole in its first
     admitting pool and the reported requests are whole nano-units ("additive"), the fold is a sum,
     so a spread's charges are taken out or replaced by subtraction and addition (a charge's
-    additions are a function of the charge: nothing per charge is stored). When a pool was short
+    additions are a function of the charge: nothing per charge is stored), and a round's charges
+    set at once are added by kind, not one by one (`charge_fold.summed`). When a pool was short
     (a cluster full of pending pods), the ledger folds the charges again in order, from the
     changed spread's position on, keeping a record of the fold (`charge_fold.Record`) from which
     "without K's charges" costs the charges K's absence really changes (`charge_fold.without`).
@@ -306,10 +307,15 @@ class Ledger:
         return whole
 
     def _fold(self, *, skip: str | None) -> tuple[list[dict[str, quantity.Nanos]], bool]:
+        """Every spread's charges but `skip`'s folded in key order; whether the fold is a sum."""
+        ordered = [self._charges[key] for key in self._order if key != skip]
+        if self._integral and (summed := charge_fold.summed(
+                self._pools, ordered, admitted=self.admitted)) is not None:
+            return summed, True  # each charge whole in its first pool: added by kind, not one by one
         state = [dict(p.requested) for p in self._pools]
         additive = self._integral
-        for key in (key for key in self._order if key != skip):
-            additive = self._apply(state, self._charges[key]) and additive
+        for charges in ordered:
+            additive = self._apply(state, charges) and additive
         return state, additive
 
     def _refold(self, *, change: tuple[int, int] | None = None) -> None:

@@ -135,3 +135,44 @@ def test_the_ledger_through_updates_equals_a_fold_from_scratch(
     for asked in sorted(charges):
         others = [charges[k] for k in sorted(charges) if k != asked]
         assert held(ledger.requested(asked)) == held(fold(pools, others, ledger))
+
+
+@PROPERTY
+@hypothesis.given(data=st.data(), pools=small_pools(), choices=st.lists(profiles(), min_size=1, max_size=3))
+def test_a_fold_summed_by_kind_is_the_fold_in_order(
+    data: st.DataObject, pools: list[fit.Pool], choices: list[fit.Profile]
+) -> None:
+    """Where `summed` answers, every charge was whole in the fold in order and the states agree;
+    where it does not, the ledger folds in order (any answer is fine then, never a wrong one)."""
+    charges = data.draw(st.lists(charge_lists(choices), min_size=0, max_size=25))
+    admitted = overcommit.Ledger(pools).admitted
+    found = charge_fold.summed(pools, charges, admitted=admitted)
+    expected = charge_fold.record(pools, charges, admitted=admitted)
+    hypothesis.event("summed" if found is not None else "folded in order")
+    if found is not None:
+        assert expected.whole()
+        assert held(found) == held(expected.prefix[-1])
+
+
+def test_ample_room_is_summed_and_a_full_pool_is_not() -> None:
+    """The sum answers a round on ample pools (its purpose: no step per charge) and declines
+    when a charge may have spilled to the next pool."""
+    one_cpu = fit.profile(fit.shape_from_pod_spec(
+        {"containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]}))
+    half_cpu = fit.profile(fit.shape_from_pod_spec(
+        {"containers": [{"name": "m", "resources": {"requests": {"cpu": "500m"}}}]}))
+    pools = [fit.pool_of(cluster.NodePool(name=name, count=3, allocatable={"cpu": "8", "pods": "110"}))
+             for name in ("a", "b")]
+    admitted = overcommit.Ledger(pools).admitted
+    ample = [(overcommit.Charge(one_cpu, 2),),
+             (overcommit.Charge(half_cpu, 3), overcommit.Charge(one_cpu, 2)),
+             (overcommit.Charge(one_cpu, 5),)]
+    summed = charge_fold.summed(pools, ample, admitted=admitted)
+    assert summed is not None
+    assert held(summed) == held(charge_fold.record(pools, ample, admitted=admitted).prefix[-1])
+    # per node of pool a, each charge over 3 nodes rounded up to a nano-cpu: (2 + 1.5 + 2 + 5) / 3
+    assert summed[0]["cpu"] == 666_666_667 + 500_000_000 + 666_666_667 + 1_666_666_667
+    assert summed[1] == {}
+    full = [*ample, (overcommit.Charge(one_cpu, 20),)]  # 24 cpu on pool a: some spills to b
+    assert charge_fold.summed(pools, full, admitted=admitted) is None
+    assert not charge_fold.record(pools, full, admitted=admitted).whole()
