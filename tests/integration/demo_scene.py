@@ -172,14 +172,7 @@ def delete_quietly(call: Callable[[], object]) -> None:
 def clean_up(apis: Apis, namespace: str, workload: dict[str, Any], spread: str) -> None:
     """Every agent back, the example's objects deleted, its member pods and Deployments gone, the
     namespaces deleted (the hub has no namespace controller: its namespace stays Terminating)."""
-    for name in sorted(apis.federation.stopped):
-        apis.federation.start_agent(name)
-    path = (common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
-    # The default deletionPolicy (Orphan) would leave the member workloads running: ask for Delete.
-    delete_quietly(lambda: apis.custom().patch_namespaced_custom_object(
-        *path, {"spec": {"deletionPolicy": "Delete"}}, _content_type="application/merge-patch+json"))
-    delete_quietly(lambda: apis.custom().delete_namespaced_custom_object(*path))
-    delete_quietly(lambda: hub_call(apis, workload["kind"], 2)(workload["metadata"]["name"], namespace))
+    start_clean_up(apis, namespace, workload, spread)
 
     def leftovers() -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
@@ -203,3 +196,14 @@ def clean_up(apis: Apis, namespace: str, workload: dict[str, Any], spread: str) 
         delete_quietly(lambda name=name: apis.core(name).delete_namespace(namespace))
 
 
+def start_clean_up(apis: Apis, namespace: str, workload: dict[str, Any], spread: str) -> None:
+    """`clean_up`'s deletions without its wait: examples side by side drain together (each
+    `clean_up` waits for every cluster to be idle, so one at a time would wait for the others)."""
+    for name in sorted(apis.federation.stopped):
+        apis.federation.start_agent(name)
+    path = (common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
+    # The default deletionPolicy (Orphan) would leave the member workloads running: ask for Delete.
+    delete_quietly(lambda: apis.custom().patch_namespaced_custom_object(
+        *path, {"spec": {"deletionPolicy": "Delete"}}, _content_type="application/merge-patch+json"))
+    delete_quietly(lambda: apis.custom().delete_namespaced_custom_object(*path))
+    delete_quietly(lambda: hub_call(apis, workload["kind"], 2)(workload["metadata"]["name"], namespace))

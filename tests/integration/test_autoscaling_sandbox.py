@@ -22,6 +22,7 @@ give back their one replica each when the load is gone.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -32,7 +33,18 @@ from typing import Any
 import pytest
 import waiting
 import yaml
-from demo_scene import Apis, Seen, clean_up, connect, delete_quietly, hub_call, idle, observe, reached
+from demo_scene import (
+    Apis,
+    Seen,
+    clean_up,
+    connect,
+    delete_quietly,
+    hub_call,
+    idle,
+    observe,
+    reached,
+    start_clean_up,
+)
 from kubernetes import dynamic
 
 from federation.api import common, names
@@ -174,42 +186,80 @@ def test_the_external_metrics_api_answers_through_the_hub(apis: Apis) -> None:
     assert {r["name"] for r in discovery["resources"]} >= set(usage.SERVED_METRICS)
 
 
-@pytest.mark.parametrize(("example", "kind"), [("replicaset.yaml", "ReplicaSet"),
-                                               ("statefulset.yaml", "StatefulSet")])
-def test_a_hub_hpa_scales_a_replicaset_or_statefulset_spread(apis: Apis, example: str, kind: str) -> None:
-    """The example's workload at 2 replicas, its spread as the example has it, and the autoscaling
-    example's HPA pointed at it (2 to 4 replicas): each pod at 100 % of its requests makes 4, which
-    fill the ring (dc1, at most 2) and give eu one each; load gone, eu gives back first."""
+SCALED_KINDS = (("replicaset.yaml", "ReplicaSet"), ("statefulset.yaml", "StatefulSet"))
+"""The examples of the other kinds with a scale subresource, sized side by side in one test."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scaled:
+    """One example's workload, spread and HPA in a namespace of its own."""
+
+    kind: str
+    namespace: str
+    workload: dict[str, Any]
+    spread: dict[str, Any]
+    hpa: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        name: str = self.workload["metadata"]["name"]
+        return name
+
+
+def _scaled(example: str, kind: str) -> _Scaled:
+    """The example's workload at 2 replicas and the autoscaling example's HPA pointed at it (2 to 4)."""
     documents = _documents(EXAMPLES / example)
-    workload, spread = copy.deepcopy(documents[kind]), documents["FederatedSpread"]
-    name = workload["metadata"]["name"]
+    workload = copy.deepcopy(documents[kind])
     workload["spec"]["replicas"] = 2
+    name = workload["metadata"]["name"]
     hpa = copy.deepcopy(_documents()["HorizontalPodAutoscaler"])
     hpa["metadata"]["name"] = name
     hpa["spec"].update(scaleTargetRef={"apiVersion": "apps/v1", "kind": kind, "name": name},
                        minReplicas=2, maxReplicas=4)
     hpa["spec"]["metrics"][0]["external"]["metric"]["selector"] = {"matchLabels": {names.SPREAD_LABEL: name}}
-    namespace = f"autoscale-{kind.lower()}-{uuid.uuid4().hex[:6]}"
+    return _Scaled(kind, f"autoscale-{kind.lower()}-{uuid.uuid4().hex[:6]}", workload,
+                   documents["FederatedSpread"], hpa)
+
+
+def test_a_hub_hpa_scales_a_replicaset_and_a_statefulset_spread(apis: Apis) -> None:
+    """The ReplicaSet and StatefulSet examples side by side, each in its own namespace with the
+    autoscaling example's HPA pointed at it (2 to 4 replicas): each pod at 100 % of its requests
+    makes 4, which fill the ring (dc1, at most 2, Fixed) and give eu one each; load gone, eu gives
+    back first. Side by side, the HPA periods and stabilization are waited out once for both."""
+    scaled = [_scaled(example, kind) for example, kind in SCALED_KINDS]
     waiting.wait_for(lambda: idle(apis), timeout=60.0, message="the federation is not idle")
-    apis.core("hub").create_namespace({"metadata": {"name": namespace}})
+    created: list[_Scaled] = []
     try:
-        hub_call(apis, kind, 0)(namespace, workload)
-        apis.custom().create_namespaced_custom_object(
-            common.API_GROUP, common.API_VERSION, namespace, spread_api.PLURAL, spread)
-        _hpas(apis).create(body=hpa, namespace=namespace)
+        for item in scaled:
+            apis.core("hub").create_namespace({"metadata": {"name": item.namespace}})
+            created.append(item)
+            hub_call(apis, item.kind, 0)(item.namespace, item.workload)
+            apis.custom().create_namespaced_custom_object(
+                common.API_GROUP, common.API_VERSION, item.namespace, spread_api.PLURAL, item.spread)
+            _hpas(apis).create(body=item.hpa, namespace=item.namespace)
         given_back = {"ring": {"dc1": 2}, "eu": {"aws-eu": 0, "gcp-eu": 0}}
-        _reach(apis, namespace, replicas=2, want=given_back, what=f"{kind} idle", kind=kind, name=name)
+        for item in scaled:
+            _reach(apis, item.namespace, replicas=2, want=given_back, what=f"{item.kind} idle",
+                   kind=item.kind, name=item.name)
 
         # Both pods at 100 % of their requests (250m each): sum 200, target 50 per replica -> 4 (its most).
-        assert len(_load(apis, namespace, "250m", spread=name)) == 2
+        for item in scaled:
+            assert len(_load(apis, item.namespace, "250m", spread=item.name)) == 2, item.kind
         loaded = {"ring": {"dc1": 2}, "eu": {"aws-eu": 1, "gcp-eu": 1}}
-        seen = _reach(apis, namespace, replicas=4, want=loaded, what=f"{kind} under load", kind=kind,
-                      name=name)
-        assert sum(len(p) for p in seen.pods.values()) == 4
+        for item in scaled:
+            seen = _reach(apis, item.namespace, replicas=4, want=loaded, what=f"{item.kind} under load",
+                          kind=item.kind, name=item.name)
+            assert sum(len(p) for p in seen.pods.values()) == 4, item.kind
 
         # Load gone: after the downscale stabilization the HPA goes back to 2; eu gives back first.
-        _load(apis, namespace, "0", spread=name)
-        _reach(apis, namespace, replicas=2, want=given_back, what=f"{kind} load gone", kind=kind, name=name)
-    finally:
-        delete_quietly(lambda: _hpas(apis).delete(name=name, namespace=namespace))
-        clean_up(apis, namespace, workload, name)
+        for item in scaled:
+            _load(apis, item.namespace, "0", spread=item.name)
+        for item in scaled:
+            _reach(apis, item.namespace, replicas=2, want=given_back, what=f"{item.kind} load gone",
+                   kind=item.kind, name=item.name)
+    finally:  # both deleted before either clean-up waits for the clusters to be idle
+        for item in created:
+            delete_quietly(lambda item=item: _hpas(apis).delete(name=item.name, namespace=item.namespace))
+            start_clean_up(apis, item.namespace, item.workload, item.name)
+        for item in created:
+            clean_up(apis, item.namespace, item.workload, item.name)

@@ -75,7 +75,7 @@ def in_order(replicas: int) -> dict[str | None, int]:
     return {k: v for k, v in {"first": min(2, replicas), "rest": max(0, replicas - 2)}.items() if v}
 
 
-@pytest.mark.parametrize("seed", soak.seeds(2))
+@pytest.mark.parametrize("seed", soak.seeds(1))
 def test_member_apiserver_restart_agent_caches_recover(
         seed: int, sandbox: state.SandboxState, clusters: conftest.Clusters, namespace: str,
         coordinator: tuple[str, Any], tmp_path: pathlib.Path) -> None:
@@ -139,7 +139,7 @@ def test_member_apiserver_restart_agent_caches_recover(
         agent.stop()
 
 
-@pytest.mark.parametrize("seed", soak.seeds(2))
+@pytest.mark.parametrize("seed", soak.seeds(1))
 def test_hub_away_coordinator_serves_last_placements_and_status_catches_up(
         seed: int, sandbox: state.SandboxState, clusters: conftest.Clusters, namespace: str,
         local_ray: str) -> None:
