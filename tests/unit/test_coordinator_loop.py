@@ -164,6 +164,27 @@ def test_spread_edit_of_a_cap_recomputes_and_sends_deltas() -> None:
     assert all(m is not None and m.generation == 2 for m in delta.values())
 
 
+def test_a_spreads_entry_keeps_its_key_and_lost_after_until_its_spec_changes() -> None:
+    """The entry keeps what it derives from its spread (key, clusterLostSeconds as a timedelta): a
+    status-only update refreshes the object and affects nothing; an edit makes a new entry."""
+    clock = ManualClock(T0)
+    model = new_world(clock, {"dc1": 2, "aws": 2})
+    first = builders.federated_spread(subsets=TWO_SUBSETS, generation=1, lost_seconds=40)
+    add_spread(model, first, replicas=2)
+    entry = model.spread("shop/web")
+    assert entry is not None and (entry.key, entry.lost_after) == ("shop/web", datetime.timedelta(seconds=40))
+    again = builders.federated_spread(subsets=TWO_SUBSETS, generation=1, lost_seconds=40)
+    again.status = spread_api.FederatedSpreadStatus()
+    assert model.upsert_spread(again) == set()
+    assert model.spread("shop/web") is entry and entry.spread is again
+    edited = builders.federated_spread(subsets=TWO_SUBSETS, generation=2, lost_seconds=90)
+    assert model.upsert_spread(edited) == {"shop/web"}
+    changed = model.spread("shop/web")
+    assert changed is not None and changed.lost_after == datetime.timedelta(seconds=90)
+    with pytest.raises(ValueError, match="refreshed only by itself"):
+        changed.refresh(builders.federated_spread("api", subsets=TWO_SUBSETS, lost_seconds=90))
+
+
 def test_delete_sends_a_removal_to_every_cluster() -> None:
     clock = ManualClock(T0)
     model = new_world(clock, {"dc1": 2, "aws": 2})

@@ -23,11 +23,22 @@ class SpreadEntry:
     generation: int
     replicas: int | None = None
     template: dict[str, Any] | None = None
+    key: str = dataclasses.field(init=False, compare=False)
+    """`namespace/name` (read about twenty times per spread in a round: kept, not formatted again)."""
+    lost_after: datetime.timedelta = dataclasses.field(init=False, compare=False)
+    """How long an agent may be silent before its cluster counts as lost for this spread (its
+    spec's `failover.clusterLostSeconds`; read for every cluster a round asks about)."""
 
-    @property
-    def key(self) -> str:
-        """`namespace/name`."""
-        return self.spread.key
+    def __post_init__(self) -> None:
+        self.key = self.spread.key
+        self.lost_after = datetime.timedelta(seconds=self.spread.spec.failover.cluster_lost_seconds)
+
+    def refresh(self, item: spread_api.FederatedSpread) -> None:
+        """The same spread's object again, its spec equal (the caller compared them: a status or
+        metadata update), so what was kept of it (`key`, `lost_after`) stands."""
+        if item.key != self.key:
+            raise ValueError(f"{item.key} is not {self.key}: a spread's entry is refreshed only by itself")
+        self.spread = item
 
     @property
     def spec(self) -> spread_api.FederatedSpreadSpec:
@@ -39,11 +50,6 @@ class SpreadEntry:
         """The hub object's metadata.uid (an extra field of ObjectMeta); empty when absent. Agents
         manage a member Deployment only for the spread incarnation whose uid it carries."""
         return str((self.spread.metadata.model_extra or {}).get("uid") or "")
-
-    @property
-    def lost_after(self) -> datetime.timedelta:
-        """How long an agent may be silent before its cluster counts as lost for this spread."""
-        return datetime.timedelta(seconds=self.spec.failover.cluster_lost_seconds)
 
 
 @dataclasses.dataclass(frozen=True)

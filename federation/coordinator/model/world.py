@@ -61,7 +61,7 @@ class World(world_state.WorldState):
         key = item.key
         old = self._spreads.get(key)
         if old is not None and old.spread.spec == item.spec and old.uid == SpreadEntry(item, 0).uid:
-            old.spread = item
+            old.refresh(item)
             return set()
         if old is None and key not in self._placed and item.status is not None:
             recorded = {s.name: s.placed() for s in item.status.subset_statuses if s.clusters}
