@@ -164,7 +164,10 @@ def test_agent_with_its_own_certificate_joins_and_reports(
 
         wait_for(ready_with_nodes, timeout=WAIT,
                  message=lambda: f"member-1 never ready with its nodes; agent log:\n{agent.output()}")
-        assert member_cluster(clusters.custom(hubside.HUB), "member-1") is not None, "registered on Hello"
+        # Registered on Hello by the coordinator's hook pool, not awaited by the stream: it may land
+        # just after the agent shows ready (42 ms after it in a `make test` that read it too soon).
+        wait_for(lambda: member_cluster(clusters.custom(hubside.HUB), "member-1"), timeout=WAIT,
+                 message="member-1's MemberCluster was not registered on Hello")
         shown = fedspread("get", "clusters", "-o", "json", "--coordinator", coordinator, *user_flags(pki))
         assert shown.returncode == 0, shown.stderr
         assert '"name": "member-1"' in shown.stdout

@@ -1,4 +1,4 @@
-"""How many times a fault test repeats: a few seeds in `make test`, many under `make soak`.
+"""How many times a fault test repeats: one to three seeds in `make test`, ten under `make soak`.
 
 Why seeds: a fault (a kill, a cut connection, an apiserver restart) finds different bugs at
 different moments, so each fault test draws its moments from `random.Random(seed)` and runs for
