@@ -15,8 +15,9 @@ the state it expects, with a deadline of a few HPA periods.
 
 The other kinds with a scale subresource are sized the same way: the ReplicaSet and StatefulSet
 examples (examples/replicaset.yaml, examples/statefulset.yaml) with the example's HPA pointed at
-them; the HPA reads and writes their scale, the spread divides it, and a StatefulSet's eu members
-give back their one replica each when the load is gone.
+them, side by side in namespaces of their own (one wait for the HPA's periods, not two); the HPA
+reads and writes their scale, the spread divides it, and a StatefulSet's eu members give back
+their one replica each when the load is gone.
 """
 
 from __future__ import annotations
