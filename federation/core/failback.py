@@ -25,7 +25,8 @@ be exceeded with the added pods counted. Each `Decision` says which of these hol
 `Rebalancing` condition can show it. `whole_plan` chains the steps assuming each finishes, for
 `fedspread rebalance --dry-run`; `document` sums them into the simulate JSON's `rebalance` entry.
 
-Pure: counts in, counts out; the caller keeps the step in flight and the last move's time.
+What a step moves, and in which order, is `failback_pairing`'s. Pure: counts in, counts out; the
+caller keeps the step in flight and the last move's time.
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from federation.api import spread
-from federation.core import apportion
+from federation.core import apportion, failback_pairing
+from federation.core.failback_pairing import Counts as Counts
+from federation.core.failback_pairing import Move as Move
 
 CONDITION = "Rebalancing"
 """The spread status condition that says what a failback does or waits for (its reason: a `Reason`)."""
-
-Counts = Mapping[str, Mapping[str, int]]
-"""Replicas (or Ready pods) per subset per cluster."""
 
 Action = Literal["start", "finish", "stop", "none"]
 Reason = Literal["Started", "Finished", "NotReadyInTime", "PolicyNever", "NothingToMove", "Cooldown",
@@ -55,17 +55,6 @@ class Shift:
 
     subset: str
     cluster: str
-    replicas: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Move:
-    """Replicas that go from one pair to a higher-priority one (the simulate JSON's `moves`)."""
-
-    from_subset: str
-    from_cluster: str
-    to_subset: str
-    to_cluster: str
     replicas: int
 
 
@@ -146,7 +135,8 @@ def next_step(
         return _judge(spec, in_flight, replicas=replicas, placed=placed, ready=ready, now=now)
     if settings.policy == "Never" and not on_demand:
         return Decision("none", "PolicyNever", "spec.rebalance.policy is Never", placed)
-    moves, capped = _moves(spec, current=placed, target=from_scratch, caps=caps, surge=surge)
+    moves, capped = failback_pairing.upward_moves(spec, current=placed, target=from_scratch, caps=caps,
+                                                  surge=surge)
     if not moves:
         if capped:
             return Decision("none", "CapReached", f"subset {capped} is at its cap", placed)
@@ -188,7 +178,8 @@ def whole_plan(
     placed = _copy(current)
     steps: list[tuple[Move, ...]] = []
     while True:
-        moves, _ = _moves(spec, current=placed, target=from_scratch, caps=caps, surge=surge)
+        moves, _ = failback_pairing.upward_moves(spec, current=placed, target=from_scratch, caps=caps,
+                                                 surge=surge)
         if not moves:
             return steps
         steps.append(tuple(moves))
@@ -259,97 +250,6 @@ def _judge(spec: spread.FederatedSpreadSpec, step: Step, *, replicas: int, place
         _bump(placed, gone.subset, gone.cluster, -min(gone.replicas, held))
     return Decision("finish", "Finished", f"the new pods are Ready: removing {_listing(step.removes)}",
                     placed, step=step)
-
-
-def _moves(spec: spread.FederatedSpreadSpec, *, current: Counts, target: Counts,
-           caps: Mapping[str, int | None], surge: int) -> tuple[list[Move], str | None]:
-    """Up to `surge` upward moves, and (when there is none) the first subset a cap kept from taking any.
-
-    Which replicas can move: the most shortfalls (`target` above `current`) that can each be paired
-    with a surplus of lower priority (`_matched`). Which move first: the lowest-priority surplus (the
-    scale-down order), paired as the sorted pairing pairs it — the last matched surplus with the
-    last matched shortfall — so that what is left is still all upward moves and the steps end at
-    the from-scratch placement."""
-    order = _order(spec, current, target)
-    shortfalls, surpluses = _matched(order, current=current, target=target)
-    room = {name: None if cap is None else cap - sum(current.get(name, {}).values())
-            for name, cap in caps.items()}
-    moves: list[Move] = []
-    capped: str | None = None
-    moved = 0
-    while moved < surge and shortfalls and surpluses:
-        (to, need), (source, spare) = shortfalls[-1], surpluses[-1]
-        left = room.get(to[0])
-        count = min(need, spare, surge - moved, need if left is None else left)
-        if count <= 0:  # the cap of `to`'s subset has no room: the surplus paired with it waits
-            capped = capped or to[0]
-        else:
-            moves.append(Move(source[0], source[1], to[0], to[1], count))
-            moved += count
-            if left is not None:
-                room[to[0]] = left - count
-        shortfalls[-1], surpluses[-1] = (to, need - count), (source, spare - count)
-        if count <= 0 or need == count:
-            shortfalls.pop()
-        if count <= 0 or spare == count:
-            surpluses.pop()
-    return moves, None if moves else capped
-
-
-def _matched(order: Mapping[tuple[str, str], _Rank], *, current: Counts,
-             target: Counts) -> tuple[list[tuple[tuple[str, str], int]], list[tuple[tuple[str, str], int]]]:
-    """The shortfalls and surpluses of a largest set of upward moves, each list from the highest
-    priority down (equal ranks in scale-down order reversed).
-
-    A sweep from the highest priority down: a shortfall waits in a pool, a surplus takes the
-    highest-priority shortfalls waiting (only strictly higher ones: a surplus is met before the
-    shortfalls of its own rank). Any surplus may take any waiting shortfall, so the sweep pairs as
-    many as can be paired."""
-    events = sorted(order, key=lambda pair: (order[pair].priority,
-                                             _at(current, pair) < _at(target, pair), order[pair].position))
-    pool: list[tuple[tuple[str, str], int]] = []  # shortfalls waiting, highest priority first
-    shortfalls: dict[tuple[str, str], int] = {}
-    surpluses: list[tuple[tuple[str, str], int]] = []
-    for pair in events:
-        difference = _at(target, pair) - _at(current, pair)
-        if difference > 0:
-            pool.append((pair, difference))
-            continue
-        spare, taken = -difference, 0
-        while spare > taken and pool:
-            waiting_pair, waiting = pool[0]
-            count = min(spare - taken, waiting)
-            shortfalls[waiting_pair] = shortfalls.get(waiting_pair, 0) + count
-            taken += count
-            if count == waiting:
-                pool.pop(0)
-            else:
-                pool[0] = (waiting_pair, waiting - count)
-        if taken:
-            surpluses.append((pair, taken))
-    ranked = sorted(shortfalls, key=lambda pair: (order[pair].priority, order[pair].position))
-    return [(pair, shortfalls[pair]) for pair in ranked], surpluses
-
-
-@dataclasses.dataclass(frozen=True)
-class _Rank:
-    priority: tuple[int, int]
-    """(subset index, cluster index in a Fill subset else 0): smaller is preferred."""
-    position: tuple[int, int]
-    """(subset index, cluster index): the scale-down order is the reverse of this."""
-
-
-def _order(spec: spread.FederatedSpreadSpec, current: Counts, target: Counts) -> dict[tuple[str, str], _Rank]:
-    """Every (subset, cluster) pair of a spec subset in either placement, ranked. A subset's
-    clusters are in the from-scratch placement's order (the subset's own), then any only held now."""
-    ranks: dict[tuple[str, str], _Rank] = {}
-    for index, subset in enumerate(spec.subsets):
-        clusters = list(dict.fromkeys([*target.get(subset.name, {}), *current.get(subset.name, {})]))
-        fill = subset.cluster_spread == "Fill"
-        for place, name in enumerate(clusters):
-            ranks[(subset.name, name)] = _Rank(priority=(index, place if fill else 0),
-                                               position=(index, place))
-    return ranks
 
 
 def _at(counts: Counts, pair: tuple[str, str]) -> int:
