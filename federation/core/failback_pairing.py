@@ -5,9 +5,9 @@ a step moves, which is a matching problem with its own invariant. Every move mus
 earlier subset, or an earlier cluster of a `Fill` subset), and after each step what is left must
 still be pairable upward, or the steps would stop short of the from-scratch placement. A sweep
 finds the largest set of upward pairs (`_matched`); the sorted pairing (the last surplus with the
-last shortfall) keeps the rest pairable; where a cap blocks that pairing, another that keeps the
-rest pairable goes first (`_unblocked`), so a subset filled to its cap by one step is emptied by
-the next rather than blocking every move after it.
+last shortfall) keeps the rest pairable; where a cap blocks its last pair, another of its pairs
+goes first (`_unblocked`), so a subset filled to its cap by one step is emptied by the next
+rather than blocking every move after it.
 
 Pure: counts in, moves out.
 """
@@ -42,9 +42,9 @@ def upward_moves(spec: spread.FederatedSpreadSpec, *, current: Counts, target: C
     with a surplus of lower priority (`_matched`). Which move first: the lowest-priority surplus (the
     scale-down order), paired as the sorted pairing pairs it — the last matched surplus with the
     last matched shortfall — so that what is left is still all upward moves and the steps end at
-    the from-scratch placement. Where that shortfall's subset is at its cap, another pairing that
-    leaves the rest pairable may go first (`_unblocked`): a move out of the full subset makes the
-    room the blocked one needs, so one full subset never stops the moves that would empty it."""
+    the from-scratch placement. Where that shortfall's subset is at its cap, another pair of the
+    sorted pairing goes first (`_unblocked`): a move out of the full subset makes the room the
+    blocked one needs, so one full subset never stops the moves that would empty it."""
     order = _order(spec, current, target)
     shortfalls, surpluses = _matched(order, current=current, target=target)
     room = {name: None if cap is None else cap - sum(current.get(name, {}).values())
@@ -59,7 +59,7 @@ def upward_moves(spec: spread.FederatedSpreadSpec, *, current: Counts, target: C
         count = min(need, spare, surge - moved, need if left is None else left)
         if count <= 0:  # the cap of `to`'s subset has no room: pair another way, one replica at a time
             capped = capped or to[0]
-            found = _unblocked(order, shortfalls=shortfalls, surpluses=surpluses, room=room)
+            found = _unblocked(shortfalls, surpluses, room=room)
             if found is None:
                 break
             short_at, surplus_at = found
@@ -79,40 +79,24 @@ def upward_moves(spec: spread.FederatedSpreadSpec, *, current: Counts, target: C
     return moves, None if moves else capped
 
 
-def _unblocked(order: Mapping[tuple[str, str], _Rank], *, shortfalls: list[tuple[tuple[str, str], int]],
-               surpluses: list[tuple[tuple[str, str], int]],
+def _unblocked(shortfalls: Sequence[tuple[tuple[str, str], int]],
+               surpluses: Sequence[tuple[tuple[str, str], int]], *,
                room: Mapping[str, int | None]) -> tuple[int, int] | None:
-    """A (shortfall, surplus) index pair for one replica whose shortfall's subset has room and
-    whose move leaves the rest pairable upward: the lowest-priority surplus first, each with the
-    lowest-priority shortfall it can take. None where every such move is capped.
+    """The (shortfall, surplus) indexes of the sorted pairing's lowest pair whose shortfall's
+    subset has room; None where every pair of it is capped.
 
-    Quadratic in the matched pairs with a linear check each: only run when the sorted pairing is
-    capped, and a spread's pairs are its clusters, not its replicas."""
-    for surplus_at in reversed(range(len(surpluses))):
-        source = surpluses[surplus_at][0]
-        for short_at in reversed(range(len(shortfalls))):
-            to = shortfalls[short_at][0]
-            left = room.get(to[0])
-            if order[to].priority >= order[source].priority or (left is not None and left <= 0):
-                continue
-            rest_short, rest_surplus = list(shortfalls), list(surpluses)
-            _take(rest_short, short_at, 1)
-            _take(rest_surplus, surplus_at, 1)
-            if _pairable(order, shortfalls=rest_short, surpluses=rest_surplus):
-                return short_at, surplus_at
-    return None
-
-
-def _pairable(order: Mapping[tuple[str, str], _Rank], *, shortfalls: Sequence[tuple[tuple[str, str], int]],
-              surpluses: Sequence[tuple[tuple[str, str], int]]) -> bool:
-    """Whether the sorted pairing (last with last, both lists highest priority first) makes every
-    pair an upward move — which holds exactly when some pairing does."""
+    Any pair of the sorted pairing may go first: the rest of that pairing still pairs what is left
+    upward. And one always has room where every difference is paired and every cap is above its
+    subset's from-scratch count: the earliest subset that receives a replica gives its own surplus
+    only to itself, so it holds no more than its from-scratch count, below its cap. Linear in the
+    matched pairs (a spread's clusters, not its replicas)."""
     short_at, surplus_at = len(shortfalls) - 1, len(surpluses) - 1
     short_left = shortfalls[short_at][1] if shortfalls else 0
     surplus_left = surpluses[surplus_at][1] if surpluses else 0
     while short_at >= 0 and surplus_at >= 0:
-        if order[shortfalls[short_at][0]].priority >= order[surpluses[surplus_at][0]].priority:
-            return False
+        left = room.get(shortfalls[short_at][0][0])
+        if left is None or left > 0:
+            return short_at, surplus_at
         count = min(short_left, surplus_left)
         short_left, surplus_left = short_left - count, surplus_left - count
         if short_left == 0:
@@ -121,7 +105,7 @@ def _pairable(order: Mapping[tuple[str, str], _Rank], *, shortfalls: Sequence[tu
         if surplus_left == 0:
             surplus_at -= 1
             surplus_left = surpluses[surplus_at][1] if surplus_at >= 0 else 0
-    return short_at < 0 and surplus_at < 0
+    return None
 
 
 def _take(entries: list[tuple[tuple[str, str], int]], at: int, count: int) -> None:
