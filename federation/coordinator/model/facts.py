@@ -49,7 +49,12 @@ class SpreadEntry:
     def uid(self) -> str:
         """The hub object's metadata.uid (an extra field of ObjectMeta); empty when absent. Agents
         manage a member Deployment only for the spread incarnation whose uid it carries."""
-        return str((self.spread.metadata.model_extra or {}).get("uid") or "")
+        return uid_of(self.spread)
+
+
+def uid_of(item: spread_api.FederatedSpread) -> str:
+    """A spread object's metadata.uid (an extra field of ObjectMeta); empty when absent."""
+    return str((item.metadata.model_extra or {}).get("uid") or "")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,7 +60,7 @@ class World(world_state.WorldState):
         """A FederatedSpread was created or changed; a status-only update (our own write) affects nothing."""
         key = item.key
         old = self._spreads.get(key)
-        if old is not None and old.spread.spec == item.spec and old.uid == SpreadEntry(item, 0).uid:
+        if old is not None and old.spread.spec == item.spec and old.uid == facts.uid_of(item):
             old.refresh(item)
             return set()
         if old is None and key not in self._placed and item.status is not None:
