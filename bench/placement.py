@@ -352,18 +352,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the interpreter's garbage-collector thresholds in the coordinator (by "
                              "default it runs with federation.collector's, as `fedspread coordinator` does): "
                              "the before arm of that change")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave what a large round leaves alive in the collector's generations in the "
+                             "coordinator (by default it is frozen for a while, as `fedspread coordinator` "
+                             "does: federation.collector): the before arm of that change")
     parser.add_argument("--unbatched", action="store_true",
                         help="stand-in agents that read and send no batches (the before arm of that change)")
     options = parser.parse_args(argv)
     thresholds = gc.get_threshold() if options.interpreter_gc else collector.THRESHOLDS
     if not options.interpreter_gc:
         collector.tune()
+    collector.freeze_rounds(not options.no_freeze)
     if options.hub and (options.tls or options.backend != "local"):
         parser.error("--hub runs the in-process backend, its streams always over mutual TLS")
     found = (hub_point(options.shape) if options.hub
              else measure(options.shape, backend=options.backend, tls=options.tls,
                           batches=not options.unbatched))
-    print(json.dumps({**found, "gc_thresholds": list(thresholds)}), flush=True)
+    print(json.dumps({**found, "gc_thresholds": list(thresholds), "freeze_rounds": not options.no_freeze}),
+          flush=True)
     return 0
 
 

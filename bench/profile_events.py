@@ -242,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interpreter-gc", action="store_true",
                         help="keep the interpreter's garbage-collector thresholds (by default this process "
                              "runs with federation.collector's, as `fedspread coordinator` does)")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave what a large round leaves alive in the collector's generations (by "
+                             "default it is frozen for a while, as `fedspread coordinator` does: "
+                             "federation.collector): the before arm of that change")
     run.add_replace_option(parser)
     arguments = list(sys.argv[1:] if argv is None else argv)
     options = parser.parse_args(arguments)
@@ -259,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if not options.interpreter_gc:
         collector.tune()
     used = gc.get_threshold()
+    freezing = collector.freeze_rounds(not options.no_freeze)
     placing = placement_backends.Backend(options.backend)
     try:
         found = measure(shape, profile=not options.json, backend=placing.backend, streams=options.streams,
@@ -266,12 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         placing.close()
         gc.set_threshold(*before)  # as it was: main() also runs inside the tests' process
+        collector.freeze_rounds(freezing)
     if options.json:
         line = json.dumps({"command": shlex.join(["python", "-m", "bench.profile_events", *arguments]),
                            "commit": run.commit(),
                            "load_average": {"at_start": at_start, "at_end": run.load()},
                            **shape.describe(), "backend": options.backend, "streams": options.streams,
-                           "gc_thresholds": list(used), **found.timings})
+                           "gc_thresholds": list(used), "freeze_rounds": not options.no_freeze,
+                           **found.timings})
         print(line)
         if options.output is not None:
             options.output.write_text(line + "\n")

@@ -224,6 +224,7 @@ def coordinator_command(*, hub_kubeconfig: pathlib.Path | None, context: str | N
             options.usage_error(str(error))
     logs.configure(log_level)
     collector.tune()  # a round spends a third of its time collecting with the interpreter's thresholds
+    collector.freeze_rounds()  # a large round's survivors are walked by no collection for a while
     settings = coordinator_main.CoordinatorConfig(
         hub_kubeconfig=hub_kubeconfig, hub_context=context, listen=listen,
         use_ray=bool(ray_address) or local_ray,

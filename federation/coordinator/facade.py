@@ -212,9 +212,10 @@ class Coordinator:
         Before the hub is listed nothing is placed: a spread seen before the clusters it uses (or
         before its recorded placement) would be placed on a partial world. `mark_hub_synced`
         places every spread once everything is known. The cycle collector is paused meanwhile
-        (`federation.collector.paused`: a round's garbage dies with it, uncollected).
+        (`federation.collector.paused`: a round's garbage dies with it, uncollected), and what a
+        large round leaves alive is kept out of the collections for a while (`Pause.keep`).
         """
-        with self.lock, collector.paused():
+        with self.lock, collector.paused() as pause:
             wanted = set(keys)
             if wanted and self._hub_synced:
                 wanted -= self._settling(wanted)
@@ -261,6 +262,8 @@ class Coordinator:
             if encodings is not None and encodings.failed:
                 log.warning("the placement shards did not build the round's agent messages; they were "
                             "built in the coordinator's process instead", extra={"error": encodings.failed})
+            if len(result.placements) >= collector.FREEZE_FROM:
+                pause.keep()
             if self.on_round is not None:
                 self.on_round(result, time.perf_counter() - started)
             return result

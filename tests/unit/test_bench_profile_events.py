@@ -17,6 +17,7 @@ import gc
 import json
 import pathlib
 import shlex
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,25 @@ def test_the_events_are_timed_with_the_collector_the_coordinator_ships_with(
     printed = json.loads(capsys.readouterr().out)
     assert printed["gc_thresholds"] == (expected or list(before))
     assert gc.get_threshold() == before, "the thresholds are restored"
+
+
+@pytest.mark.parametrize(("flags", "freezing"), [([], True), (["--no-freeze"], False)])
+def test_the_events_freeze_a_large_rounds_survivors_as_the_coordinator_does_unless_asked_not_to(
+        flags: list[str], freezing: bool, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[bool] = []
+    real = collector.freeze_rounds
+
+    def recorded(on: bool = True, **given: Any) -> bool:
+        asked.append(on)
+        return real(on, **given)
+
+    monkeypatch.setattr(collector, "freeze_rounds", recorded)
+    monkeypatch.setattr(collector, "FREEZE_FROM", 1)  # the tiny shape's rounds count as large
+    profile_events.main(["--shape", '{"spreads": 6, "clusters": 3, "per_spread": 2}', "--json", *flags])
+    assert json.loads(capsys.readouterr().out)["freeze_rounds"] is freezing
+    assert asked == [freezing, False], "on (or not) for the run, then as the test process had it"
+    assert gc.get_freeze_count() == 0, "nothing is left frozen in the test process"
 
 
 def test_with_streams_every_agent_is_attached_and_the_round_queues_a_message_per_cluster_it_uses() -> None:
