@@ -22,12 +22,13 @@ paused during a placement round").
 
 What a large round leaves alive is frozen (`freeze_rounds`, `Pause.keep`: `gc.freeze()`, the
 objects moved out of every generation) when the coordinator runs as a program: that one young
-collection after a full round at 10,000 spreads walked 0.6 to 1.2 s of survivors (the placements,
-views, ledgers), and every middle and full collection after it walked them again, though almost
-none of them is ever cyclic garbage. Frozen objects are never collected, so the freezing is
-bounded: `THAW_SECONDS` after the first freeze they are given back to the oldest generation
-(`gc.unfreeze()`), and no round freezes again until a full collection has walked them, so a cycle
-made in or before a round waits at most that long plus the collector's own schedule.
+collection after a full round at 10,000 spreads walked its survivors (the placements, views,
+ledgers) for 0.24 to 0.76 s of the placing thread, and every middle and full collection after it
+walked them again, though almost none of them is ever cyclic garbage (bench/README.md, "What a
+large round leaves alive, frozen for a while"). Frozen objects are never collected, so the
+freezing is bounded: `THAW_SECONDS` after the first freeze they are given back to the oldest
+generation (`gc.unfreeze()`), and no round freezes again until a full collection has walked them,
+so a cycle made in or before a round waits at most that long plus the collector's own schedule.
 
 `tune` is called by the programs that run a coordinator (`fedspread coordinator`, the placement
 benchmark's coordinator, which measures it as it ships) and by the Ray shard actors, which
@@ -60,8 +61,8 @@ def tune(thresholds: tuple[int, int, int] = THRESHOLDS) -> tuple[int, int, int]:
 
 FREEZE_FROM = 1_000
 """A round that placed at least this many spreads keeps its survivors out of the collections
-(`Pause.keep`): below it, the young collection after the round walks little (about a tenth of the
-0.6 to 1.2 s at 10,000 spreads at most)."""
+(`Pause.keep`): below it, the young collection after the round walks little (a judgment, not a
+measured crossover: a tenth of the federation the 0.24 to 0.76 s were measured on)."""
 
 THAW_SECONDS = 600.0
 """How long objects stay frozen, from the first freeze: then they are collectable again."""
