@@ -118,8 +118,10 @@ def paused() -> Iterator[Pause]:
     try:
         yield pause
     finally:
-        _end(pause)
-        gc.enable()
+        try:
+            _end(pause)
+        finally:
+            gc.enable()
 
 
 def _end(pause: Pause) -> None:
