@@ -221,11 +221,16 @@ def test_after_applies_every_step() -> None:
 
 # Properties ----------------------------------------------------------------------------------------
 
+Case = tuple[spread.FederatedSpreadSpec, dict[str, dict[str, int]], dict[str, dict[str, int]],
+             dict[str, int | None]]
+"""A spec, the current placement, the from-scratch one and the caps (`failbacks`)."""
+
+
 @st.composite
-def failbacks(draw: st.DrawFn) -> tuple[spread.FederatedSpreadSpec, dict[str, dict[str, int]],
-                                        dict[str, dict[str, int]], dict[str, int | None]]:
+def failbacks(draw: st.DrawFn, *, full: bool = False) -> Case:
     """A spec, a current placement, a from-scratch one reached from it by upward moves, and caps
-    both placements stay below (a subset at its cap cannot surge: `test_a_full_subset_cannot_...`)."""
+    both placements stay below (a subset at its cap cannot surge: `test_a_full_subset_cannot_...`);
+    with `full`, a cap may also equal the larger of a subset's two counts."""
     subsets: list[dict[str, Any]] = []
     current: dict[str, dict[str, int]] = {}
     for index in range(draw(st.integers(1, 3))):
@@ -249,21 +254,40 @@ def failbacks(draw: st.DrawFn) -> tuple[spread.FederatedSpreadSpec, dict[str, di
     caps: dict[str, int | None] = {}
     for name in current:
         most = max(sum(current[name].values()), sum(target[name].values()))
-        caps[name] = draw(st.one_of(st.none(), st.integers(most + 1, most + 2)))
+        caps[name] = draw(st.one_of(st.none(), st.integers(most + (0 if full else 1), most + 2)))
     return spec, current, target, caps
 
 
 @settings(max_examples=150, deadline=None)
 @given(failbacks(), st.data())
 def test_steps_keep_ready_and_caps_and_end_at_the_from_scratch_placement(
-        case: tuple[spread.FederatedSpreadSpec, dict[str, dict[str, int]], dict[str, dict[str, int]],
-                    dict[str, int | None]], data: st.DataObject) -> None:
+        case: Case, data: st.DataObject) -> None:
     spec, current, target, caps = case
     # New pods are Ready by the next round or the one after (a round is 20 s, within
     # rescheduleCriticalSeconds; the cooldown spans rounds).
     placed = run_to_the_end(spec, current=current, target=target, caps=caps,
                             late=lambda: data.draw(st.booleans()))
     assert without_zeros(placed) == without_zeros(target)
+
+
+@settings(max_examples=150, deadline=None)
+@given(failbacks(full=True), st.data())
+def test_where_a_cap_is_reached_the_steps_stop_only_when_every_subset_still_short_is_full(
+        case: Case, data: st.DataObject) -> None:
+    """Caps that may equal a subset's count: Ready and the caps hold as above, and the steps end
+    at the from-scratch placement or stop at CapReached with nothing in flight, and then only
+    where every subset that still has fewer replicas somewhere than from scratch is at its cap
+    (a surge pod there would exceed it): never while a move could still start."""
+    spec, current, target, caps = case
+    placed = run_to_the_end(spec, current=current, target=target, caps=caps,
+                            late=lambda: data.draw(st.booleans()), stop_at_cap=True)
+    if without_zeros(placed) == without_zeros(target):
+        return
+    short = {s for s, row in target.items() for c, n in row.items() if placed.get(s, {}).get(c, 0) < n}
+    assert short, (placed, target)
+    for name in short:
+        cap = caps[name]
+        assert cap is not None and sum(placed.get(name, {}).values()) == cap, (name, placed, target, caps)
 
 
 def test_a_move_into_a_full_subset_waits_for_the_move_out_of_it_not_forever() -> None:
@@ -288,9 +312,10 @@ def test_a_move_into_a_full_subset_waits_for_the_move_out_of_it_not_forever() ->
 
 def run_to_the_end(spec: spread.FederatedSpreadSpec, *, current: dict[str, dict[str, int]],
                    target: dict[str, dict[str, int]], caps: dict[str, int | None],
-                   late: Callable[[], bool]) -> failback.Counts:
-    """Round after round of `next_step` until NothingToMove, checking each round keeps Ready and
-    the caps; `late()` says whether a round's new pods are not Ready yet. The placement at the end."""
+                   late: Callable[[], bool], stop_at_cap: bool = False) -> failback.Counts:
+    """Round after round of `next_step` until NothingToMove (or, with `stop_at_cap`, CapReached
+    with no step in flight), checking each round keeps Ready and the caps; `late()` says whether a
+    round's new pods are not Ready yet. The placement at the end."""
     replicas = sum(sum(row.values()) for row in current.values())
     placed: failback.Counts = current
     ready: failback.Counts = current
@@ -311,7 +336,7 @@ def run_to_the_end(spec: spread.FederatedSpreadSpec, *, current: dict[str, dict[
         step = decision.step if decision.action in ("start", "none") else None
         if decision.completed:
             last_move = now
-        if decision.reason == "NothingToMove":
+        if decision.reason == "NothingToMove" or (stop_at_cap and decision.reason == "CapReached"):
             return placed
         is_late = late()
         ready = {s: {c: min(n, before.get(s, {}).get(c, 0)) if is_late else n for c, n in row.items()}
