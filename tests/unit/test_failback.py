@@ -6,7 +6,8 @@ order) once the new ones are Ready; never within the cooldown, never while fewer
 are Ready, never beyond a cap; stopped when the new pods are not Ready within
 rescheduleCriticalSeconds. Properties: no step takes Ready below `replicas` (a scale-down removes
 not-Ready pods first; a finishing step even assumes every removed pod was Ready), no cap is
-exceeded with the surge counted, and repeated steps end at the from-scratch placement.
+exceeded with the surge counted, and repeated steps end at the from-scratch placement (where a
+cap may equal a subset's count: or stop at CapReached, only where every subset still short is full).
 """
 
 from __future__ import annotations
