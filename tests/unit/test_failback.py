@@ -333,6 +333,9 @@ def run_to_the_end(spec: spread.FederatedSpreadSpec, *, current: dict[str, dict[
         if decision.action == "start":
             assert decision.step is not None and decision.step.surge <= spec.rebalance.surge(replicas)
             assert last_move is None or now >= last_move + 60 * SECOND
+            for move in decision.step.moves:
+                assert move.replicas > 0 and rank(spec, move.to_subset, move.to_cluster) < rank(
+                    spec, move.from_subset, move.from_cluster), f"a move that does not go up: {move}"
         before, placed = placed, decision.placement
         step = decision.step if decision.action in ("start", "none") else None
         if decision.completed:
@@ -344,6 +347,15 @@ def run_to_the_end(spec: spread.FederatedSpreadSpec, *, current: dict[str, dict[
                  for s, row in placed.items()}
         now += 20 * SECOND
     pytest.fail(f"the failback did not end: {decision.reason}: {decision.message}")
+
+
+def rank(spec: spread.FederatedSpreadSpec, subset: str, cluster: str) -> tuple[int, int]:
+    """A pair's priority as the rules give it: the subset's index, then a Fill subset's cluster
+    index (the generated specs name their clusters; Balance and Capacity clusters are equals)."""
+    index = next(i for i, s in enumerate(spec.subsets) if s.name == subset)
+    chosen = spec.subsets[index]
+    fill = chosen.cluster_spread == "Fill" and chosen.clusters is not None
+    return (index, chosen.clusters.index(cluster) if fill and chosen.clusters else 0)
 
 
 def without_zeros(counts: failback.Counts) -> dict[str, dict[str, int]]:
