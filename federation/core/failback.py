@@ -233,27 +233,25 @@ def _judge(spec: spread.FederatedSpreadSpec, step: Step, *, replicas: int, place
     deadline = step.started + _critical(spec)
     if late and now >= deadline:
         for add in step.adds:
-            _bump(placed, add.subset, add.cluster, -min(add.replicas, _at(placed, (add.subset, add.cluster))))
+            held = failback_pairing.count_at(placed, (add.subset, add.cluster))
+            _bump(placed, add.subset, add.cluster, -min(add.replicas, held))
         seconds = int(_critical(spec).total_seconds())
         return Decision("stop", "NotReadyInTime", f"the new pods in {', '.join(late)} were not Ready within "
                         f"rescheduleCriticalSeconds ({seconds}s): their room was not real", placed, step=step)
     if late:
         return Decision("none", "WaitingForReady", f"waiting for the new pods in {', '.join(late)} to be "
                         "Ready", placed, step=step, retry_at=deadline)
-    removed = sum(min(r.replicas, _at(placed, (r.subset, r.cluster))) for r in step.removes)
+    removed = sum(min(r.replicas, failback_pairing.count_at(placed, (r.subset, r.cluster)))
+                  for r in step.removes)
     ready_total = _total(ready)
     if ready_total - removed < replicas:
         return Decision("none", "NotReady", f"{ready_total} Ready: removing {removed} could take Ready "
                         f"below {replicas}", placed, step=step)
     for gone in step.removes:
-        held = _at(placed, (gone.subset, gone.cluster))
+        held = failback_pairing.count_at(placed, (gone.subset, gone.cluster))
         _bump(placed, gone.subset, gone.cluster, -min(gone.replicas, held))
     return Decision("finish", "Finished", f"the new pods are Ready: removing {_listing(step.removes)}",
                     placed, step=step)
-
-
-def _at(counts: Counts, pair: tuple[str, str]) -> int:
-    return counts.get(pair[0], {}).get(pair[1], 0)
 
 
 def _copy(counts: Counts) -> dict[str, dict[str, int]]:

@@ -126,13 +126,13 @@ def _matched(order: Mapping[tuple[str, str], _Rank], *, current: Counts,
     highest-priority shortfalls waiting (only strictly higher ones: a surplus is met before the
     shortfalls of its own rank). Any surplus may take any waiting shortfall, so the sweep pairs as
     many as can be paired."""
-    events = sorted(order, key=lambda pair: (order[pair].priority,
-                                             _at(current, pair) < _at(target, pair), order[pair].position))
+    events = sorted(order, key=lambda pair: (
+        order[pair].priority, count_at(current, pair) < count_at(target, pair), order[pair].position))
     pool: list[tuple[tuple[str, str], int]] = []  # shortfalls waiting, highest priority first
     shortfalls: dict[tuple[str, str], int] = {}
     surpluses: list[tuple[tuple[str, str], int]] = []
     for pair in events:
-        difference = _at(target, pair) - _at(current, pair)
+        difference = count_at(target, pair) - count_at(current, pair)
         if difference > 0:
             pool.append((pair, difference))
             continue
@@ -173,5 +173,6 @@ def _order(spec: spread.FederatedSpreadSpec, current: Counts, target: Counts) ->
     return ranks
 
 
-def _at(counts: Counts, pair: tuple[str, str]) -> int:
+def count_at(counts: Counts, pair: tuple[str, str]) -> int:
+    """The replicas `counts` holds at `pair` (subset, cluster); 0 where it names none."""
     return counts.get(pair[0], {}).get(pair[1], 0)

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import datetime
 import gc
+import json
 import threading
 import time
 from typing import Any, cast
 
+import pytest
+
 from bench import placement, placement_backends, placement_events, placement_runs, placement_swarm
+from federation import collector
 from federation.coordinator import facade
 from federation.coordinator.model import world
 from federation.rpc import agent_pb2
@@ -164,3 +168,31 @@ def test_the_collector_time_counts_the_collections_made_while_entered_and_no_oth
     gc.collect(0)
     assert collecting.collections == 2, "counted after it was left"
     assert gc.callbacks == before
+
+
+@pytest.mark.parametrize(("flags", "freezing", "tuned"), [
+    ([], True, True), (["--no-freeze"], False, True), (["--interpreter-gc", "--no-freeze"], False, False)])
+def test_a_point_runs_with_the_coordinators_collector_settings_unless_told_and_says_which(
+        flags: list[str], freezing: bool, tuned: bool, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m bench.placement` sets the collector as `fedspread coordinator` does (thresholds
+    and the freeze of a large round's survivors) before it measures, unless told not to, and its
+    JSON line says what it ran with. The point itself (`measure`) is stood in for: it runs in
+    tests/integration/test_bench_placement.py."""
+    seen: list[tuple[tuple[int, int, int], bool]] = []
+
+    def point(shape: Any, **given: Any) -> dict[str, Any]:
+        seen.append((gc.get_threshold(), collector.freeze_rounds(False)))  # what it runs with, then off
+        return {"spreads": shape.spreads}
+
+    before = gc.get_threshold()
+    monkeypatch.setattr(placement, "measure", point)
+    try:
+        assert placement.main(["--shape", '{"spreads": 6, "clusters": 3, "per_spread": 2}', *flags]) == 0
+    finally:
+        collector.tune(before)
+        collector.freeze_rounds(False)
+    printed = json.loads(capsys.readouterr().out)
+    assert seen == [(collector.THRESHOLDS if tuned else before, freezing)]
+    assert printed == {"spreads": 6, "gc_thresholds": list(collector.THRESHOLDS if tuned else before),
+                       "freeze_rounds": freezing}
