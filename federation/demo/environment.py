@@ -35,6 +35,7 @@ without Ray flags places in its own process.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -141,12 +142,19 @@ class Process:
         except OSError:
             return ""
 
+    def terminate(self) -> None:
+        """SIGTERM to the whole process group, without waiting (`stop` waits): processes asked
+        together shut down side by side."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+
     def stop(self, *, timeout: float = 20.0) -> None:
         """SIGTERM, wait, then SIGKILL the whole process group."""
         if self.popen.poll() is not None:
             return
         try:
-            os.killpg(self.popen.pid, signal.SIGTERM)
+            self.terminate()
             self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.popen.pid, signal.SIGKILL)
@@ -347,7 +355,11 @@ class Federation:
     # --- stop ----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the agents, the coordinator (and its Ray), then the sandbox. Safe to call twice."""
+        """Stop the agents and the coordinator (and its Ray), asked together so that each shuts
+        down gracefully beside the others, then the sandbox. Safe to call twice."""
+        processes = [*self.agents.values(), *([self.coordinator] if self.coordinator is not None else [])]
+        for process in processes:
+            process.terminate()
         for agent in self.agents.values():
             agent.stop()
         if self.coordinator is not None:
