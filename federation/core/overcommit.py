@@ -174,9 +174,7 @@ class Ledger:
         self._order = sorted(self._charges)
         self.version += 1
         self._largest, self._record = None, None
-        self._state, self._additive = self._fold(skip=None)
-        if not self._additive:  # not a sum: recorded, as `set_charges` records it
-            self._recorded()
+        self._state, self._additive = self._fold_all()
         return True
 
     def requested(self, key: str | None) -> State:
@@ -317,6 +315,22 @@ class Ledger:
         for charges in ordered:
             additive = self._apply(state, charges) and additive
         return state, additive
+
+    def _fold_all(self) -> tuple[list[dict[str, quantity.Nanos]], bool]:
+        """Every charge folded, and whether the fold is a sum: added by kind where it is one;
+        otherwise, on whole nano-units, recorded at once (`requested` reads the record when the
+        fold is not a sum), the record's last state being the fold: one pass in order, not a
+        plain fold and then a recorded one (at 100,000 spreads the plain fold was 12.7 s of a
+        round's 196 s under the profiler, the record after it 14.5 s)."""
+        if not self._integral:
+            return self._fold(skip=None)
+        self._fresh()
+        summed = charge_fold.summed(self._pools, self._in_order(), admitted=self.admitted)
+        if summed is not None:
+            return summed, True
+        done = self._recorded()
+        assert done is not None, "a ledger on whole nano-units records its fold"
+        return [dict(node) for node in done.prefix[-1]], done.whole()
 
     def _refold(self, *, change: tuple[int, int] | None = None) -> None:
         """Fold every charge again; on whole nano-units recorded, and with `change` (the position of

@@ -80,6 +80,12 @@ class Fold:
         self._admitted: dict[tuple[str, object], tuple[int, ...]] = {}
         self._stamps: dict[str, int] = {}
         """Per cluster a charge changed, the number of the last such change (in this fold)."""
+        self._frozen: dict[str, tuple[Node, ...]] = {}
+        """Per cluster a charge changed, its state as the last `room` froze it; `_thawed` names
+        those changed since. A room is asked once per spread placed again in a contended round
+        (38,558 at 100,000 spreads), and freezing every charged cluster each time cost 8.5 s of
+        such a round under the profiler; now a room freezes only what changed since the last."""
+        self._thawed: set[str] = set()
         self._changes = 0
         self._slots: dict[tuple[str, int], tuple[fit.Requests, int]] = {}
         """Per (cluster, pool), the free pod slots last computed for one kind of pod, until a
@@ -95,6 +101,7 @@ class Fold:
             fold._state[name] = [dict(node) for node in state]
             fold._changes += 1
             fold._stamps[name] = fold._changes
+            fold._thawed.add(name)
         return fold
 
     def folded(self) -> dict[str, tuple[Node, ...]]:
@@ -131,6 +138,7 @@ class Fold:
                     left -= take
                     self._changes += 1
                     self._stamps[name] = self._changes
+                    self._thawed.add(name)
                 if not left:
                     break
 
@@ -149,15 +157,19 @@ class Fold:
         for name in names:
             self._state.pop(name, None)
             self._stamps.pop(name, None)
+            self._frozen.pop(name, None)
+            self._thawed.discard(name)
             for index in range(len(self._pools.get(name, ()))):
                 self._slots.pop((name, index), None)
 
     def room(self) -> FoldedRoom:
         """The room as folded so far, frozen (clusters nothing was charged to as the snapshot has
-        them); it costs the clusters charged, not every cluster of the snapshot."""
-        state = self._state
-        return FoldedRoom(self._pools, {name: tuple(state[name]) for name in self._stamps},
-                          stamps=dict(self._stamps), source=self)
+        them); it costs the clusters charged since the last room, not every cluster of the snapshot."""
+        state, frozen = self._state, self._frozen
+        for name in self._thawed:  # a charge replaces a node's dict, never changes one in place
+            frozen[name] = tuple(state[name])
+        self._thawed.clear()
+        return FoldedRoom(self._pools, dict(frozen), stamps=dict(self._stamps), source=self)
 
     def refused(self, name: str, profiles: Sequence[fit.Profile],
                 takes: Sequence[passes.Take]) -> tuple[int, ...] | None:

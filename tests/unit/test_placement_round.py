@@ -462,6 +462,33 @@ def rows(first: Mapping[str, placement_round.Placed],
         for key in keys)
 
 
+@PROPERTY
+@hypothesis.given(round_=rounds(), forget=st.integers(0, 5))
+def test_a_folds_rooms_are_what_it_held_when_each_was_asked(round_: Round, forget: int) -> None:
+    """`Fold.room` freezes only the clusters charged since the last room: every room still says
+    what the fold held when it was asked (copied by value then), charges and forgets after it."""
+    pools, room = round_.pools(), placement_round.room_of(round_.pools())
+    first = {key: round_.place(key, room) for key in sorted(round_.items)}
+    fold = round_check.Fold(pools)
+    Values = dict[str, list[dict[str, quantity.Nanos]]]
+    asked: list[tuple[round_check.FoldedRoom, Values, dict[str, int]]] = []
+    for step, key in enumerate(sorted(first)):
+        for name, items in first[key].charges.items():
+            fold.charge(name, items)
+        if step == forget:
+            fold.forget(sorted(fold.folded())[:1])
+        taken, folded = fold.room(), fold.folded()
+        asked.append((taken, {name: [dict(node) for node in taken[name]] for name in pools},
+                      {name: taken.stamp(name) for name in pools}))
+        assert {name for name in pools if taken.stamp(name)} == set(folded)
+        assert {name: tuple(taken[name]) for name in folded} == folded
+        assert all([dict(node) for node in taken[name]] == [dict(p.requested) for p in pools[name]]
+                   for name in pools if name not in folded), "a cluster not charged: the snapshot's"
+    for taken, values, stamps in asked:
+        assert {name: [dict(node) for node in taken[name]] for name in pools} == values
+        assert {name: taken.stamp(name) for name in pools} == stamps
+
+
 def settled_by_the_rule(round_: Round) -> placement_round.Settled:
     """`settle` as the module docstring states the rule, without its shortcuts: every check from a
     fresh fold over every cluster, until none fails; then a fresh fold of the kept spreads' charges
