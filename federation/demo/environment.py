@@ -131,6 +131,9 @@ class Process:
         with log.open("ab") as out:
             self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True)
+        self.asked = False
+        """SIGTERM was sent: it is sent once, because a second one can land while the process's
+        interpreter shuts down with the default handler back, and kill it mid-exit."""
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -145,7 +148,8 @@ class Process:
     def terminate(self) -> None:
         """SIGTERM to the whole process group, without waiting (`stop` waits): processes asked
         together shut down side by side."""
-        if self.popen.poll() is None:
+        if self.popen.poll() is None and not self.asked:
+            self.asked = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGTERM)
 
