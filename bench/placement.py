@@ -227,8 +227,9 @@ def _full_round(coordinator: facade.Coordinator, recorder: placement_events.Reco
 
 def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder,
             agents: placement_swarm.Agents, *, shape: Shape) -> dict[str, dict[str, Any]]:
-    """Every kind of event, its samples one after the other, each delivered before the next."""
-    ask, timeout, events = agents.ask, EVENT_TIMEOUT, placement_events
+    """Every kind of event, its samples one after the other, each delivered before the next, each
+    with the time the cycle collector took while it ran."""
+    ask, timeout, events = agents.ask, EVENT_TIMEOUT, _CollectorTimed(placement_events)
     scaled = [i + 1 if placement_world.hungry(i) else i
               for i in (k * shape.spreads // SCALE_UPS for k in range(SCALE_UPS))]
     samples: dict[str, list[placement_events.Sample]] = {kind: [] for kind in (
@@ -252,7 +253,24 @@ def _events(coordinator: facade.Coordinator, recorder: placement_events.Recorder
         for drained, kind in ((True, "cordon"), (False, "uncordon")):
             samples[kind].append(events.taint(coordinator, recorder, ask, index=index, shape=shape,
                                               drained=drained, timeout=timeout))
-    return {kind: events.summary(found) for kind, found in samples.items()}
+    return {kind: placement_events.summary(found) for kind, found in samples.items()}
+
+
+class _CollectorTimed:
+    """`placement_events`' event functions, each Sample returned with the cycle collector's time
+    while it ran (`Sample.collector_s`)."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Callable[..., placement_events.Sample]:
+        function = getattr(self._module, name)
+
+        def timed(*args: Any, **kwargs: Any) -> placement_events.Sample:
+            with placement_backends.CollectorTime() as collecting:
+                sample: placement_events.Sample = function(*args, **kwargs)
+            return dataclasses.replace(sample, collector_s=collecting.seconds)
+        return timed
 
 
 def run(*, quick: bool, report: Callable[[str], None],

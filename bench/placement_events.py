@@ -148,6 +148,9 @@ class Sample:
     messages: int
     lock_wait_s: float | None = None
     """How long the event waited for the coordinator's lock (inside the latency); None for reports."""
+    collector_s: float = 0.0
+    """Seconds this process's cycle collector ran while the event was timed (every thread): a slow
+    sample told apart from a collection that landed on it."""
 
 
 def held(ask: Ask, recorder: Recorder, *, since: float, sent: Sent, timeout: float) -> float:
@@ -247,6 +250,7 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
     inside = [s.inside_s for s in samples if s.inside_s is not None]
     if inside:
         found["inside_p50_ms"] = admission_stats.milliseconds(inside, 50, digits=1)
+    found["collector_samples_ms"] = [round(s.collector_s * 1000, 1) for s in samples]
     waits = [s.lock_wait_s for s in samples if s.lock_wait_s is not None]
     if waits:
         found["lock_wait_p99_ms"] = admission_stats.milliseconds(waits, 99, digits=1)

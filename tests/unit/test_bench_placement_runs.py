@@ -14,6 +14,7 @@ import gc
 import json
 import threading
 import time
+import types
 from typing import Any, cast
 
 import pytest
@@ -112,6 +113,20 @@ def test_every_sample_is_kept_in_the_order_it_ran() -> None:
     found = placement_events.summary(samples)
     assert found["samples_ms"] == [61.0, 5.0, None, 4.0]
     assert found["max_ms"] == 61.0 and found["n_timed"] == 3
+
+
+def test_each_event_sample_carries_the_collectors_time_while_it_ran() -> None:
+    def collected_once(**_: Any) -> placement_events.Sample:
+        gc.collect()
+        return placement_events.Sample(latency_s=0.01, inside_s=0.001, replaced=0, messages=1)
+
+    def untouched(**_: Any) -> placement_events.Sample:
+        return placement_events.Sample(latency_s=0.01, inside_s=0.001, replaced=0, messages=1)
+
+    events = placement._CollectorTimed(types.SimpleNamespace(collected=collected_once, untouched=untouched))
+    samples = [events.collected(index=1), events.untouched(index=2)]
+    assert samples[0].collector_s > 0 and samples[1].collector_s == 0
+    assert placement_events.summary(samples)["collector_samples_ms"][1] == 0.0
 
 
 def test_a_point_on_several_backends_alternates_them_run_by_run(monkeypatch: Any) -> None:
