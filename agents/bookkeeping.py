@@ -91,9 +91,24 @@ class Bookkeeping:
     # --- assignments (from the link) -----------------------------------------------------------
 
     def set_assignment(self, value: assignment_mod.Assignment) -> None:
-        """Install or replace a spread's assignment."""
+        """Install or replace a spread's assignment.
+
+        An assignment of another spec (generation or uid) ends the spread's local marks it does not
+        echo: a local mark only bridges the time until the coordinator echoes it, and the
+        coordinator spends its marks when an edit changes the subsets or the strategy type
+        (`model.marks.spent`). Kept, a mark the coordinator no longer has kept new pods out of a
+        subset the coordinator gave their quota: they were admitted into no subset, for as long as
+        the mark had left (found by `make soak`)."""
         with self._lock:
+            before = self._assignments.get(value.spread)
             self._assignments[value.spread] = value
+            book = self._books.get(value.spread)
+            if (before is None or book is None or not book.local_marks
+                    or (before.generation, before.spread_uid) == (value.generation, value.spread_uid)):
+                return
+            echoed = {rule.name for rule in value.subsets if rule.unschedulable_until is not None}
+            for subset in [s for s in book.local_marks if s not in echoed]:
+                del book.local_marks[subset]
 
     def remove_assignment(self, spread: str) -> None:
         """Forget a spread entirely."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import datetime
 
 import pytest
@@ -95,6 +96,31 @@ def test_fixed_strategy_admits_into_a_marked_subset() -> None:
     book = book_with({"a": 5, "b": 5}, ManualClock(T0))
     book.mark_unschedulable("ns/web", "a", until=T0 + datetime.timedelta(seconds=10))
     assert chosen(book, "p1") == "a"
+
+
+def test_an_assignment_of_a_new_spec_ends_the_local_marks_it_does_not_echo() -> None:
+    """A local mark bridges the time until the coordinator echoes it; the coordinator spends its
+    marks when an edit changes the subsets (`model.marks.spent`), so an assignment of a newer
+    generation (or another uid: the spread re-created) that echoes no mark ends the local one. The
+    same assignment sent again, or one that echoes the mark, keeps it."""
+    clock = ManualClock(T0)
+    book = book_with({"a": 5, "b": 5}, clock, strategy="Adaptive")
+    until = T0 + datetime.timedelta(seconds=60)
+    current = book.assignment("ns/web")
+    assert current is not None
+    book.mark_unschedulable("ns/web", "a", until=until)
+    book.mark_unschedulable("ns/web", "b", until=until)
+
+    book.set_assignment(dataclasses.replace(current, replicas=9))  # the same spec, another share
+    assert set(book.marked("ns/web")) == {"a", "b"}
+    echoing_a = tuple(dataclasses.replace(r, unschedulable_until=until) if r.name == "a" else r
+                      for r in current.subsets)
+    book.set_assignment(dataclasses.replace(current, generation=2, subsets=echoing_a))
+    assert set(book.marked("ns/web")) == {"a"}, "b was not echoed by the new spec: it ends"
+    assert chosen(book, "p1") == "b"
+    book.set_assignment(dataclasses.replace(current, generation=1, spread_uid="re-created"))
+    assert book.marked("ns/web") == {}
+    assert chosen(book, "p2") == "a"
 
 
 def counting_book(count_wait: float) -> bookkeeping.Bookkeeping:

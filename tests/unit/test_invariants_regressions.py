@@ -554,6 +554,71 @@ spread while the released pods were forgotten, and a restart then lowered what r
 the spread needed (`make soak` seed 13)."""
 
 
+LOCAL_MARK_AFTER_A_CAPS_EDIT: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}},
+             {'name': 's1',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}},
+             {'name': 's2',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}}],
+   'data': [None, None, None],
+   'replicas': 0,
+   'nodes': [2, 0, 0],
+   'strategy': 'Adaptive'}),
+ ('scale', {'replicas': 6}),
+ ('time_passes', {'seconds': 12}),
+ ('time_passes', {'seconds': 31}),
+ ('time_passes', {'seconds': 31}),
+ ('time_passes', {'seconds': 1}),
+ ('time_passes', {'seconds': 31}),
+ ('time_passes', {'seconds': 31}),
+ ('edit_caps', {'data': [None, 3, 0]}),
+ ('time_passes', {'seconds': 31}),
+ ('scale', {'replicas': 1}),
+ ('time_passes', {'seconds': 5}),
+ ('edit_caps', {'data': [None, None, None]}),
+ ('teardown', {})]
+"""An edit of the caps spends the coordinator's marks (`model.marks.spent`), but the agent kept its
+local mark on s0 until it ran out: the coordinator gave s0 its replica, and the pod the rollout
+made was admitted into no subset (`make soak`, 2026-12-03; the agent now ends the local marks an
+assignment of a new spec does not echo)."""
+
+
+PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}},
+             {'name': 's1',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}},
+             {'name': 's2',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}}],
+   'data': [None, None, None],
+   'replicas': 0,
+   'nodes': [2, 0, 0],
+   'strategy': 'Adaptive'}),
+ ('scale', {'replicas': 4}),
+ ('time_passes', {'seconds': 12}),
+ ('time_passes', {'seconds': 31}),
+ ('scale', {'replicas': 14}),
+ ('spread_recreated', {'policy': 'Orphan', 'seconds': 1}),
+ ('scale', {'replicas': 4}),
+ ('edit_caps', {'data': [1, None, 5]}),
+ ('teardown', {})]
+"""Not fixed (`make soak`, 2026-12-03; RELIABILITY.md, "What fedspread does not guarantee"): a
+re-created spread adopts 14 pods of s0 in dc1, is scaled to 4 and s0 capped at 1. The placement
+gives s0 1 plus the 3 Ready pods the handover keeps, s1 3; the member's ReplicaSet scales down to
+the quotas' sum, 7, deleting the pods above s0's quota first but not all of them: 7 pods of s0
+remain, s1's 3 replicas wait for pods the ReplicaSet, at its target, never creates, and the 3 it
+keeps of s0 are kept until those are Ready. No Ready pod the spread needs is removed, but nothing
+converges until the pods churn (the machine's rollout). Replayed as an expected failure: it fails
+the run the day it passes, so that it moves to the list above."""
+
+
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
 
@@ -584,7 +649,7 @@ def replay(steps: list[Step]) -> None:
               RESTART_FROM_A_STATUS_BEFORE_A_KEEP, RESTART_WITHOUT_A_STATUS_BEFORE_THE_AGENTS,
               RESYNC_OF_A_CLUSTER_NO_LONGER_SELECTED, SETTLED_AFTER_A_DESELECTION,
               SETTLED_AFTER_AN_AGENT_RESTART, RECREATED_WHILE_A_RESTORED_SPREAD_WAITED,
-              RESTART_AFTER_A_RECREATION_THAT_SETTLED],
+              RESTART_AFTER_A_RECREATION_THAT_SETTLED, LOCAL_MARK_AFTER_A_CAPS_EDIT],
     ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
          "agent-restart-beside-a-silent-holder", "partition-after-a-keep",
          "undelivered-share-of-a-lost-cluster", "recreated-under-delete-on-a-full-cluster",
@@ -594,8 +659,16 @@ def replay(steps: list[Step]) -> None:
          "restart-from-a-status-before-a-keep", "restart-without-a-status-before-the-agents",
          "resync-of-a-cluster-no-longer-selected", "settled-after-a-deselection",
          "settled-after-an-agent-restart", "recreated-while-a-restored-spread-waited",
-         "restart-after-a-recreation-that-settled"])
+         "restart-after-a-recreation-that-settled", "local-mark-after-a-caps-edit"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:
     replay(steps)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="pods above a quota starve another subset of the same cluster (not fixed)")
+@hypothesis.settings(max_examples=1, database=None, deadline=None)
+@hypothesis.given(st.just(None))
+def test_a_found_interleaving_not_fixed_yet_still_fails(_unused: None) -> None:
+    replay(PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET)
