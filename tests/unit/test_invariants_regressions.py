@@ -619,6 +619,28 @@ converges until the pods churn (the machine's rollout). Replayed as an expected 
 the run the day it passes, so that it moves to the list above."""
 
 
+PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's1', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws']}],
+   'data': [None, None],
+   'strategy': 'Adaptive',
+   'replicas': 0,
+   'nodes': [0, 2, 0]}),
+ ('cluster_relabelled', {'name': 'aws', 'region': 'onprem'}),
+ ('scale', {'replicas': 13}),
+ ('coordinator_partition', {'order': ['aws', 'dc1', 'gcp'], 'seconds': 75}),
+ ('edit_subsets',
+  {'data': [None], 'items': [{'name': 's0', 'clusterSpread': 'Capacity', 'clusters': ['aws']}]}),
+ ('scale', {'replicas': 2}),
+ ('teardown', {})]
+"""Not fixed, the same family (`make soak`, 2026-12-03): aws runs 4 Ready pods of s1, a subset the
+edit removed; the new s0 there is given 2 replicas plus the 2 Ready pods the handover keeps. The
+member's ReplicaSet is at its target (4 pods) and creates no s0 pod, the old pods fill aws (the 2
+replicas wait), and the handover keeps 2 of them until the s0 replicas are Ready."""
+
+
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
 
@@ -666,9 +688,12 @@ def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: 
     replay(steps)
 
 
+@pytest.mark.parametrize("steps", [PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET,
+                                   PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT],
+                         ids=["pods-above-a-quota", "pods-of-a-removed-subset"])
 @pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="pods above a quota starve another subset of the same cluster (not fixed)")
+                   reason="pods outside their subset's quota starve its replacements (not fixed)")
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))
-def test_a_found_interleaving_not_fixed_yet_still_fails(_unused: None) -> None:
-    replay(PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET)
+def test_a_found_interleaving_not_fixed_yet_still_fails(steps: list[Step], _unused: None) -> None:
+    replay(steps)
