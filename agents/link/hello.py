@@ -11,7 +11,8 @@ Each entry names the spread, the generation and template revision of the assignm
 empty when only a Deployment is known), the spread's pods per subset (unknown is not zero: a
 restarted agent's pods may have grown while it was away, and the coordinator must not send it a
 quota below them before it reports; per subset, because a count put in the wrong subset would
-raise that subset's quota above its cap) and the spread uid, so that the coordinator can tell the
+raise that subset's quota above its cap; pods of no subset under their own key, which raises no
+subset's quota) and the spread uid, so that the coordinator can tell the
 live spread from an earlier one of the same name (and orphan, rather than delete, the latter). A
 spread is listed once per distinct uid: a Deployment that carries another uid than the assignment
 held (one not adopted yet) is listed beside it.
@@ -33,6 +34,7 @@ from typing import Protocol
 
 from agents import ownership
 from agents.cache import store, views
+from federation.core import status
 from federation.rpc import agent_pb2, capabilities
 from federation.rpc import assignment as assignment_mod
 
@@ -96,13 +98,17 @@ def listing(assignments: Iterable[assignment_mod.Assignment], workloads: Iterabl
 
 
 def subset_pods(pods: Iterable[views.SpreadPod]) -> dict[str, int]:
-    """The pods per subset that hold a place in the cluster: made by a controller, with a subset,
-    not being deleted and not finished."""
+    """The pods per subset that hold a place in the cluster: made by a controller, not being
+    deleted and not finished; those of no subset under `status.UNASSIGNED`, as the agent's reports
+    count them (the coordinator keeps them whole, in no subset's quota, until a report verifies
+    them: left out, a coordinator restarted from a status that gave the cluster no share would
+    send it a quota of zero, and its running pods would go)."""
     found: dict[str, int] = {}
     for pod in pods:
         record = pod.record
-        if record.owned and record.subset and record.active:
-            found[record.subset] = found.get(record.subset, 0) + 1
+        if record.owned and record.active:
+            subset = record.subset or status.UNASSIGNED
+            found[subset] = found.get(subset, 0) + 1
     return found
 
 

@@ -25,18 +25,25 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import agentside
 import conftest
 import hubside
 import pytest
 from handover_scene import MEMBERS, ReadyWatch, Scene
 
 from federation import sdk
+from federation.api import names as names_mod
+from federation.api import spread as spread_api
 from tests.support import soak, tcp_proxy
 
 REPLICAS = 4
 LOST_SECONDS = 30
 PROXY_DELAY = 0.2
 """Seconds each chunk waits in the proxy between the agents and the coordinator."""
+STALE_PROXY_DELAY = 1.0
+"""Seconds each chunk waits in the proxy once the stale-status case restarts: longer than the
+agent takes to apply an assignment, so a quota 0 sent at the resync is acted on before the
+agent's first report can correct it."""
 READY_AFTER = 12
 """Seconds from a pod's start to its Ready: longer than a restart takes (an agent is back in
 about 3 s, a coordinator on Ray in about 8 s), so the restart lands while the replacements are
@@ -106,3 +113,77 @@ def test_a_restart_during_a_handover_removes_no_ready_pod_the_spread_needs(
                 assert agent.alive and "Traceback" not in agent.output(), agent.log
         finally:
             scene.stop()
+
+
+def listed(placements: sdk.PlacementClient, key: str) -> bool:
+    """Whether the coordinator behind `placements` has listed the hub and placed spread `key`."""
+    try:
+        placements.placement(key)
+    except sdk.FedspreadError:  # not listening yet, or the spread not listed yet
+        return False
+    return True
+
+
+def test_a_restart_from_a_stale_status_keeps_running_pods_of_no_subset(
+        clusters: conftest.Clusters, namespace: str,
+        coordinator: tuple[list[str], hubside.CoordinatorCommand], tmp_path: pathlib.Path) -> None:
+    """Unknown is not zero, for pods of no subset too (a `make soak` finding, 2026-12-03).
+
+    member-1 runs the spread's 2 pods, made while its agent was down (the webhook fails open: no
+    subset). While the coordinator is down as well, `first` is capped at 0 (an ordinary edit: the
+    rule now places both replicas on member-2) and the hub status is one decision ahead of what
+    the members were sent (it records member-2's 2, nothing on member-1; the coordinator wrote it
+    and died before sending). When both come back, member-1's agent says in its Hello that it runs
+    2 pods of no subset; counted per subset only, they were not, the resync sent member-1 quota 0
+    and its Ready pods went while member-2's replacements were still starting (every run: Ready
+    pods fell from 2 to 0). Now they are kept until the replacements are Ready, then removed."""
+    names, command = coordinator
+    with tcp_proxy.TcpProxy(command.target) as proxy:
+        scene = Scene(clusters, namespace, names=names, target=proxy.target, tmp_path=tmp_path)
+        try:
+            stale_status_restart(scene, command, proxy=proxy)
+        finally:
+            scene.stop()
+
+
+def stale_status_restart(scene: Scene, command: hubside.CoordinatorCommand, *,
+                         proxy: tcp_proxy.TcpProxy) -> None:
+    """The steps of the test above."""
+    clusters, namespace, names = scene.clusters, scene.namespace, scene.names
+    first_member, other = MEMBERS
+    scene.start(spread(names), replicas=2, expect={first_member: 2}, ready_after=READY_AFTER)
+    scene.agents[0].kill()  # its webhook down: pods are created without a subset
+    command.kill()
+    core = clusters.core(first_member)
+    for pod in scene.pods(first_member):
+        core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
+
+    def of_no_subset() -> bool:
+        pods = agentside.spread_pods(clusters, first_member, namespace, "web")
+        return (len(scene.ready(first_member)) == 2 and len(pods) == 2
+                and all(names_mod.SUBSET_ANNOTATION not in (p.metadata.annotations or {}) for p in pods))
+
+    scene.wait(of_no_subset, "member-1's ReplicaSet never ran 2 Ready pods of no subset")
+    scene.hub.patch_spread("web", {"spec": {"subsets": [
+        {"name": "first", "clusters": [names[0]], "maxReplicas": 0},
+        {"name": "second", "clusters": [names[1]]}]}})
+    scene.hub.custom.patch_namespaced_custom_object_status(
+        hubside.GROUP, hubside.VERSION, namespace, spread_api.PLURAL, "web",
+        {"status": {"subsetStatuses": [
+            {"name": "first", "replicas": 0, "clusters": []},
+            {"name": "second", "replicas": 2, "clusters": [{"cluster": names[1], "replicas": 2}]}]}},
+        _content_type="application/merge-patch+json")
+    with ReadyWatch(clusters, namespace) as watch:
+        proxy.delay = STALE_PROXY_DELAY  # the report that would correct a quota 0 comes late
+        command.start()
+        with sdk.PlacementClient(command.target) as placements:  # the hub listed, then member-1 back
+            scene.wait(lambda: listed(placements, scene.key),
+                       "the restarted coordinator never listed the hub")
+        scene.agents[0].start()
+        scene.wait(lambda: not scene.pods(first_member) and len(scene.ready(other)) == 2,
+                   "the move to member-2 never completed after the restart")
+        time.sleep(1)
+        assert watch.fewest() >= 2, watch.history
+    assert watch.sampler.samples > 20, watch.sampler.samples
+    for agent in scene.agents:
+        assert agent.alive and "Traceback" not in agent.output(), agent.log

@@ -352,7 +352,7 @@ class Federation:
     def connect(self, name: str) -> None:
         member = self.members[name]
         hello = agent_pb2.Hello(cluster_name=name, capabilities=[capabilities.RESYNC_COMPLETE_CAPABILITY])
-        pods = {subset: count for subset, count in member.holding().items() if subset}  # per subset
+        pods = member.holding()  # per subset, those of no subset under ""
         for current in member.book.assignments():
             hello.applied.add(spread=current.spread, generation=current.generation,
                               template_revision=current.template_revision, subset_pods=pods)

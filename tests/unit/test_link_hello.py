@@ -153,9 +153,10 @@ def test_an_assignment_of_the_hello_keeps_its_generation_when_its_deployment_is_
 
 def test_each_entry_counts_the_spreads_pods_per_subset() -> None:
     """Unknown is not zero: the Hello says how many pods of the spread hold a place per subset
-    (made by a controller, with a subset, not being deleted, not finished), the same counts on
-    every entry of the spread, so that a restarted agent whose pods grew while it was away is not
-    sent a quota below them before it reports — per subset, never raising another's quota."""
+    (made by a controller, not being deleted, not finished; those of no subset under ""), the
+    same counts on every entry of the spread, so that a restarted agent whose pods grew while it
+    was away is not sent a quota below them before it reports — per subset, never raising
+    another's quota."""
     pods = {"shop/web": [pod("a", subset="first"), pod("b", subset="first"), pod("c", subset="second"),
                          pod("gone", subset="first", deleting=True), pod("done", subset="second",
                                                                          phase="Succeeded"),
@@ -163,5 +164,5 @@ def test_each_entry_counts_the_spreads_pods_per_subset() -> None:
     workloads = [deployment("web"), deployment("web", uid="uid-old"), deployment("api")]
     listed = hello_mod.listing([VALUE], workloads, federation="prod", pods_of=lambda key: pods.get(key, []))
     found = {(a.spread, a.spread_uid): dict(a.subset_pods) for a in listed}
-    assert found == {("shop/web", "uid-web"): {"first": 2, "second": 1},
-                     ("shop/web", "uid-old"): {"first": 2, "second": 1}, ("shop/api", "uid-api"): {}}
+    assert found == {("shop/web", "uid-web"): {"first": 2, "second": 1, "": 1},
+                     ("shop/web", "uid-old"): {"first": 2, "second": 1, "": 1}, ("shop/api", "uid-api"): {}}
