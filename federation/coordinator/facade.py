@@ -367,7 +367,7 @@ class Coordinator:
                     raise ValueError("UnschedulableReport needs spread and subset")
                 since = report.since.ToDatetime(tzinfo=datetime.UTC)
                 self.publish(self.world.unschedulable(name, spread=report.spread, subset=report.subset,
-                                                      since=since))
+                                                      since=since, generation=report.generation))
             elif kind == "ack":
                 self._ack(name, message.ack)
             elif kind == "acks":  # an AckBatch: each in its order, under this one lock

@@ -482,6 +482,37 @@ def test_marks_are_spent_by_a_new_strategy_type_or_subset_list_only() -> None:
     assert model.marks_for("shop/web") == [], "a new strategy type spends them"
 
 
+def test_a_mark_found_under_a_spec_whose_marks_an_edit_spent_is_refused() -> None:
+    """An agent reports a mark made under the assignment it holds; one that arrives after an edit
+    spent the spread's marks, made under the older generation, speaks of the old subsets: it
+    would keep the subset's replicas out of the cluster until it ran out. Refused; one made
+    under the new generation (or by an agent that does not say, generation 0) is recorded."""
+    clock = ManualClock(T0)
+    model = new_world(clock, {"dc1": 4, "aws": 4})
+    subsets = [{"name": "onprem", "clusters": ["dc1"]}, {"name": "cloud", "clusters": ["aws"]}]
+    add_spread(model, builders.federated_spread(subsets=subsets, strategy="Adaptive", generation=3),
+               replicas=4)
+
+    def mark(generation: int) -> set[str]:
+        clock.advance(1)
+        return model.unschedulable("dc1", spread="shop/web", subset="onprem", since=clock(),
+                                   generation=generation)
+
+    assert mark(3) == {"shop/web"}
+    capped = [{**subsets[0], "maxReplicas": 2}, subsets[1]]
+    model.upsert_spread(builders.federated_spread(subsets=capped, strategy="Adaptive", generation=4))
+    assert model.marks_for("shop/web") == []
+    assert mark(3) == set(), "found under the subsets the edit replaced"
+    assert model.marks_for("shop/web") == []
+    assert mark(4) == {"shop/web"}
+    model.upsert_spread(builders.federated_spread(subsets=capped, strategy="Adaptive", generation=5,
+                                                  lost_seconds=90))
+    assert [m.subset for m in model.marks_for("shop/web")] == ["onprem"]
+    assert mark(4) == {"shop/web"}, "an edit that keeps the marks keeps accepting them"
+    model.upsert_spread(builders.federated_spread(subsets=subsets, strategy="Adaptive", generation=6))
+    assert mark(0) == {"shop/web"}, "an agent that does not say its generation is heard"
+
+
 # --- assignments ------------------------------------------------------------------------------
 
 

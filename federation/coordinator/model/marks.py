@@ -28,9 +28,17 @@ class Marks:
     def __init__(self) -> None:
         self._since: dict[tuple[str, str, str], datetime.datetime] = {}
         self._by_spread: dict[str, list[placement.UnschedulableMark]] | None = None
+        self._spent_at: dict[str, int] = {}
+        """Per spread, the generation of the spec that last spent its marks (`spent`)."""
 
-    def mark(self, *, spread: str, subset: str, cluster: str, since: datetime.datetime) -> bool:
-        """Record a mark (the latest wins); whether it is new."""
+    def mark(self, *, spread: str, subset: str, cluster: str, since: datetime.datetime,
+             generation: int = 0) -> bool:
+        """Record a mark (the latest wins); whether it is new. A mark found under a generation
+        older than the spec that spent the spread's marks speaks of subsets that are gone (an
+        agent reports before it has the new assignment) and is not recorded; generation 0 (an
+        agent that does not say) is."""
+        if 0 < generation < self._spent_at.get(spread, 0):
+            return False
         key = (spread, subset, cluster)
         if self._since.get(key) == since:
             return False
@@ -48,10 +56,15 @@ class Marks:
             self._by_spread = index
         return list(self._by_spread.get(spread, ()))
 
-    def drop_spread(self, spread: str) -> None:
-        """Forget every mark of `spread` (deleted, or its marks are spent)."""
+    def drop_spread(self, spread: str, *, spent_at: int = 0) -> None:
+        """Forget every mark of `spread`: deleted, or its marks are spent by the spec of generation
+        `spent_at` (marks found under an older one are refused from then on)."""
         self._since = {k: v for k, v in self._since.items() if k[0] != spread}
         self._by_spread = None
+        if spent_at:
+            self._spent_at[spread] = spent_at
+        else:
+            self._spent_at.pop(spread, None)
 
     def drop_cluster(self, cluster: str) -> None:
         """Forget every mark in `cluster` (its MemberCluster was deleted)."""

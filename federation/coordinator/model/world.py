@@ -73,14 +73,15 @@ class World(world_state.WorldState):
         if old is None:
             self._records.adopt_previous(key)  # created again: placed from what the deleted one ran
         target = self._targets.get(key)
+        generation = item.metadata.generation or next(self._counter)
         if old is not None:
             self._index.unregister(key)
             self._unname(old)
             if marks.spent(old.spec, item.spec):
-                self._marks.drop_spread(key)
+                self._marks.drop_spread(key, spent_at=generation)
         self._spreads[key] = entry = SpreadEntry(
             spread=item,
-            generation=item.metadata.generation or next(self._counter),
+            generation=generation,
             replicas=target.replicas if target else None,
             template=target.template if target else None,
         )
@@ -263,10 +264,13 @@ class World(world_state.WorldState):
                 or ((e := self._spreads.get(k)) is not None and e.spec.rebalance.policy == "WhenRoom")}
 
     def unschedulable(
-        self, name: str, *, spread: str, subset: str, since: datetime.datetime
+        self, name: str, *, spread: str, subset: str, since: datetime.datetime, generation: int = 0,
     ) -> set[str]:
-        """An agent marked (subset, cluster) of `spread` unschedulable at `since`; the latest wins."""
-        if not self._marks.mark(spread=spread, subset=subset, cluster=name, since=since):
+        """An agent marked (subset, cluster) of `spread` unschedulable at `since`, holding the
+        assignment of `generation`; the latest wins (one found under a spec whose marks an edit
+        has spent since is refused: `Marks.mark`)."""
+        if not self._marks.mark(spread=spread, subset=subset, cluster=name, since=since,
+                                generation=generation):
             return set()
         entry = self._spreads.get(spread)  # a Fixed spread is placed as if there were no marks
         return {spread} if entry is not None and entry.spec.schedule_strategy.is_adaptive else set()
