@@ -44,6 +44,9 @@ STALE_PROXY_DELAY = 1.0
 """Seconds each chunk waits in the proxy once the stale-status case restarts: longer than the
 agent takes to apply an assignment, so a quota 0 sent at the resync is acted on before the
 agent's first report can correct it."""
+QUOTA_ZERO_WINDOW = 6.0
+"""Seconds member-1's agent runs alone after the restart: a quota 0 sent at its resync would
+have removed its pods by then (the agent applies it within a second of the delayed chunk)."""
 READY_AFTER = 12
 """Seconds from a pod's start to its Ready: longer than a restart takes (an agent is back in
 about 3 s, a coordinator on Ray in about 8 s), so the restart lands while the replacements are
@@ -133,10 +136,11 @@ def test_a_restart_from_a_stale_status_keeps_running_pods_of_no_subset(
     subset). While the coordinator is down as well, `first` is capped at 0 (an ordinary edit: the
     rule now places both replicas on member-2) and the hub status is one decision ahead of what
     the members were sent (it records member-2's 2, nothing on member-1; the coordinator wrote it
-    and died before sending). When both come back, member-1's agent says in its Hello that it runs
-    2 pods of no subset; counted per subset only, they were not, the resync sent member-1 quota 0
-    and its Ready pods went while member-2's replacements were still starting (every run: Ready
-    pods fell from 2 to 0). Now they are kept until the replacements are Ready, then removed."""
+    and died before sending). The coordinator comes back, then member-1's agent, whose Hello says
+    it runs 2 pods of no subset, and member-2's only seconds later, so that no replacement can be
+    Ready before member-1's pods would have gone. Counted per subset only, those pods were not
+    counted: the resync sent member-1 quota 0 and its Ready pods went (Ready pods 2 -> 0). Now
+    they are kept until the replacements are Ready, then removed."""
     names, command = coordinator
     with tcp_proxy.TcpProxy(command.target) as proxy:
         scene = Scene(clusters, namespace, names=names, target=proxy.target, tmp_path=tmp_path)
@@ -153,6 +157,7 @@ def stale_status_restart(scene: Scene, command: hubside.CoordinatorCommand, *,
     first_member, other = MEMBERS
     scene.start(spread(names), replicas=2, expect={first_member: 2}, ready_after=READY_AFTER)
     scene.agents[0].kill()  # its webhook down: pods are created without a subset
+    scene.agents[1].kill()  # back only after member-1's: no replacement may be Ready meanwhile
     command.kill()
     core = clusters.core(first_member)
     for pod in scene.pods(first_member):
@@ -180,6 +185,8 @@ def stale_status_restart(scene: Scene, command: hubside.CoordinatorCommand, *,
             scene.wait(lambda: listed(placements, scene.key),
                        "the restarted coordinator never listed the hub")
         scene.agents[0].start()
+        time.sleep(QUOTA_ZERO_WINDOW)
+        scene.agents[1].start()
         scene.wait(lambda: not scene.pods(first_member) and len(scene.ready(other)) == 2,
                    "the move to member-2 never completed after the restart")
         time.sleep(1)
