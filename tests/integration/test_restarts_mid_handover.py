@@ -47,6 +47,10 @@ agent's first report can correct it."""
 QUOTA_ZERO_WINDOW = 6.0
 """Seconds member-1's agent runs alone after the restart: a quota 0 sent at its resync would
 have removed its pods by then (the agent applies it within a second of the delayed chunk)."""
+STALE_READY_AFTER = 4
+"""The stale-status case's pods are Ready 4 s after they start: member-2's agent is back only after
+the window in which a quota 0 would act, so no replacement can hide a removal there, and a
+removal before the replacements are Ready still shows as a dip."""
 READY_AFTER = 12
 """Seconds from a pod's start to its Ready: longer than a restart takes (an agent is back in
 about 3 s, a coordinator on Ray in about 8 s), so the restart lands while the replacements are
@@ -155,7 +159,7 @@ def stale_status_restart(scene: Scene, command: hubside.CoordinatorCommand, *,
     """The steps of the test above."""
     clusters, namespace, names = scene.clusters, scene.namespace, scene.names
     first_member, other = MEMBERS
-    scene.start(spread(names), replicas=2, expect={first_member: 2}, ready_after=READY_AFTER)
+    scene.start(spread(names), replicas=2, expect={first_member: 2}, ready_after=STALE_READY_AFTER)
     scene.agents[0].kill()  # its webhook down: pods are created without a subset
     scene.agents[1].kill()  # back only after member-1's: no replacement may be Ready meanwhile
     command.kill()
