@@ -300,6 +300,25 @@ class Bookkeeping:
         with self._lock:
             return {s: u for s, u in self._books[spread].local_marks.items() if now < u}
 
+    def unechoed_marks(self) -> list[tuple[assignment_mod.Assignment, str, datetime.datetime]]:
+        """The active local marks the current assignments do not echo, as (assignment, subset,
+        since): what to report again once a new stream's resync is complete. A coordinator that
+        restarted has lost its marks, and the agent reported each mark once; without them, this
+        agent keeps new pods out of a subset the coordinator gives them, and they are admitted
+        into no subset until the mark runs out (found by `make soak`). `since` is the mark's end
+        less the spread's `unschedulableSeconds`, so the coordinator's mark ends with this one."""
+        now = self._clock()
+        found = []
+        with self._lock:
+            for spread, value in sorted(self._assignments.items()):
+                book = self._books.get(spread)
+                echoed = {rule.name for rule in value.subsets if rule.unschedulable_until is not None}
+                for subset, until in sorted(book.local_marks.items() if book else ()):
+                    if now < until and subset not in echoed:
+                        since = until - datetime.timedelta(seconds=value.strategy.unschedulable_seconds)
+                        found.append((value, subset, since))
+        return found
+
     def pods(self, spread: str) -> list[PodRecord]:
         """The observed pods of a spread."""
         with self._lock:

@@ -27,6 +27,8 @@ Why it looks like this:
   Welcome names the coordinator's federation; the link records it (`federation`,
   `agents.ownership`) and stamps it on each assignment; a removal acts only on Deployments of the
   federation of the stream it came on. Nothing is deleted for being absent from the resync.
+  Once it is complete, the local unschedulable marks no assignment echoes are reported again
+  (`Bookkeeping.unechoed_marks`): a restarted coordinator lost them, and each was reported once.
 - **Stale generations, per stream.** Generations are the hub FederatedSpread's
   metadata.generation, which starts again at 1 when a spread is deleted and re-created under the
   same name (and a restarted coordinator may number removals afresh). So an assignment or removal
@@ -74,6 +76,7 @@ from federation.rpc import assignment as assignment_mod
 log = logging.getLogger(__name__)
 
 FAIL_STATIC_MESSAGE = refusals.FAIL_STATIC_MESSAGE
+REPORTED_AGAIN = "reported again after the coordinator's resync: this subset is still kept out of here"
 Credentials = settings_mod.Credentials
 LinkSettings = settings_mod.LinkSettings
 
@@ -378,6 +381,9 @@ class Link:
                 log.info("assignments complete", extra={"cluster": self.cluster,
                                                         "spreads": len(self._bookkeeping.assignments())})
             self.synced.set()
+            for value, subset, since in self._bookkeeping.unechoed_marks():  # a restarted coordinator's
+                self._outbox.unschedulable(spread=value.spread, subset=subset, since=since, pods=0,
+                                           reason=REPORTED_AGAIN, generation=value.generation)
             return
         level = {agent_pb2.Notice.SEVERITY_ERROR: logging.ERROR,
                  agent_pb2.Notice.SEVERITY_WARNING: logging.WARNING}.get(notice.severity, logging.INFO)

@@ -306,6 +306,10 @@ class Member:
         elif kind == "resync":
             for report in self.outbox.latest():
                 self.outbox.put_event(report)
+        elif kind == "notice" and message.notice.code == capabilities.RESYNC_COMPLETE_CODE:
+            for value, subset, since in self.book.unechoed_marks():  # as the link, once resynced
+                self.outbox.unschedulable(spread=value.spread, subset=subset, since=since, pods=0,
+                                          reason="again", generation=value.generation)
         self._settle_allowance()
 
 

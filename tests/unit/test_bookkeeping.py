@@ -123,6 +123,28 @@ def test_an_assignment_of_a_new_spec_ends_the_local_marks_it_does_not_echo() -> 
     assert chosen(book, "p2") == "a"
 
 
+def test_the_local_marks_no_assignment_echoes_are_listed_to_be_reported_again() -> None:
+    """After a new stream's resync, the active local marks the assignments do not echo are
+    reported again (a restarted coordinator lost its marks), each with the `since` that makes the
+    coordinator's mark end with the agent's; echoed and expired marks are not."""
+    clock = ManualClock(T0)
+    book = book_with({"a": 5, "b": 5}, clock, strategy="Adaptive")
+    current = book.assignment("ns/web")
+    assert current is not None
+    until = T0 + datetime.timedelta(seconds=60)
+    book.mark_unschedulable("ns/web", "a", until=until)
+    book.mark_unschedulable("ns/web", "b", until=T0 + datetime.timedelta(seconds=5))
+    since = until - datetime.timedelta(seconds=current.strategy.unschedulable_seconds)
+    assert book.unechoed_marks() == [(current, "a", since),
+                                     (current, "b", since - datetime.timedelta(seconds=55))]
+    clock.advance(6)
+    assert book.unechoed_marks() == [(current, "a", since)], "b ran out"
+    echoing_a = tuple(dataclasses.replace(r, unschedulable_until=until) if r.name == "a" else r
+                      for r in current.subsets)
+    book.set_assignment(dataclasses.replace(current, subsets=echoing_a))
+    assert book.unechoed_marks() == [], "the coordinator has a's mark"
+
+
 def counting_book(count_wait: float) -> bookkeeping.Bookkeeping:
     book = bookkeeping.Bookkeeping(clock=ManualClock(T0), count_wait=count_wait)
     rules = (assignment.SubsetRule(name="a", index=0, quota=2),

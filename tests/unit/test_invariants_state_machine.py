@@ -532,7 +532,8 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             for name in fm.CLUSTERS:
                 self.fed.controller_round(name)
             self.fed.heartbeat_and_tick()
-            quiet = quiet + 1 if self._state() == before else 0
+            # Not quiet while a mark holds: the rollout below would admit pods into no subset there.
+            quiet = quiet + 1 if self._state() == before and not self._marked() else 0
             if quiet >= QUIET_ROUNDS:
                 break
         assert quiet >= QUIET_ROUNDS, f"no fixed point after {MAX_ROUNDS} rounds: {self._state()}"
@@ -549,6 +550,11 @@ class FederationMachine(stateful.RuleBasedStateMachine):
         for member in self.fed.members.values():
             for what in member.seen:
                 hypothesis.event(f"seen by the end: {what}")
+
+    def _marked(self) -> bool:
+        """Whether an unschedulable mark holds now: the coordinator's, or an agent's own."""
+        return bool(self._state()[2]) or any(m.book.assignment(fm.KEY) is not None and m.book.marked(fm.KEY)
+                                             for m in self.fed.members.values())
 
     def _state(self) -> tuple[Any, ...]:
         result = self.fed.world.placements.get(fm.KEY)

@@ -7,6 +7,7 @@ and one that refuses the agent. Waits have deadlines and fail with what the stan
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 from collections.abc import Iterator
@@ -229,6 +230,29 @@ def test_assignments_changed_while_away_arrive_before_resync_complete(
     standin.start()
     wait_until(standin, agent.link.synced.is_set, "ResyncComplete after the reconnect")
     assert agent.bookkeeping.assignment("shop/web").quotas() == {"s0": 1, "s1": 1}  # type: ignore[union-attr]
+
+
+def test_local_marks_the_resync_does_not_echo_are_reported_again(
+        standin: standin_coordinator.StandinCoordinator, agent: Agent) -> None:
+    """A restarted coordinator has lost its unschedulable marks, and the agent reported each once:
+    once the new stream's resync is complete, the agent reports again the local marks no
+    assignment echoes (here s1), under the generation it holds; an echoed one (s0) is not."""
+    wait_until(standin, agent.link.synced.is_set, "the first ResyncComplete")
+    until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=300)
+    value = make_assignment(generation=3)
+    echoed = dataclasses.replace(value.subsets[0], unschedulable_until=until)
+    value = dataclasses.replace(value, subsets=(echoed, value.subsets[1]))
+    standin.assign(CLUSTER, value)
+    standin.wait_message(CLUSTER, "ack", where=lambda a: a.generation == 3)
+    agent.bookkeeping.mark_unschedulable("shop/web", "s0", until=until)
+    agent.bookkeeping.mark_unschedulable("shop/web", "s1", until=until)
+    mark = reconnect(standin, agent)
+    standin.start()
+    report = standin.wait_message(CLUSTER, "unschedulable", since=mark)
+    assert (report.spread, report.subset, report.generation) == ("shop/web", "s1", 3)
+    assert report.since.ToDatetime(tzinfo=datetime.UTC) == until - datetime.timedelta(
+        seconds=value.strategy.unschedulable_seconds)
+    assert [m.unschedulable.subset for m in standin.messages(CLUSTER, "unschedulable", since=mark)] == ["s1"]
 
 
 def test_heartbeats_flow_with_increasing_sequence(standin: standin_coordinator.StandinCoordinator,
