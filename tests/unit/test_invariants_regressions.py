@@ -693,6 +693,30 @@ new coordinator's resync does not echo (`Bookkeeping.unechoed_marks`), so the re
 coordinator places with them."""
 
 
+RELEASED_PENDING_WORKLOAD_OF_A_DESELECTED_CLUSTER: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}],
+   'data': [None],
+   'strategy': 'Fixed',
+   'replicas': 0,
+   'nodes': [0, 0, 0]}),
+ ('scale', {'replicas': 1}),
+ ('spread_recreated', {'policy': 'Orphan', 'seconds': 0}),
+ ('coordinator_restarts', {'order': ['dc1', 'aws', 'gcp'], 'stale': True, 'synced_after': 0}),
+ ('edit_subsets',
+  {'data': [None], 'items': [{'name': 's0', 'clusterSpread': 'Fill', 'clusters': ['dc1']}]}),
+ ('spread_recreated', {'policy': 'Orphan', 'seconds': 0}),
+ ('teardown', {})]
+"""`make soak`, 2026-12-03: aws runs the spread's one pod, Pending (no nodes); a coordinator
+restart (the spread waits: its status is of an earlier incarnation), an edit that selects dc1
+only, and the spread deleted under `Orphan` and created again. The release left aws's workload
+unverified, holding no running pod and no quota the restarted coordinator had sent, so the new
+spread never sent aws anything: its workload ran on unmanaged for good. A departing cluster now
+holds its pending pods too while unverified (`PodReports.unverified_for`): it is sent the spread,
+reports it, and its workload goes as any deselected cluster's."""
+
+
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
 
@@ -724,7 +748,8 @@ def replay(steps: list[Step]) -> None:
               RESYNC_OF_A_CLUSTER_NO_LONGER_SELECTED, SETTLED_AFTER_A_DESELECTION,
               SETTLED_AFTER_AN_AGENT_RESTART, RECREATED_WHILE_A_RESTORED_SPREAD_WAITED,
               RESTART_AFTER_A_RECREATION_THAT_SETTLED, LOCAL_MARK_AFTER_A_CAPS_EDIT,
-              RESTART_FROM_A_STALE_STATUS_BESIDE_PODS_OF_NO_SUBSET, ROLLOUT_WHILE_A_MARK_HOLDS],
+              RESTART_FROM_A_STALE_STATUS_BESIDE_PODS_OF_NO_SUBSET, ROLLOUT_WHILE_A_MARK_HOLDS,
+              RELEASED_PENDING_WORKLOAD_OF_A_DESELECTED_CLUSTER],
     ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
          "agent-restart-beside-a-silent-holder", "partition-after-a-keep",
          "undelivered-share-of-a-lost-cluster", "recreated-under-delete-on-a-full-cluster",
@@ -735,7 +760,8 @@ def replay(steps: list[Step]) -> None:
          "resync-of-a-cluster-no-longer-selected", "settled-after-a-deselection",
          "settled-after-an-agent-restart", "recreated-while-a-restored-spread-waited",
          "restart-after-a-recreation-that-settled", "local-mark-after-a-caps-edit",
-         "restart-from-a-stale-status-beside-pods-of-no-subset", "rollout-while-a-mark-holds"])
+         "restart-from-a-stale-status-beside-pods-of-no-subset", "rollout-while-a-mark-holds",
+         "released-pending-workload-of-a-deselected-cluster"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:

@@ -50,6 +50,20 @@ def test_a_report_in_flight_after_a_removal_says_nothing_of_that_spread() -> Non
     assert reports.holding(KEY) == {"dc1"}
 
 
+def test_a_departing_unverified_cluster_holds_its_pending_pods_too() -> None:
+    """A cluster no subset selects any more, whose workload was released (a spread deleted under
+    `Orphan`, created again) and whose pods never ran: kept with its pending pods, it is sent the
+    spread and so reports it; held by its running pods alone, it held nothing, was never sent the
+    spread, and its workload stayed unmanaged for good. A selected cluster holds running pods."""
+    reports = pod_reports.PodReports()
+    stuck = {"a": status.ClusterPods(running=0, ready=0, pending=1, unschedulable=1, creating=0, deleting=0)}
+    reports.report("aws", {KEY: stuck}, assigned=[KEY])
+    reports.released("aws", KEY)  # an orphaning removal: unverified until it is sent the spread again
+    assert reports.holders(KEY) == {"aws"}
+    assert reports.unverified_for(KEY, usable={"aws"}) == {}
+    assert reports.unverified_for(KEY, usable={"aws"}, departing={"aws"}) == {"a": {"aws": 1}}
+
+
 def test_a_restarted_coordinator_holds_the_recorded_share_until_the_cluster_reports() -> None:
     reports = pod_reports.PodReports()
     reports.recorded(KEY, {"a": {"dc1": 3}})

@@ -156,12 +156,14 @@ def request_for(
         kept = brake_decision(world, entry, now=now).kept
     if kept:
         view = placement.holding(view, kept)
-    usable = world.ready_selected(key) | world.departing(key)
+    departing = world.departing(key)
+    usable = world.ready_selected(key) | departing
     current = world.rebalancing.without_surge(key, world.current_for(key))
     inputs = placement_inputs.PlacementInputs(
         shape=world.shape_for(key), current=current, running=world.pods.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, ready=world.pods.ready_for(key, usable=usable),
-        unverified=world.pods.unverified_for(key, usable=usable), waiting=world.waiting_for(key),
+        unverified=world.pods.unverified_for(key, usable=usable, departing=departing),
+        waiting=world.waiting_for(key),
         rebalance=world.rebalancing.context(key, entry.spec),
         remainder_phase=apportion.phase_of(key) if in_round else None)
     return PlaceRequest(key=key, spec=entry.spec, replicas=replicas, view=view, inputs=inputs)

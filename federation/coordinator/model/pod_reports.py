@@ -282,24 +282,30 @@ class PodReports:
         recorded, until they report again."""
         return self.holding(key) | frozenset(name for name, held in self._away.items() if held.get(key))
 
-    def held_by(self, name: str, key: str) -> dict[str, int]:
+    def held_by(self, name: str, key: str, *, pending_too: bool = False) -> dict[str, int]:
         """What cluster `name` holds of spread `key` per subset, as far as the coordinator knows:
-        its last report's running pods, or the share it ran before it was lost, whichever is more
-        in all — compared whole, not subset by subset: pods still labelled with a subset the spread
-        has since renamed or moved are the same pods as the share they serve, not more of them."""
-        reported = {subset: pods.running
+        its last report's running pods (`pending_too`: every active pod, pending and being created
+        too), or the share it ran before it was lost, whichever is more in all — compared whole,
+        not subset by subset: pods still labelled with a subset the spread has since renamed or
+        moved are the same pods as the share they serve, not more of them."""
+        reported = {subset: pods.active if pending_too else pods.running
                     for subset, pods in self.by_spread.get(key, {}).get(name, {}).items()}
         away = self._away.get(name, {}).get(key, {})
         held = dict(away) if sum(away.values()) > sum(reported.values()) else reported
         return {subset: count for subset, count in held.items() if count}
 
-    def unverified_for(self, key: str, *, usable: Collection[str]) -> dict[str, dict[str, int]]:
+    def unverified_for(self, key: str, *, usable: Collection[str],
+                       departing: Collection[str] = ()) -> dict[str, dict[str, int]]:
         """Of the `usable` clusters whose counts of spread `key` are not verified, what each holds
-        per subset (`held_by`): what the handover keeps until they report again."""
+        per subset (`held_by`): what the handover keeps until they report again. A `departing`
+        cluster (no subset selects it) holds its pending pods too: kept, it is sent the spread,
+        and so reports it; left out, a workload released there (a spread deleted under `Orphan`
+        and created again) whose pods never ran was never sent the spread, never verified, and
+        stayed unmanaged for good (found by `make soak`)."""
         found: dict[str, dict[str, int]] = {}
         for name in self.holders(key):  # a cluster that holds nothing of the spread has nothing to keep
             if name in usable and not self.verified(name, key):
-                for subset, count in self.held_by(name, key).items():
+                for subset, count in self.held_by(name, key, pending_too=name in departing).items():
                     found.setdefault(subset, {})[name] = count
         return found
 
