@@ -24,7 +24,8 @@ gives back the placement with some Ready pods kept above their cluster's share:
   restarted, or the coordinator restarted, and it has not reported holding the spread since) keeps
   what it holds (its last report, the share it ran before it was lost, or the share the hub status
   recorded, whichever is more; for a cluster leaving the selection, its pending pods too) whole — it
-  is not told to remove pods it may still need — and its pods do not count as Ready. The next report that holds the spread's assignment verifies them.
+  is not told to remove pods it may still need — and its pods do not count as Ready. The next
+  report that holds the spread's assignment verifies them.
 - **Deselection is a move.** Pods the placement has no (subset, cluster) pair for — a cluster that
   left the spread's selection (subset removed, cluster dropped from a list, labels no longer
   matching, a decommissioned member), a removed or renamed subset's pods, pods in no subset beyond
