@@ -11,11 +11,11 @@ Each entry names the spread, the generation and template revision of the assignm
 empty when only a Deployment is known), the spread's pods per subset (unknown is not zero: a
 restarted agent's pods may have grown while it was away, and the coordinator must not send it a
 quota below them before it reports; per subset, because a count put in the wrong subset would
-raise that subset's quota above its cap; pods of no subset under their own key, which raises no
-subset's quota) and the spread uid, so that the coordinator can tell the
-live spread from an earlier one of the same name (and orphan, rather than delete, the latter). A
-spread is listed once per distinct uid: a Deployment that carries another uid than the assignment
-held (one not adopted yet) is listed beside it.
+raise that subset's quota above its cap; pods of no subset under their own key, which the
+coordinator keeps as strays, as it keeps a removed subset's pods) and the spread uid, so that
+the coordinator can tell the live spread from an earlier one of the same name (and orphan,
+rather than delete, the latter). A spread is listed once per distinct uid: a Deployment that
+carries another uid than the assignment held (one not adopted yet) is listed beside it.
 
 Why the link waits for the cache (`wait_for_cache`): a Hello built from a cache that has not
 listed the member's Deployments yet lists none of them. The first stream waits for that list, up
