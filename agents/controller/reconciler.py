@@ -25,7 +25,12 @@ run on the same beat (a second, or sooner when pods change). Each round, per ass
    recreates them and the webhook now skips the subset), each with a `Rescheduled` Event saying why;
    never for a kind whose pods are bound to their identity (`reschedule_deletes_pods`: a
    StatefulSet's keep their name and claims) (`agents.controller.rescheduling`);
-4. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
+4. spare pods (Deployment, ReplicaSet; once the cache has listed everything) — a member workload
+   at its target whose pods fill its replicas while a subset waits for pods it never creates (pods
+   beyond their subset's quota, pods of no subset the coordinator does not keep): those spare
+   pods are removed, each with a `SparePodRemoved` Event, so that it creates the missing ones
+   (`federation.core.spare_pods`, `agents.controller.spare`);
+5. pod counts (pods of no subset under `status.UNASSIGNED`, sent as `unassigned`) — with each
    spread's member workload status (from the cached workload; none while it does not exist) and,
    for a StatefulSet, the pods whose ordinal maps to another subset now (never deleted),
    sent to the outbox when either changed, and at least every heartbeat.
@@ -51,7 +56,7 @@ from agents import bookkeeping, outbox, owners, pod_ledger, retries, runnable
 from agents.cache import store as cache_mod
 from agents.cache import views
 from agents.controller import costs as pod_costs
-from agents.controller import kinds, rescheduling
+from agents.controller import kinds, rescheduling, spare
 from agents.controller import misplaced as misplaced_pods
 from federation import clock as clock_mod
 from federation.api import names
@@ -106,6 +111,7 @@ class ReconcileOutcome:
     matched: int = 0
     deleted: int = 0
     reported: int = 0
+    spared: int = 0
     counts_sent: bool = False
 
 
@@ -170,6 +176,9 @@ class Reconciler:
         self._rescheduler = rescheduling.Rescheduler(core_api, books, box, clock=clock,
                                                      beat=lambda: self.beat(), recorder=recorder)
         """Adaptive reschedule of stuck pods; records a `Rescheduled` Event on each pod it deletes."""
+        self._spare = spare.SpareRemover(core_api, books, clock=clock, beat=lambda: self.beat(),
+                                         recorder=recorder)
+        """Spare pods that starve a subset; records a `SparePodRemoved` Event on each it removes."""
 
     def costs_written(self, value: assignment.Assignment) -> bool:
         """Whether a round has written the deletion costs of assignment `value` (this very object)
@@ -197,6 +206,7 @@ class Reconciler:
         self._books.expire()
         for spread in set(self._costs_done) - set(snapshot):
             del self._costs_done[spread]
+        self._spare.forget(set(snapshot))
         for value in current:
             try:
                 costed = self._costs_done.get(value.spread)
@@ -205,9 +215,13 @@ class Reconciler:
                               or costed[1] != versions[value.spread]):
                     done.patched += self._write_costs(value, snapshot[value.spread])
                     self._costs_done[value.spread] = (value, versions[value.spread])
-                if value.strategy.adaptive and workload_kinds.policy_for(
-                        value.api_version, value.kind).reschedule_deletes_pods:
+                policy = workload_kinds.policy_for(value.api_version, value.kind)
+                if value.strategy.adaptive and policy.reschedule_deletes_pods:
                     self._rescheduler.reschedule(value, snapshot[value.spread], done)
+                if counted and costs and policy.reschedule_deletes_pods:
+                    mine = owners.member_workload(value, self._member(value))
+                    self._spare.remove(value, snapshot[value.spread], done=done,
+                                       target=mine.replicas if mine is not None else None)
             except Exception as error:
                 LOG.warning("reconcile failed", extra={"spread": value.spread, "error": str(error)[:300]})
         self._forget_written(snapshot)

@@ -1,10 +1,11 @@
 """Adaptive reschedule of stuck pods: mark their subset unschedulable here, and delete them.
 
-Why a module of its own: it is the one place where the agent deletes pods of a spread, and it
-does so on its own judgement. `federation.core.reschedule` finds the subsets whose pods waited
-longer than `rescheduleCriticalSeconds`; each such subset is marked unschedulable in this cluster
-for `unschedulableSeconds` (the webhook skips it at once, the coordinator hears of it once per
-mark), and its stuck pods are deleted with their uid as a precondition (a new pod of that name
+Why a module of its own: it is one of the two places where the agent deletes pods of a spread on
+its own judgement (the other removes spare pods that starve a subset: `agents.controller.spare`).
+`federation.core.reschedule` finds the subsets whose pods waited longer than
+`rescheduleCriticalSeconds`; each such subset is marked unschedulable in this cluster for
+`unschedulableSeconds` (the webhook skips it at once, the coordinator hears of it once per mark),
+and its stuck pods are deleted with their uid as a precondition (a new pod of that name
 survives), each with a `Rescheduled` Event saying why; their ReplicaSet recreates them in another
 subset. The reconciler calls it each round for Adaptive spreads of kinds whose pods may be
 deleted to move (`reschedule_deletes_pods`: never a StatefulSet's).
@@ -88,7 +89,8 @@ class Rescheduler:
         for item in stuck:
             for name in item.pods:
                 namespace, uid, since = uids[name]
-                if self._delete_pod(namespace, name, uid=uid):
+                if delete_pod(self._core, namespace, name, uid=uid, beat=self._beat):
+                    LOG.info("pod rescheduled", extra={"pod": f"{namespace}/{name}"})
                     self._books.note_deleting(value.spread, name, subset=item.subset)
                     done.deleted += 1
                     self._note_rescheduled(value, namespace, name, uid=uid, subset=item.subset,
@@ -104,16 +106,19 @@ class Rescheduler:
         self._recorder.record(kube_events.ObjectRef("v1", "Pod", name, namespace=namespace, uid=uid),
                               reason=RESCHEDULED, action="Delete", note=note)
 
-    @_RETRY
-    def _delete_pod(self, namespace: str, name: str, *, uid: str) -> bool:
-        options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
-        self._beat()
-        try:
-            self._core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False,
-                                            _request_timeout=deadlines.CALL)
-        except exceptions.ApiException as error:
-            if error.status == 404 or (error.status == 409 and uid):  # gone, or a new pod of that name
-                return False
-            raise
-        LOG.info("pod rescheduled", extra={"pod": f"{namespace}/{name}"})
-        return True
+
+
+@_RETRY
+def delete_pod(core_api: Any, namespace: str, name: str, *, uid: str, beat: Callable[[], None]) -> bool:
+    """Delete a pod of a spread with its `uid` as a precondition; False when it is gone or a new pod
+    has its name (both are left alone). `beat` is called first (the reconciler's watchdog)."""
+    options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
+    beat()
+    try:
+        core_api.delete_namespaced_pod(name, namespace, body=options, _preload_content=False,
+                                       _request_timeout=deadlines.CALL)
+    except exceptions.ApiException as error:
+        if error.status == 404 or (error.status == 409 and uid):  # gone, or a new pod of that name
+            return False
+        raise
+    return True

@@ -398,7 +398,7 @@ class WorkloadRef(_message.Message):
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class SubsetRule(_message.Message):
-    __slots__ = ("name", "index", "required_node_selector_term_json", "preferred_node_selector_terms_json", "tolerations_json", "patch_json", "quota", "unschedulable_until")
+    __slots__ = ("name", "index", "required_node_selector_term_json", "preferred_node_selector_terms_json", "tolerations_json", "patch_json", "quota", "unschedulable_until", "leaving", "kept")
     NAME_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     REQUIRED_NODE_SELECTOR_TERM_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -407,6 +407,8 @@ class SubsetRule(_message.Message):
     PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     UNSCHEDULABLE_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
     name: str
     index: int
     required_node_selector_term_json: str
@@ -415,7 +417,9 @@ class SubsetRule(_message.Message):
     patch_json: str
     quota: int
     unschedulable_until: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., required_node_selector_term_json: _Optional[str] = ..., preferred_node_selector_terms_json: _Optional[str] = ..., tolerations_json: _Optional[str] = ..., patch_json: _Optional[str] = ..., quota: _Optional[int] = ..., unschedulable_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    leaving: int
+    kept: int
+    def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., required_node_selector_term_json: _Optional[str] = ..., preferred_node_selector_terms_json: _Optional[str] = ..., tolerations_json: _Optional[str] = ..., patch_json: _Optional[str] = ..., quota: _Optional[int] = ..., unschedulable_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., leaving: _Optional[int] = ..., kept: _Optional[int] = ...) -> None: ...
 
 class StrategySettings(_message.Message):
     __slots__ = ("type", "reschedule_critical_seconds", "unschedulable_seconds", "disable_simulation_schedule")

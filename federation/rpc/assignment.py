@@ -39,6 +39,12 @@ class SubsetRule:
     tolerations: tuple[dict[str, Any], ...] = ()
     patch: dict[str, Any] | None = None
     unschedulable_until: datetime.datetime | None = None
+    leaving: int | None = None
+    """Of `quota`, the pods outside their own subset's quota the coordinator keeps here until their
+    replacements are Ready; None from a coordinator that does not say (agent.proto SubsetRule)."""
+    kept: int | None = None
+    """Of `quota`, every Ready pod the coordinator keeps here until its replacement is Ready
+    (`leaving` included); None from a coordinator that does not say."""
 
     def schedulable(self, now: datetime.datetime) -> bool:
         """False while the coordinator keeps this subset out of this cluster."""
@@ -147,6 +153,10 @@ class Assignment:
         message.strategy.unschedulable_seconds = self.strategy.unschedulable_seconds
         for rule in self.subsets:
             item = message.subsets.add(name=rule.name, index=rule.index, quota=rule.quota)
+            if rule.leaving is not None:
+                item.leaving = rule.leaving
+            if rule.kept is not None:
+                item.kept = rule.kept
             if rule.required_term is not None:
                 item.required_node_selector_term_json = json.dumps(rule.required_term)
             if rule.preferred_terms:
@@ -176,6 +186,8 @@ class Assignment:
                     tolerations=tuple(_json(r.tolerations_json) or ()),
                     patch=_json(r.patch_json),
                     unschedulable_until=_time(r, "unschedulable_until"),
+                    leaving=r.leaving if r.HasField("leaving") else None,
+                    kept=r.kept if r.HasField("kept") else None,
                 )
                 for r in message.subsets
             )
@@ -214,17 +226,22 @@ def with_shares(
     quotas: Sequence[int],
     *,
     until: Sequence[datetime.datetime | None],
+    kept: Sequence[tuple[int, int]] | None = None,
     job_completions: int | None = None,
 ) -> agent_pb2.SpreadAssignment:
-    """A copy of `base` with each subset's quota and unschedulable mark (in subset order) filled
-    in, and the replicas set to their sum: one cluster's message from the encoding all share
-    (and, for a Job's, the completions of a member Job created there)."""
+    """A copy of `base` with each subset's quota, unschedulable mark and (when given) the pods kept
+    until their replacements are Ready (`kept`: pairs of SubsetRule.kept and .leaving), in subset
+    order, filled in, and the replicas set to the quotas' sum: one cluster's message from the
+    encoding all share (and, for a Job's, the completions of a member Job created there)."""
     message = agent_pb2.SpreadAssignment()
     message.CopyFrom(base)
     for item, quota, end in zip(message.subsets, quotas, until, strict=True):
         item.quota = quota
         if end is not None:
             item.unschedulable_until.FromDatetime(end)
+    if kept is not None:
+        for item, (held, leaving) in zip(message.subsets, kept, strict=True):
+            item.kept, item.leaving = held, leaving
     message.replicas = sum(quotas)
     if job_completions is not None:
         message.job_completions = job_completions

@@ -36,12 +36,12 @@ from typing import Any
 import jsonpatch
 
 from agents import bookkeeping, metrics, outbox, pod_ledger
-from agents.controller import rescheduling
+from agents.controller import rescheduling, spare
 from agents.webhook import handler
 from federation.api import names
 from federation.coordinator import facade
 from federation.coordinator.model import loop, world
-from federation.core import deletion_cost, inventory, reschedule, status
+from federation.core import deletion_cost, inventory, reschedule, spare_pods, status
 from federation.rpc import agent_pb2, assignment, capabilities
 from tests.support.clock import ManualClock
 
@@ -89,6 +89,8 @@ class Member:
         self.webhook = handler.AdmissionHandler(self.book, metrics.AgentMetrics(cluster=self.name),
                                                 token_source=lambda: f"{next(counter):06d}")
         self.outbox = outbox.ReportOutbox()
+        self.spared_at: datetime.datetime | None = None
+        """When this agent last removed spare pods (`spare.SpareRemover`'s pause)."""
         self.received: dict[str, int] = {}
         self._sequence = itertools.count(1)
 
@@ -258,6 +260,25 @@ class Member:
                 self.delete_pod(name)
                 self.book.note_deleting(KEY, name, subset=item.subset)
 
+    def remove_spare(self) -> None:
+        """Spare pods that starve a subset are removed, as the agent's `spare.SpareRemover` does
+        (its pause too): the member workload at its target creates the waiting subsets' pods."""
+        current = self.book.assignment(KEY)
+        now = self.clock()
+        if current is None or (self.spared_at is not None
+                               and (now - self.spared_at).total_seconds() < spare.PAUSE_SECONDS):
+            return
+        blocked = rescheduling.blocked_subsets(current, self.book.marked(KEY), now)
+        found = spare_pods.spare_pods(self._views(), shares=spare.shares_of(current, blocked=blocked),
+                                      replicas=current.replicas, target=self.deployment_replicas)
+        for name in found.pods:
+            subset = self.pods[name].subset
+            self.delete_pod(name)
+            self.book.note_deleting(KEY, name, subset=subset)
+            self.seen["spare pod removed"] += 1
+        if found.pods:
+            self.spared_at = now
+
     def report(self) -> None:
         """Queue the latest full inventory and pod counts, as the reporter and controller do."""
         nodes = [inventory.NodeView(name=f"{self.name}-n{i}", allocatable={"pods": str(SLOTS_PER_NODE)})
@@ -411,6 +432,7 @@ class Federation:
         member.schedule()
         member.observe()
         member.reschedule()
+        member.remove_spare()
         member.schedule()
         member.observe()
         member.report()

@@ -440,7 +440,7 @@ def test_unschedulable_mark_releases_pending_replicas_to_the_next_subset() -> No
     assert rule.unschedulable_until == T0 + datetime.timedelta(seconds=300)
     clock.advance(301)
     assert agent_assignment.Assignment.from_proto(sent(model, "shop/web", clock)["dc1"]).rule("onprem") == \
-        agent_assignment.SubsetRule(name="onprem", index=0, quota=1)
+        agent_assignment.SubsetRule(name="onprem", index=0, quota=1, leaving=0, kept=0)
 
 
 def test_a_fixed_spread_ignores_unschedulable_marks() -> None:

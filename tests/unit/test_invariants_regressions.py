@@ -609,14 +609,12 @@ PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET: list[Step] = [('start',
  ('scale', {'replicas': 4}),
  ('edit_caps', {'data': [1, None, 5]}),
  ('teardown', {})]
-"""Not fixed (`make soak`, 2026-12-03; RELIABILITY.md, "What fedspread does not guarantee"): a
-re-created spread adopts 14 pods of s0 in dc1, is scaled to 4 and s0 capped at 1. The placement
-gives s0 1 plus the 3 Ready pods the handover keeps, s1 3; the member's ReplicaSet scales down to
-the quotas' sum, 7, deleting the pods above s0's quota first but not all of them: 7 pods of s0
-remain, s1's 3 replicas wait for pods the ReplicaSet, at its target, never creates, and the 3 it
-keeps of s0 are kept until those are Ready. No Ready pod the spread needs is removed, but nothing
-converges until the pods churn (the machine's rollout). Replayed as an expected failure: it fails
-the run the day it passes, so that it moves to the list above."""
+"""`make soak`, 2026-12-03: a re-created spread adopts 14 pods of s0 in dc1, is scaled to 4 and s0
+capped at 1. The placement gives s0 1 plus the 3 Ready pods the handover keeps, s1 3; the member's
+ReplicaSet scales down to the quotas' sum, 7, deleting the pods above s0's quota first but not all
+of them: 7 pods of s0 remained, s1's 3 replicas waited for pods the ReplicaSet, at its target,
+never created, and the 3 kept of s0 were kept until those were Ready: nothing converged. The agent
+now removes the 3 spare pods of s0 (`federation.core.spare_pods`), and its ReplicaSet creates s1's."""
 
 
 PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT: list[Step] = [('start',
@@ -635,10 +633,12 @@ PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT: list[Step] = [('start',
   {'data': [None], 'items': [{'name': 's0', 'clusterSpread': 'Capacity', 'clusters': ['aws']}]}),
  ('scale', {'replicas': 2}),
  ('teardown', {})]
-"""Not fixed, the same family (`make soak`, 2026-12-03): aws runs 4 Ready pods of s1, a subset the
-edit removed; the new s0 there is given 2 replicas plus the 2 Ready pods the handover keeps. The
-member's ReplicaSet is at its target (4 pods) and creates no s0 pod, the old pods fill aws (the 2
-replicas wait), and the handover keeps 2 of them until the s0 replicas are Ready."""
+"""The same family (`make soak`, 2026-12-03): aws runs 4 Ready pods of s1, a subset the edit
+removed; the new s0 there is given 2 replicas plus the 2 Ready pods the handover keeps (`leaving`).
+The member's ReplicaSet was at its target (4 pods) and created no s0 pod, the old pods filled aws
+(the 2 replicas waited), and the handover kept 2 of them until the s0 replicas were Ready. The
+agent now removes the 2 old pods no quota counts and the coordinator does not keep (`leaving`
+tells it how many it keeps): their replacements are admitted into s0, then the kept 2 go."""
 
 
 RESTART_FROM_A_STALE_STATUS_BESIDE_PODS_OF_NO_SUBSET: list[Step] = [('start',
@@ -749,7 +749,8 @@ def replay(steps: list[Step]) -> None:
               SETTLED_AFTER_AN_AGENT_RESTART, RECREATED_WHILE_A_RESTORED_SPREAD_WAITED,
               RESTART_AFTER_A_RECREATION_THAT_SETTLED, LOCAL_MARK_AFTER_A_CAPS_EDIT,
               RESTART_FROM_A_STALE_STATUS_BESIDE_PODS_OF_NO_SUBSET, ROLLOUT_WHILE_A_MARK_HOLDS,
-              RELEASED_PENDING_WORKLOAD_OF_A_DESELECTED_CLUSTER],
+              RELEASED_PENDING_WORKLOAD_OF_A_DESELECTED_CLUSTER, PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET,
+              PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT],
     ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
          "agent-restart-beside-a-silent-holder", "partition-after-a-keep",
          "undelivered-share-of-a-lost-cluster", "recreated-under-delete-on-a-full-cluster",
@@ -761,20 +762,11 @@ def replay(steps: list[Step]) -> None:
          "settled-after-an-agent-restart", "recreated-while-a-restored-spread-waited",
          "restart-after-a-recreation-that-settled", "local-mark-after-a-caps-edit",
          "restart-from-a-stale-status-beside-pods-of-no-subset", "rollout-while-a-mark-holds",
-         "released-pending-workload-of-a-deselected-cluster"])
+         "released-pending-workload-of-a-deselected-cluster", "pods-above-a-quota",
+         "pods-of-a-removed-subset"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:
     replay(steps)
 
-
-@pytest.mark.parametrize("steps", [PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET,
-                                   PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT],
-                         ids=["pods-above-a-quota", "pods-of-a-removed-subset"])
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="pods outside their subset's quota starve its replacements (not fixed)")
-@hypothesis.settings(max_examples=1, database=None, deadline=None)
-@hypothesis.given(st.just(None))
-def test_a_found_interleaving_not_fixed_yet_still_fails(steps: list[Step], _unused: None) -> None:
-    replay(steps)
 

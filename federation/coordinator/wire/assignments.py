@@ -31,7 +31,7 @@ from google.protobuf import timestamp_pb2
 from federation.api import spread as spread_api
 from federation.coordinator.model import hub_objects
 from federation.coordinator.model import world as world_model
-from federation.core import member_copy, placement
+from federation.core import member_copy, placement, reasons
 from federation.rpc import agent_pb2, assignment
 
 _KEPT_METADATA = ("name", "namespace", "labels", "annotations")
@@ -251,12 +251,21 @@ def build(
         quotas = [s.clusters.get(cluster_name, 0) for s in result.subsets]
         ends = [until.get((s.name, cluster_name)) for s in result.subsets]
         message = assignment.with_shares(
-            base, quotas, until=ends,
+            base, quotas, until=ends, kept=[kept_pods(s, cluster_name) for s in result.subsets],
             job_completions=None if job_completions is None else job_completions.get(cluster_name, 0))
         for index, text in budgets.get(cluster_name, {}).items():
             message.dependencies[index].object_json = text
         messages[cluster_name] = message
     return messages
+
+
+def kept_pods(subset: placement.SubsetPlacement, cluster: str) -> tuple[int, int]:
+    """Of `subset`'s share in `cluster`, the Ready pods its handover keeps there until their
+    replacements are Ready, and of those the pods outside their own subset's quota (its `leaving`
+    reasons): the agent removes no pod they count (`federation.core.spare_pods`)."""
+    leaving = sum(r.count for r in subset.reasons
+                  if r.kind is reasons.ReasonKind.LEAVING and r.cluster == cluster)
+    return subset.kept_clusters.get(cluster, 0), leaving
 
 
 def stamped(messages: Mapping[str, agent_pb2.SpreadAssignment], *, now: datetime.datetime | None,
