@@ -27,9 +27,10 @@ Which pods of an over-full subset are "beyond" its quota is our choice; we mark 
 ReplicaSet would prefer to delete anyway (unscheduled, pending, not ready, newest), so the marks
 agree with the controller's own ranks and change rarely, which keeps the patches few.
 
-The sandbox runs Kubernetes 1.20, whose ReplicaSet ignores the annotation (it is
-honoured from 1.22). The deletion order is therefore tested against `replicaset_deletion_order`, a model of
-the 1.22 ranking, while integration tests only check the annotations the agent writes.
+Upstream Kubernetes honours the annotation from 1.22; the sandbox runs 1.20 with fedspread's patch
+that makes its ReplicaSet honour it (`federation/sandbox/patches/`). The deletion order is tested
+against `replicaset_deletion_order`, a model of the 1.22 ranking, and on the sandbox's real
+ReplicaSet (`tests/integration/test_sandbox_workloads.py`).
 
 Pure: no Kubernetes client, no I/O; timestamps are compared as given (use aware UTC datetimes).
 """

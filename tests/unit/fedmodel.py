@@ -8,8 +8,9 @@ decides is the real code and everything that merely happens is a small model:
 * real — the coordinator's facade (`facade.Coordinator`: the World, the placement loop,
   failover, assignment deltas and resyncs) with an injected clock; per member the agent's
   `Bookkeeping`, its `AdmissionHandler` (fed AdmissionReview JSON, answering JSONPatch), its
-  `ReportOutbox` and report messages, `inventory.pools`, the adaptive-reschedule arithmetic and the
-  deletion costs with the 1.22 ReplicaSet ranking;
+  `ReportOutbox` and report messages, `inventory.pools`, the adaptive-reschedule arithmetic, the
+  spare-pod rule (`spare_pods`, with the agent's pause) and the deletion costs with the 1.22
+  ReplicaSet ranking;
 * modelled — the member's ReplicaSet (creates pods up to the agent's share, deletes by deletion
   cost), its scheduler (nodes of `SLOTS_PER_NODE` pods, first fit, else Pending/Unschedulable),
   its watch cache (`sync` hands the pods to the bookkeeping), node removal (evictions), the hub
