@@ -107,7 +107,6 @@ class Rescheduler:
                               reason=RESCHEDULED, action="Delete", note=note)
 
 
-
 @_RETRY
 def delete_pod(core_api: Any, namespace: str, name: str, *, uid: str, beat: Callable[[], None]) -> bool:
     """Delete a pod of a spread with its `uid` as a precondition; False when it is gone or a new pod

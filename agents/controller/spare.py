@@ -9,11 +9,12 @@ as a precondition (a new pod of that name survives) and a `SparePodRemoved` Even
 subsets wait; their ReplicaSet creates the missing pods, which the webhook admits into the
 waiting subsets.
 
-Guards beyond the rule's own (target reached, every pod Ready, one revision): only kinds whose
-pods may be deleted to move (`reschedule_deletes_pods`: never a StatefulSet's), only the spread's
-member workload as the cluster holds it (`target`: its `spec.replicas`), and after a removal the
-spread waits `PAUSE_SECONDS` before the next, so that a pod the webhook puts back where it was
-(a subset that filled meanwhile) costs one removal per pause, never a loop.
+Guards beyond the rule's own (target reached, none terminating, one revision, the Ready pods the
+spread needs kept): only kinds whose pods may be deleted to move (`reschedule_deletes_pods`: never
+a StatefulSet's), only once the cache has listed everything, only the spread's member workload as
+the cluster holds it (`target`: its `spec.replicas`), and after a removal the spread waits
+`PAUSE_SECONDS` before the next, so that a pod the webhook puts back where it was (a subset that
+filled meanwhile) costs one removal per pause, never a loop.
 """
 
 from __future__ import annotations
