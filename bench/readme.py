@@ -27,8 +27,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from bench import readme_admission
+from bench import readme_admission, readme_scaling
 from bench import readme_parts as parts
+from bench.readme_parts import is_reference
 
 HERE = pathlib.Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -49,12 +50,6 @@ rows stay the full run's): its file, and why."""
 SHIPPED = ("local", "ray")
 """The variants of a `bench.placement_compare` run that are the coordinator as it ships (its two
 backends): a goal row is never made of a before arm (`local-unbatched`, `local-interpreter-gc`)."""
-
-
-def is_reference(document: dict[str, Any]) -> bool:
-    """A document can stand behind a figure: it records its command and a commit that is not dirty."""
-    commit = str(document.get("commit") or "")
-    return bool(commit) and not commit.endswith("+dirty") and bool(document.get("command"))
 
 
 def newer_than_full(document: dict[str, Any], full: dict[str, Any]) -> bool:
@@ -280,6 +275,7 @@ def rows() -> list[parts.Row]:
     found: list[parts.Row] = []
     found += readme_admission.rows(_document("admission"))
     found += _placement(_document("placement"))
+    found += readme_scaling.rows(RESULTS)
     found += _failover(_document("failover"))
     found += _recovery(_document("recovery"))
     found += _autoscaling(_document("autoscaling"))

@@ -21,6 +21,12 @@ Row = tuple[str, str, str, str, str, str]
 """benchmark, figure, goal, verdict, load at start → end (1-minute averages), when and command."""
 
 
+def is_reference(document: dict[str, Any]) -> bool:
+    """A document can stand behind a figure: it records its command and a commit that is not dirty."""
+    commit = str(document.get("commit") or "")
+    return bool(commit) and not commit.endswith("+dirty") and bool(document.get("command"))
+
+
 def load(found: dict[str, Any], document: dict[str, Any]) -> str:
     load = found.get("load") if isinstance(found, dict) else None
     stamp = load if isinstance(load, dict) else document.get("load_average") or {}

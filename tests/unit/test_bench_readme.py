@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench import readme, readme_admission, readme_parts
+from bench import readme, readme_admission, readme_parts, readme_scaling
 
 
 def test_the_headline_table_matches_the_committed_results() -> None:
@@ -88,7 +88,7 @@ def test_an_event_that_sent_nothing_is_not_reported_as_a_latency(event: dict[str
 ])
 def test_only_a_clean_commit_with_its_command_is_a_reference(
         document: dict[str, Any], reference: bool) -> None:
-    assert readme.is_reference(document) is reference
+    assert readme_parts.is_reference(document) is reference
 
 
 def test_every_row_says_how_many_runs_stand_behind_it() -> None:
@@ -184,3 +184,42 @@ def test_a_dedicated_run_older_than_the_full_run_is_superseded(
 ])
 def test_a_recorded_shape_is_shown_as_a_shell_takes_it(recorded: str, shown: str) -> None:
     assert readme.shell_quoted(recorded) == shown
+
+
+def _scaling_run(arms: dict[str, tuple[float, float]], *, commit: str = "abc1234") -> dict[str, Any]:
+    """A comparison on a machine with more cores: per variant (full round s, delivered s)."""
+    def point(variant: str, full_s: float, delivered_s: float) -> dict[str, Any]:
+        shards = int(variant.split("-")[1]) if variant.startswith("ray-") else None
+        return {"spreads": 30000, "clusters": 1000, "clusters_per_spread": 10, "full_s": full_s,
+                "delivered_s": delivered_s, "full_thread_cpu_s": full_s * 0.8, "ray_shards": shards,
+                "ray_cluster_shards": 1 if shards else None,
+                "load": {"at_start": [0.5, 0.4, 0.3], "at_end": [1.5, 1.0, 0.5]}}
+    return {"commit": commit, "command": "python -m bench.placement_compare --variants local ray-4 ray-12",
+            "started_at": "2026-12-04T14:18:25+00:00", "machine": {"cores": 16},
+            "points": {variant: point(variant, *times) for variant, times in arms.items()}}
+
+
+def test_ray_scaling_is_judged_at_twelve_actors_and_reported_at_the_others() -> None:
+    document = _scaling_run({"local": (30.0, 30.0), "ray-4": (12.0, 15.0), "ray-12": (5.0, 9.0)})
+    found = list(readme_scaling.document_rows(document, reason="the reason"))
+    assert [row[3] for row in found] == ["\N{EM DASH}", "met"]  # sorted by actors; 6x and 3.33x
+    assert "2.50\N{MULTIPLICATION SIGN}" in found[0][1] and "(how it grows with actors" in found[0][2]
+    assert "6.00\N{MULTIPLICATION SIGN}" in found[1][1] and "3.33\N{MULTIPLICATION SIGN}" in found[1][1]
+    assert found[1][4] == "0.5 \N{RIGHTWARDS ARROW} 1.5" and "the reason" in found[1][5]
+    short = _scaling_run({"local": (30.0, 30.0), "ray-12": (5.0, 11.0)})  # the round met, delivery not
+    assert [row[3] for row in readme_scaling.document_rows(short, reason="r")] == ["**missed**"]
+
+
+@pytest.mark.parametrize("document", [
+    _scaling_run({"ray-12": (5.0, 9.0)}),  # no in-process arm: no ratio
+    _scaling_run({"local": (30.0, 30.0), "ray-12": (5.0, 9.0)}, commit="abc1234+dirty"),
+    {"points": {}},
+])
+def test_a_scaling_run_without_both_arms_or_a_clean_commit_gives_no_rows(document: dict[str, Any]) -> None:
+    assert list(readme_scaling.document_rows(document, reason="r")) == []
+
+
+def test_the_scaling_rows_come_from_the_named_documents_that_exist(tmp_path: pathlib.Path) -> None:
+    document = _scaling_run({"local": (30.0, 30.0), "ray-12": (5.0, 9.0)})
+    (tmp_path / "here.json").write_text(json.dumps(document))
+    assert len(readme_scaling.rows(tmp_path, [("here.json", "r"), ("gone.json", "r")])) == 1
