@@ -84,3 +84,11 @@ def test_the_hub_is_pointed_at_the_coordinator_with_the_shipped_registration() -
     assert [hook["clientConfig"] for hook in config["webhooks"]] == [
         {"url": "https://127.0.0.1:9555/validate", "caBundle": base64.b64encode(b"PEM").decode()}] * 3
     assert {hook["failurePolicy"] for hook in config["webhooks"]} == {"Ignore"}
+
+
+def test_the_agents_read_usage_at_the_interval_asked_for_and_at_their_default_otherwise(
+        demo: environment.Federation) -> None:
+    """The tests' federation asks for a shorter `--usage-interval`; the demo leaves the agent's own."""
+    assert "--usage-interval" not in demo.agent_argv("dc1")
+    demo.usage_interval = 5
+    assert flag(demo.agent_argv("dc1"), "--usage-interval") == "5"
