@@ -717,6 +717,61 @@ holds its pending pods too while unverified (`PodReports.unverified_for`): it is
 reports it, and its workload goes as any deselected cluster's."""
 
 
+PARTITION_AFTER_SUBSET_EDITS: list[Step] = [('start',
+  {'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}}],
+   'replicas': 0,
+   'data': [None],
+   'strategy': 'Adaptive',
+   'nodes': [0, 0, 3]}),
+ ('edit_subsets',
+  {'data': [None, '100%', '0%'],
+   'items': [{'name': 's0',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}},
+             {'name': 's1', 'clusterSpread': 'Fill', 'clusters': ['dc1', 'aws']},
+             {'name': 's2', 'clusterSpread': 'Fill', 'clusters': ['aws', 'gcp', 'dc1']}]}),
+ ('capacity_changes', {'name': 'aws', 'nodes': 4}),
+ ('scale', {'replicas': 8}),
+ ('edit_caps', {'data': [1, 3, 2]}),
+ ('coordinator_partition', {'order': ['gcp', 'aws', 'dc1'], 'seconds': 63}),
+ ('edit_subsets',
+  {'data': [None, None, '34%'],
+   'items': [{'name': 's0',
+              'clusterSpread': 'Balance',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's1',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's2',
+              'clusterSpread': 'Balance',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}}]}),
+ ('time_passes', {'seconds': 5}),
+ ('agent_restarts', {'name': 'gcp'}),
+ ('edit_subsets',
+  {'data': [None, None, None],
+   'items': [{'name': 's0',
+              'clusterSpread': 'Capacity',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'cloud'}}},
+             {'name': 's1',
+              'clusterSpread': 'Fill',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}},
+             {'name': 's2',
+              'clusterSpread': 'Balance',
+              'clusterSelector': {'matchLabels': {'topology.fedspread.io/region': 'onprem'}}}]}),
+ ('coordinator_partition', {'order': ['dc1', 'gcp', 'aws'], 'seconds': 31}),
+ ('coordinator_partition', {'order': ['aws', 'dc1', 'gcp'], 'seconds': 31})]
+"""`make soak`, 2026-12-04, not fixed (an expected failure): three subsets edited in, a caps edit
+and a scale to 8, a partition on the coordinator's side, the subsets reselected by region, gcp's
+agent restarted, the subsets reselected again, then two more partitions: across the last one
+the placement changed, aws holding 3 of `s0`'s replicas instead of 4. The rule that a partition
+on our side moves no replica does not hold here; no invariant saw a Ready pod removed before the
+replay stops. Found by one of four fresh long runs of the state machine, shrunk by
+`tests.support.replay_machine`; that run's second failure (a gcp pod not running after a
+partition) was not shrunk apart from it."""
+
+
 class Drawn:
     """Stands in for the `data` a rule draws from: the recorded values, in order."""
 
@@ -750,7 +805,10 @@ def replay(steps: list[Step]) -> None:
               RESTART_AFTER_A_RECREATION_THAT_SETTLED, LOCAL_MARK_AFTER_A_CAPS_EDIT,
               RESTART_FROM_A_STALE_STATUS_BESIDE_PODS_OF_NO_SUBSET, ROLLOUT_WHILE_A_MARK_HOLDS,
               RELEASED_PENDING_WORKLOAD_OF_A_DESELECTED_CLUSTER, PODS_ABOVE_A_QUOTA_STARVE_ANOTHER_SUBSET,
-              PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT],
+              PODS_OF_A_REMOVED_SUBSET_STARVE_ITS_REPLACEMENT,
+              pytest.param(PARTITION_AFTER_SUBSET_EDITS, marks=pytest.mark.xfail(
+                  strict=True, reason="make soak finding of 2026-12-04, not fixed: a partition on "
+                                      "the coordinator's side moved a replica"))],
     ids=["partition-after-a-rename", "kept-pods-as-current", "restart-after-a-keep",
          "agent-restart-beside-a-silent-holder", "partition-after-a-keep",
          "undelivered-share-of-a-lost-cluster", "recreated-under-delete-on-a-full-cluster",
@@ -763,7 +821,7 @@ def replay(steps: list[Step]) -> None:
          "restart-after-a-recreation-that-settled", "local-mark-after-a-caps-edit",
          "restart-from-a-stale-status-beside-pods-of-no-subset", "rollout-while-a-mark-holds",
          "released-pending-workload-of-a-deselected-cluster", "pods-above-a-quota",
-         "pods-of-a-removed-subset"])
+         "pods-of-a-removed-subset", "partition-after-subset-edits"])
 @hypothesis.settings(max_examples=1, database=None, deadline=None)
 @hypothesis.given(st.just(None))  # the machine records hypothesis events: run inside a test
 def test_a_found_interleaving_holds_every_invariant(steps: list[Step], _unused: None) -> None:
