@@ -811,8 +811,13 @@ PARTITION_AFTER_AN_EDIT_REMOVES_A_RUNNING_POD: list[Step] = [('start',
 """`make soak`, 2026-12-04, not fixed (an expected failure), the same run's second failure, shrunk
 apart: subsets edited in (`s1` on gcp and dc1), a scale to 8, a partition, a scale to 14, gcp's
 agent disconnected, the subsets reselected by region (gcp now in `s0` only, by `Capacity`), then
-two partitions: across the last one two pods that ran in gcp before it no longer exist. Running
-pods removed across a partition on our side are a harm the rules forbid; why is not known yet."""
+two partitions. Before the last one the placement had settled on more than the spread needs
+(18 pods running for 14 replicas): gcp's 6 pods of `s1`, a subset the edit moved to dc1 (where
+its 6 replacements were Ready), stood in for gcp's `s0` quota of 6. After the partition's resync
+gcp's `s0` share became 4, and the agent removed 4 of those `s1` pods and started 2 of `s0`: 16
+pods running, never fewer than the 14 the spread needs, but running pods were removed across a
+partition on our side, which the rule forbids. The stand-in fixed point is the defect to look at
+(it should converge without a partition); not fixed."""
 
 
 class Drawn:
