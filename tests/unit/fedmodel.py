@@ -264,14 +264,10 @@ class Member:
     def remove_spare(self) -> None:
         """Spare pods that starve a subset are removed, as the agent's `spare.SpareRemover` does
         (its pause too): the member workload at its target creates the waiting subsets' pods."""
-        current = self.book.assignment(KEY)
         now = self.clock()
-        if current is None or (self.spared_at is not None
-                               and (now - self.spared_at).total_seconds() < spare.PAUSE_SECONDS):
+        if self.spared_at is not None and (now - self.spared_at).total_seconds() < spare.PAUSE_SECONDS:
             return
-        blocked = rescheduling.blocked_subsets(current, self.book.marked(KEY), now)
-        found = spare_pods.spare_pods(self._views(), shares=spare.shares_of(current, blocked=blocked),
-                                      replicas=current.replicas, target=self.deployment_replicas)
+        found = self.spare_due()
         for name in found.pods:
             subset = self.pods[name].subset
             self.delete_pod(name)
@@ -279,6 +275,16 @@ class Member:
             self.seen["spare pod removed"] += 1
         if found.pods:
             self.spared_at = now
+
+    def spare_due(self) -> spare_pods.SparePods:
+        """What the agent's spare-pod rule would remove now, its pause aside: a removal under way
+        (the pause delays its next step), which goes on while the agent is cut off (fail static)."""
+        current = self.book.assignment(KEY)
+        if current is None:
+            return spare_pods.NONE
+        blocked = rescheduling.blocked_subsets(current, self.book.marked(KEY), self.clock())
+        return spare_pods.spare_pods(self._views(), shares=spare.shares_of(current, blocked=blocked),
+                                     replicas=current.replicas, target=self.deployment_replicas)
 
     def report(self) -> None:
         """Queue the latest full inventory and pod counts, as the reporter and controller do."""

@@ -382,12 +382,14 @@ class FederationMachine(stateful.RuleBasedStateMachine):
             self.fed.controller_round(name)
         before = self.fed.world.placements.get(fm.KEY)
         # Judged only when nothing else would move a replica meanwhile: everything placed fits and
-        # runs (a Pending pod may be rescheduled while the agents are cut off, by design), and every
-        # pod holds a subset (a pod admitted into none is surplus the next reports may remove).
+        # runs (a Pending pod may be rescheduled while the agents are cut off, by design), every
+        # pod holds a subset (a pod admitted into none is surplus the next reports may remove), and
+        # no agent has spare pods to remove (a removal under way goes on, fail static, at the pace
+        # of its pause: it was decided before the partition, not because of it).
         quiet = (before is not None and placement.settled(before) and not self.fed.world.marks_for(fm.KEY)
                  and all(m.stream is not None and sum(m.quotas().values()) == len(m.pods)
                          and m.running() == m.holding() and "" not in m.holding()
-                         for m in self.fed.members.values()))
+                         and not m.spare_due().pods for m in self.fed.members.values()))
         running = {name: {p.name for p in member.pods.values() if p.node is not None}
                    for name, member in self.fed.members.items()}
         for name in fm.CLUSTERS:
