@@ -24,7 +24,8 @@ With `--backend ray` the coordinator places on a local Ray's shard actors as ben
 starts them; the profile is still this process's (what the coordinator does while the shards work:
 sending the requests, waiting, reading the answers). It prints, per event, the wall seconds, the
 spreads placed, and the top functions by cumulative time; `--json` times the same events without the
-profiler (whose overhead is about half again) and prints one JSON line (for bench/README.md).
+profiler (whose overhead is about half again) and prints one JSON line (for bench/README.md), with
+the placing thread's CPU in the ledgers' folds per event (`bench.fold_time`).
 
 The process runs with `federation.collector`'s thresholds, as `fedspread coordinator` and the
 benchmark's coordinator do (`--interpreter-gc` keeps the interpreter's): with the interpreter's, a
@@ -35,6 +36,7 @@ which the coordinator as it ships does not, so its profile would point at the wr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import datetime
 import gc
@@ -48,7 +50,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from bench import admission_stats, placement_backends, run
+from bench import admission_stats, fold_time, placement_backends, run
 from bench.placement_world import (
     Shape,
     cluster_name,
@@ -128,7 +130,9 @@ class Profiled:
     def run(self, label: str, event: Callable[[], Iterable[str]], coordinator: facade.Coordinator) -> None:
         """Time `event` (returning the keys to publish) and the publish of its keys."""
         profile = cProfile.Profile()
-        with coordinator.lock, placement_backends.CollectorTime() as collecting:
+        folds = fold_time.FoldTime()
+        with (coordinator.lock, placement_backends.CollectorTime() as collecting,
+              contextlib.nullcontext() if self.profile else folds.timing()):
             cpu, started = time.process_time(), time.perf_counter()
             if self.profile:
                 profile.enable()
@@ -141,7 +145,9 @@ class Profiled:
                                # the cycle collector's share of it (publish pauses it: what survived
                                # the round is collected once, as the round ends)
                                "collector_s": round(collecting.seconds, 4),
-                               "collections": collecting.collections}
+                               "collections": collecting.collections,
+                               # the ledgers' folds, timed without the profiler (bench.fold_time)
+                               **({} if self.profile else folds.report())}
         if self.profile:
             self.profiles[label] = pstats.Stats(profile)
 
@@ -226,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25, help="functions listed per event (default 25)")
     parser.add_argument("--json", action="store_true",
                         help="time the events without cProfile and print one JSON line of the timings "
-                             "(wall and CPU seconds, spreads affected and placed)")
+                             "(wall and CPU seconds, spreads affected and placed, and the placing "
+                             "thread's CPU in the clusters' ledger folds)")
     parser.add_argument("--backend", choices=placement_backends.BACKENDS, default="local",
                         help="place in this process (local, the default) or on a local Ray's shard "
                              "actors as bench.placement does (ray; only rounds of at least "
