@@ -143,6 +143,7 @@ def test_a_hung_hub_stalls_only_the_status_loop_and_the_coordinator_recovers(
             assert grpc_probes.status(channel) == "SERVING"
             assert not process.watchdog.critical_stalled()
 
+            released = len(seen)  # samples before this one were taken while the hub hung
             proxy.release()
             hubside.wait_replicas(agents, key, after, timeout=TIMEOUT, what="the edit made during the hang")
             waiting.wait_for(lambda: {p["cluster"]: p["replicas"] for p in
@@ -157,9 +158,12 @@ def test_a_hung_hub_stalls_only_the_status_loop_and_the_coordinator_recovers(
                 sampler.join(10)
             channel.close()
             hubside.stop_all(agents)
-        hung = seen[:next((i for i, (held, _, _) in enumerate(seen) if held == after), len(seen))]
+        # Only the hang is judged: once the hub answers, the edit reaches the two agents one after
+        # the other, and a sample may fall between the two deliveries.
+        hung = seen[:released]
         assert hung, "nothing was sampled while the hub hung"
-        assert all(held == before for held, _, _ in hung), "a placement changed while the hub hung"
+        changed = [held for held, _, _ in hung if held != before]
+        assert not changed, f"a placement changed while the hub hung: {changed[:3]}"
         assert not any(stalled & CRITICAL for _, stalled, _ in seen), "hub events or the timer stalled"
         answers = {health for _, _, health in seen}  # a probe that timed out under load is no answer
         assert "SERVING" in answers and "NOT_SERVING" not in answers, "readiness changed because of the hub"
