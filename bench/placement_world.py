@@ -12,7 +12,12 @@ A `Shape` is one point of the benchmark's sweep, one dimension at a time:
   `per_spread` clusters: a spread's region subset selects `per_spread` clusters;
 - `spreads`, each Adaptive: a capped home cluster, then its region by free capacity;
 - `pools` node pools per cluster (the fit walks every pool of every selected cluster);
-- `templates` distinct pod shapes among the spreads (the ledger keeps whole nodes per shape).
+- `templates` distinct pod shapes among the spreads (the ledger keeps whole nodes per shape);
+- `pod_spec`: `"minimal"` (a container and its requests: what every reference so far used) or
+  `"typical"` (what a real Deployment's pod carries besides: image, ports, a dozen environment
+  variables, probes, volumes, a security context; about 2 kB of JSON, distinct per spread).
+  Placement reads only the requests; the rest travels with each spread's pod shape and its
+  trimmed template, so it is what a round ships to the shards.
 
 One spread in `HUNGRY_EVERY` is *hungry*: it asks for more big pods than its home cluster and the
 next one (its spill) can hold, so it is never settled and replicas wait: when its spill cluster
@@ -42,6 +47,7 @@ HUNGRY_REPLICAS = 200
 REPLICAS = 12
 HOME_CAP = 4
 BIG_POD = {"cpu": "8", "memory": "16Gi"}
+POD_SPECS = ("minimal", "typical")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,15 +59,24 @@ class Shape:
     per_spread: int = 100
     pools: int = 2
     templates: int = 1
+    pod_spec: str = "minimal"
+
+    def __post_init__(self) -> None:
+        if self.pod_spec not in POD_SPECS:
+            raise ValueError(f"pod_spec is one of {', '.join(POD_SPECS)}, not {self.pod_spec!r}")
 
     @property
     def regions(self) -> int:
         return max(1, self.clusters // self.per_spread)
 
-    def describe(self) -> dict[str, int]:
-        return {"spreads": self.spreads, "clusters": self.clusters,
-                "clusters_per_spread": min(self.per_spread, self.clusters),
-                "pools_per_cluster": self.pools, "templates": self.templates}
+    def describe(self) -> dict[str, int | str]:
+        found: dict[str, int | str] = {
+            "spreads": self.spreads, "clusters": self.clusters,
+            "clusters_per_spread": min(self.per_spread, self.clusters),
+            "pools_per_cluster": self.pools, "templates": self.templates}
+        if self.pod_spec != "minimal":  # records made before the field stay comparable
+            found["pod_spec"] = self.pod_spec
+        return found
 
 
 def parse_shape(text: str) -> Shape:
@@ -112,9 +127,37 @@ def requests(index: int, shape: Shape) -> dict[str, str]:
 
 
 def template(index: int, shape: Shape) -> dict[str, Any]:
-    """The hub Deployment's template of spread `index`."""
-    return {"spec": {"replicas": 1, "template": {"spec": {"containers": [
-        {"name": "app", "resources": {"requests": requests(index, shape)}}]}}}}
+    """The hub Deployment's template of spread `index` (`Shape.pod_spec` says how much its pod carries)."""
+    container: dict[str, Any] = {"name": "app", "resources": {"requests": requests(index, shape)}}
+    pod: dict[str, Any] = {"containers": [container]}
+    if shape.pod_spec == "typical":
+        _typical(pod, container, name=spread_name(index))
+    return {"spec": {"replicas": 1, "template": {"metadata": {"labels": {"app": spread_name(index)}},
+                                                 "spec": pod}}}
+
+
+def _typical(pod: dict[str, Any], container: dict[str, Any], *, name: str) -> None:
+    """What a real pod carries besides its requests, named after its spread so no two are equal."""
+    probe = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10, "failureThreshold": 3}
+    container.update({
+        "image": f"registry.example.com/team/{name}:1.4.2", "imagePullPolicy": "IfNotPresent",
+        "args": ["--config=/etc/app/config.yaml", f"--service-name={name}", "--log-format=json"],
+        "ports": [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}],
+        "env": [{"name": f"APP_SETTING_{i}", "value": f"{name}-value-{i}"} for i in range(12)]
+        + [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "readinessProbe": probe, "livenessProbe": {**probe, "initialDelaySeconds": 15},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/app"},
+                         {"name": "cache", "mountPath": "/cache"}],
+        "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    })
+    container["resources"]["limits"] = {"memory": "1Gi"}
+    pod.update({
+        "serviceAccountName": name, "terminationGracePeriodSeconds": 30,
+        "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}},
+                    {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}}],
+        "securityContext": {"fsGroup": 2000, "seccompProfile": {"type": "RuntimeDefault"}},
+    })
 
 
 def hungry(index: int) -> bool:

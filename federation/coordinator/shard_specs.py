@@ -1,24 +1,29 @@
-"""The spreads' specs the SpreadShards keep from one round to the next, so a round sends only the
-specs that changed.
+"""What the SpreadShards keep from one round to the next, so a round sends only what changed: each
+spread's spec and pod shape for its placement, its spec's message parts and trimmed template for
+its agents' messages.
 
-Why: a full round on Ray sends every spread's request to the shards, and each request carried
-its spec, a pydantic model, the costliest part of a request to pickle and unpickle, every round,
-for specs that had not changed since the last one (what keeping them saves, measured:
-docs/decisions.md, "the shards keep their specs between rounds"). Now the coordinator's
-`SentSpecs` remembers, per shard, which spec object it sent for each spread in the last round
-under which token, and a
-request goes as a `Shipped`: the token, and the spec only when the shard cannot hold it (a new
-spread, an edited one, a shard that failed). The shard's `HeldSpecs` keeps the specs of its last
-round and of the round in flight, and gives the requests back whole.
+Why: a full round on Ray sends every spread's request to the shards, and then the inputs of its
+agents' messages. Each request carried its spec, a pydantic model, and its pod shape, which holds
+the template's whole pod spec (a subset's patch is applied to it); each message's inputs carried
+the trimmed template again. All of it was pickled by the coordinator's placing thread and
+unpickled by a shard every round, for objects that had not changed since the last one. With a
+real pod spec (about 2 kB) they were most of a round's bytes (docs/decisions.md, "the shards keep
+their specs between rounds", "and the pod shapes and templates"). Now the coordinator's
+`SentSpecs` remembers, per shard, which objects it sent for each spread in the last round under
+which token, and sends them only when the shard cannot hold them (a new spread, an edited one, a
+shard that failed): a request goes as a `Shipped`, a message's inputs as a `ShippedInputs`. The
+shard's `HeldSpecs` keeps what its last round and the round in flight used, and gives the requests
+and inputs back whole.
 
-Do no harm: a spec is reused only on an exact token match. A token is never reused (a counter per
-backend), and it names one spec object: the World replaces a spread's spec when it changes, never
-edits it (the `Delivery` caches rely on that too). A shard that lacks a spec — it was restarted,
-or a call that carried the spec never reached it — raises `SpecsMissing` and places nothing; the
-round is then placed in the coordinator (`loop.BatchUnavailable`, through the backend's wait), and
-the backend forgets what every shard holds (`SentSpecs.forget`), so the next round sends every
-spec again. What a shard holds is only what the last round used: a deleted spread's spec is gone
-after the next round, on both sides alike.
+Do no harm: held objects are reused only on an exact token match. A token is never reused (a
+counter per backend), and it names the very objects it was sent with: the World replaces a
+spread's spec, and with its template the pod shape, trimmed template and spec parts built from it,
+never edits them (the `Delivery` caches rely on that too). A shard that lacks what a token names —
+it was restarted, or a call that carried the objects never reached it — raises `SpecsMissing` and
+answers nothing: a round is then placed in the coordinator (`loop.BatchUnavailable`, through the
+backend's wait), its messages built there, and the backend forgets what every shard holds
+(`SentSpecs.forget`), so the next round sends everything again. What a shard holds is only what
+its last round used: a deleted spread's objects are gone after the next round, on both sides alike.
 
 No Ray import: the backend (`shards.RayBackend`) and the actor body (`shards.SpreadShard`) call it.
 """
@@ -27,21 +32,24 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from federation.api import spread
 from federation.coordinator.model import loop
+from federation.coordinator.wire import assignments
 from federation.core import placement, placement_inputs
+from federation.rpc import assignment
 
 
 class SpecsMissing(Exception):
-    """A shard was sent a token for a spec it does not hold: the round is placed in the coordinator."""
+    """A shard was sent a token for objects it does not hold: the round is placed in the coordinator."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Shipped:
     """A `loop.PlaceRequest` as a SpreadShard receives it: `spec` only when the shard may not hold
-    the spec named by `token`."""
+    the spec and pod shape named by `token`; when it is None, `inputs.shape` is left out too."""
 
     key: str
     token: int
@@ -51,42 +59,116 @@ class Shipped:
     inputs: placement_inputs.PlacementInputs
 
 
-class SentSpecs:
-    """The coordinator's side, for one shard: which spec object it sent under which token, for the
-    round in flight and the round before (`start` begins a round)."""
+@dataclasses.dataclass(frozen=True)
+class ShippedInputs:
+    """A spread's `assignments.MessageInputs` as a SpreadShard receives it: `parts` (its spec parts
+    and trimmed template) only when the shard may not hold those named by `token`; `inputs` carries
+    stand-ins for them (`NO_PARTS`, `NO_TEMPLATE`) when it is None."""
+
+    token: int
+    parts: tuple[assignments.SpecParts, Mapping[str, Any]] | None
+    inputs: assignments.MessageInputs
+
+
+NO_PARTS = assignments.SpecParts(workload="", api_version="", kind="", strategy=assignment.Strategy(),
+                                 rules=(), propagate_dependencies=False)
+"""What a shipped message input holds in place of the spec parts the shard holds."""
+NO_TEMPLATE: Mapping[str, Any] = {}
+"""What a shipped message input holds in place of the template the shard holds."""
+
+
+class _Sent:
+    """Which objects the coordinator sent one shard for each spread under which token, for the round
+    in flight and the round before (`start` begins a round)."""
 
     def __init__(self, tokens: Iterator[int]) -> None:
         self._tokens = tokens
-        self._last: dict[str, tuple[spread.FederatedSpreadSpec, int]] = {}
-        self._this: dict[str, tuple[spread.FederatedSpreadSpec, int]] = {}
-        self.specs_shipped = 0
-        """How many requests carried their spec to this shard, ever (the others carried a token)."""
+        self._last: dict[str, tuple[tuple[object, ...], int]] = {}
+        self._this: dict[str, tuple[tuple[object, ...], int]] = {}
+        self.shipped = 0
+        """How many times objects went to this shard, ever (the other times, a token went alone)."""
 
     def start(self) -> None:
-        """A new round: what the shard holds from now on is what the round before used."""
         self._last, self._this = self._this or self._last, {}
 
     def forget(self) -> None:
-        """The shard may hold nothing (a call failed): every spec is sent again."""
         self._last, self._this = {}, {}
 
-    def ship(self, request: loop.PlaceRequest) -> Shipped:
-        """`request` as the shard receives it: without its spec when the shard holds that very object."""
-        if request.snapshot is not None:
-            raise ValueError(f"request {request.key!r} carries a snapshot: only a round's requests go")
-        held = self._this.get(request.key) or self._last.get(request.key)
-        if held is not None and held[0] is request.spec:
-            token, spec = held[1], None
+    def token_for(self, key: str, objects: tuple[object, ...]) -> tuple[int, bool]:
+        """Spread `key`'s token for `objects`, and whether the shard holds those very objects."""
+        held = self._this.get(key) or self._last.get(key)
+        if held is not None and len(held[0]) == len(objects) and all(
+                a is b for a, b in zip(held[0], objects, strict=True)):
+            token, holds = held[1], True
         else:
-            token, spec = next(self._tokens), request.spec
-            self.specs_shipped += 1
-        self._this[request.key] = (request.spec, token)
-        return Shipped(key=request.key, token=token, spec=spec, replicas=request.replicas, view=request.view,
-                       inputs=request.inputs)
+            token, holds = next(self._tokens), False
+            self.shipped += 1
+        self._this[key] = (objects, token)
+        return token, holds
 
     def holds(self) -> int:
-        """How many specs the shard is taken to hold (for tests and logs)."""
         return len(self._this or self._last)
+
+
+class SentSpecs:
+    """The coordinator's side, for one shard: what it sent for the requests and for the messages."""
+
+    def __init__(self, tokens: Iterator[int]) -> None:
+        self._requests = _Sent(tokens)
+        self._messages = _Sent(tokens)
+
+    @property
+    def specs_shipped(self) -> int:
+        """How many requests carried their spec and pod shape to this shard, ever."""
+        return self._requests.shipped
+
+    @property
+    def templates_shipped(self) -> int:
+        """How many message inputs carried their spec parts and template to this shard, ever."""
+        return self._messages.shipped
+
+    def start(self) -> None:
+        """A new round: what the shard holds from now on is what the round before used."""
+        self._requests.start()
+        self._messages.start()
+
+    def forget(self) -> None:
+        """The shard may hold nothing (a call failed): everything is sent again."""
+        self._requests.forget()
+        self._messages.forget()
+
+    def ship(self, request: loop.PlaceRequest) -> Shipped:
+        """`request` as the shard receives it: without its spec and pod shape when the shard holds
+        those very objects."""
+        if request.snapshot is not None:
+            raise ValueError(f"request {request.key!r} carries a snapshot: only a round's requests go")
+        token, holds = self._requests.token_for(request.key, (request.spec, request.inputs.shape))
+        inputs = request.inputs
+        if holds and inputs.shape is not None:
+            inputs = dataclasses.replace(inputs, shape=None)
+        return Shipped(key=request.key, token=token, spec=None if holds else request.spec,
+                       replicas=request.replicas, view=request.view, inputs=inputs)
+
+    def ship_inputs(self, inputs: assignments.MessageInputs | None) -> ShippedInputs | None:
+        """A spread's message inputs as the shard receives them: without its spec parts and
+        template when the shard holds those very objects (None stays None: a Job)."""
+        if inputs is None:
+            return None
+        token, holds = self._messages.token_for(inputs.key, (inputs.spec, inputs.template))
+        if holds:
+            return ShippedInputs(token=token, parts=None, inputs=dataclasses.replace(
+                inputs, spec=NO_PARTS, template=NO_TEMPLATE))
+        return ShippedInputs(token=token, parts=(inputs.spec, inputs.template), inputs=inputs)
+
+    def holds(self) -> int:
+        """How many spreads' specs the shard is taken to hold (for tests and logs)."""
+        return self._requests.holds()
+
+
+def forget_all(sides: Sequence[SentSpecs]) -> None:
+    """A call of a round failed: it may not have reached its shard, so every shard is sent all again."""
+    for side in sides:
+        side.forget()
 
 
 def tokens() -> Iterator[int]:
@@ -94,34 +176,90 @@ def tokens() -> Iterator[int]:
     return itertools.count(1)
 
 
+class _Held:
+    """The shard's side of one kind of objects: those of the round in flight and the round before."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[int, tuple[Any, ...]]] = {}
+        self._this: dict[str, tuple[int, tuple[Any, ...]]] = {}
+
+    def rotate(self) -> None:
+        self._last, self._this = self._this or self._last, {}
+
+    def get(self, key: str, token: int) -> tuple[Any, ...] | None:
+        held = self._this.get(key) or self._last.get(key)
+        return held[1] if held is not None and held[0] == token else None
+
+    def keep(self, found: Sequence[tuple[str, int, tuple[Any, ...]]]) -> None:
+        for key, token, objects in found:
+            self._this[key] = (token, objects)
+
+
 class HeldSpecs:
-    """The shard's side: the specs of the round in flight and of the round before."""
+    """The shard's side: what the round in flight and the round before used."""
 
     def __init__(self) -> None:
         self._round = ""
-        self._last: dict[str, tuple[int, spread.FederatedSpreadSpec]] = {}
-        self._this: dict[str, tuple[int, spread.FederatedSpreadSpec]] = {}
+        self._requests = _Held()
+        self._messages = _Held()
+
+    def _begin(self, round_id: str) -> None:
+        if round_id != self._round:
+            self._round = round_id
+            self._requests.rotate()
+            self._messages.rotate()
 
     def requests(self, round_id: str, shipped: Sequence[Shipped]) -> list[loop.PlaceRequest]:
-        """The requests whole again, the specs they lack taken from what this shard holds
-        (`SpecsMissing`, nothing kept from this call, when one is not held under its token)."""
-        if round_id != self._round:
-            self._round, self._last, self._this = round_id, self._this or self._last, {}
-        found: list[tuple[Shipped, spread.FederatedSpreadSpec]] = []
+        """The requests whole again, the specs and pod shapes they lack taken from what this shard
+        holds (`SpecsMissing`, nothing kept from this call, when one is not held under its token)."""
+        self._begin(round_id)
+        found: list[tuple[str, int, tuple[Any, ...]]] = []
         missing: list[str] = []
         for item in shipped:
-            spec = item.spec
-            if spec is None:
-                held = self._this.get(item.key) or self._last.get(item.key)
-                spec = held[1] if held is not None and held[0] == item.token else None
-            if spec is None:
+            held = (item.spec, item.inputs.shape) if item.spec is not None else self._requests.get(
+                item.key, item.token)
+            if held is None:
                 missing.append(item.key)
             else:
-                found.append((item, spec))
-        if missing:
-            raise SpecsMissing(f"{len(missing)} specs not held here (e.g. {missing[0]!r}): "
-                               f"the shard was restarted or missed a call")
-        for item, spec in found:
-            self._this[item.key] = (item.token, spec)
-        return [loop.PlaceRequest(key=item.key, spec=spec, replicas=item.replicas, view=item.view,
-                                  inputs=item.inputs) for item, spec in found]
+                found.append((item.key, item.token, held))
+        _refuse(missing, what="specs")
+        self._requests.keep(found)
+        return [loop.PlaceRequest(
+            key=item.key, spec=spec, replicas=item.replicas, view=item.view,
+            inputs=item.inputs if item.spec is not None or shape is None
+            else dataclasses.replace(item.inputs, shape=shape))
+            for item, (_, _, (spec, shape)) in zip(shipped, found, strict=True)]
+
+    def message_inputs(self, round_id: str, shipped: Sequence[ShippedInputs | None],
+                       ) -> list[assignments.MessageInputs | None]:
+        """The message inputs whole again, their spec parts and templates taken from what this
+        shard holds (`SpecsMissing`, nothing kept, when one is not held under its token)."""
+        self._begin(round_id)
+        found: list[tuple[str, int, tuple[Any, ...]]] = []
+        missing: list[str] = []
+        for item in shipped:
+            if item is None:
+                continue
+            held = item.parts if item.parts is not None else self._messages.get(item.inputs.key, item.token)
+            if held is None:
+                missing.append(item.inputs.key)
+            else:
+                found.append((item.inputs.key, item.token, held))
+        _refuse(missing, what="templates")
+        self._messages.keep(found)
+        whole: list[assignments.MessageInputs | None] = []
+        kept = iter(found)
+        for item in shipped:
+            if item is None:
+                whole.append(None)
+                continue
+            _, _, (spec, template) = next(kept)
+            whole.append(item.inputs if item.parts is not None
+                         else dataclasses.replace(item.inputs, spec=spec, template=template))
+        return whole
+
+
+def _refuse(missing: Sequence[str], *, what: str) -> None:
+    if missing:
+        raise SpecsMissing(f"{len(missing)} {what} not held here (e.g. {missing[0]!r}): "
+                           f"the shard was restarted or missed a call")

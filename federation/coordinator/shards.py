@@ -7,10 +7,11 @@ cluster names routed by `routing.shard_of`. Everything a placement needs travels
 `backends.LocalBackend`, and Ray is an execution detail behind `backends.PlacementBackend`. Nothing
 else in the project imports `ray`; this module imports it lazily, only when a `RayBackend` is built.
 
-- **SpreadShard** holds only its last rounds' specs (`shard_specs`: a request carries its spec
-  only when the shard may lack it): an actor that dies is restarted by Ray (`max_restarts=-1`), its
-  in-flight calls are retried (`max_task_retries`), and the new process answers as before or says
-  which specs it lacks (the round is then placed in-process, and every spec sent again next time).
+- **SpreadShard** holds only what its last rounds used (`shard_specs`: a request carries its spec
+  and pod shape, a message's inputs their template, only when the shard may lack them): an actor
+  that dies is restarted by Ray (`max_restarts=-1`), its in-flight calls are retried
+  (`max_task_retries`), and the new process answers as before or says what it lacks (the round is
+  then placed in-process, and everything sent again next time).
 - **A round on the shards** (`RayBackend.place_round`): the requests go `ROUND_CHUNK` at a time as
   the coordinator builds them; each SpreadShard answers its spreads and cuts the answers into rows
   per ClusterShard, which checks the node pools of its clusters (`round_parts`); the rows go from
@@ -56,14 +57,12 @@ PLACE_SECONDS = 300.0
 Generous: a full round of 10,000 spreads on two shards takes tens of seconds on 2 busy cores
 (bench/README.md), and a round cut short is placed again here, which costs as much again."""
 
-
 RAY_ROUND_MIN_SPREADS = 4096
 """A round of fewer spreads is placed in the coordinator's process, with the same answer, without a
 Ray round trip (`loop.recompute`'s `parallel_from`). Measured (`bench.placement_crossover`,
 bench/results/reference-placement-crossover.json, 2 cores): the 2 shards were slower at every size,
 2 to 2,048 spreads on 200 clusters (1.10-2.2x), so only bigger rounds (a full round) go to Ray.
 Measure again where Ray has cores of its own (docs/decisions.md, "the crossover")."""
-
 
 ROUND_CHUNK = 1000
 """How many requests of a round are sent to the SpreadShards at a time, as the coordinator builds
@@ -91,11 +90,12 @@ class SpreadShard:
         answers = loop.answer_all(requests)
         return (round_parts.returned(answers), *round_parts.cut(requests, answers, parts=parts))
 
-    def encode(self, inputs: bytes, answers: list[placement.Placement]) -> list[shard_messages.Packed | None]:
+    def encode(self, inputs: bytes, answers: list[placement.Placement],
+               round_id: str) -> list[shard_messages.Packed | None]:
         """The agents' messages of a `place_round` call's spreads, from its answers (Ray passes the
-        answers' ref as the values) and their packed `assignments.MessageInputs` (None: a Job):
+        answers' ref as the values) and their packed `shard_specs.ShippedInputs` (None: a Job):
         asked after every chunk of the round is sent, so building them never delays an answer."""
-        items: list[assignments.MessageInputs | None] = round_parts.unpack(inputs)
+        items = self._specs.message_inputs(round_id, round_parts.unpack(inputs))
         return [None if item is None else shard_messages.pack(assignments.encode(item, answer))
                 for item, answer in zip(items, answers, strict=True)]
 
@@ -289,16 +289,25 @@ class RayBackend:
                 if encodings is not None:
                     for shard, keys, answered in chunks:
                         encode = self.actors[shard].encode.remote
-                        encodings.sent(keys, encode(round_parts.pack(encodings.inputs(keys)), answered))
+                        shipped = [self.specs_sent[shard].ship_inputs(i) for i in encodings.inputs(keys)]
+                        encodings.sent(keys, encode(round_parts.pack(shipped), answered, round_id))
                 found = self._wait(sent.answers(), what=f"{sent.count} placements of a round")
                 answers = sent.in_order(found)
             except BaseException:  # a call may not have reached its shard: every spec is sent again
-                for specs in self.specs_sent:
-                    specs.forget()
+                shard_specs.forget_all(self.specs_sent)
                 raise
         if encodings is not None:
-            encodings.answered(sent.in_order([keys for _, keys, _ in chunks]), answers, wait=wait)
+            encodings.answered(sent.in_order([keys for _, keys, _ in chunks]), answers,
+                               wait=self._wait_encoded)
         return loop.RoundAnswers(answers, check)
+
+    def _wait_encoded(self, refs: list[Any], what: str) -> list[Any]:
+        """The wait for a round's agent messages: failed, each shard is sent all again (`shard_specs`)."""
+        try:
+            return list(self._wait(refs, what=what))
+        except BaseException:
+            shard_specs.forget_all(self.specs_sent)
+            raise
 
     def simulate_many(self, requests: Sequence[loop.PlaceRequest]) -> list[placement.Placement]:
         """What-if placements as Ray tasks, one per chunk of requests (two chunks per shard count)."""

@@ -102,6 +102,12 @@ def test_the_messages_the_shards_build_are_the_ones_built_in_process(
     assert len(built_here) == 3 * len(keys)  # in-process: every spread built here, every round
     # On Ray, only the spreads the round's check placed again (tiny is contended) were built here.
     assert 0 < len(built_on_ray) < 3 * len(keys), built_on_ray
+    # Each spread's message parts and template went to its shard once, its spec and pod shape once
+    # and again after its scale (the World builds a scaled spread's pod shape anew): the rounds
+    # after the first sent tokens, and the shards' messages were still the in-process ones.
+    sides = ray_backend.specs_sent
+    assert sum(s.templates_shipped for s in sides) == len(keys)
+    assert sum(s.specs_shipped for s in sides) == len(keys) + len(keys[::3])
 
 
 def test_messages_the_shards_fail_to_build_are_built_in_the_coordinator(
@@ -114,7 +120,7 @@ def test_messages_the_shards_fail_to_build_are_built_in_the_coordinator(
     class NoMessages(shards.SpreadShard):  # defined here: Ray ships it by value
         """A SpreadShard that places but cannot build messages."""
 
-        def encode(self, inputs: object, answers: object) -> list[None]:
+        def encode(self, inputs: object, answers: object, round_id: str) -> list[None]:
             raise RuntimeError("no messages from this shard")
 
     real = ray_backend.actors
@@ -124,6 +130,8 @@ def test_messages_the_shards_fail_to_build_are_built_in_the_coordinator(
         assert rounds == dict(events(Federation(None)))
         assert rounds["first round"]["big"]
         assert "did not build the round's agent messages" in caplog.text
+        # A call that failed may not have reached its shard: each is sent everything again.
+        assert [side.holds() for side in ray_backend.specs_sent] == [0] * len(real)
     finally:
         for actor in ray_backend.actors:
             ray.kill(actor, no_restart=True)

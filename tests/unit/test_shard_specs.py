@@ -1,14 +1,17 @@
-"""The specs the SpreadShards keep between rounds (`coordinator.shard_specs`), both sides without Ray.
+"""What the SpreadShards keep between rounds (`coordinator.shard_specs`), both sides without Ray.
 
-Why: a shard that used a spec other than the one the coordinator placed would place a spread by an
-old rule. The coordinator's `SentSpecs` and the shard's `HeldSpecs` must agree round after round on
-what the shard holds: a spec is left out of a request only when the shard holds that very object,
-an edited spread's new spec always goes, a spread absent from a round is forgotten on both sides,
-and a shard that lacks a spec (restarted) refuses the call rather than guess.
+Why: a shard that used a spec, a pod shape or a template other than the coordinator's would place
+a spread by an old rule or send its agents an old template. The coordinator's `SentSpecs` and the
+shard's `HeldSpecs` must agree round after round on what the shard holds: a spec and pod shape are
+left out of a request, a spec's message parts and template out of a message's inputs, only when
+the shard holds those very objects; an edited spread's new objects always go, a spread absent from
+a round is forgotten on both sides, and a shard that lacks what a token names (restarted) refuses
+the call rather than guess.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -16,7 +19,8 @@ import pytest
 from federation.api import spread as spread_api
 from federation.coordinator import shard_specs
 from federation.coordinator.model import loop
-from federation.core import placement_inputs
+from federation.coordinator.wire import assignments
+from federation.core import fit, placement_inputs, pod_shape
 from tests.support import builders
 
 
@@ -25,9 +29,24 @@ def spec(cap: int = 2) -> spread_api.FederatedSpreadSpec:
                                 {"name": "eu", "clusters": ["aws-eu"]})
 
 
-def request(key: str, made: spread_api.FederatedSpreadSpec, replicas: int = 3) -> loop.PlaceRequest:
+def request(key: str, made: spread_api.FederatedSpreadSpec, replicas: int = 3, *,
+            shape: fit.PodShape | None = None) -> loop.PlaceRequest:
     return loop.PlaceRequest(key=key, spec=made, replicas=replicas,
-                             inputs=placement_inputs.PlacementInputs(current={"ring": {"dc1": 1}}))
+                             inputs=placement_inputs.PlacementInputs(current={"ring": {"dc1": 1}},
+                                                                     shape=shape))
+
+
+def shape(cpu: str = "500m") -> fit.PodShape:
+    return pod_shape.shape_from_pod_spec({"containers": [{"name": "app", "image": "app:1",
+                                                          "resources": {"requests": {"cpu": cpu}}}]})
+
+
+def inputs(key: str, made: spread_api.FederatedSpreadSpec, *, template: dict[str, object] | None = None,
+           generation: int = 1) -> assignments.MessageInputs:
+    trimmed = template if template is not None else {"spec": {"template": {"spec": {"containers": []}}}}
+    return assignments.MessageInputs(key=key, generation=generation, uid="u1",
+                                     spec=assignments.parts_of(made, key=key), template=trimmed,
+                                     revision=assignments.revision_of(trimmed))
 
 
 class Pair:
@@ -44,7 +63,19 @@ class Pair:
         self.sent.start()
         shipped = [self.sent.ship(r) for r in requests]
         if shipped:
-            assert self.held.requests(f"round-{self.rounds}", shipped) == list(requests)
+            whole = self.held.requests(f"round-{self.rounds}", shipped)
+            assert whole == list(requests)
+            assert all(w.inputs.shape is r.inputs.shape for w, r in zip(whole, requests, strict=True))
+        return shipped
+
+    def messages(self, items: Sequence[assignments.MessageInputs | None],
+                 ) -> list[shard_specs.ShippedInputs | None]:
+        """The round's message inputs after its requests (`round`), rebuilt on the shard; what was shipped."""
+        shipped = [self.sent.ship_inputs(item) for item in items]
+        whole = self.held.message_inputs(f"round-{self.rounds}", shipped)
+        assert whole == list(items)
+        assert all(w is None or (w.spec is i.spec and w.template is i.template)
+                   for w, i in zip(whole, items, strict=True) if i is not None)
         return shipped
 
 
@@ -125,3 +156,68 @@ def test_a_what_if_request_is_not_shipped() -> None:
     what_if = loop.PlaceRequest(key="ns/a", spec=spec(), replicas=1, snapshot=builders.snapshot())
     with pytest.raises(ValueError, match="snapshot"):
         sent.ship(what_if)
+
+
+def test_a_pod_shape_goes_with_its_spec_once_and_is_then_left_out() -> None:
+    pair = Pair()
+    made, held = spec(), shape()
+    first = pair.round([request("ns/a", made, shape=held)])
+    assert first[0].spec is made and first[0].inputs.shape is held
+    again = pair.round([request("ns/a", made, shape=held)])  # the shard puts the shape back (asserted)
+    assert again[0].spec is None and again[0].inputs.shape is None
+    assert pair.sent.specs_shipped == 1
+
+
+def test_a_new_pod_shape_sends_spec_and_shape_again_under_a_new_token() -> None:
+    pair = Pair()
+    made = spec()
+    first = pair.round([request("ns/a", made, shape=shape())])
+    changed = shape("750m")  # the template changed; the spec did not
+    again = pair.round([request("ns/a", made, shape=changed)])
+    assert again[0].spec is made and again[0].inputs.shape is changed
+    assert again[0].token != first[0].token
+
+
+def test_message_parts_and_template_go_once_and_then_only_their_token() -> None:
+    pair = Pair()
+    made = spec()
+    sent = inputs("ns/a", made)
+    pair.round([request("ns/a", made)])
+    first = pair.messages([sent, None])  # a Job's inputs stay None
+    assert first[1] is None and first[0] is not None and first[0].parts == (sent.spec, sent.template)
+    pair.round([request("ns/a", made)])
+    later = dataclasses.replace(sent, generation=2)  # the same parts and template objects
+    again = pair.messages([later, None])
+    assert again[0] is not None and again[0].parts is None and again[0].token == first[0].token
+    assert again[0].inputs.template is shard_specs.NO_TEMPLATE
+    assert again[0].inputs.spec is shard_specs.NO_PARTS
+    assert pair.sent.templates_shipped == 1
+
+
+def test_an_edited_template_is_sent_again_even_when_equal() -> None:
+    pair = Pair()
+    made = spec()
+    pair.round([request("ns/a", made)])
+    first = pair.messages([inputs("ns/a", made)])
+    pair.round([request("ns/a", made)])
+    edited = inputs("ns/a", made)  # equal, but the World built it anew
+    again = pair.messages([edited])
+    assert again[0] is not None and again[0].parts is not None and again[0].parts[1] is edited.template
+    assert first[0] is not None and again[0].token != first[0].token
+
+
+def test_a_restarted_shard_refuses_message_inputs_it_lost_and_the_next_round_sends_them() -> None:
+    pair = Pair()
+    made = spec()
+    sent = inputs("ns/a", made)
+    pair.round([request("ns/a", made)])
+    pair.messages([sent])
+    pair.held = shard_specs.HeldSpecs()  # restarted between two rounds
+    pair.rounds += 1
+    pair.sent.start()
+    shipped = [pair.sent.ship_inputs(sent)]
+    with pytest.raises(shard_specs.SpecsMissing, match=r"1 templates not held here .*ns/a"):
+        pair.held.message_inputs(f"round-{pair.rounds}", shipped)
+    shard_specs.forget_all([pair.sent])  # what the backend's wait does when the messages fail
+    pair.round([request("ns/a", made)])
+    assert [item.parts for item in pair.messages([sent]) if item is not None] == [(sent.spec, sent.template)]
