@@ -200,8 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.round_shipping",
         description="Measure what a full round's requests cost to pickle and unpickle on their way to "
                     "the Ray SpreadShards, as shipped today and with every member view replaced by a "
-                    "number (what keeping the member views on the shards could save at most). Prints "
-                    "the record as JSON (and writes it with --output); progress goes to stderr.")
+                    "number (what keeping the member views on the shards could save at most); and a "
+                    "first round's requests and message inputs against a later round's, whose "
+                    "specs, pod shapes and templates the shards hold. Prints the record as JSON (and "
+                    "writes it with --output); progress goes to stderr.")
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_SHAPE.spreads} spreads on {QUICK_SHAPE.clusters} clusters (seconds); "
                              f"default: {SHAPE.spreads:,} on {SHAPE.clusters:,} (about a minute)")

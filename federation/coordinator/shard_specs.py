@@ -5,10 +5,10 @@ its agents' messages.
 Why: a full round on Ray sends every spread's request to the shards, and then the inputs of its
 agents' messages. Each request carried its spec, a pydantic model, and its pod shape, which holds
 the template's whole pod spec (a subset's patch is applied to it); each message's inputs carried
-the trimmed template again. All of it was pickled by the coordinator's placing thread and
-unpickled by a shard every round, for objects that had not changed since the last one. With a
-real pod spec (about 2 kB) they were most of a round's bytes (docs/decisions.md, "the shards keep
-their specs between rounds", "and the pod shapes and templates"). Now the coordinator's
+the trimmed template again. All of it was pickled by the coordinator's placing thread and unpickled
+by a shard every round, for objects that had not changed since the last one. With a real pod spec
+(about 2 kB) they were most of a round's bytes (docs/decisions.md, "the shards keep their specs
+between rounds", "the shards hold the pod shapes and templates too"). Now the coordinator's
 `SentSpecs` remembers, per shard, which objects it sent for each spread in the last round under
 which token, and sends them only when the shard cannot hold them (a new spread, an edited one, a
 shard that failed): a request goes as a `Shipped`, a message's inputs as a `ShippedInputs`. The
