@@ -201,6 +201,16 @@ def shape_from_pod_spec(pod_spec: Mapping[str, Any] | None) -> PodShape:
     )
 
 
+def pod_template_of(workload: Any) -> Any:
+    """What `shape_from_deployment` reads of a workload (its spec.template, or what stands where a
+    mapping should): two workload objects whose values are equal have the same shape, so one built
+    from the first holds for the second (a hub workload scaled, its pods unchanged)."""
+    if not isinstance(workload, Mapping):
+        return workload
+    spec = workload.get("spec")
+    return spec.get("template") if isinstance(spec, Mapping) else spec
+
+
 def shape_from_deployment(deployment: Mapping[str, Any] | None) -> PodShape:
     """The shape of a Deployment's pod template (spec.template.spec); empty when absent."""
     spec = _mapping(_mapping(deployment, "deployment").get("spec"), "spec")

@@ -45,7 +45,7 @@ from federation.coordinator.model import (
     selection_index,
     world_state,
 )
-from federation.core import placement, status
+from federation.core import placement, pod_shape, status
 
 SpreadEntry = facts.SpreadEntry
 """One spread as the coordinator knows it (defined in `facts`; this is the name other modules use)."""
@@ -143,10 +143,11 @@ class World(world_state.WorldState):
         entry = self._spreads.get(key)
         if entry is None:
             return set()
+        same_pods = pod_shape.pod_template_of(entry.template) == pod_shape.pod_template_of(template)
         entry.replicas, entry.template = replicas, template
         if entry.spread.metadata.generation is None:
             entry.generation = next(self._counter)
-        self._forget_plan(key)
+        self._forget_plan(key, keep_shapes=same_pods)
         self._track_references(key)
         return {key}
 
@@ -357,9 +358,14 @@ class World(world_state.WorldState):
         self._index.relabel()
         self._views.clusters_relabelled()
 
-    def _forget_plan(self, key: str) -> None:
-        """Spread `key`'s spec or template changed: its shapes and charges are computed again."""
-        self._charges.forget_plan(key)
+    def _forget_plan(self, key: str, *, keep_shapes: bool = False) -> None:
+        """Spread `key`'s spec or template changed: its shapes and charges are computed again
+        (`keep_shapes`: its pod template did not change, only the hub workload's replicas or
+        metadata, so its plan stands; the same objects let the SpreadShards keep holding it)."""
+        if keep_shapes:
+            self._charges.mark_stale((key,))
+        else:
+            self._charges.forget_plan(key)
         self._index.forget(key)
         self._ready_selected.pop(key, None)
 
