@@ -77,9 +77,9 @@ class Recorder:
             if message is not None:
                 record((stream.cluster, message.spread), message)
 
-        def recording_send_assignment(stream: facade.AgentStream, *, spread: str, assignment: bytes) -> None:
-            send_assignment(stream, spread=spread, assignment=assignment)
-            record((stream.cluster, spread), assignment)
+        def recording_send_assignment(stream: facade.AgentStream, *, spread: str, message: bytes) -> None:
+            send_assignment(stream, spread=spread, message=message)
+            record((stream.cluster, spread), message)
 
         def counting_publish(keys: Iterable[str]) -> Any:
             answer = publish(keys)

@@ -118,10 +118,10 @@ def certificates(directory: pathlib.Path) -> pathlib.Path:
 
 
 def fingerprint(message: Message | bytes) -> str:
-    """What identifies one assignment or removal on both sides of the wire (bytes: a serialized
-    assignment, as the coordinator queues a SpreadShard's)."""
+    """What identifies one assignment or removal on both sides of the wire (bytes: the serialized
+    `CoordinatorMessage` of an assignment, as the coordinator queues a SpreadShard's)."""
     if isinstance(message, bytes):
-        message = agent_pb2.SpreadAssignment.FromString(message)
+        message = agent_pb2.CoordinatorMessage.FromString(message).assignment
     kind = "a" if isinstance(message, agent_pb2.SpreadAssignment) else "r"
     return kind + hashlib.blake2b(message.SerializeToString(deterministic=True), digest_size=8).hexdigest()
 

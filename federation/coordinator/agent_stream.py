@@ -76,10 +76,11 @@ class AgentStream:
         """Queue one CoordinatorMessage, e.g. `send(assignment=...)` (coalesced per spread)."""
         self.outgoing.put(agent_pb2.CoordinatorMessage(**body))  # type: ignore[arg-type]
 
-    def send_assignment(self, *, spread: str, assignment: bytes) -> None:
-        """Queue the serialized SpreadAssignment `assignment` of spread `spread` as it is (coalesced
-        per spread as `send(assignment=...)`; never parsed: `wire.outbox.Outbox.put_assignment`)."""
-        self.outgoing.put_assignment(spread=spread, assignment=assignment)
+    def send_assignment(self, *, spread: str, message: bytes) -> None:
+        """Queue the serialized CoordinatorMessage `message` carrying an assignment of spread
+        `spread` as it is (coalesced per spread as `send(assignment=...)`; never parsed:
+        `wire.outbox.Outbox.put_assignment`)."""
+        self.outgoing.put_assignment(spread=spread, message=message)
 
     def take_inventory(self, report: agent_pb2.InventoryReport) -> list[cluster.NodePool] | None:
         """Merge an InventoryReport: the cluster's node pools now, by name; None when it was a

@@ -227,7 +227,7 @@ class Delivery:
             return
         message = self.sent.deliver(name, key, new, reason=reason, orphan=orphan)
         if isinstance(message, assignments.Encoded):  # a shard's bytes, sent as they are
-            stream.send_assignment(spread=key, assignment=message.data)
+            stream.send_assignment(spread=key, message=message.data)
             self.world.pods.sent(name, key, quotas=dict(message.quotas))
         elif isinstance(message, agent_pb2.SpreadAssignment):
             stream.send(assignment=message)

@@ -23,7 +23,7 @@ from bench import placement, placement_backends, placement_events, placement_run
 from federation import collector
 from federation.coordinator import facade
 from federation.coordinator.model import world
-from federation.rpc import agent_pb2
+from federation.rpc import agent_pb2, framing
 
 
 def _record(full: float, *, scale_p99: float | None, cordon_p99: float | None = 500.0) -> dict[str, Any]:
@@ -163,7 +163,8 @@ def test_the_recorder_sees_a_shards_serialized_assignments_and_matches_them_by_f
         built = agent_pb2.SpreadAssignment(spread="shop/a", generation=2, replicas=3)
         shards = agent_pb2.SpreadAssignment(spread="shop/b", generation=1, replicas=1)
         stream.send(assignment=built)
-        stream.send_assignment(spread="shop/b", assignment=shards.SerializeToString())
+        framed = framing.assignment_message(shards.SerializeToString())
+        stream.send_assignment(spread="shop/b", message=framed)
         sent, _ = recorder.take()
         assert set(sent) == {("dc1", "shop/a"), ("dc1", "shop/b")}
         assert placement_swarm.fingerprint(sent[("dc1", "shop/b")]) == placement_swarm.fingerprint(shards)

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import strategies as st
 
 from federation.coordinator.wire import assignments, deliveries, outbox
-from federation.rpc import agent_pb2, capabilities
+from federation.rpc import agent_pb2, capabilities, framing
 
 Message = agent_pb2.CoordinatorMessage
 
@@ -344,11 +344,12 @@ def test_what_the_agent_ends_with_is_what_the_ledger_says_it_holds(
             spread=key, generation=generation[key], replicas=replicas)
         new: agent_pb2.SpreadAssignment | assignments.Encoded | None = message
         if message is not None and encoded:
-            new = assignments.Encoded(message.SerializeToString(), assignments.comparable(message),
+            new = assignments.Encoded(framing.assignment_message(message.SerializeToString()),
+                                      assignments.comparable(message),
                                       replicas=message.replicas, generation=message.generation, quotas=())
         sent = ledger.deliver("dc1", key, new, reason="test")
         if isinstance(sent, assignments.Encoded):
-            box.put_assignment(spread=key, assignment=sent.data)
+            box.put_assignment(spread=key, message=sent.data)
         elif isinstance(sent, agent_pb2.SpreadAssignment):
             box.put(Message(assignment=sent))
         elif sent is not None:
@@ -408,33 +409,34 @@ def test_messages_without_a_spread_are_never_coalesced(kind: str) -> None:
 
 def test_the_writer_sends_a_shards_bytes_as_they_came_and_the_rest_as_before() -> None:
     """`take_serialized` is what `take_batch` and `take` hand out, serialized: an assignment queued
-    as bytes (`put_assignment`) goes out as those very bytes, inside the batch."""
-    shard = agent_pb2.SpreadAssignment(spread="shop/b", generation=4, replicas=2).SerializeToString()
+    as bytes (`put_assignment`, framed by the shard) goes out as those very bytes, inside the batch."""
+    assigned = agent_pb2.SpreadAssignment(spread="shop/b", generation=4, replicas=2)
+    shard = framing.assignment_message(assigned.SerializeToString())
     objects, serialized = outbox.Outbox(), outbox.Outbox()
     for box in (objects, serialized):
         box.put(assignment("shop/a", replicas=1))
         box.put(notice())
-    objects.put(Message(assignment=agent_pb2.SpreadAssignment.FromString(shard)))
-    serialized.put_assignment(spread="shop/b", assignment=shard)
+    objects.put(Message(assignment=assigned))
+    serialized.put_assignment(spread="shop/b", message=shard)
     sent = serialized.take_serialized(batches=True)
     assert isinstance(sent, bytes) and shard in sent
     taken = objects.take_batch()
     assert isinstance(taken, list)
     assert Message.FromString(sent) == Message(batch=agent_pb2.CoordinatorBatch(messages=taken))
-    serialized.put_assignment(spread="shop/b", assignment=shard)
+    serialized.put_assignment(spread="shop/b", message=shard)
     one = serialized.take_serialized(batches=False)
-    assert one == Message(assignment=agent_pb2.SpreadAssignment.FromString(shard)).SerializeToString()
+    assert one == shard == Message(assignment=assigned).SerializeToString()
     assert serialized.take_serialized(batches=True) is None
 
 
 def test_an_assignment_queued_as_bytes_is_coalesced_as_one_queued_as_an_object() -> None:
     box = outbox.Outbox()
     box.put(removal("shop/a"))
-    box.put_assignment(spread="shop/a", assignment=agent_pb2.SpreadAssignment(
-        spread="shop/a", generation=1, replicas=3).SerializeToString())
+    box.put_assignment(spread="shop/a", message=framing.assignment_message(agent_pb2.SpreadAssignment(
+        spread="shop/a", generation=1, replicas=3).SerializeToString()))
     box.put(assignment("shop/a", replicas=5))  # replaces the bytes, after the removal
-    box.put_assignment(spread="shop/b", assignment=agent_pb2.SpreadAssignment(
-        spread="shop/b", generation=1, replicas=1).SerializeToString())
+    box.put_assignment(spread="shop/b", message=framing.assignment_message(agent_pb2.SpreadAssignment(
+        spread="shop/b", generation=1, replicas=1).SerializeToString()))
     box.put(removal("shop/b"))  # replaces the bytes
     assert [describe(item) for item in drain(box)] == [
         ("removal", "shop/a"), ("assignment", "shop/a", "5"), ("removal", "shop/b")]

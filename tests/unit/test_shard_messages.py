@@ -76,9 +76,9 @@ def test_a_shards_encoding_is_the_message_the_coordinator_builds(keep: frozenset
     encoded = assignments.encode(inputs, result)
     assert sorted(encoded) == sorted(built) == ["aws", "dc1"]
     for name, message in built.items():
-        assert encoded[name].data == message.SerializeToString()
+        assert encoded[name].data == agent_pb2.CoordinatorMessage(assignment=message).SerializeToString()
         assert encoded[name].print == assignments.comparable(message)
-        assert agent_pb2.SpreadAssignment.FromString(encoded[name].data) == message
+        assert encoded[name].message() == message
     aws = built["aws"]
     assert aws.subsets[1].HasField("unschedulable_until") and not built["dc1"].subsets[0].HasField(
         "unschedulable_until")  # the active mark is sent, the expired one is not
@@ -112,7 +112,8 @@ def test_the_coordinators_messages_from_its_kept_template_json_are_the_shards_by
             inputs = sent.inputs_for_shards(KEY, now=T0)
             assert inputs is not None
             encoded = assignments.encode(inputs, model.placements[KEY])
-            assert {name: message.SerializeToString() for name, message in built.items()} == {
+            assert {name: agent_pb2.CoordinatorMessage(assignment=message).SerializeToString()
+                    for name, message in built.items()} == {
                 name: item.data for name, item in encoded.items()}
             assert '"cpu": "2"' in built["aws"].template_json or template is None
 
@@ -178,7 +179,7 @@ def test_the_ledger_compares_an_encoded_message_by_its_fingerprint() -> None:
     ledger = deliveries.SentLedger()
     sent = ledger.deliver("aws", KEY, first["aws"], reason="")
     assert sent is first["aws"]  # kept and sent as the shard made it, never parsed on the way
-    message = agent_pb2.SpreadAssignment.FromString(first["aws"].data)
+    message = first["aws"].message()
     assert ledger.last("aws", KEY) == message and ledger.gave_replicas(KEY) == {"aws"}
     assert ledger.replicas_sent("aws", KEY) == message.replicas and ledger.replicas_sent("gcp", KEY) is None
     assert (sent.replicas, sent.generation) == (message.replicas, message.generation) > (0, 0)

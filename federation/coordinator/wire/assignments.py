@@ -32,7 +32,7 @@ from federation.api import spread as spread_api
 from federation.coordinator.model import hub_objects
 from federation.coordinator.model import world as world_model
 from federation.core import member_copy, placement, reasons
-from federation.rpc import agent_pb2, assignment
+from federation.rpc import agent_pb2, assignment, framing
 
 _KEPT_METADATA = ("name", "namespace", "labels", "annotations")
 
@@ -141,9 +141,11 @@ class MessageInputs:
 
 
 class Encoded(NamedTuple):
-    """One cluster's assignment serialized (`data`), its `comparable` fingerprint (`print`), and
-    what the coordinator reads of it, so that it routes the bytes without parsing them: its
-    `replicas`, `generation` and `quotas` (`quotas` as pairs, in the message's order)."""
+    """One cluster's assignment serialized inside the `CoordinatorMessage` that carries it (`data`,
+    `rpc.framing.assignment_message`: the stream queues it as it is, with no copy made to frame it),
+    its `comparable` fingerprint (`print`), and what the coordinator reads of it, so that it routes
+    the bytes without parsing them: its `replicas`, `generation` and `quotas` (`quotas` as pairs,
+    in the message's order)."""
 
     data: bytes
     print: bytes
@@ -153,7 +155,7 @@ class Encoded(NamedTuple):
 
     def message(self) -> agent_pb2.SpreadAssignment:
         """The assignment itself, parsed."""
-        return agent_pb2.SpreadAssignment.FromString(self.data)
+        return agent_pb2.CoordinatorMessage.FromString(self.data).assignment
 
 
 def inputs_of(
@@ -282,9 +284,12 @@ def stamped(messages: Mapping[str, agent_pb2.SpreadAssignment], *, now: datetime
 def encode(inputs: MessageInputs, result: placement.Placement) -> dict[str, Encoded]:
     """`build`'s messages for every cluster, stamped with `inputs.now`, serialized with their
     fingerprints: what a SpreadShard returns for its spread (not for a Job: its completions are
-    divided from the World's reports, `model.job_spreads`)."""
+    divided from the World's reports, `model.job_spreads`). Each is framed here, in the shard, as
+    the `CoordinatorMessage` the agent is sent: framing copies the bytes, a copy per message that
+    the coordinator's one thread would otherwise make for every message of a round."""
     messages = stamped(build(inputs, result), now=inputs.now)
-    return {name: Encoded(message.SerializeToString(), comparable(message), message.replicas,
+    return {name: Encoded(framing.assignment_message(message.SerializeToString()), comparable(message),
+                          message.replicas,
                           message.generation, tuple((rule.name, rule.quota) for rule in message.subsets))
             for name, message in messages.items()}
 

@@ -147,11 +147,11 @@ class Outbox:
         kind = message.WhichOneof("body") or ""
         return self._put(_key(kind, message), kind, message)
 
-    def put_assignment(self, *, spread: str, assignment: bytes) -> bool:
-        """`put` for the serialized `SpreadAssignment` `assignment` of spread `spread` (built by a
-        SpreadShard): queued as it is, never parsed here; the writer sends its bytes
-        (`take_serialized`)."""
-        return self._put((_SPREAD, spread), "assignment", framing.assignment_message(assignment))
+    def put_assignment(self, *, spread: str, message: bytes) -> bool:
+        """`put` for the serialized `CoordinatorMessage` `message` that carries an assignment of
+        spread `spread` (built and framed by a SpreadShard, `wire.assignments.Encoded`): queued as
+        it is, never parsed nor copied here; the writer sends its bytes (`take_serialized`)."""
+        return self._put((_SPREAD, spread), "assignment", message)
 
     def _put(self, key: tuple[str, str] | None, kind: str,
              message: agent_pb2.CoordinatorMessage | bytes) -> bool:
