@@ -25,7 +25,10 @@ starts them; the profile is still this process's (what the coordinator does whil
 sending the requests, waiting, reading the answers). It prints, per event, the wall seconds, the
 spreads placed, and the top functions by cumulative time; `--json` times the same events without the
 profiler (whose overhead is about half again) and prints one JSON line (for bench/README.md), with
-the placing thread's CPU in the ledgers' folds per event (`bench.fold_time`).
+the placing thread's CPU in the ledgers' folds per event (`bench.fold_time`); with `--round-parts`
+also its CPU in each part of a round (`fold_time.ROUND_PARTS`): cProfile's cost per call inflates
+small frequent functions and py-spy counts a thread that waits for a core, so these thread-time
+sums are the figures to compare.
 
 The process runs with `federation.collector`'s thresholds, as `fedspread coordinator` and the
 benchmark's coordinator do (`--interpreter-gc` keeps the interpreter's): with the interpreter's, a
@@ -122,8 +125,9 @@ def shrunk(index: int, shape: Shape) -> list[common_pb2.NodePool]:
 class Profiled:
     """Runs events under cProfile, keeping each one's wall time and profile."""
 
-    def __init__(self, *, profile: bool = True) -> None:
+    def __init__(self, *, profile: bool = True, round_parts: bool = False) -> None:
         self.profile = profile
+        self.round_parts = round_parts
         self.timings: dict[str, dict[str, Any]] = {}
         self.profiles: dict[str, pstats.Stats] = {}
 
@@ -131,8 +135,10 @@ class Profiled:
         """Time `event` (returning the keys to publish) and the publish of its keys."""
         profile = cProfile.Profile()
         folds = fold_time.FoldTime()
+        parts = fold_time.FoldTime(fold_time.ROUND_PARTS, outermost=True)
         with (coordinator.lock, placement_backends.CollectorTime() as collecting,
-              contextlib.nullcontext() if self.profile else folds.timing()):
+              contextlib.nullcontext() if self.profile else folds.timing(),
+              parts.timing() if self.round_parts and not self.profile else contextlib.nullcontext()):
             cpu, started = time.process_time(), time.perf_counter()
             if self.profile:
                 profile.enable()
@@ -147,7 +153,8 @@ class Profiled:
                                "collector_s": round(collecting.seconds, 4),
                                "collections": collecting.collections,
                                # the ledgers' folds, timed without the profiler (bench.fold_time)
-                               **({} if self.profile else folds.report())}
+                               **({} if self.profile else folds.report()),
+                               **(parts.report() if self.round_parts and not self.profile else {})}
         if self.profile:
             self.profiles[label] = pstats.Stats(profile)
 
@@ -167,14 +174,15 @@ class Profiled:
 
 
 def measure(shape: Shape, *, profile: bool = True, backend: backends.PlacementBackend | None = None,
-            streams: bool = False, scale_samples: int = 0) -> Profiled:
+            streams: bool = False, scale_samples: int = 0, round_parts: bool = False) -> Profiled:
     """Build the world (with `streams`, every agent attached) and time each event once, in order
     (under cProfile with `profile`); the profile is this process's: on Ray, the shard actors' own
     work is not in it. Then, with `scale_samples`, that many scale events of single spreads
-    (`scale_latencies`)."""
+    (`scale_latencies`). `round_parts` (without `profile`): each event's CPU per part of a round
+    (`fold_time.ROUND_PARTS`)."""
     coordinator, keys = build(shape, backend=backend, streams=streams)
     model = coordinator.world
-    found = Profiled(profile=profile)
+    found = Profiled(profile=profile, round_parts=round_parts)
     found.run("full round", lambda: keys, coordinator)
     found.run("full round, again", lambda: keys, coordinator)  # every spread placed and stored before
     chosen = len(keys) // 2
@@ -253,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave what a large round leaves alive in the collector's generations (by "
                              "default it is frozen for a while, as `fedspread coordinator` does: "
                              "federation.collector): the before arm of that change")
+    parser.add_argument("--round-parts", action="store_true",
+                        help="with --json, also report the placing thread's CPU in each part of a round "
+                             "(requests built and packed, answers read, placements stored, charges "
+                             "settled, message inputs read, messages delivered: bench.fold_time.ROUND_PARTS)")
     run.add_replace_option(parser)
     arguments = list(sys.argv[1:] if argv is None else argv)
     options = parser.parse_args(arguments)
@@ -266,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--scale-samples is a count: 0 or more")
     if options.output is not None and not options.json:
         parser.error("--output writes the --json line: give --json too")
+    if options.round_parts and not options.json:
+        parser.error("--round-parts times the parts without the profiler: give --json too")
     before = gc.get_threshold()
     if not options.interpreter_gc:
         collector.tune()
@@ -274,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     placing = placement_backends.Backend(options.backend)
     try:
         found = measure(shape, profile=not options.json, backend=placing.backend, streams=options.streams,
-                        scale_samples=options.scale_samples)
+                        scale_samples=options.scale_samples, round_parts=options.round_parts)
     finally:
         placing.close()
         gc.set_threshold(*before)  # as it was: main() also runs inside the tests' process

@@ -158,3 +158,30 @@ def webhook_live(agent: AgentProcess, clusters: conftest.Clusters, member: str, 
     before = agent.decisions()
     clusters.core(member).create_namespaced_pod(namespace, bare_pod("probe", "probe"), dry_run="All")
     return agent.decisions() > before >= 0
+
+
+def controllers_acting(clusters: conftest.Clusters, member: str, namespace: str, *, name: str) -> bool:
+    """Whether `member`'s kube-controller-manager acts on what changes now: a probe Deployment
+    `name` of 0 replicas (no pod, so no webhook and no scheduler) is created if missing, and this
+    is true once its Deployment controller made its ReplicaSet and the ReplicaSet controller
+    observed it; the probe is then deleted. After an apiserver restart the controllers' watches
+    come back late on a loaded machine (once 68 s): a test of our own recovery starts its clock
+    after this."""
+    apps = clusters.apps(member)
+    labels = {"app": name}
+    found = apps.list_namespaced_deployment(namespace, field_selector=f"metadata.name={name}").items
+    if not found:
+        apps.create_namespaced_deployment(namespace, {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}}})
+        return False
+    deployment = found[0]
+    owned_sets = [r for r in apps.list_namespaced_replica_set(namespace, label_selector=f"app={name}").items
+                  if any(o.uid == deployment.metadata.uid for o in r.metadata.owner_references or [])]
+    acted = ((deployment.status.observed_generation or 0) >= 1 and bool(owned_sets)
+             and all((r.status.observed_generation or 0) >= 1 for r in owned_sets))
+    if acted:
+        apps.delete_namespaced_deployment(name, namespace, propagation_policy="Background")
+    return acted

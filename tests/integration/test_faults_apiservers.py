@@ -38,6 +38,9 @@ from tests.support import builders, soak
 
 MEMBER = "member-1"
 TIMEOUT = 90.0
+CONTROLLERS_TIMEOUT = 240.0
+"""How long the member's kube-controller-manager may take to act again after its apiserver
+restarted (seen: 68 s on a loaded 2-core machine); our recovery's TIMEOUT starts after it."""
 
 
 def restarted(sandbox: state.SandboxState, name: str, rng: random.Random, *, down: Any = None) -> float:
@@ -114,7 +117,12 @@ def test_member_apiserver_restart_agent_caches_recover(
             scale()
             time.sleep(rng.uniform(0.0, 1.0))
         restarted(sandbox, f"{MEMBER}-apiserver", rng, down=None if before else scale)
-
+        # The member's own controllers first (the sandbox's, not ours): our clock starts once they act.
+        probed = time.monotonic()
+        waiting.wait_for(lambda: agentside.controllers_acting(clusters, MEMBER, namespace, name="probe"),
+                         timeout=CONTROLLERS_TIMEOUT, interval=1.0,
+                         message=lambda: fail("the member's controllers never acted after the restart"))
+        print(f"member controllers acted {time.monotonic() - probed:.1f} s after it was back", flush=True)
         wait(lambda: settled("web"), "web never settled after the restart (a stale cache?)")
         hub.create(builders.deployment("api", replicas["api"], cpu="10m"),  # a new Deployment, new pods
                    hubside.spread_body("api", target="api", subsets=subsets(name), lost_seconds=600))

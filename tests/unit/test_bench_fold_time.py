@@ -43,3 +43,35 @@ def test_a_full_cluster_records_its_fold_and_the_originals_come_back() -> None:
     assert found["ledger_set_many_cpu_s"] >= found["fold_recorded_cpu_s"]
     ledger.set_many(_charges(3, pods=1))  # after the block: nothing counted
     assert folds.report() == found
+
+
+class _Parts:
+    """Two parts, one calling the other."""
+
+    def outer(self) -> int:
+        return self.inner() + 1
+
+    def inner(self) -> int:
+        return sum(range(1000))
+
+
+def test_outermost_parts_count_only_the_call_not_made_inside_another() -> None:
+    timed = ((_Parts, "outer", "outer"), (_Parts, "inner", "inner"))
+    originals = _Parts.outer, _Parts.inner
+    nested, flat = fold_time.FoldTime(timed), fold_time.FoldTime(timed, outermost=True)
+    for folds in (nested, flat):
+        with folds.timing():
+            _Parts().outer()
+            _Parts().inner()
+    assert (_Parts.outer, _Parts.inner) == originals
+    assert nested.report()["inner_calls"] == 2 and nested.report()["outer_calls"] == 1
+    assert flat.report()["inner_calls"] == 1 and flat.report()["outer_calls"] == 1
+    assert set(flat.report()) == {"outer_cpu_s", "outer_calls", "inner_cpu_s", "inner_calls"}
+
+
+def test_every_round_part_names_a_function_the_coordinator_has() -> None:
+    """A part renamed in the coordinator fails here, not as a silent zero in the benchmark's JSON."""
+    labels = [label for _, _, label in fold_time.ROUND_PARTS]
+    assert len(set(labels)) == len(labels)
+    for owner, name, _ in fold_time.ROUND_PARTS:
+        assert callable(getattr(owner, name)), (owner, name)
