@@ -34,9 +34,10 @@ one wake-up, not 10,000. For an agent that reads batches (`capabilities.MESSAGE_
 the writer takes what is queued at once (`take_batch`, bounded in count and bytes) and sends it as
 one `CoordinatorBatch`: after a full round an agent is sent one gRPC message per batch, not one
 per spread, and the coalescing above is unchanged (a batch is taken out of the queue, as one
-message is). An assignment a SpreadShard serialized is queued as its bytes (`put_assignment`) and
-the writer takes the batch serialized (`take_serialized`): the bytes go to the agent as the shard
-made them, framed (`rpc.framing`), never parsed and serialized again in this process.
+message is). An assignment a SpreadShard serialized and framed as its `CoordinatorMessage` is
+queued as those bytes (`put_assignment`) and the writer takes the batch serialized
+(`take_serialized`): the bytes go to the agent as the shard made them, put into a batch
+(`rpc.framing`), never parsed and serialized again in this process.
 """
 
 from __future__ import annotations
