@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import logging
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from federation import clock as clock_mod
 from federation.coordinator.agent_stream import AgentStream
@@ -41,7 +39,7 @@ NOT_SELECTED = "cluster no longer selected"
 NO_REPLICAS_LEFT = "no replicas here: a share of 0 and no pods left"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Built:
     """What a spread's messages are built from that changes only with its template or spec."""
 
@@ -49,11 +47,10 @@ class _Built:
     """The hub template it was built from (compared by identity)."""
     spec: object
     """The spec it was built from (compared by identity)."""
-    trimmed: Mapping[str, Any]
+    text: str
+    """The template trimmed, as the messages carry it (`assignments.template_text`)."""
     revision: str
     parts: assignments.SpecParts
-    text: str | None = None
-    """`trimmed` as the messages carry it (`template_json`), once a message was built here."""
 
 
 class Delivery:
@@ -67,8 +64,8 @@ class Delivery:
         self.sent = deliveries.SentLedger()
         """What each agent was last sent per spread (`wire.deliveries`)."""
         self._built: dict[str, _Built] = {}
-        """Per spread, its hub template and spec (the objects), the template trimmed, its revision,
-        its JSON, and the spec's `SpecParts`: built once per template and spec, not once per publish."""
+        """Per spread, its hub template and spec (the objects), the trimmed template's text and
+        revision, and the spec's `SpecParts`: built once per template and spec, not once per publish."""
 
     def resync(self, stream: AgentStream, *, waiting: frozenset[str]) -> None:
         """Every assignment for the stream's cluster, removals for stale applied spreads, the notice;
@@ -136,14 +133,14 @@ class Delivery:
         return assignments.inputs_of(
             entry, marks=self.world.marks_for(key), now=now, keep=holding | member_jobs,
             objects=self.world.hub_objects, keep_unselected=member_jobs,
-            template=(cached.trimmed, cached.revision), parts=cached.parts)
+            template=(cached.text, cached.revision), parts=cached.parts)
 
     def _built_for(self, entry: world_model.SpreadEntry) -> _Built:
         cached = self._built.get(entry.key)
         if cached is None or cached.template is not entry.template or cached.spec is not entry.spec:
-            trimmed = assignments.trimmed_template(entry.template)
+            text = assignments.template_text(assignments.trimmed_template(entry.template))
             cached = self._built[entry.key] = _Built(
-                entry.template, entry.spec, trimmed, assignments.revision_of(trimmed),
+                entry.template, entry.spec, text, assignments.revision_of_text(text),
                 assignments.parts_of(entry.spec, key=entry.key))
         return cached
 
@@ -163,12 +160,9 @@ class Delivery:
         inputs = self.inputs_for(key, now=now, keep=keep)
         if entry is None or result is None or inputs is None:
             return {}
-        built = self._built_for(entry)
-        if built.text is None:
-            built.text = json.dumps(built.trimmed)
         return assignments.stamped(assignments.build(
-            inputs, result, only=only, job_completions=job_spreads.completions(self.world, entry, result),
-            template_json=built.text if inputs.template is built.trimmed else None), now=now)
+            inputs, result, only=only, job_completions=job_spreads.completions(self.world, entry, result)),
+            now=now)
 
     def publish_spread(self, key: str, *, listening: Collection[str], now: datetime.datetime,
                        settled: bool, encodings: shard_messages.Encodings | None = None) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from federation.api import spread
@@ -48,12 +48,13 @@ class SpecsMissing(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Shipped:
-    """A `loop.PlaceRequest` as a SpreadShard receives it: `spec` only when the shard may not hold
-    the spec and pod shape named by `token`; when it is None, `inputs.shape` is left out too."""
+    """A `loop.PlaceRequest` as a SpreadShard receives it: `spec` (its JSON, `spec_text`) only when
+    the shard may not hold the spec and pod shape named by `token`; when it is None,
+    `inputs.shape` is left out too."""
 
     key: str
     token: int
-    spec: spread.FederatedSpreadSpec | None
+    spec: str | None
     replicas: int
     view: placement.View | None
     inputs: placement_inputs.PlacementInputs
@@ -66,15 +67,27 @@ class ShippedInputs:
     stand-ins for them (`NO_PARTS`, `NO_TEMPLATE`) when it is None."""
 
     token: int
-    parts: tuple[assignments.SpecParts, Mapping[str, Any]] | None
+    parts: tuple[assignments.SpecParts, str] | None
     inputs: assignments.MessageInputs
 
 
 NO_PARTS = assignments.SpecParts(workload="", api_version="", kind="", strategy=assignment.Strategy(),
                                  rules=(), propagate_dependencies=False)
 """What a shipped message input holds in place of the spec parts the shard holds."""
-NO_TEMPLATE: Mapping[str, Any] = {}
+NO_TEMPLATE = ""
 """What a shipped message input holds in place of the template the shard holds."""
+
+
+def spec_text(made: spread.FederatedSpreadSpec) -> str:
+    """A spec as a request carries it to a shard: its JSON, made by pydantic's compiled serializer.
+    Pickled, the spec's every model ran a Python hook on the coordinator's thread (about 0.25 s per
+    10,000 specs); its text is one string (docs/decisions.md, "the shards are sent text")."""
+    return made.model_dump_json()
+
+
+def spec_of(text: str) -> spread.FederatedSpreadSpec:
+    """The spec `spec_text` made `text` of (equal to it: `test_shard_specs`' round trip)."""
+    return spread.FederatedSpreadSpec.model_validate_json(text)
 
 
 class _Sent:
@@ -146,7 +159,7 @@ class SentSpecs:
         inputs = request.inputs
         if holds and inputs.shape is not None:
             inputs = dataclasses.replace(inputs, shape=None)
-        return Shipped(key=request.key, token=token, spec=None if holds else request.spec,
+        return Shipped(key=request.key, token=token, spec=None if holds else spec_text(request.spec),
                        replicas=request.replicas, view=request.view, inputs=inputs)
 
     def ship_inputs(self, inputs: assignments.MessageInputs | None) -> ShippedInputs | None:
@@ -216,7 +229,7 @@ class HeldSpecs:
         found: list[tuple[str, int, tuple[Any, ...]]] = []
         missing: list[str] = []
         for item in shipped:
-            held = (item.spec, item.inputs.shape) if item.spec is not None else self._requests.get(
+            held = (spec_of(item.spec), item.inputs.shape) if item.spec is not None else self._requests.get(
                 item.key, item.token)
             if held is None:
                 missing.append(item.key)

@@ -99,9 +99,10 @@ def test_for_clusters_is_build_on_the_entrys_inputs() -> None:
 
 
 def test_the_coordinators_messages_from_its_kept_template_json_are_the_shards_bytes() -> None:
-    """`Delivery` keeps each spread's template JSON while its template stands (a drain builds a
+    """`Delivery` keeps each spread's template text while its template stands (a drain builds a
     thousand spreads' messages again): what it builds is byte for byte what a shard encodes, the
-    first time, the next, and after the template changed."""
+    first time, the next, and after the template changed; the messages carry the very text the
+    revision hashes."""
     model = placed_world()
     sent = delivery.Delivery(model, clock=ManualClock(T0), streams={})
     for template in (None, builders.deployment("web", namespace="shop", cpu="2")):
@@ -115,7 +116,9 @@ def test_the_coordinators_messages_from_its_kept_template_json_are_the_shards_by
             assert {name: agent_pb2.CoordinatorMessage(assignment=message).SerializeToString()
                     for name, message in built.items()} == {
                 name: item.data for name, item in encoded.items()}
-            assert '"cpu": "2"' in built["aws"].template_json or template is None
+            assert '"cpu":"2"' in built["aws"].template_json or template is None
+            assert built["aws"].template_json == inputs.template  # one text, made once per template
+            assert built["aws"].template_revision == assignments.revision_of_text(inputs.template)
 
 
 class Shards:

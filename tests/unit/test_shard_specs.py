@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
 
 from federation.api import spread as spread_api
 from federation.coordinator import shard_specs
@@ -22,6 +23,7 @@ from federation.coordinator.model import loop
 from federation.coordinator.wire import assignments
 from federation.core import fit, placement_inputs, pod_shape
 from tests.support import builders
+from tests.unit import strategies
 
 
 def spec(cap: int = 2) -> spread_api.FederatedSpreadSpec:
@@ -44,9 +46,10 @@ def shape(cpu: str = "500m") -> fit.PodShape:
 def inputs(key: str, made: spread_api.FederatedSpreadSpec, *, template: dict[str, object] | None = None,
            generation: int = 1) -> assignments.MessageInputs:
     trimmed = template if template is not None else {"spec": {"template": {"spec": {"containers": []}}}}
+    text = assignments.template_text(trimmed)
     return assignments.MessageInputs(key=key, generation=generation, uid="u1",
-                                     spec=assignments.parts_of(made, key=key), template=trimmed,
-                                     revision=assignments.revision_of(trimmed))
+                                     spec=assignments.parts_of(made, key=key), template=text,
+                                     revision=assignments.revision_of_text(text))
 
 
 class Pair:
@@ -83,7 +86,7 @@ def test_a_spec_goes_once_and_then_only_its_token() -> None:
     pair = Pair()
     specs = {"ns/a": spec(), "ns/b": spec(3)}
     first = pair.round([request(k, s) for k, s in specs.items()])
-    assert all(item.spec is specs[item.key] for item in first)
+    assert all(item.spec == shard_specs.spec_text(specs[item.key]) for item in first)
     again = pair.round([request(k, s, replicas=5) for k, s in specs.items()])  # the shard rebuilds them whole
     assert [item.spec for item in again] == [None, None]
     assert [item.token for item in again] == [item.token for item in first]
@@ -97,7 +100,7 @@ def test_an_edited_spread_sends_its_new_spec_under_a_new_token_even_when_equal()
     edited = spec()  # equal content, another object: the World replaced it
     assert edited == old and edited is not old
     shipped = pair.round([request("ns/a", edited)])
-    assert shipped[0].spec is edited and shipped[0].token != first[0].token
+    assert shipped[0].spec is not None and shipped[0].token != first[0].token
 
 
 def test_a_spread_absent_from_a_round_is_forgotten_on_both_sides() -> None:
@@ -107,7 +110,7 @@ def test_a_spread_absent_from_a_round_is_forgotten_on_both_sides() -> None:
     pair.round([request("ns/a", kept)])  # ns/b deleted, or not in this round
     back = pair.round([request("ns/a", kept), request("ns/b", gone)])
     assert back[0].spec is None, "ns/a was in the round before"
-    assert back[1].spec is gone, "ns/b was not: the shard no longer holds it, so it goes again"
+    assert back[1].spec == shard_specs.spec_text(gone), "ns/b was not: the shard lost it, so it goes again"
 
 
 def test_a_round_that_sent_this_shard_nothing_keeps_what_it_holds() -> None:
@@ -130,13 +133,14 @@ def test_a_restarted_shard_refuses_a_round_that_relies_on_what_it_lost() -> None
     pair.sent.forget()  # what the backend does when a round's call fails
     pair.rounds += 1
     again = pair.round([request("ns/a", made), request("ns/c", other)])
-    assert [item.spec for item in again] == [made, other]
+    assert [item.spec for item in again] == [shard_specs.spec_text(made), shard_specs.spec_text(other)]
 
 
 def test_a_token_the_shard_holds_for_another_spec_is_refused() -> None:
     held = shard_specs.HeldSpecs()
     made = spec()
-    held.requests("r1", [shard_specs.Shipped(key="ns/a", token=1, spec=made, replicas=1, view=None,
+    text = shard_specs.spec_text(made)
+    held.requests("r1", [shard_specs.Shipped(key="ns/a", token=1, spec=text, replicas=1, view=None,
                                              inputs=placement_inputs.PlacementInputs())])
     with pytest.raises(shard_specs.SpecsMissing):
         held.requests("r2", [shard_specs.Shipped(key="ns/a", token=2, spec=None, replicas=1, view=None,
@@ -162,7 +166,7 @@ def test_a_pod_shape_goes_with_its_spec_once_and_is_then_left_out() -> None:
     pair = Pair()
     made, held = spec(), shape()
     first = pair.round([request("ns/a", made, shape=held)])
-    assert first[0].spec is made and first[0].inputs.shape is held
+    assert first[0].spec == shard_specs.spec_text(made) and first[0].inputs.shape is held
     again = pair.round([request("ns/a", made, shape=held)])  # the shard puts the shape back (asserted)
     assert again[0].spec is None and again[0].inputs.shape is None
     assert pair.sent.specs_shipped == 1
@@ -174,7 +178,7 @@ def test_a_new_pod_shape_sends_spec_and_shape_again_under_a_new_token() -> None:
     first = pair.round([request("ns/a", made, shape=shape())])
     changed = shape("750m")  # the template changed; the spec did not
     again = pair.round([request("ns/a", made, shape=changed)])
-    assert again[0].spec is made and again[0].inputs.shape is changed
+    assert again[0].spec == shard_specs.spec_text(made) and again[0].inputs.shape is changed
     assert again[0].token != first[0].token
 
 
@@ -221,3 +225,13 @@ def test_a_restarted_shard_refuses_message_inputs_it_lost_and_the_next_round_sen
     shard_specs.forget_all([pair.sent])  # what the backend's wait does when the messages fail
     pair.round([request("ns/a", made)])
     assert [item.parts for item in pair.messages([sent]) if item is not None] == [(sent.spec, sent.template)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(made=strategies.spreads(["dc1", "dc2", "aws-eu", "aws-us"], patches=True))
+def test_a_spec_sent_as_text_is_the_spec_again(made: spread_api.FederatedSpreadSpec) -> None:
+    """A shard places by the spec it reads back from `spec_text`: it must be the coordinator's spec,
+    field for field (every subset kind, cap, selector, term, toleration, patch and strategy drawn)."""
+    back = shard_specs.spec_of(shard_specs.spec_text(made))
+    assert back == made
+    assert back.model_dump() == made.model_dump()

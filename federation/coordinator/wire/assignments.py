@@ -48,10 +48,20 @@ def trimmed_template(deployment: Mapping[str, Any] | None) -> dict[str, Any]:
     return body
 
 
+def template_text(template: Mapping[str, Any]) -> str:
+    """The template as every message carries it (`template_json`) and its revision hashes it: JSON
+    with sorted keys and no spaces, so that one text, made once per template, is both."""
+    return json.dumps(template, sort_keys=True, separators=(",", ":"))
+
+
+def revision_of_text(text: str) -> str:
+    """The revision of a template whose `template_text` is `text`."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def revision_of(template: Mapping[str, Any]) -> str:
     """A stable hash of the template: unchanged means the agent need not re-apply it."""
-    text = json.dumps(template, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return revision_of_text(template_text(template))
 
 
 def _json(model: Any) -> Any:
@@ -126,10 +136,11 @@ class MessageInputs:
     generation: int
     uid: str
     spec: SpecParts
-    template: Mapping[str, Any]
-    """The hub workload, trimmed (`trimmed_template`)."""
+    template: str
+    """The hub workload, trimmed (`trimmed_template`), as the messages carry it (`template_text`):
+    text, so that a Ray shard is sent it without a pickle of its every field, and builds no JSON."""
     revision: str
-    """`revision_of(template)`."""
+    """`revision_of_text(template)`."""
     marks: tuple[placement.UnschedulableMark, ...] = ()
     now: datetime.datetime | None = None
     """The marks still active at `now` are sent, and `encode` stamps it as the issue time."""
@@ -162,13 +173,13 @@ def inputs_of(
     entry: world_model.SpreadEntry, *, marks: Sequence[placement.UnschedulableMark] = (),
     now: datetime.datetime | None = None, keep: Collection[str] = (),
     objects: hub_objects.HubObjects | None = None, keep_unselected: Collection[str] = (),
-    template: tuple[Mapping[str, Any], str] | None = None, parts: SpecParts | None = None,
+    template: tuple[str, str] | None = None, parts: SpecParts | None = None,
 ) -> MessageInputs:
-    """Spread `entry`'s `MessageInputs` (`template`: its trimmed template and revision, and `parts`
-    its `SpecParts`, when the caller keeps them; built here otherwise)."""
+    """Spread `entry`'s `MessageInputs` (`template`: its trimmed template's `template_text` and
+    revision, and `parts` its `SpecParts`, when the caller keeps them; built here otherwise)."""
     if template is None:
-        trimmed = trimmed_template(entry.template)
-        template = (trimmed, revision_of(trimmed))
+        text = template_text(trimmed_template(entry.template))
+        template = (text, revision_of_text(text))
     spec = entry.spec
     return MessageInputs(
         key=entry.key, generation=entry.generation, uid=entry.uid,
@@ -199,7 +210,7 @@ def for_clusters(
 
 def build(
     inputs: MessageInputs, result: placement.Placement, *, only: Collection[str] | None = None,
-    job_completions: Mapping[str, int] | None = None, template_json: str | None = None,
+    job_completions: Mapping[str, int] | None = None,
 ) -> dict[str, agent_pb2.SpreadAssignment]:
     """One assignment per cluster a subset gives replicas, or that a subset selects and is in
     `inputs.keep` (it still holds pods or a workload of the spread: it is sent its zero quotas until
@@ -220,7 +231,7 @@ def build(
     (`model.job_spreads.completions`; a cluster absent gets 0: no member Job is created there).
     `inputs.keep_unselected`: clusters sent their zero quotas even when no subset selects them any
     more (a member Job there pauses at parallelism 0 rather than being removed with its completions).
-    `template_json`: `json.dumps(inputs.template)`, where the caller keeps it (dumped here otherwise).
+    The template goes as its text (`inputs.template`), never dumped here.
     """
     keep = inputs.keep
     names = every = sorted({name for s in result.subsets for name, count in s.clusters.items()
@@ -235,7 +246,7 @@ def build(
     shared = assignment.Assignment(
         spread=inputs.key, generation=inputs.generation, namespace=inputs.key.partition("/")[0],
         workload=spec.workload, replicas=0, template_revision=inputs.revision,
-        template={} if template_json is not None else dict(inputs.template),  # (its JSON set below)
+        template={},  # its text is set below, as it came
         subsets=tuple(dataclasses.replace(rules[s.name], index=i) if s.name in rules
                       else assignment.SubsetRule(name=s.name, index=i, quota=0)
                       for i, s in enumerate(result.subsets)),
@@ -244,8 +255,7 @@ def build(
         dependencies=inputs.dependencies if spec.propagate_dependencies else (),
     )
     base = shared.to_proto()
-    if template_json is not None:
-        base.template_json = template_json
+    base.template_json = inputs.template
     budgets = divided_budgets(shared.dependencies, {
         name: sum(s.clusters.get(name, 0) for s in result.subsets) for name in every})
     messages: dict[str, agent_pb2.SpreadAssignment] = {}
