@@ -18,7 +18,7 @@ and inputs back whole.
 What does go, goes as text where it can: a spec as its JSON (`spec_text`: pydantic's compiled
 serializer, where pickling a spec ran a Python hook per model on the coordinator's thread), a
 template as the text every message carries anyway (`assignments.template_text`); a string pickles
-as one copy of its bytes (docs/decisions.md, "Issue 27: the shards are sent text").
+as one copy of its bytes (docs/decisions.md, "the shards are sent text").
 
 Do no harm: held objects are reused only on an exact token match. A token is never reused (a
 counter per backend), and it names the very objects it was sent with: the World replaces a
