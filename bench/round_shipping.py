@@ -20,14 +20,15 @@ the coordinator and the actors (`federation.collector`). Per arm: bytes, and the
 repetitions' pack and unpack seconds with min-max. Also the unpack time of each part of a request
 alone (one pack of that part for every request), to say where the shards' time goes.
 
-And what the shards' holding saves (`shard_specs`: a spread's spec and pod shape, its message parts
-and template, sent once and then named by a token): the same round's requests, and its agent
+And what the shards' holding saves (`shard_specs`: a spread's spec and its plan's pod profiles,
+its message parts and template, sent once and then named by a token): the same round's requests, and its agent
 messages' inputs (`assignments.inputs_of`), as a first round ships them (a shard that holds
 nothing), as every later round does, and as a later round did while the shards held only the
 specs (`later-specs-only`: pod shapes in the requests, message inputs whole), in the same chunks,
 the order rotating (`rounds`). With
 `--pod-spec typical` each spread's pod carries what a real one does (about 2 kB of JSON:
-`placement_world.Shape.pod_spec`), which travels with its pod shape and its template.
+`placement_world.Shape.pod_spec`), which travels with its template (and, in `later-specs-only`,
+with the pod shape a request then carried).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def shipments(shape: Shape) -> Shipments:
     for _ in range(2):
         sent.start()
         found.append(([sent.ship(r) for r in requests], [sent.ship_inputs(i) for i in inputs]))
-    specs_only = [dataclasses.replace(item, inputs=request.inputs)
+    specs_only = [dataclasses.replace(item, inputs=dataclasses.replace(request.inputs, profiles=None))
                   for item, request in zip(found[1][0], requests, strict=True)]
     return Shipments(first=found[0][0], later=found[1][0], first_inputs=found[0][1], later_inputs=found[1][1],
                      specs_only=specs_only, whole_inputs=list(inputs))

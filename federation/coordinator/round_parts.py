@@ -119,14 +119,17 @@ class RoundGone(Exception):
 def cut(requests: Sequence[loop.PlaceRequest], answers: Sequence[placement.Placement], *,
         parts: int) -> list[Rows]:
     """The rows of each answer, per part of the clusters (`routing.shard_of` among `parts`): each
-    spread's pods per subset are the profiles the coordinator's plan gives (`profiles_of`), one
-    object per distinct profile so that a part pickles each once."""
+    spread's pods per subset are the profiles the coordinator's plan gave (`inputs.profiles`, or
+    `profiles_of` its shape where a request has none), one object per distinct profile so that a
+    part pickles each once."""
     found: list[Rows] = [{} for _ in range(parts)]
     interned: dict[tuple[object, object], fit.Profile] = {}
     for request, result in zip(requests, answers, strict=True):
-        shape = request.inputs.shape if request.inputs.shape is not None else fit.empty_shape()
-        profiles = tuple(interned.setdefault((p.requests, p.admission), p)
-                         for p in placement_round.profiles_of(request.spec, shape))
+        given = request.inputs.profiles
+        if given is None:
+            shape = request.inputs.shape if request.inputs.shape is not None else fit.empty_shape()
+            given = placement_round.profiles_of(request.spec, shape)
+        profiles = tuple(interned.setdefault((p.requests, p.admission), p) for p in given)
         charges = placement_round.charges_of(result, running=request.inputs.running, profiles=profiles)
         for name, row in round_check.rows_of(request.key, result, charges=charges, profiles=profiles).items():
             found[routing.shard_of(name, shards=parts)].setdefault(name, []).append(row)

@@ -43,7 +43,7 @@ from typing import Any
 from federation.api import spread
 from federation.coordinator.model import loop
 from federation.coordinator.wire import assignments
-from federation.core import placement, placement_inputs
+from federation.core import fit, placement, placement_inputs
 from federation.rpc import assignment
 
 
@@ -54,8 +54,10 @@ class SpecsMissing(Exception):
 @dataclasses.dataclass(frozen=True)
 class Shipped:
     """A `loop.PlaceRequest` as a SpreadShard receives it: `spec` (its JSON, `spec_text`) only when
-    the shard may not hold the spec and pod shape named by `token`; when it is None,
-    `inputs.shape` is left out too."""
+    the shard may not hold the spec and pods named by `token`; when it is None, `inputs.shape` and
+    `inputs.profiles` are left out too. A request with its plan's profiles goes with them alone,
+    without their pod spec (`light_profiles`), and without its shape: the shard reads nothing else
+    of its pods."""
 
     key: str
     token: int
@@ -63,6 +65,7 @@ class Shipped:
     replicas: int
     view: placement.View | None
     inputs: placement_inputs.PlacementInputs
+    profiles: tuple[fit.Profile, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,18 @@ def spec_text(made: spread.FederatedSpreadSpec) -> str:
     Pickled, the spec's every model ran a Python hook on the coordinator's thread (about 0.25 s per
     10,000 specs); its text is one string (docs/decisions.md, "the shards are sent text")."""
     return made.model_dump_json()
+
+
+def light_profiles(profiles: tuple[fit.Profile, ...]) -> tuple[fit.Profile, ...]:
+    """`profiles` without the pod spec their shapes were read from (`PodShape.pod`, a kilobyte or
+    more of a real template): a round's check reads a profile's requests, admission key and the
+    shape's selector, terms and tolerations only. A profile shared by several subsets stays shared."""
+    made: dict[int, fit.Profile] = {}
+    for profile in profiles:
+        if id(profile) not in made:
+            made[id(profile)] = profile if profile.shape.pod is None else fit.Profile(
+                dataclasses.replace(profile.shape, pod=None), profile.requests, profile.admission)
+    return tuple(made[id(profile)] for profile in profiles)
 
 
 def spec_of(text: str) -> spread.FederatedSpreadSpec:
@@ -160,12 +175,14 @@ class SentSpecs:
         those very objects."""
         if request.snapshot is not None:
             raise ValueError(f"request {request.key!r} carries a snapshot: only a round's requests go")
-        token, holds = self._requests.token_for(request.key, (request.spec, request.inputs.shape))
         inputs = request.inputs
-        if holds and inputs.shape is not None:
-            inputs = dataclasses.replace(inputs, shape=None)
+        token, holds = self._requests.token_for(request.key, (request.spec, inputs.shape, inputs.profiles))
+        profiles = None if holds or inputs.profiles is None else light_profiles(inputs.profiles)
+        shape = None if holds or inputs.profiles is not None else inputs.shape
+        if inputs.shape is not shape or inputs.profiles is not None:
+            inputs = dataclasses.replace(inputs, shape=shape, profiles=None)
         return Shipped(key=request.key, token=token, spec=None if holds else spec_text(request.spec),
-                       replicas=request.replicas, view=request.view, inputs=inputs)
+                       replicas=request.replicas, view=request.view, inputs=inputs, profiles=profiles)
 
     def ship_inputs(self, inputs: assignments.MessageInputs | None) -> ShippedInputs | None:
         """A spread's message inputs as the shard receives them: without its spec parts and
@@ -234,8 +251,8 @@ class HeldSpecs:
         found: list[tuple[str, int, tuple[Any, ...]]] = []
         missing: list[str] = []
         for item in shipped:
-            held = (spec_of(item.spec), item.inputs.shape) if item.spec is not None else self._requests.get(
-                item.key, item.token)
+            held = (spec_of(item.spec), item.inputs.shape, item.profiles) if item.spec is not None \
+                else self._requests.get(item.key, item.token)
             if held is None:
                 missing.append(item.key)
             else:
@@ -244,9 +261,9 @@ class HeldSpecs:
         self._requests.keep(found)
         return [loop.PlaceRequest(
             key=item.key, spec=spec, replicas=item.replicas, view=item.view,
-            inputs=item.inputs if item.spec is not None or shape is None
-            else dataclasses.replace(item.inputs, shape=shape))
-            for item, (_, _, (spec, shape)) in zip(shipped, found, strict=True)]
+            inputs=item.inputs if shape is item.inputs.shape and profiles is None
+            else dataclasses.replace(item.inputs, shape=shape, profiles=profiles))
+            for item, (_, _, (spec, shape, profiles)) in zip(shipped, found, strict=True)]
 
     def message_inputs(self, round_id: str, shipped: Sequence[ShippedInputs | None],
                        ) -> list[assignments.MessageInputs | None]:

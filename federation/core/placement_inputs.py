@@ -48,6 +48,10 @@ class PlacementInputs:
     """The last placement's waiting replicas per subset per cluster (Adaptive places them again)."""
     shape: fit.PodShape | None = None
     """What one pod needs (None: a pod slot only); a view already holds it, a snapshot does not."""
+    profiles: tuple[fit.Profile, ...] | None = dataclasses.field(default=None, compare=False)
+    """Per subset in spec order, the profile of the pods it admits (`shape` with the subset's
+    injection), as the coordinator's plan made them: what a round's check charges a placement by.
+    None: computed from `shape` where needed. Not compared: it follows from the spec and `shape`."""
     ready: Counts | None = None
     """Verified Ready pods per subset per cluster: given, the handover rule keeps the Ready pods the
     spread cannot spare yet (`handover.keep_ready`); None (what-ifs): the rule's answer as is."""

@@ -52,17 +52,19 @@ def test_a_record_names_both_arms_and_every_request() -> None:
         assert all(len(rounds[name][part]["samples"]) == 2 for name in rounds)
 
 
-def test_a_first_round_ships_every_spec_shape_and_template_and_a_later_one_none() -> None:
+def test_a_first_round_ships_every_spec_profile_and_template_and_a_later_one_none() -> None:
     made = round_shipping.shipments(dataclasses.replace(round_shipping.QUICK_SHAPE, pod_spec="typical"))
-    assert all(item.spec is not None and item.inputs.shape is not None for item in made.first)
-    assert all(item.spec is None and item.inputs.shape is None for item in made.later)
+    assert all(item.spec is not None and item.profiles is not None and item.inputs.shape is None
+               for item in made.first)  # the plan's profiles stand for the shape
+    assert all(item.spec is None and item.profiles is None and item.inputs.shape is None
+               for item in made.later)
     assert all(item is not None and item.parts is not None for item in made.first_inputs)
     assert all(item is not None and item.parts is None for item in made.later_inputs)
     assert [item.key for item in made.first] == [item.key for item in made.later]
     # Held only the specs: the pod shapes in the requests, the message inputs whole.
     assert all(item.spec is None and item.inputs.shape is not None for item in made.specs_only)
-    assert all(dataclasses.replace(old, inputs=held.inputs) == held and old.inputs.shape is whole.inputs.shape
-               for old, held, whole in zip(made.specs_only, made.later, made.first, strict=True))
+    assert all(dataclasses.replace(old, inputs=held.inputs) == held and old.inputs.profiles is None
+               for old, held in zip(made.specs_only, made.later, strict=True))
     assert [None if i is None else i.inputs for i in made.first_inputs] == made.whole_inputs
 
 

@@ -45,9 +45,9 @@ def thresholds() -> Iterator[None]:
     gc.set_threshold(*before)
 
 
-def contended_world() -> world.World:
+def contended_world(*, patched: bool = False) -> world.World:
     """Twelve spreads over three clusters, tiny's four one-cpu slots wanted by most of them."""
-    return contended_round.contended_world({"tiny": 1, "big": 10, "mid": 2}, now=NOW)
+    return contended_round.contended_world({"tiny": 1, "big": 10, "mid": 2}, now=NOW, patched=patched)
 
 
 def on_parts(*, spread_shards: int, cluster_shards: int, chunk: int = shards.ROUND_CHUNK) -> loop.PlaceRound:
@@ -83,6 +83,24 @@ def test_a_round_checked_in_parts_is_the_round_checked_here(
     assert parted.fell_back == ""
     assert parted.placements == here.placements
     assert parted.replaced == here.replaced > 0
+
+
+@pytest.mark.parametrize(("spread_shards", "cluster_shards"), [(1, 1), (2, 3)])
+def test_a_round_of_patched_subsets_checked_by_the_plans_profiles_is_the_round_checked_here(
+    spread_shards: int, cluster_shards: int,
+) -> None:
+    """The shards are sent each plan's profiles without their pod spec, and no shape: where a
+    subset's patch makes its pods differ, the check they run still charges what the coordinator's
+    plan charges (a shard that read its pods otherwise would settle another round)."""
+    keys = [e.key for e in contended_world(patched=True).spreads()]
+    parted = loop.recompute(contended_world(patched=True), keys, now=NOW, parallel_from=2,
+                            place_round=on_parts(spread_shards=spread_shards, cluster_shards=cluster_shards))
+    here = loop.recompute(contended_world(patched=True), keys, now=NOW)
+    assert parted.fell_back == ""
+    assert parted.placements == here.placements
+    assert parted.replaced == here.replaced > 0
+    plain = loop.recompute(contended_world(), keys, now=NOW)
+    assert here.placements != plain.placements, "the patch must change the round, or it tests nothing"
 
 
 def test_the_shards_answers_come_back_without_the_room_they_took_which_their_rows_carry() -> None:

@@ -235,3 +235,34 @@ def test_a_spec_sent_as_text_is_the_spec_again(made: spread_api.FederatedSpreadS
     back = shard_specs.spec_of(shard_specs.spec_text(made))
     assert back == made
     assert back.model_dump() == made.model_dump()
+
+
+def test_a_plans_profiles_go_once_without_their_pod_spec_and_without_the_shape() -> None:
+    """A round's request carries its plan's profiles: the shard is sent them without the pod spec
+    their shapes were read from, and not the shape (it reads nothing else of the pods); a profile
+    two subsets share stays one object; the next round sends neither."""
+    made, pods = spec(), shape()
+    shared = fit.profile(pods)
+    full = loop.PlaceRequest(key="ns/a", spec=made, replicas=3, inputs=placement_inputs.PlacementInputs(
+        current={"ring": {"dc1": 1}}, shape=pods, profiles=(shared, shared)))
+    assert pods.pod is not None
+    sent = shard_specs.SentSpecs(shard_specs.tokens())
+    held = shard_specs.HeldSpecs()
+    sent.start()
+    first = sent.ship(full)
+    assert first.inputs.shape is None and first.inputs.profiles is None and first.profiles is not None
+    assert first.profiles[0] is first.profiles[1] and first.profiles[0].shape.pod is None
+    assert (first.profiles[0].requests, first.profiles[0].admission) == (shared.requests, shared.admission)
+    assert first.profiles[0].shape == pods  # what admission reads: selector, terms, tolerations, requests
+    whole = held.requests("r1", [first])[0]
+    assert whole.inputs.profiles == first.profiles and whole.inputs.shape is None
+    assert whole.spec == made and whole.inputs.current == full.inputs.current
+    sent.start()
+    again = sent.ship(full)
+    assert again.spec is None and again.profiles is None and again.inputs.profiles is None
+    assert held.requests("r2", [again])[0].inputs.profiles == first.profiles
+
+
+def test_profiles_already_without_a_pod_spec_are_sent_as_they_are() -> None:
+    bare = fit.profile(fit.PodShape())
+    assert shard_specs.light_profiles((bare,))[0] is bare

@@ -159,8 +159,9 @@ def request_for(
     departing = world.departing(key)
     usable = world.ready_selected(key) | departing
     current = world.rebalancing.without_surge(key, world.current_for(key))
+    plan = world.plan_for(key)
     inputs = placement_inputs.PlacementInputs(
-        shape=world.shape_for(key), current=current, running=world.pods.running_for(key),
+        shape=plan.shape, profiles=plan.profiles, current=current, running=world.pods.running_for(key),
         marks=tuple(world.marks_for(key)), now=now, ready=world.pods.ready_for(key, usable=usable),
         unverified=world.pods.unverified_for(key, usable=usable, departing=departing),
         waiting=world.waiting_for(key),
