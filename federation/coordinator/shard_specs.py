@@ -1,6 +1,6 @@
 """What the SpreadShards keep from one round to the next, so a round sends only what changed: each
-spread's spec and pod shape for its placement, its spec's message parts and trimmed template for
-its agents' messages.
+spread's spec and its pods (its plan's profiles, or a pod shape) for its placement, its spec's
+message parts and trimmed template for its agents' messages.
 
 Why: a full round on Ray sends every spread's request to the shards, and then the inputs of its
 agents' messages. Each request carried its spec, a pydantic model, and its pod shape, which holds
@@ -152,7 +152,7 @@ class SentSpecs:
 
     @property
     def specs_shipped(self) -> int:
-        """How many requests carried their spec and pod shape to this shard, ever."""
+        """How many requests carried their spec and pods (profiles or shape) to this shard, ever."""
         return self._requests.shipped
 
     @property
@@ -171,8 +171,8 @@ class SentSpecs:
         self._messages.forget()
 
     def ship(self, request: loop.PlaceRequest) -> Shipped:
-        """`request` as the shard receives it: without its spec and pod shape when the shard holds
-        those very objects."""
+        """`request` as the shard receives it: without its spec and pods when the shard holds those
+        very objects; with its plan's profiles, light and without the shape (`Shipped`)."""
         if request.snapshot is not None:
             raise ValueError(f"request {request.key!r} carries a snapshot: only a round's requests go")
         inputs = request.inputs
@@ -245,8 +245,9 @@ class HeldSpecs:
             self._messages.rotate()
 
     def requests(self, round_id: str, shipped: Sequence[Shipped]) -> list[loop.PlaceRequest]:
-        """The requests whole again, the specs and pod shapes they lack taken from what this shard
-        holds (`SpecsMissing`, nothing kept from this call, when one is not held under its token)."""
+        """The requests whole again, the specs and pods (profiles, or shapes) they lack taken from
+        what this shard holds (`SpecsMissing`, nothing kept from this call, when one is not held
+        under its token)."""
         self._begin(round_id)
         found: list[tuple[str, int, tuple[Any, ...]]] = []
         missing: list[str] = []
